@@ -1,0 +1,11 @@
+// Sub-commands of the `hedgehog` CLI. Each registers itself on the CLI11 app and runs the
+// engine; errors surface as exceptions that main() turns into a one-line message and exit 1.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace hh::cli {
+
+void addParityCommand(CLI::App& app);
+void addCompareCommand(CLI::App& app);
+
+}  // namespace hh::cli

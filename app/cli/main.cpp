@@ -1,0 +1,23 @@
+// `hedgehog`: the headless command-line tool on the same engine as the workbench.
+#include <exception>
+#include <iostream>
+
+#include "app/cli/commands.h"
+#include "engine/core/runtime.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Hedgehog: turn softmax-attention Transformers into linear-attention ones, and look inside."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("hedgehog ") + hh::engineVersion());
+  hh::cli::addParityCommand(app);
+  hh::cli::addCompareCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "hedgehog: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,237 @@
+// Validation, the recurrent form, dispatch, and the modules a model layer holds
+// (declared in linear_attention.h; quadratic and chunked forms are in linear_forms.cpp).
+#include "engine/attention/linear_attention.h"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace hh::attn {
+
+namespace {
+torch::Tensor sliceTime(const torch::Tensor& x, int64_t t0, int64_t len) {
+  return x.defined() ? x.narrow(2, t0, len) : x;
+}
+
+void requireGate(const torch::Tensor& g, const std::vector<int64_t>& shape, const char* what) {
+  if (!g.defined()) throw std::invalid_argument(std::string("update rule needs the ") + what + " gate");
+  if (g.sizes().vec() != shape) {
+    std::ostringstream os;
+    os << what << " gate has shape " << g.sizes() << ", expected " << torch::IntArrayRef(shape);
+    throw std::invalid_argument(os.str());
+  }
+}
+
+torch::ScalarType accumulateType(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+}
+}  // namespace
+
+RuleInputs RuleInputs::slice(int64_t t0, int64_t len) const {
+  return {sliceTime(gate, t0, len), sliceTime(beta, t0, len), sliceTime(keyDecay, t0, len),
+          sliceTime(valueDecay, t0, len)};
+}
+
+void validateLinearInputs(const torch::Tensor& fq, const torch::Tensor& fk, const torch::Tensor& v,
+                          const RuleInputs& gates, const RuleOptions& options) {
+  if (fq.dim() != 4 || fk.dim() != 4) throw std::invalid_argument("features must be [B,H,T,F]");
+  if (fq.sizes() != fk.sizes()) {
+    std::ostringstream os;
+    os << "query features " << fq.sizes() << " and key features " << fk.sizes() << " differ";
+    throw std::invalid_argument(os.str());
+  }
+  if (v.defined() && (v.dim() != 4 || v.size(0) != fq.size(0) || v.size(1) != fq.size(1) || v.size(2) != fq.size(2)))
+    throw std::invalid_argument("values must be [B,H,T,D] matching the features");
+  if (options.chunkSize < 1) throw std::invalid_argument("chunk size must be at least 1");
+  if (!options.causal && options.rule != UpdateRule::Additive)
+    throw std::invalid_argument("the " + toString(options.rule) + " rule is causal only");
+  const int64_t b = fq.size(0), h = fq.size(1), t = fq.size(2), f = fq.size(3);
+  switch (options.rule) {
+    case UpdateRule::Additive:
+      break;
+    case UpdateRule::Gated:
+      requireGate(gates.gate, {b, h, t}, "gated rule's g");
+      break;
+    case UpdateRule::Delta:
+      requireGate(gates.beta, {b, h, t}, "delta rule's beta");
+      break;
+    case UpdateRule::Decay:
+      requireGate(gates.keyDecay, {b, h, t, f}, "decay rule's key-side");
+      if (v.defined()) requireGate(gates.valueDecay, {b, h, t, v.size(3)}, "decay rule's value-side");
+      break;
+  }
+}
+
+int64_t RecurrentState::bytes() const {
+  int64_t n = 0;
+  for (const auto& t : {S, z})
+    if (t.defined()) n += t.numel() * static_cast<int64_t>(t.element_size());
+  return n;
+}
+
+RecurrentState initialState(int64_t batch, int64_t heads, int64_t featureDim, int64_t valueDim,
+                            const RuleOptions& options, torch::ScalarType dtype, torch::Device device) {
+  const auto type = dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
+  const auto opts = torch::TensorOptions().dtype(type).device(device);
+  RecurrentState state;
+  state.S = torch::zeros({batch, heads, featureDim, valueDim}, opts);
+  if (options.rule == UpdateRule::Additive || options.rule == UpdateRule::Gated)
+    state.z = torch::zeros({batch, heads, featureDim}, opts);
+  return state;
+}
+
+torch::Tensor linearStep(RecurrentState& state, const torch::Tensor& fq, const torch::Tensor& fk,
+                         const torch::Tensor& v, const RuleInputs& gates, const RuleOptions& options) {
+  // fq, fk [B,H,F]; v [B,H,D]; gates sliced to one token -> y [B,H,D]
+  if (!options.causal) throw std::invalid_argument("the recurrent form is causal only");
+  const auto type = state.S.scalar_type();
+  auto q = fq.to(type), k = fk.to(type);
+  const auto vv = v.to(type);
+  torch::Tensor y;
+  switch (options.rule) {
+    case UpdateRule::Additive:
+    case UpdateRule::Gated: {
+      if (options.rule == UpdateRule::Gated) {
+        const auto g = gates.gate.to(type).reshape({q.size(0), q.size(1), 1});  // [B,H,1]
+        state.S = state.S * g.unsqueeze(-1);
+        state.z = state.z * g;
+      }
+      state.S = state.S + k.unsqueeze(-1) * vv.unsqueeze(-2);  // [B,H,F,D]
+      state.z = state.z + k;
+      const auto num = torch::matmul(q.unsqueeze(-2), state.S).squeeze(-2);  // [B,H,D]
+      const auto den = (q * state.z).sum(-1, true) + options.eps;             // [B,H,1]
+      y = num / den;
+      break;
+    }
+    case UpdateRule::Delta: {
+      q = q / (q.norm(2, -1, true) + 1e-6);
+      k = k / (k.norm(2, -1, true) + 1e-6);
+      const auto beta = gates.beta.to(type).reshape({q.size(0), q.size(1), 1});
+      const auto recalled = torch::matmul(k.unsqueeze(-2), state.S).squeeze(-2);  // S^T k: [B,H,D]
+      const auto u = beta * (vv - recalled);
+      state.S = state.S + k.unsqueeze(-1) * u.unsqueeze(-2);
+      y = torch::matmul(q.unsqueeze(-2), state.S).squeeze(-2);
+      break;
+    }
+    case UpdateRule::Decay: {
+      const auto a = gates.keyDecay.to(type).reshape({q.size(0), q.size(1), q.size(2), 1});
+      const auto b = gates.valueDecay.to(type).reshape({q.size(0), q.size(1), 1, vv.size(2)});
+      state.S = a * b * state.S + k.unsqueeze(-1) * vv.unsqueeze(-2);
+      y = torch::matmul(q.unsqueeze(-2), state.S).squeeze(-2);
+      break;
+    }
+  }
+  state.position += 1;
+  return y.to(v.scalar_type());
+}
+
+torch::Tensor linearRecurrent(const torch::Tensor& fq, const torch::Tensor& fk, const torch::Tensor& v,
+                              const RuleInputs& gates, const RuleOptions& options) {
+  // -> [B,H,T,D]
+  validateLinearInputs(fq, fk, v, gates, options);
+  if (!options.causal) throw std::invalid_argument("the recurrent form is causal only");
+  const int64_t t = fq.size(2);
+  auto state = initialState(fq.size(0), fq.size(1), fq.size(3), v.size(3), options, accumulateType(fq), fq.device());
+  std::vector<torch::Tensor> ys;
+  ys.reserve(t);
+  for (int64_t i = 0; i < t; ++i) {
+    const auto g = gates.slice(i, 1);
+    ys.push_back(linearStep(state, fq.select(2, i), fk.select(2, i), v.select(2, i), g, options));
+  }
+  return torch::stack(ys, 2);
+}
+
+torch::Tensor linearAttention(AttentionForm form, const torch::Tensor& fq, const torch::Tensor& fk,
+                              const torch::Tensor& v, const RuleInputs& gates, const RuleOptions& options) {
+  switch (form) {
+    case AttentionForm::Quadratic:
+      return linearQuadratic(fq, fk, v, gates, options);
+    case AttentionForm::Chunked:
+      return linearChunked(fq, fk, v, gates, options);
+    case AttentionForm::Recurrent:
+      return linearRecurrent(fq, fk, v, gates, options);
+  }
+  throw std::logic_error("linearAttention: unhandled form");
+}
+
+// ---- modules ----
+
+RuleGatesImpl::RuleGatesImpl(UpdateRule rule, int64_t hiddenSize, int64_t heads, int64_t featureDim, int64_t headDim)
+    : rule_(rule), heads_(heads), featureDim_(featureDim), headDim_(headDim) {
+  if (rule == UpdateRule::Additive) return;
+  if (hiddenSize < 1) throw std::invalid_argument("the " + toString(rule) + " rule needs the model width");
+  const int64_t out = rule == UpdateRule::Decay ? heads * featureDim : heads;
+  first_ = register_module("first", torch::nn::Linear(hiddenSize, out));
+  torch::nn::init::constant_(first_->bias, 4.0);
+  if (rule == UpdateRule::Decay) {
+    second_ = register_module("second", torch::nn::Linear(hiddenSize, heads * headDim));
+    torch::nn::init::constant_(second_->bias, 4.0);
+  }
+}
+
+RuleInputs RuleGatesImpl::forward(const torch::Tensor& hidden) {
+  // hidden [B,T,C]
+  RuleInputs in;
+  if (rule_ == UpdateRule::Additive) return in;
+  TORCH_CHECK(hidden.defined() && hidden.dim() == 3, "the ", toString(rule_), " rule needs hidden states [B,T,C]");
+  const int64_t b = hidden.size(0), t = hidden.size(1);
+  const auto first = torch::sigmoid(first_->forward(hidden));
+  switch (rule_) {
+    case UpdateRule::Gated:
+      in.gate = first.transpose(1, 2).contiguous();  // [B,H,T]
+      break;
+    case UpdateRule::Delta:
+      in.beta = first.transpose(1, 2).contiguous();  // [B,H,T]
+      break;
+    case UpdateRule::Decay:
+      in.keyDecay = first.view({b, t, heads_, featureDim_}).transpose(1, 2).contiguous();  // [B,H,T,F]
+      in.valueDecay =
+          torch::sigmoid(second_->forward(hidden)).view({b, t, heads_, headDim_}).transpose(1, 2).contiguous();
+      break;
+    case UpdateRule::Additive:
+      break;
+  }
+  return in;
+}
+
+LinearAttentionImpl::LinearAttentionImpl(LinearAttentionConfig config, int64_t hiddenSize) : config_(config) {
+  featureMap_ = register_module("feature_map", FeatureMap(config.featureMap));
+  if (config.rule.rule != UpdateRule::Additive) {
+    gates_ = register_module("gates", RuleGates(config.rule.rule, hiddenSize, config.featureMap.heads,
+                                                featureMap_->featureDim(), config.featureMap.headDim));
+  }
+}
+
+RuleInputs LinearAttentionImpl::gatesFor(const torch::Tensor& hidden, int64_t batch, int64_t length) {
+  if (!gates_) return {};
+  TORCH_CHECK(hidden.defined() && hidden.size(0) == batch && hidden.size(1) == length,
+              "hidden states must be [B,T,C] matching q");
+  return gates_->forward(hidden);
+}
+
+torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                           const torch::Tensor& hidden, AttentionForm form) {
+  const auto gates = gatesFor(hidden, q.size(0), q.size(2));
+  return linearAttention(form, featureMap_->forward(q), featureMap_->forward(k), v, gates, config_.rule);
+}
+
+torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::Tensor& k,
+                                           const torch::Tensor& hidden) {
+  const auto gates = gatesFor(hidden, q.size(0), q.size(2));
+  return linearWeights(featureMap_->forward(q), featureMap_->forward(k), gates, config_.rule);
+}
+
+RecurrentState LinearAttentionImpl::initialState(int64_t batch, torch::Device device) const {
+  return hh::attn::initialState(batch, config_.featureMap.heads, featureMap_->featureDim(),
+                                config_.featureMap.headDim, config_.rule, torch::kFloat, device);
+}
+
+torch::Tensor LinearAttentionImpl::step(RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, const torch::Tensor& hidden) {
+  // q, k, v [B,H,1,D]
+  const auto gates = gatesFor(hidden, q.size(0), 1);
+  const auto fq = featureMap_->forward(q, state.position).select(2, 0);
+  const auto fk = featureMap_->forward(k, state.position).select(2, 0);
+  return linearStep(state, fq, fk, v.select(2, 0), gates.slice(0, 1), config_.rule).unsqueeze(2);
+}
+
+}  // namespace hh::attn

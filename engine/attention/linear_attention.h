@@ -1,0 +1,112 @@
+// Linear attention: the three forms (quadratic, chunked, recurrent) of every update rule, on
+// features that a FeatureMap produced, plus the module a model layer calls.
+// Shapes: fq, fk [B, H, T, F] features of queries and keys; v [B, H, T, D]; y [B, H, T, D].
+// The fp64 brute force these are tested against lives in engine/attention/reference.h.
+#pragma once
+#include <torch/torch.h>
+
+#include "engine/attention/attention_types.h"
+#include "engine/attention/feature_map.h"
+
+namespace hh::attn {
+
+// Per-token gates of the non-additive rules, computed by the layer (see RuleGates) or by a test.
+struct RuleInputs {
+  torch::Tensor gate;        // Gated: [B, H, T] in (0, 1)
+  torch::Tensor beta;        // Delta: [B, H, T] in (0, 1), write strength
+  torch::Tensor keyDecay;    // Decay: [B, H, T, F] in (0, 1), the a_t of G_t = a_t b_t^T
+  torch::Tensor valueDecay;  // Decay: [B, H, T, D] in (0, 1), the b_t
+  // Slice [t0, t0 + len) along T (used by the recurrent form and by chunking).
+  RuleInputs slice(int64_t t0, int64_t len) const;
+};
+
+// Attention weights a_ij [B, H, T, T] of the quadratic form. Additive: phi(q_i).phi(k_j) /
+// (sum_m phi(q_i).phi(k_m) + eps). Gated: scores scaled by prod_{l=j+1..i} g_l. Delta: the
+// effective matrix tril(QK^T) (I + diag(beta) strict_tril(KK^T))^-1 diag(beta), so y = A v.
+// Decay: feature-side decayed scores sum_f q_if k_jf prod_{l=j+1..i} a_lf; the value-side gate
+// b_t acts per output channel and is not part of the returned matrix.
+torch::Tensor linearWeights(const torch::Tensor& fq, const torch::Tensor& fk, const RuleInputs& gates,
+                            const RuleOptions& options);
+
+// Quadratic form output [B, H, T, D].
+torch::Tensor linearQuadratic(const torch::Tensor& fq, const torch::Tensor& fk, const torch::Tensor& v,
+                              const RuleInputs& gates, const RuleOptions& options);
+
+// Chunked form output [B, H, T, D]. The causal additive rule has its own backward that
+// recomputes chunk states (memory linear in T); other rules differentiate through autograd.
+torch::Tensor linearChunked(const torch::Tensor& fq, const torch::Tensor& fk, const torch::Tensor& v,
+                            const RuleInputs& gates, const RuleOptions& options);
+
+// Recurrent state for one layer: S [B, H, F, D] and (additive, gated) z [B, H, F], kept in fp32
+// or fp64 whatever the input dtype.
+struct RecurrentState {
+  torch::Tensor S;
+  torch::Tensor z;
+  int64_t position = 0;  // tokens consumed so far
+  int64_t bytes() const;
+};
+RecurrentState initialState(int64_t batch, int64_t heads, int64_t featureDim, int64_t valueDim,
+                            const RuleOptions& options, torch::ScalarType dtype = torch::kFloat,
+                            torch::Device device = torch::kCPU);
+
+// One causal step: fq, fk [B, H, F], v [B, H, D], gates sliced to length 1. Returns y [B, H, D].
+torch::Tensor linearStep(RecurrentState& state, const torch::Tensor& fq, const torch::Tensor& fk,
+                         const torch::Tensor& v, const RuleInputs& gates, const RuleOptions& options);
+
+// The recurrent form over a whole sequence (T steps): [B, H, T, D]. For tests and parity.
+torch::Tensor linearRecurrent(const torch::Tensor& fq, const torch::Tensor& fk, const torch::Tensor& v,
+                              const RuleInputs& gates, const RuleOptions& options);
+
+// Dispatch by form.
+torch::Tensor linearAttention(AttentionForm form, const torch::Tensor& fq, const torch::Tensor& fk,
+                              const torch::Tensor& v, const RuleInputs& gates, const RuleOptions& options);
+
+// Checks shapes and rule/causality combinations; throws std::invalid_argument with a reason.
+void validateLinearInputs(const torch::Tensor& fq, const torch::Tensor& fk, const torch::Tensor& v,
+                          const RuleInputs& gates, const RuleOptions& options);
+
+// Gates of the non-additive rules from the layer's hidden states x [B, T, C]:
+//   gated: g = sigmoid(x W_g + b_g) per head; delta: beta = sigmoid(x W_b + b_b) per head;
+//   decay: a = sigmoid(x W_z + b_z) [H*F], b = sigmoid(x W_f + b_f) [H*D].
+// Biases start at +4 so the gates start near 1 (close to the additive rule).
+class RuleGatesImpl : public torch::nn::Module {
+ public:
+  RuleGatesImpl(UpdateRule rule, int64_t hiddenSize, int64_t heads, int64_t featureDim, int64_t headDim);
+  RuleInputs forward(const torch::Tensor& hidden);  // hidden [B, T, C]
+
+ private:
+  UpdateRule rule_;
+  int64_t heads_, featureDim_, headDim_;
+  torch::nn::Linear first_{nullptr}, second_{nullptr};
+};
+TORCH_MODULE(RuleGates);
+
+// What a model layer calls: feature map + rule + form, with the gates it needs.
+class LinearAttentionImpl : public torch::nn::Module {
+ public:
+  // hiddenSize is the model width C (needed by the gated, delta and decay rules; ignored otherwise).
+  LinearAttentionImpl(LinearAttentionConfig config, int64_t hiddenSize = 0);
+
+  // q, k, v [B, H, T, D]; hidden [B, T, C] (non-additive rules). Returns [B, H, T, D].
+  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& hidden = {}, AttentionForm form = AttentionForm::Chunked);
+  // Quadratic-form weights [B, H, T, T] for distillation and display.
+  torch::Tensor weights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& hidden = {});
+  // Recurrent decoding: q, k, v [B, H, 1, D], hidden [B, 1, C]; returns [B, H, 1, D].
+  RecurrentState initialState(int64_t batch, torch::Device device = torch::kCPU) const;
+  torch::Tensor step(RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& hidden = {});
+
+  const LinearAttentionConfig& config() const { return config_; }
+  FeatureMap featureMap() const { return featureMap_; }
+
+ private:
+  RuleInputs gatesFor(const torch::Tensor& hidden, int64_t batch, int64_t length);
+
+  LinearAttentionConfig config_;
+  FeatureMap featureMap_{nullptr};
+  RuleGates gates_{nullptr};
+};
+TORCH_MODULE(LinearAttention);
+
+}  // namespace hh::attn

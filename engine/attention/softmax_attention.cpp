@@ -1,0 +1,47 @@
+#include "engine/attention/softmax_attention.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace hh::attn {
+
+torch::Tensor attentionScores(const torch::Tensor& q, const torch::Tensor& k) {
+  // q [B,H,Tq,D], k [B,H,Tk,D] -> [B,H,Tq,Tk]
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4, "attentionScores: q and k must be [B,H,T,D]");
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  return torch::matmul(q, k.transpose(-2, -1)) * scale;
+}
+
+torch::Tensor validPairs(int64_t tq, int64_t tk, bool causal, const torch::Tensor& keyMask, torch::Device device) {
+  // -> bool [1 or B, 1, Tq, Tk]
+  auto valid = torch::ones({1, 1, tq, tk}, torch::TensorOptions().dtype(torch::kBool).device(device));
+  if (causal) {
+    TORCH_CHECK(tq == tk, "causal attention needs as many keys as queries");
+    valid = torch::tril(valid);
+  }
+  if (keyMask.defined()) {
+    TORCH_CHECK(keyMask.dim() == 2 && keyMask.size(1) == tk, "keyMask must be [B, Tk]");
+    valid = valid & keyMask.to(torch::kBool).to(device).view({keyMask.size(0), 1, 1, tk});
+  }
+  return valid;
+}
+
+torch::Tensor softmaxWeights(const torch::Tensor& q, const torch::Tensor& k, bool causal, const torch::Tensor& keyMask) {
+  const auto computeType = q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  auto scores = attentionScores(q.to(computeType), k.to(computeType));  // [B,H,Tq,Tk]
+  if (causal || keyMask.defined()) {
+    const auto valid = validPairs(q.size(2), k.size(2), causal, keyMask, q.device());
+    scores = scores.masked_fill(valid.logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  auto weights = torch::softmax(scores, -1);
+  // A row with no valid key (fully padded) would be NaN: define it as all zeros.
+  return torch::nan_to_num(weights, 0.0);
+}
+
+torch::Tensor softmaxAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
+                               const torch::Tensor& keyMask) {
+  auto weights = softmaxWeights(q, k, causal, keyMask);
+  return torch::matmul(weights, v.to(weights.scalar_type())).to(v.scalar_type());
+}
+
+}  // namespace hh::attn

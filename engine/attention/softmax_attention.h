@@ -1,0 +1,25 @@
+// Softmax attention, the teacher every linear form is compared against.
+//   q, k   : [B, H, T, D]   (k may have Tk != Tq for cross attention; causal needs Tk == Tq)
+//   v      : [B, H, Tk, Dv]
+//   keyMask: optional bool [B, Tk], true = real token (padding is false); broadcast over H and Tq
+#pragma once
+#include <torch/torch.h>
+
+namespace hh::attn {
+
+// Scaled scores q.k / sqrt(D): [B, H, Tq, Tk] (no mask applied).
+torch::Tensor attentionScores(const torch::Tensor& q, const torch::Tensor& k);
+
+// softmax(q k^T / sqrt(D) + mask): [B, H, Tq, Tk]; computed in at least fp32.
+torch::Tensor softmaxWeights(const torch::Tensor& q, const torch::Tensor& k, bool causal,
+                             const torch::Tensor& keyMask = {});
+
+// softmaxWeights(...) @ v: [B, H, Tq, Dv].
+torch::Tensor softmaxAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
+                               const torch::Tensor& keyMask = {});
+
+// The bool mask of (query, key) pairs that take part: [1 or B, 1, Tq, Tk].
+torch::Tensor validPairs(int64_t tq, int64_t tk, bool causal, const torch::Tensor& keyMask = {},
+                         torch::Device device = torch::kCPU);
+
+}  // namespace hh::attn

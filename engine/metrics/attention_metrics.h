@@ -1,0 +1,67 @@
+// Attention metrics, defined once and used by the CLI, the jobs and (as plain numbers) the
+// workbench. Every function accepts weights from any layer, batched:
+//   weights, p, a, scores : [..., Tq, Tk]  (typically [B, H, Tq, Tk])
+//   valid                 : bool, broadcastable to [..., Tq, Tk]; undefined = every pair valid.
+// "Per head" results reduce every leading dimension except dim -3 (H) and return [H]; a
+// [Tq, Tk] input is treated as one head.
+// Computation is in float64 whatever the input dtype (float32, float64, bfloat16...); results are
+// float64 on the input's device. Paired inputs must have the same shape. Bad shapes, dtypes or a
+// non-bool `valid` throw c10::Error (a std::exception). Weights are not renormalised over the valid
+// keys: pass rows that already sum to 1 over them. A NaN among valid inputs yields NaN (it is
+// never silently dropped), so a diverged model shows up in the per-head numbers.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace hh::metrics {
+
+// Guard inside logarithms of the KL divergence (documented in docs/metrics.md):
+//   KL_i = sum_j p_ij * (log(p_ij + kKlEpsilon) - log(a_ij + kKlEpsilon)),  terms with p_ij = 0 are 0.
+// With kKlEpsilon = 1e-10, a linear weight of exactly 0 where p_ij > 0 costs at most
+// p_ij * 23.03 nats instead of infinity; for a_ij >> 1e-10 the bias is below 1e-10 / a_ij.
+constexpr double kKlEpsilon = 1e-10;
+
+// Lower-triangular [T, T] bool mask (query i sees keys j <= i).
+torch::Tensor causalMask(int64_t length, torch::Device device = torch::kCPU);
+
+// H_i = -sum_j a_ij log a_ij over valid j (0 log 0 = 0; a negative weight gives NaN).
+// Returns [..., Tq] in float64; a row with no valid key is NaN.
+torch::Tensor rowEntropy(const torch::Tensor& weights, const torch::Tensor& valid = {});
+// Mean of rowEntropy over rows (and batch) per head: [H] float64. Rows with no valid key are left
+// out of the mean; a head with none left is NaN.
+torch::Tensor headEntropy(const torch::Tensor& weights, const torch::Tensor& valid = {});
+
+// KL(p || a) per row over valid j: [..., Tq] float64; p the softmax target, a the linear weights.
+// A row with no valid key is NaN.
+torch::Tensor rowKl(const torch::Tensor& p, const torch::Tensor& a, const torch::Tensor& valid = {});
+// Mean of rowKl over rows (and batch) per head: [H] float64. Rows with no valid key are left out
+// of the mean; a head with none left is NaN.
+torch::Tensor headKl(const torch::Tensor& p, const torch::Tensor& a, const torch::Tensor& valid = {});
+
+// Spearman rank correlation between scores (q.k / sqrt(d)) and weights along each row over valid
+// keys, ties given their average rank. Rows with fewer than 3 valid keys, or constant scores or
+// weights, are skipped. Returns [..., Tq] float64 with NaN for skipped rows. A row with a NaN
+// among its valid scores or weights is NaN too but is not skipped: it makes its head's mean NaN.
+torch::Tensor rowSpearman(const torch::Tensor& scores, const torch::Tensor& weights, const torch::Tensor& valid = {});
+// Mean over non-skipped rows per head: [H] float64 (NaN if a head has no usable row).
+torch::Tensor headSpearman(const torch::Tensor& scores, const torch::Tensor& weights, const torch::Tensor& valid = {});
+
+// Binned monotonicity curve: weights against scores over all valid pairs of the given tensors
+// (pass one head's slice for a per-head curve). Bins are equal-width over [min, max] of the valid
+// scores; empty bins have count 0 and NaN mean/std. The curve always has `bins` entries (bins >= 1).
+// Bin b holds lo + b*w <= s < lo + (b+1)*w with w = (max - min) / bins; the maximum goes into the
+// last bin. Pairs whose score is not finite (e.g. -inf from a mask) are ignored. If all scores are
+// equal, every pair goes into bin bins/2, centred on that score, and the others (1/bins wide) stay
+// empty. No usable pair: all counts 0 and every field NaN. Computed on the CPU.
+struct MonotonicityCurve {
+  std::vector<double> binCenters;  // score at the bin's centre
+  std::vector<double> mean;        // mean weight in the bin
+  std::vector<double> stddev;      // population standard deviation of the weights in the bin
+  std::vector<int64_t> count;      // pairs in the bin
+};
+MonotonicityCurve monotonicityCurve(const torch::Tensor& scores, const torch::Tensor& weights,
+                                    const torch::Tensor& valid = {}, int bins = 32);
+
+}  // namespace hh::metrics

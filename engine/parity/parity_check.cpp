@@ -1,0 +1,144 @@
+#include "engine/parity/parity_check.h"
+
+#include <torch/torch.h>
+
+#include "engine/attention/feature_map.h"
+#include "engine/attention/linear_attention.h"
+#include "engine/attention/reference.h"
+#include "engine/attention/softmax_attention.h"
+
+namespace hh::parity {
+
+namespace {
+using attn::FeatureMapKind;
+using attn::UpdateRule;
+
+torch::ScalarType dtypeOf(const std::string& name) {
+  if (name == "float32") return torch::kFloat;
+  if (name == "float64") return torch::kDouble;
+  if (name == "bfloat16") return torch::kBFloat16;
+  throw std::invalid_argument("unknown dtype '" + name + "' (allowed: float32, float64, bfloat16)");
+}
+
+struct Inputs {
+  torch::Tensor q, k, v;  // [B,H,T,D] float64
+  attn::RuleInputs gates;  // float64
+};
+
+// Random inputs; the identity map needs a positive kernel, so its q, k are drawn in (0.1, 1).
+Inputs makeInputs(const ParityOptions& o, int64_t t, FeatureMapKind kind, int64_t featureDim, uint64_t seed) {
+  torch::manual_seed(seed);
+  const auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  Inputs in;
+  if (kind == FeatureMapKind::Identity) {
+    in.q = torch::rand({o.batch, o.heads, t, o.headDim}, opts) * 0.9 + 0.1;
+    in.k = torch::rand({o.batch, o.heads, t, o.headDim}, opts) * 0.9 + 0.1;
+  } else {
+    in.q = torch::randn({o.batch, o.heads, t, o.headDim}, opts) * 0.5;
+    in.k = torch::randn({o.batch, o.heads, t, o.headDim}, opts) * 0.5;
+  }
+  in.v = torch::randn({o.batch, o.heads, t, o.headDim}, opts);
+  in.gates.gate = torch::sigmoid(torch::randn({o.batch, o.heads, t}, opts) + 3.0);
+  in.gates.beta = torch::sigmoid(torch::randn({o.batch, o.heads, t}, opts));
+  in.gates.keyDecay = torch::sigmoid(torch::randn({o.batch, o.heads, t, featureDim}, opts) + 3.0);
+  in.gates.valueDecay = torch::sigmoid(torch::randn({o.batch, o.heads, t, o.headDim}, opts) + 3.0);
+  return in;
+}
+
+attn::RuleInputs castGates(const attn::RuleInputs& g, torch::ScalarType type) {
+  return {g.gate.to(type), g.beta.to(type), g.keyDecay.to(type), g.valueDecay.to(type)};
+}
+
+void compare(ParityRow& row, const torch::Tensor& got, const torch::Tensor& ref) {
+  const auto diff = (got.to(torch::kDouble) - ref).abs();
+  row.maxAbsError = diff.max().item<double>();
+  row.relError = row.maxAbsError / std::max(ref.abs().max().item<double>(), 1e-300);
+}
+
+// Perturb trainable maps away from identity so the per-head MLP is exercised.
+void randomizeTrainable(attn::FeatureMap& fm, uint64_t seed) {
+  if (!fm->trainable()) return;
+  torch::NoGradGuard guard;
+  torch::manual_seed(seed);
+  fm->weight().add_(torch::randn_like(fm->weight()) * 0.2);
+  fm->bias().add_(torch::randn_like(fm->bias()) * 0.1);
+}
+}  // namespace
+
+double toleranceFor(const std::string& dtype) {
+  if (dtype == "float64") return 1e-10;
+  if (dtype == "float32") return 1e-5;
+  return 5e-2;
+}
+
+std::vector<ParityRow> runParity(const ParityOptions& o, const std::function<void(const ParityRow&)>& onRow) {
+  torch::NoGradGuard noGrad;
+  std::vector<ParityRow> rows;
+  auto emit = [&](ParityRow row) {
+    if (onRow) onRow(row);
+    rows.push_back(std::move(row));
+  };
+  uint64_t seed = o.seed;
+  for (const int64_t t : o.lengths) {
+    // Softmax against its own brute force.
+    {
+      const auto in = makeInputs(o, t, FeatureMapKind::Elu, o.headDim, ++seed);
+      for (const bool causal : {true, false}) {
+        const auto ref = attn::referenceSoftmaxAttention(in.q, in.k, in.v, causal);
+        for (const auto& dt : o.dtypes) {
+          const auto type = dtypeOf(dt);
+          ParityRow row{"softmax", "-", causal, "quadratic", dt, t};
+          compare(row, attn::softmaxAttention(in.q.to(type), in.k.to(type), in.v.to(type), causal), ref);
+          emit(row);
+        }
+      }
+    }
+    for (const auto kind : o.featureMaps) {
+      attn::FeatureMapConfig fc;
+      fc.kind = kind;
+      fc.heads = o.heads;
+      fc.headDim = o.headDim;
+      fc.expT = 2.0;
+      fc.cosformerMaxLength = 256;
+      fc.seed = seed;
+      attn::FeatureMap fm(fc);
+      randomizeTrainable(fm, ++seed);
+      const auto in = makeInputs(o, t, kind, fm->featureDim(), ++seed);
+      const auto fq64 = fm->forward(in.q), fk64 = fm->forward(in.k);
+      for (const auto rule : o.rules) {
+        for (const bool causal : {true, false}) {
+          if (!causal && rule != UpdateRule::Additive) continue;
+          attn::RuleOptions ro;
+          ro.rule = rule;
+          ro.causal = causal;
+          ro.chunkSize = o.chunkSize;
+          const auto ref = attn::referenceLinearAttention(fq64, fk64, in.v, in.gates, ro);
+          const bool hasRefWeights = rule == UpdateRule::Additive || rule == UpdateRule::Gated;
+          const auto refWeights = hasRefWeights ? attn::referenceLinearWeights(fq64, fk64, in.gates, ro) : torch::Tensor();
+          for (const auto& dt : o.dtypes) {
+            const auto type = dtypeOf(dt);
+            // The whole pipeline in this dtype: inputs -> features -> form.
+            const auto fq = fm->forward(in.q.to(type)), fk = fm->forward(in.k.to(type));
+            const auto v = in.v.to(type);
+            const auto gates = castGates(in.gates, type);
+            std::vector<attn::AttentionForm> forms = {attn::AttentionForm::Quadratic, attn::AttentionForm::Chunked};
+            if (causal) forms.push_back(attn::AttentionForm::Recurrent);
+            for (const auto form : forms) {
+              ParityRow row{attn::toString(kind), attn::toString(rule), causal, attn::toString(form), dt, t};
+              compare(row, attn::linearAttention(form, fq, fk, v, gates, ro), ref);
+              emit(row);
+            }
+            if (hasRefWeights) {
+              ParityRow row{attn::toString(kind), attn::toString(rule), causal, "weights", dt, t};
+              compare(row, attn::linearWeights(fq, fk, gates, ro), refWeights);
+              emit(row);
+            }
+          }
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+}  // namespace hh::parity

@@ -1,0 +1,167 @@
+// Feature maps against their analytic definitions (DESIGN.md, "The math").
+#include <cmath>
+
+#include "engine/attention/feature_map.h"
+#include "engine/attention/softmax_attention.h"
+#include "tests/support/hh_test.h"
+
+using hh::attn::FeatureMap;
+using hh::attn::FeatureMapConfig;
+using hh::attn::FeatureMapKind;
+
+namespace {
+FeatureMap makeMap(FeatureMapKind kind, int64_t heads = 2, int64_t d = 8) {
+  FeatureMapConfig c;
+  c.kind = kind;
+  c.heads = heads;
+  c.headDim = d;
+  return FeatureMap(c);
+}
+double maxAbs(const torch::Tensor& t) { return t.abs().max().item<double>(); }
+}  // namespace
+
+class TestFeatureMaps : public QObject {
+  Q_OBJECT
+ private slots:
+  void shapesAndFeatureDims() {
+    const auto x = torch::randn({2, 2, 5, 8});
+    for (const auto kind : hh::attn::allFeatureMapKinds()) {
+      auto fm = makeMap(kind);
+      const auto y = fm->forward(x);
+      QCOMPARE(y.size(3), fm->featureDim());
+      QCOMPARE(y.size(2), int64_t(5));
+      QVERIFY2(torch::isfinite(y).all().item<bool>(), hh::attn::toString(kind).c_str());
+    }
+    QCOMPARE(makeMap(FeatureMapKind::Taylor)->featureDim(), int64_t(1 + 8 + 64));
+    QCOMPARE(makeMap(FeatureMapKind::Hedgehog)->featureDim(), int64_t(16));
+  }
+
+  void hedgehogStartsAtIdentity() {
+    auto fm = makeMap(FeatureMapKind::Hedgehog);
+    const auto x = torch::randn({1, 2, 6, 8}, torch::kDouble);
+    const auto expected = torch::cat({torch::exp(x), torch::exp(-x)}, -1);
+    QVERIFY(maxAbs(fm->forward(x) - expected) < 1e-12);
+    QCOMPARE(fm->weight().sizes().vec(), (std::vector<int64_t>{2, 8, 8}));
+    QVERIFY(fm->weight().requires_grad());
+  }
+
+  void hedgehogUsesOneMlpPerHead() {
+    auto fm = makeMap(FeatureMapKind::Hedgehog);
+    {
+      torch::NoGradGuard g;
+      fm->weight()[1].mul_(2.0);  // head 1 doubles its input
+      fm->bias()[1].fill_(0.5);
+    }
+    const auto x = torch::randn({1, 2, 3, 8}, torch::kDouble);
+    const auto y = fm->forward(x);
+    const auto u1 = x.select(1, 1) * 2.0 + 0.5;
+    QVERIFY(maxAbs(y.select(1, 0) - torch::cat({torch::exp(x.select(1, 0)), torch::exp(-x.select(1, 0))}, -1)) < 1e-12);
+    QVERIFY(maxAbs(y.select(1, 1) - torch::cat({torch::exp(u1), torch::exp(-u1)}, -1)) < 1e-12);
+  }
+
+  void hedgehogSoftmaxHalvesSumToOne() {
+    auto fm = makeMap(FeatureMapKind::HedgehogSoftmax);
+    const auto y = fm->forward(torch::randn({1, 2, 4, 8}, torch::kDouble));
+    QVERIFY(maxAbs(y.narrow(-1, 0, 8).sum(-1) - 1.0) < 1e-12);
+    QVERIFY(maxAbs(y.narrow(-1, 8, 8).sum(-1) - 1.0) < 1e-12);
+  }
+
+  void taylorKernelIsSecondOrderExpansion() {
+    // phi(q).phi(k) = 1 + s + s^2 / 2, s = q.k / sqrt(d), exactly.
+    auto fm = makeMap(FeatureMapKind::Taylor, 1, 6);
+    const auto q = torch::randn({1, 1, 5, 6}, torch::kDouble), k = torch::randn({1, 1, 5, 6}, torch::kDouble);
+    const auto s = hh::attn::attentionScores(q, k);
+    const auto kernel = torch::matmul(fm->forward(q), fm->forward(k).transpose(-1, -2));
+    QVERIFY(maxAbs(kernel - (1.0 + s + 0.5 * s * s)) < 1e-12);
+  }
+
+  void performerApproximatesSoftmaxKernel() {
+    // Unbiased: E[phi(q).phi(k)] = exp(q.k / sqrt(d)). One draw of m features has a per-entry
+    // relative std of sqrt(exp(|q'+k'|^2) - 1) / sqrt(m) (q' = q / d^(1/4)), so average the
+    // estimate over 50 seeds of m = 1024 features: the worst of 256 entries stays within 6%.
+    torch::manual_seed(3);
+    const auto q = torch::randn({1, 1, 16, 8}, torch::kDouble) * 0.5, k = torch::randn({1, 1, 16, 8}, torch::kDouble) * 0.5;
+    const auto exact = torch::exp(hh::attn::attentionScores(q, k));
+    FeatureMapConfig c;
+    c.kind = FeatureMapKind::Performer;
+    c.headDim = 8;
+    c.randomFeatures = 1024;
+    auto mean = torch::zeros_like(exact);
+    const int seeds = 50;
+    for (int s = 0; s < seeds; ++s) {
+      c.seed = 100 + s;
+      FeatureMap fm(c);
+      mean += torch::matmul(fm->forward(q), fm->forward(k).transpose(-1, -2)) / seeds;
+      QVERIFY((fm->forward(q) > 0).all().item<bool>());
+    }
+    const double rel = maxAbs((mean - exact) / exact);
+    QVERIFY2(rel < 0.06, std::to_string(rel).c_str());
+    // Seeded: the same seed gives the same projection, another seed a different one.
+    c.seed = 7;
+    FeatureMap a(c), b(c);
+    QVERIFY(torch::equal(a->projection(), b->projection()));
+    c.seed = 8;
+    QVERIFY(!torch::equal(FeatureMap(c)->projection(), a->projection()));
+  }
+
+  void cosformerReweightsByPositionDistance() {
+    // phi(q_i).phi(k_j) = relu(q_i).relu(k_j) cos(pi (i - j) / 2M).
+    FeatureMapConfig c;
+    c.kind = FeatureMapKind::CosFormer;
+    c.headDim = 4;
+    c.cosformerMaxLength = 16;
+    FeatureMap fm(c);
+    const auto q = torch::randn({1, 1, 10, 4}, torch::kDouble), k = torch::randn({1, 1, 10, 4}, torch::kDouble);
+    const auto kernel = torch::matmul(fm->forward(q), fm->forward(k).transpose(-1, -2));
+    const auto pos = torch::arange(10, torch::kDouble);
+    const auto cosDist = torch::cos((pos.unsqueeze(1) - pos.unsqueeze(0)) * M_PI / 32.0);
+    const auto expected = torch::matmul(torch::relu(q), torch::relu(k).transpose(-1, -2)) * cosDist;
+    QVERIFY(maxAbs(kernel - expected) < 1e-12);
+    // An offset shifts positions: token 3 alone at offset 3 equals row 3 of the full sequence.
+    QVERIFY(maxAbs(fm->forward(q.narrow(2, 3, 1), 3) - fm->forward(q).narrow(2, 3, 1)) < 1e-12);
+    bool threw = false;
+    try {
+      fm->forward(q, 10);  // positions 10..19 exceed M = 16
+    } catch (const std::exception&) {
+      threw = true;
+    }
+    QVERIFY(threw);
+  }
+
+  void elementwiseMaps() {
+    const auto x = torch::randn({1, 2, 3, 8}, torch::kDouble);
+    QVERIFY(maxAbs(makeMap(FeatureMapKind::Elu)->forward(x) - (torch::elu(x) + 1.0)) < 1e-12);
+    QVERIFY((makeMap(FeatureMapKind::Elu)->forward(x) > 0).all().item<bool>());
+    QVERIFY(maxAbs(makeMap(FeatureMapKind::Identity)->forward(x) - x) < 1e-15);
+    QVERIFY(maxAbs(makeMap(FeatureMapKind::T2R)->forward(x) - torch::relu(x)) < 1e-12);
+    FeatureMapConfig c;
+    c.kind = FeatureMapKind::ExpT;
+    c.headDim = 8;
+    c.expT = 2.0;
+    QVERIFY(maxAbs(FeatureMap(c)->forward(x) - torch::exp(2.0 * x)) < 1e-12);
+  }
+
+  void namesRoundTrip() {
+    for (const auto kind : hh::attn::allFeatureMapKinds())
+      QVERIFY(hh::attn::parseFeatureMapKind(hh::attn::toString(kind)) == kind);
+    for (const auto rule : hh::attn::allUpdateRules())
+      QVERIFY(hh::attn::parseUpdateRule(hh::attn::toString(rule)) == rule);
+    bool threw = false;
+    try {
+      hh::attn::parseFeatureMapKind("hegdehog");
+    } catch (const std::invalid_argument& e) {
+      threw = std::string(e.what()).find("allowed: hedgehog") != std::string::npos;
+    }
+    QVERIFY(threw);
+  }
+};
+
+HH_TEST_SUITE(TestFeatureMaps, "engine.attention.feature_maps", &TestFeatureMaps::shapesAndFeatureDims,
+              &TestFeatureMaps::hedgehogStartsAtIdentity, &TestFeatureMaps::hedgehogUsesOneMlpPerHead,
+              &TestFeatureMaps::hedgehogSoftmaxHalvesSumToOne, &TestFeatureMaps::taylorKernelIsSecondOrderExpansion,
+              &TestFeatureMaps::performerApproximatesSoftmaxKernel, &TestFeatureMaps::cosformerReweightsByPositionDistance,
+              &TestFeatureMaps::elementwiseMaps, &TestFeatureMaps::namesRoundTrip)
+
+#if HH_HAVE_QTEST
+#include "test_feature_maps.moc"
+#endif

@@ -1,0 +1,76 @@
+// Test harness glue. Every suite is a Qt Test class (QObject with private slots) declared with
+//   HH_TEST_SUITE(ClassName, "layer.area.suite", &ClassName::testA, &ClassName::testB, ...)
+// and, at the end of its .cpp, `#include "file_name.moc"` guarded by HH_HAVE_QTEST.
+// One executable per layer (hh_engine_tests, hh_widgets_tests, hh_app_tests) holds its suites;
+// `EXE SUITE [Qt Test args]` runs one, `EXE --list` names them; CTest registers one test per suite.
+// With Qt Test present (the normal case) the member list is ignored and QTest::qExec runs the
+// class's slots. Where Qt is absent (a CUDA machine with only PyTorch), a minimal stand-in runs
+// the listed members with the same QVERIFY/QCOMPARE/QSKIP/QFAIL semantics.
+#pragma once
+#include <functional>
+#include <string>
+
+namespace hh::test {
+using SuiteRunner = std::function<int(int argc, char** argv)>;
+bool registerSuite(const char* name, SuiteRunner runner);
+}  // namespace hh::test
+
+#if HH_HAVE_QTEST
+#include <QtTest/QtTest>
+
+#define HH_TEST_SUITE(Cls, name, ...)                                           \
+  static const bool hh_registered_##Cls = ::hh::test::registerSuite(            \
+      name, [](int argc, char** argv) {                                          \
+        Cls suite;                                                               \
+        return QTest::qExec(&suite, argc, argv);                                 \
+      });
+
+#else  // minimal stand-in for Qt Test
+#include <cmath>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+namespace hh::test {
+struct Failure : std::runtime_error { using std::runtime_error::runtime_error; };
+struct Skipped : std::runtime_error { using std::runtime_error::runtime_error; };
+template <typename Cls, typename... Members>
+int runMembers(const char* suiteName, Members... members) {
+  int failed = 0, passed = 0, skipped = 0;
+  auto runOne = [&](auto member) {
+    Cls suite;
+    try {
+      (suite.*member)();
+      ++passed;
+    } catch (const Skipped& s) {
+      ++skipped;
+      std::cout << "SKIP   : " << suiteName << ": " << s.what() << "\n";
+    } catch (const std::exception& e) {
+      ++failed;
+      std::cout << "FAIL!  : " << suiteName << ": " << e.what() << "\n";
+    }
+  };
+  (runOne(members), ...);
+  std::cout << "Totals: " << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
+  return failed;
+}
+}  // namespace hh::test
+
+#define Q_OBJECT
+#define slots
+class QObject {};
+#define HH_TEST_LOCATION (std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": ")
+#define QVERIFY2(cond, msg) \
+  do { if (!(cond)) throw ::hh::test::Failure(HH_TEST_LOCATION + #cond + " (" + std::string(msg) + ")"); } while (0)
+#define QVERIFY(cond) QVERIFY2(cond, "")
+#define QCOMPARE(a, b)                                                                      \
+  do { if (!((a) == (b))) {                                                                 \
+      std::ostringstream hh_os; hh_os << #a << " != " << #b;                                \
+      throw ::hh::test::Failure(HH_TEST_LOCATION + hh_os.str()); } } while (0)
+#define QFAIL(msg) throw ::hh::test::Failure(HH_TEST_LOCATION + std::string(msg))
+#define QSKIP(msg) throw ::hh::test::Skipped(std::string(msg))
+#define QEXPECT_FAIL(...)
+#define HH_TEST_SUITE(Cls, name, ...)                                            \
+  static const bool hh_registered_##Cls = ::hh::test::registerSuite(             \
+      name, [](int, char**) { return ::hh::test::runMembers<Cls>(name, __VA_ARGS__); });
+#endif
