@@ -56,7 +56,12 @@ int runMembers(const char* suiteName, Members... members) {
 }
 }  // namespace hh::test
 
-#define Q_OBJECT
+// Q_OBJECT declares a static member that HH_TEST_SUITE defines: inside a member function, the
+// private test slots can be named.
+#define Q_OBJECT \
+ public:     \
+  static bool hhRegisterSuite(); \
+ private:
 #define slots
 class QObject {};
 #define HH_TEST_LOCATION (std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": ")
@@ -70,7 +75,10 @@ class QObject {};
 #define QFAIL(msg) throw ::hh::test::Failure(HH_TEST_LOCATION + std::string(msg))
 #define QSKIP(msg) throw ::hh::test::Skipped(std::string(msg))
 #define QEXPECT_FAIL(...)
-#define HH_TEST_SUITE(Cls, name, ...)                                            \
-  static const bool hh_registered_##Cls = ::hh::test::registerSuite(             \
-      name, [](int, char**) { return ::hh::test::runMembers<Cls>(name, __VA_ARGS__); });
+#define HH_TEST_SUITE(Cls, name, ...)                                                     \
+  bool Cls::hhRegisterSuite() {                                                           \
+    return ::hh::test::registerSuite(                                                     \
+        name, [](int, char**) { return ::hh::test::runMembers<Cls>(name, __VA_ARGS__); }); \
+  }                                                                                       \
+  static const bool hh_registered_##Cls = Cls::hhRegisterSuite();
 #endif

@@ -1,0 +1,317 @@
+// Attention metrics (see attention_metrics.h for the contract, docs/metrics.md for the formulas).
+// Everything is computed in float64. Entropy and KL are plain vectorised Torch ops on the input's
+// device; Spearman ranks each row (std::sort over its valid keys, ties averaged) in a parallel
+// C++ pass on the CPU. at::parallel_for is inlined here: it only runs in parallel when this file is
+// compiled with OpenMP flags (Torch's parallel backend); otherwise it is serial but still correct.
+#include "engine/metrics/attention_metrics.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace hh::metrics {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string shapeString(torch::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
+
+void checkWeights(const char* fn, const torch::Tensor& w) {
+  TORCH_CHECK(w.defined(), fn, ": tensor is undefined");
+  TORCH_CHECK(w.dim() >= 2, fn, ": expected [..., Tq, Tk], got ", shapeString(w.sizes()));
+  TORCH_CHECK(w.is_floating_point(), fn, ": expected a floating-point tensor, got ", w.scalar_type());
+}
+
+void checkPair(const char* fn, const torch::Tensor& x, const torch::Tensor& y) {
+  checkWeights(fn, x);
+  checkWeights(fn, y);
+  TORCH_CHECK(x.sizes() == y.sizes(), fn, ": both tensors must have the same shape, got ", shapeString(x.sizes()),
+              " and ", shapeString(y.sizes()));
+}
+
+// valid [broadcastable to sizes] bool, or undefined -> bool view of shape `sizes` on `device`, or undefined.
+torch::Tensor expandValid(const char* fn, const torch::Tensor& valid, torch::IntArrayRef sizes, torch::Device device) {
+  if (!valid.defined()) return {};
+  TORCH_CHECK(valid.scalar_type() == torch::kBool, fn, ": valid must be a bool tensor, got ", valid.scalar_type());
+  bool ok = valid.dim() <= static_cast<int64_t>(sizes.size());
+  for (int64_t i = 1; ok && i <= valid.dim(); ++i) {
+    const int64_t v = valid.size(-i), s = sizes[sizes.size() - i];
+    ok = v == 1 || v == s;
+  }
+  TORCH_CHECK(ok, fn, ": valid ", shapeString(valid.sizes()), " does not broadcast to ", shapeString(sizes));
+  return valid.to(device).expand(sizes);
+}
+
+// rows [..., H, Tq] (or [Tq] for a 2-D input), used [same] bool -> [H]: mean over used rows per head.
+// NaN in a used row propagates; a head with no used row is NaN (0 / 0).
+torch::Tensor headMean(const torch::Tensor& rows, const torch::Tensor& used, int64_t inputDim) {
+  torch::Tensor r = rows, u = used;
+  if (inputDim == 2) {
+    r = r.unsqueeze(0);
+    u = u.unsqueeze(0);
+  }
+  const int64_t heads = r.size(-2);
+  r = r.movedim(-2, 0).reshape({heads, -1});
+  u = u.movedim(-2, 0).reshape({heads, -1});
+  const auto total = torch::where(u, r, torch::zeros_like(r)).sum(1);
+  return total / u.sum(1).to(torch::kDouble);
+}
+
+// Elements per block when a metric walks the rows of a big input: bounds the float64 temporaries
+// (about 32 MiB each) whatever the input size.
+constexpr int64_t kBlockElements = int64_t{1} << 22;
+
+// x, y [..., Tq, Tk] (y may be undefined) -> (row sums [..., Tq], rows with >= 1 valid key [..., Tq]).
+// term(xBlock, yBlock) maps float64 [r, Tk] blocks (not to be modified: a float64 input is passed
+// as is) to a new tensor of per-pair terms; invalid pairs count 0 and a
+// row without a valid key is NaN. Rows are processed in blocks on the input's device.
+template <typename Term>
+std::pair<torch::Tensor, torch::Tensor> rowSums(const char* fn, const torch::Tensor& x, const torch::Tensor& y,
+                                                const torch::Tensor& valid, Term term) {
+  const auto device = x.device();
+  const int64_t tk = x.size(-1);
+  const int64_t rowsTotal = tk > 0 ? x.numel() / tk : 0;
+  const auto rowShape = x.sizes().slice(0, x.dim() - 1);
+  const auto x2 = x.reshape({rowsTotal, tk});
+  const auto y2 = y.defined() ? y.to(device).reshape({rowsTotal, tk}) : torch::Tensor();
+  const auto v2 = valid.defined() ? expandValid(fn, valid, x.sizes(), device).reshape({rowsTotal, tk}) : torch::Tensor();
+  const auto invalid2 = v2.defined() ? v2.logical_not() : torch::Tensor();
+  const auto f64 = torch::TensorOptions().dtype(torch::kDouble).device(device);
+  if (rowsTotal == 0) {  // no rows, or rows without keys
+    return {torch::full(rowShape, kNaN, f64), torch::zeros(rowShape, f64.dtype(torch::kBool))};
+  }
+  auto rows = torch::empty({rowsTotal}, f64);
+  const int64_t blockRows = std::max<int64_t>(1, kBlockElements / tk);
+  for (int64_t r0 = 0; r0 < rowsTotal; r0 += blockRows) {
+    const int64_t r1 = std::min(rowsTotal, r0 + blockRows);
+    auto terms = term(x2.slice(0, r0, r1).to(torch::kDouble),
+                      y2.defined() ? y2.slice(0, r0, r1).to(torch::kDouble) : torch::Tensor());
+    if (invalid2.defined()) terms.masked_fill_(invalid2.slice(0, r0, r1), 0.0);
+    rows.slice(0, r0, r1).copy_(terms.sum(-1));
+  }
+  const auto used = v2.defined() ? v2.any(-1) : torch::ones({rowsTotal}, f64.dtype(torch::kBool));
+  rows.masked_fill_(used.logical_not(), kNaN);
+  return {rows.reshape(rowShape), used.reshape(rowShape)};
+}
+
+// weights [..., Tq, Tk] -> (row entropies [..., Tq], rows with >= 1 valid key [..., Tq]).
+std::pair<torch::Tensor, torch::Tensor> entropyRows(const char* fn, const torch::Tensor& weights,
+                                                    const torch::Tensor& valid) {
+  checkWeights(fn, weights);
+  return rowSums(fn, weights, {}, valid, [](const torch::Tensor& w, const torch::Tensor&) {
+    return torch::xlogy(w, w).neg_();  // -w log w; 0 where w == 0; NaN where w < 0 or w is NaN
+  });
+}
+
+// p, a [..., Tq, Tk] -> (row KL [..., Tq], rows with >= 1 valid key [..., Tq]).
+std::pair<torch::Tensor, torch::Tensor> klRows(const char* fn, const torch::Tensor& p, const torch::Tensor& a,
+                                               const torch::Tensor& valid) {
+  checkPair(fn, p, a);
+  return rowSums(fn, p, a, valid, [](const torch::Tensor& pd, const torch::Tensor& ad) {
+    auto terms = (pd + kKlEpsilon).log_().sub_((ad + kKlEpsilon).log_()).mul_(pd);
+    return terms.masked_fill_(pd == 0, 0.0);  // terms with p = 0 are 0
+  });
+}
+
+// Average ranks (1-based) of one row's valid keys. `keys` holds the valid key indices; they are
+// sorted by value (scratch: `pairs`), and each run of equal values gets the mean of the ranks it
+// spans. Writes rank[j] for the valid j. Returns false if a valid value is NaN (no ranking then).
+bool averageRanks(const double* values, const std::vector<int64_t>& keys, std::vector<std::pair<double, int64_t>>& pairs,
+                  double* rank) {
+  pairs.clear();
+  for (const int64_t j : keys) {
+    if (std::isnan(values[j])) return false;
+    pairs.emplace_back(values[j], j);
+  }
+  std::sort(pairs.begin(), pairs.end());
+  const int64_t n = static_cast<int64_t>(pairs.size());
+  for (int64_t start = 0; start < n;) {
+    int64_t end = start + 1;
+    while (end < n && pairs[end].first == pairs[start].first) ++end;
+    // sorted positions start..end-1 hold ranks start+1..end: their mean is (start + 1 + end) / 2
+    const double mean = 0.5 * static_cast<double>(start + 1 + end);
+    for (int64_t t = start; t < end; ++t) rank[pairs[t].second] = mean;
+    start = end;
+  }
+  return true;
+}
+
+// scores, weights [..., Tq, Tk] -> (rho [..., Tq] on the input's device, skipped [..., Tq] bool).
+// A row is skipped (rho NaN) if it has < 3 valid keys or constant valid scores or weights; a row
+// with a NaN among its valid scores or weights is NaN but not skipped, so it poisons the head mean.
+std::pair<torch::Tensor, torch::Tensor> spearmanRows(const char* fn, const torch::Tensor& scores,
+                                                     const torch::Tensor& weights, const torch::Tensor& valid) {
+  checkPair(fn, scores, weights);
+  const auto device = scores.device();
+  const auto sizes = scores.sizes().vec();
+  const int64_t tk = sizes.back();
+  const int64_t rowsTotal = scores.numel() / std::max<int64_t>(tk, 1);
+  std::vector<int64_t> rowShape(sizes.begin(), sizes.end() - 1);
+
+  auto rho = torch::full({rowsTotal}, kNaN, torch::kDouble);
+  auto skipped = torch::ones({rowsTotal}, torch::kBool);
+  if (rowsTotal == 0 || tk == 0) {
+    return {rho.reshape(rowShape).to(device), skipped.reshape(rowShape).to(device)};
+  }
+
+  const auto s2 = scores.reshape({rowsTotal, tk});
+  const auto w2 = weights.reshape({rowsTotal, tk});
+  torch::Tensor v2;  // [rows, Tk] bool, contiguous, CPU
+  if (valid.defined()) {
+    v2 = expandValid(fn, valid, scores.sizes(), torch::kCPU).reshape({rowsTotal, tk}).contiguous();
+  }
+
+  double* rhoPtr = rho.data_ptr<double>();
+  bool* skipPtr = skipped.data_ptr<bool>();
+  // Rows are converted to float64 in blocks to bound the extra memory; each row is then ranked
+  // with std::sort over its valid keys only (half the work of a full-row sort for causal rows).
+  const int64_t blockRows = std::max<int64_t>(1, kBlockElements / tk);
+  for (int64_t r0 = 0; r0 < rowsTotal; r0 += blockRows) {
+    const int64_t r1 = std::min(rowsTotal, r0 + blockRows);
+    const auto sBlk = s2.slice(0, r0, r1).to(torch::kCPU, torch::kDouble).contiguous();
+    const auto wBlk = w2.slice(0, r0, r1).to(torch::kCPU, torch::kDouble).contiguous();
+    const double* sPtr = sBlk.data_ptr<double>();
+    const double* wPtr = wBlk.data_ptr<double>();
+    const bool* vPtr = v2.defined() ? v2.data_ptr<bool>() + r0 * tk : nullptr;
+
+    at::parallel_for(0, r1 - r0, 16, [&](int64_t begin, int64_t end) {
+      std::vector<double> rankS(tk), rankW(tk);
+      std::vector<int64_t> keys;
+      std::vector<std::pair<double, int64_t>> pairs;
+      keys.reserve(tk);
+      pairs.reserve(tk);
+      for (int64_t r = begin; r < end; ++r) {
+        const bool* validRow = vPtr ? vPtr + r * tk : nullptr;
+        const int64_t out = r0 + r;
+        keys.clear();
+        for (int64_t j = 0; j < tk; ++j) {
+          if (!validRow || validRow[j]) keys.push_back(j);
+        }
+        const int64_t n = static_cast<int64_t>(keys.size());
+        if (n < 3) continue;  // skipped: NaN, skipped = true (the defaults)
+        if (!averageRanks(sPtr + r * tk, keys, pairs, rankS.data()) ||
+            !averageRanks(wPtr + r * tk, keys, pairs, rankW.data())) {
+          skipPtr[out] = false;  // NaN data: reported, not hidden
+          continue;
+        }
+        // Both rank vectors are permutations (ties averaged) of 1..n: their mean is (n + 1) / 2.
+        const double mean = 0.5 * static_cast<double>(n + 1);
+        double sxy = 0.0, sxx = 0.0, syy = 0.0;
+        for (const int64_t j : keys) {
+          const double dx = rankS[j] - mean, dy = rankW[j] - mean;
+          sxy += dx * dy;
+          sxx += dx * dx;
+          syy += dy * dy;
+        }
+        if (sxx == 0.0 || syy == 0.0) continue;  // constant scores or weights: skipped
+        rhoPtr[out] = sxy / std::sqrt(sxx * syy);
+        skipPtr[out] = false;
+      }
+    });
+  }
+  return {rho.reshape(rowShape).to(device), skipped.reshape(rowShape).to(device)};
+}
+
+}  // namespace
+
+torch::Tensor causalMask(int64_t length, torch::Device device) {
+  // -> [T, T] bool, true on and below the diagonal
+  TORCH_CHECK(length >= 0, "causalMask: negative length ", length);
+  return torch::ones({length, length}, torch::TensorOptions().dtype(torch::kBool).device(device)).tril();
+}
+
+torch::Tensor rowEntropy(const torch::Tensor& weights, const torch::Tensor& valid) {
+  // weights [..., Tq, Tk] -> [..., Tq]
+  return entropyRows("rowEntropy", weights, valid).first;
+}
+
+torch::Tensor headEntropy(const torch::Tensor& weights, const torch::Tensor& valid) {
+  // weights [B, H, Tq, Tk] (any leading dims, or [Tq, Tk]) -> [H]
+  const auto [rows, used] = entropyRows("headEntropy", weights, valid);
+  return headMean(rows, used, weights.dim());
+}
+
+torch::Tensor rowKl(const torch::Tensor& p, const torch::Tensor& a, const torch::Tensor& valid) {
+  // p, a [..., Tq, Tk] -> [..., Tq]
+  return klRows("rowKl", p, a, valid).first;
+}
+
+torch::Tensor headKl(const torch::Tensor& p, const torch::Tensor& a, const torch::Tensor& valid) {
+  // p, a [B, H, Tq, Tk] (any leading dims, or [Tq, Tk]) -> [H]
+  const auto [rows, used] = klRows("headKl", p, a, valid);
+  return headMean(rows, used, p.dim());
+}
+
+torch::Tensor rowSpearman(const torch::Tensor& scores, const torch::Tensor& weights, const torch::Tensor& valid) {
+  // scores, weights [..., Tq, Tk] -> [..., Tq]
+  return spearmanRows("rowSpearman", scores, weights, valid).first;
+}
+
+torch::Tensor headSpearman(const torch::Tensor& scores, const torch::Tensor& weights, const torch::Tensor& valid) {
+  // scores, weights [B, H, Tq, Tk] (any leading dims, or [Tq, Tk]) -> [H]
+  const auto [rows, skipped] = spearmanRows("headSpearman", scores, weights, valid);
+  return headMean(rows, skipped.logical_not(), scores.dim());
+}
+
+MonotonicityCurve monotonicityCurve(const torch::Tensor& scores, const torch::Tensor& weights,
+                                    const torch::Tensor& valid, int bins) {
+  // scores, weights [..., Tq, Tk] -> `bins` bins over the valid pairs with a finite score
+  checkPair("monotonicityCurve", scores, weights);
+  TORCH_CHECK(bins >= 1, "monotonicityCurve: bins must be >= 1, got ", bins);
+  const auto s = scores.to(torch::kCPU, torch::kDouble);
+  const auto w = weights.to(torch::kCPU, torch::kDouble);
+  auto keep = torch::isfinite(s);
+  const auto mask = expandValid("monotonicityCurve", valid, s.sizes(), torch::kCPU);
+  if (mask.defined()) keep = keep & mask;
+  const auto sv = s.masked_select(keep);  // [N]
+  const auto wv = w.masked_select(keep);  // [N]
+
+  MonotonicityCurve curve;
+  curve.binCenters.assign(bins, kNaN);
+  curve.mean.assign(bins, kNaN);
+  curve.stddev.assign(bins, kNaN);
+  curve.count.assign(bins, 0);
+  if (sv.numel() == 0) return curve;
+
+  const double lo = sv.min().item<double>(), hi = sv.max().item<double>();
+  double width = (hi - lo) / bins;
+  torch::Tensor idx;  // [N] bin of each pair
+  if (width > 0.0) {
+    // Bin b holds lo + b*width <= s < lo + (b+1)*width; the maximum goes into the last bin.
+    for (int b = 0; b < bins; ++b) curve.binCenters[b] = lo + (b + 0.5) * width;
+    idx = torch::floor((sv - lo) / width).clamp(0, bins - 1).to(torch::kLong);
+  } else {
+    // All scores equal (or a range too narrow to split): every pair goes into bin bins/2, centred
+    // on the score; the other bins are empty, 1/bins wide, so the curve keeps `bins` entries.
+    width = 1.0 / bins;
+    for (int b = 0; b < bins; ++b) curve.binCenters[b] = lo + (b - bins / 2) * width;
+    idx = torch::full_like(sv, bins / 2, torch::kLong);
+  }
+  const auto count = torch::zeros({bins}, torch::kLong).index_add_(0, idx, torch::ones_like(idx));
+  const auto countD = count.to(torch::kDouble);
+  const auto mean = torch::zeros({bins}, torch::kDouble).index_add_(0, idx, wv) / countD;
+  const auto dev = wv - mean.index_select(0, idx);
+  const auto var = torch::zeros({bins}, torch::kDouble).index_add_(0, idx, dev * dev) / countD;
+  const auto stdv = var.sqrt();
+
+  const auto countA = count.accessor<int64_t, 1>();
+  const auto meanA = mean.accessor<double, 1>();
+  const auto stdA = stdv.accessor<double, 1>();
+  for (int b = 0; b < bins; ++b) {
+    curve.count[b] = countA[b];
+    if (countA[b] > 0) {
+      curve.mean[b] = meanA[b];
+      curve.stddev[b] = stdA[b];
+    }
+  }
+  return curve;
+}
+
+}  // namespace hh::metrics
