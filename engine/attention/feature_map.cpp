@@ -61,8 +61,13 @@ torch::Tensor FeatureMapImpl::forward(const torch::Tensor& x, int64_t positionOf
   const double d = static_cast<double>(config_.headDim);
   switch (config_.kind) {
     case FeatureMapKind::Hedgehog: {
-      auto u = linearPerHead(x);
-      return torch::cat({torch::exp(u), torch::exp(-u)}, -1);
+      // One product with [W; -W] gives [u, -u] in place of a cat and a negation: [B,H,T,2D].
+      const auto w = weight_.to(x.scalar_type());
+      const auto b = bias_.to(x.scalar_type());
+      const auto w2 = torch::cat({w, -w}, 1);  // [H,2D,D]
+      const auto b2 = torch::cat({b, -b}, 1);  // [H,2D]
+      auto u2 = torch::matmul(x, w2.transpose(-2, -1).unsqueeze(0)) + b2.unsqueeze(0).unsqueeze(2);
+      return x.requires_grad() || w.requires_grad() ? torch::exp(u2) : u2.exp_();
     }
     case FeatureMapKind::HedgehogSoftmax: {
       auto u = linearPerHead(x);

@@ -2,6 +2,8 @@
 // (declared in linear_attention.h; quadratic and chunked forms are in linear_forms.cpp).
 #include "engine/attention/linear_attention.h"
 
+#include "engine/attention/fused_hedgehog_cpu.h"
+
 #include <sstream>
 #include <stdexcept>
 
@@ -211,7 +213,22 @@ RuleInputs LinearAttentionImpl::gatesFor(const torch::Tensor& hidden, int64_t ba
 torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                            const torch::Tensor& hidden, AttentionForm form) {
   const auto gates = gatesFor(hidden, q.size(0), q.size(2));
+  if (form == AttentionForm::Chunked && canUseFusedKernel(q, k, v))
+    return fusedHedgehogCausalForward(q, k, v, featureMap_->weight(), featureMap_->bias(), config_.rule.chunkSize,
+                                      config_.rule.eps);
   return linearAttention(form, featureMap_->forward(q), featureMap_->forward(k), v, gates, config_.rule);
+}
+
+bool LinearAttentionImpl::canUseFusedKernel(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v) const {
+  // The fused kernel has no backward: only when nothing needs a gradient.
+  const bool needsGrad = torch::GradMode::is_enabled() &&
+                         (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
+                          featureMap_->weight().requires_grad() || featureMap_->bias().requires_grad());
+  return fusedHedgehogAvailable() && !needsGrad && config_.featureMap.kind == FeatureMapKind::Hedgehog &&
+         config_.rule.rule == UpdateRule::Additive && config_.rule.causal && q.device().is_cpu() &&
+         q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat &&
+         v.size(-1) == q.size(-1);
 }
 
 torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::Tensor& k,

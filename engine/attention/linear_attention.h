@@ -102,6 +102,8 @@ class LinearAttentionImpl : public torch::nn::Module {
 
  private:
   RuleInputs gatesFor(const torch::Tensor& hidden, int64_t batch, int64_t length);
+  // Whether the fused CPU kernel (Hedgehog, additive, causal, fp32, no gradient) can serve forward().
+  bool canUseFusedKernel(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
 
   LinearAttentionConfig config_;
   FeatureMap featureMap_{nullptr};

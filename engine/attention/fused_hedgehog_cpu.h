@@ -1,0 +1,20 @@
+// Fused CPU forward of the inference/prefill hot path: Hedgehog features + causal additive
+// linear attention, float32, no autograd. One task per (batch, head), chunks in sequence, every
+// intermediate (features, chunk scores, state) in cache; the small products go straight to BLAS
+// sgemm. Numerically the same computation as FeatureMap(hedgehog) + linearChunked (tested equal
+// within fp32 rounding); the generic path remains the reference and the training path.
+#pragma once
+#include <torch/torch.h>
+
+namespace hh::attn {
+
+// True when this build can run the fused kernel (a BLAS with sgemm_ was found at configure time).
+bool fusedHedgehogAvailable();
+
+// q, k, v [B, H, T, D] float32 on the CPU; weight [H, D, D], bias [H, D] (the Hedgehog MLP).
+// Returns y [B, H, T, D]. Throws std::invalid_argument on unsupported inputs.
+torch::Tensor fusedHedgehogCausalForward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                         const torch::Tensor& weight, const torch::Tensor& bias, int64_t chunkSize,
+                                         double eps);
+
+}  // namespace hh::attn
