@@ -1,0 +1,153 @@
+// Workbench main window: settings tool bar, comparison view, export, status bar (see
+// main_window.h).
+#include "app/gui/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QFileDialog>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QStatusBar>
+#include <QThreadPool>
+#include <QTimer>
+#include <QToolBar>
+
+#include "app/gui/comparison_controls.h"
+#include "app/gui/comparison_view.h"
+#include "engine/core/runtime.h"
+#include "widgets/figure_export.h"
+
+namespace hh::gui {
+namespace {
+constexpr int kComputeDelayMs = 150;  // after the last edit
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(QStringLiteral("Hedgehog Workbench"));
+  setWindowIcon(QIcon(QStringLiteral(":/icons/hedgehog.svg")));
+
+  view_ = new ComparisonView;
+  setCentralWidget(view_);
+
+  auto* bar = addToolBar(tr("Comparison"));
+  bar->setObjectName(QStringLiteral("comparisonToolBar"));
+  bar->setMovable(false);
+  controls_ = new ComparisonControls(featureMapNames());
+  bar->addWidget(controls_);
+  bar->addSeparator();
+  QAction* compute = bar->addAction(tr("Recompute"));
+  compute->setShortcut(QKeySequence(Qt::Key_F5));
+  compute->setToolTip(tr("Recompute the comparison (F5)"));
+  connect(compute, &QAction::triggered, this, &MainWindow::startCompute);
+
+  pool_ = new QThreadPool(this);
+  pool_->setMaxThreadCount(1);
+  computeTimer_ = new QTimer(this);
+  computeTimer_->setSingleShot(true);
+  computeTimer_->setInterval(kComputeDelayMs);
+  connect(computeTimer_, &QTimer::timeout, this, &MainWindow::startCompute);
+  connect(controls_, &ComparisonControls::settingsChanged, this, &MainWindow::scheduleCompute);
+  connect(view_, &ComparisonView::hoverText, this, [this](const QString& text) {
+    if (text.isEmpty()) {
+      statusBar()->clearMessage();
+    } else {
+      statusBar()->showMessage(text);
+    }
+  });
+
+  buildMenus();
+  buildStatusBar();
+  resize(1500, 950);
+  scheduleCompute();
+}
+
+MainWindow::~MainWindow() {
+  ++generation_;           // drop anything still in flight
+  pool_->waitForDone();    // its lambda refers to this window
+}
+
+void MainWindow::setSettings(const ComparisonSettings& settings) {
+  controls_->setSettings(settings);
+  scheduleCompute();
+}
+
+bool MainWindow::busy() const { return running_ > 0 || computeTimer_->isActive(); }
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* exportAction = file->addAction(tr("&Export figure\u2026"), this, &MainWindow::exportFigure);
+  exportAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  file->addSeparator();
+  QAction* quit = file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows);
+  quit->setShortcut(QKeySequence::Quit);
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About"), this, [this] {
+    const hh::RuntimeInfo info = hh::runtimeInfo();
+    QMessageBox::about(this, tr("About Hedgehog Workbench"),
+                       tr("<b>Hedgehog Workbench</b> %1<br>Linear attentions that mimic softmax "
+                          "(Zhang et al., ICLR 2024).<br>Torch %2 on %3.")
+                           .arg(QString::fromLatin1(hh::engineVersion()), QString::fromStdString(info.torchVersion),
+                                QString::fromStdString(info.device)));
+  });
+}
+
+void MainWindow::buildStatusBar() {
+  const hh::RuntimeInfo info = hh::runtimeInfo();
+  computeStatus_ = new QLabel;
+  auto* device = new QLabel(tr("device: %1").arg(QString::fromStdString(info.device)));
+  auto* threads = new QLabel(tr("Torch threads: %1 of %2").arg(info.intraOpThreads).arg(info.hardwareThreads));
+  auto* version = new QLabel(tr("Torch %1").arg(QString::fromStdString(info.torchVersion)));
+  for (QLabel* label : {computeStatus_, device, threads, version}) {
+    label->setContentsMargins(8, 0, 8, 0);
+    statusBar()->addPermanentWidget(label);
+  }
+}
+
+void MainWindow::scheduleCompute() {
+  ++generation_;  // whatever is running now is out of date
+  computeTimer_->start();
+  computeStatus_->setText(tr("computing\u2026"));
+}
+
+void MainWindow::startCompute() {
+  computeTimer_->stop();
+  const int generation = ++generation_;
+  const ComparisonSettings settings = controls_->settings();
+  ++running_;
+  computeStatus_->setText(tr("computing\u2026"));
+  pool_->start([this, settings, generation] {
+    ComparisonResult result = computeComparison(settings);
+    QMetaObject::invokeMethod(this, [this, result = std::move(result), generation] { onComputed(result, generation); },
+                              Qt::QueuedConnection);
+  });
+}
+
+void MainWindow::onComputed(const ComparisonResult& result, int generation) {
+  --running_;
+  if (generation != generation_) return;  // overtaken by a newer request
+  if (!result.error.isEmpty()) {
+    view_->showError(result.error);
+    computeStatus_->setText(tr("failed"));
+  } else {
+    view_->setResult(result);
+    computeStatus_->setText(tr("%1 ms").arg(result.milliseconds, 0, 'f', 1));
+  }
+  Q_EMIT comparisonReady();
+}
+
+void MainWindow::exportFigure() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export figure"), QStringLiteral("comparison.png"),
+                                                    tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"));
+  if (path.isEmpty()) return;
+  hh::widgets::FigureExportOptions options;
+  options.title = windowTitle();
+  const hh::widgets::ExportResult r = hh::widgets::exportFigure(view_, path, options);
+  if (!r.ok) {
+    QMessageBox::warning(this, tr("Export figure"), r.error);
+  } else {
+    statusBar()->showMessage(tr("Saved %1").arg(path), 5000);
+  }
+}
+
+}  // namespace hh::gui

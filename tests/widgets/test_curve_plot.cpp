@@ -1,0 +1,96 @@
+// CurvePlot: series bookkeeping, spread bands, legend entries, NaN gaps, and replots coalesced
+// by the single-shot timer (many changes, one replot).
+#include <QSignalSpy>
+
+#include <qcustomplot.h>
+
+#include <cmath>
+
+#include "tests/support/hh_test.h"
+#include "widgets/curve_plot.h"
+
+using hh::widgets::CurvePlot;
+
+class TestCurvePlot : public QObject {
+  Q_OBJECT
+ private slots:
+  void seriesWithAndWithoutSpread() {
+    CurvePlot plot;
+    const QVector<double> xs = {-2, -1, 0, 1, 2}, ys = {0.01, 0.05, 0.1, 0.3, 0.5}, sd = {0.01, 0.02, 0.02, 0.05, 0.1};
+    QCOMPARE(plot.addSeries("softmax", xs, ys, sd), 0);
+    QCOMPARE(plot.addSeries("hedgehog", xs, ys), 1);
+    QCOMPARE(plot.seriesCount(), 2);
+    QVERIFY(plot.hasSpread(0));
+    QVERIFY(!plot.hasSpread(1));
+    QCOMPARE(plot.pointCount(0), 5);
+    QCOMPARE(plot.seriesName(1), QStringLiteral("hedgehog"));
+    QVERIFY(plot.seriesColor(0) != plot.seriesColor(1));
+    // Bands are not in the legend: one entry per series.
+    QCOMPARE(plot.plot()->legend->itemCount(), 2);
+    // Three graphs for the banded series, one for the other.
+    QCOMPARE(plot.plot()->graphCount(), 4);
+    // A spread of the wrong length is ignored rather than misdrawn.
+    QCOMPARE(plot.addSeries("bad", xs, ys, {1.0, 2.0}), 2);
+    QVERIFY(!plot.hasSpread(2));
+  }
+
+  void replotsAreCoalesced() {
+    CurvePlot plot;
+    plot.resize(400, 300);
+    plot.show();
+    const int before = plot.replotCount();
+    const int s = plot.addSeries("loss", {}, {});
+    for (int i = 0; i < 500; ++i) plot.appendPoint(s, i, std::exp(-i / 100.0));
+    QVERIFY(plot.replotPending());
+    QCOMPARE(plot.replotCount(), before);  // nothing drawn yet
+    QTRY_VERIFY_WITH_TIMEOUT(!plot.replotPending(), 2000);
+    QCOMPARE(plot.replotCount(), before + 1);  // one replot for 501 changes
+    QCOMPARE(plot.pointCount(s), 500);
+    // Axes were fitted to the data.
+    QVERIFY(plot.plot()->xAxis->range().contains(0.0) && plot.plot()->xAxis->range().contains(499.0));
+  }
+
+  void nanLeavesAGapAndClearEmpties() {
+    CurvePlot plot;
+    plot.resize(300, 200);
+    plot.addSeries("with gap", {0, 1, 2, 3}, {1, std::nan(""), 2, 3}, {0.1, std::nan(""), 0.1, 0.1});
+    plot.replotNow();
+    QVERIFY(!plot.replotPending());
+    QCOMPARE(plot.pointCount(0), 4);
+    plot.setTitle("Monotonicity");
+    plot.setAxisLabels("q.k / sqrt(d)", "weight");
+    plot.setLogY(true);
+    plot.replotNow();
+    QCOMPARE(plot.plot()->yAxis->scaleType(), QCPAxis::stLogarithmic);
+    plot.clear();
+    QCOMPARE(plot.seriesCount(), 0);
+    QCOMPARE(plot.plot()->graphCount(), 0);
+    // Colours restart after clear.
+    plot.addSeries("a", {0, 1}, {0, 1});
+    QCOMPARE(plot.seriesColor(0), hh::widgets::seriesPaletteColor(0));
+  }
+
+  void userZoomStopsAutoRescale() {
+    CurvePlot plot;
+    plot.resize(300, 200);
+    plot.addSeries("a", {0, 1, 2}, {0, 1, 2});
+    plot.replotNow();
+    QWheelEvent wheel(QPointF(150, 100), plot.plot()->mapToGlobal(QPointF(150, 100)), QPoint(), QPoint(0, 120),
+                      Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+    QCoreApplication::sendEvent(plot.plot(), &wheel);
+    const QCPRange zoomed = plot.plot()->xAxis->range();
+    plot.appendPoint(0, 100, 100);
+    plot.replotNow();
+    QCOMPARE(plot.plot()->xAxis->range(), zoomed);  // the user's view is kept
+    plot.rescaleAxes();
+    plot.replotNow();
+    QVERIFY(plot.plot()->xAxis->range().contains(100.0));
+  }
+};
+
+HH_TEST_SUITE(TestCurvePlot, "widgets.curve_plot",
+              &TestCurvePlot::seriesWithAndWithoutSpread, &TestCurvePlot::replotsAreCoalesced,
+              &TestCurvePlot::nanLeavesAGapAndClearEmpties, &TestCurvePlot::userZoomStopsAutoRescale)
+#if HH_HAVE_QTEST
+#include "test_curve_plot.moc"
+#endif

@@ -1,0 +1,84 @@
+// HeadGrid: clicking a thumbnail emits headClicked with its (layer, head), hit-testing misses
+// the headers, thumbnails are block-reduced to at most kThumbCells, summary frames follow the
+// summaries' range (reversed when lower is better), and the grid grows on demand.
+#include <QSignalSpy>
+#include <QTest>
+
+#include <cmath>
+#include <vector>
+
+#include "tests/support/hh_test.h"
+#include "widgets/colormap.h"
+#include "widgets/head_grid.h"
+
+using hh::widgets::HeadGrid;
+
+namespace {
+std::vector<float> diagonal(int n) {
+  std::vector<float> v(size_t(n) * n, 0.0f);
+  for (int i = 0; i < n; ++i) v[size_t(i) * n + i] = 1.0f;
+  return v;
+}
+}  // namespace
+
+class TestHeadGrid : public QObject {
+  Q_OBJECT
+ private slots:
+  void clickEmitsTheRightHead() {
+    HeadGrid grid;
+    grid.setGridSize(3, 4);
+    for (int l = 0; l < 3; ++l)
+      for (int h = 0; h < 4; ++h) grid.setCell(l, h, 8, 8, diagonal(8), l * 10 + h);
+    grid.resize(grid.sizeHint());
+    grid.show();
+    QSignalSpy spy(&grid, &HeadGrid::headClicked);
+    for (int l = 0; l < 3; ++l) {
+      for (int h = 0; h < 4; ++h) {
+        const QRect r = grid.thumbnailRect(l, h);
+        QTest::mouseClick(&grid, Qt::LeftButton, Qt::NoModifier, r.center());
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(spy.at(0).at(0).toInt(), l);
+        QCOMPARE(spy.at(0).at(1).toInt(), h);
+        QCOMPARE(grid.cellAt(r.topLeft()).value_or(QPoint(-1, -1)), QPoint(h, l));
+        spy.clear();
+      }
+    }
+    QTest::mouseClick(&grid, Qt::LeftButton, Qt::NoModifier, QPoint(2, 2));  // header corner
+    QCOMPARE(spy.count(), 0);
+    QVERIFY(!grid.cellAt(QPoint(grid.width() + 10, 5)).has_value());
+  }
+
+  void thumbnailsAreSmallAndSummariesColoured() {
+    HeadGrid grid;
+    grid.setCell(0, 0, 300, 300, diagonal(300), 0.0);
+    grid.setCell(0, 1, 8, 8, diagonal(8), 1.0);
+    grid.setCell(1, 1, 8, 8, diagonal(8), 0.5);
+    QCOMPARE(grid.layers(), 2);  // grown on demand
+    QCOMPARE(grid.heads(), 2);
+    QVERIFY(grid.thumbnail(0, 0).width() <= HeadGrid::kThumbCells);
+    QCOMPARE(grid.thumbnail(0, 1).size(), QSize(8, 8));
+    QVERIFY(grid.thumbnail(1, 0).isNull());  // never set
+    QVERIFY(!grid.summaryColor(1, 0).isValid());
+    // Diagonal pixel is the top colour, off-diagonal the bottom.
+    QCOMPARE(grid.thumbnail(0, 1).pixel(3, 3), hh::widgets::ColorMap::viridis().rgbAt(1.0));
+    QCOMPARE(grid.thumbnail(0, 1).pixel(3, 4), hh::widgets::ColorMap::viridis().rgbAt(0.0));
+    QCOMPARE(grid.summaryColor(0, 1), hh::widgets::viridisAt(1.0));
+    QCOMPARE(grid.summaryColor(0, 0), hh::widgets::viridisAt(0.0));
+    grid.setSummaryHigherIsBetter(false);  // e.g. KL: small is good and bright
+    QCOMPARE(grid.summaryColor(0, 0), hh::widgets::viridisAt(1.0));
+    grid.setSummaryRange(0.0, 2.0);
+    QCOMPARE(grid.summaryColor(0, 1), hh::widgets::viridisAt(0.5));
+    grid.setSummary(0, 1, 2.0);
+    QCOMPARE(grid.summary(0, 1), 2.0);
+    // Painting works offscreen.
+    grid.resize(300, 300);
+    const QImage image = grid.grab().toImage();
+    QCOMPARE(image.size(), QSize(300, 300));
+  }
+};
+
+HH_TEST_SUITE(TestHeadGrid, "widgets.head_grid",
+              &TestHeadGrid::clickEmitsTheRightHead, &TestHeadGrid::thumbnailsAreSmallAndSummariesColoured)
+#if HH_HAVE_QTEST
+#include "test_head_grid.moc"
+#endif

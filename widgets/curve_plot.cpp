@@ -1,0 +1,203 @@
+// CurvePlot: QCustomPlot graphs with shaded ± spread bands and a coalescing replot timer
+// (see curve_plot.h).
+#include "widgets/curve_plot.h"
+
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <qcustomplot.h>
+
+#include <algorithm>
+
+namespace hh::widgets {
+namespace {
+
+constexpr int kBandAlpha = 50;  // of 255: the spread band's fill
+
+}  // namespace
+
+QColor seriesPaletteColor(int i) {
+  // Okabe & Ito (2008), without black and yellow (too faint on white).
+  static const QRgb kPalette[] = {0xff0072b2, 0xffd55e00, 0xff009e73, 0xffcc79a7, 0xff56b4e9, 0xffe69f00};
+  const int n = int(std::size(kPalette));
+  return QColor::fromRgb(kPalette[((i % n) + n) % n]);
+}
+
+CurvePlot::CurvePlot(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  plot_ = new QCustomPlot(this);
+  layout->addWidget(plot_);
+  plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  plot_->legend->setVisible(true);
+  QFont legendFont = font();
+  legendFont.setPointSizeF(std::max(6.0, legendFont.pointSizeF() * 0.9));
+  plot_->legend->setFont(legendFont);
+  plot_->legend->setBrush(QColor(255, 255, 255, 220));
+  plot_->legend->setBorderPen(QPen(QColor(0xb8, 0xbc, 0xc4)));
+  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  for (QCPAxis* axis : {plot_->xAxis, plot_->yAxis}) {
+    axis->grid()->setPen(QPen(QColor(0xe3, 0xe5, 0xe8), 0, Qt::SolidLine));
+    axis->grid()->setSubGridVisible(false);
+  }
+
+  replotTimer_ = new QTimer(this);
+  replotTimer_->setSingleShot(true);
+  replotTimer_->setInterval(kReplotDelayMs);
+  connect(replotTimer_, &QTimer::timeout, this, &CurvePlot::doReplot);
+  // Any zoom or pan by the user stops automatic rescaling; a double-click brings it back.
+  connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent*) { autoRescale_ = false; });
+  connect(plot_, &QCustomPlot::mouseWheel, this, [this](QWheelEvent*) { autoRescale_ = false; });
+  connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) { rescaleAxes(); });
+}
+
+int CurvePlot::addSeries(const QString& name, const QVector<double>& xs, const QVector<double>& ys,
+                         const QVector<double>& spread, QColor color) {
+  if (!color.isValid()) color = seriesPaletteColor(paletteNext_++);
+  Series s;
+  s.line = plot_->addGraph();
+  s.line->setName(name);
+  s.line->setPen(QPen(color, 2.0));
+  s.line->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, color, color, 4));
+  series_.append(s);
+  const int index = int(series_.size()) - 1;
+  setSeriesData(index, xs, ys, spread);
+  return index;
+}
+
+void CurvePlot::setSeriesData(int index, const QVector<double>& xs, const QVector<double>& ys,
+                              const QVector<double>& spread) {
+  if (index < 0 || index >= series_.size()) return;
+  Series& s = series_[index];
+  const int n = int(std::min(xs.size(), ys.size()));
+  s.line->setData(xs.mid(0, n), ys.mid(0, n), /*alreadySorted=*/false);
+  setBand(s, xs.mid(0, n), ys.mid(0, n), spread.size() == n ? spread : QVector<double>{});
+  scheduleReplot();
+}
+
+void CurvePlot::setBand(Series& s, const QVector<double>& xs, const QVector<double>& ys,
+                        const QVector<double>& spread) {
+  if (spread.isEmpty() || xs.isEmpty()) {
+    if (s.upper) plot_->removeGraph(s.upper);
+    if (s.lower) plot_->removeGraph(s.lower);
+    s.upper = s.lower = nullptr;
+    return;
+  }
+  if (!s.upper) {
+    QColor fill = s.line->pen().color();
+    QColor edge = fill;
+    edge.setAlpha(90);
+    fill.setAlpha(kBandAlpha);
+    s.lower = plot_->addGraph();
+    s.upper = plot_->addGraph();
+    for (QCPGraph* g : {s.lower, s.upper}) {
+      g->setPen(QPen(edge, 1.0));
+      g->removeFromLegend();
+    }
+    s.upper->setBrush(fill);
+    s.upper->setChannelFillGraph(s.lower);
+  }
+  QVector<double> hi(xs.size()), lo(xs.size());
+  for (int i = 0; i < xs.size(); ++i) {
+    hi[i] = ys[i] + spread[i];
+    lo[i] = ys[i] - spread[i];
+  }
+  s.upper->setData(xs, hi, false);
+  s.lower->setData(xs, lo, false);
+}
+
+void CurvePlot::appendPoint(int index, double x, double y) {
+  if (index < 0 || index >= series_.size()) return;
+  series_[index].line->addData(x, y);
+  scheduleReplot();
+}
+
+void CurvePlot::clear() {
+  plot_->clearGraphs();
+  series_.clear();
+  paletteNext_ = 0;
+  autoRescale_ = true;
+  scheduleReplot();
+}
+
+void CurvePlot::setTitle(const QString& title) {
+  if (!title_) {
+    QFont titleFont = font();
+    titleFont.setBold(true);
+    plot_->plotLayout()->insertRow(0);
+    title_ = new QCPTextElement(plot_, title, titleFont);
+    plot_->plotLayout()->addElement(0, 0, title_);
+  }
+  title_->setText(title);
+  scheduleReplot();
+}
+
+void CurvePlot::setAxisLabels(const QString& x, const QString& y) {
+  plot_->xAxis->setLabel(x);
+  plot_->yAxis->setLabel(y);
+  scheduleReplot();
+}
+
+void CurvePlot::setLogY(bool enabled) {
+  plot_->yAxis->setScaleType(enabled ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (enabled) {
+    plot_->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+  } else {
+    plot_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+  }
+  scheduleReplot();
+}
+
+void CurvePlot::setLegendVisible(bool visible) {
+  plot_->legend->setVisible(visible);
+  scheduleReplot();
+}
+
+QString CurvePlot::seriesName(int index) const {
+  return index >= 0 && index < series_.size() ? series_[index].line->name() : QString();
+}
+
+QColor CurvePlot::seriesColor(int index) const {
+  return index >= 0 && index < series_.size() ? series_[index].line->pen().color() : QColor();
+}
+
+int CurvePlot::pointCount(int index) const {
+  return index >= 0 && index < series_.size() ? series_[index].line->dataCount() : 0;
+}
+
+bool CurvePlot::hasSpread(int index) const {
+  return index >= 0 && index < series_.size() && series_[index].upper != nullptr;
+}
+
+bool CurvePlot::replotPending() const { return replotTimer_->isActive(); }
+
+void CurvePlot::replotNow() {
+  replotTimer_->stop();
+  doReplot();
+}
+
+void CurvePlot::rescaleAxes() {
+  autoRescale_ = true;
+  scheduleReplot();
+}
+
+void CurvePlot::scheduleReplot() {
+  if (!replotTimer_->isActive()) replotTimer_->start();
+}
+
+void CurvePlot::doReplot() {
+  if (autoRescale_ && plot_->graphCount() > 0) {
+    plot_->rescaleAxes(/*onlyVisiblePlottables=*/true);
+    // A little air around the data so markers and bands are not cut at the frame.
+    for (QCPAxis* axis : {plot_->xAxis, plot_->yAxis}) {
+      if (axis->scaleType() == QCPAxis::stLogarithmic) continue;
+      const QCPRange r = axis->range();
+      const double pad = r.size() > 0 ? r.size() * 0.04 : 0.5;
+      axis->setRange(r.lower - pad, r.upper + pad);
+    }
+  }
+  ++replotCount_;
+  plot_->replot(QCustomPlot::rpImmediateRefresh);
+}
+
+}  // namespace hh::widgets

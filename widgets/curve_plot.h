@@ -1,0 +1,81 @@
+// CurvePlot: several named (x, y) series on one pair of axes, with a legend, axis labels and an
+// optional shaded band y ± spread per series (e.g. a monotonicity curve: mean weight per score
+// bin ± its standard deviation). NaN y values leave gaps. Series can also grow point by point
+// (appendPoint) for live curves such as a loss.
+// Replots are coalesced: every change starts a single-shot timer (kReplotDelayMs) and the plot
+// redraws once when it fires, however many changes came in between (STYLE.md habit 4).
+// Axes rescale to the data on each replot unless the user has zoomed or panned (double-click
+// goes back to automatic). Plain data only.
+#pragma once
+#include <QColor>
+#include <QVector>
+#include <QWidget>
+
+class QCustomPlot;
+class QCPGraph;
+class QCPTextElement;
+class QTimer;
+
+namespace hh::widgets {
+
+class CurvePlot : public QWidget {
+  Q_OBJECT
+
+ public:
+  static constexpr int kReplotDelayMs = 40;
+
+  explicit CurvePlot(QWidget* parent = nullptr);
+
+  // Adds a series and returns its index. xs and ys must have the same length (the shorter one
+  // sets the length otherwise); spread, if given, must have it too (ignored if not). An invalid
+  // colour picks the next one of a colour-blind-safe palette.
+  int addSeries(const QString& name, const QVector<double>& xs, const QVector<double>& ys,
+                const QVector<double>& spread = {}, QColor color = QColor());
+  // Appends one point (no spread) to series `index`.
+  void appendPoint(int index, double x, double y);
+  // Replaces a series' data (same rules as addSeries).
+  void setSeriesData(int index, const QVector<double>& xs, const QVector<double>& ys,
+                     const QVector<double>& spread = {});
+  void clear();
+
+  void setTitle(const QString& title);
+  void setAxisLabels(const QString& x, const QString& y);
+  void setLogY(bool enabled);
+  void setLegendVisible(bool visible);
+
+  int seriesCount() const { return int(series_.size()); }
+  QString seriesName(int index) const;
+  QColor seriesColor(int index) const;
+  int pointCount(int index) const;
+  bool hasSpread(int index) const;
+  // Number of replots done so far (tests check the coalescing).
+  int replotCount() const { return replotCount_; }
+  bool replotPending() const;
+
+  QCustomPlot* plot() const { return plot_; }
+  void replotNow();     // cancel the pending timer and replot now
+  void rescaleAxes();   // fit the data and return to automatic rescaling
+
+ private:
+  struct Series {
+    QCPGraph* line = nullptr;
+    QCPGraph* upper = nullptr;  // band edges (null without spread); the fill runs upper -> lower
+    QCPGraph* lower = nullptr;
+  };
+  void setBand(Series& s, const QVector<double>& xs, const QVector<double>& ys, const QVector<double>& spread);
+  void scheduleReplot();
+  void doReplot();
+
+  QCustomPlot* plot_ = nullptr;
+  QCPTextElement* title_ = nullptr;
+  QTimer* replotTimer_ = nullptr;
+  QVector<Series> series_;
+  bool autoRescale_ = true;
+  int replotCount_ = 0;
+  int paletteNext_ = 0;
+};
+
+// The i-th colour of the palette used for series (Okabe-Ito, colour-blind safe), cycling.
+QColor seriesPaletteColor(int i);
+
+}  // namespace hh::widgets

@@ -1,0 +1,88 @@
+// HeadGrid: a layers x heads grid of small attention thumbnails, one per head, each framed in a
+// colour that encodes a per-head summary number (entropy, KL, Spearman...) which is also
+// printed under the thumbnail. Clicking a thumbnail emits headClicked(layer, head).
+// Cheap by design: each thumbnail is a QImage of at most kThumbCells x kThumbCells pixels
+// (block max of the head's matrix, per-thumbnail viridis range, NaN in the masked grey), drawn
+// scaled with QPainter; no QCustomPlot per head. Summary colours use the viridis map over the
+// summaries' common range (or a fixed range), reversed with setSummaryHigherIsBetter(false)
+// so that "good" is always the bright end. Plain data only.
+#pragma once
+#include <QImage>
+#include <QString>
+#include <QVector>
+#include <QWidget>
+
+#include <cmath>
+#include <optional>
+#include <vector>
+
+namespace hh::widgets {
+
+class HeadGrid : public QWidget {
+  Q_OBJECT
+
+ public:
+  static constexpr int kThumbCells = 64;  // thumbnail resolution (pixels per side, at most)
+
+  explicit HeadGrid(QWidget* parent = nullptr);
+
+  // Resizes the grid, dropping every cell.
+  void setGridSize(int layers, int heads);
+  // Sets one head's thumbnail and summary (the grid grows to include it). values: rows x cols
+  // row-major (size mismatch: the thumbnail is left empty). summary NaN: no number shown.
+  void setCell(int layer, int head, int rows, int cols, const std::vector<float>& values, double summary);
+  // Updates only the number of one head (e.g. a new KL during training).
+  void setSummary(int layer, int head, double summary);
+  void setSummaryName(const QString& name);  // e.g. "KL"; shown in tooltips and the corner
+  void setSummaryRange(double lo, double hi); // fixed colour range for the frames
+  void setAutoSummaryRange();
+  void setSummaryHigherIsBetter(bool higherIsBetter);
+  void setSelected(int layer, int head);      // highlighted cell; (-1, -1) for none
+  void clear();
+
+  int layers() const { return layers_; }
+  int heads() const { return heads_; }
+  double summary(int layer, int head) const;
+  QImage thumbnail(int layer, int head) const;
+  // Frame colour of a head's summary (invalid colour when it has none).
+  QColor summaryColor(int layer, int head) const;
+  // Cell under a position in widget coordinates: x = head, y = layer.
+  std::optional<QPoint> cellAt(QPoint pos) const;
+  // The rectangle of a head's thumbnail (inside its frame), in widget coordinates.
+  QRect thumbnailRect(int layer, int head) const;
+
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
+
+ Q_SIGNALS:
+  void headClicked(int layer, int head);
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+  bool event(QEvent* event) override;  // tooltips
+
+ private:
+  struct Cell {
+    QImage image;                 // empty until set
+    double summary = std::nan("");
+  };
+  struct Geometry {
+    int left = 0, top = 0;  // origin of the grid of cells
+    int cellW = 0, cellH = 0;
+    int thumb = 0;          // thumbnail side in pixels
+  };
+  Geometry geometry() const;
+  Cell* cellPtr(int layer, int head);
+  const Cell* cellPtr(int layer, int head) const;
+  std::pair<double, double> summaryRange() const;
+
+  int layers_ = 0, heads_ = 0;
+  QVector<Cell> cells_;  // layer-major
+  QString summaryName_ = QStringLiteral("summary");
+  std::optional<std::pair<double, double>> fixedRange_;
+  bool higherIsBetter_ = true;
+  int selectedLayer_ = -1, selectedHead_ = -1;
+};
+
+}  // namespace hh::widgets

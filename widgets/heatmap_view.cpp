@@ -1,0 +1,441 @@
+// HeatmapView: QCustomPlot colour map + colour scale, block-reduced display of large matrices,
+// token tick labels, hover readout, clamped zoom and pan (see heatmap_view.h).
+#include "widgets/heatmap_view.h"
+
+#include <QEvent>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <qcustomplot.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "widgets/colormap.h"
+#include "widgets/token_axis_ticker.h"
+
+namespace hh::widgets {
+namespace {
+
+constexpr double kZoomFactor = 0.85;  // per wheel step
+constexpr int kReadoutOffset = 14;    // px between the cursor and the readout box
+constexpr int kRebuildDelayMs = 50;   // after the last zoom / pan / resize step
+constexpr int kMinBudget = 32;        // display cells per side, at least
+
+// Centre, in plot coordinates, of display cell i when display cell 0 starts at source cell
+// `start` and each display cell covers `block` source cells.
+double blockCenter(int start, int i, int block) { return start + i * double(block) + (block - 1) / 2.0; }
+
+// The range of display-cell centres along one axis. QCPColorMap draws nothing for a single
+// cell (its width is derived from the distance between cell centres), so one display cell is
+// drawn as two copies a half block apart.
+QCPRange centreRange(int start, int displayCells, int block) {
+  if (displayCells == 1) {
+    const double c = blockCenter(start, 0, block);
+    return QCPRange(c - block / 4.0, c + block / 4.0);
+  }
+  return QCPRange(blockCenter(start, 0, block), blockCenter(start, displayCells - 1, block));
+}
+
+// Display cells available along an axis of `pixels` length (a plot not laid out yet gets the
+// maximum; the afterReplot check re-plans once it is).
+int cellBudget(int pixels) {
+  if (pixels < kMinBudget) return HeatmapView::kMaxDisplayCells;
+  return std::clamp(pixels, kMinBudget, HeatmapView::kMaxDisplayCells);
+}
+
+// Which source cells to reduce along one axis and how coarsely: the visible cells plus a
+// quarter of their extent on each side (room to pan before the next re-reduction), blocks
+// aligned to multiples of the block size so that panning does not shift block boundaries.
+struct AxisPlan {
+  int start = 0, span = 0, block = 1;
+  bool operator==(const AxisPlan& o) const { return start == o.start && span == o.span && block == o.block; }
+};
+AxisPlan planAxis(const QCPRange& range, int cells, int budget) {
+  if (cells <= budget) return AxisPlan{0, cells, 1};
+  const int lo = std::clamp(int(std::floor(range.lower + 0.5)), 0, cells - 1);
+  const int hi = std::clamp(int(std::floor(range.upper + 0.5)), 0, cells - 1);
+  const int margin = (hi - lo + 1) / 4;
+  int a = std::max(0, lo - margin);
+  const int b = std::min(cells, hi + 1 + margin);
+  const int block = std::max(1, (b - a + budget - 1) / budget);
+  a = (a / block) * block;
+  return AxisPlan{a, b - a, block};
+}
+
+QString formatNumber(double v) {
+  if (std::isnan(v)) return QStringLiteral("masked");
+  return QString::number(v, 'g', 4);
+}
+
+}  // namespace
+
+HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  plot_ = new QCustomPlot(this);
+  layout->addWidget(plot_);
+  plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  plot_->axisRect()->setRangeZoomFactor(kZoomFactor);
+  plot_->setMouseTracking(true);
+  plot_->installEventFilter(this);
+
+  QFont tickFont = font();
+  tickFont.setPointSizeF(std::max(6.0, tickFont.pointSizeF() * 0.85));
+  xTicker_.reset(new TokenAxisTicker);
+  yTicker_.reset(new TokenAxisTicker);
+  plot_->xAxis->setTicker(xTicker_);
+  plot_->yAxis->setTicker(yTicker_);
+  for (QCPAxis* axis : {plot_->xAxis, plot_->yAxis}) {
+    axis->setTickLabelFont(tickFont);
+    axis->grid()->setVisible(false);
+    axis->setSubTicks(false);
+  }
+  plot_->yAxis->setRangeReversed(true);  // row 0 (first query) at the top
+  plot_->xAxis->setLabel(QStringLiteral("key"));
+  plot_->yAxis->setLabel(QStringLiteral("query"));
+
+  colorMap_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
+  colorMap_->setInterpolate(false);
+  colorMap_->setTightBoundary(false);
+  colorScale_ = new QCPColorScale(plot_);
+  plot_->plotLayout()->addElement(0, 1, colorScale_);
+  colorScale_->setType(QCPAxis::atRight);
+  colorScale_->setBarWidth(12);
+  colorScale_->axis()->setTickLabelFont(tickFont);
+  colorMap_->setColorScale(colorScale_);
+  auto* margins = new QCPMarginGroup(plot_);
+  plot_->axisRect()->setMarginGroup(QCP::msTop | QCP::msBottom, margins);
+  colorScale_->setMarginGroup(QCP::msTop | QCP::msBottom, margins);
+  setValueLabel(QStringLiteral("weight"));
+
+  readout_ = new QLabel(plot_);
+  readout_->setAttribute(Qt::WA_TransparentForMouseEvents);
+  readout_->setStyleSheet(QStringLiteral(
+      "QLabel { background: rgba(255,255,255,235); color: #202225; border: 1px solid #9aa0a6;"
+      " border-radius: 3px; padding: 3px 5px; }"));
+  readout_->hide();
+
+  rebuildTimer_ = new QTimer(this);
+  rebuildTimer_->setSingleShot(true);
+  rebuildTimer_->setInterval(kRebuildDelayMs);
+  connect(rebuildTimer_, &QTimer::timeout, this, [this] { rebuildDisplay(false); });
+
+  connect(plot_, &QCustomPlot::beforeReplot, this, &HeatmapView::updateTickDensity);
+  // The axis rect gets its final size during a replot: re-plan the display when it changed.
+  connect(plot_, &QCustomPlot::afterReplot, this, [this] {
+    if (!values_.empty() && plot_->axisRect()->rect().size() != plannedFor_) scheduleRebuild();
+  });
+  connect(plot_, &QCustomPlot::mouseMove, this, &HeatmapView::onMouseMove);
+  connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) { resetView(); });
+  connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, &HeatmapView::clampRanges);
+  connect(plot_->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, &HeatmapView::clampRanges);
+
+  applyColorRange();
+  resetView();
+}
+
+HeatmapView::~HeatmapView() = default;
+
+bool HeatmapView::setMatrix(int rows, int cols, std::vector<float> values) {
+  if (rows <= 0 || cols <= 0 || values.size() != std::size_t(rows) * std::size_t(cols)) {
+    clear();
+    return false;
+  }
+  rows_ = rows;
+  cols_ = cols;
+  values_ = std::move(values);
+  if (scores_.size() != values_.size()) scores_.clear();
+  const FiniteRange range = finiteRange(values_.data(), values_.size());
+  dataLo_ = range.valid ? range.lo : 0.0;
+  dataHi_ = range.valid ? range.hi : 1.0;
+  xTicker_->setCells(cols_, keyLabels_);
+  yTicker_->setCells(rows_, queryLabels_);
+  resetView();
+  rebuildDisplay(true);
+  applyColorRange();
+  return true;
+}
+
+bool HeatmapView::setScores(int rows, int cols, std::vector<float> scores) {
+  if (rows != rows_ || cols != cols_ || scores.size() != values_.size()) return false;
+  scores_ = std::move(scores);
+  return true;
+}
+
+void HeatmapView::clearScores() { scores_.clear(); }
+
+void HeatmapView::setTokenLabels(QStringList queries, QStringList keys) {
+  queryLabels_ = std::move(queries);
+  keyLabels_ = std::move(keys);
+  xTicker_->setCells(cols_, keyLabels_);
+  yTicker_->setCells(rows_, queryLabels_);
+  // Token labels read better vertical along the key axis; plain indices stay horizontal.
+  plot_->xAxis->setTickLabelRotation(keyLabels_.isEmpty() ? 0.0 : 90.0);
+  requestReplot();
+}
+
+void HeatmapView::setColorMode(ColorMode mode) {
+  if (mode == mode_) return;
+  mode_ = mode;
+  rebuildDisplay(true);
+  applyColorRange();
+}
+
+void HeatmapView::setBlockReduce(BlockReduce reduce) {
+  reduce_ = reduce;
+  rebuildDisplay(true);
+}
+
+void HeatmapView::setValueRange(double lo, double hi) {
+  if (!(hi > lo)) return;
+  fixedRange_ = std::make_pair(lo, hi);
+  applyColorRange();
+}
+
+void HeatmapView::setAutoValueRange() {
+  fixedRange_.reset();
+  applyColorRange();
+}
+
+void HeatmapView::setTitle(const QString& title) {
+  if (title.isEmpty()) {
+    if (title_) {
+      plot_->plotLayout()->remove(title_);
+      plot_->plotLayout()->simplify();
+      title_ = nullptr;
+    }
+  } else if (!title_) {
+    QFont titleFont = font();
+    titleFont.setBold(true);
+    plot_->plotLayout()->insertRow(0);
+    title_ = new QCPTextElement(plot_, title, titleFont);
+    plot_->plotLayout()->addElement(0, 0, title_);
+  } else {
+    title_->setText(title);
+  }
+  requestReplot();
+}
+
+void HeatmapView::setValueLabel(const QString& label) {
+  valueLabel_ = label;
+  colorScale_->axis()->setLabel(label);
+  requestReplot();
+}
+
+void HeatmapView::setAxisTitles(const QString& keys, const QString& queries) {
+  plot_->xAxis->setLabel(keys);
+  plot_->yAxis->setLabel(queries);
+  requestReplot();
+}
+
+void HeatmapView::clear() {
+  rows_ = cols_ = 0;
+  values_.clear();
+  scores_.clear();
+  display_ = DownsampledMatrix{};
+  rebuildTimer_->stop();
+  xTicker_->setCells(0, keyLabels_);
+  yTicker_->setCells(0, queryLabels_);
+  colorMap_->data()->clear();
+  hideReadout();
+  resetView();
+}
+
+QSize HeatmapView::displaySize() const { return QSize(display_.cols, display_.rows); }
+
+QSize HeatmapView::displayBlockSize() const { return QSize(display_.blockCols, display_.blockRows); }
+
+std::pair<double, double> HeatmapView::valueRange() const {
+  const QCPRange r = colorScale_->dataRange();
+  return {r.lower, r.upper};
+}
+
+float HeatmapView::valueAt(int row, int col) const {
+  if (row < 0 || col < 0 || row >= rows_ || col >= cols_) return std::nanf("");
+  return values_[std::size_t(row) * std::size_t(cols_) + std::size_t(col)];
+}
+
+std::optional<float> HeatmapView::scoreAt(int row, int col) const {
+  if (scores_.empty() || row < 0 || col < 0 || row >= rows_ || col >= cols_) return std::nullopt;
+  return scores_[std::size_t(row) * std::size_t(cols_) + std::size_t(col)];
+}
+
+std::optional<QPoint> HeatmapView::cellAt(QPoint widgetPos) const {
+  if (rows_ == 0 || cols_ == 0) return std::nullopt;
+  const QPoint p = plot_->mapFrom(this, widgetPos);
+  if (!plot_->axisRect()->rect().contains(p)) return std::nullopt;
+  const double x = plot_->xAxis->pixelToCoord(p.x());
+  const double y = plot_->yAxis->pixelToCoord(p.y());
+  const int col = int(std::floor(x + 0.5)), row = int(std::floor(y + 0.5));
+  if (row < 0 || col < 0 || row >= rows_ || col >= cols_) return std::nullopt;
+  return QPoint(col, row);
+}
+
+QPointF HeatmapView::cellCenter(int row, int col) const {
+  const QPointF inPlot(plot_->xAxis->coordToPixel(col), plot_->yAxis->coordToPixel(row));
+  return inPlot + QPointF(plot_->pos());
+}
+
+QString HeatmapView::readoutText(int row, int col) const {
+  auto token = [](const QStringList& labels, int i) {
+    if (i < 0 || i >= labels.size()) return QString();
+    return QStringLiteral("  \u201c%1\u201d").arg(labels.at(i).toHtmlEscaped());
+  };
+  QString text = QStringLiteral("query %1%2<br>key %3%4<br>%5 <b>%6</b>")
+                     .arg(row)
+                     .arg(token(queryLabels_, row))
+                     .arg(col)
+                     .arg(token(keyLabels_, col))
+                     .arg(valueLabel_.isEmpty() ? QStringLiteral("value") : valueLabel_.toHtmlEscaped())
+                     .arg(formatNumber(valueAt(row, col)));
+  if (auto score = scoreAt(row, col)) text += QStringLiteral("<br>score %1").arg(formatNumber(*score));
+  return text;
+}
+
+void HeatmapView::resetView() {
+  clamping_ = true;
+  plot_->xAxis->setRange(-0.5, std::max(cols_, 1) - 0.5);
+  plot_->yAxis->setRange(-0.5, std::max(rows_, 1) - 0.5);
+  clamping_ = false;
+  requestReplot();
+}
+
+void HeatmapView::replotNow() {
+  if (rebuildTimer_->isActive()) rebuildDisplay(false);
+  plot_->replot(QCustomPlot::rpImmediateRefresh);
+  if (rebuildTimer_->isActive()) {  // the layout changed the axis rect: draw at the new plan
+    rebuildDisplay(false);
+    plot_->replot(QCustomPlot::rpImmediateRefresh);
+  }
+}
+
+bool HeatmapView::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == plot_ && event->type() == QEvent::Leave) {
+    hideReadout();
+    Q_EMIT hoverLeft();
+  }
+  return QWidget::eventFilter(watched, event);
+}
+
+BlockReduce HeatmapView::currentReduce() const {
+  return reduce_.value_or(mode_ == ColorMode::Sequential ? BlockReduce::Max : BlockReduce::AbsMax);
+}
+
+void HeatmapView::scheduleRebuild() {
+  if (!values_.empty() && !rebuildTimer_->isActive()) rebuildTimer_->start();
+}
+
+void HeatmapView::rebuildDisplay(bool force) {
+  rebuildTimer_->stop();
+  QCPColorMapData* data = colorMap_->data();
+  if (values_.empty()) {
+    data->clear();
+    requestReplot();
+    return;
+  }
+  const QSize axisRect = plot_->axisRect()->rect().size();
+  plannedFor_ = axisRect;
+  const AxisPlan px = planAxis(plot_->xAxis->range(), cols_, cellBudget(axisRect.width()));
+  const AxisPlan py = planAxis(plot_->yAxis->range(), rows_, cellBudget(axisRect.height()));
+  const BlockReduce reduce = currentReduce();
+  const bool same = px == AxisPlan{displayRegion_.col0, displayRegion_.cols, display_.blockCols} &&
+                    py == AxisPlan{displayRegion_.row0, displayRegion_.rows, display_.blockRows} &&
+                    reduce == displayReduce_ && !display_.values.empty();
+  if (same && !force) return;
+
+  display_ = downsampleRegion(rows_, cols_, values_.data(), MatrixRegion{py.start, px.start, py.span, px.span},
+                              py.block, px.block, reduce);
+  displayReduce_ = reduce;
+  displayRegion_ = MatrixRegion{py.start, px.start, py.span, px.span};
+  const int keyCells = std::max(display_.cols, 2), valueCells = std::max(display_.rows, 2);
+  data->setSize(keyCells, valueCells);
+  data->setRange(centreRange(display_.col0, display_.cols, display_.blockCols),
+                 centreRange(display_.row0, display_.rows, display_.blockRows));
+  for (int r = 0; r < valueCells; ++r) {
+    const int sr = std::min(r, display_.rows - 1);  // duplicates the single row, if one
+    const float* src = display_.values.data() + std::size_t(sr) * std::size_t(display_.cols);
+    for (int c = 0; c < keyCells; ++c) data->setCell(c, r, double(src[std::min(c, display_.cols - 1)]));
+  }
+  requestReplot();
+}
+
+void HeatmapView::applyColorRange() {
+  double lo = dataLo_, hi = dataHi_;
+  if (fixedRange_) {
+    std::tie(lo, hi) = *fixedRange_;
+  } else if (mode_ == ColorMode::Diverging) {
+    const double m = std::max(std::fabs(lo), std::fabs(hi));
+    lo = m > 0.0 ? -m : -1.0;
+    hi = m > 0.0 ? m : 1.0;
+  } else if (!(hi > lo)) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  const ColorMap& map = mode_ == ColorMode::Sequential ? ColorMap::viridis() : ColorMap::diverging();
+  colorScale_->setGradient(map.gradient());
+  colorScale_->setDataRange(QCPRange(lo, hi));
+  requestReplot();
+}
+
+void HeatmapView::updateTickDensity() {
+  const QFontMetrics fm(plot_->xAxis->tickLabelFont());
+  const QRect rect = plot_->axisRect()->rect();
+  const double xLabel = keyLabels_.isEmpty() ? fm.horizontalAdvance(QString::number(cols_)) + 14.0
+                                             : fm.height() * 1.25;
+  xTicker_->fitTickCount(rect.width(), xLabel);
+  yTicker_->fitTickCount(rect.height(), fm.height() * 1.25);
+}
+
+void HeatmapView::clampRanges() {
+  if (clamping_) return;
+  clamping_ = true;
+  // Keep the view inside the matrix: no wider than it, shifted back when panned past an edge.
+  auto clampAxis = [](QCPAxis* axis, int cells) {
+    const double lo = -0.5, hi = std::max(cells, 1) - 0.5;
+    QCPRange r = axis->range();
+    if (r.size() >= hi - lo) {
+      r = QCPRange(lo, hi);
+    } else if (r.lower < lo) {
+      r = QCPRange(lo, lo + r.size());
+    } else if (r.upper > hi) {
+      r = QCPRange(hi - r.size(), hi);
+    }
+    if (r != axis->range()) axis->setRange(r);
+  };
+  clampAxis(plot_->xAxis, cols_);
+  clampAxis(plot_->yAxis, rows_);
+  clamping_ = false;
+  scheduleRebuild();  // zoomed or panned: re-reduce the visible part once the user pauses
+}
+
+void HeatmapView::onMouseMove(QMouseEvent* event) {
+  const QPoint plotPos = event->position().toPoint();
+  const std::optional<QPoint> cell = cellAt(plot_->mapTo(this, plotPos));
+  if (!cell) {
+    hideReadout();
+    return;
+  }
+  const int row = cell->y(), col = cell->x();
+  showReadout(plotPos, readoutText(row, col));
+  Q_EMIT cellHovered(row, col, double(valueAt(row, col)));
+}
+
+void HeatmapView::showReadout(QPoint plotPos, const QString& text) {
+  readout_->setText(text);
+  readout_->adjustSize();
+  QPoint at = plotPos + QPoint(kReadoutOffset, kReadoutOffset);
+  if (at.x() + readout_->width() > plot_->width()) at.setX(plotPos.x() - kReadoutOffset - readout_->width());
+  if (at.y() + readout_->height() > plot_->height()) at.setY(plotPos.y() - kReadoutOffset - readout_->height());
+  readout_->move(std::max(0, at.x()), std::max(0, at.y()));
+  readout_->show();
+  readout_->raise();
+}
+
+void HeatmapView::hideReadout() { readout_->hide(); }
+
+void HeatmapView::requestReplot() { plot_->replot(QCustomPlot::rpQueuedReplot); }
+
+}  // namespace hh::widgets

@@ -1,0 +1,132 @@
+// HeatmapView: one attention matrix as a colour map with a colour bar, token labels on both
+// axes, a hover readout, and mouse zoom/pan (wheel zooms, drag pans, double-click resets).
+//   setMatrix(rows, cols, values): row-major, row = query i, col = key j; NaN = masked pair
+//     (e.g. the upper triangle of causal attention), drawn in the map's neutral grey.
+//   setScores(...): optional second matrix of the same size (q.k / sqrt(d)) shown in the readout.
+// Large matrices are drawn block-reduced (max for sequential data, largest magnitude for
+// diverging data) to at most kMaxDisplayCells per side and no more cells than the plot has
+// pixels (a thinner cell could vanish when the image is scaled down). Zooming in re-reduces
+// only the visible part (plus a margin for panning), so detail appears down to single cells;
+// the readout always reads the full values. Sequential mode spans [min, max] of the finite values with viridis; diverging mode
+// spans [-m, m], m = max |value|, with the blue-white-red map. setValueRange fixes the range
+// (e.g. the same scale for softmax and linear maps side by side).
+// Coordinates: cell (row, col) is centred on plot coordinate (x = col, y = row); row 0 is at the
+// top. Plain data only: no Torch, no jobs.
+#pragma once
+#include <QSharedPointer>
+#include <QStringList>
+#include <QWidget>
+
+#include <optional>
+#include <vector>
+
+#include "widgets/matrix_downsample.h"
+
+class QCustomPlot;
+class QCPColorMap;
+class QCPColorScale;
+class QCPTextElement;
+class QLabel;
+class QMouseEvent;
+class QTimer;
+
+namespace hh::widgets {
+
+class TokenAxisTicker;
+
+class HeatmapView : public QWidget {
+  Q_OBJECT
+
+ public:
+  enum class ColorMode { Sequential, Diverging };
+  static constexpr int kMaxDisplayCells = 512;
+
+  explicit HeatmapView(QWidget* parent = nullptr);
+  ~HeatmapView() override;
+
+  // Replaces the matrix (values.size() must be rows * cols, else the view is cleared and false is
+  // returned). Scores of another size are dropped. Resets the zoom.
+  bool setMatrix(int rows, int cols, std::vector<float> values);
+  // Scores for the readout; must match the matrix size (returns false otherwise).
+  bool setScores(int rows, int cols, std::vector<float> scores);
+  void clearScores();
+  // Token labels: queries along the rows (y axis), keys along the columns (x axis).
+  void setTokenLabels(QStringList queries, QStringList keys);
+  void setColorMode(ColorMode mode);
+  void setBlockReduce(BlockReduce reduce);  // default: Max (sequential), AbsMax (diverging)
+  void setValueRange(double lo, double hi);
+  void setAutoValueRange();
+  void setTitle(const QString& title);
+  void setValueLabel(const QString& label);  // colour bar label, e.g. "weight"
+  void setAxisTitles(const QString& keys, const QString& queries);
+  void clear();
+
+  int rows() const { return rows_; }
+  int cols() const { return cols_; }
+  ColorMode colorMode() const { return mode_; }
+  // Display cells (width = columns, height = rows); at most kMaxDisplayCells per side.
+  QSize displaySize() const;
+  // Source cells per display cell (width = columns per block, height = rows per block).
+  QSize displayBlockSize() const;
+  // The colour range in force: [lo, hi].
+  std::pair<double, double> valueRange() const;
+  // Full-resolution value (NaN outside the matrix).
+  float valueAt(int row, int col) const;
+  std::optional<float> scoreAt(int row, int col) const;
+
+  // The cell under a position in this widget's coordinates: x = column (key), y = row (query);
+  // nullopt outside the plotted cells.
+  std::optional<QPoint> cellAt(QPoint widgetPos) const;
+  // Centre of cell (row, col) in this widget's coordinates, for the current zoom.
+  QPointF cellCenter(int row, int col) const;
+  // The text the hover readout shows for a cell.
+  QString readoutText(int row, int col) const;
+
+  QCustomPlot* plot() const { return plot_; }
+  void resetView();  // zoom to the whole matrix
+  void replotNow();  // synchronous replot (normally replots are queued and coalesced)
+
+ Q_SIGNALS:
+  void cellHovered(int row, int col, double value);
+  void hoverLeft();
+
+ protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
+ private:
+  void rebuildDisplay(bool force);
+  void scheduleRebuild();
+  BlockReduce currentReduce() const;
+  void applyColorRange();
+  void updateTickDensity();
+  void clampRanges();
+  void onMouseMove(QMouseEvent* event);
+  void showReadout(QPoint plotPos, const QString& text);
+  void hideReadout();
+  void requestReplot();
+
+  QCustomPlot* plot_ = nullptr;
+  QCPColorMap* colorMap_ = nullptr;
+  QCPColorScale* colorScale_ = nullptr;
+  QCPTextElement* title_ = nullptr;
+  QLabel* readout_ = nullptr;
+  QTimer* rebuildTimer_ = nullptr;  // coalesces re-reductions after zoom, pan and resize
+  QSharedPointer<TokenAxisTicker> xTicker_, yTicker_;
+
+  int rows_ = 0, cols_ = 0;
+  std::vector<float> values_;
+  std::vector<float> scores_;
+  QStringList queryLabels_, keyLabels_;
+  QString valueLabel_;
+  ColorMode mode_ = ColorMode::Sequential;
+  std::optional<BlockReduce> reduce_;
+  std::optional<std::pair<double, double>> fixedRange_;
+  DownsampledMatrix display_;
+  BlockReduce displayReduce_ = BlockReduce::Max;
+  MatrixRegion displayRegion_;  // the source region display_ reduces
+  QSize plannedFor_;  // axis rect size the display was planned for
+  double dataLo_ = 0.0, dataHi_ = 1.0;  // finite range of the full values
+  bool clamping_ = false;
+};
+
+}  // namespace hh::widgets

@@ -1,0 +1,100 @@
+// Block reduction of row-major matrices for display (see matrix_downsample.h). One pass over the
+// source in memory order, accumulating into one row of display cells at a time.
+#include "widgets/matrix_downsample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace hh::widgets {
+
+FiniteRange finiteRange(const float* values, std::size_t n) {
+  FiniteRange range;
+  float lo = std::numeric_limits<float>::infinity(), hi = -std::numeric_limits<float>::infinity();
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = values[i];
+    if (!std::isfinite(v)) continue;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  if (lo <= hi) {
+    range.lo = lo;
+    range.hi = hi;
+    range.valid = true;
+  }
+  return range;
+}
+
+DownsampledMatrix downsampleMatrix(int rows, int cols, const float* values, int maxRows, int maxCols,
+                                   BlockReduce reduce) {
+  if (rows <= 0 || cols <= 0) return {};
+  maxRows = std::max(maxRows, 1);
+  maxCols = std::max(maxCols, 1);
+  return downsampleRegion(rows, cols, values, MatrixRegion{0, 0, rows, cols}, (rows + maxRows - 1) / maxRows,
+                          (cols + maxCols - 1) / maxCols, reduce);
+}
+
+DownsampledMatrix downsampleRegion(int rows, int cols, const float* values, MatrixRegion region, int blockRows,
+                                   int blockCols, BlockReduce reduce) {
+  DownsampledMatrix out;
+  // Clip the region to the matrix.
+  const int rowEnd = std::min(rows, region.row0 + region.rows), colEnd = std::min(cols, region.col0 + region.cols);
+  region.row0 = std::max(region.row0, 0);
+  region.col0 = std::max(region.col0, 0);
+  if (values == nullptr || rowEnd <= region.row0 || colEnd <= region.col0) return out;
+  out.row0 = region.row0;
+  out.col0 = region.col0;
+  out.blockRows = std::max(blockRows, 1);
+  out.blockCols = std::max(blockCols, 1);
+  const int spanRows = rowEnd - region.row0, spanCols = colEnd - region.col0;
+  out.rows = (spanRows + out.blockRows - 1) / out.blockRows;
+  out.cols = (spanCols + out.blockCols - 1) / out.blockCols;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (out.blockRows == 1 && out.blockCols == 1) {
+    out.values.resize(std::size_t(out.rows) * std::size_t(out.cols));
+    for (int r = 0; r < out.rows; ++r) {
+      const float* src = values + std::size_t(region.row0 + r) * std::size_t(cols) + std::size_t(region.col0);
+      std::copy(src, src + out.cols, out.values.begin() + std::ptrdiff_t(r) * out.cols);
+    }
+    return out;
+  }
+  out.values.assign(std::size_t(out.rows) * std::size_t(out.cols), nan);
+
+  // Accumulators for one display row: the running reduction and the finite count.
+  std::vector<float> acc(std::size_t(out.cols));
+  std::vector<int> count(std::size_t(out.cols));
+  for (int br = 0; br < out.rows; ++br) {
+    std::fill(acc.begin(), acc.end(), reduce == BlockReduce::Max ? -std::numeric_limits<float>::infinity() : 0.0f);
+    std::fill(count.begin(), count.end(), 0);
+    const int r0 = region.row0 + br * out.blockRows, r1 = std::min(rowEnd, r0 + out.blockRows);
+    for (int r = r0; r < r1; ++r) {
+      const float* row = values + std::size_t(r) * std::size_t(cols);
+      for (int bc = 0; bc < out.cols; ++bc) {
+        const int c0 = region.col0 + bc * out.blockCols, c1 = std::min(colEnd, c0 + out.blockCols);
+        float a = acc[std::size_t(bc)];
+        int n = 0;
+        for (int c = c0; c < c1; ++c) {
+          const float v = row[c];
+          if (std::isnan(v)) continue;
+          ++n;
+          switch (reduce) {
+            case BlockReduce::Max: a = std::max(a, v); break;
+            case BlockReduce::Mean: a += v; break;
+            case BlockReduce::AbsMax: if (std::fabs(v) > std::fabs(a)) a = v; break;
+          }
+        }
+        acc[std::size_t(bc)] = a;
+        count[std::size_t(bc)] += n;
+      }
+    }
+    float* dst = out.values.data() + std::size_t(br) * std::size_t(out.cols);
+    for (int bc = 0; bc < out.cols; ++bc) {
+      const int n = count[std::size_t(bc)];
+      if (n == 0) continue;  // all masked: stays NaN
+      dst[bc] = reduce == BlockReduce::Mean ? acc[std::size_t(bc)] / float(n) : acc[std::size_t(bc)];
+    }
+  }
+  return out;
+}
+
+}  // namespace hh::widgets
