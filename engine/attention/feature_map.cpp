@@ -1,5 +1,7 @@
 #include "engine/attention/feature_map.h"
 
+#include <torch/csrc/autograd/custom_function.h>
+
 #include <cmath>
 #include <stdexcept>
 
@@ -26,6 +28,33 @@ torch::Tensor orthogonalGaussian(int64_t m, int64_t d, uint64_t seed) {
   auto norms = at::normal(0.0, 1.0, {m, d}, gen, torch::TensorOptions().dtype(torch::kDouble)).norm(2, 1, true);
   return (w * norms).to(torch::kFloat);
 }
+// Hedgehog's [exp(u), exp(-u)], u = x W^T + b per head, with a backward that needs one product
+// forward and two backward and saves only x and e = exp(u) (exp(-u) = 1 / e).
+struct HedgehogFunction : public torch::autograd::Function<HedgehogFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
+                               const torch::Tensor& b) {
+    // x [B,H,T,D]; w [H,D,D]; b [H,D] -> [B,H,T,2D]
+    auto u = torch::matmul(x, w.transpose(-2, -1).unsqueeze(0));
+    u.add_(b.unsqueeze(0).unsqueeze(2));
+    const auto e = u.exp_();
+    ctx->save_for_backward({x, w, e});
+    return torch::cat({e, e.reciprocal()}, -1);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &w = saved[1], &e = saved[2];
+    const int64_t d = e.size(-1);
+    const auto g = grads[0];
+    // d/du: g1 * e - g2 * exp(-u) = g1 * e - g2 / e
+    const auto gu = g.narrow(-1, 0, d) * e - g.narrow(-1, d, d) / e;  // [B,H,T,D]
+    const auto gx = torch::matmul(gu, w.unsqueeze(0));                 // [B,H,T,D]
+    const auto gw = torch::matmul(gu.transpose(-2, -1), x).sum(0);     // [H,D,D]
+    const auto gb = gu.sum(std::vector<int64_t>{0, 2});                 // [H,D]
+    return {gx, gw, gb};
+  }
+};
 }  // namespace
 
 FeatureMapImpl::FeatureMapImpl(FeatureMapConfig config) : config_(config) {
@@ -60,15 +89,8 @@ torch::Tensor FeatureMapImpl::forward(const torch::Tensor& x, int64_t positionOf
   TORCH_CHECK(x.size(3) == config_.headDim, "feature map head dim ", config_.headDim, ", input has ", x.size(3));
   const double d = static_cast<double>(config_.headDim);
   switch (config_.kind) {
-    case FeatureMapKind::Hedgehog: {
-      // One product with [W; -W] gives [u, -u] in place of a cat and a negation: [B,H,T,2D].
-      const auto w = weight_.to(x.scalar_type());
-      const auto b = bias_.to(x.scalar_type());
-      const auto w2 = torch::cat({w, -w}, 1);  // [H,2D,D]
-      const auto b2 = torch::cat({b, -b}, 1);  // [H,2D]
-      auto u2 = torch::matmul(x, w2.transpose(-2, -1).unsqueeze(0)) + b2.unsqueeze(0).unsqueeze(2);
-      return x.requires_grad() || w.requires_grad() ? torch::exp(u2) : u2.exp_();
-    }
+    case FeatureMapKind::Hedgehog:
+      return HedgehogFunction::apply(x, weight_.to(x.scalar_type()), bias_.to(x.scalar_type()));
     case FeatureMapKind::HedgehogSoftmax: {
       auto u = linearPerHead(x);
       return torch::cat({torch::softmax(u, -1), torch::softmax(-u, -1)}, -1);

@@ -20,37 +20,79 @@ void gemm(bool transA, bool transB, int m, int n, int k, float alpha, const floa
   blas::gemm<float>(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// exp(x) for x clamped to [-87.3, 88.7]: x = n ln2 + r, |r| <= ln2/2, exp(r) by its Taylor series
-// to degree 7 (truncation below 6e-9 relative), 2^n through the float exponent bits. Written so
-// that the compiler vectorises the loops that call it.
-inline float expApprox(float x) {
-  x = std::fmin(std::fmax(x, -87.3f), 88.7f);
-  const float n = std::nearbyint(x * 1.44269504088896341f);
-  const float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;  // ln2 split hi + lo
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
+// exp on 8 floats at once (GCC vector extensions: AVX2 in the avx2 clone, SSE pairs otherwise).
+// x is clamped to [-87.3, 88.7]; x = n ln2 + r with |r| <= ln2/2; exp(r) by its Taylor series to
+// degree 7 (truncation below 6e-9 relative); 2^n built in the float exponent bits.
+#pragma GCC diagnostic ignored "-Wpsabi"  // internal always-inline helpers, no ABI crossing
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef int32_t Ints8 __attribute__((vector_size(32)));
+
+__attribute__((always_inline)) inline Floats8 exp8(Floats8 x) {
+  const Floats8 lo = {-87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f};
+  const Floats8 hi = lo * 0.0f + 88.7f;
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  // Round to nearest by adding and removing 1.5 * 2^23; the shifted float's bits then hold n
+  // as an integer offset from those of 1.5 * 2^23 (0x4B400000).
+  const Floats8 shifted = x * 1.44269504088896341f + 12582912.0f;
+  const Floats8 n = shifted - 12582912.0f;
+  const Floats8 r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;  // ln2 split hi + lo
+  Floats8 p = r * (1.0f / 5040.0f) + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
   p = p * r + 1.0f / 6.0f;
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
+  Ints8 bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  bits = (bits - 0x4B400000 + 127) << 23;
+  Floats8 scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
 }
 
-// u [rows, d] (with bias added) -> features [rows, 2d] = [exp(u), exp(-u)].
+// u [rows, d] (bias added) -> features [rows, 2d] = [exp(u), exp(-u)]; d a multiple of 8.
 __attribute__((target_clones("avx2", "default"))) void hedgehogFeatures(const float* u, int rows, int d, float* out) {
   for (int r = 0; r < rows; ++r) {
     const float* ur = u + static_cast<int64_t>(r) * d;
     float* o = out + static_cast<int64_t>(r) * 2 * d;
-    for (int j = 0; j < d; ++j) {
-      const float e = expApprox(ur[j]);
-      o[j] = e;
-      o[d + j] = 1.0f / e;
+    for (int j = 0; j < d; j += 8) {
+      Floats8 x;
+      std::memcpy(&x, ur + j, sizeof x);
+      const Floats8 e = exp8(x);
+      const Floats8 inv = 1.0f / e;
+      std::memcpy(o + j, &e, sizeof e);
+      std::memcpy(o + d + j, &inv, sizeof inv);
     }
+  }
+}
+
+// Rows of [rows, cols]: mask the upper triangle (j > i) to 0 and return the row sums in den.
+__attribute__((target_clones("avx2", "default"))) void maskAndRowSum(float* scores, int rows, float* den) {
+  for (int i = 0; i < rows; ++i) {
+    float* row = scores + static_cast<int64_t>(i) * rows;
+    float sum = 0.0f;
+    for (int j = 0; j <= i; ++j) sum += row[j];
+    for (int j = i + 1; j < rows; ++j) row[j] = 0.0f;
+    den[i] = sum;
+  }
+}
+
+// den[r] += fq[r] . z; z += sum of fk rows; y = num / (den + eps).
+__attribute__((target_clones("avx2", "default"))) void normalise(const float* fq, const float* fk, int rows, int f,
+                                                               int d, float* z, float* den, const float* num,
+                                                               float eps, float* y) {
+  for (int r = 0; r < rows; ++r) {
+    float s = 0.0f;
+    for (int j = 0; j < f; ++j) s += fq[static_cast<int64_t>(r) * f + j] * z[j];
+    den[r] += s;
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < f; ++j) z[j] += fk[static_cast<int64_t>(r) * f + j];
+  for (int r = 0; r < rows; ++r) {
+    const float inv = 1.0f / (den[r] + eps);
+    for (int j = 0; j < d; ++j) y[static_cast<int64_t>(r) * d + j] = num[static_cast<int64_t>(r) * d + j] * inv;
   }
 }
 
@@ -60,36 +102,40 @@ struct HeadTask {
   float* y;                // [T, D]
 };
 
+// Features are computed for blocks of kBlockChunks chunks at once (larger products), then the
+// chunks of the block run in order: numerator with values [T, D] read in place, normaliser kept
+// apart (z [F]) so every product has 64-aligned sizes.
+constexpr int kBlockChunks = 4;
+
 void runHead(const HeadTask& t, int64_t length, int d, int chunk, float eps) {
-  const int f = 2 * d, e = d + 1;
-  std::vector<float> uq(chunk * d), uk(chunk * d), fq(chunk * f), fk(chunk * f), vp(chunk * e), scores(chunk * chunk),
-      out(chunk * e), state(static_cast<size_t>(f) * e, 0.0f);
-  for (int64_t t0 = 0; t0 < length; t0 += chunk) {
-    const int len = static_cast<int>(std::min<int64_t>(chunk, length - t0));
-    // u = x W^T + b for queries and keys: [len, D]
-    for (int r = 0; r < len; ++r) {
-      std::memcpy(&uq[r * d], t.b, sizeof(float) * d);
-      std::memcpy(&uk[r * d], t.b, sizeof(float) * d);
+  const int f = 2 * d, block = chunk * kBlockChunks;
+  std::vector<float> uq(static_cast<size_t>(block) * d), uk(uq.size()), fq(static_cast<size_t>(block) * f),
+      fk(fq.size()), scores(static_cast<size_t>(chunk) * chunk), num(static_cast<size_t>(chunk) * d), den(chunk),
+      state(static_cast<size_t>(f) * d, 0.0f), z(f, 0.0f);
+  for (int64_t b0 = 0; b0 < length; b0 += block) {
+    const int blen = static_cast<int>(std::min<int64_t>(block, length - b0));
+    // u = x W^T + b for queries and keys of the block: [blen, D]
+    for (int r = 0; r < blen; ++r) {
+      std::memcpy(&uq[static_cast<size_t>(r) * d], t.b, sizeof(float) * d);
+      std::memcpy(&uk[static_cast<size_t>(r) * d], t.b, sizeof(float) * d);
     }
-    gemm(false, true, len, d, d, 1.0f, t.q + t0 * d, d, t.w, d, 1.0f, uq.data(), d);
-    gemm(false, true, len, d, d, 1.0f, t.k + t0 * d, d, t.w, d, 1.0f, uk.data(), d);
-    hedgehogFeatures(uq.data(), len, d, fq.data());
-    hedgehogFeatures(uk.data(), len, d, fk.data());
-    for (int r = 0; r < len; ++r) {
-      std::memcpy(&vp[r * e], t.v + (t0 + r) * d, sizeof(float) * d);
-      vp[r * e + d] = 1.0f;
-    }
-    // Intra-chunk: scores = fq fk^T masked to j <= i, out = scores [v, 1].
-    gemm(false, true, len, len, f, 1.0f, fq.data(), f, fk.data(), f, 0.0f, scores.data(), len);
-    for (int i = 0; i < len; ++i) std::fill(&scores[i * len + i + 1], &scores[(i + 1) * len], 0.0f);
-    gemm(false, false, len, e, len, 1.0f, scores.data(), len, vp.data(), e, 0.0f, out.data(), e);
-    // Inter-chunk: out += fq S; then S += fk^T [v, 1].
-    if (t0 > 0) gemm(false, false, len, e, f, 1.0f, fq.data(), f, state.data(), e, 1.0f, out.data(), e);
-    gemm(true, false, f, e, len, 1.0f, fk.data(), f, vp.data(), e, 1.0f, state.data(), e);
-    for (int r = 0; r < len; ++r) {
-      const float inv = 1.0f / (out[r * e + d] + eps);
-      float* yr = t.y + (t0 + r) * d;
-      for (int j = 0; j < d; ++j) yr[j] = out[r * e + j] * inv;
+    gemm(false, true, blen, d, d, 1.0f, t.q + b0 * d, d, t.w, d, 1.0f, uq.data(), d);
+    gemm(false, true, blen, d, d, 1.0f, t.k + b0 * d, d, t.w, d, 1.0f, uk.data(), d);
+    hedgehogFeatures(uq.data(), blen, d, fq.data());
+    hedgehogFeatures(uk.data(), blen, d, fk.data());
+    for (int c0 = 0; c0 < blen; c0 += chunk) {
+      const int len = std::min(chunk, blen - c0);
+      const int64_t t0 = b0 + c0;
+      const float *qf = fq.data() + static_cast<size_t>(c0) * f, *kf = fk.data() + static_cast<size_t>(c0) * f;
+      const float* vc = t.v + t0 * d;
+      // Intra-chunk: scores = fq fk^T masked to j <= i; num = scores v; den = row sums.
+      gemm(false, true, len, len, f, 1.0f, qf, f, kf, f, 0.0f, scores.data(), len);
+      maskAndRowSum(scores.data(), len, den.data());
+      gemm(false, false, len, d, len, 1.0f, scores.data(), len, vc, d, 0.0f, num.data(), d);
+      // Inter-chunk: num += fq S, den += fq z; then S += fk^T v, z += sum fk.
+      if (t0 > 0) gemm(false, false, len, d, f, 1.0f, qf, f, state.data(), d, 1.0f, num.data(), d);
+      gemm(true, false, f, d, len, 1.0f, kf, f, vc, d, 1.0f, state.data(), d);
+      normalise(qf, kf, len, f, d, z.data(), den.data(), num.data(), eps, t.y + t0 * d);
     }
   }
 }
@@ -106,6 +152,7 @@ torch::Tensor fusedHedgehogCausalForward(const torch::Tensor& qIn, const torch::
   const int64_t nb = q.size(0), nh = q.size(1), t = q.size(2), d = q.size(3);
   if (w.size(0) != nh || w.size(1) != d || v.sizes() != q.sizes())
     throw std::invalid_argument("fused Hedgehog kernel: shapes of q, k, v, W do not agree");
+  if (d % 8 != 0) throw std::invalid_argument("fused Hedgehog kernel: head dim must be a multiple of 8");
   auto y = torch::empty_like(q);
   const int chunk = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(chunkSize, t)));
   blas::SingleThreaded oneThread;

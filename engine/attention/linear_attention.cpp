@@ -228,7 +228,7 @@ bool LinearAttentionImpl::canUseFusedKernel(const torch::Tensor& q, const torch:
   return fusedHedgehogAvailable() && !needsGrad && config_.featureMap.kind == FeatureMapKind::Hedgehog &&
          config_.rule.rule == UpdateRule::Additive && config_.rule.causal && q.device().is_cpu() &&
          q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat &&
-         v.size(-1) == q.size(-1);
+         v.size(-1) == q.size(-1) && q.size(-1) % 8 == 0;
 }
 
 torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::Tensor& k,

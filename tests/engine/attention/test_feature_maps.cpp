@@ -59,6 +59,28 @@ class TestFeatureMaps : public QObject {
     QVERIFY(maxAbs(y.select(1, 1) - torch::cat({torch::exp(u1), torch::exp(-u1)}, -1)) < 1e-12);
   }
 
+  void hedgehogBackwardMatchesAutogradOfDefinition() {
+    // The custom backward against autograd through cat(exp(u), exp(-u)), u = x W^T + b (fp64).
+    auto fm = makeMap(FeatureMapKind::Hedgehog, 3, 5);
+    {
+      torch::NoGradGuard g;
+      fm->weight().copy_(torch::randn({3, 5, 5}) * 0.3 + torch::eye(5));
+      fm->bias().copy_(torch::randn({3, 5}) * 0.1);
+    }
+    fm->to(torch::kDouble);
+    const auto x0 = torch::randn({2, 3, 7, 5}, torch::kDouble);
+    const auto gy = torch::randn({2, 3, 7, 10}, torch::kDouble);
+    auto x = x0.clone().requires_grad_(true);
+    (fm->forward(x) * gy).sum().backward();
+    auto x2 = x0.clone().requires_grad_(true);
+    auto w2 = fm->weight().detach().clone().requires_grad_(true), b2 = fm->bias().detach().clone().requires_grad_(true);
+    const auto u = torch::matmul(x2, w2.transpose(-2, -1).unsqueeze(0)) + b2.unsqueeze(0).unsqueeze(2);
+    (torch::cat({torch::exp(u), torch::exp(-u)}, -1) * gy).sum().backward();
+    QVERIFY(maxAbs(x.grad() - x2.grad()) < 1e-12);
+    QVERIFY(maxAbs(fm->weight().grad() - w2.grad()) < 1e-12);
+    QVERIFY(maxAbs(fm->bias().grad() - b2.grad()) < 1e-12);
+  }
+
   void hedgehogSoftmaxHalvesSumToOne() {
     auto fm = makeMap(FeatureMapKind::HedgehogSoftmax);
     const auto y = fm->forward(torch::randn({1, 2, 4, 8}, torch::kDouble));
@@ -158,6 +180,7 @@ class TestFeatureMaps : public QObject {
 
 HH_TEST_SUITE(TestFeatureMaps, "engine.attention.feature_maps", &TestFeatureMaps::shapesAndFeatureDims,
               &TestFeatureMaps::hedgehogStartsAtIdentity, &TestFeatureMaps::hedgehogUsesOneMlpPerHead,
+              &TestFeatureMaps::hedgehogBackwardMatchesAutogradOfDefinition,
               &TestFeatureMaps::hedgehogSoftmaxHalvesSumToOne, &TestFeatureMaps::taylorKernelIsSecondOrderExpansion,
               &TestFeatureMaps::performerApproximatesSoftmaxKernel, &TestFeatureMaps::cosformerReweightsByPositionDistance,
               &TestFeatureMaps::elementwiseMaps, &TestFeatureMaps::namesRoundTrip)
