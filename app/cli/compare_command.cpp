@@ -65,7 +65,13 @@ int runCompare(const CompareArgs& a) {
     const double s = std::pow(static_cast<double>(d), -0.25);
     const auto aw = attn::linearWeights(fm->forward(q * s), fm->forward(k * s), {}, ro);
     const auto st = statsOf(p, aw, scores, valid);
-    std::printf("%-18s %12.4f %10.4f %10.4f\n", attn::toString(kind).c_str(), st.kl, st.entropy, st.spearman);
+    if (std::isfinite(st.kl) && std::isfinite(st.entropy)) {
+      std::printf("%-18s %12.4f %10.4f %10.4f\n", attn::toString(kind).c_str(), st.kl, st.entropy, st.spearman);
+    } else {
+      // Signed features (identity) give signed "weights": not a distribution, so no KL or entropy.
+      std::printf("%-18s %12s %10s %10.4f   (signed weights: not a distribution)\n", attn::toString(kind).c_str(),
+                  "n/a", "n/a", st.spearman);
+    }
   }
 
   // Distil a Hedgehog map onto this head (soft cross-entropy on the weights, Adam).
