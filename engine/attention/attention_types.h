@@ -25,7 +25,7 @@ enum class FeatureMapKind {
 enum class UpdateRule {
   Additive,  // S_t = S_{t-1} + phi(k_t) v_t^T, z_t = z_{t-1} + phi(k_t); y = phi(q)^T S / (phi(q)^T z + eps)
   Gated,     // S_t = g_t S_{t-1} + phi(k_t) v_t^T, z likewise, g_t in (0,1) a scalar per head
-  Delta,     // S_t = S_{t-1} + beta_t phi(k_t) (v_t - S_{t-1}^T phi(k_t))^T, features sum-normalised, no z
+  Delta,     // S_t = S_{t-1} + beta_t phi(k_t) (v_t - S_{t-1}^T phi(k_t))^T, features L2-normalised, no z
   Decay,     // S_t = (a_t b_t^T) * S_{t-1} + phi(k_t) v_t^T, a_t in (0,1)^F, b_t in (0,1)^D, no z
 };
 

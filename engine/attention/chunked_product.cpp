@@ -4,8 +4,11 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "engine/attention/blas_kernels.h"
+#include "engine/attention/form_helpers.h"
 
 namespace hh::attn {
+
+using detail::withOnes;
 
 namespace {
 torch::Tensor padTime(const torch::Tensor& x, int64_t padded) {
@@ -98,11 +101,6 @@ torch::Tensor chunkedLinearProduct(const torch::Tensor& a, const torch::Tensor& 
 }
 
 namespace {
-torch::Tensor withOnes(const torch::Tensor& v) {
-  // [B,H,T,D] -> [B,H,T,D+1]: the last column accumulates the normaliser.
-  return torch::cat({v, torch::ones_like(v.narrow(-1, 0, 1))}, -1);
-}
-
 struct CausalAdditiveFunction : public torch::autograd::Function<CausalAdditiveFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& fq,
                                const torch::Tensor& fk, const torch::Tensor& v, int64_t chunkSize, double eps) {

@@ -2,6 +2,7 @@
 // (declared in linear_attention.h; quadratic and chunked forms are in linear_forms.cpp).
 #include "engine/attention/linear_attention.h"
 
+#include "engine/attention/form_helpers.h"
 #include "engine/attention/fused_hedgehog_cpu.h"
 
 #include <sstream>
@@ -23,9 +24,6 @@ void requireGate(const torch::Tensor& g, const std::vector<int64_t>& shape, cons
   }
 }
 
-torch::ScalarType accumulateType(const torch::Tensor& t) {
-  return t.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
-}
 }  // namespace
 
 RuleInputs RuleInputs::slice(int64_t t0, int64_t len) const {
@@ -105,8 +103,8 @@ torch::Tensor linearStep(RecurrentState& state, const torch::Tensor& fq, const t
       break;
     }
     case UpdateRule::Delta: {
-      q = q / (q.norm(2, -1, true) + 1e-6);
-      k = k / (k.norm(2, -1, true) + 1e-6);
+      q = detail::deltaNormalize(q);
+      k = detail::deltaNormalize(k);
       const auto beta = gates.beta.to(type).reshape({q.size(0), q.size(1), 1});
       const auto recalled = torch::matmul(k.unsqueeze(-2), state.S).squeeze(-2);  // S^T k: [B,H,D]
       const auto u = beta * (vv - recalled);
@@ -132,7 +130,7 @@ torch::Tensor linearRecurrent(const torch::Tensor& fq, const torch::Tensor& fk, 
   validateLinearInputs(fq, fk, v, gates, options);
   if (!options.causal) throw std::invalid_argument("the recurrent form is causal only");
   const int64_t t = fq.size(2);
-  auto state = initialState(fq.size(0), fq.size(1), fq.size(3), v.size(3), options, accumulateType(fq), fq.device());
+  auto state = initialState(fq.size(0), fq.size(1), fq.size(3), v.size(3), options, detail::accumulateType(fq), fq.device());
   std::vector<torch::Tensor> ys;
   ys.reserve(t);
   for (int64_t i = 0; i < t; ++i) {

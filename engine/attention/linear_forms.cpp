@@ -6,16 +6,17 @@
 #include <limits>
 
 #include "engine/attention/chunked_product.h"
+#include "engine/attention/form_helpers.h"
 #include "engine/attention/linear_attention.h"
 
 namespace hh::attn {
 
+using detail::accumulateType;
+using detail::deltaNormalize;
+using detail::withOnes;
+
 namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-torch::ScalarType accumulateType(const torch::Tensor& t) {
-  return t.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
-}
 
 // exp(L_i - L_j) for j <= i (else 0): L [B,H,T] -> [B,H,T,T]
 torch::Tensor pairDecay(const torch::Tensor& logCum, const torch::Tensor& causal) {
@@ -25,15 +26,6 @@ torch::Tensor pairDecay(const torch::Tensor& logCum, const torch::Tensor& causal
 
 torch::Tensor lowerMask(int64_t t, const torch::Tensor& like) {
   return torch::ones({t, t}, like.options().dtype(torch::kBool)).tril();
-}
-
-torch::Tensor withOnes(const torch::Tensor& v) {
-  return torch::cat({v, torch::ones_like(v.narrow(-1, 0, 1))}, -1);
-}
-
-// Delta rule features: L2-normalised so that ||k|| = 1 and beta in (0,1) keeps S bounded.
-torch::Tensor deltaNormalize(const torch::Tensor& f) {
-  return f / (f.norm(2, -1, true) + 1e-6);
 }
 
 // Delta rule within one block starting from state S: returns (Y, U) with
