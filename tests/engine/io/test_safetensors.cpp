@@ -68,6 +68,13 @@ std::string formatErrorOf(const std::function<void()>& fn) {
 
 bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
+// Opening `path` must throw a FormatError whose message names the file and contains `needle`.
+#define QVERIFY_OPEN_FAILS(path, needle)                                                  \
+  do {                                                                                     \
+    const std::string hhMsg = formatErrorOf([&] { SafetensorsFile::open(path); });         \
+    QVERIFY2(has(hhMsg, path) && has(hhMsg, needle), (std::string(needle) + ": " + hhMsg).c_str()); \
+  } while (0)
+
 bool sameTensor(const torch::Tensor& a, const torch::Tensor& b) {
   return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && torch::equal(a, b);
 }
@@ -152,55 +159,45 @@ class TestSafetensors : public QObject {
     const auto bytes = readBytes(HH_FIXTURES_DIR "/tiny-random-gpt2/model.safetensors");
     const uint64_t n = SafetensorsFile::open(HH_FIXTURES_DIR "/tiny-random-gpt2/model.safetensors").dataStart();
     writeBytes(path, bytes.substr(0, n + (bytes.size() - n) / 2));
-    const auto msg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(msg, path) && has(msg, "past the end"), msg.c_str());
+    QVERIFY_OPEN_FAILS(path, "past the end");
     writeBytes(path, "abc");
-    const auto shortMsg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(shortMsg, path) && has(shortMsg, "shorter than"), shortMsg.c_str());
+    QVERIFY_OPEN_FAILS(path, "shorter than");
   }
 
   void headerLengthPastEnd() {
     ScratchDir tmp;
     const auto path = tmp.file("past.safetensors");
     writeRaw(path, "{}", 4, 1000);
-    const auto msg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(msg, path) && has(msg, "past the end of the file"), msg.c_str());
+    QVERIFY_OPEN_FAILS(path, "past the end of the file");
   }
 
   void headerLengthTooLarge() {
     ScratchDir tmp;
     const auto path = tmp.file("huge.safetensors");
     writeRaw(path, "{}", 4, 200'000'000);
-    const auto msg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(msg, path) && has(msg, "100 MB"), msg.c_str());
+    QVERIFY_OPEN_FAILS(path, "100 MB");
   }
 
   void headerNotJson() {
     ScratchDir tmp;
     const auto path = tmp.file("notjson.safetensors");
     writeRaw(path, "this is not {json", 0);
-    const auto msg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(msg, path) && has(msg, "not valid JSON"), msg.c_str());
+    QVERIFY_OPEN_FAILS(path, "not valid JSON");
     writeRaw(path, "[1, 2]", 0);
-    const auto arrayMsg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(arrayMsg, path) && has(arrayMsg, "not a JSON object"), arrayMsg.c_str());
+    QVERIFY_OPEN_FAILS(path, "not a JSON object");
     writeRaw(path, R"({"a":{"dtype":"F32","shape":[1]}})", 4);
-    const auto missingMsg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(missingMsg, path) && has(missingMsg, "data_offsets"), missingMsg.c_str());
+    QVERIFY_OPEN_FAILS(path, "data_offsets");
     writeRaw(path, R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4);
-    const auto negMsg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(negMsg, path) && has(negMsg, "negative"), negMsg.c_str());
+    QVERIFY_OPEN_FAILS(path, "negative");
     writeRaw(path, R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", 4);
-    const auto ovfMsg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(ovfMsg, path) && has(ovfMsg, "overflow"), ovfMsg.c_str());
+    QVERIFY_OPEN_FAILS(path, "overflow");
   }
 
   void offsetsPastEnd() {
     ScratchDir tmp;
     const auto path = tmp.file("offsets.safetensors");
     writeRaw(path, R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})", 8);
-    const auto msg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(msg, path) && has(msg, "past the end of the data buffer"), msg.c_str());
+    QVERIFY_OPEN_FAILS(path, "past the end of the data buffer");
   }
 
   void overlappingTensors() {
@@ -208,31 +205,26 @@ class TestSafetensors : public QObject {
     const auto path = tmp.file("overlap.safetensors");
     writeRaw(path, R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
                    R"("b":{"dtype":"F32","shape":[3],"data_offsets":[8,20]}})", 20);
-    const auto msg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(msg, path) && has(msg, "overlapping tensors 'a' and 'b'"), msg.c_str());
+    QVERIFY_OPEN_FAILS(path, "overlapping tensors 'a' and 'b'");
     writeRaw(path, R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                    R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12);
-    const auto gapMsg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(gapMsg, path) && has(gapMsg, "gap"), gapMsg.c_str());
+    QVERIFY_OPEN_FAILS(path, "gap");
   }
 
   void sizeMismatch() {
     ScratchDir tmp;
     const auto path = tmp.file("size.safetensors");
     writeRaw(path, R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8);
-    const auto msg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(msg, path) && has(msg, "size mismatch"), msg.c_str());
+    QVERIFY_OPEN_FAILS(path, "size mismatch");
     writeRaw(path, R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[8,0]}})", 8);
-    const auto orderMsg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(orderMsg, path) && has(orderMsg, "< begin"), orderMsg.c_str());
+    QVERIFY_OPEN_FAILS(path, "< begin");
   }
 
   void unknownDtype() {
     ScratchDir tmp;
     const auto path = tmp.file("dtype.safetensors");
     writeRaw(path, R"({"a":{"dtype":"X9","shape":[1],"data_offsets":[0,4]}})", 4);
-    const auto msg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(msg, path) && has(msg, "X9"), msg.c_str());
+    QVERIFY_OPEN_FAILS(path, "X9");
   }
 
   void missingTensorName() {
@@ -251,8 +243,7 @@ class TestSafetensors : public QObject {
     writeBytes(path, std::string("\x80\x02}q\x00.", 6));
     const auto msg = formatErrorOf([&] { hh::io::refusePickle(path); });
     QVERIFY2(has(msg, path) && has(msg, "pickle") && has(msg, "weights_only"), msg.c_str());
-    const auto openMsg = formatErrorOf([&] { SafetensorsFile::open(path); });
-    QVERIFY2(has(openMsg, path) && has(openMsg, "pickle"), openMsg.c_str());
+    QVERIFY_OPEN_FAILS(path, "pickle");
     for (const char* name : {"a.pt", "b.PTH", "c.ckpt", "d.pkl"}) {
       QVERIFY2(has(formatErrorOf([&] { hh::io::refusePickle(name); }), name), name);
     }
