@@ -1,0 +1,307 @@
+// loadTokenizerJson: a Hugging Face tokenizer.json to the matching tokenizer (tokenizer.h).
+// Supported components (anything else is a FormatError naming it, rather than wrong ids):
+//   model          BPE (merges as "a b" or ["a", "b"]), WordPiece
+//   normalizer     null; BertNormalizer (WordPiece); Sequence of Prepend, Replace (String
+//                  pattern), NFC/NFD/NFKC/NFKD, Lowercase (SentencePiece-style BPE)
+//   pre_tokenizer  ByteLevel (optionally after a Split with GPT-2's own pattern), Metaspace,
+//                  BertPreTokenizer, WhitespaceSplit, null, or a Sequence of these
+//   post_processor TemplateProcessing (single), BertProcessing, RobertaProcessing, ByteLevel,
+//                  Sequence
+//   decoder        ByteLevel, WordPiece, Metaspace, Sequence (Replace/ByteFallback/Fuse/Strip)
+// A BPE model with a ByteLevel pre-tokenizer or decoder is GPT-2 style; any other BPE is
+// SentencePiece style. "dropout" is ignored (inference never drops merges).
+#include <nlohmann/json.hpp>
+
+#include "engine/io/safetensors.h"
+#include "engine/tokenizers/byte_level_bpe.h"
+#include "engine/tokenizers/sentencepiece_bpe.h"
+#include "engine/tokenizers/tokenizer_files.h"
+#include "engine/tokenizers/wordpiece.h"
+
+namespace hh::tok {
+
+namespace {
+using nlohmann::json;
+using files::boolAt;
+using files::find;
+using files::stringAt;
+
+const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+std::string typeOf(const json& component, const std::string& where) {
+  if (!component.is_object()) throw io::FormatError(where + ": expected an object, got " + component.type_name());
+  const std::string type = stringAt(component, "type", where, "");
+  if (type.empty()) throw io::FormatError(where + ": no \"type\"");
+  return type;
+}
+
+// A component and, for a Sequence, its parts in order (nested Sequences flattened).
+void flatten(const json* component, const char* listKey, const std::string& where, std::vector<json>& out) {
+  if (!component) return;
+  if (typeOf(*component, where) != "Sequence") {
+    out.push_back(*component);
+    return;
+  }
+  const json* parts = find(*component, listKey);
+  if (!parts || !parts->is_array()) throw io::FormatError(where + "." + listKey + ": expected an array");
+  for (size_t i = 0; i < parts->size(); ++i) {
+    flatten(&(*parts)[i], listKey, where + "." + listKey + "[" + std::to_string(i) + "]", out);
+  }
+}
+
+std::vector<AddedToken> addedTokens(const json& root, const std::string& path) {
+  std::vector<AddedToken> out;
+  const json* list = find(root, "added_tokens");
+  if (!list) return out;
+  if (!list->is_array()) throw io::FormatError(path + ": added_tokens: expected an array");
+  for (size_t i = 0; i < list->size(); ++i) {
+    const json& e = (*list)[i];
+    const std::string where = path + ": added_tokens[" + std::to_string(i) + "]";
+    if (!e.is_object()) throw io::FormatError(where + ": expected an object");
+    AddedToken t;
+    t.id = files::intAt(e, "id", where, -1);
+    t.content = stringAt(e, "content", where, "");
+    if (t.id < 0 || t.content.empty()) throw io::FormatError(where + ": needs an id >= 0 and a non-empty content");
+    t.special = boolAt(e, "special", where, false);
+    t.lstrip = boolAt(e, "lstrip", where, false);
+    t.rstrip = boolAt(e, "rstrip", where, false);
+    t.singleWord = boolAt(e, "single_word", where, false);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Ids the post-processor puts around a single sequence.
+void postProcessor(const json* pp, const Tokenizer& tok, const std::string& where, std::vector<int64_t>& prefix,
+                   std::vector<int64_t>& suffix) {
+  std::vector<json> parts;
+  flatten(pp, "processors", where, parts);
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const json& c = parts[p];
+    const std::string at = where + (parts.size() > 1 ? "[" + std::to_string(p) + "]" : "");
+    const std::string type = typeOf(c, at);
+    std::vector<int64_t> before, after;
+    auto idOf = [&](const std::string& token) {
+      const int64_t id = tok.tokenToId(token);
+      if (id < 0) throw io::FormatError(at + ": special token '" + token + "' is not in the vocabulary");
+      return id;
+    };
+    if (type == "TemplateProcessing") {
+      const json* single = find(c, "single");
+      if (!single || !single->is_array()) throw io::FormatError(at + ".single: expected an array");
+      const json* specials = find(c, "special_tokens");
+      bool seenSequence = false;
+      for (const json& item : *single) {
+        if (const json* st = find(item, "SpecialToken")) {
+          const std::string name = stringAt(*st, "id", at + ".single.SpecialToken", "");
+          std::vector<int64_t> ids;
+          const json* entry = specials ? find(*specials, name.c_str()) : nullptr;
+          if (const json* list = entry ? find(*entry, "ids") : nullptr) {
+            for (const json& id : *list) {
+              if (!id.is_number_integer()) throw io::FormatError(at + ".special_tokens." + name + ".ids: not integers");
+              ids.push_back(id.get<int64_t>());
+            }
+          } else {
+            ids.push_back(idOf(name));
+          }
+          (seenSequence ? after : before).insert((seenSequence ? after : before).end(), ids.begin(), ids.end());
+        } else if (find(item, "Sequence")) {
+          seenSequence = true;
+        } else {
+          throw io::FormatError(at + ".single: expected SpecialToken or Sequence items, got " + item.dump().substr(0, 80));
+        }
+      }
+    } else if (type == "BertProcessing" || type == "RobertaProcessing") {
+      for (const char* key : {"cls", "sep"}) {
+        const json* pair = find(c, key);
+        if (!pair || !pair->is_array() || pair->size() != 2 || !(*pair)[1].is_number_integer()) {
+          throw io::FormatError(at + "." + key + ": expected [token, id]");
+        }
+        (std::string(key) == "cls" ? before : after).push_back((*pair)[1].get<int64_t>());
+      }
+    } else if (type != "ByteLevel") {
+      throw io::FormatError(at + ": post-processor type '" + type + "' is not supported");
+    }
+    before.insert(before.end(), prefix.begin(), prefix.end());
+    prefix = std::move(before);
+    suffix.insert(suffix.end(), after.begin(), after.end());
+  }
+}
+
+std::unique_ptr<Tokenizer> wordPiece(const json& root, const json& model, const std::string& path,
+                                     std::string& modelUnk) {
+  WordPieceOptions o;
+  const std::string where = path + ": model";
+  o.unkToken = stringAt(model, "unk_token", where, "[UNK]");
+  o.prefix = stringAt(model, "continuing_subword_prefix", where, "##");
+  const int64_t maxChars = files::intAt(model, "max_input_chars_per_word", where, 100);
+  if (maxChars < 0) throw io::FormatError(where + ".max_input_chars_per_word: negative");
+  o.maxInputCharsPerWord = static_cast<size_t>(maxChars);
+  modelUnk = o.unkToken;
+  if (const json* n = find(root, "normalizer")) {
+    const std::string at = path + ": normalizer";
+    if (typeOf(*n, at) != "BertNormalizer") throw io::FormatError(at + ": '" + typeOf(*n, at) + "' is not supported with WordPiece");
+    o.cleanText = boolAt(*n, "clean_text", at, true);
+    o.handleChineseChars = boolAt(*n, "handle_chinese_chars", at, true);
+    if (find(*n, "strip_accents")) o.stripAccents = boolAt(*n, "strip_accents", at, false);
+    o.lowercase = boolAt(*n, "lowercase", at, true);
+  } else {
+    o.normalize = false;
+  }
+  std::vector<json> pre;
+  flatten(find(root, "pre_tokenizer"), "pretokenizers", path + ": pre_tokenizer", pre);
+  o.splitPunctuation = false;
+  for (const json& p : pre) {
+    const std::string type = typeOf(p, path + ": pre_tokenizer");
+    if (type == "BertPreTokenizer") {
+      o.splitPunctuation = true;
+    } else if (type != "WhitespaceSplit") {
+      throw io::FormatError(path + ": pre_tokenizer '" + type + "' is not supported with WordPiece");
+    }
+  }
+  if (const json* d = find(root, "decoder")) {
+    o.cleanupDecode = boolAt(*d, "cleanup", path + ": decoder", true);
+  } else {
+    o.cleanupDecode = false;
+  }
+  const json* vocab = find(model, "vocab");
+  if (!vocab) throw io::FormatError(where + ": no vocab");
+  return std::make_unique<WordPieceTokenizer>(files::vocabFromJson(*vocab, where + ".vocab"), o, path);
+}
+
+std::unique_ptr<Tokenizer> bpe(const json& root, const json& model, const std::string& path, std::string& modelUnk) {
+  const std::string where = path + ": model";
+  const json* vocab = find(model, "vocab");
+  const json* merges = find(model, "merges");
+  if (!vocab) throw io::FormatError(where + ": no vocab");
+  if (!merges) throw io::FormatError(where + ": BPE model without merges");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (!stringAt(model, key, where, "").empty()) throw io::FormatError(where + "." + key + " is not supported");
+  }
+  modelUnk = stringAt(model, "unk_token", where, "");
+  auto bpeModel = std::make_unique<BpeModel>(files::vocabFromJson(*vocab, where + ".vocab"),
+                                             files::mergesFromJson(*merges, where + ".merges"), path);
+  const int64_t unkId = modelUnk.empty() ? -1 : bpeModel->id(modelUnk);
+
+  std::vector<json> pre;
+  flatten(find(root, "pre_tokenizer"), "pretokenizers", path + ": pre_tokenizer", pre);
+  const json* decoder = find(root, "decoder");
+  bool byteLevel = decoder && decoder->is_object() && stringAt(*decoder, "type", path + ": decoder", "") == "ByteLevel";
+  for (const json& p : pre) byteLevel = byteLevel || typeOf(p, path + ": pre_tokenizer") == "ByteLevel";
+
+  if (byteLevel) {
+    if (find(root, "normalizer")) throw io::FormatError(path + ": normalizer with a ByteLevel BPE is not supported");
+    ByteLevelOptions o;
+    o.unkId = unkId;
+    bool splitByPattern = false;
+    for (const json& p : pre) {
+      const std::string at = path + ": pre_tokenizer";
+      const std::string type = typeOf(p, at);
+      if (type == "ByteLevel") {
+        o.addPrefixSpace = boolAt(p, "add_prefix_space", at, false);
+        o.useRegex = boolAt(p, "use_regex", at, true) || splitByPattern;
+      } else if (type == "Split") {
+        const json* pattern = find(p, "pattern");
+        const std::string regex = pattern ? stringAt(*pattern, "Regex", at + ".pattern", "") : "";
+        if (regex != kGpt2Pattern) {
+          throw io::FormatError(at + ": Split pattern '" + regex.substr(0, 120) + "' is not supported (only GPT-2's)");
+        }
+        splitByPattern = true;
+      } else {
+        throw io::FormatError(at + ": '" + type + "' is not supported with a ByteLevel BPE");
+      }
+    }
+    return std::make_unique<ByteLevelBpeTokenizer>(std::move(bpeModel), o);
+  }
+
+  SentencePieceOptions o;
+  o.unkId = unkId;
+  o.byteFallback = boolAt(model, "byte_fallback", where, false);
+  o.fuseUnk = boolAt(model, "fuse_unk", where, false);
+  o.ignoreMerges = boolAt(model, "ignore_merges", where, false);
+  std::vector<json> norm;
+  flatten(find(root, "normalizer"), "normalizers", path + ": normalizer", norm);
+  bool prepends = false;
+  for (const json& n : norm) {
+    const std::string at = path + ": normalizer";
+    const std::string type = typeOf(n, at);
+    using K = NormalizerStep::Kind;
+    if (type == "Prepend") {
+      o.normalizer.push_back({K::kPrepend, "", stringAt(n, "prepend", at, "")});
+      prepends = true;
+    } else if (type == "Replace") {
+      const json* pattern = find(n, "pattern");
+      if (!pattern || !find(*pattern, "String")) throw io::FormatError(at + ": Replace needs a String pattern (Regex is not supported)");
+      o.normalizer.push_back({K::kReplace, stringAt(*pattern, "String", at + ".pattern", ""), stringAt(n, "content", at, "")});
+    } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD" || type == "Lowercase") {
+      const K kind = type == "NFC" ? K::kNfc : type == "NFD" ? K::kNfd : type == "NFKC" ? K::kNfkc : type == "NFKD" ? K::kNfkd : K::kLowercase;
+      o.normalizer.push_back({kind, "", ""});
+    } else {
+      throw io::FormatError(at + ": '" + type + "' is not supported");
+    }
+  }
+  for (const json& p : pre) {
+    const std::string at = path + ": pre_tokenizer";
+    const std::string type = typeOf(p, at);
+    if (type != "Metaspace") throw io::FormatError(at + ": '" + type + "' is not supported with this BPE");
+    o.metaspace = true;
+    o.replacement = stringAt(p, "replacement", at, o.replacement);
+    o.split = boolAt(p, "split", at, true);
+    const std::string scheme = stringAt(p, "prepend_scheme", at, boolAt(p, "add_prefix_space", at, true) ? "always" : "never");
+    using P = SentencePieceOptions::Prepend;
+    if (scheme == "always") o.prepend = P::kAlways;
+    else if (scheme == "first") o.prepend = P::kFirst;
+    else if (scheme == "never") o.prepend = P::kNever;
+    else throw io::FormatError(at + ".prepend_scheme: '" + scheme + "' (expected always, first or never)");
+    prepends = prepends || o.prepend != P::kNever;
+  }
+  // The decoder strips one leading space where it says so (Strip, Metaspace) or, without a
+  // decoder, where the encoder prepends the replacement.
+  o.stripLeadingSpace = prepends;
+  std::vector<json> dec;
+  flatten(decoder, "decoders", path + ": decoder", dec);
+  if (!dec.empty()) {
+    o.stripLeadingSpace = false;
+    for (const json& d : dec) {
+      const std::string at = path + ": decoder";
+      const std::string type = typeOf(d, at);
+      if (type == "Strip") {
+        o.stripLeadingSpace = o.stripLeadingSpace || files::intAt(d, "start", at, 0) > 0;
+      } else if (type == "Metaspace") {
+        const std::string scheme = stringAt(d, "prepend_scheme", at, boolAt(d, "add_prefix_space", at, true) ? "always" : "never");
+        o.stripLeadingSpace = o.stripLeadingSpace || scheme != "never";
+      } else if (type != "Replace" && type != "ByteFallback" && type != "Fuse") {
+        throw io::FormatError(at + ": '" + type + "' is not supported with this BPE");
+      }
+    }
+  }
+  return std::make_unique<SentencePieceBpeTokenizer>(std::move(bpeModel), o);
+}
+}  // namespace
+
+std::unique_ptr<Tokenizer> loadTokenizerJson(const std::string& path) {
+  const json root = files::readJson(path);
+  if (!root.is_object()) throw io::FormatError(path + ": expected a JSON object at the top level");
+  const json* model = find(root, "model");
+  if (!model) throw io::FormatError(path + ": no \"model\"");
+  if (!model->is_object()) throw io::FormatError(path + ": model: expected an object, got " + model->type_name());
+  std::string type = stringAt(*model, "type", path + ": model", "");
+  if (type.empty()) type = find(*model, "merges") ? "BPE" : find(*model, "max_input_chars_per_word") ? "WordPiece" : "";
+  std::string modelUnk;
+  std::unique_ptr<Tokenizer> tok;
+  if (type == "BPE") {
+    tok = bpe(root, *model, path, modelUnk);
+  } else if (type == "WordPiece") {
+    tok = wordPiece(root, *model, path, modelUnk);
+  } else {
+    throw io::FormatError(path + ": model type '" + type + "' is not supported (BPE and WordPiece are)");
+  }
+  tok->setAddedTokens(addedTokens(root, path));
+  files::applyConfig(*tok, files::directoryOf(path), modelUnk, /*addConfigTokens=*/false);
+  std::vector<int64_t> prefix, suffix;
+  postProcessor(find(root, "post_processor"), *tok, path + ": post_processor", prefix, suffix);
+  tok->setPostProcessor(std::move(prefix), std::move(suffix));
+  return tok;
+}
+
+}  // namespace hh::tok
