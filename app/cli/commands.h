@@ -7,5 +7,6 @@ namespace hh::cli {
 
 void addParityCommand(CLI::App& app);
 void addCompareCommand(CLI::App& app);
+void addTokenizeCommand(CLI::App& app);
 
 }  // namespace hh::cli

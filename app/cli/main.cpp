@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("hedgehog ") + hh::engineVersion());
   hh::cli::addParityCommand(app);
   hh::cli::addCompareCommand(app);
+  hh::cli::addTokenizeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
