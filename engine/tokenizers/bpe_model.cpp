@@ -19,6 +19,12 @@ BpeModel::BpeModel(std::unordered_map<std::string, int64_t> vocab,
     }
     maxId = std::max(maxId, id);
   }
+  // The id -> token table is a vector: refuse vocabularies whose ids are mostly holes (a hostile
+  // {"a": 2000000000} would otherwise allocate tens of gigabytes).
+  if (maxId >= 2 * static_cast<int64_t>(vocab.size()) + 65536) {
+    throw io::FormatError(source + ": ids run up to " + std::to_string(maxId) + " for only " +
+                          std::to_string(vocab.size()) + " tokens (the vocabulary must be dense)");
+  }
   tokens_.resize(static_cast<size_t>(maxId + 1));
   present_.assign(tokens_.size(), false);
   ids_.reserve(vocab.size());

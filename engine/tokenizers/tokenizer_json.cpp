@@ -35,17 +35,21 @@ std::string typeOf(const json& component, const std::string& where) {
   return type;
 }
 
-// A component and, for a Sequence, its parts in order (nested Sequences flattened).
-void flatten(const json* component, const char* listKey, const std::string& where, std::vector<json>& out) {
+// A component and, for a Sequence, its parts in order (nested Sequences flattened, at most
+// kMaxNesting deep so that a hostile file cannot exhaust the stack).
+constexpr int kMaxNesting = 16;
+void flatten(const json* component, const char* listKey, const std::string& where, std::vector<const json*>& out,
+             int depth = 0) {
   if (!component) return;
   if (typeOf(*component, where) != "Sequence") {
-    out.push_back(*component);
+    out.push_back(component);
     return;
   }
+  if (depth >= kMaxNesting) throw io::FormatError(where + ": Sequences nested more than " + std::to_string(kMaxNesting) + " deep");
   const json* parts = find(*component, listKey);
   if (!parts || !parts->is_array()) throw io::FormatError(where + "." + listKey + ": expected an array");
   for (size_t i = 0; i < parts->size(); ++i) {
-    flatten(&(*parts)[i], listKey, where + "." + listKey + "[" + std::to_string(i) + "]", out);
+    flatten(&(*parts)[i], listKey, where + "." + listKey + "[" + std::to_string(i) + "]", out, depth + 1);
   }
 }
 
@@ -74,10 +78,10 @@ std::vector<AddedToken> addedTokens(const json& root, const std::string& path) {
 // Ids the post-processor puts around a single sequence.
 void postProcessor(const json* pp, const Tokenizer& tok, const std::string& where, std::vector<int64_t>& prefix,
                    std::vector<int64_t>& suffix) {
-  std::vector<json> parts;
+  std::vector<const json*> parts;
   flatten(pp, "processors", where, parts);
   for (size_t p = 0; p < parts.size(); ++p) {
-    const json& c = parts[p];
+    const json& c = *parts[p];
     const std::string at = where + (parts.size() > 1 ? "[" + std::to_string(p) + "]" : "");
     const std::string type = typeOf(c, at);
     std::vector<int64_t> before, after;
@@ -148,10 +152,11 @@ std::unique_ptr<Tokenizer> wordPiece(const json& root, const json& model, const 
   } else {
     o.normalize = false;
   }
-  std::vector<json> pre;
+  std::vector<const json*> pre;
   flatten(find(root, "pre_tokenizer"), "pretokenizers", path + ": pre_tokenizer", pre);
   o.splitPunctuation = false;
-  for (const json& p : pre) {
+  for (const json* pp : pre) {
+    const json& p = *pp;
     const std::string type = typeOf(p, path + ": pre_tokenizer");
     if (type == "BertPreTokenizer") {
       o.splitPunctuation = true;
@@ -183,18 +188,19 @@ std::unique_ptr<Tokenizer> bpe(const json& root, const json& model, const std::s
                                              files::mergesFromJson(*merges, where + ".merges"), path);
   const int64_t unkId = modelUnk.empty() ? -1 : bpeModel->id(modelUnk);
 
-  std::vector<json> pre;
+  std::vector<const json*> pre;
   flatten(find(root, "pre_tokenizer"), "pretokenizers", path + ": pre_tokenizer", pre);
   const json* decoder = find(root, "decoder");
   bool byteLevel = decoder && decoder->is_object() && stringAt(*decoder, "type", path + ": decoder", "") == "ByteLevel";
-  for (const json& p : pre) byteLevel = byteLevel || typeOf(p, path + ": pre_tokenizer") == "ByteLevel";
+  for (const json* p : pre) byteLevel = byteLevel || typeOf(*p, path + ": pre_tokenizer") == "ByteLevel";
 
   if (byteLevel) {
     if (find(root, "normalizer")) throw io::FormatError(path + ": normalizer with a ByteLevel BPE is not supported");
     ByteLevelOptions o;
     o.unkId = unkId;
     bool splitByPattern = false;
-    for (const json& p : pre) {
+    for (const json* pp : pre) {
+      const json& p = *pp;
       const std::string at = path + ": pre_tokenizer";
       const std::string type = typeOf(p, at);
       if (type == "ByteLevel") {
@@ -219,10 +225,11 @@ std::unique_ptr<Tokenizer> bpe(const json& root, const json& model, const std::s
   o.byteFallback = boolAt(model, "byte_fallback", where, false);
   o.fuseUnk = boolAt(model, "fuse_unk", where, false);
   o.ignoreMerges = boolAt(model, "ignore_merges", where, false);
-  std::vector<json> norm;
+  std::vector<const json*> norm;
   flatten(find(root, "normalizer"), "normalizers", path + ": normalizer", norm);
   bool prepends = false;
-  for (const json& n : norm) {
+  for (const json* np : norm) {
+    const json& n = *np;
     const std::string at = path + ": normalizer";
     const std::string type = typeOf(n, at);
     using K = NormalizerStep::Kind;
@@ -240,7 +247,8 @@ std::unique_ptr<Tokenizer> bpe(const json& root, const json& model, const std::s
       throw io::FormatError(at + ": '" + type + "' is not supported");
     }
   }
-  for (const json& p : pre) {
+  for (const json* pp : pre) {
+    const json& p = *pp;
     const std::string at = path + ": pre_tokenizer";
     const std::string type = typeOf(p, at);
     if (type != "Metaspace") throw io::FormatError(at + ": '" + type + "' is not supported with this BPE");
@@ -258,11 +266,12 @@ std::unique_ptr<Tokenizer> bpe(const json& root, const json& model, const std::s
   // The decoder strips one leading space where it says so (Strip, Metaspace) or, without a
   // decoder, where the encoder prepends the replacement.
   o.stripLeadingSpace = prepends;
-  std::vector<json> dec;
+  std::vector<const json*> dec;
   flatten(decoder, "decoders", path + ": decoder", dec);
   if (!dec.empty()) {
     o.stripLeadingSpace = false;
-    for (const json& d : dec) {
+    for (const json* dp : dec) {
+      const json& d = *dp;
       const std::string at = path + ": decoder";
       const std::string type = typeOf(d, at);
       if (type == "Strip") {

@@ -34,10 +34,12 @@ WordPieceTokenizer::WordPieceTokenizer(std::unordered_map<std::string, int64_t> 
     : ids_(std::move(vocab)), options_(std::move(options)) {
   int64_t maxId = -1;
   for (const auto& [token, id] : ids_) {
-    if (id < 0 || id > (int64_t{1} << 40)) {
-      throw io::FormatError(source + ": token '" + token + "' has id " + std::to_string(id) + " (negative or huge)");
-    }
+    if (id < 0) throw io::FormatError(source + ": token '" + token + "' has the negative id " + std::to_string(id));
     maxId = std::max(maxId, id);
+  }
+  if (maxId >= 2 * static_cast<int64_t>(ids_.size()) + 65536) {  // ids index a vector: no huge holes
+    throw io::FormatError(source + ": ids run up to " + std::to_string(maxId) + " for only " +
+                          std::to_string(ids_.size()) + " tokens (the vocabulary must be dense)");
   }
   tokens_.resize(static_cast<size_t>(maxId + 1));
   present_.assign(tokens_.size(), false);

@@ -124,6 +124,13 @@ class TestTokenizerFiles : public QObject {
     QVERIFY_FAILS(load(dir.file("q.json", std::string("\xFF\xFE{\x00}", 5))), "q.json");
     QVERIFY_FAILS(load(dir.file("r.json", R"({"model": {"type": "BPE", "vocab": {"a": -4}, "merges": []}})")), "r.json", "-4");
 
+    QVERIFY_FAILS(load(dir.file("s.json", R"({"model": {"type": "BPE", "vocab": {"a": 2000000000}, "merges": []}})")),
+                  "s.json", "dense");
+    std::string deep = R"({"type": "NFC"})";
+    for (int i = 0; i < 1000; ++i) deep = R"({"type": "Sequence", "normalizers": [)" + deep + "]}";
+    QVERIFY_FAILS(load(dir.file("t.json", std::string(kMinimalBpe).insert(1, "\"normalizer\": " + deep + ", "))), "t.json",
+                  "nested");
+
     const std::string vocab = dir.file("vocab.json", R"({"a": 0, "b": 1, "ab": 2})");
     QVERIFY_FAILS([&] { hh::tok::loadGpt2Bpe(vocab, dir.file("m1.txt", "#version: 0.2\na b\nab\n")); }, "m1.txt", "line 3");
     QVERIFY_FAILS([&] { hh::tok::loadGpt2Bpe(dir.file("v2.json", "{\"a\": 0"), dir.file("m2.txt", "a b\n")); }, "v2.json");
@@ -138,9 +145,42 @@ class TestTokenizerFiles : public QObject {
     cfg.file("tokenizer_config.json", "{\"bos_token\": 5}");
     QVERIFY_FAILS([&] { hh::tok::loadTokenizer(cfg.path.string()); }, "tokenizer_config.json", "bos_token");
   }
+
+  void randomInputNeverBreaks() {
+    // Random bytes, random code points (controls, surrogate-range encodings, CJK, emoji, marks):
+    // no crash, no exception, and byte-level BPE gives the bytes back.
+    const auto gpt2 = hh::tok::loadTokenizer(fixture("gpt2-tokenizer"));
+    const auto bert = hh::tok::loadTokenizer(fixture("bert-tiniest"));
+    TempDir dir("random");
+    dir.file("tokenizer.json", kMinimalBpe);
+    const auto sp = hh::tok::loadTokenizer(dir.path.string());
+    uint64_t state = 12345;
+    auto next = [&] { return (state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+    const std::vector<std::string> pieces = {" ", "  ", "\n", "\t", "'s", "'", "[CLS]", "<|endoftext|>", "##",
+                                             "\xE2\x96\x81", "\xCC\x81", "\xE4\xB8\xAD", "\xF0\x9F\x98\x80",
+                                             "\xED\xA0\x80", "\xC0\xAF", "\xEF\xBB\xBF", "\xC2\x85", "a", "Z", "7"};
+    for (int round = 0; round < 300; ++round) {
+      std::string s;
+      const size_t n = next() % 64;
+      for (size_t i = 0; i < n; ++i) {
+        if (next() % 3 == 0) {
+          s.push_back(static_cast<char>(next() % 256));
+        } else {
+          s += pieces[next() % pieces.size()];
+        }
+      }
+      const auto ids = gpt2->encode(s);
+      QVERIFY2(gpt2->decode(ids) == s, "byte-level round trip");
+      for (const auto& t : {bert.get(), sp.get()}) {
+        const auto other = t->encode(s, true);
+        for (const int64_t id : other) QVERIFY(id >= 0 && id < t->vocabSize());
+        (void)t->decode(other);
+      }
+    }
+  }
 };
 
-HH_TEST_SUITE(TestTokenizerFiles, "engine.tokenizers.files", &TestTokenizerFiles::legacyGpt2DirectoryMatchesTokenizerJson, &TestTokenizerFiles::legacyVocabTxtWithoutConfig, &TestTokenizerFiles::aTokenizerJsonPathWorksToo, &TestTokenizerFiles::malformedFilesThrowFormatError)
+HH_TEST_SUITE(TestTokenizerFiles, "engine.tokenizers.files", &TestTokenizerFiles::legacyGpt2DirectoryMatchesTokenizerJson, &TestTokenizerFiles::legacyVocabTxtWithoutConfig, &TestTokenizerFiles::aTokenizerJsonPathWorksToo, &TestTokenizerFiles::malformedFilesThrowFormatError, &TestTokenizerFiles::randomInputNeverBreaks)
 
 #if HH_HAVE_QTEST
 #include "test_tokenizer_files.moc"
