@@ -8,5 +8,7 @@ namespace hh::cli {
 void addParityCommand(CLI::App& app);
 void addCompareCommand(CLI::App& app);
 void addTokenizeCommand(CLI::App& app);
+void addForwardCommand(CLI::App& app);
+void addPreflightCommand(CLI::App& app);
 
 }  // namespace hh::cli

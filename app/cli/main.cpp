@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   hh::cli::addParityCommand(app);
   hh::cli::addCompareCommand(app);
   hh::cli::addTokenizeCommand(app);
+  hh::cli::addForwardCommand(app);
+  hh::cli::addPreflightCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

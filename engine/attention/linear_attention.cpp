@@ -208,13 +208,22 @@ RuleInputs LinearAttentionImpl::gatesFor(const torch::Tensor& hidden, int64_t ba
   return gates_->forward(hidden);
 }
 
+torch::Tensor LinearAttentionImpl::maskedKeyFeatures(const torch::Tensor& k, const torch::Tensor& keyMask) {
+  auto fk = featureMap_->forward(k);  // [B,H,T,F]
+  if (!keyMask.defined()) return fk;
+  TORCH_CHECK(keyMask.dim() == 2 && keyMask.size(0) == k.size(0) && keyMask.size(1) == k.size(2),
+              "keyMask must be [B,T] matching k");
+  return fk * keyMask.to(fk.scalar_type()).unsqueeze(1).unsqueeze(-1);  // [B,1,T,1]
+}
+
 torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                           const torch::Tensor& hidden, AttentionForm form) {
+                                           const torch::Tensor& hidden, AttentionForm form,
+                                           const torch::Tensor& keyMask) {
   const auto gates = gatesFor(hidden, q.size(0), q.size(2));
-  if (form == AttentionForm::Chunked && canUseFusedKernel(q, k, v))
+  if (form == AttentionForm::Chunked && !keyMask.defined() && canUseFusedKernel(q, k, v))
     return fusedHedgehogCausalForward(q, k, v, featureMap_->weight(), featureMap_->bias(), config_.rule.chunkSize,
                                       config_.rule.eps);
-  return linearAttention(form, featureMap_->forward(q), featureMap_->forward(k), v, gates, config_.rule);
+  return linearAttention(form, featureMap_->forward(q), maskedKeyFeatures(k, keyMask), v, gates, config_.rule);
 }
 
 bool LinearAttentionImpl::canUseFusedKernel(const torch::Tensor& q, const torch::Tensor& k,
@@ -230,9 +239,9 @@ bool LinearAttentionImpl::canUseFusedKernel(const torch::Tensor& q, const torch:
 }
 
 torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::Tensor& k,
-                                           const torch::Tensor& hidden) {
+                                           const torch::Tensor& hidden, const torch::Tensor& keyMask) {
   const auto gates = gatesFor(hidden, q.size(0), q.size(2));
-  return linearWeights(featureMap_->forward(q), featureMap_->forward(k), gates, config_.rule);
+  return linearWeights(featureMap_->forward(q), maskedKeyFeatures(k, keyMask), gates, config_.rule);
 }
 
 RecurrentState LinearAttentionImpl::initialState(int64_t batch, torch::Device device) const {

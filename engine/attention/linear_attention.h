@@ -87,11 +87,14 @@ class LinearAttentionImpl : public torch::nn::Module {
   // hiddenSize is the model width C (needed by the gated, delta and decay rules; ignored otherwise).
   LinearAttentionImpl(LinearAttentionConfig config, int64_t hiddenSize = 0);
 
-  // q, k, v [B, H, T, D]; hidden [B, T, C] (non-additive rules). Returns [B, H, T, D].
+  // q, k, v [B, H, T, D]; hidden [B, T, C] (non-additive rules); keyMask bool [B, T], true = real
+  // token: padded keys get zero features, so they drop out of every sum. Returns [B, H, T, D].
   torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const torch::Tensor& hidden = {}, AttentionForm form = AttentionForm::Chunked);
-  // Quadratic-form weights [B, H, T, T] for distillation and display.
-  torch::Tensor weights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& hidden = {});
+                        const torch::Tensor& hidden = {}, AttentionForm form = AttentionForm::Chunked,
+                        const torch::Tensor& keyMask = {});
+  // Quadratic-form weights [B, H, T, T] for distillation and display (same keyMask meaning).
+  torch::Tensor weights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& hidden = {},
+                        const torch::Tensor& keyMask = {});
   // Recurrent decoding: q, k, v [B, H, 1, D], hidden [B, 1, C]; returns [B, H, 1, D].
   RecurrentState initialState(int64_t batch, torch::Device device = torch::kCPU) const;
   torch::Tensor step(RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -102,6 +105,7 @@ class LinearAttentionImpl : public torch::nn::Module {
 
  private:
   RuleInputs gatesFor(const torch::Tensor& hidden, int64_t batch, int64_t length);
+  torch::Tensor maskedKeyFeatures(const torch::Tensor& k, const torch::Tensor& keyMask);  // [B,H,T,F]
   // Whether the fused CPU kernel (Hedgehog, additive, causal, fp32, no gradient) can serve forward().
   bool canUseFusedKernel(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
 

@@ -82,3 +82,31 @@ class QObject {};
   }                                                                                       \
   static const bool hh_registered_##Cls = Cls::hhRegisterSuite();
 #endif
+
+// Exception checks that work with Qt Test and with the stand-in alike.
+//   HH_VERIFY_THROWS(Type, expr): expr throws Type (or a subclass).
+//   HH_VERIFY_THROWS_WITH(expr, needle): expr throws a std::exception whose what() contains needle.
+#define HH_VERIFY_THROWS(Exc, expr)                                  \
+  do {                                                               \
+    bool hh_thrown = false;                                          \
+    try {                                                            \
+      (void)(expr);                                                  \
+    } catch (const Exc&) {                                           \
+      hh_thrown = true;                                              \
+    }                                                                \
+    QVERIFY2(hh_thrown, "expected " #Exc " from " #expr);            \
+  } while (0)
+#define HH_VERIFY_THROWS_WITH(expr, needle)                                                    \
+  do {                                                                                         \
+    std::string hh_what;                                                                       \
+    bool hh_thrown = false;                                                                    \
+    try {                                                                                      \
+      (void)(expr);                                                                            \
+    } catch (const std::exception& hh_e) {                                                     \
+      hh_thrown = true;                                                                        \
+      hh_what = hh_e.what();                                                                   \
+    }                                                                                          \
+    QVERIFY2(hh_thrown, "expected an exception from " #expr);                                  \
+    QVERIFY2(hh_what.find(needle) != std::string::npos,                                        \
+             ("message \"" + hh_what + "\" lacks \"" + std::string(needle) + "\"").c_str());   \
+  } while (0)

@@ -1,0 +1,173 @@
+#include "engine/models/bert.h"
+
+#include "engine/models/layers.h"
+
+namespace hh::models {
+namespace nn = torch::nn;
+
+BertModel::BertModel(const ModelConfig& config) : TransformerModel(config) {
+  const auto& c = config_;
+  const int64_t C = c.hiddenSize, I = c.intermediateSize;
+  auto layerNorm = [&](const std::string& name) {
+    return register_module(name, nn::LayerNorm(nn::LayerNormOptions({C}).eps(c.normEps)));
+  };
+  words_ = register_module("word_embeddings", nn::Embedding(c.vocabSize, C));
+  positions_ = register_module("position_embeddings", nn::Embedding(c.maxPositions, C));
+  types_ = register_module("token_type_embeddings", nn::Embedding(std::max<int64_t>(c.typeVocabSize, 1), C));
+  embedNorm_ = layerNorm("embeddings_LayerNorm");
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const auto p = "layer_" + std::to_string(l) + "_";
+    Layer L;
+    L.query = register_module(p + "query", nn::Linear(C, C));
+    L.key = register_module(p + "key", nn::Linear(C, C));
+    L.value = register_module(p + "value", nn::Linear(C, C));
+    L.attnOut = register_module(p + "attention_output", nn::Linear(C, C));
+    L.attnNorm = layerNorm(p + "attention_LayerNorm");
+    L.inter = register_module(p + "intermediate", nn::Linear(C, I));
+    L.out = register_module(p + "output", nn::Linear(I, C));
+    L.outNorm = layerNorm(p + "output_LayerNorm");
+    layers_.push_back(L);
+  }
+  if (c.head == HeadKind::MaskedLM || c.head == HeadKind::CausalLM) {
+    transform_ = register_module("cls_transform", nn::Linear(C, C));
+    transformNorm_ = layerNorm("cls_transform_LayerNorm");
+    decoderBias_ = register_parameter("cls_bias", torch::zeros({c.vocabSize}));
+  } else if (c.head == HeadKind::SequenceClassification) {
+    pooler_ = register_module("pooler", nn::Linear(C, C));
+    classifier_ = register_module("classifier", nn::Linear(C, c.numLabels));
+  }
+  torch::NoGradGuard noGrad;
+  for (auto& item : named_parameters()) {
+    if (item.key().find("LayerNorm") != std::string::npos) continue;
+    if (item.value().dim() >= 2) item.value().normal_(0.0, 0.02);
+    else item.value().zero_();
+  }
+  setAttentionPlan(c.plan);
+}
+
+ModelOutput BertModel::forward(const torch::Tensor& ids, const ForwardOptions& options) {
+  // ids [B,T]
+  const int64_t T = ids.size(1);
+  TORCH_CHECK(T <= config_.maxPositions, "sequence of ", T, " tokens is longer than max_position_embeddings = ",
+              config_.maxPositions);
+  ModelOutput out;
+  const auto context = makeContext(ids, options, &out.captures);
+  const auto positions = torch::arange(T, torch::TensorOptions(torch::kLong).device(ids.device()));
+  const auto types = options.tokenTypes.defined() ? options.tokenTypes.to(torch::kLong) : torch::zeros_like(ids);
+  TORCH_CHECK(types.sizes() == ids.sizes(), "token types must be [B,T] like the ids");
+  auto x = embedNorm_->forward(words_->forward(ids) + positions_->forward(positions).unsqueeze(0) +
+                               types_->forward(types));  // [B,T,C]
+  for (int64_t l = 0; l < config_.layers; ++l) {
+    auto& L = layers_[static_cast<size_t>(l)];
+    const auto y = attend(l, splitHeads(L.query->forward(x), config_.heads), splitHeads(L.key->forward(x), config_.heads),
+                          splitHeads(L.value->forward(x), config_.heads), x, context);  // [B,H,T,D]
+    const auto a = L.attnNorm->forward(L.attnOut->forward(mergeHeads(y)) + x);
+    x = L.outNorm->forward(L.out->forward(activate(L.inter->forward(a), config_.activation)) + a);
+  }
+  out.hidden = x;
+  if (transform_) {
+    const auto h = transformNorm_->forward(activate(transform_->forward(x), config_.activation));
+    out.logits = torch::matmul(h, words_->weight.t()) + decoderBias_;  // [B,T,V]
+  } else if (classifier_) {
+    const auto pooled = torch::tanh(pooler_->forward(x.select(1, 0)));  // [CLS]: [B,C]
+    out.logits = classifier_->forward(pooled);                         // [B,labels]
+  } else {
+    out.logits = x;
+  }
+  return out;
+}
+
+void BertModel::loadWeights(WeightSource& s) {
+  torch::NoGradGuard noGrad;
+  const auto& c = config_;
+  const int64_t C = c.hiddenSize, I = c.intermediateSize;
+  s.detectPrefix("embeddings.word_embeddings.weight", {"bert.", ""});
+  auto linear = [&](nn::Linear& m, const std::string& name, int64_t in, int64_t out, const char* what) {
+    m->weight.copy_(s.take(s.body(name + ".weight"), {out, in}, what));
+    m->bias.copy_(s.take(s.body(name + ".bias"), {out}, what));
+  };
+  auto norm = [&](nn::LayerNorm& ln, const std::string& name) {
+    ln->weight.copy_(s.take(name + ".weight", {C}, "hidden_size"));
+    ln->bias.copy_(s.take(name + ".bias", {C}, "hidden_size"));
+  };
+  words_->weight.copy_(s.take(s.body("embeddings.word_embeddings.weight"), {c.vocabSize, C}, "vocab_size x hidden_size"));
+  positions_->weight.copy_(s.take(s.body("embeddings.position_embeddings.weight"), {c.maxPositions, C},
+                                  "max_position_embeddings x hidden_size"));
+  types_->weight.copy_(s.take(s.body("embeddings.token_type_embeddings.weight"), {c.typeVocabSize, C},
+                              "type_vocab_size x hidden_size"));
+  norm(embedNorm_, s.body("embeddings.LayerNorm"));
+  for (int64_t l = 0; l < c.layers; ++l) {
+    auto& L = layers_[static_cast<size_t>(l)];
+    const auto p = "encoder.layer." + std::to_string(l) + ".";
+    linear(L.query, p + "attention.self.query", C, C, "hidden_size x hidden_size");
+    linear(L.key, p + "attention.self.key", C, C, "hidden_size x hidden_size");
+    linear(L.value, p + "attention.self.value", C, C, "hidden_size x hidden_size");
+    linear(L.attnOut, p + "attention.output.dense", C, C, "hidden_size x hidden_size");
+    norm(L.attnNorm, s.body(p + "attention.output.LayerNorm"));
+    linear(L.inter, p + "intermediate.dense", C, I, "intermediate_size x hidden_size");
+    linear(L.out, p + "output.dense", I, C, "hidden_size x intermediate_size");
+    norm(L.outNorm, s.body(p + "output.LayerNorm"));
+  }
+  if (transform_) {
+    transform_->weight.copy_(s.take("cls.predictions.transform.dense.weight", {C, C}, "hidden_size x hidden_size"));
+    transform_->bias.copy_(s.take("cls.predictions.transform.dense.bias", {C}, "hidden_size"));
+    norm(transformNorm_, "cls.predictions.transform.LayerNorm");
+    auto bias = s.takeOptional("cls.predictions.bias", {c.vocabSize}, "vocab_size");
+    if (!bias.defined()) bias = s.take("cls.predictions.decoder.bias", {c.vocabSize}, "vocab_size");
+    decoderBias_.copy_(bias);
+    // The decoder is tied to the word embeddings; a stored copy must agree.
+    auto decoder = s.takeOptional("cls.predictions.decoder.weight", {c.vocabSize, C}, "vocab_size x hidden_size");
+    if (decoder.defined() && !torch::allclose(decoder, words_->weight))
+      throw io::FormatError(s.path() + ": cls.predictions.decoder.weight differs from the word embeddings; untied BERT "
+                                       "decoders are not supported");
+  }
+  if (classifier_) {
+    pooler_->weight.copy_(s.take(s.body("pooler.dense.weight"), {C, C}, "hidden_size x hidden_size"));
+    pooler_->bias.copy_(s.take(s.body("pooler.dense.bias"), {C}, "hidden_size"));
+    classifier_->weight.copy_(s.take("classifier.weight", {c.numLabels, C}, "num_labels x hidden_size"));
+    classifier_->bias.copy_(s.take("classifier.bias", {c.numLabels}, "num_labels"));
+  }
+  if (c.plan.anyLinear()) loadAdapters(s);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> BertModel::exportWeights() const {
+  std::vector<std::pair<std::string, torch::Tensor>> w;
+  auto add = [&](const std::string& name, const torch::Tensor& t) { w.emplace_back(name, t.detach().contiguous()); };
+  auto linear = [&](const std::string& name, const nn::Linear& m) {
+    add(name + ".weight", m->weight);
+    add(name + ".bias", m->bias);
+  };
+  auto norm = [&](const std::string& name, const nn::LayerNorm& m) {
+    add(name + ".weight", m->weight);
+    add(name + ".bias", m->bias);
+  };
+  add("bert.embeddings.word_embeddings.weight", words_->weight);
+  add("bert.embeddings.position_embeddings.weight", positions_->weight);
+  add("bert.embeddings.token_type_embeddings.weight", types_->weight);
+  norm("bert.embeddings.LayerNorm", embedNorm_);
+  for (int64_t l = 0; l < config_.layers; ++l) {
+    const auto& L = layers_[static_cast<size_t>(l)];
+    const auto p = "bert.encoder.layer." + std::to_string(l) + ".";
+    linear(p + "attention.self.query", L.query);
+    linear(p + "attention.self.key", L.key);
+    linear(p + "attention.self.value", L.value);
+    linear(p + "attention.output.dense", L.attnOut);
+    norm(p + "attention.output.LayerNorm", L.attnNorm);
+    linear(p + "intermediate.dense", L.inter);
+    linear(p + "output.dense", L.out);
+    norm(p + "output.LayerNorm", L.outNorm);
+  }
+  if (transform_) {
+    linear("cls.predictions.transform.dense", transform_);
+    norm("cls.predictions.transform.LayerNorm", transformNorm_);
+    add("cls.predictions.bias", decoderBias_);
+  }
+  if (classifier_) {
+    linear("bert.pooler.dense", pooler_);
+    linear("classifier", classifier_);
+  }
+  for (const auto& [name, t] : adapterTensors()) add(name, t);
+  return w;
+}
+
+}  // namespace hh::models

@@ -1,0 +1,138 @@
+#include "engine/models/gpt2.h"
+
+#include "engine/models/layers.h"
+
+namespace hh::models {
+namespace nn = torch::nn;
+
+Gpt2Model::Gpt2Model(const ModelConfig& config) : TransformerModel(config) {
+  const auto& c = config_;
+  const int64_t C = c.hiddenSize, I = c.intermediateSize;
+  wte_ = register_module("wte", nn::Embedding(c.vocabSize, C));
+  wpe_ = register_module("wpe", nn::Embedding(c.maxPositions, C));
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const auto p = "h_" + std::to_string(l) + "_";
+    Block b;
+    b.ln1 = register_module(p + "ln_1", nn::LayerNorm(nn::LayerNormOptions({C}).eps(c.normEps)));
+    b.qkv = register_module(p + "c_attn", nn::Linear(C, 3 * C));
+    b.attnOut = register_module(p + "attn_c_proj", nn::Linear(C, C));
+    b.ln2 = register_module(p + "ln_2", nn::LayerNorm(nn::LayerNormOptions({C}).eps(c.normEps)));
+    b.fc = register_module(p + "c_fc", nn::Linear(C, I));
+    b.mlpOut = register_module(p + "mlp_c_proj", nn::Linear(I, C));
+    blocks_.push_back(b);
+  }
+  lnF_ = register_module("ln_f", nn::LayerNorm(nn::LayerNormOptions({C}).eps(c.normEps)));
+  if (!c.tieWordEmbeddings) lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, c.vocabSize).bias(false)));
+  if (c.head == HeadKind::SequenceClassification)
+    classifier_ = register_module("score", nn::Linear(nn::LinearOptions(C, c.numLabels).bias(false)));
+  // GPT-2's initialisation (for models trained from scratch): N(0, 0.02), zero biases.
+  torch::NoGradGuard noGrad;
+  for (auto& item : named_parameters()) {
+    if (item.key().find("ln_") != std::string::npos) continue;
+    if (item.value().dim() >= 2) item.value().normal_(0.0, 0.02);
+    else item.value().zero_();
+  }
+  setAttentionPlan(c.plan);
+}
+
+ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& options) {
+  // ids [B,T]
+  const int64_t T = ids.size(1);
+  TORCH_CHECK(T <= config_.maxPositions, "sequence of ", T, " tokens is longer than n_positions = ", config_.maxPositions);
+  ModelOutput out;
+  const auto context = makeContext(ids, options, &out.captures);
+  const auto positions = torch::arange(T, torch::TensorOptions(torch::kLong).device(ids.device()));
+  auto x = wte_->forward(ids) + wpe_->forward(positions).unsqueeze(0);  // [B,T,C]
+  for (int64_t l = 0; l < config_.layers; ++l) {
+    auto& b = blocks_[static_cast<size_t>(l)];
+    const auto h = b.ln1->forward(x);
+    const auto qkv = b.qkv->forward(h).chunk(3, -1);  // q, k, v in that order, each [B,T,C]
+    const auto y = attend(l, splitHeads(qkv[0], config_.heads), splitHeads(qkv[1], config_.heads),
+                          splitHeads(qkv[2], config_.heads), h, context);  // [B,H,T,D]
+    x = x + b.attnOut->forward(mergeHeads(y));
+    x = x + b.mlpOut->forward(activate(b.fc->forward(b.ln2->forward(x)), config_.activation));
+  }
+  out.hidden = lnF_->forward(x);
+  if (classifier_) {
+    // Pool the last real token of each row (HF: the last non-pad token).
+    auto scores = classifier_->forward(out.hidden);  // [B,T,labels]
+    torch::Tensor last;
+    if (options.attentionMask.defined()) last = options.attentionMask.to(torch::kLong).sum(1) - 1;
+    else last = torch::full({ids.size(0)}, T - 1, torch::TensorOptions(torch::kLong).device(ids.device()));
+    out.logits = scores.index({torch::arange(ids.size(0), last.options()), last.clamp_min(0)});
+  } else {
+    out.logits = lmHead_ ? lmHead_->forward(out.hidden) : torch::matmul(out.hidden, wte_->weight.t());
+  }
+  return out;
+}
+
+void Gpt2Model::loadWeights(WeightSource& s) {
+  torch::NoGradGuard noGrad;
+  const auto& c = config_;
+  const int64_t C = c.hiddenSize, I = c.intermediateSize;
+  s.detectPrefix("wte.weight", {"", "transformer."});
+  wte_->weight.copy_(s.take(s.body("wte.weight"), {c.vocabSize, C}, "vocab_size x n_embd"));
+  wpe_->weight.copy_(s.take(s.body("wpe.weight"), {c.maxPositions, C}, "n_positions x n_embd"));
+  auto conv1d = [&](nn::Linear& linear, const std::string& name, int64_t in, int64_t out, const char* what) {
+    linear->weight.copy_(s.take(s.body(name + ".weight"), {in, out}, what).t());  // Conv1D [in,out]
+    linear->bias.copy_(s.take(s.body(name + ".bias"), {out}, what));
+  };
+  auto norm = [&](nn::LayerNorm& ln, const std::string& name) {
+    ln->weight.copy_(s.take(s.body(name + ".weight"), {C}, "n_embd"));
+    ln->bias.copy_(s.take(s.body(name + ".bias"), {C}, "n_embd"));
+  };
+  for (int64_t l = 0; l < c.layers; ++l) {
+    auto& b = blocks_[static_cast<size_t>(l)];
+    const auto p = "h." + std::to_string(l) + ".";
+    norm(b.ln1, p + "ln_1");
+    conv1d(b.qkv, p + "attn.c_attn", C, 3 * C, "n_embd x 3 n_embd");
+    conv1d(b.attnOut, p + "attn.c_proj", C, C, "n_embd x n_embd");
+    norm(b.ln2, p + "ln_2");
+    conv1d(b.fc, p + "mlp.c_fc", C, I, "n_embd x n_inner (null means 4 n_embd)");
+    conv1d(b.mlpOut, p + "mlp.c_proj", I, C, "n_inner x n_embd");
+  }
+  norm(lnF_, "ln_f");
+  // An lm_head.weight in the file is used even when the config says tied (it may differ).
+  auto head = s.takeOptional("lm_head.weight", {c.vocabSize, C}, "vocab_size x n_embd");
+  if (head.defined() && !lmHead_ && !torch::equal(head, wte_->weight)) {
+    lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, c.vocabSize).bias(false)));
+    config_.tieWordEmbeddings = false;
+  }
+  if (lmHead_) {
+    if (!head.defined()) throw io::FormatError(s.path() + ": missing tensor \"lm_head.weight\" (tie_word_embeddings is false)");
+    lmHead_->weight.copy_(head);
+  }
+  if (classifier_) classifier_->weight.copy_(s.take("score.weight", {c.numLabels, C}, "num_labels x n_embd"));
+  if (c.plan.anyLinear()) loadAdapters(s);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Gpt2Model::exportWeights() const {
+  std::vector<std::pair<std::string, torch::Tensor>> w;
+  auto add = [&](const std::string& name, const torch::Tensor& t) { w.emplace_back(name, t.detach().contiguous()); };
+  add("transformer.wte.weight", wte_->weight);
+  add("transformer.wpe.weight", wpe_->weight);
+  for (int64_t l = 0; l < config_.layers; ++l) {
+    const auto& b = blocks_[static_cast<size_t>(l)];
+    const auto p = "transformer.h." + std::to_string(l) + ".";
+    add(p + "ln_1.weight", b.ln1->weight);
+    add(p + "ln_1.bias", b.ln1->bias);
+    add(p + "attn.c_attn.weight", b.qkv->weight.t());
+    add(p + "attn.c_attn.bias", b.qkv->bias);
+    add(p + "attn.c_proj.weight", b.attnOut->weight.t());
+    add(p + "attn.c_proj.bias", b.attnOut->bias);
+    add(p + "ln_2.weight", b.ln2->weight);
+    add(p + "ln_2.bias", b.ln2->bias);
+    add(p + "mlp.c_fc.weight", b.fc->weight.t());
+    add(p + "mlp.c_fc.bias", b.fc->bias);
+    add(p + "mlp.c_proj.weight", b.mlpOut->weight.t());
+    add(p + "mlp.c_proj.bias", b.mlpOut->bias);
+  }
+  add("transformer.ln_f.weight", lnF_->weight);
+  add("transformer.ln_f.bias", lnF_->bias);
+  if (lmHead_) add("lm_head.weight", lmHead_->weight);
+  if (classifier_) add("score.weight", classifier_->weight);
+  for (const auto& [name, t] : adapterTensors()) add(name, t);
+  return w;
+}
+
+}  // namespace hh::models

@@ -1,0 +1,35 @@
+// Small pieces the model families share: activations by their Hugging Face names, RMSNorm in
+// fp32, rotary position embeddings (half-split, as Hugging Face Llama weights expect), and the
+// reshape between [B, T, C] and per-head [B, H, T, D].
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+
+#include "engine/models/model_config.h"
+
+namespace hh::models {
+
+// gelu_new / gelu_pytorch_tanh / gelu_fast: tanh approximation; gelu: exact erf; relu; silu/swish.
+torch::Tensor activate(const torch::Tensor& x, const std::string& name);
+
+// x / sqrt(mean(x^2) + eps) computed in fp32, cast back to x's dtype, then * weight.
+// x [..., C], weight [C].
+torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// Rotary tables for positions [offset, offset + T): cos, sin [T, D] (fp32), with the inverse
+// frequencies theta^(-2i/D) (adjusted by linear or llama3 scaling), each repeated for both halves.
+struct RopeTables {
+  torch::Tensor cos, sin;
+};
+RopeTables ropeTables(const ModelConfig& config, int64_t length, int64_t offset, torch::Device device);
+// x [B, H, T, D]: x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1] (halves of D).
+torch::Tensor applyRope(const torch::Tensor& x, const RopeTables& tables);
+// The inverse frequencies [D/2] (exposed for tests).
+torch::Tensor ropeInverseFrequencies(const ModelConfig& config);
+
+// [B, T, H*D] -> [B, H, T, D] and back.
+torch::Tensor splitHeads(const torch::Tensor& x, int64_t heads);
+torch::Tensor mergeHeads(const torch::Tensor& x);
+
+}  // namespace hh::models

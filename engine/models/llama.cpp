@@ -1,0 +1,136 @@
+#include "engine/models/llama.h"
+
+#include "engine/models/layers.h"
+
+namespace hh::models {
+namespace nn = torch::nn;
+
+LlamaModel::LlamaModel(const ModelConfig& config) : TransformerModel(config) {
+  const auto& c = config_;
+  const int64_t C = c.hiddenSize, I = c.intermediateSize, HD = c.heads * c.headDim, KD = c.kvHeads * c.headDim;
+  auto linear = [&](const std::string& name, int64_t in, int64_t out, bool bias) {
+    return register_module(name, nn::Linear(nn::LinearOptions(in, out).bias(bias)));
+  };
+  embed_ = register_module("embed_tokens", nn::Embedding(c.vocabSize, C));
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const auto p = "layers_" + std::to_string(l) + "_";
+    Layer L;
+    L.inputNorm = register_parameter(p + "input_layernorm", torch::ones({C}));
+    L.q = linear(p + "q_proj", C, HD, c.attentionBias);
+    L.k = linear(p + "k_proj", C, KD, c.attentionBias);
+    L.v = linear(p + "v_proj", C, KD, c.attentionBias);
+    L.o = linear(p + "o_proj", HD, C, c.attentionBias);
+    L.postNorm = register_parameter(p + "post_attention_layernorm", torch::ones({C}));
+    L.gate = linear(p + "gate_proj", C, I, c.mlpBias);
+    L.up = linear(p + "up_proj", C, I, c.mlpBias);
+    L.down = linear(p + "down_proj", I, C, c.mlpBias);
+    layers_.push_back(L);
+  }
+  norm_ = register_parameter("norm", torch::ones({C}));
+  if (!c.tieWordEmbeddings) lmHead_ = linear("lm_head", C, c.vocabSize, false);
+  if (c.head == HeadKind::SequenceClassification) classifier_ = linear("score", C, c.numLabels, false);
+  torch::NoGradGuard noGrad;
+  for (auto& item : named_parameters()) {
+    if (item.key().find("norm") != std::string::npos) continue;
+    if (item.value().dim() >= 2) item.value().normal_(0.0, 0.02);
+    else item.value().zero_();
+  }
+  setAttentionPlan(c.plan);
+}
+
+ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& options) {
+  // ids [B,T]
+  const int64_t T = ids.size(1);
+  ModelOutput out;
+  const auto context = makeContext(ids, options, &out.captures);
+  const auto rope = ropeTables(config_, T, 0, ids.device());  // cos, sin [T,D]
+  auto x = embed_->forward(ids);                               // [B,T,C]
+  for (int64_t l = 0; l < config_.layers; ++l) {
+    auto& L = layers_[static_cast<size_t>(l)];
+    const auto h = rmsNorm(x, L.inputNorm, config_.normEps);
+    const auto q = applyRope(splitHeads(L.q->forward(h), config_.heads), rope);    // [B,H,T,D]
+    const auto k = applyRope(splitHeads(L.k->forward(h), config_.kvHeads), rope);  // [B,Hkv,T,D]
+    const auto v = splitHeads(L.v->forward(h), config_.kvHeads);                   // [B,Hkv,T,D]
+    x = x + L.o->forward(mergeHeads(attend(l, q, k, v, h, context)));
+    const auto m = rmsNorm(x, L.postNorm, config_.normEps);
+    x = x + L.down->forward(activate(L.gate->forward(m), config_.activation) * L.up->forward(m));
+  }
+  out.hidden = rmsNorm(x, norm_, config_.normEps);
+  if (classifier_) {
+    auto scores = classifier_->forward(out.hidden);  // [B,T,labels]
+    torch::Tensor last;
+    if (options.attentionMask.defined()) last = options.attentionMask.to(torch::kLong).sum(1) - 1;
+    else last = torch::full({ids.size(0)}, T - 1, torch::TensorOptions(torch::kLong).device(ids.device()));
+    out.logits = scores.index({torch::arange(ids.size(0), last.options()), last.clamp_min(0)});
+  } else {
+    out.logits = lmHead_ ? lmHead_->forward(out.hidden) : torch::matmul(out.hidden, embed_->weight.t());
+  }
+  return out;
+}
+
+void LlamaModel::loadWeights(WeightSource& s) {
+  torch::NoGradGuard noGrad;
+  const auto& c = config_;
+  const int64_t C = c.hiddenSize, I = c.intermediateSize, HD = c.heads * c.headDim, KD = c.kvHeads * c.headDim;
+  s.detectPrefix("embed_tokens.weight", {"model.", ""});
+  auto linear = [&](nn::Linear& m, const std::string& name, int64_t in, int64_t out, bool bias, const char* what) {
+    m->weight.copy_(s.take(s.body(name + ".weight"), {out, in}, what));
+    if (bias) m->bias.copy_(s.take(s.body(name + ".bias"), {out}, what));
+  };
+  embed_->weight.copy_(s.take(s.body("embed_tokens.weight"), {c.vocabSize, C}, "vocab_size x hidden_size"));
+  for (int64_t l = 0; l < c.layers; ++l) {
+    auto& L = layers_[static_cast<size_t>(l)];
+    const auto p = "layers." + std::to_string(l) + ".";
+    L.inputNorm.copy_(s.take(s.body(p + "input_layernorm.weight"), {C}, "hidden_size"));
+    linear(L.q, p + "self_attn.q_proj", C, HD, c.attentionBias, "num_attention_heads*head_dim x hidden_size");
+    linear(L.k, p + "self_attn.k_proj", C, KD, c.attentionBias, "num_key_value_heads*head_dim x hidden_size");
+    linear(L.v, p + "self_attn.v_proj", C, KD, c.attentionBias, "num_key_value_heads*head_dim x hidden_size");
+    linear(L.o, p + "self_attn.o_proj", HD, C, c.attentionBias, "hidden_size x num_attention_heads*head_dim");
+    L.postNorm.copy_(s.take(s.body(p + "post_attention_layernorm.weight"), {C}, "hidden_size"));
+    linear(L.gate, p + "mlp.gate_proj", C, I, c.mlpBias, "intermediate_size x hidden_size");
+    linear(L.up, p + "mlp.up_proj", C, I, c.mlpBias, "intermediate_size x hidden_size");
+    linear(L.down, p + "mlp.down_proj", I, C, c.mlpBias, "hidden_size x intermediate_size");
+  }
+  norm_.copy_(s.take(s.body("norm.weight"), {C}, "hidden_size"));
+  auto head = s.takeOptional("lm_head.weight", {c.vocabSize, C}, "vocab_size x hidden_size");
+  if (head.defined() && !lmHead_ && !torch::equal(head, embed_->weight)) {
+    lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, c.vocabSize).bias(false)));
+    config_.tieWordEmbeddings = false;
+  }
+  if (lmHead_) {
+    if (!head.defined()) throw io::FormatError(s.path() + ": missing tensor \"lm_head.weight\" (tie_word_embeddings is false)");
+    lmHead_->weight.copy_(head);
+  }
+  if (classifier_) classifier_->weight.copy_(s.take("score.weight", {c.numLabels, C}, "num_labels x hidden_size"));
+  if (c.plan.anyLinear()) loadAdapters(s);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> LlamaModel::exportWeights() const {
+  std::vector<std::pair<std::string, torch::Tensor>> w;
+  auto add = [&](const std::string& name, const torch::Tensor& t) { w.emplace_back(name, t.detach().contiguous()); };
+  auto linear = [&](const std::string& name, const nn::Linear& m) {
+    add(name + ".weight", m->weight);
+    if (m->options.bias()) add(name + ".bias", m->bias);
+  };
+  add("model.embed_tokens.weight", embed_->weight);
+  for (int64_t l = 0; l < config_.layers; ++l) {
+    const auto& L = layers_[static_cast<size_t>(l)];
+    const auto p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", L.inputNorm);
+    linear(p + "self_attn.q_proj", L.q);
+    linear(p + "self_attn.k_proj", L.k);
+    linear(p + "self_attn.v_proj", L.v);
+    linear(p + "self_attn.o_proj", L.o);
+    add(p + "post_attention_layernorm.weight", L.postNorm);
+    linear(p + "mlp.gate_proj", L.gate);
+    linear(p + "mlp.up_proj", L.up);
+    linear(p + "mlp.down_proj", L.down);
+  }
+  add("model.norm.weight", norm_);
+  if (lmHead_) add("lm_head.weight", lmHead_->weight);
+  if (classifier_) add("score.weight", classifier_->weight);
+  for (const auto& [name, t] : adapterTensors()) add(name, t);
+  return w;
+}
+
+}  // namespace hh::models

@@ -1,0 +1,112 @@
+#include "engine/models/model_io.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/core/runtime.h"
+#include "engine/io/safetensors.h"
+#include "engine/models/bert.h"
+#include "engine/models/gpt2.h"
+#include "engine/models/llama.h"
+
+namespace hh::models {
+namespace fs = std::filesystem;
+
+ModelPtr createModel(const ModelConfig& config) {
+  switch (config.architecture) {
+    case Architecture::Gpt2: return std::make_shared<Gpt2Model>(config);
+    case Architecture::Bert: return std::make_shared<BertModel>(config);
+    case Architecture::Llama: return std::make_shared<LlamaModel>(config);
+  }
+  throw std::logic_error("unknown architecture");
+}
+
+ModelPtr loadModel(const std::string& dir, const LoadOptions& options) {
+  const auto config = loadModelConfig(dir);
+  auto source = WeightSource::open(dir);
+  auto model = createModel(config);
+  model->loadWeights(source);
+  model->to(options.device, options.dtype);
+  model->eval();
+  return model;
+}
+
+const std::vector<std::string>& tokenizerFileNames() {
+  static const std::vector<std::string> names{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                              "vocab.json", "merges.txt", "vocab.txt", "tokenizer.model",
+                                              "added_tokens.json", "generation_config.json"};
+  return names;
+}
+
+namespace {
+
+std::vector<std::pair<std::string, torch::Tensor>> toCpuFloat(std::vector<std::pair<std::string, torch::Tensor>> w) {
+  for (auto& [name, t] : w)
+    t = t.is_floating_point() ? t.to(torch::kCPU, t.scalar_type() == torch::kDouble ? torch::kDouble : t.scalar_type())
+                              : t.to(torch::kCPU);
+  return w;
+}
+
+void writeText(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error(path.string() + ": cannot write");
+}
+
+}  // namespace
+
+void saveModel(const TransformerModel& model, const std::string& dir, const std::string& tokenizerFrom) {
+  const fs::path target(dir);
+  const fs::path staging = target.string() + ".partial";
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging);
+  auto config = modelConfigToJson(model.config());
+  config["torch_dtype"] = "float32";
+  config["hedgehog_version"] = engineVersion();
+  writeText(staging / "config.json", config.dump(2) + "\n");
+  std::map<std::string, std::string> metadata{{"format", "pt"}, {"producer", std::string("hedgehog ") + engineVersion()}};
+  io::writeSafetensors((staging / "model.safetensors").string(), toCpuFloat(model.exportWeights()), metadata);
+  if (!tokenizerFrom.empty()) {
+    for (const auto& name : tokenizerFileNames()) {
+      const auto from = fs::path(tokenizerFrom) / name;
+      if (fs::is_regular_file(from, ec)) fs::copy_file(from, staging / name, fs::copy_options::overwrite_existing);
+    }
+  }
+  // Replace the target folder (keep the previous one until the new one is in place).
+  const fs::path old = target.string() + ".old";
+  fs::remove_all(old, ec);
+  if (fs::exists(target, ec)) fs::rename(target, old);
+  fs::rename(staging, target);
+  fs::remove_all(old, ec);
+}
+
+void saveAdapters(const TransformerModel& model, const std::string& path) {
+  auto tensors = toCpuFloat(model.adapterTensors());
+  if (tensors.empty()) throw std::invalid_argument("the model has no linear-attention layers: no adapters to save");
+  std::map<std::string, std::string> metadata{
+      {"format", "pt"},
+      {"producer", std::string("hedgehog ") + engineVersion()},
+      {"model_type", model.config().modelType},
+      {"hedgehog_attention", attentionPlanToJson(model.config().plan).dump()}};
+  io::writeSafetensors(path, tensors, metadata);
+}
+
+void loadAdaptersFile(TransformerModel& model, const std::string& path) {
+  auto source = WeightSource::open(path);
+  const auto file = io::ShardedSafetensors::open(path);
+  const auto& metadata = file.metadata();
+  const auto it = metadata.find("hedgehog_attention");
+  if (it == metadata.end())
+    throw io::FormatError(path + ": no \"hedgehog_attention\" metadata: not an adapter file written by hedgehog");
+  nlohmann::json plan;
+  try {
+    plan = nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw io::FormatError(path + ": \"hedgehog_attention\" metadata is not JSON (" + e.what() + ")");
+  }
+  model.setAttentionPlan(parseAttentionPlan(plan, model.layerCount(), path));
+  model.loadAdapters(source);
+}
+
+}  // namespace hh::models

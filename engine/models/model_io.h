@@ -1,0 +1,34 @@
+// Creating, loading and saving whole models.
+//   loadModel(dir): config.json -> the family's model -> weights from safetensors (shapes checked,
+//   adapters loaded when config.json carries a "hedgehog_attention" plan).
+//   saveModel(model, dir): a Hugging Face-style folder: config.json (with the attention plan and
+//   feature maps), model.safetensors (HF names + "hedgehog.layers.<i>.*" adapter tensors), and
+//   the tokenizer files copied from `tokenizerFrom` when given. Written to a temporary folder and
+//   renamed into place, so a crash never leaves half a folder under the final name.
+//   saveAdapters(model, path): only the trained feature maps / gates, as their own safetensors
+//   file with the plan in its metadata ("hedgehog_attention" as JSON).
+#pragma once
+#include <string>
+
+#include "engine/models/transformer_model.h"
+
+namespace hh::models {
+
+// A model with fresh (initialised) weights, for training from scratch.
+ModelPtr createModel(const ModelConfig& config);
+
+struct LoadOptions {
+  torch::ScalarType dtype = torch::kFloat;  // weights are converted to this
+  torch::Device device = torch::kCPU;
+};
+ModelPtr loadModel(const std::string& dir, const LoadOptions& options = {});
+
+// The tokenizer files a folder may hold (copied on save when present).
+const std::vector<std::string>& tokenizerFileNames();
+
+void saveModel(const TransformerModel& model, const std::string& dir, const std::string& tokenizerFrom = "");
+void saveAdapters(const TransformerModel& model, const std::string& path);
+// Loads adapters saved by saveAdapters into `model`, after applying the plan stored in the file.
+void loadAdaptersFile(TransformerModel& model, const std::string& path);
+
+}  // namespace hh::models

@@ -1,0 +1,215 @@
+#include "engine/models/preflight.h"
+
+#include <filesystem>
+#include <set>
+#include <cstdio>
+#include <sstream>
+
+#include "engine/io/safetensors.h"
+#include "engine/models/expected_weights.h"
+#include "engine/models/model_config.h"
+#include "engine/models/weight_source.h"
+#include "engine/tokenizers/tokenizer.h"
+
+namespace hh::models {
+namespace {
+
+using Severity = PreflightFinding::Severity;
+
+void checkWeights(const ModelConfig& config, WeightSource& source, PreflightReport& r) {
+  // Which body prefix does the file use? (anchor: the first body tensor)
+  const auto specs = expectedWeights(config);
+  const auto prefix = bodyPrefix(config.architecture);
+  const std::string anchor = specs.front().name.substr(prefix.size());
+  std::string bodyPrefixUsed;
+  bool found = false;
+  for (const std::string p : {prefix, std::string()}) {
+    if (source.contains(p + anchor)) {
+      bodyPrefixUsed = p;
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    r.findings.push_back({Severity::Blocker, source.path() + ": missing tensor \"" + prefix + anchor +
+                                                 "\" — is this checkpoint of the architecture its config.json names?"});
+    return;
+  }
+  std::set<std::string> used;
+  int missing = 0, mismatched = 0;
+  for (const auto& spec : specs) {
+    const auto name = spec.bodyPrefixOptional ? bodyPrefixUsed + spec.name.substr(prefix.size()) : spec.name;
+    if (!source.contains(name)) {
+      if (++missing <= 5) r.findings.push_back({Severity::Blocker, source.path() + ": missing tensor \"" + name + "\""});
+      continue;
+    }
+    used.insert(name);
+    const auto& info = source.info(name);
+    if (info.shape != spec.shape) {
+      if (++mismatched <= 5)
+        r.findings.push_back({Severity::Blocker, source.path() + ": tensor \"" + name + "\" has shape " +
+                                                     shapeString(info.shape) + ", config.json implies " +
+                                                     shapeString(spec.shape) + " (" + spec.what + ")"});
+    } else if (info.dtype != "F32" && info.dtype != "F16" && info.dtype != "BF16" && info.dtype != "F64") {
+      r.findings.push_back({Severity::Blocker, source.path() + ": tensor \"" + name + "\" has dtype " + info.dtype +
+                                                   "; weights must be floating point"});
+    }
+    if (spec.name == specs.front().name) r.embeddingRows = info.shape.empty() ? 0 : info.shape[0];
+  }
+  if (missing > 5) r.findings.push_back({Severity::Blocker, std::to_string(missing - 5) + " more tensors are missing"});
+  if (mismatched > 5) r.findings.push_back({Severity::Blocker, std::to_string(mismatched - 5) + " more shapes differ"});
+  // An lm_head in a "tied" checkpoint is used as an untied head.
+  if (config.tieWordEmbeddings && source.contains("lm_head.weight")) {
+    used.insert("lm_head.weight");
+    r.tiedHead = false;
+    r.findings.push_back({Severity::Info, "lm_head.weight is present although tie_word_embeddings is true: it is used"});
+  }
+  for (const auto& name : source.names()) {
+    r.weightBytes += source.info(name).size;
+    if (!used.count(name) && !isIgnoredBuffer(name) && name.rfind("hedgehog.", 0) != 0) r.unusedTensors.push_back(name);
+  }
+  if (!r.unusedTensors.empty())
+    r.findings.push_back({Severity::Warning, std::to_string(r.unusedTensors.size()) + " tensors in the file are not used (first: \"" +
+                                                 r.unusedTensors.front() + "\")"});
+  r.weightsOk = missing == 0 && mismatched == 0;
+}
+
+}  // namespace
+
+bool PreflightReport::ready() const {
+  for (const auto& f : findings)
+    if (f.severity == Severity::Blocker) return false;
+  return configOk && weightsOk;
+}
+
+PreflightReport preflight(const std::string& folder) {
+  PreflightReport r;
+  r.folder = folder;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) {
+    r.findings.push_back({Severity::Blocker, folder + ": not a folder"});
+    return r;
+  }
+  ModelConfig config;
+  try {
+    config = loadModelConfig(folder);
+    r.configOk = true;
+  } catch (const std::exception& e) {
+    r.findings.push_back({Severity::Blocker, e.what()});
+  }
+  if (r.configOk) {
+    r.architecture = toString(config.architecture);
+    r.modelType = config.modelType;
+    r.head = toString(config.head);
+    r.positional = toString(config.positions);
+    r.activation = config.activation;
+    r.causal = config.causal;
+    r.tiedHead = config.tieWordEmbeddings;
+    r.layers = config.layers;
+    r.heads = config.heads;
+    r.kvHeads = config.kvHeads;
+    r.headDim = config.headDim;
+    r.hiddenSize = config.hiddenSize;
+    r.intermediateSize = config.intermediateSize;
+    r.maxPositions = config.maxPositions;
+    r.configVocab = config.vocabSize;
+    r.normEps = config.normEps;
+    r.ropeTheta = config.positions == PositionalScheme::Rotary ? config.ropeTheta : 0.0;
+    r.parameters = expectedParameterCount(config);
+    r.convertedLayers = config.plan.linearLayerCount();
+    if (config.headDim % 8 != 0)
+      r.findings.push_back({Severity::Warning, "head_dim " + std::to_string(config.headDim) +
+                                                   " is not a multiple of 8: the fused CPU kernel is not used"});
+    if (!config.causal)
+      r.findings.push_back({Severity::Info, "bidirectional attention: only the additive rule applies; no recurrent generation"});
+  }
+  try {
+    auto source = WeightSource::open(folder);
+    r.weightsFile = source.path();
+    r.dtype = source.dominantDtype();
+    r.tensorsInFile = static_cast<int64_t>(source.names().size());
+    r.shards = static_cast<int64_t>(io::ShardedSafetensors::open(source.path()).shardCount());
+    if (r.configOk) checkWeights(config, source, r);
+    if (r.dtype == "F16" || r.dtype == "BF16")
+      r.findings.push_back({Severity::Info, r.dtype + " weights are converted to F32 on load (CPU)"});
+  } catch (const std::exception& e) {
+    r.findings.push_back({Severity::Blocker, e.what()});
+  }
+  try {
+    auto tokenizer = tok::loadTokenizer(folder);
+    r.tokenizerOk = true;
+    r.tokenizerKind = tokenizer->kind();
+    r.tokenizerVocab = tokenizer->vocabSize();
+  } catch (const std::exception& e) {
+    r.findings.push_back({Severity::Warning, std::string("no usable tokenizer: ") + e.what() +
+                                                 " (text data cannot be tokenized for this model)"});
+  }
+  if (r.tokenizerOk && r.configOk) {
+    const int64_t rows = r.embeddingRows > 0 ? r.embeddingRows : r.configVocab;
+    if (r.tokenizerVocab > rows)
+      r.findings.push_back({Severity::Blocker, "the tokenizer has " + std::to_string(r.tokenizerVocab) +
+                                                   " tokens but the embedding has " + std::to_string(rows) +
+                                                   " rows: some token ids would be out of range"});
+    else if (r.tokenizerVocab < rows)
+      r.findings.push_back({Severity::Info, "embedding has " + std::to_string(rows - r.tokenizerVocab) +
+                                                " more rows than the tokenizer has tokens (padding rows; fine)"});
+  }
+  return r;
+}
+
+std::string humanCount(int64_t n) {
+  char buffer[32];
+  if (n >= 1000000000) std::snprintf(buffer, sizeof buffer, "%.2f B", double(n) / 1e9);
+  else if (n >= 1000000) std::snprintf(buffer, sizeof buffer, "%.1f M", double(n) / 1e6);
+  else if (n >= 1000) std::snprintf(buffer, sizeof buffer, "%.1f K", double(n) / 1e3);
+  else std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(n));
+  return buffer;
+}
+
+std::string PreflightReport::text() const {
+  std::ostringstream s;
+  auto row = [&](const char* key, const std::string& value) { s << "  " << key << std::string(22 - std::string(key).size(), ' ') << value << "\n"; };
+  auto num = [](int64_t v) { return std::to_string(v); };
+  s << "pre-flight: " << folder << "\n";
+  if (configOk) {
+    row("architecture", architecture + " (model_type \"" + modelType + "\", " + head + " head)");
+    row("parameters", humanCount(parameters) + " (" + num(parameters) + ")");
+    row("layers", num(layers));
+    row("heads", num(heads) + " query, " + num(kvHeads) + " key/value" + (kvHeads != heads ? " (grouped-query)" : ""));
+    row("head dim", num(headDim));
+    row("hidden / MLP", num(hiddenSize) + " / " + num(intermediateSize) + " (" + activation + ")");
+    row("positions", positional + ", up to " + num(maxPositions) + (ropeTheta > 0 ? ", theta " + std::to_string(ropeTheta) : ""));
+    row("attention", std::string(causal ? "causal" : "bidirectional") +
+                         (convertedLayers > 0 ? ", " + num(convertedLayers) + " layers already linear" : ", all softmax"));
+    row("tied head", tiedHead ? "yes" : "no");
+    row("vocab (config)", num(configVocab));
+  }
+  if (!weightsFile.empty()) {
+    row("weights", weightsFile + " (" + num(shards) + (shards == 1 ? " file, " : " shards, ") + num(tensorsInFile) +
+                       " tensors, " + std::to_string(weightBytes / (1 << 20)) + " MiB)");
+    row("dtype", dtype);
+    if (embeddingRows > 0) row("embedding rows", num(embeddingRows));
+  }
+  if (tokenizerOk) row("tokenizer", tokenizerKind + ", " + num(tokenizerVocab) + " tokens");
+  s << (ready() ? "ready to convert" : "NOT ready to convert") << "\n";
+  for (const auto& f : findings)
+    s << "  " << (f.severity == Severity::Blocker ? "blocker: " : f.severity == Severity::Warning ? "warning: " : "note:    ")
+      << f.message << "\n";
+  return s.str();
+}
+
+nlohmann::json PreflightReport::toJson() const {
+  nlohmann::json findingsJson = nlohmann::json::array();
+  for (const auto& f : findings)
+    findingsJson.push_back({{"severity", f.severity == Severity::Blocker ? "blocker" : f.severity == Severity::Warning ? "warning" : "info"},
+                            {"message", f.message}});
+  return {{"folder", folder}, {"ready", ready()}, {"architecture", architecture}, {"model_type", modelType},
+          {"head", head}, {"parameters", parameters}, {"layers", layers}, {"heads", heads}, {"kv_heads", kvHeads},
+          {"head_dim", headDim}, {"hidden_size", hiddenSize}, {"intermediate_size", intermediateSize},
+          {"positional", positional}, {"max_positions", maxPositions}, {"causal", causal}, {"tied_head", tiedHead},
+          {"vocab_config", configVocab}, {"embedding_rows", embeddingRows}, {"tokenizer", tokenizerKind},
+          {"tokenizer_vocab", tokenizerVocab}, {"dtype", dtype}, {"weights", weightsFile}, {"shards", shards},
+          {"converted_layers", convertedLayers}, {"unused_tensors", unusedTensors}, {"findings", findingsJson}};
+}
+
+}  // namespace hh::models

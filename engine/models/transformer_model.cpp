@@ -1,0 +1,133 @@
+#include "engine/models/transformer_model.h"
+
+#include <cmath>
+
+#include "engine/attention/softmax_attention.h"
+
+namespace hh::models {
+
+bool CaptureRequest::wants(int64_t layer) const {
+  return layers.empty() || std::find(layers.begin(), layers.end(), layer) != layers.end();
+}
+
+void TransformerModel::setAttentionPlan(const AttentionPlan& plan) {
+  if (!plan.layers.empty() && static_cast<int64_t>(plan.layers.size()) != config_.layers)
+    throw std::invalid_argument("attention plan has " + std::to_string(plan.layers.size()) + " layers, the model " +
+                                std::to_string(config_.layers));
+  for (size_t l = 0; l < linear_.size(); ++l)
+    if (linear_[l]) unregister_module("linear_attention_" + std::to_string(l));
+  linear_.assign(static_cast<size_t>(config_.layers), nullptr);
+  config_.plan = plan;
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    auto& spec = config_.plan.layers[l];
+    if (!spec.linear) continue;
+    spec.config.featureMap.heads = config_.heads;
+    spec.config.featureMap.headDim = config_.headDim;
+    spec.config.rule.causal = config_.causal;
+    if (!config_.causal && spec.config.rule.rule != attn::UpdateRule::Additive)
+      throw std::invalid_argument("layer " + std::to_string(l) + ": the " + attn::toString(spec.config.rule.rule) +
+                                  " rule is causal-only, and " + config_.modelType + " is bidirectional");
+    auto module = attn::LinearAttention(spec.config, config_.hiddenSize);
+    // Follow the model's device and dtype.
+    const auto params = parameters();
+    if (!params.empty()) module->to(params.front().device(), params.front().scalar_type());
+    linear_[l] = register_module("linear_attention_" + std::to_string(l), module);
+  }
+}
+
+attn::LinearAttention TransformerModel::linearAttention(int64_t layer) const {
+  if (layer < 0 || layer >= static_cast<int64_t>(linear_.size())) return nullptr;
+  return linear_[static_cast<size_t>(layer)];
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> TransformerModel::adapterTensors() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (size_t l = 0; l < linear_.size(); ++l) {
+    if (!linear_[l]) continue;
+    for (const auto& item : linear_[l]->named_parameters(true))
+      out.emplace_back("hedgehog.layers." + std::to_string(l) + "." + item.key(), item.value());
+    for (const auto& item : linear_[l]->named_buffers(true))
+      out.emplace_back("hedgehog.layers." + std::to_string(l) + "." + item.key(), item.value());
+  }
+  return out;
+}
+
+void TransformerModel::loadAdapters(WeightSource& source) {
+  torch::NoGradGuard noGrad;
+  for (auto& [name, tensor] : adapterTensors()) {
+    auto shape = tensor.sizes().vec();
+    auto loaded = source.take(name, shape, "the attention plan in config.json", tensor.scalar_type());
+    tensor.copy_(loaded);
+  }
+}
+
+int64_t TransformerModel::parameterCount() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+void TransformerModel::freezeAllBut(bool adapters) {
+  for (auto& p : parameters()) p.set_requires_grad(false);
+  if (adapters)
+    for (auto& [name, t] : adapterTensors())
+      if (t.is_floating_point() && name.find("projection") == std::string::npos) t.set_requires_grad(true);
+}
+
+TransformerModel::LayerContext TransformerModel::makeContext(const torch::Tensor& ids, const ForwardOptions& options,
+                                                             std::vector<LayerCapture>* captures) const {
+  LayerContext context;
+  context.options = &options;
+  context.captures = captures;
+  if (options.attentionMask.defined()) {
+    TORCH_CHECK(options.attentionMask.sizes() == ids.sizes(), "attention mask must be [B,T] like the ids");
+    context.keyMask = options.attentionMask.to(ids.device()).to(torch::kBool);
+  }
+  return context;
+}
+
+torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Tensor k, torch::Tensor v,
+                                       const torch::Tensor& hidden, const LayerContext& context) {
+  // q [B,H,T,D]; k, v [B,Hkv,T,D]
+  const int64_t groups = config_.heads / config_.kvHeads;
+  if (groups > 1) {  // GQA: kv head j serves query heads j*g .. (j+1)*g - 1
+    k = k.repeat_interleave(groups, 1);
+    v = v.repeat_interleave(groups, 1);
+  }
+  // softmaxWeights divides by sqrt(D); other scales are folded into q.
+  double scale = config_.attentionScale > 0 ? config_.attentionScale : 1.0 / std::sqrt(double(config_.headDim));
+  if (config_.scaleByInverseLayer) scale /= double(layer + 1);
+  const double qFactor = scale * std::sqrt(double(config_.headDim));
+  if (std::abs(qFactor - 1.0) > 1e-12) q = q * qFactor;
+
+  const auto& options = *context.options;
+  const auto* request = options.capture;
+  const bool capturing = request && request->wants(layer);
+  attn::LinearAttention linear = linear_.empty() ? attn::LinearAttention(nullptr) : linear_[static_cast<size_t>(layer)];
+  const bool useLinear = linear && !options.teacher;
+
+  torch::Tensor softmaxW, out;
+  if (!useLinear || (capturing && request->softmaxWeights)) {
+    softmaxW = attn::softmaxWeights(q, k, config_.causal, context.keyMask);  // [B,H,T,T], >= fp32
+    if (!useLinear) out = torch::matmul(softmaxW.to(v.scalar_type()), v);
+  }
+  if (useLinear) out = linear->forward(q, k, v, hidden, options.form, context.keyMask);
+
+  if (capturing) {
+    LayerCapture c;
+    c.layer = layer;
+    if (request->queriesKeys) {
+      c.queries = q.detach();
+      c.keys = k.detach();
+    }
+    if (request->softmaxWeights) c.softmaxWeights = softmaxW.detach();
+    if (linear && request->linearWeights) {
+      auto w = linear->weights(q, k, hidden, context.keyMask);
+      c.linearWeights = request->keepGraph ? w : w.detach();
+    }
+    context.captures->push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace hh::models

@@ -1,0 +1,107 @@
+// The interface every model family implements (GPT-2, BERT, Llama), and the per-layer attention
+// they share: each layer hands its q, k, v to attend(), which runs softmax or the layer's linear
+// attention according to the model's AttentionPlan, and records what a capture asked for.
+//
+// Shapes: B batch, T length, C hidden size, L layers, H query heads, H_kv key/value heads,
+// D head dim, V vocab.
+//   forward(ids [B, T] int64, options) -> logits [B, T, V] (LM heads) or [B, num_labels]
+//   (sequence classification), hidden [B, T, C] (after the final norm), captures per layer.
+// Converted layers and teacher mode: in "teacher" mode a converted layer still propagates the
+// softmax output (the frozen teacher's activations, as stage-1 distillation needs) and computes
+// its linear weights only for the capture; otherwise it propagates the linear output.
+#pragma once
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/attention/attention_types.h"
+#include "engine/attention/linear_attention.h"
+#include "engine/models/model_config.h"
+#include "engine/models/weight_source.h"
+
+namespace hh::models {
+
+// What to record per layer during a forward pass.
+struct CaptureRequest {
+  std::vector<int64_t> layers;   // empty = every layer
+  bool queriesKeys = false;      // q, k after projection (and RoPE), k expanded to H heads
+  bool softmaxWeights = true;    // [B, H, T, T], also for converted layers (the reference)
+  bool linearWeights = true;     // [B, H, T, T], converted layers only (quadratic form)
+  bool keepGraph = false;        // keep autograd history on linear weights (distillation)
+  bool wants(int64_t layer) const;
+};
+
+struct LayerCapture {
+  int64_t layer = -1;
+  torch::Tensor queries;         // [B, H, T, D]
+  torch::Tensor keys;            // [B, H, T, D]
+  torch::Tensor softmaxWeights;  // [B, H, T, T] (masked entries 0)
+  torch::Tensor linearWeights;   // [B, H, T, T] or undefined for softmax layers
+};
+
+struct ForwardOptions {
+  torch::Tensor attentionMask;   // [B, T], 1 = real token, 0 = padding (undefined = all real)
+  torch::Tensor tokenTypes;      // [B, T] int64 (BERT; undefined = zeros)
+  const CaptureRequest* capture = nullptr;
+  bool teacher = false;          // converted layers propagate softmax (see above)
+  attn::AttentionForm form = attn::AttentionForm::Chunked;  // linear layers' form
+};
+
+struct ModelOutput {
+  torch::Tensor logits;
+  torch::Tensor hidden;
+  std::vector<LayerCapture> captures;  // in layer order, only the requested layers
+};
+
+class TransformerModel : public torch::nn::Module {
+ public:
+  explicit TransformerModel(ModelConfig config) : config_(std::move(config)) {}
+  ~TransformerModel() override = default;
+
+  virtual ModelOutput forward(const torch::Tensor& ids, const ForwardOptions& options = {}) = 0;
+  // Copies every weight from `source` (shapes checked against the config; throws FormatError).
+  virtual void loadWeights(WeightSource& source) = 0;
+  // The weights under their Hugging Face names (Conv1D transposed back), for saving.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> exportWeights() const = 0;
+
+  const ModelConfig& config() const { return config_; }
+  int64_t layerCount() const { return config_.layers; }
+
+  // Replaces the per-layer attention: linear layers get a fresh LinearAttention (feature maps at
+  // their initialisation), softmax layers drop theirs. Heads, head dim and causality come from
+  // the model. Records the plan in config().plan.
+  void setAttentionPlan(const AttentionPlan& plan);
+  // The layer's linear attention, or nullptr for a softmax layer.
+  attn::LinearAttention linearAttention(int64_t layer) const;
+  // Trainable parameters of the linear attentions (feature maps, rule gates), HF-style names
+  // "hedgehog.layers.<i>.<param>"; what `saveAdapters` writes and stage 1 trains.
+  std::vector<std::pair<std::string, torch::Tensor>> adapterTensors() const;
+  // Loads adapter tensors written by adapterTensors() (from a converted folder or adapter file).
+  void loadAdapters(WeightSource& source);
+  int64_t parameterCount() const;
+  // Freezes (requires_grad = false) every parameter, then unfreezes the adapters if asked.
+  void freezeAllBut(bool adapters);
+
+ protected:
+  struct LayerContext {
+    const ForwardOptions* options = nullptr;
+    torch::Tensor keyMask;   // bool [B, T] or undefined
+    std::vector<LayerCapture>* captures = nullptr;
+  };
+  // q [B, H, T, D]; k, v [B, H_kv, T, D]; hidden [B, T, C] (gated rules). Returns [B, H, T, D].
+  // `scale` multiplies q.k (0 = 1/sqrt(D)).
+  torch::Tensor attend(int64_t layer, torch::Tensor q, torch::Tensor k, torch::Tensor v, const torch::Tensor& hidden,
+                       const LayerContext& context);
+  LayerContext makeContext(const torch::Tensor& ids, const ForwardOptions& options,
+                           std::vector<LayerCapture>* captures) const;
+
+  ModelConfig config_;
+  std::vector<attn::LinearAttention> linear_;  // [L], nullptr for softmax layers
+};
+
+using ModelPtr = std::shared_ptr<TransformerModel>;
+
+}  // namespace hh::models

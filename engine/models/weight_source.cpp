@@ -1,0 +1,111 @@
+#include "engine/models/weight_source.h"
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+namespace hh::models {
+namespace fs = std::filesystem;
+
+std::string shapeString(const std::vector<int64_t>& shape) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << "]";
+  return s.str();
+}
+
+bool isIgnoredBuffer(const std::string& name) {
+  auto endsWith = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return endsWith(".attn.bias") || endsWith(".attn.masked_bias") || endsWith("position_ids") ||
+         endsWith("rotary_emb.inv_freq");
+}
+
+WeightSource WeightSource::open(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    if (fs::is_regular_file(dir, ec)) {
+      io::refusePickle(dir);
+      return WeightSource(dir, io::ShardedSafetensors::open(dir));
+    }
+    throw io::FormatError(dir + ": no such model folder");
+  }
+  const fs::path base(dir);
+  for (const char* name : {"model.safetensors.index.json", "model.safetensors"}) {
+    if (fs::exists(base / name, ec)) {
+      const auto path = (base / name).string();
+      return WeightSource(path, io::ShardedSafetensors::open(path));
+    }
+  }
+  // Any other single .safetensors file (some exports name it differently).
+  std::vector<std::string> safetensors, pickles;
+  for (const auto& entry : fs::directory_iterator(base, ec)) {
+    const auto ext = entry.path().extension().string();
+    if (ext == ".safetensors") safetensors.push_back(entry.path().string());
+    if (ext == ".bin" || ext == ".pt" || ext == ".pth" || ext == ".ckpt") pickles.push_back(entry.path().string());
+  }
+  if (safetensors.size() == 1) return WeightSource(safetensors[0], io::ShardedSafetensors::open(safetensors[0]));
+  if (!pickles.empty()) io::refusePickle(pickles.front());  // throws with the conversion hint
+  if (safetensors.size() > 1)
+    throw io::FormatError(dir + ": several .safetensors files and no model.safetensors.index.json to say which is the model");
+  throw io::FormatError(dir + ": no model.safetensors (or model.safetensors.index.json) in this folder");
+}
+
+std::string WeightSource::detectPrefix(const std::string& anchor, const std::vector<std::string>& candidates) {
+  std::string tried;
+  for (const auto& p : candidates) {
+    if (file_.contains(p + anchor)) {
+      prefix_ = p;
+      return p;
+    }
+    tried += (tried.empty() ? "\"" : ", \"") + p + anchor + "\"";
+  }
+  throw io::FormatError(path_ + ": missing tensor " + tried +
+                        " (is this checkpoint of the architecture its config.json names?)");
+}
+
+torch::Tensor WeightSource::takeOptional(const std::string& name, const std::vector<int64_t>& shape,
+                                         const std::string& what, torch::ScalarType dtype) {
+  if (!file_.contains(name)) return {};
+  const auto& info = file_.info(name);
+  if (info.shape != shape)
+    throw io::FormatError(path_ + ": tensor \"" + name + "\" has shape " + shapeString(info.shape) + ", the config implies " +
+                          shapeString(shape) + (what.empty() ? "" : " (" + what + ")"));
+  if (info.dtype != "F32" && info.dtype != "F16" && info.dtype != "BF16" && info.dtype != "F64")
+    throw io::FormatError(path_ + ": tensor \"" + name + "\" has dtype " + info.dtype +
+                          ", a weight must be F32, F16, BF16 or F64");
+  used_.insert(name);
+  return file_.tensor(name, dtype);
+}
+
+torch::Tensor WeightSource::take(const std::string& name, const std::vector<int64_t>& shape, const std::string& what,
+                                 torch::ScalarType dtype) {
+  auto t = takeOptional(name, shape, what, dtype);
+  if (!t.defined())
+    throw io::FormatError(path_ + ": missing tensor \"" + name + "\"" + (what.empty() ? "" : " (" + what + ")"));
+  return t;
+}
+
+std::vector<std::string> WeightSource::unused() const {
+  std::vector<std::string> out;
+  for (const auto& name : file_.names())
+    if (!used_.count(name) && !isIgnoredBuffer(name)) out.push_back(name);
+  return out;
+}
+
+std::string WeightSource::dominantDtype() const {
+  std::map<std::string, uint64_t> bytes;
+  for (const auto& name : file_.names()) {
+    const auto& info = file_.info(name);
+    if (info.dtype[0] == 'F' || info.dtype == "BF16") bytes[info.dtype] += info.size;
+  }
+  std::string best = "F32";
+  uint64_t most = 0;
+  for (const auto& [dtype, n] : bytes)
+    if (n > most) most = n, best = dtype;
+  return best;
+}
+
+}  // namespace hh::models
