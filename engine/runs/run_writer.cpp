@@ -1,0 +1,483 @@
+// RunWriter (see run_writer.h; schema in docs/run_file.md). Every appendable group holds `time`
+// (float64, Unix seconds, fill NaN), `step` (int64) and its payload columns, all with the same row
+// count. HDF5 may write extents and chunks of rows appended since the last flush in any order, so
+// a flush is two-phase: H5Fflush (all rows so far reach the file), then the row count of every
+// group goes into /committed_rows [G] and a second H5Fflush. The counts can only reach the file
+// after the rows they count, so readers that stop at them never see a half-written row.
+#include "engine/runs/run_writer.h"
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "engine/runs/h5_support.h"
+
+namespace hh::runs {
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
+constexpr int64_t kMinusOne = -1;
+constexpr hsize_t kRows1d = 512;  // chunk rows of 1-D columns
+
+// One appendable group: time, step and payload columns.
+struct Rows {
+  h5::Hid group;
+  h5::Column time, step;
+  std::vector<h5::Column> data;
+};
+
+struct Payload {
+  std::string name;
+  hid_t fileType, memType;
+  std::vector<hsize_t> row;
+  hsize_t chunkRows;
+  const void* fill;
+};
+
+Rows makeRows(h5::Hid group, const std::vector<Payload>& payload, const std::string& path) {
+  Rows r;
+  for (const auto& p : payload)
+    r.data.push_back(h5::createColumn(group, p.name, p.fileType, p.memType, p.row, p.chunkRows, p.fill, path));
+  r.step = h5::createColumn(group, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, {}, kRows1d, nullptr, path);
+  r.time = h5::createColumn(group, "time", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {}, kRows1d, &kNaN, path);
+  h5::setAttr(r.time.id, "units", std::string("s"), path);
+  h5::setAttr(r.time.id, "long_name", std::string("wall-clock time, seconds since 1970-01-01T00:00:00Z"), path);
+  r.group = std::move(group);
+  return r;
+}
+
+void setNxData(hid_t group, const std::string& signal, const std::vector<std::string>& axes, const std::string& path) {
+  h5::setAttr(group, "NX_class", std::string("NXdata"), path);
+  h5::setAttr(group, "signal", signal, path);
+  h5::setAttr(group, "axes", axes, path);
+}
+
+void setUnits(hid_t group, const std::string& dataset, const std::string& units, const std::string& longName,
+              const std::string& path) {
+  h5::Hid d(H5Dopen2(group, dataset.c_str(), H5P_DEFAULT));
+  h5::check(d.get(), path, "cannot open dataset '" + dataset + "'");
+  if (!units.empty()) h5::setAttr(d, "units", units, path);
+  if (!longName.empty()) h5::setAttr(d, "long_name", longName, path);
+}
+
+void writePairs(hid_t group, const std::vector<LayerHead>& pairs, const std::string& path) {
+  // pairs: [P, 2] int64 (layer, head)
+  std::vector<int64_t> flat;
+  for (const auto& p : pairs) flat.insert(flat.end(), {p.layer, p.head});
+  h5::writeFixed(group, "pairs", H5T_STD_I64LE, H5T_NATIVE_INT64, {pairs.size(), 2}, flat.data(), path);
+}
+
+void writeIndex(hid_t group, const std::string& name, const std::vector<int64_t>& values, const std::string& path) {
+  h5::writeFixed(group, name, H5T_STD_I64LE, H5T_NATIVE_INT64, {values.size()}, values.data(), path);
+}
+
+std::vector<int64_t> iota(int n) {
+  std::vector<int64_t> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+std::vector<char> fixedText(const std::string& text, size_t bytes) {
+  std::vector<char> buffer(bytes, '\0');
+  const std::string cut = h5::fitUtf8(text, bytes);
+  std::copy(cut.begin(), cut.end(), buffer.begin());
+  return buffer;
+}
+}  // namespace
+
+struct RunWriter::Impl {
+  std::string path;
+  RunHeader header;
+  RunWriterOptions options;
+  h5::Hid file;
+  int lockFd = -1;
+  h5::Hid statusType = h5::stringType(kStatusBytes), messageType = h5::stringType(kMessageBytes),
+          logType = h5::stringType(kLogLineBytes), pathType = h5::stringType(kPathBytes);
+  std::map<std::string, Rows> scalars, tables, weights;
+  Rows snapshots, curves, logLines, status, exports;
+  RunStatus current = RunStatus::Running;
+  int64_t lastStep = -1;
+  int64_t flushes = 0;
+  int appendsSinceFlush = 0;
+  double lastFlush = 0.0;
+
+  ~Impl() {
+    h5::Quiet quiet;
+    try {
+      closeFile();
+    } catch (...) {  // a destructor reports nothing; close() is the checked path
+    }
+  }
+
+  void closeFile() {
+    order.clear();
+    committed.reset();
+    scalars.clear();
+    tables.clear();
+    weights.clear();
+    snapshots = Rows{};
+    curves = Rows{};
+    logLines = Rows{};
+    status = Rows{};
+    exports = Rows{};
+    const bool ok = !file.valid() || H5Fclose(file.release()) >= 0;
+    h5::unlockWriter(lockFd);
+    lockFd = -1;
+    if (!ok) h5::fail(path, "cannot close the file");
+  }
+
+  void requireOpen() const {
+    if (!file.valid()) throw std::logic_error("run writer: '" + path + "' is closed");
+  }
+
+  void append(Rows& rows, int64_t step, const std::vector<const void*>& payload) {
+    for (size_t i = 0; i < payload.size(); ++i) h5::appendRow(rows.data[i], payload[i], path);
+    h5::appendRow(rows.step, &step, path);
+    const double now = unixNow();
+    h5::appendRow(rows.time, &now, path);
+  }
+
+  void appended(int64_t step) {
+    lastStep = std::max(lastStep, step);
+    ++appendsSinceFlush;
+    const FlushPolicy& f = options.flush;
+    if ((f.everyAppends > 0 && appendsSinceFlush >= f.everyAppends) ||
+        (f.everySeconds > 0 && unixNow() - lastFlush >= f.everySeconds))
+      flush();
+  }
+
+  // Appendable groups in /committed_rows order, with their paths.
+  std::vector<std::pair<std::string, Rows*>> order;
+  h5::Hid committed;  // /committed_rows: int64 [G]
+
+  void flush() {
+    h5::check(H5Fflush(file, H5F_SCOPE_GLOBAL), path, "cannot flush");
+    std::vector<int64_t> counts;
+    for (const auto& entry : order) counts.push_back(int64_t(entry.second->time.rows));
+    h5::check(H5Dwrite(committed, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, counts.data()), path,
+              "cannot write /committed_rows");
+    h5::check(H5Fflush(file, H5F_SCOPE_GLOBAL), path, "cannot flush");
+    ++flushes;
+    appendsSinceFlush = 0;
+    lastFlush = unixNow();
+  }
+
+  void appendStatus(RunStatus s, const std::string& message) {
+    const std::vector<char> state = fixedText(statusName(s), kStatusBytes), text = fixedText(message, kMessageBytes);
+    append(status, lastStep, {state.data(), text.data()});
+  }
+
+  void build();
+};
+
+void RunWriter::Impl::build() {
+  const RunLayout& layout = header.layout;
+  const std::string& p = path;
+  h5::Hid root(H5Gopen2(file, "/", H5P_DEFAULT));
+  h5::setAttr(root, "NX_class", std::string("NXroot"), p);
+  h5::setAttr(root, "schema_version", int64_t{kSchemaVersion}, p);
+  h5::setAttr(root, "format", std::string("hedgehog-run"), p);
+  h5::setAttr(root, "run_id", header.runId, p);
+  h5::setAttr(root, "kind", header.kind, p);
+  h5::setAttr(root, "config", header.configJson, p);
+  h5::setAttr(root, "engine_version", header.engineVersion, p);
+  h5::setAttr(root, "device", header.device, p);
+  h5::setAttr(root, "start_time", header.startTime, p);
+  h5::setAttr(root, "start_time_unix", header.startTimeUnix, p);
+  h5::setAttr(root, "file_time", header.startTime, p);
+  h5::setAttr(root, "creator", "Hedgehog Workbench " + header.engineVersion, p);
+  h5::setAttr(root, "HDF5_Version", std::string(H5_VERS_INFO), p);
+  if (!layout.scalars.empty()) h5::setAttr(root, "default", "scalars/" + layout.scalars[0].name, p);
+
+  // /scalars/NAME: time [N], step [N], value [N] float64
+  h5::Hid scalarsGroup = h5::createGroup(file, "scalars", p);
+  h5::setAttr(scalarsGroup, "NX_class", std::string("NXcollection"), p);
+  for (const auto& s : layout.scalars) {
+    h5::Hid g = h5::createGroup(scalarsGroup, s.name, p);
+    setNxData(g, "value", {"step"}, p);
+    Rows rows = makeRows(std::move(g), {{"value", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {}, kRows1d, &kNaN}}, p);
+    setUnits(rows.group, "value", s.units, s.name, p);
+    scalars.emplace(s.name, std::move(rows));
+  }
+
+  // /tables/NAME: value [N, L, H] float64; layer [L], head [H] index axes
+  h5::Hid tablesGroup = h5::createGroup(file, "tables", p);
+  h5::setAttr(tablesGroup, "NX_class", std::string("NXcollection"), p);
+  h5::setAttr(tablesGroup, "layers", int64_t{layout.layers}, p);
+  h5::setAttr(tablesGroup, "heads", int64_t{layout.heads}, p);
+  const std::vector<hsize_t> lh = {hsize_t(layout.layers), hsize_t(layout.heads)};
+  for (const auto& t : layout.tables) {
+    h5::Hid g = h5::createGroup(tablesGroup, t.name, p);
+    setNxData(g, "value", {"step", "layer", "head"}, p);
+    writeIndex(g, "layer", iota(layout.layers), p);
+    writeIndex(g, "head", iota(layout.heads), p);
+    const hsize_t chunk = std::max<hsize_t>(1, 8192 / (lh[0] * lh[1]));
+    Rows rows = makeRows(std::move(g), {{"value", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, lh, chunk, &kNaN}}, p);
+    setUnits(rows.group, "value", t.units, t.name, p);
+    tables.emplace(t.name, std::move(rows));
+  }
+
+  // /snapshots: softmax, linear [N, P, S, S] float32; pairs [P, 2]; tokens [T]; query/key_edge [S + 1]
+  if (layout.snapshots.enabled()) {
+    const SnapshotSpec& sp = layout.snapshots;
+    const hsize_t s = sp.storedSize(), np = sp.pairs.size();
+    h5::Hid g = h5::createGroup(file, "snapshots", p);
+    setNxData(g, "softmax", {"step", ".", "query_edge", "key_edge"}, p);
+    h5::setAttr(g, "auxiliary_signals", std::vector<std::string>{"linear"}, p);
+    h5::setAttr(g, "token_count", int64_t{sp.tokenCount()}, p);
+    h5::setAttr(g, "size", int64_t(s), p);
+    h5::setAttr(g, "pooling", std::string("mean over token blocks [edge[i], edge[i+1])"), p);
+    writePairs(g, sp.pairs, p);
+    h5::writeStrings(g, "tokens", sp.tokens, p);
+    std::vector<int64_t> edges;
+    for (int e : poolEdges(sp.tokenCount(), int(s))) edges.push_back(e);
+    writeIndex(g, "query_edge", edges, p);
+    writeIndex(g, "key_edge", edges, p);
+    snapshots = makeRows(std::move(g),
+                         {{"softmax", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {np, s, s}, 1, &kNaNf},
+                          {"linear", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {np, s, s}, 1, &kNaNf}},
+                         p);
+  }
+
+  // /curves: bin_center, mean, stddev [N, P, B] float64, count [N, P, B] int64; pairs [P, 2]
+  if (layout.curves.enabled()) {
+    const hsize_t np = layout.curves.pairs.size(), b = layout.curves.bins;
+    const hsize_t chunk = std::max<hsize_t>(1, 8192 / (np * b));
+    h5::Hid g = h5::createGroup(file, "curves", p);
+    setNxData(g, "mean", {"step", ".", "."}, p);
+    h5::setAttr(g, "auxiliary_signals", std::vector<std::string>{"stddev", "bin_center", "count"}, p);
+    writePairs(g, layout.curves.pairs, p);
+    curves = makeRows(std::move(g),
+                      {{"bin_center", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {np, b}, chunk, &kNaN},
+                       {"mean", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {np, b}, chunk, &kNaN},
+                       {"stddev", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {np, b}, chunk, &kNaN},
+                       {"count", H5T_STD_I64LE, H5T_NATIVE_INT64, {np, b}, chunk, &kMinusOne}},
+                      p);
+    setUnits(curves.group, "bin_center", "", "scaled dot product q.k/sqrt(d) at the bin centre", p);
+    setUnits(curves.group, "mean", "", "mean attention weight in the bin", p);
+  }
+
+  // /weights/NAME: value [N, shape...] float32
+  h5::Hid weightsGroup = h5::createGroup(file, "weights", p);
+  h5::setAttr(weightsGroup, "NX_class", std::string("NXcollection"), p);
+  for (const auto& w : layout.weights) {
+    h5::Hid g = h5::createGroup(weightsGroup, w.name, p);
+    std::vector<std::string> axes = {"step"};
+    std::vector<hsize_t> shape;
+    for (int64_t d : w.shape) {
+      shape.push_back(hsize_t(d));
+      axes.push_back(".");
+    }
+    setNxData(g, "value", axes, p);
+    weights.emplace(w.name,
+                    makeRows(std::move(g), {{"value", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, shape, 1, &kNaNf}}, p));
+  }
+
+  // /log: text [N] S512; /status: state [N] S16, message [N] S1024; /export: path [N] S4096
+  h5::Hid g = h5::createGroup(file, "log", p);
+  h5::setAttr(g, "NX_class", std::string("NXcollection"), p);
+  logLines = makeRows(std::move(g), {{"text", logType, logType, {}, 64, nullptr}}, p);
+  g = h5::createGroup(file, "status", p);
+  h5::setAttr(g, "NX_class", std::string("NXcollection"), p);
+  status = makeRows(std::move(g), {{"state", statusType, statusType, {}, 16, nullptr},
+                                   {"message", messageType, messageType, {}, 16, nullptr}}, p);
+  g = h5::createGroup(file, "export", p);
+  h5::setAttr(g, "NX_class", std::string("NXcollection"), p);
+  exports = makeRows(std::move(g), {{"path", pathType, pathType, {}, 4, nullptr}}, p);
+
+  // /committed_rows: int64 [G], complete rows per group; `groups` [G] names them.
+  for (auto* m : {&scalars, &tables, &weights})
+    for (auto& [name, rows] : *m)
+      order.emplace_back((m == &scalars ? "scalars/" : m == &tables ? "tables/" : "weights/") + name, &rows);
+  if (layout.snapshots.enabled()) order.emplace_back("snapshots", &snapshots);
+  if (layout.curves.enabled()) order.emplace_back("curves", &curves);
+  order.emplace_back("log", &logLines);
+  order.emplace_back("status", &status);
+  order.emplace_back("export", &exports);
+  std::vector<std::string> names;
+  for (const auto& entry : order) names.push_back(entry.first);
+  const hsize_t groups = order.size();
+  h5::Hid space(H5Screate_simple(1, &groups, &groups));
+  h5::Hid dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  h5::check(H5Pset_chunk(dcpl, 1, &groups), p, "cannot set chunking of /committed_rows");
+  committed = h5::Hid(H5Dcreate2(file, "committed_rows", H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  h5::check(committed.get(), p, "cannot create /committed_rows");
+  h5::setAttr(committed, "groups", names, p);
+  h5::setAttr(committed, "long_name", std::string("rows of each group that are complete in the file"), p);
+}
+
+RunWriter RunWriter::create(const std::string& path, const RunHeader& header, const RunWriterOptions& options) {
+  validateLayout(header.layout);
+  h5::Quiet quiet;
+  std::error_code ec;
+  if (!options.overwrite && std::filesystem::exists(path, ec))
+    throw RunFileError("run file '" + path + "': already exists (pass overwrite to replace it)");
+  RunWriter writer;
+  auto& impl = *writer.impl_;
+  impl.path = path;
+  impl.header = header;
+  impl.options = options;
+  if (impl.header.startTimeUnix == 0.0) impl.header.startTimeUnix = unixNow();
+  if (impl.header.startTime.empty()) impl.header.startTime = isoTimeUtc(impl.header.startTimeUnix);
+  impl.lastFlush = unixNow();
+
+  h5::Hid fapl(H5Pcreate(H5P_FILE_ACCESS));
+  h5::check(H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), path, "cannot request the latest format");
+  impl.file = h5::Hid(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
+  h5::check(impl.file.get(), path, "cannot create the file");
+  try {
+    impl.build();
+    impl.appendStatus(RunStatus::Running, "");
+    h5::check(H5Fstart_swmr_write(impl.file), path, "cannot start SWMR writing");
+    impl.lockFd = h5::lockAsWriter(path);
+    impl.flush();
+  } catch (...) {
+    try {
+      impl.closeFile();
+    } catch (...) {
+    }
+    std::filesystem::remove(path, ec);
+    throw;
+  }
+  return writer;
+}
+
+RunWriter::RunWriter() : impl_(std::make_unique<Impl>()) {}
+RunWriter::RunWriter(RunWriter&&) noexcept = default;
+RunWriter& RunWriter::operator=(RunWriter&&) noexcept = default;
+RunWriter::~RunWriter() = default;
+
+void RunWriter::appendScalars(int64_t step, const std::map<std::string, double>& values) {
+  h5::Quiet quiet;
+  impl_->requireOpen();
+  for (const auto& [name, value] : values)
+    if (!impl_->scalars.count(name))
+      throw std::invalid_argument("run writer: scalar '" + name + "' is not in the layout");
+  for (const auto& [name, value] : values) impl_->append(impl_->scalars.at(name), step, {&value});
+  impl_->appended(step);
+}
+
+void RunWriter::appendScalar(int64_t step, const std::string& name, double value) {
+  appendScalars(step, {{name, value}});
+}
+
+void RunWriter::appendTable(int64_t step, const std::string& name, const std::vector<double>& values) {
+  h5::Quiet quiet;
+  impl_->requireOpen();
+  auto it = impl_->tables.find(name);
+  if (it == impl_->tables.end()) throw std::invalid_argument("run writer: table '" + name + "' is not in the layout");
+  const size_t want = it->second.data[0].rowElements();
+  if (values.size() != want)
+    throw std::invalid_argument("run writer: table '" + name + "' needs " + std::to_string(want) + " values [L, H], got " +
+                                std::to_string(values.size()));
+  impl_->append(it->second, step, {values.data()});
+  impl_->appended(step);
+}
+
+void RunWriter::appendSnapshot(int64_t step, const std::vector<float>& softmax, const std::vector<float>& linear) {
+  h5::Quiet quiet;
+  impl_->requireOpen();
+  const SnapshotSpec& spec = impl_->header.layout.snapshots;
+  if (!spec.enabled()) throw std::invalid_argument("run writer: the layout declares no snapshots");
+  const size_t np = spec.pairs.size(), s = spec.storedSize(), t = spec.tokenCount();
+  auto fit = [&](const std::vector<float>& maps, const char* which) {
+    if (maps.size() == np * s * s) return maps;
+    if (maps.size() == np * t * t) return poolMaps(maps, int(np), int(t), int(s));
+    throw std::invalid_argument(std::string("run writer: snapshot '") + which + "' needs [P, S, S] = " +
+                                std::to_string(np * s * s) + " or [P, T, T] = " + std::to_string(np * t * t) +
+                                " values, got " + std::to_string(maps.size()));
+  };
+  const std::vector<float> soft = fit(softmax, "softmax");
+  const std::vector<float> lin = linear.empty() ? std::vector<float>(np * s * s, kNaNf) : fit(linear, "linear");
+  impl_->append(impl_->snapshots, step, {soft.data(), lin.data()});
+  impl_->appended(step);
+}
+
+void RunWriter::appendCurves(int64_t step, const std::vector<CurveRow>& curves) {
+  h5::Quiet quiet;
+  impl_->requireOpen();
+  const CurveSpec& spec = impl_->header.layout.curves;
+  if (!spec.enabled()) throw std::invalid_argument("run writer: the layout declares no curves");
+  const size_t b = spec.bins;
+  if (curves.size() != spec.pairs.size())
+    throw std::invalid_argument("run writer: curves need " + std::to_string(spec.pairs.size()) + " entries (one per pair), got " +
+                                std::to_string(curves.size()));
+  std::vector<double> centers, means, stds;
+  std::vector<int64_t> counts;
+  for (const auto& c : curves) {
+    if (c.binCenters.size() != b || c.mean.size() != b || c.stddev.size() != b || (!c.count.empty() && c.count.size() != b))
+      throw std::invalid_argument("run writer: every curve needs " + std::to_string(b) + " bins");
+    centers.insert(centers.end(), c.binCenters.begin(), c.binCenters.end());
+    means.insert(means.end(), c.mean.begin(), c.mean.end());
+    stds.insert(stds.end(), c.stddev.begin(), c.stddev.end());
+    if (c.count.empty())
+      counts.insert(counts.end(), b, -1);
+    else
+      counts.insert(counts.end(), c.count.begin(), c.count.end());
+  }
+  impl_->append(impl_->curves, step, {centers.data(), means.data(), stds.data(), counts.data()});
+  impl_->appended(step);
+}
+
+void RunWriter::appendWeights(int64_t step, const std::map<std::string, std::vector<float>>& tensors) {
+  h5::Quiet quiet;
+  impl_->requireOpen();
+  for (const auto& [name, values] : tensors) {
+    auto it = impl_->weights.find(name);
+    if (it == impl_->weights.end()) throw std::invalid_argument("run writer: weight '" + name + "' is not in the layout");
+    const size_t want = it->second.data[0].rowElements();
+    if (values.size() != want)
+      throw std::invalid_argument("run writer: weight '" + name + "' needs " + std::to_string(want) + " values, got " +
+                                  std::to_string(values.size()));
+  }
+  for (const auto& [name, values] : tensors) impl_->append(impl_->weights.at(name), step, {values.data()});
+  impl_->appended(step);
+}
+
+void RunWriter::log(const std::string& line, int64_t step) {
+  h5::Quiet quiet;
+  impl_->requireOpen();
+  const std::vector<char> text = fixedText(line, kLogLineBytes);
+  impl_->append(impl_->logLines, step, {text.data()});
+  impl_->appended(step);
+}
+
+void RunWriter::setStatus(RunStatus status, const std::string& message) {
+  h5::Quiet quiet;
+  impl_->requireOpen();
+  if (isTerminal(impl_->current))
+    throw std::logic_error(std::string("run writer: status is already ") + statusName(impl_->current) +
+                           ", cannot change it to " + statusName(status));
+  impl_->appendStatus(status, message);
+  impl_->current = status;
+  impl_->flush();
+}
+
+void RunWriter::setFinal(const std::string& exportPath, int64_t step) {
+  h5::Quiet quiet;
+  impl_->requireOpen();
+  const std::vector<char> text = fixedText(exportPath, kPathBytes);
+  impl_->append(impl_->exports, step, {text.data()});
+  impl_->flush();
+}
+
+void RunWriter::flush() {
+  h5::Quiet quiet;
+  impl_->requireOpen();
+  impl_->flush();
+}
+
+void RunWriter::close() {
+  if (!impl_ || !impl_->file.valid()) return;
+  h5::Quiet quiet;
+  impl_->flush();
+  impl_->closeFile();
+}
+
+bool RunWriter::isOpen() const { return impl_ && impl_->file.valid(); }
+const std::string& RunWriter::path() const { return impl_->path; }
+RunStatus RunWriter::status() const { return impl_->current; }
+int64_t RunWriter::flushCount() const { return impl_->flushes; }
+
+}  // namespace hh::runs
