@@ -1,11 +1,14 @@
-// Shared by the engine.runs suites: a scratch folder, a sample layout, and the values a test
-// writer appends at each step (pure functions of the step, so a reader can check any row).
+// Shared by the engine.runs suites: a scratch folder, a sample layout, the values a test writer
+// appends at each step (pure functions of the step, so a reader can check any row), and small
+// helpers for expected exceptions and raw file bytes.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -94,6 +97,38 @@ inline std::vector<float> weightAt(int64_t step, size_t n) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = float(step) * 0.25f - float(i);
   return v;
+}
+
+inline bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+// "!" + the message of the exception of type E that fn throws; "" if it throws nothing or another type.
+template <typename E>
+std::string errorOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return std::string("!") + e.what();
+  } catch (...) {
+    return {};
+  }
+  return {};
+}
+
+// Verifies that `expr` throws E with `needle` in its message.
+#define QVERIFY_THROWS(E, expr, needle)                                                  \
+  do {                                                                                   \
+    const std::string hhMsg = errorOf<E>([&] { expr; });                                 \
+    QVERIFY2(!hhMsg.empty() && has(hhMsg, needle), (std::string(#expr) + " -> '" + hhMsg + "'").c_str()); \
+  } while (0)
+
+inline void writeBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+inline std::string readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 }  // namespace hh::runs::testing
