@@ -25,7 +25,9 @@ hid_t Hid::release() {
 
 void Hid::reset() {
   if (id_ >= 0) {
-    H5E_BEGIN_TRY { H5Idec_ref(id_); }
+    H5E_BEGIN_TRY {
+      H5Idec_ref(id_);
+    }
     H5E_END_TRY;
   }
   id_ = H5I_INVALID_HID;
@@ -36,7 +38,9 @@ Quiet::Quiet() {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
 }
 
-Quiet::~Quiet() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+Quiet::~Quiet() {
+  H5Eset_auto2(H5E_DEFAULT, func_, data_);
+}
 
 std::string takeErrorStack() {
   std::vector<std::string> reasons;
@@ -124,7 +128,9 @@ void setAttr(hid_t obj, const std::string& name, double value, const std::string
   writeAttr(obj, name, H5T_NATIVE_DOUBLE, space, &value, path);
 }
 
-bool hasAttr(hid_t obj, const std::string& name) { return H5Aexists(obj, name.c_str()) > 0; }
+bool hasAttr(hid_t obj, const std::string& name) {
+  return H5Aexists(obj, name.c_str()) > 0;
+}
 
 std::string stringAttr(hid_t obj, const std::string& name, const std::string& path) {
   Hid attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT));
@@ -188,7 +194,9 @@ double doubleAttr(hid_t obj, const std::string& name, const std::string& path) {
   return numberAttr<double>(obj, name, H5T_NATIVE_DOUBLE, path);
 }
 
-bool exists(hid_t loc, const std::string& name) { return H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0; }
+bool exists(hid_t loc, const std::string& name) {
+  return H5Lexists(loc, name.c_str(), H5P_DEFAULT) > 0;
+}
 
 Hid createGroup(hid_t loc, const std::string& name, const std::string& path) {
   Hid gcpl(H5Pcreate(H5P_GROUP_CREATE));
@@ -338,7 +346,8 @@ std::vector<std::string> readStrings(const Column& column, hsize_t first, hsize_
 
 void writeFixed(hid_t loc, const std::string& name, hid_t fileType, hid_t memType, const std::vector<hsize_t>& dims,
                 const void* data, const std::string& path) {
-  Hid space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Hid space(dims.empty() ? H5Screate(H5S_SCALAR)
+                         : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
   Hid dset(H5Dcreate2(loc, name.c_str(), fileType, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   check(dset.get(), path, "cannot create dataset '" + name + "'");
   check(H5Dwrite(dset, memType, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, "cannot write dataset '" + name + "'");
@@ -364,7 +373,8 @@ std::vector<char> readFixed(hid_t loc, const std::string& name, hid_t memType, s
   H5Sget_simple_extent_dims(space, dims.data(), nullptr);
   const hssize_t n = H5Sget_simple_extent_npoints(space);
   std::vector<char> buffer(static_cast<size_t>(n) * H5Tget_size(memType));
-  if (n > 0) check(H5Dread(dset, memType, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()), path, "cannot read '" + name + "'");
+  if (n > 0)
+    check(H5Dread(dset, memType, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()), path, "cannot read '" + name + "'");
   return buffer;
 }
 

@@ -80,16 +80,16 @@ double doubleAttr(hid_t obj, const std::string& name, const std::string& path);
 bool exists(hid_t loc, const std::string& name);
 Hid createGroup(hid_t loc, const std::string& name, const std::string& path);  // tracks creation order
 Hid openGroup(hid_t loc, const std::string& name, const std::string& path);
-std::vector<std::string> childNames(hid_t group, const std::string& path);    // in creation order
+std::vector<std::string> childNames(hid_t group, const std::string& path);  // in creation order
 
 // One extendable dataset: dims [rows, row...], max [unlimited, row...], chunked.
 struct Column {
   Hid id;
   hid_t memType = H5I_INVALID_HID;  // in-memory element type (native, or ownedType)
-  Hid ownedType;                     // string types
-  std::vector<hsize_t> row;          // dims of one row
-  hsize_t rows = 0;                  // rows written (writer) or visible (reader)
-  std::string name;                  // path inside the file, for messages
+  Hid ownedType;                    // string types
+  std::vector<hsize_t> row;         // dims of one row
+  hsize_t rows = 0;                 // rows written (writer) or visible (reader)
+  std::string name;                 // path inside the file, for messages
   size_t rowElements() const;
   size_t elementBytes() const { return H5Tget_size(memType); }
 };
@@ -127,7 +127,7 @@ namespace hh::runs::h5 {
 // holds an open-file-description read lock on one byte far past the end of the file, released by
 // the kernel when the writer closes or dies. Advisory, never touches data.
 constexpr long long kWriterLockOffset = 1LL << 62;
-int lockAsWriter(const std::string& path);   // returns the fd holding the lock, or -1
+int lockAsWriter(const std::string& path);  // returns the fd holding the lock, or -1
 void unlockWriter(int fd);
 bool writerLockHeld(const std::string& path);  // false when nobody holds it or it cannot be told
 }  // namespace hh::runs::h5

@@ -24,13 +24,15 @@ void checkPairs(const std::string& what, const std::vector<LayerHead>& pairs, co
     const bool outside = layout.layers > 0 && layout.heads > 0 && (p.layer >= layout.layers || p.head >= layout.heads);
     if (negative || outside)
       throw std::invalid_argument("run layout: " + what + " pair (layer " + std::to_string(p.layer) + ", head " +
-                                  std::to_string(p.head) + ") is outside " + std::to_string(layout.layers) + " layers x " +
-                                  std::to_string(layout.heads) + " heads");
+                                  std::to_string(p.head) + ") is outside " + std::to_string(layout.layers) +
+                                  " layers x " + std::to_string(layout.heads) + " heads");
   }
 }
 }  // namespace
 
-const char* statusName(RunStatus status) { return kStatusNames[static_cast<int>(status)]; }
+const char* statusName(RunStatus status) {
+  return kStatusNames[static_cast<int>(status)];
+}
 
 RunStatus parseStatus(const std::string& name) {
   for (int i = 0; i < 4; ++i)
@@ -64,8 +66,8 @@ void validateLayout(const RunLayout& layout) {
     const int t = snap.tokenCount(), s = snap.storedSize();
     if (t < 1) throw std::invalid_argument("run layout: snapshots need at least one probe token");
     if (s < 1 || s > t)
-      throw std::invalid_argument("run layout: snapshot size S = " + std::to_string(s) + " must be in [1, T = " +
-                                  std::to_string(t) + "]");
+      throw std::invalid_argument("run layout: snapshot size S = " + std::to_string(s) +
+                                  " must be in [1, T = " + std::to_string(t) + "]");
   }
   if (layout.curves.enabled()) {
     checkPairs("curve", layout.curves.pairs, layout);

@@ -30,9 +30,11 @@ class RunFileError : public std::runtime_error {
 };
 
 enum class RunStatus { Running, Completed, Failed, Cancelled };
-const char* statusName(RunStatus status);            // "running", "completed", ...
-RunStatus parseStatus(const std::string& name);      // throws std::invalid_argument
-inline bool isTerminal(RunStatus s) { return s != RunStatus::Running; }
+const char* statusName(RunStatus status);        // "running", "completed", ...
+RunStatus parseStatus(const std::string& name);  // throws std::invalid_argument
+inline bool isTerminal(RunStatus s) {
+  return s != RunStatus::Running;
+}
 
 // A named series with optional units (HDF5 `units` attribute on its values).
 struct SeriesSpec {
@@ -57,7 +59,7 @@ struct SnapshotSpec {
   int size = 0;                     // S; 0 = min(T, kDefaultMaxSnapshotSize)
   bool enabled() const { return !pairs.empty(); }
   int tokenCount() const { return static_cast<int>(tokens.size()); }
-  int storedSize() const;           // S after resolving 0
+  int storedSize() const;  // S after resolving 0
 };
 
 // Monotonicity curves (hh::metrics::monotonicityCurve) for chosen pairs, B bins each.
@@ -88,8 +90,8 @@ struct RunLayout {
 
 struct RunHeader {
   std::string runId;
-  std::string kind;            // distill, finetune, evaluate, train, ...
-  std::string configJson;      // the full job config
+  std::string kind;        // distill, finetune, evaluate, train, ...
+  std::string configJson;  // the full job config
   std::string engineVersion;
   std::string device;          // "cpu", "cuda:0 (NAME)"
   std::string startTime;       // ISO 8601 UTC; the writer fills it in when empty

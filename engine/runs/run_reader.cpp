@@ -80,7 +80,9 @@ std::vector<T> readColumn(const h5::Column& c, int64_t from, int64_t to, const s
   return out;
 }
 
-int64_t clampFrom(int64_t from, int64_t rows) { return std::min(std::max<int64_t>(from, 0), rows); }
+int64_t clampFrom(int64_t from, int64_t rows) {
+  return std::min(std::max<int64_t>(from, 0), rows);
+}
 
 int64_t resolveIndex(int64_t index, int64_t count, const char* what) {
   const int64_t i = index < 0 ? count + index : index;
@@ -115,7 +117,7 @@ struct RunReader::Impl {
   std::map<std::string, Rows> scalars, tables, weights;
   Rows snapshots, curves, logLines, status, exports;
   bool hasSnapshots = false, hasCurves = false;
-  h5::Column committed;                          // /committed_rows [G]
+  h5::Column committed;                              // /committed_rows [G]
   std::vector<std::pair<std::string, Rows*>> order;  // groups in /committed_rows order
 
   // Reads /committed_rows and updates every group; true if any count changed.
@@ -142,7 +144,8 @@ struct RunReader::Impl {
 
   const Rows& find(const std::map<std::string, Rows>& m, const std::string& name, const char* what) const {
     auto it = m.find(name);
-    if (it == m.end()) throw std::invalid_argument(std::string("run reader: no ") + what + " named '" + name + "' in '" + path + "'");
+    if (it == m.end())
+      throw std::invalid_argument(std::string("run reader: no ") + what + " named '" + name + "' in '" + path + "'");
     return it->second;
   }
 
@@ -186,7 +189,8 @@ void RunReader::Impl::load() {
     tables.emplace(name, std::move(rows));
   }
   if ((hasSnapshots = h5::exists(file, "snapshots"))) {
-    snapshots = openRows(file, "snapshots", {{"softmax", H5T_NATIVE_FLOAT, 3}, {"linear", H5T_NATIVE_FLOAT, 3}}, dapl, p);
+    snapshots =
+        openRows(file, "snapshots", {{"softmax", H5T_NATIVE_FLOAT, 3}, {"linear", H5T_NATIVE_FLOAT, 3}}, dapl, p);
     SnapshotSpec& s = layout.snapshots;
     s.pairs = readPairs(snapshots.group, p);
     s.tokens = h5::readStringDataset(snapshots.group, "tokens", p);
@@ -197,8 +201,10 @@ void RunReader::Impl::load() {
   }
   if ((hasCurves = h5::exists(file, "curves"))) {
     curves = openRows(file, "curves",
-                      {{"bin_center", H5T_NATIVE_DOUBLE, 2}, {"mean", H5T_NATIVE_DOUBLE, 2},
-                       {"stddev", H5T_NATIVE_DOUBLE, 2}, {"count", H5T_NATIVE_INT64, 2}},
+                      {{"bin_center", H5T_NATIVE_DOUBLE, 2},
+                       {"mean", H5T_NATIVE_DOUBLE, 2},
+                       {"stddev", H5T_NATIVE_DOUBLE, 2},
+                       {"count", H5T_NATIVE_INT64, 2}},
                       dapl, p);
     layout.curves.pairs = readPairs(curves.group, p);
     layout.curves.bins = int(curves.data[0].row[1]);
@@ -224,12 +230,14 @@ void RunReader::Impl::load() {
   if (hasSnapshots) byName["snapshots"] = &snapshots;
   if (hasCurves) byName["curves"] = &curves;
   for (auto* m : {&scalars, &tables, &weights})
-    for (auto& [name, rows] : *m) byName[(m == &scalars ? "scalars/" : m == &tables ? "tables/" : "weights/") + name] = &rows;
+    for (auto& [name, rows] : *m)
+      byName[(m == &scalars ? "scalars/" : m == &tables ? "tables/" : "weights/") + name] = &rows;
   if (!committed.row.empty() || names.size() != committed.rows || names.size() != byName.size())
     throw RunFileError("run file '" + p + "': /committed_rows does not list every group once");
   for (const auto& name : names) {
     auto it = byName.find(name);
-    if (it == byName.end()) throw RunFileError("run file '" + p + "': /committed_rows names an unknown group '" + name + "'");
+    if (it == byName.end())
+      throw RunFileError("run file '" + p + "': /committed_rows names an unknown group '" + name + "'");
     order.emplace_back(name, it->second);
   }
   update(false);
@@ -304,10 +312,18 @@ bool RunReader::refresh() {
   return impl_->update(true);
 }
 
-const std::string& RunReader::path() const { return impl_->path; }
-bool RunReader::live() const { return impl_->live; }
-int RunReader::schemaVersion() const { return impl_->version; }
-const RunHeader& RunReader::header() const { return impl_->header; }
+const std::string& RunReader::path() const {
+  return impl_->path;
+}
+bool RunReader::live() const {
+  return impl_->live;
+}
+int RunReader::schemaVersion() const {
+  return impl_->version;
+}
+const RunHeader& RunReader::header() const {
+  return impl_->header;
+}
 
 std::vector<StatusEntry> RunReader::statusHistory() const {
   h5::Quiet quiet;
@@ -329,7 +345,9 @@ double RunReader::endTime() const {
   return rows.empty() || !isTerminal(rows.back().status) ? kNaN : rows.back().time;
 }
 
-bool RunReader::writerActive() const { return h5::writerLockHeld(impl_->path); }
+bool RunReader::writerActive() const {
+  return h5::writerLockHeld(impl_->path);
+}
 
 std::vector<ExportEntry> RunReader::exports() const {
   h5::Quiet quiet;
@@ -347,17 +365,22 @@ std::string RunReader::exportPath() const {
   return rows.empty() ? std::string() : rows.back().path;
 }
 
-int64_t RunReader::scalarRows(const std::string& name) const { return impl_->find(impl_->scalars, name, "scalar").visible; }
+int64_t RunReader::scalarRows(const std::string& name) const {
+  return impl_->find(impl_->scalars, name, "scalar").visible;
+}
 
 ScalarSeries RunReader::scalars(const std::string& name, int64_t from) const {
   h5::Quiet quiet;
   const Rows& r = impl_->find(impl_->scalars, name, "scalar");
   from = clampFrom(from, r.visible);
-  return {readColumn<int64_t>(r.step, from, r.visible, impl_->path), readColumn<double>(r.time, from, r.visible, impl_->path),
+  return {readColumn<int64_t>(r.step, from, r.visible, impl_->path),
+          readColumn<double>(r.time, from, r.visible, impl_->path),
           readColumn<double>(r.data[0], from, r.visible, impl_->path)};
 }
 
-int64_t RunReader::tableRows(const std::string& name) const { return impl_->find(impl_->tables, name, "table").visible; }
+int64_t RunReader::tableRows(const std::string& name) const {
+  return impl_->find(impl_->tables, name, "table").visible;
+}
 
 TableSeries RunReader::table(const std::string& name, int64_t from) const {
   h5::Quiet quiet;
@@ -372,7 +395,9 @@ TableSeries RunReader::table(const std::string& name, int64_t from) const {
   return t;
 }
 
-int64_t RunReader::snapshotCount() const { return impl_->hasSnapshots ? impl_->snapshots.visible : 0; }
+int64_t RunReader::snapshotCount() const {
+  return impl_->hasSnapshots ? impl_->snapshots.visible : 0;
+}
 
 std::vector<int64_t> RunReader::snapshotSteps() const {
   h5::Quiet quiet;
@@ -393,7 +418,9 @@ Snapshot RunReader::snapshot(int64_t index) const {
   return s;
 }
 
-int64_t RunReader::curveCount() const { return impl_->hasCurves ? impl_->curves.visible : 0; }
+int64_t RunReader::curveCount() const {
+  return impl_->hasCurves ? impl_->curves.visible : 0;
+}
 
 std::vector<int64_t> RunReader::curveSteps() const {
   h5::Quiet quiet;
@@ -414,13 +441,17 @@ CurveSet RunReader::curves(int64_t index) const {
   const auto counts = readColumn<int64_t>(r.data[3], i, i + 1, p);
   const size_t np = impl_->header.layout.curves.pairs.size(), b = impl_->header.layout.curves.bins;
   for (size_t k = 0; k < np; ++k) {
-    auto slice = [&](const auto& v) { return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + k * b, v.begin() + (k + 1) * b); };
+    auto slice = [&](const auto& v) {
+      return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + k * b, v.begin() + (k + 1) * b);
+    };
     set.curves.push_back({slice(centers), slice(means), slice(stds), slice(counts)});
   }
   return set;
 }
 
-int64_t RunReader::weightCount(const std::string& name) const { return impl_->find(impl_->weights, name, "weight").visible; }
+int64_t RunReader::weightCount(const std::string& name) const {
+  return impl_->find(impl_->weights, name, "weight").visible;
+}
 
 std::vector<int64_t> RunReader::weightSteps(const std::string& name) const {
   h5::Quiet quiet;
@@ -440,7 +471,9 @@ WeightCheckpoint RunReader::weights(const std::string& name, int64_t index) cons
   return w;
 }
 
-int64_t RunReader::logCount() const { return impl_->logLines.visible; }
+int64_t RunReader::logCount() const {
+  return impl_->logLines.visible;
+}
 
 std::vector<LogLine> RunReader::logLines(int64_t from) const {
   h5::Quiet quiet;

@@ -270,8 +270,7 @@ void RunWriter::Impl::build() {
       axes.push_back(".");
     }
     setNxData(g, "value", axes, p);
-    weights.emplace(w.name,
-                    makeRows(std::move(g), {{"value", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, shape, 1, &kNaNf}}, p));
+    weights.emplace(w.name, makeRows(std::move(g), {{"value", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, shape, 1, &kNaNf}}, p));
   }
 
   // /log: text [N] S512; /status: state [N] S16, message [N] S1024; /export: path [N] S4096
@@ -280,8 +279,9 @@ void RunWriter::Impl::build() {
   logLines = makeRows(std::move(g), {{"text", logType, logType, {}, 64, nullptr}}, p);
   g = h5::createGroup(file, "status", p);
   h5::setAttr(g, "NX_class", std::string("NXcollection"), p);
-  status = makeRows(std::move(g), {{"state", statusType, statusType, {}, 16, nullptr},
-                                   {"message", messageType, messageType, {}, 16, nullptr}}, p);
+  status = makeRows(
+      std::move(g),
+      {{"state", statusType, statusType, {}, 16, nullptr}, {"message", messageType, messageType, {}, 16, nullptr}}, p);
   g = h5::createGroup(file, "export", p);
   h5::setAttr(g, "NX_class", std::string("NXcollection"), p);
   exports = makeRows(std::move(g), {{"path", pathType, pathType, {}, 4, nullptr}}, p);
@@ -369,8 +369,8 @@ void RunWriter::appendTable(int64_t step, const std::string& name, const std::ve
   if (it == impl_->tables.end()) throw std::invalid_argument("run writer: table '" + name + "' is not in the layout");
   const size_t want = it->second.data[0].rowElements();
   if (values.size() != want)
-    throw std::invalid_argument("run writer: table '" + name + "' needs " + std::to_string(want) + " values [L, H], got " +
-                                std::to_string(values.size()));
+    throw std::invalid_argument("run writer: table '" + name + "' needs " + std::to_string(want) +
+                                " values [L, H], got " + std::to_string(values.size()));
   impl_->append(it->second, step, {values.data()});
   impl_->appended(step);
 }
@@ -384,9 +384,9 @@ void RunWriter::appendSnapshot(int64_t step, const std::vector<float>& softmax, 
   auto fit = [&](const std::vector<float>& maps, const char* which) {
     if (maps.size() == np * s * s) return maps;
     if (maps.size() == np * t * t) return poolMaps(maps, int(np), int(t), int(s));
-    throw std::invalid_argument(std::string("run writer: snapshot '") + which + "' needs [P, S, S] = " +
-                                std::to_string(np * s * s) + " or [P, T, T] = " + std::to_string(np * t * t) +
-                                " values, got " + std::to_string(maps.size()));
+    throw std::invalid_argument(
+        std::string("run writer: snapshot '") + which + "' needs [P, S, S] = " + std::to_string(np * s * s) +
+        " or [P, T, T] = " + std::to_string(np * t * t) + " values, got " + std::to_string(maps.size()));
   };
   const std::vector<float> soft = fit(softmax, "softmax");
   const std::vector<float> lin = linear.empty() ? std::vector<float>(np * s * s, kNaNf) : fit(linear, "linear");
@@ -401,12 +401,13 @@ void RunWriter::appendCurves(int64_t step, const std::vector<CurveRow>& curves) 
   if (!spec.enabled()) throw std::invalid_argument("run writer: the layout declares no curves");
   const size_t b = spec.bins;
   if (curves.size() != spec.pairs.size())
-    throw std::invalid_argument("run writer: curves need " + std::to_string(spec.pairs.size()) + " entries (one per pair), got " +
-                                std::to_string(curves.size()));
+    throw std::invalid_argument("run writer: curves need " + std::to_string(spec.pairs.size()) +
+                                " entries (one per pair), got " + std::to_string(curves.size()));
   std::vector<double> centers, means, stds;
   std::vector<int64_t> counts;
   for (const auto& c : curves) {
-    if (c.binCenters.size() != b || c.mean.size() != b || c.stddev.size() != b || (!c.count.empty() && c.count.size() != b))
+    if (c.binCenters.size() != b || c.mean.size() != b || c.stddev.size() != b ||
+        (!c.count.empty() && c.count.size() != b))
       throw std::invalid_argument("run writer: every curve needs " + std::to_string(b) + " bins");
     centers.insert(centers.end(), c.binCenters.begin(), c.binCenters.end());
     means.insert(means.end(), c.mean.begin(), c.mean.end());
@@ -425,7 +426,8 @@ void RunWriter::appendWeights(int64_t step, const std::map<std::string, std::vec
   impl_->requireOpen();
   for (const auto& [name, values] : tensors) {
     auto it = impl_->weights.find(name);
-    if (it == impl_->weights.end()) throw std::invalid_argument("run writer: weight '" + name + "' is not in the layout");
+    if (it == impl_->weights.end())
+      throw std::invalid_argument("run writer: weight '" + name + "' is not in the layout");
     const size_t want = it->second.data[0].rowElements();
     if (values.size() != want)
       throw std::invalid_argument("run writer: weight '" + name + "' needs " + std::to_string(want) + " values, got " +
@@ -475,9 +477,17 @@ void RunWriter::close() {
   impl_->closeFile();
 }
 
-bool RunWriter::isOpen() const { return impl_ && impl_->file.valid(); }
-const std::string& RunWriter::path() const { return impl_->path; }
-RunStatus RunWriter::status() const { return impl_->current; }
-int64_t RunWriter::flushCount() const { return impl_->flushes; }
+bool RunWriter::isOpen() const {
+  return impl_ && impl_->file.valid();
+}
+const std::string& RunWriter::path() const {
+  return impl_->path;
+}
+RunStatus RunWriter::status() const {
+  return impl_->current;
+}
+int64_t RunWriter::flushCount() const {
+  return impl_->flushes;
+}
 
 }  // namespace hh::runs

@@ -63,8 +63,12 @@ inline RunHeader sampleHeader(const std::string& runId = "run-1", int snapshotSi
   return h;
 }
 
-inline double lossAt(int64_t step) { return 5.0 / (1.0 + 0.01 * double(step)); }
-inline double lrAt(int64_t step) { return 1e-3 * std::pow(0.999, double(step)); }
+inline double lossAt(int64_t step) {
+  return 5.0 / (1.0 + 0.01 * double(step));
+}
+inline double lrAt(int64_t step) {
+  return 1e-3 * std::pow(0.999, double(step));
+}
 
 // [L, H] for table `which` at `step`.
 inline std::vector<double> tableAt(int64_t step, int which) {
@@ -99,7 +103,9 @@ inline std::vector<float> weightAt(int64_t step, size_t n) {
   return v;
 }
 
-inline bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+inline bool has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
 
 // "!" + the message of the exception of type E that fn throws; "" if it throws nothing or another type.
 template <typename E>
@@ -115,9 +121,9 @@ std::string errorOf(const std::function<void()>& fn) {
 }
 
 // Verifies that `expr` throws E with `needle` in its message.
-#define QVERIFY_THROWS(E, expr, needle)                                                  \
-  do {                                                                                   \
-    const std::string hhMsg = errorOf<E>([&] { expr; });                                 \
+#define QVERIFY_THROWS(E, expr, needle)                                                                   \
+  do {                                                                                                    \
+    const std::string hhMsg = errorOf<E>([&] { expr; });                                                  \
     QVERIFY2(!hhMsg.empty() && has(hhMsg, needle), (std::string(#expr) + " -> '" + hhMsg + "'").c_str()); \
   } while (0)
 

@@ -104,8 +104,8 @@ void TestRunErrors::appendValidation() {
   curves[1].mean.pop_back();
   QVERIFY_THROWS(std::invalid_argument, w.appendCurves(0, curves), "4 bins");
   QVERIFY_THROWS(std::invalid_argument, w.appendCurves(0, {curvesAt(0)[0]}), "one per pair");
-  QVERIFY_THROWS(std::invalid_argument, w.appendWeights(0, {{"fm.bias", weightAt(0, 12)}, {"fm.weight", weightAt(0, 47)}}),
-                 "needs 48");
+  QVERIFY_THROWS(std::invalid_argument,
+                 w.appendWeights(0, {{"fm.bias", weightAt(0, 12)}, {"fm.weight", weightAt(0, 47)}}), "needs 48");
   QVERIFY_THROWS(std::invalid_argument, w.appendWeights(0, {{"lm_head", {1.0f}}}), "'lm_head'");
   curves = curvesAt(0);
   curves[0].count.clear();  // counts are optional
@@ -195,7 +195,8 @@ void TestRunErrors::truncatedAndDamagedFilesFail() {
     std::string damaged = bytes;
     const size_t at = size_t(rng() % (damaged.size() - 64));
     for (size_t i = 0; i < 64; ++i) damaged[at + i] = char(rng());
-    const std::string path = tmp.file("damaged-" + std::to_string(trial) + ".h5");  // HDF5 keeps some damaged files open
+    const std::string path =
+        tmp.file("damaged-" + std::to_string(trial) + ".h5");  // HDF5 keeps some damaged files open
     writeBytes(path, damaged);
     const std::string msg = errorOf<RunFileError>([&] { readEverything(path); });
     const std::string other = errorOf<std::exception>([&] { readEverything(path); });

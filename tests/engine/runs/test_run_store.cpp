@@ -301,7 +301,8 @@ void TestRunStore::readerOnAnotherThread() {
       if (loss.steps[i] != last + int64_t(i) || loss.values[i] != lossAt(loss.steps[i])) problem = "bad loss row";
     last += int64_t(loss.steps.size());
     const TableSeries kl = r.table("kl");
-    if (kl.size() > 0 && kl.at(kl.size() - 1, 1, 2) != tableAt(int64_t(kl.size()) - 1, 0)[kHeads + 2]) problem = "bad kl row";
+    if (kl.size() > 0 && kl.at(kl.size() - 1, 1, 2) != tableAt(int64_t(kl.size()) - 1, 0)[kHeads + 2])
+      problem = "bad kl row";
     ++reads;
   }
   job.join();
@@ -321,7 +322,7 @@ void TestRunStore::flushCadence() {
     QCOMPARE(w.flushCount() - atStart, int64_t(2));
     RunReader r = RunReader::open(tmp.file("count.h5"));
     QCOMPARE(r.scalarRows("loss"), int64_t(20));  // rows since the last flush are not committed yet
-    w.setStatus(RunStatus::Completed);             // a status change flushes
+    w.setStatus(RunStatus::Completed);            // a status change flushes
     r.refresh();
     QCOMPARE(r.scalarRows("loss"), int64_t(25));
   }

@@ -8,9 +8,9 @@
 //    SIGKILL after a random delay of 0 to 100 ms. The file must
 //    open, hold at least every step up to the last reported flush, hold only correct rows, report
 //    the run as running with no active writer (interrupted), and read back completely.
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -103,10 +103,12 @@ std::string checkRows(const RunReader& r) {
     if (loss.steps[i] != int64_t(i) || loss.values[i] != lossAt(int64_t(i)))
       return "loss row " + std::to_string(i) + " is wrong";
   for (size_t i = 0; i < lr.steps.size(); ++i)
-    if (lr.steps[i] != int64_t(i) || lr.values[i] != lrAt(int64_t(i))) return "lr row " + std::to_string(i) + " is wrong";
+    if (lr.steps[i] != int64_t(i) || lr.values[i] != lrAt(int64_t(i)))
+      return "lr row " + std::to_string(i) + " is wrong";
   const TableSeries kl = r.table("kl"), ent = r.table("entropy_linear");
   for (size_t i = 0; i < kl.size(); ++i)
-    if (kl.steps[i] != int64_t(i) || std::vector<double>(kl.values.begin() + i * 6, kl.values.begin() + (i + 1) * 6) != tableAt(int64_t(i), 0))
+    if (kl.steps[i] != int64_t(i) ||
+        std::vector<double>(kl.values.begin() + i * 6, kl.values.begin() + (i + 1) * 6) != tableAt(int64_t(i), 0))
       return "kl row " + std::to_string(i) + " is wrong";
   for (size_t i = 0; i < ent.size(); ++i)
     if (ent.values[i * 6 + 5] != tableAt(int64_t(i), 2)[5]) return "entropy row " + std::to_string(i) + " is wrong";
@@ -233,8 +235,9 @@ void TestRunSwmr::killedWriterKeepsFlushedRows() {
     QCOMPARE(waitExit(pid), -SIGKILL);
     while (toParent.receive(message, 0)) flushed = message;
 
-    const std::string context = "run " + std::to_string(run) + (automatic ? " (automatic flushes)" : "") + ", killed after " + std::to_string(delay) +
-                                " ms, last flush at " + std::to_string(flushed) + " steps";
+    const std::string context = "run " + std::to_string(run) + (automatic ? " (automatic flushes)" : "") +
+                                ", killed after " + std::to_string(delay) + " ms, last flush at " +
+                                std::to_string(flushed) + " steps";
     std::string problem;
     try {
       RunReader r = RunReader::open(path);
