@@ -62,8 +62,35 @@ int64_t tokenIdOr(const json& j, const char* key, const std::string& source) {
   return intKey(j, key, source);
 }
 
-void checkPositive(int64_t value, const char* key, const std::string& source) {
-  if (value <= 0) fail(source, std::string("\"") + key + "\" must be positive, got " + std::to_string(value));
+void checkPositive(int64_t value, const std::string& key, const std::string& source) {
+  if (value <= 0) fail(source, "\"" + key + "\" must be positive, got " + std::to_string(value));
+}
+
+// The keys behind the sizes, as this family's config.json spells them, for error messages
+// (GPT-2 writes n_embd / n_layer / n_head / n_inner / n_positions / activation_function, and
+// also accepts the generic names).
+struct SizeKeys {
+  std::string hidden = "hidden_size", layers = "num_hidden_layers", heads = "num_attention_heads",
+              kvHeads = "num_key_value_heads", intermediate = "intermediate_size",
+              positions = "max_position_embeddings", activation = "hidden_act";
+};
+SizeKeys sizeKeys(const json& j, Architecture arch) {
+  SizeKeys k;
+  auto spelled = [&](std::initializer_list<const char*> keys) {
+    for (const char* key : keys)
+      if (has(j, key)) return std::string(key);
+    return std::string(*keys.begin());
+  };
+  if (arch == Architecture::Gpt2) {
+    k.hidden = spelled({"n_embd", "hidden_size"});
+    k.layers = spelled({"n_layer", "num_hidden_layers"});
+    k.heads = spelled({"n_head", "num_attention_heads"});
+    k.intermediate = "n_inner";
+    k.positions = spelled({"n_positions", "n_ctx"});
+    k.activation = "activation_function";
+  }
+  if (arch != Architecture::Llama) k.kvHeads = k.heads;
+  return k;
 }
 
 HeadKind headFromArchitectures(const std::vector<std::string>& names, HeadKind fallback) {
@@ -152,6 +179,7 @@ void readLlama(const json& j, ModelConfig& c, const std::string& source) {
   c.kvHeads = intOr(j, "num_key_value_heads", c.heads, source);
   checkPositive(c.heads, "num_attention_heads", source);
   c.headDim = intOr(j, "head_dim", c.hiddenSize / c.heads, source);
+  if (has(j, "head_dim")) checkPositive(c.headDim, "head_dim", source);
   c.intermediateSize = requiredInt(j, "intermediate_size", source);
   c.maxPositions = intOr(j, "max_position_embeddings", 2048, source);
   c.normEps = numberOr(j, "rms_norm_eps", 1e-6, source);
@@ -241,30 +269,34 @@ ModelConfig parseModelConfig(const json& j, const std::string& source) {
   if (t == "mistral" && has(j, "sliding_window"))
     fail(source, "Mistral's sliding-window attention is not supported");
 
+  const auto keys = sizeKeys(j, c.architecture);
   checkPositive(c.vocabSize, "vocab_size", source);
-  checkPositive(c.hiddenSize, "hidden_size", source);
-  checkPositive(c.layers, "num_hidden_layers", source);
-  checkPositive(c.heads, "num_attention_heads", source);
-  checkPositive(c.kvHeads, "num_key_value_heads", source);
-  checkPositive(c.intermediateSize, "intermediate_size", source);
-  checkPositive(c.maxPositions, "max_position_embeddings", source);
+  checkPositive(c.hiddenSize, keys.hidden, source);
+  checkPositive(c.layers, keys.layers, source);
+  checkPositive(c.heads, keys.heads, source);
+  checkPositive(c.kvHeads, keys.kvHeads, source);
+  checkPositive(c.intermediateSize, keys.intermediate, source);
+  checkPositive(c.maxPositions, keys.positions, source);
   if (c.layers > 4096 || c.heads > 4096 || c.hiddenSize > (1 << 20) || c.vocabSize > (1LL << 31))
     fail(source, "sizes are implausibly large (" + c.describe() + ")");
   if (c.headDim == 0) {
     if (c.hiddenSize % c.heads != 0)
-      fail(source, "hidden size " + std::to_string(c.hiddenSize) + " is not divisible by " +
-                       std::to_string(c.heads) + " heads");
+      fail(source, "\"" + keys.hidden + "\" = " + std::to_string(c.hiddenSize) + " is not divisible by \"" +
+                       keys.heads + "\" = " + std::to_string(c.heads));
     c.headDim = c.hiddenSize / c.heads;
   }
   checkPositive(c.headDim, "head_dim", source);
   if (c.heads % c.kvHeads != 0)
-    fail(source, std::to_string(c.heads) + " query heads are not a multiple of " + std::to_string(c.kvHeads) +
-                     " key/value heads");
+    fail(source, "\"" + keys.heads + "\" = " + std::to_string(c.heads) + " is not a multiple of \"" + keys.kvHeads +
+                     "\" = " + std::to_string(c.kvHeads));
   if (c.positions == PositionalScheme::Rotary && c.headDim % 2 != 0)
-    fail(source, "RoPE needs an even head_dim, got " + std::to_string(c.headDim));
+    fail(source, "RoPE needs an even \"head_dim\", got " + std::to_string(c.headDim));
   static const std::vector<std::string> kActivations{"gelu_new", "gelu", "gelu_pytorch_tanh", "relu", "silu", "swish", "gelu_fast"};
-  if (std::find(kActivations.begin(), kActivations.end(), c.activation) == kActivations.end())
-    fail(source, "activation \"" + c.activation + "\" is not supported");
+  if (std::find(kActivations.begin(), kActivations.end(), c.activation) == kActivations.end()) {
+    std::string known;
+    for (const auto& a : kActivations) known += (known.empty() ? "" : ", ") + a;
+    fail(source, "\"" + keys.activation + "\" = \"" + c.activation + "\" is not supported (" + known + ")");
+  }
 
   c.bosTokenId = tokenIdOr(j, "bos_token_id", source);
   c.eosTokenId = tokenIdOr(j, "eos_token_id", source);
