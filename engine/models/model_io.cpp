@@ -22,8 +22,10 @@ ModelPtr createModel(const ModelConfig& config) {
 }
 
 ModelPtr loadModel(const std::string& dir, const LoadOptions& options) {
-  const auto config = loadModelConfig(dir);
+  // Weights first: a folder that holds only a pickle is refused as such (with the command that
+  // converts it), not sent looking for a config.json that would not help.
   auto source = WeightSource::open(dir);
+  const auto config = loadModelConfig(dir);
   auto model = createModel(config);
   model->loadWeights(source);
   model->to(options.device, options.dtype);
