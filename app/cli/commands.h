@@ -10,5 +10,6 @@ void addCompareCommand(CLI::App& app);
 void addTokenizeCommand(CLI::App& app);
 void addForwardCommand(CLI::App& app);
 void addPreflightCommand(CLI::App& app);
+void addDistillCommand(CLI::App& app);
 
 }  // namespace hh::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   hh::cli::addTokenizeCommand(app);
   hh::cli::addForwardCommand(app);
   hh::cli::addPreflightCommand(app);
+  hh::cli::addDistillCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

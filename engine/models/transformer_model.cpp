@@ -106,12 +106,15 @@ torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Te
   attn::LinearAttention linear = linear_.empty() ? attn::LinearAttention(nullptr) : linear_[static_cast<size_t>(layer)];
   const bool useLinear = linear && !options.teacher;
 
-  torch::Tensor softmaxW, out;
-  if (!useLinear || (capturing && request->softmaxWeights)) {
+  const bool wantOutputs = capturing && request->outputs;
+  torch::Tensor softmaxW, softmaxOut, linearOut;
+  if (!useLinear || (capturing && request->softmaxWeights) || wantOutputs) {
     softmaxW = attn::softmaxWeights(q, k, config_.causal, context.keyMask);  // [B,H,T,T], >= fp32
-    if (!useLinear) out = torch::matmul(softmaxW.to(v.scalar_type()), v);
+    softmaxOut = torch::matmul(softmaxW.to(v.scalar_type()), v);
   }
-  if (useLinear) out = linear->forward(q, k, v, hidden, options.form, context.keyMask);
+  if (linear && (useLinear || wantOutputs))
+    linearOut = linear->forward(q, k, v, hidden, options.form, context.keyMask);
+  const torch::Tensor out = useLinear ? linearOut : softmaxOut;
 
   if (capturing) {
     LayerCapture c;
@@ -124,6 +127,10 @@ torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Te
     if (linear && request->linearWeights) {
       auto w = linear->weights(q, k, hidden, context.keyMask);
       c.linearWeights = request->keepGraph ? w : w.detach();
+    }
+    if (wantOutputs) {
+      c.softmaxOutput = softmaxOut.detach();
+      if (linearOut.defined()) c.linearOutput = request->keepGraph ? linearOut : linearOut.detach();
     }
     context.captures->push_back(std::move(c));
   }

@@ -30,7 +30,8 @@ struct CaptureRequest {
   bool queriesKeys = false;      // q, k after projection (and RoPE), k expanded to H heads
   bool softmaxWeights = true;    // [B, H, T, T], also for converted layers (the reference)
   bool linearWeights = true;     // [B, H, T, T], converted layers only (quadratic form)
-  bool keepGraph = false;        // keep autograd history on linear weights (distillation)
+  bool outputs = false;          // per-head attention outputs of both kinds (output-MSE loss)
+  bool keepGraph = false;        // keep autograd history on linear weights/outputs (distillation)
   bool wants(int64_t layer) const;
 };
 
@@ -40,6 +41,8 @@ struct LayerCapture {
   torch::Tensor keys;            // [B, H, T, D]
   torch::Tensor softmaxWeights;  // [B, H, T, T] (masked entries 0)
   torch::Tensor linearWeights;   // [B, H, T, T] or undefined for softmax layers
+  torch::Tensor softmaxOutput;   // [B, H, T, D] (outputs requested)
+  torch::Tensor linearOutput;    // [B, H, T, D] (outputs requested, converted layers)
 };
 
 struct ForwardOptions {

@@ -27,6 +27,7 @@ bool registerSuite(const char* name, SuiteRunner runner);
 
 #else  // minimal stand-in for Qt Test
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -75,6 +76,7 @@ class QObject {};
 #define QFAIL(msg) throw ::hh::test::Failure(HH_TEST_LOCATION + std::string(msg))
 #define QSKIP(msg) throw ::hh::test::Skipped(std::string(msg))
 #define QEXPECT_FAIL(...)
+#define qInfo(...) (std::printf("QINFO  : "), std::printf(__VA_ARGS__), std::printf("\n"))
 #define HH_TEST_SUITE(Cls, name, ...)                                                     \
   bool Cls::hhRegisterSuite() {                                                           \
     return ::hh::test::registerSuite(                                                     \

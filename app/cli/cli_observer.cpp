@@ -1,0 +1,89 @@
+#include "app/cli/cli_observer.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+namespace hh::cli {
+namespace {
+std::atomic<int> gInterrupts{0};
+void onInterrupt(int) {
+  if (gInterrupts.fetch_add(1) >= 1) std::_Exit(130);
+}
+std::string formatSeconds(double s) {
+  char buffer[32];
+  if (s >= 3600) std::snprintf(buffer, sizeof buffer, "%dh%02dm", int(s / 3600), int(s / 60) % 60);
+  else std::snprintf(buffer, sizeof buffer, "%dm%02ds", int(s / 60), int(s) % 60);
+  return buffer;
+}
+}  // namespace
+
+CliObserver::CliObserver() : tty_(::isatty(STDOUT_FILENO) != 0), start_(std::chrono::steady_clock::now()), lastPlain_(start_) {
+  gInterrupts = 0;
+  std::signal(SIGINT, onInterrupt);
+}
+
+CliObserver::~CliObserver() {
+  if (barVisible_) std::printf("\n");
+  std::signal(SIGINT, SIG_DFL);
+}
+
+void CliObserver::started(const std::string& runPath, int64_t totalSteps) {
+  std::printf("run file: %s\n", runPath.c_str());
+  std::fflush(stdout);
+}
+
+void CliObserver::progress(int64_t step, int64_t total, const std::string& phase) { draw(step, total, phase); }
+
+void CliObserver::scalars(int64_t, const std::map<std::string, double>& values) {
+  for (const auto& [k, v] : values) latest_[k] = v;
+}
+
+void CliObserver::log(const std::string& line) {
+  if (barVisible_) std::printf("\r\033[K");
+  barVisible_ = false;
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+bool CliObserver::cancelled() {
+  if (gInterrupts.load() > 0 && barVisible_) {
+    std::printf("\ncancelling (Ctrl-C again to kill)...\n");
+    barVisible_ = false;
+  }
+  return gInterrupts.load() > 0;
+}
+
+void CliObserver::draw(int64_t step, int64_t total, const std::string& phase) {
+  const auto now = std::chrono::steady_clock::now();
+  if (firstStep_ < 0) firstStep_ = step, start_ = now;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const double done = double(step - firstStep_);
+  const double eta = done > 0 && total > step ? elapsed / done * double(total - step) : 0.0;
+  std::string metrics;
+  for (const char* key : {"loss", "val_loss", "kl_mean", "perplexity", "accuracy"}) {
+    auto it = latest_.find(key);
+    if (it == latest_.end()) continue;
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, " %s %.4g", key, it->second);
+    metrics += buffer;
+  }
+  if (tty_) {
+    const int width = 28;
+    const int filled = total > 0 ? int(double(width) * double(step) / double(total)) : 0;
+    std::string bar(static_cast<size_t>(std::min(filled, width)), '#');
+    bar.resize(width, '.');
+    std::printf("\r\033[K[%s] %lld/%lld %s elapsed %s eta %s%s", bar.c_str(), (long long)step, (long long)total,
+                phase.c_str(), formatSeconds(elapsed).c_str(), formatSeconds(eta).c_str(), metrics.c_str());
+    barVisible_ = true;
+  } else if (std::chrono::duration<double>(now - lastPlain_).count() >= 5.0 || step == total) {
+    lastPlain_ = now;
+    std::printf("[%s] step %lld/%lld %s eta %s%s\n", formatSeconds(elapsed).c_str(), (long long)step, (long long)total,
+                phase.c_str(), formatSeconds(eta).c_str(), metrics.c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace hh::cli

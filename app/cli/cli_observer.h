@@ -1,0 +1,32 @@
+// The CLI's JobObserver: a progress bar with ETA and the live loss on a terminal, plain
+// timestamped lines when stdout is not a terminal; log lines pass through. Ctrl-C asks the job
+// to cancel (the job stops within a step and marks its run cancelled); a second Ctrl-C kills.
+#pragma once
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "engine/jobs/job_observer.h"
+
+namespace hh::cli {
+
+class CliObserver : public jobs::JobObserver {
+ public:
+  CliObserver();
+  ~CliObserver() override;
+  void started(const std::string& runPath, int64_t totalSteps) override;
+  void progress(int64_t step, int64_t totalSteps, const std::string& phase) override;
+  void scalars(int64_t step, const std::map<std::string, double>& values) override;
+  void log(const std::string& line) override;
+  bool cancelled() override;
+
+ private:
+  void draw(int64_t step, int64_t total, const std::string& phase);
+  bool tty_;
+  std::chrono::steady_clock::time_point start_, lastPlain_;
+  int64_t firstStep_ = -1;
+  std::map<std::string, double> latest_;
+  bool barVisible_ = false;
+};
+
+}  // namespace hh::cli

@@ -1,0 +1,79 @@
+// `hedgehog distill MODEL_DIR [--config FILE] [options]`: stage 1 of the conversion (train the
+// feature maps to match softmax attention), with a run file and adapters in --run-dir.
+// `--print-config` writes the full config (every default) as JSON, to start a project file.
+#include <cstdio>
+#include <fstream>
+
+#include "app/cli/cli_observer.h"
+#include "app/cli/commands.h"
+#include "engine/jobs/distill_job.h"
+
+namespace hh::cli {
+
+void addDistillCommand(CLI::App& app) {
+  struct Args {
+    std::string model, configFile, runDir, featureMap, rule, corpus, loss;
+    std::vector<int64_t> layers;
+    int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1;
+    double lr = -1;
+    bool resume = false, printConfig = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("distill", "Stage 1: train feature maps so linear attention matches softmax (Hedgehog)");
+  cmd->add_option("model", a->model, "Teacher model folder");
+  cmd->add_option("--config", a->configFile, "JSON config (see --print-config); flags override it")->check(CLI::ExistingFile);
+  cmd->add_option("--run-dir", a->runDir, "Folder for run.h5, adapters.safetensors and the checkpoint");
+  cmd->add_option("--feature-map", a->featureMap, "hedgehog | hedgehog_softmax | t2r | ... (default hedgehog)");
+  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay (default additive)");
+  cmd->add_option("--layers", a->layers, "Layers to convert (default: all)")->delimiter(',');
+  cmd->add_option("--loss", a->loss, "soft_ce | kl (default soft_ce)");
+  cmd->add_option("--steps", a->steps, "Maximum optimizer steps");
+  cmd->add_option("--batch-size", a->batch, "Sequences per step");
+  cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence");
+  cmd->add_option("--max-train", a->maxTrain, "Use at most this many training sequences");
+  cmd->add_option("--eval-every", a->evalEvery, "Steps between evaluations");
+  cmd->add_option("--lr", a->lr, "AdamW learning rate");
+  cmd->add_option("--corpus", a->corpus, "brown, or a .txt/.jsonl file or folder of .txt");
+  cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
+  cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
+  cmd->callback([a] {
+    jobs::DistillConfig c;
+    if (!a->configFile.empty()) {
+      std::ifstream in(a->configFile);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::parse_error& e) {
+        throw std::runtime_error(a->configFile + ": not JSON (" + e.what() + ")");
+      }
+      c = jobs::distillConfigFromJson(j.contains("distill") ? j.at("distill") : j);
+    }
+    if (!a->model.empty()) c.modelDir = a->model;
+    if (!a->runDir.empty()) c.runDir = a->runDir;
+    if (!a->featureMap.empty()) c.featureMap = a->featureMap;
+    if (!a->rule.empty()) c.rule = a->rule;
+    if (!a->layers.empty()) c.layers = a->layers;
+    if (!a->loss.empty()) c.loss = a->loss;
+    if (!a->corpus.empty()) c.data.corpus = a->corpus;
+    if (a->steps >= 0) c.steps = a->steps;
+    if (a->batch > 0) c.batchSize = a->batch;
+    if (a->seqLen > 0) c.data.sequenceLength = a->seqLen;
+    if (a->maxTrain >= 0) c.data.maxTrainSequences = a->maxTrain;
+    if (a->evalEvery > 0) c.evalEvery = a->evalEvery;
+    if (a->lr > 0) c.lr = a->lr;
+    c.resume = c.resume || a->resume;
+    if (c.runDir.empty()) c.runDir = "runs/distill";
+    if (a->printConfig) {
+      std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
+      return;
+    }
+    if (c.modelDir.empty()) throw std::runtime_error("distill: no model folder (give MODEL_DIR or \"model\" in --config)");
+    CliObserver observer;
+    const auto r = jobs::runDistill(c, observer);
+    std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nadapters: %s\n", jobs::toString(r.status),
+                (long long)r.steps, r.seconds, r.message.c_str(), r.runFile.c_str(), r.adaptersFile.c_str());
+    if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
+  });
+}
+
+}  // namespace hh::cli

@@ -1,0 +1,313 @@
+#include "engine/jobs/distill_job.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "engine/attention/softmax_attention.h"
+#include "engine/core/runtime.h"
+#include "engine/jobs/attention_probe.h"
+#include "engine/jobs/job_support.h"
+#include "engine/models/model_io.h"
+#include "engine/runs/run_writer.h"
+#include "engine/tokenizers/tokenizer.h"
+
+namespace hh::jobs {
+namespace fs = std::filesystem;
+
+torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures, bool causal, const torch::Tensor& mask,
+                               const std::string& loss, double outputMse) {
+  torch::Tensor total;
+  for (const auto& c : captures) {
+    if (!c.linearWeights.defined()) continue;
+    const auto p = c.softmaxWeights.to(torch::kFloat);   // [B,H,T,T] target, no gradient
+    const auto a = c.linearWeights.to(torch::kFloat);    // [B,H,T,T]
+    const int64_t T = p.size(-1);
+    const auto valid = attn::validPairs(T, T, causal, mask.defined() ? mask.to(torch::kBool) : torch::Tensor(), p.device());
+    auto perPair = -p * torch::log(a + 1e-10);           // soft cross-entropy
+    if (loss == "kl") perPair = perPair + p * torch::log(p + 1e-10);
+    perPair = perPair.masked_fill(valid.logical_not(), 0.0);
+    // Rows with at least one valid key count in the mean; heads are summed (paper eq. 4).
+    const auto rowValid = valid.any(-1).to(torch::kFloat).expand({p.size(0), p.size(1), T});  // [B,H,T]
+    const std::vector<int64_t> batchAndRows{0, 2};
+    const auto perHead = perPair.sum(-1).mul(rowValid).sum(batchAndRows) / rowValid.sum(batchAndRows).clamp_min(1.0);  // [H]
+    auto layerLoss = perHead.sum();
+    if (outputMse > 0 && c.linearOutput.defined())
+      layerLoss = layerLoss + outputMse * (c.linearOutput.to(torch::kFloat) - c.softmaxOutput.to(torch::kFloat)).pow(2).mean();
+    total = total.defined() ? total + layerLoss : layerLoss;
+  }
+  if (!total.defined()) throw std::invalid_argument("no converted layer in the captures: nothing to distill");
+  return total;
+}
+
+namespace {
+
+struct Checkpoint {
+  int64_t step = 0, bestStep = 0, evalsWithoutGain = 0;
+  double bestLoss = std::numeric_limits<double>::infinity();
+  double initialKl = std::numeric_limits<double>::quiet_NaN();
+};
+
+std::vector<torch::Tensor> cloneAdapters(const models::TransformerModel& model) {
+  std::vector<torch::Tensor> out;
+  for (const auto& [name, t] : model.adapterTensors()) out.push_back(t.detach().clone());
+  return out;
+}
+void restoreAdapters(models::TransformerModel& model, const std::vector<torch::Tensor>& saved) {
+  torch::NoGradGuard noGrad;
+  auto tensors = model.adapterTensors();
+  for (size_t i = 0; i < tensors.size() && i < saved.size(); ++i) tensors[i].second.copy_(saved[i]);
+}
+
+void checkCancel(JobObserver& observer) {
+  if (observer.cancelled()) throw JobCancelled();
+}
+
+}  // namespace
+
+DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
+  const auto started = std::chrono::steady_clock::now();
+  hh::initRuntime();
+  torch::manual_seed(config.seed);
+  if (config.runDir.empty()) throw std::invalid_argument("distill: run_dir is empty");
+  fs::create_directories(config.runDir);
+  DistillResult result;
+  result.runFile = (fs::path(config.runDir) / "run.h5").string();
+  result.adaptersFile = (fs::path(config.runDir) / "adapters.safetensors").string();
+  const auto checkpointFile = (fs::path(config.runDir) / "checkpoint.pt").string();
+  const auto stateFile = (fs::path(config.runDir) / "checkpoint.json").string();
+
+  // ---- model, plan, data (errors here are configuration errors: thrown) ----
+  auto model = models::loadModel(config.modelDir);
+  const int64_t L = model->layerCount();
+  attn::LinearAttentionConfig linear;
+  linear.featureMap.kind = attn::parseFeatureMapKind(config.featureMap);
+  linear.featureMap.seed = config.seed;
+  linear.rule.rule = attn::parseUpdateRule(config.rule);
+  model->setAttentionPlan(config.layers.empty() ? models::AttentionPlan::uniform(L, linear)
+                                                : models::AttentionPlan::hybrid(L, config.layers, linear));
+  model->freezeAllBut(true);
+  std::vector<torch::Tensor> params;
+  for (auto& [name, t] : model->adapterTensors())
+    if (t.requires_grad()) params.push_back(t);
+  if (params.empty())
+    throw std::invalid_argument("feature map \"" + config.featureMap + "\" with rule \"" + config.rule +
+                                "\" has nothing to train (choose hedgehog, hedgehog_softmax or t2r, or a gated rule)");
+  const auto tokenizer = tok::loadTokenizer(config.modelDir);
+  auto dataset = loadLmData(config.data, *tokenizer);
+  const auto probeIds = torch::tensor(tokenizer->encode(config.probeText), torch::kLong).unsqueeze(0);  // [1,P]
+  std::vector<std::string> probeTokens;
+  for (int64_t i = 0; i < probeIds.size(1); ++i) probeTokens.push_back(tokenizer->decode({probeIds[0][i].item<int64_t>()}));
+  auto pairs = config.snapshotPairs;
+  if (pairs.empty())
+    for (int64_t l = 0; l < L && pairs.size() < 4; ++l)
+      if (model->config().plan.layers[static_cast<size_t>(l)].linear) pairs.emplace_back(static_cast<int>(l), 0);
+
+  torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(config.lr).weight_decay(config.weightDecay));
+  Checkpoint state;
+  if (config.resume && fs::exists(stateFile) && fs::exists(result.adaptersFile)) {
+    auto source = models::WeightSource::open(result.adaptersFile);
+    model->loadAdapters(source);
+    torch::load(optimizer, checkpointFile);
+    const auto j = nlohmann::json::parse(std::ifstream(stateFile));
+    state.step = j.at("step");
+    state.bestStep = j.at("best_step");
+    state.bestLoss = j.at("best_loss");
+    state.evalsWithoutGain = j.at("evals_without_gain");
+    state.initialKl = j.at("initial_kl");
+  }
+
+  // ---- run file: everything declared before SWMR starts ----
+  runs::RunHeader header;
+  header.runId = makeRunId("distill");
+  header.kind = "distill";
+  header.configJson = toJson(config).dump();
+  header.engineVersion = engineVersion();
+  header.device = deviceName();
+  auto& layout = header.layout;
+  layout.scalars = {{"loss", "nats"}, {"lr"}, {"val_loss", "nats"}, {"kl_mean", "nats"}, {"step_seconds", "s"}};
+  layout.layers = static_cast<int>(L);
+  layout.heads = static_cast<int>(model->config().heads);
+  for (const auto& name : probeTableNames()) layout.tables.push_back({name, name == "monotonicity" ? "rho" : "nats"});
+  for (const auto& [l, h] : pairs) layout.snapshots.pairs.push_back({l, h});
+  layout.snapshots.tokens = probeTokens;
+  layout.snapshots.size = static_cast<int>(std::min<int64_t>(config.snapshotSize, probeIds.size(1)));
+  for (const auto& [name, t] : model->adapterTensors()) layout.weights.push_back({name, t.sizes().vec()});
+  runs::RunWriterOptions writerOptions;
+  writerOptions.overwrite = true;
+  if (config.resume && fs::exists(result.runFile)) {  // keep the old file: write a continuation beside it
+    result.runFile = (fs::path(config.runDir) / ("run-resumed-" + std::to_string(state.step) + ".h5")).string();
+  }
+  auto writer = runs::RunWriter::create(result.runFile, header, writerOptions);
+  observer.started(result.runFile, config.steps);
+  auto log = [&](const std::string& line) {
+    writer.log(line, state.step);
+    observer.log(line);
+  };
+  log("distill " + model->config().describe() + " | " + config.featureMap + "/" + config.rule + " | " +
+      std::to_string(params.size()) + " trainable tensors | train " + std::to_string(dataset.train.size(0)) +
+      " x " + std::to_string(dataset.train.size(1)) + " tokens, validation " + std::to_string(dataset.validation.size(0)));
+
+  const bool causal = model->config().causal;
+  models::CaptureRequest capture;
+  capture.softmaxWeights = true;
+  capture.linearWeights = true;
+  capture.outputs = config.outputMse > 0;
+  capture.keepGraph = true;
+  for (int64_t l = 0; l < L; ++l)
+    if (model->config().plan.layers[static_cast<size_t>(l)].linear) capture.layers.push_back(l);
+
+  auto validationLoss = [&]() {
+    torch::NoGradGuard noGrad;
+    double sum = 0;
+    int64_t batches = 0;
+    const int64_t n = dataset.validation.size(0);
+    for (int64_t start = 0; start < n && batches < config.evalBatches; start += config.batchSize, ++batches) {
+      checkCancel(observer);
+      const auto ids = dataset.validation.narrow(0, start, std::min(config.batchSize, n - start));
+      models::ForwardOptions options;
+      options.capture = &capture;
+      options.teacher = true;
+      const auto out = model->forward(ids, options);
+      sum += distillationLoss(out.captures, causal, {}, config.loss, config.outputMse).item<double>();
+    }
+    return sum / std::max<int64_t>(batches, 1);
+  };
+  auto probe = [&](int64_t step, bool withSnapshots) {
+    ProbeRequest request;
+    request.snapshotPairs = withSnapshots ? pairs : std::vector<std::pair<int, int>>{};
+    request.snapshotSize = config.snapshotSize;
+    const auto tables = probeAttention(*model, dataset.validation.narrow(0, 0, std::min<int64_t>(config.batchSize, dataset.validation.size(0))),
+                                       {}, request);
+    for (const auto& t : tables.tables) writer.appendTable(step, t.name, t.values);
+    observer.headTables(step, tables.tables);
+    if (withSnapshots) {
+      request.tables = false;
+      const auto probed = probeAttention(*model, probeIds, {}, request);
+      std::vector<float> softmaxMaps, linearMaps;
+      const size_t cell = static_cast<size_t>(layout.snapshots.storedSize()) * layout.snapshots.storedSize();
+      for (const auto& s : probed.snapshots) {
+        softmaxMaps.insert(softmaxMaps.end(), s.softmax.begin(), s.softmax.end());
+        if (s.linear.empty()) linearMaps.insert(linearMaps.end(), cell, std::numeric_limits<float>::quiet_NaN());
+        else linearMaps.insert(linearMaps.end(), s.linear.begin(), s.linear.end());
+      }
+      if (probed.snapshots.size() == pairs.size()) writer.appendSnapshot(step, softmaxMaps, linearMaps);
+      observer.snapshots(step, probed.snapshots, probeTokens);
+    }
+    return tables.meanKl;
+  };
+  auto saveCheckpoint = [&]() {
+    models::saveAdapters(*model, result.adaptersFile);
+    torch::save(optimizer, checkpointFile);
+    std::ofstream(stateFile) << nlohmann::json{{"step", state.step}, {"best_step", state.bestStep},
+                                               {"best_loss", state.bestLoss}, {"evals_without_gain", state.evalsWithoutGain},
+                                               {"initial_kl", state.initialKl}}
+                                    .dump(2);
+  };
+
+  BatchSampler sampler(dataset.train.size(0), config.batchSize, config.seed);
+  sampler.skip(state.step);
+  auto best = cloneAdapters(*model);
+  auto lastGood = best;
+  try {
+    if (std::isnan(state.initialKl)) {
+      observer.progress(state.step, config.steps, "evaluating the untrained feature maps");
+      state.initialKl = probe(state.step, true);
+      const double val = validationLoss();
+      writer.appendScalars(state.step, {{"val_loss", val}, {"kl_mean", state.initialKl}});
+      observer.scalars(state.step, {{"val_loss", val}, {"kl_mean", state.initialKl}});
+      log("step " + std::to_string(state.step) + ": val_loss " + std::to_string(val) + ", mean KL " + std::to_string(state.initialKl));
+      state.bestLoss = val;
+      state.bestStep = state.step;
+    }
+    result.status = JobStatus::Completed;
+    while (state.step < config.steps) {
+      checkCancel(observer);
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto ids = dataset.train.index_select(0, sampler.next());
+      models::ForwardOptions options;
+      options.capture = &capture;
+      options.teacher = true;
+      optimizer.zero_grad();
+      const auto out = model->forward(ids, options);
+      auto loss = distillationLoss(out.captures, causal, {}, config.loss, config.outputMse);
+      if (state.step == config.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
+      const double lossValue = loss.item<double>();
+      if (!std::isfinite(lossValue)) {
+        restoreAdapters(*model, lastGood);
+        result.status = JobStatus::Failed;
+        result.message = "the loss became " + std::string(std::isnan(lossValue) ? "NaN" : "infinite") + " at step " +
+                         std::to_string(state.step + 1) + "; kept the feature maps of step " + std::to_string(state.step) +
+                         " (try a lower lr, or hedgehog_softmax)";
+        break;
+      }
+      loss.backward();
+      optimizer.step();
+      ++state.step;
+      lastGood = cloneAdapters(*model);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      writer.appendScalars(state.step, {{"loss", lossValue}, {"lr", config.lr}, {"step_seconds", seconds}});
+      observer.scalars(state.step, {{"loss", lossValue}, {"lr", config.lr}});
+      observer.progress(state.step, config.steps, "distilling");
+      const bool evalNow = state.step % config.evalEvery == 0 || state.step == config.steps;
+      if (evalNow) {
+        const double val = validationLoss();
+        const double kl = probe(state.step, state.step % config.snapshotEvery == 0 || state.step == config.steps);
+        writer.appendScalars(state.step, {{"val_loss", val}, {"kl_mean", kl}});
+        writer.appendWeights(state.step, adapterFloats(*model));
+        observer.scalars(state.step, {{"val_loss", val}, {"kl_mean", kl}});
+        log("step " + std::to_string(state.step) + ": loss " + std::to_string(lossValue) + ", val_loss " +
+            std::to_string(val) + ", mean KL " + std::to_string(kl));
+        if (val < state.bestLoss - 1e-6) {
+          state.bestLoss = val;
+          state.bestStep = state.step;
+          state.evalsWithoutGain = 0;
+          best = cloneAdapters(*model);
+        } else {
+          ++state.evalsWithoutGain;
+        }
+        saveCheckpoint();
+        writer.flush();
+        if (config.patience > 0 && state.evalsWithoutGain >= config.patience) {
+          log("early stop: no validation gain in " + std::to_string(config.patience) + " evaluations");
+          break;
+        }
+      }
+    }
+  } catch (const JobCancelled&) {
+    result.status = JobStatus::Cancelled;
+    result.message = "cancelled at step " + std::to_string(state.step);
+  }
+  // Keep the best feature maps (by validation loss) unless the job failed before any gain.
+  if (result.status != JobStatus::Failed || state.bestStep > 0) restoreAdapters(*model, best);
+  result.steps = state.step;
+  result.bestStep = state.bestStep;
+  result.bestValidationLoss = state.bestLoss;
+  result.initialKl = state.initialKl;
+  try {
+    if (result.status == JobStatus::Completed) {
+      ProbeRequest request;
+      result.finalKl = probeAttention(*model, dataset.validation.narrow(0, 0, std::min<int64_t>(config.batchSize, dataset.validation.size(0))),
+                                      {}, request).meanKl;
+    }
+    saveCheckpoint();
+    writer.setFinal(result.adaptersFile, state.step);
+  } catch (const std::exception& e) {
+    if (result.status == JobStatus::Completed) result.status = JobStatus::Failed, result.message = e.what();
+  }
+  if (result.message.empty())
+    result.message = "best validation loss " + std::to_string(state.bestLoss) + " at step " + std::to_string(state.bestStep) +
+                     "; mean KL " + std::to_string(result.initialKl) + " -> " + std::to_string(result.finalKl);
+  log(std::string(toString(result.status)) + ": " + result.message);
+  writer.setStatus(result.status == JobStatus::Completed ? runs::RunStatus::Completed
+                   : result.status == JobStatus::Cancelled ? runs::RunStatus::Cancelled
+                                                           : runs::RunStatus::Failed,
+                   result.message);
+  writer.close();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+}  // namespace hh::jobs

@@ -1,0 +1,169 @@
+// engine.jobs.distill: stage-1 distillation on the tiny GPT-2 fixture with a small text corpus
+// written by the test (no npm data needed): it completes, lowers the mean KL, and leaves a run
+// file and adapters that reload; cancel stops at the requested step and marks the run cancelled;
+// an injected NaN stops the job, marks it failed and keeps the last good feature maps; resume
+// continues from the checkpoint to the new step budget; the loss equals a hand computation.
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "engine/attention/softmax_attention.h"
+#include "engine/jobs/distill_job.h"
+#include "engine/models/model_io.h"
+#include "engine/runs/run_reader.h"
+#include "tests/engine/models/model_test_support.h"
+#include "tests/support/hh_test.h"
+
+namespace {
+
+namespace j = hh::jobs;
+const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
+
+// A corpus of plain sentences, enough for a few dozen 32-token rows.
+std::string writeCorpus(const hh::test::TempDir& dir) {
+  const auto path = dir.file("corpus");
+  std::filesystem::create_directories(path);
+  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "while", "dogs", "ran", "around", "in", "circles",
+                         "and", "birds", "sang", "songs", "about", "rain"};
+  for (int d = 0; d < 12; ++d) {
+    std::ofstream out(path + "/doc" + std::to_string(d) + ".txt");
+    for (int w = 0; w < 300; ++w) out << words[(w * 7 + d * 3 + w / 5) % 18] << (w % 11 == 10 ? ". " : " ");
+  }
+  return path;
+}
+
+j::DistillConfig smallConfig(const hh::test::TempDir& dir) {
+  j::DistillConfig c;
+  c.modelDir = kModel;
+  c.runDir = dir.file("run");
+  c.steps = 12;
+  c.batchSize = 4;
+  c.evalEvery = 4;
+  c.evalBatches = 2;
+  c.snapshotEvery = 4;
+  c.lr = 0.05;
+  c.patience = 0;
+  c.data.corpus = writeCorpus(dir);
+  c.data.sequenceLength = 32;
+  c.data.validationFraction = 0.25;
+  return c;
+}
+
+struct CountingObserver : j::JobObserver {
+  int64_t cancelAt = -1, lastStep = 0, snapshotCalls = 0, tableCalls = 0;
+  void progress(int64_t step, int64_t, const std::string&) override { lastStep = step; }
+  void snapshots(int64_t, const std::vector<j::AttentionSnapshot>&, const std::vector<std::string>&) override { ++snapshotCalls; }
+  void headTables(int64_t, const std::vector<j::HeadTable>&) override { ++tableCalls; }
+  bool cancelled() override { return cancelAt >= 0 && lastStep >= cancelAt; }
+};
+
+}  // namespace
+
+class TestDistillJob : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+
+  void completesAndLowersKl() {
+    hh::test::TempDir dir("distill_ok");
+    CountingObserver observer;
+    const auto r = j::runDistill(smallConfig(dir), observer);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    QCOMPARE(r.steps, int64_t(12));
+    qInfo("mean KL %.3g -> %.3g", r.initialKl, r.finalKl);
+    QVERIFY(r.finalKl < r.initialKl);
+    QVERIFY(observer.snapshotCalls >= 3 && observer.tableCalls >= 3);
+    auto run = hh::runs::RunReader::open(r.runFile);
+    QVERIFY(run.status() == hh::runs::RunStatus::Completed);
+    QCOMPARE(run.scalarRows("loss"), int64_t(12));
+    QCOMPARE(run.tableRows("kl"), int64_t(4));  // step 0 + 3 evaluations
+    QVERIFY(run.snapshotCount() >= 4);
+    QCOMPARE(run.exportPath(), r.adaptersFile);
+    // The adapters reload into a fresh model.
+    auto model = hh::models::loadModel(kModel);
+    hh::models::loadAdaptersFile(*model, r.adaptersFile);
+    QCOMPARE(model->config().plan.linearLayerCount(), int64_t(5));
+  }
+
+  void cancelStopsAndMarksRun() {
+    hh::test::TempDir dir("distill_cancel");
+    CountingObserver observer;
+    observer.cancelAt = 3;
+    const auto r = j::runDistill(smallConfig(dir), observer);
+    QVERIFY(r.status == j::JobStatus::Cancelled);
+    QCOMPARE(r.steps, int64_t(3));
+    QVERIFY(hh::runs::RunReader::open(r.runFile).status() == hh::runs::RunStatus::Cancelled);
+  }
+
+  void nanStopsAndKeepsLastGoodWeights() {
+    hh::test::TempDir dir("distill_nan");
+    auto c = smallConfig(dir);
+    c.debugNanAtStep = 5;
+    c.evalEvery = 100;  // no evaluation in between: the kept weights are those of step 5
+    CountingObserver observer;
+    const auto r = j::runDistill(c, observer);
+    QVERIFY(r.status == j::JobStatus::Failed);
+    QVERIFY2(r.message.find("NaN") != std::string::npos, r.message.c_str());
+    QCOMPARE(r.steps, int64_t(5));
+    auto run = hh::runs::RunReader::open(r.runFile);
+    QVERIFY(run.status() == hh::runs::RunStatus::Failed);
+    // Saved adapters are finite.
+    auto model = hh::models::loadModel(kModel);
+    hh::models::loadAdaptersFile(*model, r.adaptersFile);
+    for (const auto& [name, t] : model->adapterTensors()) QVERIFY(torch::isfinite(t).all().item<bool>());
+  }
+
+  void resumeContinues() {
+    hh::test::TempDir dir("distill_resume");
+    auto c = smallConfig(dir);
+    c.steps = 8;
+    CountingObserver observer;
+    QVERIFY(j::runDistill(c, observer).status == j::JobStatus::Completed);
+    c.steps = 16;
+    c.resume = true;
+    const auto r = j::runDistill(c, observer);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    QCOMPARE(r.steps, int64_t(16));
+    // The continuation's file holds only the new steps.
+    const auto steps = hh::runs::RunReader::open(r.runFile).scalars("loss").steps;
+    QCOMPARE(steps.front(), int64_t(9));
+    QCOMPARE(steps.back(), int64_t(16));
+  }
+
+  void lossMatchesHandComputation() {
+    // One layer, one head, T = 3, causal: loss = mean over rows of -sum_j p log a.
+    hh::models::LayerCapture c;
+    c.softmaxWeights = torch::tensor({1.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.2, 0.3, 0.5}).view({1, 1, 3, 3});
+    c.linearWeights = torch::tensor({1.0, 0.0, 0.0, 0.25, 0.75, 0.0, 0.1, 0.1, 0.8}).view({1, 1, 3, 3});
+    const double row0 = 0.0;
+    const double row1 = -(0.5 * std::log(0.25) + 0.5 * std::log(0.75));
+    const double row2 = -(0.2 * std::log(0.1) + 0.3 * std::log(0.1) + 0.5 * std::log(0.8));
+    const double want = (row0 + row1 + row2) / 3.0;
+    const double got = j::distillationLoss({c}, true, {}, "soft_ce", 0.0).item<double>();
+    QVERIFY(std::abs(got - want) < 1e-6);
+    // KL = CE - entropy(p).
+    const double entropy = -(2 * 0.5 * std::log(0.5) + 0.2 * std::log(0.2) + 0.3 * std::log(0.3) + 0.5 * std::log(0.5)) / 3.0;
+    QVERIFY(std::abs(j::distillationLoss({c}, true, {}, "kl", 0.0).item<double>() - (want - entropy)) < 1e-6);
+  }
+
+  void configJsonRoundTripAndErrors() {
+    j::DistillConfig c;
+    c.featureMap = "t2r";
+    c.layers = {1, 3};
+    c.data.sequenceLength = 77;
+    const auto back = j::distillConfigFromJson(j::toJson(c));
+    QCOMPARE(back.featureMap, std::string("t2r"));
+    QCOMPARE(back.layers, (std::vector<int64_t>{1, 3}));
+    QCOMPARE(back.data.sequenceLength, int64_t(77));
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"stpes", 3}}), "unknown key \"stpes\"");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"steps", "many"}}), "\"steps\" has the wrong type");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"loss", "mse"}}), "loss must be");
+  }
+};
+
+HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::configJsonRoundTripAndErrors)
+
+#if HH_HAVE_QTEST
+#include "test_distill_job.moc"
+#endif
