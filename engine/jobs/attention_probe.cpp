@@ -32,6 +32,7 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
   options.capture = &capture;
   options.attentionMask = mask;
   options.teacher = true;  // measure each layer on the teacher's activations, as distillation does
+  options.computeLogits = false;
   const auto out = model.forward(ids, options);
 
   const double nan = std::numeric_limits<double>::quiet_NaN();

@@ -158,6 +158,15 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
   capture.keepGraph = true;
   for (int64_t l = 0; l < L; ++l)
     if (model->config().plan.layers[static_cast<size_t>(l)].linear) capture.layers.push_back(l);
+  // Stage 1 needs no LM head and nothing after the last converted layer.
+  auto teacherOptions = [&]() {
+    models::ForwardOptions options;
+    options.capture = &capture;
+    options.teacher = true;
+    options.computeLogits = false;
+    options.stopAfterLayer = capture.layers.back();
+    return options;
+  };
 
   auto validationLoss = [&]() {
     torch::NoGradGuard noGrad;
@@ -167,10 +176,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
     for (int64_t start = 0; start < n && batches < config.evalBatches; start += config.batchSize, ++batches) {
       checkCancel(observer);
       const auto ids = dataset.validation.narrow(0, start, std::min(config.batchSize, n - start));
-      models::ForwardOptions options;
-      options.capture = &capture;
-      options.teacher = true;
-      const auto out = model->forward(ids, options);
+      const auto out = model->forward(ids, teacherOptions());
       sum += distillationLoss(out.captures, causal, {}, config.loss, config.outputMse).item<double>();
     }
     return sum / std::max<int64_t>(batches, 1);
@@ -227,11 +233,8 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
       checkCancel(observer);
       const auto t0 = std::chrono::steady_clock::now();
       const auto ids = dataset.train.index_select(0, sampler.next());
-      models::ForwardOptions options;
-      options.capture = &capture;
-      options.teacher = true;
       optimizer.zero_grad();
-      const auto out = model->forward(ids, options);
+      const auto out = model->forward(ids, teacherOptions());
       auto loss = distillationLoss(out.captures, causal, {}, config.loss, config.outputMse);
       if (state.step == config.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
       const double lossValue = loss.item<double>();

@@ -57,14 +57,20 @@ ModelOutput BertModel::forward(const torch::Tensor& ids, const ForwardOptions& o
   TORCH_CHECK(types.sizes() == ids.sizes(), "token types must be [B,T] like the ids");
   auto x = embedNorm_->forward(words_->forward(ids) + positions_->forward(positions).unsqueeze(0) +
                                types_->forward(types));  // [B,T,C]
-  for (int64_t l = 0; l < config_.layers; ++l) {
+  const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
+  for (int64_t l = 0; l <= lastLayer; ++l) {
     auto& L = layers_[static_cast<size_t>(l)];
     const auto y = attend(l, splitHeads(L.query->forward(x), config_.heads), splitHeads(L.key->forward(x), config_.heads),
                           splitHeads(L.value->forward(x), config_.heads), x, context);  // [B,H,T,D]
     const auto a = L.attnNorm->forward(L.attnOut->forward(mergeHeads(y)) + x);
     x = L.outNorm->forward(L.out->forward(activate(L.inter->forward(a), config_.activation)) + a);
   }
+  if (lastLayer < config_.layers - 1) {
+    out.hidden = x;
+    return out;
+  }
   out.hidden = x;
+  if (!options.computeLogits) return out;
   if (transform_) {
     const auto h = transformNorm_->forward(activate(transform_->forward(x), config_.activation));
     out.logits = torch::matmul(h, words_->weight.t()) + decoderBias_;  // [B,T,V]

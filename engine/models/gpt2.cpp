@@ -43,7 +43,8 @@ ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& o
   const auto context = makeContext(ids, options, &out.captures);
   const auto positions = torch::arange(T, torch::TensorOptions(torch::kLong).device(ids.device()));
   auto x = wte_->forward(ids) + wpe_->forward(positions).unsqueeze(0);  // [B,T,C]
-  for (int64_t l = 0; l < config_.layers; ++l) {
+  const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
+  for (int64_t l = 0; l <= lastLayer; ++l) {
     auto& b = blocks_[static_cast<size_t>(l)];
     const auto h = b.ln1->forward(x);
     const auto qkv = b.qkv->forward(h).chunk(3, -1);  // q, k, v in that order, each [B,T,C]
@@ -52,7 +53,12 @@ ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& o
     x = x + b.attnOut->forward(mergeHeads(y));
     x = x + b.mlpOut->forward(activate(b.fc->forward(b.ln2->forward(x)), config_.activation));
   }
+  if (lastLayer < config_.layers - 1) {
+    out.hidden = x;
+    return out;
+  }
   out.hidden = lnF_->forward(x);
+  if (!options.computeLogits) return out;
   if (classifier_) {
     // Pool the last real token of each row (HF: the last non-pad token).
     auto scores = classifier_->forward(out.hidden);  // [B,T,labels]

@@ -45,7 +45,8 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
   const auto context = makeContext(ids, options, &out.captures);
   const auto rope = ropeTables(config_, T, 0, ids.device());  // cos, sin [T,D]
   auto x = embed_->forward(ids);                               // [B,T,C]
-  for (int64_t l = 0; l < config_.layers; ++l) {
+  const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
+  for (int64_t l = 0; l <= lastLayer; ++l) {
     auto& L = layers_[static_cast<size_t>(l)];
     const auto h = rmsNorm(x, L.inputNorm, config_.normEps);
     const auto q = applyRope(splitHeads(L.q->forward(h), config_.heads), rope);    // [B,H,T,D]
@@ -55,7 +56,12 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
     const auto m = rmsNorm(x, L.postNorm, config_.normEps);
     x = x + L.down->forward(activate(L.gate->forward(m), config_.activation) * L.up->forward(m));
   }
+  if (lastLayer < config_.layers - 1) {
+    out.hidden = x;
+    return out;
+  }
   out.hidden = rmsNorm(x, norm_, config_.normEps);
+  if (!options.computeLogits) return out;
   if (classifier_) {
     auto scores = classifier_->forward(out.hidden);  // [B,T,labels]
     torch::Tensor last;

@@ -51,6 +51,8 @@ struct ForwardOptions {
   const CaptureRequest* capture = nullptr;
   bool teacher = false;          // converted layers propagate softmax (see above)
   attn::AttentionForm form = attn::AttentionForm::Chunked;  // linear layers' form
+  bool computeLogits = true;     // false: stop after the last layer (stage 1 needs no head)
+  int64_t stopAfterLayer = -1;   // >= 0: run layers 0..stopAfterLayer only (no final norm, no head)
 };
 
 struct ModelOutput {

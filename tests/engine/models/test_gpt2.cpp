@@ -203,6 +203,24 @@ class TestGpt2 : public QObject {
     HH_VERIFY_THROWS(std::invalid_argument, m::saveAdapters(*m::loadModel(kDir), dir.file("none.safetensors")));
   }
 
+  void stopEarlyAndSkipHead() {
+    auto model = m::loadModel(kDir);
+    torch::NoGradGuard noGrad;
+    const auto ids = referenceTensor("input_ids");
+    m::CaptureRequest request;
+    m::ForwardOptions options;
+    options.capture = &request;
+    const auto full = model->forward(ids, options);
+    options.computeLogits = false;
+    const auto noHead = model->forward(ids, options);
+    QVERIFY(!noHead.logits.defined());
+    QVERIFY(torch::equal(noHead.hidden, full.hidden));
+    options.stopAfterLayer = 2;
+    const auto partial = model->forward(ids, options);
+    QCOMPARE(partial.captures.size(), size_t(3));
+    QVERIFY(torch::equal(partial.captures[2].softmaxWeights, full.captures[2].softmaxWeights));
+  }
+
   void freezeLeavesOnlyAdaptersTrainable() {
     auto model = m::loadModel(kDir);
     model->setAttentionPlan(m::AttentionPlan::uniform(5, hedgehogConfig()));
@@ -213,7 +231,7 @@ class TestGpt2 : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestGpt2, "engine.models.gpt2", &TestGpt2::logitsMatchReference, &TestGpt2::attentionsMatchReference, &TestGpt2::prefixOptional, &TestGpt2::untiedHeadUsedWhenPresent, &TestGpt2::captureShapesAndLinearWeights, &TestGpt2::teacherModePropagatesSoftmax, &TestGpt2::linearFormsAgreeInsideTheModel, &TestGpt2::saveAndReloadOriginal, &TestGpt2::saveAndReloadHybrid, &TestGpt2::adapterFileRoundTrip, &TestGpt2::freezeLeavesOnlyAdaptersTrainable)
+HH_TEST_SUITE(TestGpt2, "engine.models.gpt2", &TestGpt2::logitsMatchReference, &TestGpt2::attentionsMatchReference, &TestGpt2::prefixOptional, &TestGpt2::untiedHeadUsedWhenPresent, &TestGpt2::captureShapesAndLinearWeights, &TestGpt2::teacherModePropagatesSoftmax, &TestGpt2::linearFormsAgreeInsideTheModel, &TestGpt2::saveAndReloadOriginal, &TestGpt2::saveAndReloadHybrid, &TestGpt2::adapterFileRoundTrip, &TestGpt2::stopEarlyAndSkipHead, &TestGpt2::freezeLeavesOnlyAdaptersTrainable)
 
 #if HH_HAVE_QTEST
 #include "test_gpt2.moc"
