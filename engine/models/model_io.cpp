@@ -33,6 +33,41 @@ ModelPtr loadModel(const std::string& dir, const LoadOptions& options) {
   return model;
 }
 
+ModelConfig withClassificationHead(ModelConfig config, int64_t labels) {
+  if (labels < 2) throw std::invalid_argument("a classification head needs at least 2 labels, got " + std::to_string(labels));
+  static const char* family[] = {"GPT2", "Bert", "Llama"};
+  config.head = HeadKind::SequenceClassification;
+  config.numLabels = labels;
+  config.architectures = {std::string(family[static_cast<int>(config.architecture)]) + "ForSequenceClassification"};
+  if (!config.raw.is_object()) config.raw = nlohmann::json::object();
+  config.raw["num_labels"] = labels;
+  config.raw.erase("id2label");
+  config.raw.erase("label2id");
+  return config;
+}
+
+ModelPtr loadModelForClassification(const std::string& dir, int64_t labels, const LoadOptions& options) {
+  const auto config = loadModelConfig(dir);
+  if (config.head == HeadKind::SequenceClassification) {
+    if (config.numLabels != labels)
+      throw ConfigError(dir + "/config.json: the classification head has " + std::to_string(config.numLabels) +
+                        " labels, the data " + std::to_string(labels));
+    return loadModel(dir, options);
+  }
+  const auto body = loadModel(dir);
+  auto model = createModel(withClassificationHead(body->config(), labels));
+  torch::NoGradGuard noGrad;
+  const auto from = body->named_parameters(true);
+  for (auto& item : model->named_parameters(true))
+    if (const auto* t = from.find(item.key()); t && t->sizes() == item.value().sizes()) item.value().copy_(*t);
+  const auto fromBuffers = body->named_buffers(true);
+  for (auto& item : model->named_buffers(true))
+    if (const auto* t = fromBuffers.find(item.key()); t && t->sizes() == item.value().sizes()) item.value().copy_(*t);
+  model->to(options.device, options.dtype);
+  model->eval();
+  return model;
+}
+
 const std::vector<std::string>& tokenizerFileNames() {
   static const std::vector<std::string> names{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                               "vocab.json", "merges.txt", "vocab.txt", "tokenizer.model",

@@ -23,6 +23,15 @@ struct LoadOptions {
 };
 ModelPtr loadModel(const std::string& dir, const LoadOptions& options = {});
 
+// `config` switched to a sequence-classification head of `labels` classes (HF architecture name
+// <Family>ForSequenceClassification, num_labels written into the JSON it saves to).
+ModelConfig withClassificationHead(ModelConfig config, int64_t labels);
+// loadModel with a sequence-classification head of `labels` classes: a folder that already has
+// one must have `labels` classes (else ConfigError); otherwise the body's weights (and the
+// attention plan's adapters) are loaded and the new head (GPT-2/Llama "score", BERT pooler +
+// classifier) keeps its fresh initialisation.
+ModelPtr loadModelForClassification(const std::string& dir, int64_t labels, const LoadOptions& options = {});
+
 // The tokenizer files a folder may hold (copied on save when present).
 const std::vector<std::string>& tokenizerFileNames();
 

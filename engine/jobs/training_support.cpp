@@ -1,0 +1,81 @@
+#include "engine/jobs/training_support.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hh::jobs {
+
+double scheduledLr(double lr, int64_t step, int64_t warmupSteps, int64_t totalSteps, double minLrRatio) {
+  if (warmupSteps > 0 && step < warmupSteps) return lr * double(step + 1) / double(warmupSteps);
+  const double floor = lr * minLrRatio;
+  const int64_t decaySteps = totalSteps - warmupSteps;
+  if (decaySteps <= 0) return lr;
+  const double p = std::clamp(double(step - warmupSteps) / double(decaySteps), 0.0, 1.0);
+  return floor + (lr - floor) * 0.5 * (1.0 + std::cos(M_PI * p));
+}
+
+void setLr(torch::optim::Optimizer& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
+torch::Tensor nextTokenLoss(const torch::Tensor& logits, const torch::Tensor& ids) {
+  // logits [B,T,V], ids [B,T]
+  const int64_t T = ids.size(1), V = logits.size(-1);
+  const auto predicted = logits.narrow(1, 0, T - 1).reshape({-1, V}).to(torch::kFloat);  // [B*(T-1), V]
+  const auto targets = ids.narrow(1, 1, T - 1).reshape({-1});                             // [B*(T-1)]
+  return torch::nn::functional::cross_entropy(predicted, targets);
+}
+
+double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows, int64_t batchSize, int64_t maxBatches,
+                     JobObserver& observer) {
+  torch::NoGradGuard noGrad;
+  const bool wasTraining = model.is_training();
+  model.eval();
+  double sum = 0;
+  int64_t tokens = 0, batches = 0;
+  const int64_t n = rows.size(0);
+  for (int64_t start = 0; start < n && (maxBatches <= 0 || batches < maxBatches); start += batchSize, ++batches) {
+    throwIfCancelled(observer);
+    const auto ids = rows.narrow(0, start, std::min(batchSize, n - start));
+    const auto logits = model.forward(ids).logits;
+    const int64_t count = ids.size(0) * (ids.size(1) - 1);
+    sum += nextTokenLoss(logits, ids).item<double>() * double(count);
+    tokens += count;
+  }
+  model.train(wasTraining);
+  return sum / double(std::max<int64_t>(tokens, 1));
+}
+
+double clipGradients(const std::vector<torch::Tensor>& params, double maxNorm) {
+  std::vector<torch::Tensor> norms;
+  for (const auto& p : params)
+    if (p.grad().defined()) norms.push_back(p.grad().detach().to(torch::kDouble).norm().pow(2));
+  if (norms.empty()) return 0.0;
+  const double norm = std::sqrt(torch::stack(norms).sum().item<double>());
+  if (!std::isfinite(norm)) return norm;
+  if (maxNorm > 0 && norm > maxNorm) {
+    torch::NoGradGuard noGrad;
+    const double factor = maxNorm / (norm + 1e-6);
+    for (const auto& p : params)
+      if (p.grad().defined()) p.grad().mul_(factor);
+  }
+  return norm;
+}
+
+std::vector<torch::Tensor> snapshotTensors(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors) out.push_back(t.detach().clone());
+  return out;
+}
+
+void restoreTensors(const std::vector<torch::Tensor>& into, const std::vector<torch::Tensor>& from) {
+  torch::NoGradGuard noGrad;
+  for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i].copy_(from[i]);
+}
+
+void throwIfCancelled(JobObserver& observer) {
+  if (observer.cancelled()) throw JobCancelled();
+}
+
+}  // namespace hh::jobs

@@ -1,0 +1,41 @@
+// Pieces the training jobs (train, finetune) share: the learning-rate schedule (linear warmup,
+// then cosine decay to a floor), the next-token loss, held-out LM evaluation, and the AdamW step
+// with gradient clipping that refuses to apply a non-finite update.
+//   lr(step) = lr * step / warmup                                   for step < warmup
+//            = floor + (lr - floor) * (1 + cos(pi * p)) / 2,        p = (step - warmup) / (steps - warmup)
+//   with floor = lr * minLrRatio; `step` counts from 0 (the step about to be taken).
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/jobs/job_observer.h"
+#include "engine/models/transformer_model.h"
+
+namespace hh::jobs {
+
+double scheduledLr(double lr, int64_t step, int64_t warmupSteps, int64_t totalSteps, double minLrRatio);
+void setLr(torch::optim::Optimizer& optimizer, double lr);
+
+// logits [B, T, V], ids [B, T] int64: mean cross-entropy of logits[:, :-1] against ids[:, 1:]
+// (nats per token).
+torch::Tensor nextTokenLoss(const torch::Tensor& logits, const torch::Tensor& ids);
+
+// Mean next-token loss over up to `maxBatches` batches of `rows` (0 = all), in eval mode and
+// without gradients; polls the observer's cancel flag between batches (throws JobCancelled).
+double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows, int64_t batchSize, int64_t maxBatches,
+                     JobObserver& observer);
+
+// Clips the gradients of `params` to total norm `maxNorm` (<= 0: no clipping) and returns the
+// norm before clipping (NaN/inf when some gradient is not finite; the caller then skips the step).
+double clipGradients(const std::vector<torch::Tensor>& params, double maxNorm);
+
+// Detached copies of tensors, and copying them back (last good / best weights).
+std::vector<torch::Tensor> snapshotTensors(const std::vector<torch::Tensor>& tensors);
+void restoreTensors(const std::vector<torch::Tensor>& into, const std::vector<torch::Tensor>& from);
+
+void throwIfCancelled(JobObserver& observer);
+
+}  // namespace hh::jobs

@@ -1,0 +1,81 @@
+#include "engine/models/lora.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <regex>
+
+namespace hh::models {
+
+std::vector<std::string> loraTargetNames(const TransformerModel& model) {
+  std::regex pattern;
+  switch (model.config().architecture) {
+    case Architecture::Gpt2: pattern = std::regex(R"(h_\d+_(c_attn|attn_c_proj))"); break;
+    case Architecture::Bert: pattern = std::regex(R"(layer_\d+_(query|key|value|attention_output))"); break;
+    case Architecture::Llama: pattern = std::regex(R"(layers_\d+_(q_proj|k_proj|v_proj|o_proj))"); break;
+  }
+  std::vector<std::string> names;
+  for (const auto& item : model.named_children())
+    if (std::regex_match(item.key(), pattern) && std::dynamic_pointer_cast<torch::nn::LinearImpl>(item.value()))
+      names.push_back(item.key());
+  return names;
+}
+
+LoraAdapters::LoraAdapters(TransformerModel& model, const LoraOptions& options) {
+  if (options.rank < 1) throw std::invalid_argument("LoRA rank must be at least 1");
+  scale_ = options.alpha / double(options.rank);
+  const auto names = loraTargetNames(model);
+  if (names.empty()) throw std::invalid_argument("LoRA: no q/k/v/o projection found in " + model.config().describe());
+  auto generator = at::detail::createCPUGenerator(options.seed);
+  for (const auto& item : model.named_children()) {
+    if (std::find(names.begin(), names.end(), item.key()) == names.end()) continue;
+    Target t;
+    t.name = item.key();
+    t.linear = std::dynamic_pointer_cast<torch::nn::LinearImpl>(item.value());
+    t.base = t.linear->named_parameters(false)["weight"];  // the registered W0
+    const int64_t out = t.base.size(0), in = t.base.size(1);
+    const auto options32 = torch::TensorOptions().dtype(torch::kFloat);
+    t.a = (torch::randn({options.rank, in}, generator, options32) / std::sqrt(double(options.rank)))
+              .to(t.base.device(), t.base.scalar_type())
+              .set_requires_grad(true);
+    t.b = torch::zeros({out, options.rank}, t.base.options()).set_requires_grad(true);
+    t.base.set_requires_grad(false);
+    targets_.push_back(std::move(t));
+  }
+}
+
+void LoraAdapters::apply() {
+  if (merged_) return;
+  for (auto& t : targets_) t.linear->weight = t.base + scale_ * torch::matmul(t.b, t.a);  // [out,in]
+}
+
+void LoraAdapters::merge() {
+  if (merged_) return;
+  torch::NoGradGuard noGrad;
+  for (auto& t : targets_) {
+    t.base.add_(scale_ * torch::matmul(t.b, t.a));
+    t.linear->weight = t.base;
+    t.b.zero_();
+  }
+  merged_ = true;
+}
+
+std::vector<torch::Tensor> LoraAdapters::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& t : targets_) {
+    out.push_back(t.a);
+    out.push_back(t.b);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> LoraAdapters::namedParameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& t : targets_) {
+    out.emplace_back(t.name + ".lora_A", t.a);
+    out.emplace_back(t.name + ".lora_B", t.b);
+  }
+  return out;
+}
+
+}  // namespace hh::models
