@@ -35,7 +35,8 @@ struct LabelTable {
 }  // namespace
 
 LabelledCorpus readClassificationFile(const std::string& path) {
-  const auto text = readFile(path);
+  auto text = readFile(path);
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 byte-order mark (spreadsheet exports)
   const bool jsonl = fs::path(path).extension() == ".jsonl";
   LabelledCorpus corpus;
   LabelTable labels;
@@ -152,7 +153,8 @@ ClassificationDataset buildClassificationDataset(const LabelledCorpus& corpus, c
       if (static_cast<int64_t>(tokens.size()) > T) {
         const auto& suffix = tokenizer.suffixIds();
         tokens.resize(static_cast<size_t>(T));
-        std::copy(suffix.begin(), suffix.end(), tokens.end() - static_cast<std::ptrdiff_t>(std::min<size_t>(suffix.size(), tokens.size())));
+        const auto keep = static_cast<std::ptrdiff_t>(std::min<size_t>(suffix.size(), tokens.size()));  // suffix's tail
+        std::copy(suffix.end() - keep, suffix.end(), tokens.end() - keep);
       }
       for (size_t t = 0; t < tokens.size(); ++t) {
         ids[row][static_cast<int64_t>(t)] = tokens[t];

@@ -22,7 +22,7 @@ std::string readFile(const fs::path& path) {
 }
 
 bool attachesLeft(const std::string& w) {  // no space before these
-  static const char* kinds[] = {",", ".", ";", ":", "?", "!", ")", "'", "'s", "n't", "''", "%"};
+  static const char* kinds[] = {",", ".", ";", ":", "?", "!", ")", "'s", "n't", "''", "%"};
   for (const char* k : kinds)
     if (w == k) return true;
   return false;
@@ -37,9 +37,17 @@ std::string detagBrown(const std::string& tagged) {
   std::istringstream tokens(tagged);
   std::string token;
   bool spaceBefore = false;
+  bool singleQuoteOpen = false;  // Brown writes opening and closing single quotes alike ('/')
   while (tokens >> token) {
     const auto slash = token.rfind('/');
     std::string word = slash == std::string::npos || slash == 0 ? token : token.substr(0, slash);
+    if (word == "'") {  // alternate: an opening quote takes a space before and none after
+      singleQuoteOpen = !singleQuoteOpen;
+      if (spaceBefore && singleQuoteOpen) out += ' ';
+      spaceBefore = !singleQuoteOpen;
+      out += word;
+      continue;
+    }
     if (spaceBefore && !attachesLeft(word)) out += ' ';
     spaceBefore = !attachesRight(word);
     if (word == "``" || word == "''") word = "\"";
