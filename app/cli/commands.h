@@ -13,5 +13,6 @@ void addPreflightCommand(CLI::App& app);
 void addDistillCommand(CLI::App& app);
 void addTrainCommand(CLI::App& app);
 void addFinetuneCommand(CLI::App& app);
+void addEvaluateCommand(CLI::App& app);
 
 }  // namespace hh::cli

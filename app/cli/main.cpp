@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   hh::cli::addDistillCommand(app);
   hh::cli::addTrainCommand(app);
   hh::cli::addFinetuneCommand(app);
+  hh::cli::addEvaluateCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

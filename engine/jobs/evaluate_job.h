@@ -1,0 +1,85 @@
+// Evaluation of a conversion: how well does the converted model do against the original, and how
+// close is each feature map's attention to softmax on held-out text?
+//   1. Task quality on held-out sequences of the data config's validation split:
+//      task "lm": perplexity = exp(mean over every next-token prediction of -log p(x_{t+1} | x_<=t)),
+//        original (all softmax) and converted (linear layers propagate their own output);
+//      task "classification": accuracy of argmax(logits) against the labels (padding masked).
+//   2. The per-head attention table of each feature map against softmax (the Hedgehog paper's
+//      Table 4 for this model): every listed feature map is put into the converted layers at its
+//      initialisation (hedgehog / t2r at identity, performer seeded) and measured on the
+//      teacher's activations; "trained" measures the converted model's own feature maps. Per map:
+//      [L, H] tables of KL(softmax || linear), entropy of the linear weights and monotonicity
+//      (Spearman's rho against q.k/sqrt(d)); scalars = their mean over the converted layers' heads
+//      (layers that stay softmax are NaN in the tables and left out of the means).
+// The converted model is `converted` (a converted folder, or an adapters .safetensors file applied
+// to the teacher) or, when that is empty, the teacher with `feature_map` at its initialisation.
+// Everything goes to <run_dir>/run.h5 (kind "evaluate"; scalars at step 0; tables kl_<map>,
+// entropy_<map>, monotonicity_<map> and entropy_softmax, all declared up front) and is returned.
+// Cancel is polled before every forward pass, so it takes effect within a batch.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/jobs/distill_job.h"
+#include "engine/jobs/job_observer.h"
+
+namespace hh::jobs {
+
+struct EvaluateConfig {
+  std::string modelDir;                  // teacher folder (the original, all softmax)
+  std::string converted;                 // converted folder or adapters file; empty = `featureMap` untrained
+  std::string featureMap = "hedgehog";   // the converted model's map when `converted` is empty
+  std::string runDir;                    // where run.h5 goes
+  std::string task = "lm";               // lm | classification
+  std::vector<std::string> featureMaps;  // table rows; empty = every kind + "trained" (if converted)
+  std::vector<int64_t> layers;           // layers the table's maps go into; empty = the converted model's linear layers
+  int64_t maxSequences = 64;             // held-out sequences for perplexity / accuracy (0 = all)
+  int64_t tableSequences = 16;           // of those, how many the attention table uses (0 = all)
+  int64_t batchSize = 8;
+  uint64_t seed = 0;                     // performer projections
+  DataConfig data;                       // lm: brown or a text path; classification: spamassassin or .tsv/.jsonl
+};
+
+nlohmann::json toJson(const EvaluateConfig& config);
+// Every key optional (defaults above); unknown keys, wrong types and bad values throw
+// std::invalid_argument.
+EvaluateConfig evaluateConfigFromJson(const nlohmann::json& json);
+
+// One row of the table: a feature map's attention against softmax.
+struct FeatureMapEvaluation {
+  std::string name;           // a feature map kind ("hedgehog", ...) or "trained"
+  double kl = 0, entropy = 0, monotonicity = 0;  // means over the converted layers' heads
+  HeadTable klTable, entropyTable, monotonicityTable;  // [L, H] each
+};
+
+struct EvaluateResult {
+  JobStatus status = JobStatus::Completed;
+  std::string message;
+  std::string task;
+  int64_t sequences = 0;      // held-out sequences evaluated
+  int64_t predictions = 0;    // lm: next-token predictions per model; classification: examples
+  double nllOriginal = std::numeric_limits<double>::quiet_NaN();         // lm, nats per token
+  double nllConverted = std::numeric_limits<double>::quiet_NaN();
+  double perplexityOriginal = std::numeric_limits<double>::quiet_NaN();  // lm
+  double perplexityConverted = std::numeric_limits<double>::quiet_NaN();
+  double accuracyOriginal = std::numeric_limits<double>::quiet_NaN();    // classification
+  double accuracyConverted = std::numeric_limits<double>::quiet_NaN();
+  double softmaxEntropy = std::numeric_limits<double>::quiet_NaN();      // reference: mean softmax entropy
+  HeadTable softmaxEntropyTable;
+  std::vector<FeatureMapEvaluation> featureMaps;  // in the config's order
+  std::string runFile;
+  double seconds = 0;
+};
+
+// Runs the job on the calling thread. Throws only for bad configuration (before the run file
+// exists); failures while evaluating are reported in the result (and the run file).
+EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer);
+
+// The table rows a config asks for (its list, or the default one), validated.
+std::vector<std::string> evaluateFeatureMapNames(const EvaluateConfig& config);
+
+}  // namespace hh::jobs

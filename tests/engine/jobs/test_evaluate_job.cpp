@@ -1,0 +1,284 @@
+// engine.jobs.evaluate: the evaluation job on the tiny GPT-2 fixture with a corpus written by the
+// test (no npm data needed): the original perplexity equals exp(mean next-token NLL) computed by
+// hand on the same held-out rows; the converted model (identity-initialised hedgehog) differs;
+// the table has one row per feature map with finite KL >= 0 and [L, H] tables in the run file;
+// adapters from a short distillation give a lower KL than untrained hedgehog; classification
+// accuracy equals a hand count; cancel stops within a second and marks the run cancelled.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "engine/attention/attention_types.h"
+#include "engine/data/classification_data.h"
+#include "engine/jobs/evaluate_job.h"
+#include "engine/jobs/job_support.h"
+#include "engine/models/model_io.h"
+#include "engine/runs/run_reader.h"
+#include "engine/tokenizers/tokenizer.h"
+#include "tests/engine/models/model_test_support.h"
+#include "tests/support/hh_test.h"
+
+namespace {
+
+namespace j = hh::jobs;
+const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
+
+// Plain sentences, enough for a few dozen 32-token rows (as in the distill suite).
+std::string writeCorpus(const hh::test::TempDir& dir) {
+  const auto path = dir.file("corpus");
+  std::filesystem::create_directories(path);
+  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "while", "dogs", "ran", "around", "in", "circles",
+                         "and", "birds", "sang", "songs", "about", "rain"};
+  for (int d = 0; d < 12; ++d) {
+    std::ofstream out(path + "/doc" + std::to_string(d) + ".txt");
+    for (int w = 0; w < 300; ++w) out << words[(w * 7 + d * 3 + w / 5) % 18] << (w % 11 == 10 ? ". " : " ");
+  }
+  return path;
+}
+
+j::EvaluateConfig smallConfig(const hh::test::TempDir& dir) {
+  j::EvaluateConfig c;
+  c.modelDir = kModel;
+  c.runDir = dir.file("eval");
+  c.maxSequences = 8;
+  c.tableSequences = 4;
+  c.batchSize = 4;
+  c.data.corpus = writeCorpus(dir);
+  c.data.sequenceLength = 32;
+  c.data.validationFraction = 0.25;
+  return c;
+}
+
+struct CancelObserver : j::JobObserver {
+  int64_t cancelAfter = -1, progressCalls = 0;
+  std::chrono::steady_clock::time_point cancelledAt;
+  bool asked = false;
+  void progress(int64_t, int64_t, const std::string&) override { ++progressCalls; }
+  bool cancelled() override {
+    if (cancelAfter >= 0 && progressCalls >= cancelAfter) {
+      if (!asked) cancelledAt = std::chrono::steady_clock::now(), asked = true;
+      return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+class TestEvaluateJob : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+
+  void perplexityAndTable() {
+    hh::test::TempDir dir("evaluate_ok");
+    const auto c = smallConfig(dir);
+    j::JobObserver observer;
+    const auto r = j::runEvaluate(c, observer);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    QCOMPARE(r.sequences, int64_t(8));
+    QCOMPARE(r.predictions, int64_t(8 * 31));
+    QVERIFY(std::isfinite(r.perplexityOriginal) && std::isfinite(r.perplexityConverted));
+
+    // The original perplexity by hand: exp(mean over rows and positions of -log p(x_{t+1} | x_<=t)).
+    auto model = hh::models::loadModel(kModel);
+    const auto tokenizer = hh::tok::loadTokenizer(kModel);
+    const auto ids = j::loadLmData(c.data, *tokenizer).validation.narrow(0, 0, 8);  // [8, 32]
+    torch::NoGradGuard noGrad;
+    const auto logits = model->forward(ids).logits.to(torch::kDouble);              // [8, 32, V]
+    const auto logp = torch::log_softmax(logits.narrow(1, 0, 31), -1);
+    const double nll = -logp.gather(-1, ids.narrow(1, 1, 31).unsqueeze(-1)).mean().item<double>();
+    qInfo("perplexity original %.6f (by hand %.6f), converted (untrained hedgehog) %.6f", r.perplexityOriginal,
+          std::exp(nll), r.perplexityConverted);
+    QVERIFY(std::abs(r.nllOriginal - nll) < 1e-5 * nll);
+    QVERIFY(std::abs(r.perplexityOriginal - std::exp(nll)) < 1e-5 * std::exp(nll));
+    // The converted model (identity-initialised hedgehog in every layer) by hand too: it matches the
+    // job and differs from the original. The fixture's random attention is nearly uniform, so the
+    // difference is small (~1e-5 relative) but far above the fp32 agreement above (~3e-8).
+    auto convertedModel = hh::models::loadModel(kModel);
+    convertedModel->setAttentionPlan(hh::models::AttentionPlan::uniform(5, hh::attn::LinearAttentionConfig{}));
+    const auto convertedLogp = torch::log_softmax(convertedModel->forward(ids).logits.to(torch::kDouble).narrow(1, 0, 31), -1);
+    const double convertedNll = -convertedLogp.gather(-1, ids.narrow(1, 1, 31).unsqueeze(-1)).mean().item<double>();
+    QVERIFY(std::abs(r.nllConverted - convertedNll) < 1e-5 * convertedNll);
+    QVERIFY(std::abs(r.perplexityConverted - r.perplexityOriginal) > 1e-6 * r.perplexityOriginal);
+
+    // One row per feature map kind, in order; KL finite and >= 0 where the map's weights are a
+    // distribution (identity features can give negative weights, hence NaN KL: reported as is).
+    const auto& kinds = hh::attn::allFeatureMapKinds();
+    QCOMPARE(r.featureMaps.size(), kinds.size());
+    const int L = 5, H = 4;
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      const auto& row = r.featureMaps[i];
+      QCOMPARE(row.name, hh::attn::toString(kinds[i]));
+      QCOMPARE(row.klTable.values.size(), size_t(L * H));
+      QCOMPARE(row.klTable.name, "kl_" + row.name);
+      qInfo("%-17s KL %10.3g  entropy %7.4f  monotonicity %7.4f", row.name.c_str(), row.kl, row.entropy, row.monotonicity);
+      if (kinds[i] == hh::attn::FeatureMapKind::Identity) continue;
+      QVERIFY2(std::isfinite(row.kl) && row.kl >= 0, row.name.c_str());
+      QVERIFY2(std::isfinite(row.entropy) && row.entropy >= 0, row.name.c_str());
+      QVERIFY2(row.monotonicity >= -1 && row.monotonicity <= 1, row.name.c_str());
+      for (const double v : row.klTable.values) QVERIFY2(std::isfinite(v) && v >= -1e-9, row.name.c_str());
+    }
+    QVERIFY(std::isfinite(r.softmaxEntropy) && r.softmaxEntropy > 0);
+    // Untrained feature maps disagree with softmax: not all KLs are the same.
+    QVERIFY(std::abs(r.featureMaps[0].kl - r.featureMaps[3].kl) > 1e-6);  // hedgehog vs elu
+
+    // The run file holds the scalars and one [L, H] table per map, equal to the result.
+    auto run = hh::runs::RunReader::open(r.runFile);
+    QVERIFY(run.status() == hh::runs::RunStatus::Completed);
+    QCOMPARE(run.header().kind, std::string("evaluate"));
+    QCOMPARE(run.scalars("perplexity_original").values.at(0), r.perplexityOriginal);
+    QCOMPARE(run.scalars("kl_mean_hedgehog").values.at(0), r.featureMaps[0].kl);
+    for (const auto& row : r.featureMaps) {
+      QCOMPARE(run.tableRows("kl_" + row.name), int64_t(1));
+      QCOMPARE(run.tableRows("monotonicity_" + row.name), int64_t(1));
+    }
+    const auto table = run.table("kl_t2r");
+    QCOMPARE(table.at(0, 2, 1), r.featureMaps[2].klTable.values[2 * H + 1]);
+    QCOMPARE(run.tableRows("entropy_softmax"), int64_t(1));
+  }
+
+  void trainedAdaptersBeatUntrainedHedgehog() {
+    hh::test::TempDir dir("evaluate_trained");
+    const auto corpus = writeCorpus(dir);
+    j::DistillConfig d;
+    d.modelDir = kModel;
+    d.runDir = dir.file("distill");
+    d.steps = 30;
+    d.batchSize = 4;
+    d.evalEvery = 10;
+    d.evalBatches = 2;
+    d.snapshotEvery = 100;
+    d.lr = 0.05;
+    d.patience = 0;
+    d.data.corpus = corpus;
+    d.data.sequenceLength = 32;
+    d.data.validationFraction = 0.25;
+    j::JobObserver quiet;
+    const auto distilled = j::runDistill(d, quiet);
+    QVERIFY2(distilled.status == j::JobStatus::Completed, distilled.message.c_str());
+
+    auto c = smallConfig(dir);
+    c.converted = distilled.adaptersFile;
+    c.featureMaps = {"hedgehog", "trained"};
+    const auto r = j::runEvaluate(c, quiet);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    QCOMPARE(r.featureMaps.size(), size_t(2));
+    QCOMPARE(r.featureMaps[1].name, std::string("trained"));
+    qInfo("mean KL: untrained hedgehog %.4g, trained %.4g (distill reported %.4g -> %.4g); perplexity %.4f -> %.4f",
+          r.featureMaps[0].kl, r.featureMaps[1].kl, distilled.initialKl, distilled.finalKl, r.perplexityOriginal,
+          r.perplexityConverted);
+    QVERIFY(r.featureMaps[1].kl < r.featureMaps[0].kl);
+    // Same held-out rows as distillation's own final probe (its first batch_size validation rows).
+    QVERIFY(std::abs(r.featureMaps[1].kl - distilled.finalKl) < 1e-6 * distilled.finalKl);
+    QVERIFY(std::abs(r.featureMaps[0].kl - distilled.initialKl) < 1e-6 * distilled.initialKl);
+    QVERIFY(std::isfinite(r.perplexityConverted));
+    // The default list with a converted model ends with "trained".
+    QCOMPARE(j::evaluateFeatureMapNames(c).back(), std::string("trained"));
+    c.featureMaps.clear();
+    QCOMPARE(j::evaluateFeatureMapNames(c).size(), hh::attn::allFeatureMapKinds().size() + 1);
+  }
+
+  void classificationAccuracy() {
+    hh::test::TempDir dir("evaluate_cls");
+    // A GPT-2 classifier: the fixture's config with a 2-label head and fresh weights.
+    auto config = hh::models::loadModelConfig(kModel);
+    config.head = hh::models::HeadKind::SequenceClassification;
+    config.numLabels = 2;
+    config.architectures = {"GPT2ForSequenceClassification"};
+    torch::manual_seed(3);
+    auto classifier = hh::models::createModel(config);
+    const auto modelDir = dir.file("classifier");
+    hh::models::saveModel(*classifier, modelDir, kModel);
+    {
+      std::ofstream out(dir.file("labelled.tsv"));
+      out << "label\ttext\n";
+      for (int i = 0; i < 40; ++i) out << (i % 2) << "\t" << (i % 2 ? "birds sang songs about rain" : "the cat sat on a mat") << " " << i << "\n";
+    }
+    auto c = smallConfig(dir);
+    c.modelDir = modelDir;
+    c.task = "classification";
+    c.data.corpus = dir.file("labelled.tsv");
+    c.data.sequenceLength = 16;
+    c.featureMaps = {"hedgehog"};
+    c.maxSequences = 0;  // every held-out example
+    j::JobObserver observer;
+    const auto r = j::runEvaluate(c, observer);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    QVERIFY(r.accuracyOriginal >= 0 && r.accuracyOriginal <= 1 && r.accuracyConverted >= 0 && r.accuracyConverted <= 1);
+    QVERIFY(std::isnan(r.perplexityOriginal));
+    QVERIFY(std::isfinite(r.featureMaps[0].kl));
+
+    // By hand on the same held-out split.
+    auto model = hh::models::loadModel(modelDir);
+    const auto tokenizer = hh::tok::loadTokenizer(modelDir);
+    hh::data::ClassificationOptions options;
+    options.sequenceLength = 16;
+    options.validationFraction = c.data.validationFraction;
+    options.seed = c.data.seed;
+    const auto split = hh::data::buildClassificationDataset(hh::data::readClassificationFile(c.data.corpus), *tokenizer, options).validation;
+    QCOMPARE(r.sequences, split.ids.size(0));
+    torch::NoGradGuard noGrad;
+    hh::models::ForwardOptions forward;
+    forward.attentionMask = split.mask;
+    const double accuracy = model->forward(split.ids, forward).logits.argmax(-1).eq(split.labels).to(torch::kDouble).mean().item<double>();
+    qInfo("accuracy original %.3f (by hand %.3f), converted %.3f on %lld examples", r.accuracyOriginal, accuracy,
+          r.accuracyConverted, (long long)r.sequences);
+    QVERIFY(std::abs(r.accuracyOriginal - accuracy) < 1e-12);
+    // A causal LM is refused for classification.
+    c.modelDir = kModel;
+    HH_VERIFY_THROWS_WITH(j::runEvaluate(c, observer), "sequence-classification head");
+  }
+
+  void cancelStopsWithinASecond() {
+    hh::test::TempDir dir("evaluate_cancel");
+    auto c = smallConfig(dir);
+    CancelObserver observer;
+    observer.cancelAfter = 3;  // inside the converted model's perplexity pass
+    const auto r = j::runEvaluate(c, observer);
+    const double latency = std::chrono::duration<double>(std::chrono::steady_clock::now() - observer.cancelledAt).count();
+    QVERIFY(r.status == j::JobStatus::Cancelled);
+    QVERIFY(observer.asked);
+    qInfo("cancel -> return %.3f s (%s)", latency, r.message.c_str());
+    QVERIFY(latency < 1.0);
+    QCOMPARE(observer.progressCalls, int64_t(3));
+    QVERIFY(r.featureMaps.empty());
+    QVERIFY(hh::runs::RunReader::open(r.runFile).status() == hh::runs::RunStatus::Cancelled);
+  }
+
+  void configJsonRoundTripAndErrors() {
+    j::EvaluateConfig c;
+    c.converted = "some/folder";
+    c.featureMaps = {"t2r", "trained"};
+    c.task = "classification";
+    c.data.sequenceLength = 77;
+    const auto back = j::evaluateConfigFromJson(j::toJson(c));
+    QCOMPARE(back.converted, std::string("some/folder"));
+    QCOMPARE(back.featureMaps, (std::vector<std::string>{"t2r", "trained"}));
+    QCOMPARE(back.task, std::string("classification"));
+    QCOMPARE(back.data.sequenceLength, int64_t(77));
+    QCOMPARE(j::toJson(j::EvaluateConfig{}).at("table_sequences").get<int64_t>(), int64_t(16));
+    HH_VERIFY_THROWS_WITH(j::evaluateConfigFromJson({{"max_seqs", 3}}), "unknown key \"max_seqs\"");
+    HH_VERIFY_THROWS_WITH(j::evaluateConfigFromJson({{"task", "regression"}}), "task must be");
+    HH_VERIFY_THROWS_WITH(j::evaluateConfigFromJson({{"feature_maps", {"hedgehog", "nope"}}}), "feature_maps");
+    HH_VERIFY_THROWS_WITH(j::evaluateConfigFromJson({{"feature_maps", {"trained"}}}), "needs a converted model");
+    HH_VERIFY_THROWS_WITH(j::evaluateConfigFromJson({{"feature_maps", {"elu", "elu"}}}), "listed twice");
+    HH_VERIFY_THROWS_WITH(j::evaluateConfigFromJson({{"batch_size", 0}}), "batch_size");
+    // Bad models are configuration errors, thrown before a run file exists.
+    hh::test::TempDir dir("evaluate_bad");
+    auto bad = smallConfig(dir);
+    bad.converted = dir.file("missing.safetensors");
+    j::JobObserver observer;
+    HH_VERIFY_THROWS_WITH(j::runEvaluate(bad, observer), "neither a folder nor an adapters file");
+    QVERIFY(!std::filesystem::exists(bad.runDir + "/run.h5"));
+  }
+};
+
+HH_TEST_SUITE(TestEvaluateJob, "engine.jobs.evaluate", &TestEvaluateJob::initTestCase, &TestEvaluateJob::perplexityAndTable, &TestEvaluateJob::trainedAdaptersBeatUntrainedHedgehog, &TestEvaluateJob::classificationAccuracy, &TestEvaluateJob::cancelStopsWithinASecond, &TestEvaluateJob::configJsonRoundTripAndErrors)
+
+#if HH_HAVE_QTEST
+#include "test_evaluate_job.moc"
+#endif
