@@ -11,6 +11,7 @@ void addTokenizeCommand(CLI::App& app);
 void addForwardCommand(CLI::App& app);
 void addPreflightCommand(CLI::App& app);
 void addDistillCommand(CLI::App& app);
+void addInspectCommand(CLI::App& app);
 void addTrainCommand(CLI::App& app);
 void addFinetuneCommand(CLI::App& app);
 void addEvaluateCommand(CLI::App& app);

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   hh::cli::addForwardCommand(app);
   hh::cli::addPreflightCommand(app);
   hh::cli::addDistillCommand(app);
+  hh::cli::addInspectCommand(app);
   hh::cli::addTrainCommand(app);
   hh::cli::addFinetuneCommand(app);
   hh::cli::addEvaluateCommand(app);

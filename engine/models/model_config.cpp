@@ -348,7 +348,6 @@ json modelConfigToJson(const ModelConfig& c) {
       j["type_vocab_size"] = c.typeVocabSize;
       j["layer_norm_eps"] = c.normEps;
       j["hidden_act"] = c.activation;
-      if (c.numLabels > 0) j["num_labels"] = c.numLabels;
       break;
     case Architecture::Llama:
       j["hidden_size"] = c.hiddenSize;
@@ -366,6 +365,7 @@ json modelConfigToJson(const ModelConfig& c) {
       break;
   }
   j["tie_word_embeddings"] = c.tieWordEmbeddings;
+  if (c.numLabels > 0) j["num_labels"] = c.numLabels;  // every family's classification head
   if (c.plan.anyLinear()) j["hedgehog_attention"] = attentionPlanToJson(c.plan);
   else j.erase("hedgehog_attention");
   return j;

@@ -1,0 +1,76 @@
+// `hedgehog inspect MODEL_DIR [--text "..."] [--adapters FILE] [--out maps.safetensors]`:
+// runs the model on a text and prints, per layer and head, the softmax entropy and — for
+// converted layers — KL(softmax || linear), the linear entropy and the monotonicity (Spearman);
+// --out writes the tokens' ids and every layer's softmax (and linear) weights for other tools.
+#include <cmath>
+#include <cstdio>
+
+#include "app/cli/commands.h"
+#include "engine/core/runtime.h"
+#include "engine/io/safetensors.h"
+#include "engine/jobs/attention_probe.h"
+#include "engine/models/model_io.h"
+#include "engine/tokenizers/tokenizer.h"
+
+namespace hh::cli {
+
+void addInspectCommand(CLI::App& app) {
+  struct Args {
+    std::string model, text = "The quick brown fox jumps over the lazy dog, and then it runs back home again.", adapters, out;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("inspect", "Per-layer, per-head attention statistics of a model on a text");
+  cmd->add_option("model", a->model, "Model folder (original or converted)")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--text", a->text, "Text to run (default: a short English sentence)");
+  cmd->add_option("--adapters", a->adapters, "Adapter file (feature maps) to apply on top of the model")->check(CLI::ExistingFile);
+  cmd->add_option("--out", a->out, "Write input_ids and attentions (softmax, and linear for converted layers) to this safetensors file");
+  cmd->callback([a] {
+    hh::initRuntime();
+    auto model = models::loadModel(a->model);
+    if (!a->adapters.empty()) models::loadAdaptersFile(*model, a->adapters);
+    const auto tokenizer = tok::loadTokenizer(a->model);
+    auto ids = tokenizer->encode(a->text, /*addSpecialTokens=*/!model->config().causal);
+    if (ids.size() < 2) throw std::runtime_error("the text gives fewer than 2 tokens");
+    if (static_cast<int64_t>(ids.size()) > model->config().maxPositions) ids.resize(static_cast<size_t>(model->config().maxPositions));
+    const auto input = torch::tensor(ids, torch::kLong).unsqueeze(0);  // [1,T]
+    jobs::ProbeRequest request;
+    const auto probe = jobs::probeAttention(*model, input, {}, request);
+    std::printf("%s | %zu tokens\n", model->config().describe().c_str(), ids.size());
+    const auto& tables = probe.tables;  // kl, entropy_softmax, entropy_linear, monotonicity
+    const int L = tables[0].layers, H = tables[0].heads;
+    std::printf("%5s %4s %12s %12s %12s %12s\n", "layer", "head", "H(softmax)", "H(linear)", "KL", "spearman");
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < H; ++h) {
+        auto v = [&](int t) { return tables[static_cast<size_t>(t)].values[static_cast<size_t>(l * H + h)]; };
+        auto cell = [](double x) {
+          char b[32];
+          if (std::isnan(x)) std::snprintf(b, sizeof b, "%12s", "-");
+          else std::snprintf(b, sizeof b, "%12.5g", x);
+          return std::string(b);
+        };
+        std::printf("%5d %4d %s %s %s %s\n", l, h, cell(v(1)).c_str(), cell(v(2)).c_str(), cell(v(0)).c_str(), cell(v(3)).c_str());
+      }
+    if (!std::isnan(probe.meanKl)) std::printf("mean KL over converted heads: %.4g\n", probe.meanKl);
+    if (!a->out.empty()) {
+      torch::NoGradGuard noGrad;
+      models::CaptureRequest capture;
+      models::ForwardOptions options;
+      options.capture = &capture;
+      options.teacher = true;
+      options.computeLogits = false;
+      const auto out = model->forward(input, options);
+      std::vector<torch::Tensor> softmax, linear;
+      for (const auto& c : out.captures) {
+        softmax.push_back(c.softmaxWeights.to(torch::kFloat));
+        linear.push_back(c.linearWeights.defined() ? c.linearWeights.to(torch::kFloat) : torch::full_like(c.softmaxWeights, NAN).to(torch::kFloat));
+      }
+      std::vector<std::pair<std::string, torch::Tensor>> tensors{{"input_ids", input},
+                                                                 {"softmax_attentions", torch::stack(softmax, 1).contiguous()}};
+      if (model->config().plan.anyLinear()) tensors.emplace_back("linear_attentions", torch::stack(linear, 1).contiguous());
+      io::writeSafetensors(a->out, tensors, {{"text", a->text}, {"model", model->config().describe()}});
+      std::printf("attentions [1, L, H, T, T] written to %s\n", a->out.c_str());
+    }
+  });
+}
+
+}  // namespace hh::cli
