@@ -2,8 +2,14 @@
 // engine; errors surface as exceptions that main() turns into a one-line message and exit 1.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <string>
 
 namespace hh::cli {
+
+// The JSON of a job's --config file, or its "<section>" object (project files hold several).
+nlohmann::json readJobConfig(const std::string& path, const std::string& section);
 
 void addParityCommand(CLI::App& app);
 void addCompareCommand(CLI::App& app);

@@ -2,7 +2,6 @@
 // feature maps to match softmax attention), with a run file and adapters in --run-dir.
 // `--print-config` writes the full config (every default) as JSON, to start a project file.
 #include <cstdio>
-#include <fstream>
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
@@ -39,14 +38,7 @@ void addDistillCommand(CLI::App& app) {
   cmd->callback([a] {
     jobs::DistillConfig c;
     if (!a->configFile.empty()) {
-      std::ifstream in(a->configFile);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw std::runtime_error(a->configFile + ": not JSON (" + e.what() + ")");
-      }
-      c = jobs::distillConfigFromJson(j.contains("distill") ? j.at("distill") : j);
+      c = jobs::distillConfigFromJson(readJobConfig(a->configFile, "distill"));
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->runDir.empty()) c.runDir = a->runDir;

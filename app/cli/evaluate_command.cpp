@@ -5,7 +5,6 @@
 // `--print-config` writes the full config (every default) as JSON, to start a project file.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
@@ -71,14 +70,7 @@ void addEvaluateCommand(CLI::App& app) {
   cmd->callback([a] {
     jobs::EvaluateConfig c;
     if (!a->configFile.empty()) {
-      std::ifstream in(a->configFile);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw std::runtime_error(a->configFile + ": not JSON (" + e.what() + ")");
-      }
-      c = jobs::evaluateConfigFromJson(j.contains("evaluate") ? j.at("evaluate") : j);
+      c = jobs::evaluateConfigFromJson(readJobConfig(a->configFile, "evaluate"));
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->converted.empty()) c.converted = a->converted;

@@ -2,7 +2,6 @@
 // LoRA finetuning on an LM or classification task); the finetuned model is saved into --output,
 // the run file into --run-dir. `--print-config` writes the full config (every default) as JSON.
 #include <cstdio>
-#include <fstream>
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
@@ -40,14 +39,7 @@ void addFinetuneCommand(CLI::App& app) {
   cmd->callback([a] {
     jobs::FinetuneConfig c;
     if (!a->configFile.empty()) {
-      std::ifstream in(a->configFile);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw std::runtime_error(a->configFile + ": not JSON (" + e.what() + ")");
-      }
-      c = jobs::finetuneConfigFromJson(j.contains("finetune") ? j.at("finetune") : j);
+      c = jobs::finetuneConfigFromJson(readJobConfig(a->configFile, "finetune"));
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->adapters.empty()) c.adapters = a->adapters;

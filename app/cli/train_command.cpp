@@ -3,7 +3,6 @@
 // --output (config.json + model.safetensors + tokenizer files), the run file into --run-dir.
 // `--print-config` writes the full config (every default) as JSON, to start a project file.
 #include <cstdio>
-#include <fstream>
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
@@ -48,14 +47,7 @@ void addTrainCommand(CLI::App& app) {
   cmd->callback([a] {
     jobs::TrainConfig c;
     if (!a->configFile.empty()) {
-      std::ifstream in(a->configFile);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw std::runtime_error(a->configFile + ": not JSON (" + e.what() + ")");
-      }
-      c = jobs::trainConfigFromJson(j.contains("train") ? j.at("train") : j);
+      c = jobs::trainConfigFromJson(readJobConfig(a->configFile, "train"));
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->runDir.empty()) c.runDir = a->runDir;

@@ -60,12 +60,7 @@ ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& o
   out.hidden = lnF_->forward(x);
   if (!options.computeLogits) return out;
   if (classifier_) {
-    // Pool the last real token of each row (HF: the last non-pad token).
-    auto scores = classifier_->forward(out.hidden);  // [B,T,labels]
-    torch::Tensor last;
-    if (options.attentionMask.defined()) last = options.attentionMask.to(torch::kLong).sum(1) - 1;
-    else last = torch::full({ids.size(0)}, T - 1, torch::TensorOptions(torch::kLong).device(ids.device()));
-    out.logits = scores.index({torch::arange(ids.size(0), last.options()), last.clamp_min(0)});
+    out.logits = lastTokenScores(classifier_->forward(out.hidden), options.attentionMask);  // [B,labels]
   } else {
     out.logits = lmHead_ ? lmHead_->forward(out.hidden) : torch::matmul(out.hidden, wte_->weight.t());
   }

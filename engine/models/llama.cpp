@@ -63,11 +63,7 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
   out.hidden = rmsNorm(x, norm_, config_.normEps);
   if (!options.computeLogits) return out;
   if (classifier_) {
-    auto scores = classifier_->forward(out.hidden);  // [B,T,labels]
-    torch::Tensor last;
-    if (options.attentionMask.defined()) last = options.attentionMask.to(torch::kLong).sum(1) - 1;
-    else last = torch::full({ids.size(0)}, T - 1, torch::TensorOptions(torch::kLong).device(ids.device()));
-    out.logits = scores.index({torch::arange(ids.size(0), last.options()), last.clamp_min(0)});
+    out.logits = lastTokenScores(classifier_->forward(out.hidden), options.attentionMask);  // [B,labels]
   } else {
     out.logits = lmHead_ ? lmHead_->forward(out.hidden) : torch::matmul(out.hidden, embed_->weight.t());
   }

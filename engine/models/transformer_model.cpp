@@ -74,6 +74,14 @@ void TransformerModel::freezeAllBut(bool adapters) {
       if (t.is_floating_point() && name.find("projection") == std::string::npos) t.set_requires_grad(true);
 }
 
+torch::Tensor TransformerModel::lastTokenScores(const torch::Tensor& scores, const torch::Tensor& attentionMask) {
+  // scores [B,T,labels]; HF pools the last non-pad token.
+  const int64_t B = scores.size(0), T = scores.size(1);
+  const auto options = torch::TensorOptions(torch::kLong).device(scores.device());
+  const auto last = attentionMask.defined() ? attentionMask.to(options).sum(1) - 1 : torch::full({B}, T - 1, options);
+  return scores.index({torch::arange(B, options), last.clamp_min(0)});
+}
+
 TransformerModel::LayerContext TransformerModel::makeContext(const torch::Tensor& ids, const ForwardOptions& options,
                                                              std::vector<LayerCapture>* captures) const {
   LayerContext context;

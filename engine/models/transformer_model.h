@@ -100,6 +100,8 @@ class TransformerModel : public torch::nn::Module {
   // `scale` multiplies q.k (0 = 1/sqrt(D)).
   torch::Tensor attend(int64_t layer, torch::Tensor q, torch::Tensor k, torch::Tensor v, const torch::Tensor& hidden,
                        const LayerContext& context);
+  // Decoder classification: the scores [B, T, labels] at each row's last real token -> [B, labels].
+  static torch::Tensor lastTokenScores(const torch::Tensor& scores, const torch::Tensor& attentionMask);
   LayerContext makeContext(const torch::Tensor& ids, const ForwardOptions& options,
                            std::vector<LayerCapture>* captures) const;
 
