@@ -21,5 +21,8 @@ void addInspectCommand(CLI::App& app);
 void addTrainCommand(CLI::App& app);
 void addFinetuneCommand(CLI::App& app);
 void addEvaluateCommand(CLI::App& app);
+void addConvertCommand(CLI::App& app);
+void addExportCommand(CLI::App& app);
+void addBenchCommand(CLI::App& app);
 
 }  // namespace hh::cli

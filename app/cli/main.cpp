@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   hh::cli::addTrainCommand(app);
   hh::cli::addFinetuneCommand(app);
   hh::cli::addEvaluateCommand(app);
+  hh::cli::addConvertCommand(app);
+  hh::cli::addExportCommand(app);
+  hh::cli::addBenchCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -93,17 +93,29 @@ void writeText(const fs::path& path, const std::string& text) {
 }  // namespace
 
 void saveModel(const TransformerModel& model, const std::string& dir, const std::string& tokenizerFrom) {
+  SaveOptions options;
+  options.tokenizerFrom = tokenizerFrom;
+  saveModel(model, dir, options);
+}
+
+void saveModel(const TransformerModel& model, const std::string& dir, const SaveOptions& options) {
+  const auto& tokenizerFrom = options.tokenizerFrom;
   const fs::path target(dir);
   const fs::path staging = target.string() + ".partial";
   std::error_code ec;
   fs::remove_all(staging, ec);
   fs::create_directories(staging);
   auto config = modelConfigToJson(model.config());
-  config["torch_dtype"] = "float32";
+  config["torch_dtype"] = options.dtype == torch::kHalf ? "float16" : options.dtype == torch::kBFloat16 ? "bfloat16" : "float32";
   config["hedgehog_version"] = engineVersion();
   writeText(staging / "config.json", config.dump(2) + "\n");
   std::map<std::string, std::string> metadata{{"format", "pt"}, {"producer", std::string("hedgehog ") + engineVersion()}};
-  io::writeSafetensors((staging / "model.safetensors").string(), toCpuFloat(model.exportWeights()), metadata);
+  auto weights = toCpuFloat(model.exportWeights());
+  if (options.dtype != torch::kFloat) {
+    for (auto& [name, t] : weights)
+      if (t.is_floating_point() && name.rfind("hedgehog.", 0) != 0) t = t.to(options.dtype);
+  }
+  io::writeSafetensors((staging / "model.safetensors").string(), weights, metadata);
   if (!tokenizerFrom.empty()) {
     for (const auto& name : tokenizerFileNames()) {
       const auto from = fs::path(tokenizerFrom) / name;

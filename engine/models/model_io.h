@@ -35,6 +35,11 @@ ModelPtr loadModelForClassification(const std::string& dir, int64_t labels, cons
 // The tokenizer files a folder may hold (copied on save when present).
 const std::vector<std::string>& tokenizerFileNames();
 
+struct SaveOptions {
+  torch::ScalarType dtype = torch::kFloat;  // floating weights are stored as this (adapters stay float32)
+  std::string tokenizerFrom;                // folder whose tokenizer files are copied ("" = none)
+};
+void saveModel(const TransformerModel& model, const std::string& dir, const SaveOptions& options);
 void saveModel(const TransformerModel& model, const std::string& dir, const std::string& tokenizerFrom = "");
 void saveAdapters(const TransformerModel& model, const std::string& path);
 // Loads adapters saved by saveAdapters into `model`, after applying the plan stored in the file.

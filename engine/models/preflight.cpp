@@ -23,7 +23,7 @@ void checkWeights(const ModelConfig& config, WeightSource& source, PreflightRepo
   const std::string anchor = specs.front().name.substr(prefix.size());
   std::string bodyPrefixUsed;
   bool found = false;
-  for (const std::string p : {prefix, std::string()}) {
+  for (const std::string& p : {prefix, std::string()}) {
     if (source.contains(p + anchor)) {
       bodyPrefixUsed = p;
       found = true;

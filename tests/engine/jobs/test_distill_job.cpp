@@ -13,6 +13,7 @@
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
 #include "tests/engine/models/model_test_support.h"
+#include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -21,18 +22,6 @@ namespace j = hh::jobs;
 const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
 
 // A corpus of plain sentences, enough for a few dozen 32-token rows.
-std::string writeCorpus(const hh::test::TempDir& dir) {
-  const auto path = dir.file("corpus");
-  std::filesystem::create_directories(path);
-  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "while", "dogs", "ran", "around", "in", "circles",
-                         "and", "birds", "sang", "songs", "about", "rain"};
-  for (int d = 0; d < 12; ++d) {
-    std::ofstream out(path + "/doc" + std::to_string(d) + ".txt");
-    for (int w = 0; w < 300; ++w) out << words[(w * 7 + d * 3 + w / 5) % 18] << (w % 11 == 10 ? ". " : " ");
-  }
-  return path;
-}
-
 j::DistillConfig smallConfig(const hh::test::TempDir& dir) {
   j::DistillConfig c;
   c.modelDir = kModel;
@@ -44,7 +33,7 @@ j::DistillConfig smallConfig(const hh::test::TempDir& dir) {
   c.snapshotEvery = 4;
   c.lr = 0.05;
   c.patience = 0;
-  c.data.corpus = writeCorpus(dir);
+  c.data.corpus = hh::test::writeWordCorpus(dir);
   c.data.sequenceLength = 32;
   c.data.validationFraction = 0.25;
   return c;

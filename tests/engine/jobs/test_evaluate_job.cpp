@@ -19,6 +19,7 @@
 #include "engine/runs/run_reader.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "tests/engine/models/model_test_support.h"
+#include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -27,18 +28,6 @@ namespace j = hh::jobs;
 const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
 
 // Plain sentences, enough for a few dozen 32-token rows (as in the distill suite).
-std::string writeCorpus(const hh::test::TempDir& dir) {
-  const auto path = dir.file("corpus");
-  std::filesystem::create_directories(path);
-  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "while", "dogs", "ran", "around", "in", "circles",
-                         "and", "birds", "sang", "songs", "about", "rain"};
-  for (int d = 0; d < 12; ++d) {
-    std::ofstream out(path + "/doc" + std::to_string(d) + ".txt");
-    for (int w = 0; w < 300; ++w) out << words[(w * 7 + d * 3 + w / 5) % 18] << (w % 11 == 10 ? ". " : " ");
-  }
-  return path;
-}
-
 j::EvaluateConfig smallConfig(const hh::test::TempDir& dir) {
   j::EvaluateConfig c;
   c.modelDir = kModel;
@@ -46,7 +35,7 @@ j::EvaluateConfig smallConfig(const hh::test::TempDir& dir) {
   c.maxSequences = 8;
   c.tableSequences = 4;
   c.batchSize = 4;
-  c.data.corpus = writeCorpus(dir);
+  c.data.corpus = hh::test::writeWordCorpus(dir);
   c.data.sequenceLength = 32;
   c.data.validationFraction = 0.25;
   return c;
@@ -143,7 +132,7 @@ class TestEvaluateJob : public QObject {
 
   void trainedAdaptersBeatUntrainedHedgehog() {
     hh::test::TempDir dir("evaluate_trained");
-    const auto corpus = writeCorpus(dir);
+    const auto corpus = hh::test::writeWordCorpus(dir);
     j::DistillConfig d;
     d.modelDir = kModel;
     d.runDir = dir.file("distill");

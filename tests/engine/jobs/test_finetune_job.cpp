@@ -18,6 +18,7 @@
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
 #include "tests/engine/models/model_test_support.h"
+#include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -25,18 +26,6 @@ namespace {
 namespace j = hh::jobs;
 namespace m = hh::models;
 const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
-
-std::string writeCorpus(const hh::test::TempDir& dir) {
-  const auto path = dir.file("corpus");
-  std::filesystem::create_directories(path);
-  const char* sentences[] = {"the cat sat on the mat. ", "a dog ran in the park. ", "birds sing songs in the rain. ",
-                             "the sun is warm today. "};
-  for (int d = 0; d < 8; ++d) {
-    std::ofstream out(path + "/doc" + std::to_string(d) + ".txt");
-    for (int s = 0; s < 40; ++s) out << sentences[(s * 3 + d + s / 4) % 4];
-  }
-  return path;
-}
 
 // Two classes with disjoint vocabularies, 160 rows.
 std::string writeTsv(const hh::test::TempDir& dir) {
@@ -78,7 +67,7 @@ j::FinetuneConfig lmConfig(const hh::test::TempDir& dir) {
   c.batchSize = 8;
   c.evalEvery = 8;
   c.evalBatches = 0;
-  c.data.corpus = writeCorpus(dir);
+  c.data.corpus = hh::test::writeSentenceCorpus(dir, 8, 40);
   c.data.sequenceLength = 32;
   c.data.validationFraction = 0.25;
   return c;

@@ -19,6 +19,7 @@
 #include "engine/runs/run_reader.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "tests/engine/models/model_test_support.h"
+#include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -27,18 +28,6 @@ namespace j = hh::jobs;
 const std::string kTokenizer = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
 
 // A repetitive corpus: a few fixed sentences in a seeded order, so next tokens are predictable.
-std::string writeCorpus(const hh::test::TempDir& dir) {
-  const auto path = dir.file("corpus");
-  std::filesystem::create_directories(path);
-  const char* sentences[] = {"the cat sat on the mat. ", "a dog ran in the park. ", "birds sing songs in the rain. ",
-                             "the sun is warm today. "};
-  for (int d = 0; d < 10; ++d) {
-    std::ofstream out(path + "/doc" + std::to_string(d) + ".txt");
-    for (int s = 0; s < 60; ++s) out << sentences[(s * 3 + d + s / 4) % 4];
-  }
-  return path;
-}
-
 j::TrainConfig smallConfig(const hh::test::TempDir& dir) {
   j::TrainConfig c;
   c.architecture.nEmbd = 32;
@@ -54,7 +43,7 @@ j::TrainConfig smallConfig(const hh::test::TempDir& dir) {
   c.batchSize = 8;
   c.evalEvery = 10;
   c.evalBatches = 0;
-  c.data.corpus = writeCorpus(dir);
+  c.data.corpus = hh::test::writeSentenceCorpus(dir, 10, 60);
   c.data.sequenceLength = 32;
   c.data.validationFraction = 0.2;
   return c;

@@ -1,0 +1,171 @@
+// `hedgehog bench MODEL`: wall time of the steps a conversion repeats, on this machine, for one
+// model folder and batch shape:
+//   distill   stage 1 step: teacher forward with captures up to the last converted layer, the
+//             attention-weight loss (soft CE, all layers), backward into the feature maps, AdamW
+//   finetune  stage 2 step: converted model forward, next-token loss, backward into every
+//             weight, AdamW
+//   forward   inference forward (logits) of the teacher (softmax) and of the converted model
+// Each is run `--warmup` times, then `--repeats` times; the median and the best are reported with
+// tokens per second. `--save-batch FILE` writes the batch's input_ids (safetensors, I64 [B, T]) so
+// that scripts/bench_distill_pytorch.py times the same step on the same tokens.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "app/cli/commands.h"
+#include "engine/core/runtime.h"
+#include "engine/io/safetensors.h"
+#include "engine/jobs/distill_job.h"
+#include "engine/jobs/job_support.h"
+#include "engine/models/model_io.h"
+#include "engine/tokenizers/tokenizer.h"
+
+namespace hh::cli {
+namespace {
+
+struct Timing {
+  std::string name;
+  double medianMs = 0, bestMs = 0, tokensPerSecond = 0, loss = 0;
+};
+
+template <typename Step>
+Timing timeSteps(const std::string& name, int warmup, int repeats, int64_t tokens, Step step) {
+  Timing t;
+  t.name = name;
+  bool first = true;
+  auto run = [&] {  // the loss reported is the first step's (before any update)
+    const double loss = step();
+    if (first) t.loss = loss;
+    first = false;
+  };
+  for (int i = 0; i < warmup; ++i) run();
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  t.medianMs = ms[ms.size() / 2];
+  t.bestMs = ms.front();
+  t.tokensPerSecond = static_cast<double>(tokens) / (t.medianMs / 1000.0);
+  return t;
+}
+
+models::ModelPtr convertedModel(const std::string& dir, const std::string& featureMap) {
+  auto model = models::loadModel(dir);
+  attn::LinearAttentionConfig linear;
+  linear.featureMap.kind = attn::parseFeatureMapKind(featureMap);
+  model->setAttentionPlan(models::AttentionPlan::uniform(model->layerCount(), linear));
+  return model;
+}
+
+}  // namespace
+
+void addBenchCommand(CLI::App& app) {
+  struct Args {
+    std::string model, featureMap = "hedgehog", saveBatch, json, only;
+    int64_t batch = 8, seqLen = 128;
+    int warmup = 2, repeats = 10, threads = 0;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("bench", "Time a distillation step, a finetuning step and inference on a model folder");
+  cmd->add_option("model", a->model, "Teacher model folder")->required();
+  cmd->add_option("--feature-map", a->featureMap, "Feature map put into every layer (default hedgehog)");
+  cmd->add_option("--batch-size", a->batch, "Sequences per step (default 8)");
+  cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence (default 128)");
+  cmd->add_option("--warmup", a->warmup, "Untimed steps first (default 2)");
+  cmd->add_option("--repeats", a->repeats, "Timed steps (default 10)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", a->threads, "Torch intra-op threads (default: HH_NUM_THREADS or all cores)");
+  cmd->add_option("--only", a->only, "distill | finetune | forward (default: all three)");
+  cmd->add_option("--save-batch", a->saveBatch, "Write the batch's input_ids here (safetensors)");
+  cmd->add_option("--json", a->json, "Also write the timings here as JSON");
+  cmd->callback([a] {
+    initRuntime();
+    if (a->threads > 0) torch::set_num_threads(a->threads);
+    const auto tokenizer = tok::loadTokenizer(a->model);
+    jobs::DataConfig data;
+    data.sequenceLength = a->seqLen;
+    data.maxValidationSequences = a->batch;
+    data.maxTrainSequences = 1;
+    const auto dataset = jobs::loadLmData(data, *tokenizer);
+    if (dataset.validation.size(0) < a->batch)
+      throw std::runtime_error("bench: the corpus gives fewer than --batch-size validation sequences");
+    const auto ids = dataset.validation.narrow(0, 0, a->batch).contiguous();  // [B, T]
+    if (!a->saveBatch.empty()) io::writeSafetensors(a->saveBatch, {{"input_ids", ids}}, {{"format", "pt"}});
+    const int64_t tokens = ids.numel();
+    std::vector<Timing> timings;
+    const bool all = a->only.empty();
+
+    if (all || a->only == "distill") {
+      auto model = convertedModel(a->model, a->featureMap);
+      model->freezeAllBut(true);
+      std::vector<torch::Tensor> params;
+      for (auto& [name, t] : model->adapterTensors())
+        if (t.requires_grad()) params.push_back(t);
+      torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(1e-2));
+      models::CaptureRequest capture;
+      capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
+      for (int64_t l = 0; l < model->layerCount(); ++l) capture.layers.push_back(l);
+      models::ForwardOptions options;
+      options.capture = &capture;
+      options.teacher = true;
+      options.computeLogits = false;
+      options.stopAfterLayer = model->layerCount() - 1;
+      timings.push_back(timeSteps("distill step", a->warmup, a->repeats, tokens, [&] {
+        optimizer.zero_grad();
+        const auto out = model->forward(ids, options);
+        auto loss = jobs::distillationLoss(out.captures, model->config().causal, {}, "soft_ce", 0.0);
+        loss.backward();
+        optimizer.step();
+        return loss.item<double>();
+      }));
+    }
+    if (all || a->only == "finetune") {
+      auto model = convertedModel(a->model, a->featureMap);
+      torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4));
+      timings.push_back(timeSteps("finetune step", a->warmup, a->repeats, tokens, [&] {
+        optimizer.zero_grad();
+        const auto logits = model->forward(ids).logits;  // [B, T, V]
+        const int64_t V = logits.size(-1);
+        auto loss = torch::nn::functional::cross_entropy(logits.narrow(1, 0, ids.size(1) - 1).reshape({-1, V}),
+                                                         ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}));
+        loss.backward();
+        optimizer.step();
+        return loss.item<double>();
+      }));
+    }
+    if (all || a->only == "forward") {
+      torch::NoGradGuard noGrad;
+      auto teacher = models::loadModel(a->model);
+      timings.push_back(timeSteps("forward softmax", a->warmup, a->repeats, tokens,
+                                  [&] { return teacher->forward(ids).logits.sum().item<double>(); }));
+      auto converted = convertedModel(a->model, a->featureMap);
+      timings.push_back(timeSteps("forward " + a->featureMap, a->warmup, a->repeats, tokens,
+                                  [&] { return converted->forward(ids).logits.sum().item<double>(); }));
+    }
+    if (timings.empty()) throw std::runtime_error("bench: --only must be distill, finetune or forward");
+
+    const auto info = runtimeInfo();
+    std::printf("%s | batch %lld x %lld tokens | %d threads | torch %s\n", a->model.c_str(), (long long)a->batch,
+                (long long)a->seqLen, info.intraOpThreads, info.torchVersion.c_str());
+    std::printf("%-20s %12s %12s %14s %12s\n", "step", "median ms", "best ms", "tokens/s", "loss");
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& t : timings) {
+      std::printf("%-20s %12.1f %12.1f %14.0f %12.6g\n", t.name.c_str(), t.medianMs, t.bestMs, t.tokensPerSecond, t.loss);
+      out.push_back({{"step", t.name}, {"median_ms", t.medianMs}, {"best_ms", t.bestMs},
+                     {"tokens_per_second", t.tokensPerSecond}, {"loss", t.loss}});
+    }
+    if (!a->json.empty()) {
+      std::ofstream file(a->json);
+      file << nlohmann::json{{"model", a->model}, {"batch", a->batch}, {"seq_len", a->seqLen},
+                             {"threads", info.intraOpThreads}, {"torch", info.torchVersion}, {"timings", out}}
+                  .dump(2)
+           << "\n";
+      if (!file) throw std::runtime_error("bench: cannot write " + a->json);
+    }
+  });
+}
+
+}  // namespace hh::cli

@@ -1,0 +1,97 @@
+// `hedgehog convert [MODEL_DIR] --config PROJECT.json [options]`: the whole conversion in one
+// command (distill -> finetune -> evaluate -> export, engine/jobs/convert_job.h). The project file
+// holds the shared keys at the top and one section per stage; `--print-config` writes it with
+// every default. Ends by printing the run file and the exported model.
+#include <cstdio>
+
+#include "app/cli/cli_observer.h"
+#include "app/cli/commands.h"
+#include "engine/jobs/convert_job.h"
+
+namespace hh::cli {
+
+void addConvertCommand(CLI::App& app) {
+  struct Args {
+    std::string model, configFile, runDir, outputDir, featureMap, rule, corpus, dtype;
+    std::vector<int64_t> layers;
+    int64_t distillSteps = -1, finetuneSteps = -1, seqLen = -1, maxTrain = -1;
+    bool adaptersOnly = false, printConfig = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("convert", "Distill, finetune, evaluate and export: a softmax model to linear attention in one go");
+  cmd->add_option("model", a->model, "Teacher model folder (or \"model\" in --config)");
+  cmd->add_option("--config", a->configFile, "Project file (see --print-config); flags override it")->check(CLI::ExistingFile);
+  cmd->add_option("--run-dir", a->runDir, "Folder for the run files of every stage (default runs/convert)");
+  cmd->add_option("--output", a->outputDir, "Folder for the exported model (default: <run-dir>/model)");
+  cmd->add_option("--feature-map", a->featureMap, "hedgehog | hedgehog_softmax | t2r | ... (default hedgehog)");
+  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay (default additive)");
+  cmd->add_option("--layers", a->layers, "Layers to convert (default: all)")->delimiter(',');
+  cmd->add_option("--distill-steps", a->distillSteps, "Stage 1 optimizer steps");
+  cmd->add_option("--finetune-steps", a->finetuneSteps, "Stage 2 optimizer steps (0 skips finetuning)");
+  cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence");
+  cmd->add_option("--max-train", a->maxTrain, "Use at most this many training sequences");
+  cmd->add_option("--corpus", a->corpus, "brown, or a .txt/.jsonl file or folder of .txt");
+  cmd->add_option("--dtype", a->dtype, "Exported weights: float32 | float16 | bfloat16 (default float32)");
+  cmd->add_flag("--adapters-only", a->adaptersOnly, "Export only the trained feature maps (adapters.safetensors)");
+  cmd->add_flag("--print-config", a->printConfig, "Print the full project file as JSON and exit");
+  cmd->callback([a] {
+    jobs::ConvertConfig c;
+    if (!a->configFile.empty()) c = jobs::convertConfigFromJson(readJobConfig(a->configFile, "convert"));
+    if (!a->model.empty()) c.modelDir = a->model;
+    if (!a->runDir.empty()) c.runDir = a->runDir;
+    if (!a->outputDir.empty()) c.outputDir = a->outputDir;
+    if (!a->featureMap.empty()) c.featureMap = a->featureMap;
+    if (!a->rule.empty()) c.rule = a->rule;
+    if (!a->layers.empty()) c.layers = a->layers;
+    if (!a->corpus.empty()) c.data.corpus = a->corpus;
+    if (a->seqLen > 0) c.data.sequenceLength = a->seqLen;
+    if (a->maxTrain >= 0) c.data.maxTrainSequences = a->maxTrain;
+    if (a->distillSteps >= 0) c.distill.steps = a->distillSteps;
+    if (a->finetuneSteps >= 0) c.finetune.steps = a->finetuneSteps;
+    if (!a->dtype.empty()) c.exportOptions.dtype = a->dtype;
+    if (a->adaptersOnly) c.exportOptions.adaptersOnly = true;
+    if (c.runDir.empty()) c.runDir = "runs/convert";
+    c = jobs::convertConfigFromJson(jobs::toJson(c));  // validate flag values like file values
+    if (a->printConfig) {
+      std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
+      return;
+    }
+    if (c.modelDir.empty()) throw std::runtime_error("convert: no model folder (give MODEL_DIR or \"model\" in --config)");
+    CliObserver observer;
+    const auto r = jobs::runConvert(c, observer);
+    std::printf("%s after %.1f s: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str());
+    if (r.status == jobs::JobStatus::Completed) {
+      const auto& e = r.evaluate;
+      std::printf("stages: distill %lld steps (%.1f s), finetune %lld steps (%.1f s), evaluate %.1f s\n",
+                  (long long)r.distill.steps, r.distill.seconds, (long long)r.finetune.steps, r.finetune.seconds, e.seconds);
+      for (const auto& m : e.featureMaps)
+        std::printf("  %-18s KL %.4g  entropy %.4g  monotonicity %.3f\n", m.name.c_str(), m.kl, m.entropy, m.monotonicity);
+    }
+    std::printf("run file: %s\n", r.runFile.c_str());
+    if (!r.exportPath.empty()) std::printf("exported model: %s\n", r.exportPath.c_str());
+    if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
+  });
+}
+
+void addExportCommand(CLI::App& app) {
+  struct Args {
+    std::string model, adapters, output, dtype = "float32";
+    bool adaptersOnly = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("export", "Write a converted model as a Hugging Face-style folder (or its adapters alone)");
+  cmd->add_option("model", a->model, "Converted model folder, or the teacher with --adapters")->required();
+  cmd->add_option("--adapters", a->adapters, "adapters.safetensors from `hedgehog distill`")->check(CLI::ExistingFile);
+  cmd->add_option("--output,-o", a->output, "Output folder")->required();
+  cmd->add_option("--dtype", a->dtype, "float32 | float16 | bfloat16 (default float32; adapters stay float32)");
+  cmd->add_flag("--adapters-only", a->adaptersOnly, "Write only <output>/adapters.safetensors");
+  cmd->callback([a] {
+    jobs::ExportConfig options;
+    options.dtype = a->dtype;
+    options.adaptersOnly = a->adaptersOnly;
+    const auto path = jobs::exportConverted(a->model, a->adapters, a->output, options);
+    std::printf("exported: %s\n", path.c_str());
+  });
+}
+
+}  // namespace hh::cli

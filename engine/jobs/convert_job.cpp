@@ -1,0 +1,200 @@
+// runConvert: distill -> finetune -> evaluate -> export, with a "convert" run file that ties the
+// stages' run files together and records the headline numbers.
+#include "engine/jobs/convert_job.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "engine/core/runtime.h"
+#include "engine/jobs/job_support.h"
+#include "engine/models/model_io.h"
+#include "engine/runs/run_writer.h"
+
+namespace hh::jobs {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Passes every call through, with the stage's name in front of the phase ("2/4 finetune: training").
+class StageObserver : public JobObserver {
+ public:
+  StageObserver(JobObserver& inner, std::string stage) : inner_(inner), stage_(std::move(stage)) {}
+  void started(const std::string& runPath, int64_t totalSteps) override { inner_.started(runPath, totalSteps); }
+  void progress(int64_t step, int64_t totalSteps, const std::string& phase) override {
+    inner_.progress(step, totalSteps, stage_ + ": " + phase);
+  }
+  void scalars(int64_t step, const std::map<std::string, double>& values) override { inner_.scalars(step, values); }
+  void headTables(int64_t step, const std::vector<HeadTable>& tables) override { inner_.headTables(step, tables); }
+  void snapshots(int64_t step, const std::vector<AttentionSnapshot>& maps, const std::vector<std::string>& tokens) override {
+    inner_.snapshots(step, maps, tokens);
+  }
+  void log(const std::string& line) override { inner_.log(line); }
+  bool cancelled() override { return inner_.cancelled(); }
+
+ private:
+  JobObserver& inner_;
+  std::string stage_;
+};
+
+torch::ScalarType exportDtype(const std::string& name) {
+  if (name == "float32") return torch::kFloat;
+  if (name == "float16") return torch::kHalf;
+  if (name == "bfloat16") return torch::kBFloat16;
+  throw std::invalid_argument("export dtype must be float32, float16 or bfloat16 (got \"" + name + "\")");
+}
+
+runs::RunStatus runStatusOf(JobStatus s) {
+  switch (s) {
+    case JobStatus::Completed: return runs::RunStatus::Completed;
+    case JobStatus::Cancelled: return runs::RunStatus::Cancelled;
+    default: return runs::RunStatus::Failed;
+  }
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+std::string exportConverted(const std::string& modelDir, const std::string& adapters, const std::string& output,
+                            const ExportConfig& options) {
+  models::ModelPtr model = models::loadModel(modelDir);
+  if (!adapters.empty()) models::loadAdaptersFile(*model, adapters);
+  if (options.adaptersOnly) {
+    fs::create_directories(output);
+    const auto path = (fs::path(output) / "adapters.safetensors").string();
+    models::saveAdapters(*model, path);
+    return path;
+  }
+  models::SaveOptions save;
+  save.dtype = exportDtype(options.dtype);
+  save.tokenizerFrom = modelDir;
+  models::saveModel(*model, output, save);
+  return output;
+}
+
+ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer) {
+  if (config.modelDir.empty()) throw std::invalid_argument("convert: no model folder");
+  if (config.runDir.empty()) throw std::invalid_argument("convert: no run folder");
+  exportDtype(config.exportOptions.dtype);
+  const auto start = std::chrono::steady_clock::now();
+  ConvertResult result;
+  fs::create_directories(config.runDir);
+  result.runFile = (fs::path(config.runDir) / "run.h5").string();
+  const std::string output = config.outputDir.empty() ? config.runDir + "/model" : config.outputDir;
+
+  runs::RunHeader header;
+  header.runId = makeRunId("convert");
+  header.kind = "convert";
+  header.configJson = toJson(config).dump();
+  header.engineVersion = engineVersion();
+  header.device = deviceName();
+  header.layout.scalars = {{"distill_seconds", "s"},   {"finetune_seconds", "s"}, {"evaluate_seconds", "s"},
+                           {"export_seconds", "s"},    {"kl_untrained"},         {"kl_distilled"},
+                           {"perplexity_original"},    {"perplexity_converted"}, {"perplexity_ratio"},
+                           {"accuracy_original"},      {"accuracy_converted"},   {"finetune_val_loss"}};
+  runs::RunWriterOptions writerOptions;
+  writerOptions.overwrite = true;
+  auto writer = runs::RunWriter::create(result.runFile, header, writerOptions);
+  observer.log("conversion of " + config.modelDir + " to " + config.featureMap + " (" + config.rule +
+               "): run file " + result.runFile);
+
+  auto stop = [&](const std::string& stage, JobStatus status, const std::string& message) {
+    result.status = status;
+    result.failedStage = stage;
+    result.message = stage + ": " + message;
+    writer.log(result.message);
+    writer.setStatus(runStatusOf(status), result.message);
+    result.seconds = secondsSince(start);
+    return result;
+  };
+
+  std::string stage = "distill";
+  try {
+    // 1. distill
+    auto t = std::chrono::steady_clock::now();
+    const auto distill = distillStage(config);
+    writer.log("stage 1/4 distill: " + distill.runDir + "/run.h5");
+    StageObserver distillObserver(observer, "1/4 distill");
+    result.distill = runDistill(distill, distillObserver);
+    writer.appendScalars(0, {{"distill_seconds", secondsSince(t)},
+                             {"kl_untrained", result.distill.initialKl},
+                             {"kl_distilled", result.distill.finalKl}});
+    if (result.distill.status != JobStatus::Completed) return stop("distill", result.distill.status, result.distill.message);
+
+    // 2. finetune (optional)
+    stage = "finetune";
+    if (config.finetune.steps > 0) {
+      t = std::chrono::steady_clock::now();
+      const auto finetune = finetuneStage(config);
+      writer.log("stage 2/4 finetune: " + finetune.runDir + "/run.h5");
+      StageObserver finetuneObserver(observer, "2/4 finetune");
+      result.finetune = runFinetune(finetune, finetuneObserver);
+      writer.appendScalars(0, {{"finetune_seconds", secondsSince(t)},
+                               {"finetune_val_loss", result.finetune.bestValidationLoss}});
+      if (result.finetune.status != JobStatus::Completed)
+        return stop("finetune", result.finetune.status, result.finetune.message);
+    } else {
+      writer.log("stage 2/4 finetune: skipped (finetune.steps is 0)");
+    }
+
+    // 3. evaluate
+    stage = "evaluate";
+    t = std::chrono::steady_clock::now();
+    const auto evaluate = evaluateStage(config);
+    writer.log("stage 3/4 evaluate: " + evaluate.runDir + "/run.h5");
+    StageObserver evaluateObserver(observer, "3/4 evaluate");
+    result.evaluate = runEvaluate(evaluate, evaluateObserver);
+    std::map<std::string, double> metrics{{"evaluate_seconds", secondsSince(t)}};
+    const auto& e = result.evaluate;
+    if (e.task == "lm") {
+      metrics["perplexity_original"] = e.perplexityOriginal;
+      metrics["perplexity_converted"] = e.perplexityConverted;
+      metrics["perplexity_ratio"] = e.perplexityConverted / e.perplexityOriginal;
+    } else {
+      metrics["accuracy_original"] = e.accuracyOriginal;
+      metrics["accuracy_converted"] = e.accuracyConverted;
+    }
+    writer.appendScalars(0, metrics);
+    if (e.status != JobStatus::Completed) return stop("evaluate", e.status, e.message);
+
+    // 4. export
+    stage = "export";
+    if (observer.cancelled()) return stop("export", JobStatus::Cancelled, "cancelled before export");
+    t = std::chrono::steady_clock::now();
+    observer.progress(0, 1, "4/4 export");
+    const bool finetuned = config.finetune.steps > 0;
+    const std::string source = finetuned ? result.finetune.modelDir : config.modelDir;
+    const std::string adapters = finetuned ? std::string() : result.distill.adaptersFile;
+    result.exportPath = exportConverted(source, adapters, output, config.exportOptions);
+    observer.progress(1, 1, "4/4 export");
+    writer.appendScalar(0, "export_seconds", secondsSince(t));
+    writer.setFinal(fs::absolute(result.exportPath).string());
+    writer.log("stage 4/4 export: " + result.exportPath);
+  } catch (const JobCancelled&) {
+    return stop(stage, JobStatus::Cancelled, "cancelled");
+  } catch (const std::exception& ex) {
+    return stop(stage, JobStatus::Failed, ex.what());
+  }
+
+  char summary[512];
+  const auto& e = result.evaluate;
+  if (e.task == "lm") {
+    std::snprintf(summary, sizeof summary,
+                  "KL to softmax %.4g -> %.4g (%.1fx lower); perplexity original %.2f, converted %.2f (%+.1f%%)",
+                  result.distill.initialKl, result.distill.finalKl, result.distill.initialKl / result.distill.finalKl,
+                  e.perplexityOriginal, e.perplexityConverted, 100.0 * (e.perplexityConverted / e.perplexityOriginal - 1));
+  } else {
+    std::snprintf(summary, sizeof summary, "KL to softmax %.4g -> %.4g; accuracy original %.4f, converted %.4f",
+                  result.distill.initialKl, result.distill.finalKl, e.accuracyOriginal, e.accuracyConverted);
+  }
+  result.message = summary;
+  writer.setStatus(runs::RunStatus::Completed, result.message);
+  writer.close();
+  result.seconds = secondsSince(start);
+  return result;
+}
+
+}  // namespace hh::jobs

@@ -1,0 +1,79 @@
+// The whole conversion in one job (`hedgehog convert`, the workbench's Convert button):
+//   1. distill   stage 1 on the teacher: feature maps trained to match softmax (distill_job.h)
+//   2. finetune  stage 2 on teacher + adapters: task loss, full or LoRA (finetune_job.h);
+//                skipped when finetune.steps is 0 (the converted model is teacher + adapters)
+//   3. evaluate  original vs converted perplexity (or accuracy) and the per-head KL table of the
+//                chosen feature maps against softmax (evaluate_job.h)
+//   4. export    the converted model as a Hugging Face-style folder (float32/float16/bfloat16), or
+//                the adapters alone
+// Layout under run_dir:
+//   run.h5                   kind "convert": per-stage seconds, the headline metrics, log lines
+//                            naming each stage's run file, the export path (setFinal)
+//   distill/run.h5, distill/adapters.safetensors
+//   finetune/run.h5, finetune/model/
+//   evaluate/run.h5
+//   model/ (or output_dir)   the exported model (or adapters.safetensors with adapters_only)
+// The keys every stage shares (model, feature map, rule, layers, data, seed) are set once at the
+// top of the project file; each stage's own section takes the rest of that job's keys.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "engine/jobs/distill_job.h"
+#include "engine/jobs/evaluate_job.h"
+#include "engine/jobs/finetune_job.h"
+
+namespace hh::jobs {
+
+struct ExportConfig {
+  std::string dtype = "float32";  // float32 | float16 | bfloat16 (model weights; adapters stay float32)
+  bool adaptersOnly = false;      // write <output>/adapters.safetensors instead of a full folder
+};
+
+struct ConvertConfig {
+  std::string modelDir;      // the teacher
+  std::string runDir;        // everything goes under here
+  std::string outputDir;     // the exported model; empty = <run_dir>/model
+  std::string featureMap = "hedgehog";
+  std::string rule = "additive";
+  std::vector<int64_t> layers;  // converted layers; empty = all
+  uint64_t seed = 0;
+  DataConfig data;           // shared by every stage
+  DistillConfig distill;     // stage settings; the shared keys above override theirs
+  FinetuneConfig finetune;
+  EvaluateConfig evaluate;
+  ExportConfig exportOptions;
+};
+
+nlohmann::json toJson(const ConvertConfig& config);
+// Every key optional; a stage section that repeats a shared key, unknown keys and wrong types
+// throw std::invalid_argument naming the key.
+ConvertConfig convertConfigFromJson(const nlohmann::json& json);
+// The stage configs as the job runs them (shared keys and stage folders filled in).
+DistillConfig distillStage(const ConvertConfig& config);
+FinetuneConfig finetuneStage(const ConvertConfig& config);
+EvaluateConfig evaluateStage(const ConvertConfig& config);
+
+struct ConvertResult {
+  JobStatus status = JobStatus::Completed;
+  std::string message;
+  std::string failedStage;  // the stage that failed or was cancelled
+  DistillResult distill;
+  FinetuneResult finetune;  // steps == 0 when skipped
+  EvaluateResult evaluate;
+  std::string runFile;      // <run_dir>/run.h5
+  std::string exportPath;   // the exported folder (or adapters file)
+  double seconds = 0;
+};
+
+// Runs the stages on the calling thread. Throws only for bad configuration (before the run file
+// exists); a stage that fails or is cancelled stops the job and is reported in the result.
+ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer);
+
+// Writes the converted model `source` (a converted folder, or the teacher `modelDir` + an adapters
+// file) to `output` per `options`; returns the written path (the folder, or the adapters file).
+std::string exportConverted(const std::string& modelDir, const std::string& adapters, const std::string& output,
+                            const ExportConfig& options);
+
+}  // namespace hh::jobs

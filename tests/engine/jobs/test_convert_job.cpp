@@ -1,0 +1,190 @@
+// engine.jobs.convert: the whole conversion on the tiny GPT-2 fixture. The job runs its four
+// stages and writes a "convert" run file that names the stages' files and the export; the
+// exported folder reloads to the same logits as the converted model built in memory (float32
+// exactly up to summation order, float16 within half-precision rounding); adapters-only export
+// re-applies to the teacher; the project JSON round-trips and refuses shared keys inside a stage;
+// a cancel inside finetuning marks the job and its run file cancelled.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "engine/jobs/convert_job.h"
+#include "engine/models/model_io.h"
+#include "engine/runs/run_reader.h"
+#include "tests/engine/jobs/jobs_test_support.h"
+#include "tests/support/hh_test.h"
+
+namespace {
+
+namespace j = hh::jobs;
+namespace m = hh::models;
+namespace fs = std::filesystem;
+const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
+
+j::ConvertConfig smallConvert(const hh::test::TempDir& dir) {
+  j::ConvertConfig c;
+  c.modelDir = kModel;
+  c.runDir = dir.file("run");
+  c.data.corpus = hh::test::writeWordCorpus(dir);
+  c.data.sequenceLength = 32;
+  c.data.maxValidationSequences = 8;
+  c.distill.steps = 6;
+  c.distill.evalEvery = 3;
+  c.distill.batchSize = 4;
+  c.finetune.steps = 4;
+  c.finetune.evalEvery = 2;
+  c.finetune.batchSize = 4;
+  c.evaluate.featureMaps = {"hedgehog", "t2r", "trained"};
+  c.evaluate.maxSequences = 8;
+  c.evaluate.tableSequences = 4;
+  return c;
+}
+
+// Cancels at the first progress report of the named stage.
+class CancelInStage : public j::JobObserver {
+ public:
+  explicit CancelInStage(std::string stage) : stage_(std::move(stage)) {}
+  void progress(int64_t, int64_t, const std::string& phase) override {
+    if (phase.find(stage_) != std::string::npos) cancel_ = true;
+  }
+  bool cancelled() override { return cancel_; }
+
+ private:
+  std::string stage_;
+  bool cancel_ = false;
+};
+
+torch::Tensor logitsOf(m::TransformerModel& model, const torch::Tensor& ids) {
+  torch::NoGradGuard noGrad;
+  return model.forward(ids).logits;
+}
+
+}  // namespace
+
+class TestConvertJob : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+
+  void runsEveryStageAndExports() {
+    hh::test::TempDir dir("convert_ok");
+    const auto config = smallConvert(dir);
+    j::JobObserver quiet;
+    const auto r = j::runConvert(config, quiet);
+    QCOMPARE(std::string(j::toString(r.status)), std::string("completed"));
+    QCOMPARE(r.distill.steps, int64_t(6));
+    QCOMPARE(r.finetune.steps, int64_t(4));
+    QVERIFY(std::isfinite(r.evaluate.perplexityOriginal) && std::isfinite(r.evaluate.perplexityConverted));
+    QCOMPARE(r.evaluate.featureMaps.size(), size_t(3));
+    for (const char* stage : {"distill", "finetune", "evaluate"}) QVERIFY(fs::exists(config.runDir + "/" + stage + "/run.h5"));
+    QCOMPARE(r.exportPath, config.runDir + "/model");
+    QVERIFY(fs::exists(r.exportPath + "/config.json") && fs::exists(r.exportPath + "/model.safetensors"));
+    QVERIFY(fs::exists(r.exportPath + "/vocab.json"));  // tokenizer copied from the teacher
+
+    auto run = hh::runs::RunReader::open(r.runFile);
+    QCOMPARE(run.header().kind, std::string("convert"));
+    QCOMPARE(std::string(hh::runs::statusName(run.status())), std::string("completed"));
+    QCOMPARE(run.exportPath(), fs::absolute(r.exportPath).string());
+    const auto klUntrained = run.scalars("kl_untrained");
+    QCOMPARE(klUntrained.values.size(), size_t(1));
+    QCOMPARE(klUntrained.values[0], r.distill.initialKl);
+    QCOMPARE(run.scalars("perplexity_converted").values.at(0), r.evaluate.perplexityConverted);
+    bool namesStages = false;
+    for (const auto& line : run.logLines()) namesStages = namesStages || line.text.find("finetune/run.h5") != std::string::npos;
+    QVERIFY(namesStages);
+    // The exported folder is the finetuned model: same held-out perplexity as the evaluation saw.
+    auto exported = m::loadModel(r.exportPath);
+    auto finetuned = m::loadModel(r.finetune.modelDir);
+    const auto ids = torch::randint(0, exported->config().vocabSize, {2, 24}, torch::kLong);
+    QCOMPARE(logitsOf(*exported, ids).sub(logitsOf(*finetuned, ids)).abs().max().item<double>(), 0.0);
+  }
+
+  void exportedFolderReloadsToTheInMemoryModel() {
+    hh::test::TempDir dir("convert_export");
+    auto config = smallConvert(dir);
+    config.finetune.steps = 0;  // the converted model is teacher + adapters
+    config.exportOptions.dtype = "float32";
+    j::JobObserver quiet;
+    const auto r = j::runConvert(config, quiet);
+    QCOMPARE(std::string(j::toString(r.status)), std::string("completed"));
+    QCOMPARE(r.finetune.steps, int64_t(0));
+
+    auto inMemory = m::loadModel(kModel);
+    m::loadAdaptersFile(*inMemory, r.distill.adaptersFile);
+    const auto ids = torch::randint(0, inMemory->config().vocabSize, {2, 40}, torch::kLong);
+    const auto expected = logitsOf(*inMemory, ids);  // [2, 40, V]
+    auto reloaded = m::loadModel(r.exportPath);
+    QVERIFY(reloaded->config().plan.layers.at(0).linear);
+    const double scale = expected.abs().max().item<double>();
+    const double diff32 = logitsOf(*reloaded, ids).sub(expected).abs().max().item<double>();
+    qInfo("float32 export: max |logit diff| %.3g (max |logit| %.3g)", diff32, scale);
+    QVERIFY(diff32 <= 1e-6 * scale);
+
+    j::ExportConfig half;
+    half.dtype = "float16";
+    const auto halfDir = j::exportConverted(kModel, r.distill.adaptersFile, dir.file("half"), half);
+    auto reloadedHalf = m::loadModel(halfDir);  // weights come back as float32
+    const double diff16 = logitsOf(*reloadedHalf, ids).sub(expected).abs().max().item<double>();
+    qInfo("float16 export: max |logit diff| %.3g", diff16);
+    QVERIFY(diff16 <= 1e-2 * scale);
+    QVERIFY(diff16 > 0);  // it really was rounded
+
+    j::ExportConfig adaptersOnly;
+    adaptersOnly.adaptersOnly = true;
+    const auto adapters = j::exportConverted(kModel, r.distill.adaptersFile, dir.file("adapters"), adaptersOnly);
+    auto teacher = m::loadModel(kModel);
+    m::loadAdaptersFile(*teacher, adapters);
+    QCOMPARE(logitsOf(*teacher, ids).sub(expected).abs().max().item<double>(), 0.0);
+  }
+
+  void projectJsonRoundTripsAndRefusesSharedKeysInStages() {
+    j::ConvertConfig c;
+    c.modelDir = "teacher";
+    c.featureMap = "t2r";
+    c.layers = {1};
+    c.distill.steps = 17;
+    c.finetune.mode = "lora";
+    c.exportOptions.dtype = "bfloat16";
+    const auto json = j::toJson(c);
+    QVERIFY(!json.at("distill").contains("model") && !json.at("distill").contains("feature_map"));
+    const auto back = j::convertConfigFromJson(json);
+    QCOMPARE(j::toJson(back).dump(), json.dump());
+    QCOMPARE(j::distillStage(back).featureMap, std::string("t2r"));
+    QCOMPARE(j::distillStage(back).layers, std::vector<int64_t>{1});
+    QCOMPARE(j::finetuneStage(back).adapters, std::string("/distill/adapters.safetensors"));
+
+    auto bad = json;
+    bad["distill"]["feature_map"] = "elu";
+    HH_VERIFY_THROWS_WITH(j::convertConfigFromJson(bad), "distill.feature_map");
+    bad = json;
+    bad["export"]["dtype"] = "int8";
+    HH_VERIFY_THROWS_WITH(j::convertConfigFromJson(bad), "export.dtype");
+    bad = json;
+    bad["finetune"]["stepz"] = 3;
+    HH_VERIFY_THROWS_WITH(j::convertConfigFromJson(bad), "stepz");
+  }
+
+  void cancelInFinetuningStopsTheJob() {
+    hh::test::TempDir dir("convert_cancel");
+    const auto config = smallConvert(dir);
+    CancelInStage observer("finetune");
+    const auto r = j::runConvert(config, observer);
+    QCOMPARE(std::string(j::toString(r.status)), std::string("cancelled"));
+    QCOMPARE(r.failedStage, std::string("finetune"));
+    QVERIFY(r.exportPath.empty());
+    QVERIFY(!fs::exists(config.runDir + "/model"));
+    auto run = hh::runs::RunReader::open(r.runFile);
+    QCOMPARE(std::string(hh::runs::statusName(run.status())), std::string("cancelled"));
+  }
+};
+
+HH_TEST_SUITE(TestConvertJob, "engine.jobs.convert", &TestConvertJob::initTestCase, &TestConvertJob::runsEveryStageAndExports,
+              &TestConvertJob::exportedFolderReloadsToTheInMemoryModel,
+              &TestConvertJob::projectJsonRoundTripsAndRefusesSharedKeysInStages,
+              &TestConvertJob::cancelInFinetuningStopsTheJob)
+
+#if HH_HAVE_QTEST
+#include "test_convert_job.moc"
+#endif
