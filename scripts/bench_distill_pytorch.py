@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The Hedgehog distillation step of a GPT-2 model folder, written plainly in PyTorch.
 
 The baseline for `hedgehog bench MODEL --only distill`: the same model weights, the same batch

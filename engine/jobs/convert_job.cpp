@@ -44,18 +44,6 @@ torch::ScalarType exportDtype(const std::string& name) {
   throw std::invalid_argument("export dtype must be float32, float16 or bfloat16 (got \"" + name + "\")");
 }
 
-runs::RunStatus runStatusOf(JobStatus s) {
-  switch (s) {
-    case JobStatus::Completed: return runs::RunStatus::Completed;
-    case JobStatus::Cancelled: return runs::RunStatus::Cancelled;
-    default: return runs::RunStatus::Failed;
-  }
-}
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 }  // namespace
 
 std::string exportConverted(const std::string& modelDir, const std::string& adapters, const std::string& output,

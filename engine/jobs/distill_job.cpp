@@ -303,13 +303,8 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
   if (result.message.empty())
     result.message = "best validation loss " + std::to_string(state.bestLoss) + " at step " + std::to_string(state.bestStep) +
                      "; mean KL " + std::to_string(result.initialKl) + " -> " + std::to_string(result.finalKl);
-  log(std::string(toString(result.status)) + ": " + result.message);
-  writer.setStatus(result.status == JobStatus::Completed ? runs::RunStatus::Completed
-                   : result.status == JobStatus::Cancelled ? runs::RunStatus::Cancelled
-                                                           : runs::RunStatus::Failed,
-                   result.message);
-  writer.close();
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  finishRun(writer, observer, result.status, result.message, state.step);
+  result.seconds = secondsSince(started);
   return result;
 }
 

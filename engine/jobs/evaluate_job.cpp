@@ -313,13 +313,8 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
                         : "accuracy " + std::to_string(result.accuracyOriginal) + " -> " + std::to_string(result.accuracyConverted);
     result.message += "; " + std::to_string(result.featureMaps.size()) + " feature maps measured";
   }
-  log(std::string(toString(result.status)) + ": " + result.message);
-  writer.setStatus(result.status == JobStatus::Completed   ? runs::RunStatus::Completed
-                   : result.status == JobStatus::Cancelled ? runs::RunStatus::Cancelled
-                                                           : runs::RunStatus::Failed,
-                   result.message);
-  writer.close();
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  finishRun(writer, observer, result.status, result.message, -1);
+  result.seconds = secondsSince(started);
   return result;
 }
 

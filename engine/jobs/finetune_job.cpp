@@ -236,13 +236,8 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
     result.message = "validation loss " + std::to_string(result.initialValidationLoss) + " -> " +
                      std::to_string(result.finalValidationLoss) + ", " + metric + " " + std::to_string(result.initialMetric) +
                      " -> " + std::to_string(result.finalMetric);
-  log(std::string(toString(result.status)) + ": " + result.message);
-  writer.setStatus(result.status == JobStatus::Completed   ? runs::RunStatus::Completed
-                   : result.status == JobStatus::Cancelled ? runs::RunStatus::Cancelled
-                                                           : runs::RunStatus::Failed,
-                   result.message);
-  writer.close();
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  finishRun(writer, observer, result.status, result.message, step);
+  result.seconds = secondsSince(started);
   return result;
 }
 

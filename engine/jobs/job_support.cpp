@@ -107,4 +107,24 @@ void JsonReader::checkUnknownKeys() const {
     if (!seen.count(item.key())) throw std::invalid_argument(where + ": unknown key \"" + item.key() + "\"");
 }
 
+runs::RunStatus runStatusOf(JobStatus s) {
+  switch (s) {
+    case JobStatus::Completed: return runs::RunStatus::Completed;
+    case JobStatus::Cancelled: return runs::RunStatus::Cancelled;
+    default: return runs::RunStatus::Failed;
+  }
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void finishRun(runs::RunWriter& writer, JobObserver& observer, JobStatus status, const std::string& message, int64_t step) {
+  const std::string line = std::string(toString(status)) + ": " + message;
+  writer.log(line, step);
+  observer.log(line);
+  writer.setStatus(runStatusOf(status), message);
+  writer.close();
+}
+
 }  // namespace hh::jobs

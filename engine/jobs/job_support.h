@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -16,6 +17,7 @@
 #include "engine/data/text_corpus.h"
 #include "engine/jobs/distill_job.h"
 #include "engine/models/transformer_model.h"
+#include "engine/runs/run_writer.h"
 
 namespace hh::jobs {
 
@@ -36,6 +38,11 @@ class BatchSampler {
 };
 
 std::string makeRunId(const std::string& kind);
+runs::RunStatus runStatusOf(JobStatus status);
+double secondsSince(std::chrono::steady_clock::time_point start);
+// The end of every job: logs "<status>: <message>" (run file at `step`, and observer), writes the
+// terminal status row and closes the file.
+void finishRun(runs::RunWriter& writer, JobObserver& observer, JobStatus status, const std::string& message, int64_t step);
 std::string deviceName();
 std::map<std::string, std::vector<float>> adapterFloats(const models::TransformerModel& model);
 

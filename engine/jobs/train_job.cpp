@@ -260,13 +260,8 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
                      std::to_string(result.finalValidationLoss) + " (perplexity " +
                      std::to_string(std::exp(result.finalValidationLoss)) + "); best " + std::to_string(state.bestLoss) +
                      " at step " + std::to_string(state.bestStep);
-  log(std::string(toString(result.status)) + ": " + result.message);
-  writer.setStatus(result.status == JobStatus::Completed   ? runs::RunStatus::Completed
-                   : result.status == JobStatus::Cancelled ? runs::RunStatus::Cancelled
-                                                           : runs::RunStatus::Failed,
-                   result.message);
-  writer.close();
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  finishRun(writer, observer, result.status, result.message, state.step);
+  result.seconds = secondsSince(started);
   return result;
 }
 
