@@ -8,6 +8,7 @@
 #include <qcustomplot.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace hh::widgets {
 namespace {
@@ -63,6 +64,17 @@ int CurvePlot::addSeries(const QString& name, const QVector<double>& xs, const Q
   const int index = int(series_.size()) - 1;
   setSeriesData(index, xs, ys, spread);
   return index;
+}
+
+void CurvePlot::setSeriesStyle(int index, SeriesStyle style, double width) {
+  if (index < 0 || index >= series_.size()) return;
+  QCPGraph* g = series_[index].line;
+  const QColor color = g->pen().color();
+  g->setPen(QPen(color, width));
+  g->setLineStyle(style == SeriesStyle::Points ? QCPGraph::lsNone : QCPGraph::lsLine);
+  g->setScatterStyle(style == SeriesStyle::Line ? QCPScatterStyle(QCPScatterStyle::ssNone)
+                                                : QCPScatterStyle(QCPScatterStyle::ssCircle, color, color, 5));
+  scheduleReplot();
 }
 
 void CurvePlot::setSeriesData(int index, const QVector<double>& xs, const QVector<double>& ys,
@@ -191,7 +203,21 @@ void CurvePlot::doReplot() {
     // A little air around the data so markers and bands are not cut at the frame.
     for (QCPAxis* axis : {plot_->xAxis, plot_->yAxis}) {
       if (axis->scaleType() == QCPAxis::stLogarithmic) continue;
-      const QCPRange r = axis->range();
+      QCPRange r = axis->range();
+      if (axis == plot_->yAxis) {  // flat data (a constant learning rate): +-10 % around the value
+        bool found = false;
+        QCPRange data;
+        for (int i = 0; i < plot_->graphCount(); ++i) {
+          bool f = false;
+          const QCPRange g = plot_->graph(i)->getValueRange(f);
+          if (f) data = found ? QCPRange(std::min(data.lower, g.lower), std::max(data.upper, g.upper)) : g, found = true;
+        }
+        if (found && data.size() <= 1e-9 * std::max(1.0, std::abs(data.center()))) {
+          const double half = data.center() != 0 ? std::abs(data.center()) * 0.1 : 0.5;
+          axis->setRange(data.center() - half, data.center() + half);
+          continue;
+        }
+      }
       const double pad = r.size() > 0 ? r.size() * 0.04 : 0.5;
       axis->setRange(r.lower - pad, r.upper + pad);
     }

@@ -37,6 +37,10 @@ class CurvePlot : public QWidget {
   void setSeriesData(int index, const QVector<double>& xs, const QVector<double>& ys,
                      const QVector<double>& spread = {});
   void clear();
+  // How a series is drawn: a line with point markers (the default), a line only (long traces such
+  // as a loss), or markers only (sparse measurements such as a held-out loss). width: line pen.
+  enum class SeriesStyle { LineAndPoints, Line, Points };
+  void setSeriesStyle(int index, SeriesStyle style, double width = 2.0);
 
   void setTitle(const QString& title);
   void setAxisLabels(const QString& x, const QString& y);

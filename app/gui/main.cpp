@@ -1,5 +1,8 @@
 // hedgehog-workbench: the Qt desktop workbench. Sets up Torch's runtime, the light style sheet
 // and the main window.
+//   --convert PROJECT.json   start that conversion (the CLI's `hedgehog convert` config) on the
+//                            conversion dashboard
+//   --run FILE.h5            open a run file on the dashboard (followed while it grows)
 // Hidden options for documentation and CI screenshots (scripts/screenshot.sh):
 //   --screenshot PATH          grab the main window into PATH (PNG) and quit
 //   --screenshot-delay-ms N    wait N ms after the first comparison is on screen (default 800)
@@ -10,6 +13,7 @@
 #include <QFile>
 #include <QTimer>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "app/gui/main_window.h"
@@ -50,7 +54,10 @@ int main(int argc, char** argv) {
   const auto headDim = hidden(QStringLiteral("head-dim"), QStringLiteral("Head dim."), "D");
   const auto seed = hidden(QStringLiteral("seed"), QStringLiteral("Random seed."), "S");
   const auto bidirectional = hidden(QStringLiteral("bidirectional"), QStringLiteral("Non-causal attention."));
-  parser.addOptions({shot, delay, featureMap, length, headDim, seed, bidirectional});
+  const QCommandLineOption convert(QStringLiteral("convert"), QStringLiteral("Start the conversion a project file describes."),
+                                   QStringLiteral("project.json"));
+  const QCommandLineOption run(QStringLiteral("run"), QStringLiteral("Open a run file on the dashboard."), QStringLiteral("run.h5"));
+  parser.addOptions({convert, run, shot, delay, featureMap, length, headDim, seed, bidirectional});
   parser.process(app);
 
   loadStyleSheet(app);
@@ -63,6 +70,16 @@ int main(int argc, char** argv) {
   settings.causal = !parser.isSet(bidirectional);
   window.setSettings(settings);
   window.show();
+  if (parser.isSet(convert)) {
+    const QString error = window.startConversion(parser.value(convert));
+    if (!error.isEmpty()) {
+      std::fprintf(stderr, "hedgehog-workbench: %s\n", qPrintable(error));
+      return 1;
+    }
+  } else if (parser.isSet(run)) {
+    window.openRun(parser.value(run));
+  }
+  const bool onDashboard = parser.isSet(convert) || parser.isSet(run);
 
   if (parser.isSet(shot)) {
     const QString path = parser.value(shot);
@@ -73,11 +90,16 @@ int main(int argc, char** argv) {
                    qPrintable(path));
       QApplication::exit(ok ? 0 : 1);
     };
-    // After the first result is on screen (and nothing newer is pending), wait, grab, quit.
-    QObject::connect(&window, &hh::gui::MainWindow::comparisonReady, &window, [&window, delayMs, grab] {
-      if (!window.busy()) QTimer::singleShot(delayMs, &window, grab);
-    });
-    QTimer::singleShot(kScreenshotTimeoutMs, &window, [grab] {
+    // The dashboard: grab after the delay (e.g. mid-run). The comparison: after the first result
+    // is on screen (and nothing newer is pending), wait, grab, quit.
+    if (onDashboard) {
+      QTimer::singleShot(delayMs, &window, grab);
+    } else {
+      QObject::connect(&window, &hh::gui::MainWindow::comparisonReady, &window, [&window, delayMs, grab] {
+        if (!window.busy()) QTimer::singleShot(delayMs, &window, grab);
+      });
+    }
+    QTimer::singleShot(std::max(kScreenshotTimeoutMs, delayMs + 60000), &window, [grab] {
       std::fprintf(stderr, "no comparison within %d ms; grabbing anyway\n", kScreenshotTimeoutMs);
       grab();
     });

@@ -9,14 +9,24 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QStatusBar>
+#include <QTabWidget>
+#include <QThread>
 #include <QThreadPool>
 #include <QTimer>
 #include <QToolBar>
 
 #include "app/gui/comparison_controls.h"
 #include "app/gui/comparison_view.h"
+#include "app/gui/dashboard_view.h"
+#include "app/gui/job_runner.h"
+#include "app/gui/run_follower.h"
 #include "engine/core/runtime.h"
 #include "widgets/figure_export.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
 
 namespace hh::gui {
 namespace {
@@ -28,7 +38,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowIcon(QIcon(QStringLiteral(":/icons/hedgehog.svg")));
 
   view_ = new ComparisonView;
-  setCentralWidget(view_);
+  dashboard_ = new DashboardView;
+  tabs_ = new QTabWidget;
+  tabs_->addTab(view_, tr("Feature-map comparison"));
+  tabs_->addTab(dashboard_, tr("Conversion dashboard"));
+  setCentralWidget(tabs_);
 
   auto* bar = addToolBar(tr("Comparison"));
   bar->setObjectName(QStringLiteral("comparisonToolBar"));
@@ -57,6 +71,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
 
   buildMenus();
+  buildRunControls();
   buildStatusBar();
   resize(1500, 950);
   scheduleCompute();
@@ -65,6 +80,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 MainWindow::~MainWindow() {
   ++generation_;           // drop anything still in flight
   pool_->waitForDone();    // its lambda refers to this window
+  runner_->cancel();
+  runner_->wait(-1);
+  followerThread_->quit();
+  followerThread_->wait();
 }
 
 void MainWindow::setSettings(const ComparisonSettings& settings) {
@@ -90,6 +109,103 @@ void MainWindow::buildMenus() {
                            .arg(QString::fromLatin1(hh::engineVersion()), QString::fromStdString(info.torchVersion),
                                 QString::fromStdString(info.device)));
   });
+}
+
+void MainWindow::buildRunControls() {
+  runner_ = new JobRunner(this);
+  follower_ = new RunFollower;
+  followerThread_ = new QThread(this);
+  follower_->moveToThread(followerThread_);
+  connect(followerThread_, &QThread::finished, follower_, &QObject::deleteLater);
+  connect(this, &MainWindow::followRequested, follower_, &RunFollower::follow);
+  connect(follower_, &RunFollower::updated, dashboard_, &DashboardView::applyUpdate);
+  connect(follower_, &RunFollower::failed, this, [this](const QString& message) {
+    statusBar()->showMessage(tr("Run file: %1").arg(message), 10000);
+  });
+  followerThread_->start();
+
+  connect(runner_, &JobRunner::runFileStarted, this, [this](const QString& path) {
+    Q_EMIT followRequested(path);
+    showDashboard();
+  });
+  connect(runner_, &JobRunner::progress, dashboard_, &DashboardView::setJobProgress);
+  connect(runner_, &JobRunner::finished, this,
+          [this](const QString& status, const QString& message, const QString& runFile, const QString& exportPath) {
+            cancelAction_->setEnabled(false);
+            QString text = tr("Conversion %1: %2").arg(status, message);
+            if (!exportPath.isEmpty()) text += tr(" | exported model: %1").arg(exportPath);
+            statusBar()->showMessage(text);
+            if (!runFile.isEmpty()) std::fprintf(stdout, "run file: %s\n", qPrintable(runFile));
+            if (!exportPath.isEmpty()) std::fprintf(stdout, "exported model: %s\n", qPrintable(exportPath));
+            std::fflush(stdout);
+            Q_EMIT jobFinished(status, message);
+          });
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  QAction* convert = run->addAction(tr("&Convert a project\u2026"), this, &MainWindow::chooseProject);
+  convert->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  QAction* open = run->addAction(tr("&Open a run file\u2026"), this, &MainWindow::chooseRun);
+  open->setShortcut(QKeySequence::Open);
+  cancelAction_ = run->addAction(tr("C&ancel the job"), this, &MainWindow::cancelJob);
+  cancelAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
+  cancelAction_->setEnabled(false);
+  auto* bar = addToolBar(tr("Run"));
+  bar->setObjectName(QStringLiteral("runToolBar"));
+  bar->addAction(convert);
+  bar->addAction(open);
+  bar->addAction(cancelAction_);
+}
+
+void MainWindow::showDashboard() {
+  tabs_->setCurrentWidget(dashboard_);
+}
+
+QString MainWindow::startConversion(const QString& projectPath) {
+  if (runner_->running()) return tr("a job is already running");
+  jobs::ConvertConfig config;
+  try {
+    std::ifstream in(projectPath.toStdString());
+    if (!in) return tr("%1: cannot open").arg(projectPath);
+    auto json = nlohmann::json::parse(in);
+    if (json.is_object() && json.contains("convert")) json = json.at("convert");
+    config = jobs::convertConfigFromJson(json);
+    if (config.modelDir.empty()) return tr("%1: no \"model\"").arg(projectPath);
+    if (config.runDir.empty()) config.runDir = "runs/convert";
+  } catch (const std::exception& e) {
+    return tr("%1: %2").arg(projectPath, QString::fromStdString(e.what()));
+  }
+  dashboard_->clear();
+  if (!runner_->startConvert(config)) return tr("a job is already running");
+  cancelAction_->setEnabled(true);
+  showDashboard();
+  statusBar()->showMessage(tr("Converting %1 (%2)").arg(QString::fromStdString(config.modelDir), projectPath));
+  return {};
+}
+
+void MainWindow::openRun(const QString& path) {
+  dashboard_->clear();
+  Q_EMIT followRequested(path);
+  showDashboard();
+}
+
+void MainWindow::cancelJob() {
+  if (!runner_->running()) return;
+  runner_->cancel();
+  statusBar()->showMessage(tr("Cancelling\u2026 (the job stops within a step)"));
+}
+
+void MainWindow::chooseProject() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Convert a project"), QStringLiteral("projects"),
+                                                    tr("Project files (*.json)"));
+  if (path.isEmpty()) return;
+  const QString error = startConversion(path);
+  if (!error.isEmpty()) QMessageBox::warning(this, tr("Convert"), error);
+}
+
+void MainWindow::chooseRun() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open a run file"), QStringLiteral("runs"),
+                                                    tr("Run files (*.h5)"));
+  if (!path.isEmpty()) openRun(path);
 }
 
 void MainWindow::buildStatusBar() {

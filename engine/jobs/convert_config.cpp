@@ -64,7 +64,11 @@ ConvertConfig convertConfigFromJson(const nlohmann::json& j) {
   if (j.contains("data")) c.data = dataConfigFromJson(j.at("data"), "convert config \"data\"");
   c.distill = distillConfigFromJson(checkedSection(j, "distill"));
   c.finetune = finetuneConfigFromJson(checkedSection(j, "finetune"));
-  c.evaluate = evaluateConfigFromJson(checkedSection(j, "evaluate"));
+  // The converted model exists once the stages before have run ("trained" rows need it).
+  auto evaluateSection = checkedSection(j, "evaluate");
+  evaluateSection["converted"] = "(the converted model)";
+  c.evaluate = evaluateConfigFromJson(evaluateSection);
+  c.evaluate.converted.clear();
   if (j.contains("export")) {
     const auto& e = j.at("export");
     if (!e.is_object()) throw std::invalid_argument("convert config: \"export\" must be an object");

@@ -147,6 +147,7 @@ class TestConvertJob : public QObject {
     c.distill.steps = 17;
     c.finetune.mode = "lora";
     c.exportOptions.dtype = "bfloat16";
+    c.evaluate.featureMaps = {"hedgehog", "trained"};  // "trained" is valid: the conversion makes the model
     const auto json = j::toJson(c);
     QVERIFY(!json.at("distill").contains("model") && !json.at("distill").contains("feature_map"));
     const auto back = j::convertConfigFromJson(json);
