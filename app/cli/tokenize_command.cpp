@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "app/cli/commands.h"
+#include "engine/io/text_file.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "engine/tokenizers/unicode_text.h"
 
@@ -32,11 +33,9 @@ struct TokenizeArgs {
 };
 
 std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  auto text = io::readWholeFile(path);
+  if (!text) throw std::runtime_error(path + ": cannot open");
+  return std::move(*text);
 }
 
 void runTokenize(const TokenizeArgs& a) {

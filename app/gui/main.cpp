@@ -53,11 +53,12 @@ int main(int argc, char** argv) {
   const auto length = hidden(QStringLiteral("length"), QStringLiteral("Sequence length."), "T");
   const auto headDim = hidden(QStringLiteral("head-dim"), QStringLiteral("Head dim."), "D");
   const auto seed = hidden(QStringLiteral("seed"), QStringLiteral("Random seed."), "S");
+  const auto runsTab = hidden(QStringLiteral("runs-tab"), QStringLiteral("Open on the run browser."));
   const auto bidirectional = hidden(QStringLiteral("bidirectional"), QStringLiteral("Non-causal attention."));
   const QCommandLineOption convert(QStringLiteral("convert"), QStringLiteral("Start the conversion a project file describes."),
                                    QStringLiteral("project.json"));
   const QCommandLineOption run(QStringLiteral("run"), QStringLiteral("Open a run file on the dashboard."), QStringLiteral("run.h5"));
-  parser.addOptions({convert, run, shot, delay, featureMap, length, headDim, seed, bidirectional});
+  parser.addOptions({convert, run, runsTab, shot, delay, featureMap, length, headDim, seed, bidirectional});
   parser.process(app);
 
   loadStyleSheet(app);
@@ -79,7 +80,8 @@ int main(int argc, char** argv) {
   } else if (parser.isSet(run)) {
     window.openRun(parser.value(run));
   }
-  const bool onDashboard = parser.isSet(convert) || parser.isSet(run);
+  if (parser.isSet(runsTab)) window.showRuns();
+  const bool onDashboard = parser.isSet(convert) || parser.isSet(run) || parser.isSet(runsTab);
 
   if (parser.isSet(shot)) {
     const QString path = parser.value(shot);

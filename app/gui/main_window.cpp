@@ -19,6 +19,7 @@
 #include "app/gui/comparison_view.h"
 #include "app/gui/dashboard_view.h"
 #include "app/gui/job_runner.h"
+#include "app/gui/run_browser.h"
 #include "app/gui/run_follower.h"
 #include "engine/core/runtime.h"
 #include "widgets/figure_export.h"
@@ -42,6 +43,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_ = new QTabWidget;
   tabs_->addTab(view_, tr("Feature-map comparison"));
   tabs_->addTab(dashboard_, tr("Conversion dashboard"));
+  browser_ = new RunBrowser;
+  tabs_->addTab(browser_, tr("Runs"));
+  connect(browser_, &RunBrowser::runActivated, this, &MainWindow::openRun);
+  browser_->refresh();
   setCentralWidget(tabs_);
 
   auto* bar = addToolBar(tr("Comparison"));
@@ -138,6 +143,7 @@ void MainWindow::buildRunControls() {
             if (!runFile.isEmpty()) std::fprintf(stdout, "run file: %s\n", qPrintable(runFile));
             if (!exportPath.isEmpty()) std::fprintf(stdout, "exported model: %s\n", qPrintable(exportPath));
             std::fflush(stdout);
+            browser_->refresh();
             Q_EMIT jobFinished(status, message);
           });
 
@@ -158,6 +164,10 @@ void MainWindow::buildRunControls() {
 
 void MainWindow::showDashboard() {
   tabs_->setCurrentWidget(dashboard_);
+}
+
+void MainWindow::showRuns() {
+  tabs_->setCurrentWidget(browser_);
 }
 
 QString MainWindow::startConversion(const QString& projectPath) {

@@ -1,5 +1,5 @@
 // The workbench main window: two tabs, the feature-map comparison (its settings in a tool bar)
-// and the conversion dashboard (a run file followed live); a Run menu and tool bar to convert a
+// the conversion dashboard (a run file followed live) and the run browser (runs/); a Run menu and tool bar to convert a
 // project file (the CLI's `hedgehog convert` config), open a run file and cancel the job; a File
 // menu (export the comparison as PNG / SVG / PDF) and a status bar with the compute device and
 // Torch's thread count.
@@ -22,6 +22,7 @@ class ComparisonControls;
 class ComparisonView;
 class DashboardView;
 class JobRunner;
+class RunBrowser;
 class RunFollower;
 
 class MainWindow : public QMainWindow {
@@ -45,7 +46,9 @@ class MainWindow : public QMainWindow {
   void cancelJob();
   DashboardView* dashboard() const { return dashboard_; }
   JobRunner* jobRunner() const { return runner_; }
+  RunBrowser* runBrowser() const { return browser_; }
   void showDashboard();
+  void showRuns();
 
  Q_SIGNALS:
   // A computation finished and its result is on screen (or its error is shown).
@@ -73,6 +76,7 @@ class MainWindow : public QMainWindow {
   QThreadPool* pool_ = nullptr;
   QTabWidget* tabs_ = nullptr;
   DashboardView* dashboard_ = nullptr;
+  RunBrowser* browser_ = nullptr;
   JobRunner* runner_ = nullptr;
   RunFollower* follower_ = nullptr;
   QThread* followerThread_ = nullptr;

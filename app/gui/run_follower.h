@@ -42,7 +42,7 @@ class RunFollower : public QObject {
   Q_OBJECT
 
  public:
-  static constexpr int kPollMs = 500;
+  static constexpr int kPollMs = 200;  // 5 updates a second at most
 
   explicit RunFollower(QObject* parent = nullptr);
   ~RunFollower() override;

@@ -1,4 +1,5 @@
 #include "engine/data/classification_data.h"
+#include "engine/io/text_file.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -15,11 +16,9 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string readFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path.string() + ": cannot read");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  auto text = io::readWholeFile(path.string());
+  if (!text) throw std::runtime_error(path.string() + ": cannot read");
+  return std::move(*text);
 }
 
 struct LabelTable {

@@ -1,4 +1,5 @@
 #include "engine/data/text_corpus.h"
+#include "engine/io/text_file.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -14,11 +15,9 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string readFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path.string() + ": cannot read");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  auto text = io::readWholeFile(path.string());
+  if (!text) throw std::runtime_error(path.string() + ": cannot read");
+  return std::move(*text);
 }
 
 bool attachesLeft(const std::string& w) {  // no space before these

@@ -1,4 +1,5 @@
 #include "engine/models/model_config.h"
+#include "engine/io/text_file.h"
 
 #include <filesystem>
 #include <fstream>
@@ -310,13 +311,11 @@ ModelConfig loadModelConfig(const std::string& dirOrFile) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path path = fs::is_directory(dirOrFile, ec) ? fs::path(dirOrFile) / "config.json" : fs::path(dirOrFile);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path.string() + ": cannot open (a model folder needs a Hugging Face config.json)");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const auto text = io::readWholeFile(path.string());
+  if (!text) throw ConfigError(path.string() + ": cannot open (a model folder needs a Hugging Face config.json)");
   json j;
   try {
-    j = json::parse(text.str());
+    j = json::parse(*text);
   } catch (const json::parse_error& e) {
     throw ConfigError(path.string() + ": not valid JSON (" + e.what() + ")");
   }

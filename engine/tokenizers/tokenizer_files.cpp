@@ -10,6 +10,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/tokenizers/byte_level_bpe.h"
 #include "engine/tokenizers/wordpiece.h"
+#include "engine/io/text_file.h"
 
 namespace hh::tok {
 namespace files {
@@ -32,12 +33,9 @@ std::string directoryOf(const std::string& path) {
 }
 
 std::string readText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw io::FormatError(path + ": cannot open the file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw io::FormatError(path + ": read error");
-  return text.str();
+  auto text = io::readWholeFile(path);
+  if (!text) throw io::FormatError(path + ": cannot open or read the file");
+  return std::move(*text);
 }
 
 json readJson(const std::string& path) {
