@@ -6,10 +6,15 @@
 
 #include <string>
 
+#include "engine/jobs/evaluate_job.h"
+
 namespace hh::cli {
 
 // The JSON of a job's --config file, or its "<section>" object (project files hold several).
 nlohmann::json readJobConfig(const std::string& path, const std::string& section);
+
+// The evaluation report (perplexity or accuracy, then the per-feature-map table) on stdout.
+void printEvaluation(const jobs::EvaluateResult& result);
 
 void addParityCommand(CLI::App& app);
 void addCompareCommand(CLI::App& app);

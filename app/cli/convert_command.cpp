@@ -61,11 +61,10 @@ void addConvertCommand(CLI::App& app) {
     const auto r = jobs::runConvert(c, observer);
     std::printf("%s after %.1f s: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str());
     if (r.status == jobs::JobStatus::Completed) {
-      const auto& e = r.evaluate;
       std::printf("stages: distill %lld steps (%.1f s), finetune %lld steps (%.1f s), evaluate %.1f s\n",
-                  (long long)r.distill.steps, r.distill.seconds, (long long)r.finetune.steps, r.finetune.seconds, e.seconds);
-      for (const auto& m : e.featureMaps)
-        std::printf("  %-18s KL %.4g  entropy %.4g  monotonicity %.3f\n", m.name.c_str(), m.kl, m.entropy, m.monotonicity);
+                  (long long)r.distill.steps, r.distill.seconds, (long long)r.finetune.steps, r.finetune.seconds,
+                  r.evaluate.seconds);
+      printEvaluation(r.evaluate);
     }
     std::printf("run file: %s\n", r.runFile.c_str());
     if (!r.exportPath.empty()) std::printf("exported model: %s\n", r.exportPath.c_str());

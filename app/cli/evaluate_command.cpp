@@ -15,13 +15,15 @@ namespace hh::cli {
 namespace {
 
 std::string number(double v, const char* format = "%.4f") {
-  if (std::isnan(v)) return "nan";
+  if (std::isnan(v)) return "n/a";
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, format, v);
   return buffer;
 }
 
-void printReport(const jobs::EvaluateResult& r) {
+}  // namespace
+
+void printEvaluation(const jobs::EvaluateResult& r) {
   std::printf("\n");
   if (r.task == "lm") {
     std::printf("perplexity on %lld held-out sequences (%lld predictions)\n", (long long)r.sequences, (long long)r.predictions);
@@ -36,12 +38,15 @@ void printReport(const jobs::EvaluateResult& r) {
   std::printf("\nattention against softmax (mean over the converted layers' heads)\n");
   std::printf("  %-18s %10s %10s %13s\n", "feature map", "KL", "entropy", "monotonicity");
   std::printf("  %-18s %10s %10s %13s\n", "softmax", "0", number(r.softmaxEntropy).c_str(), "1");
-  for (const auto& row : r.featureMaps)
+  bool undefined = false;
+  for (const auto& row : r.featureMaps) {
     std::printf("  %-18s %10s %10s %13s\n", row.name.c_str(), number(row.kl, "%.4g").c_str(), number(row.entropy).c_str(),
                 number(row.monotonicity).c_str());
+    undefined = undefined || std::isnan(row.kl);
+  }
+  if (undefined)
+    std::printf("  n/a: that map gives negative attention weights (its features can be negative), so KL and entropy are undefined\n");
 }
-
-}  // namespace
 
 void addEvaluateCommand(CLI::App& app) {
   struct Args {
@@ -94,7 +99,7 @@ void addEvaluateCommand(CLI::App& app) {
     if (c.modelDir.empty()) throw std::runtime_error("evaluate: no model folder (give MODEL_DIR or \"model\" in --config)");
     CliObserver observer;
     const auto r = jobs::runEvaluate(c, observer);
-    if (r.status == jobs::JobStatus::Completed) printReport(r);
+    if (r.status == jobs::JobStatus::Completed) printEvaluation(r);
     std::printf("\n%s (%.1f s): %s\nrun file: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(), r.runFile.c_str());
     if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
   });
