@@ -1,21 +1,12 @@
-// Reading a job's --config file: the whole file, or its "<section>" object when the file is a
-// project holding several jobs' configs.
-#include <fstream>
-
+// The CLI's --config files are read by the engine's reader (engine/jobs/config_file.h), the same
+// one the workbench uses for project files.
 #include "app/cli/commands.h"
+#include "engine/jobs/config_file.h"
 
 namespace hh::cli {
 
 nlohmann::json readJobConfig(const std::string& path, const std::string& section) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw std::runtime_error(path + ": not JSON (" + e.what() + ")");
-  }
-  return j.is_object() && j.contains(section) ? j.at(section) : j;
+  return jobs::readConfigFile(path, section);
 }
 
 }  // namespace hh::cli

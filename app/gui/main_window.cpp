@@ -19,15 +19,13 @@
 #include "app/gui/comparison_view.h"
 #include "app/gui/dashboard_view.h"
 #include "app/gui/job_runner.h"
+#include "engine/jobs/config_file.h"
 #include "app/gui/run_browser.h"
 #include "app/gui/run_follower.h"
 #include "engine/core/runtime.h"
 #include "widgets/figure_export.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
-#include <fstream>
 
 namespace hh::gui {
 namespace {
@@ -174,15 +172,12 @@ QString MainWindow::startConversion(const QString& projectPath) {
   if (runner_->running()) return tr("a job is already running");
   jobs::ConvertConfig config;
   try {
-    std::ifstream in(projectPath.toStdString());
-    if (!in) return tr("%1: cannot open").arg(projectPath);
-    auto json = nlohmann::json::parse(in);
-    if (json.is_object() && json.contains("convert")) json = json.at("convert");
-    config = jobs::convertConfigFromJson(json);
+    config = jobs::convertConfigFromJson(jobs::readConfigFile(projectPath.toStdString(), "convert"));
     if (config.modelDir.empty()) return tr("%1: no \"model\"").arg(projectPath);
     if (config.runDir.empty()) config.runDir = "runs/convert";
   } catch (const std::exception& e) {
-    return tr("%1: %2").arg(projectPath, QString::fromStdString(e.what()));
+    const QString what = QString::fromStdString(e.what());
+    return what.startsWith(projectPath) ? what : tr("%1: %2").arg(projectPath, what);
   }
   dashboard_->clear();
   if (!runner_->startConvert(config)) return tr("a job is already running");

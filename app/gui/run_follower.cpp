@@ -51,6 +51,7 @@ bool RunFollower::openIfPossible() {
   if (!QFileInfo::exists(path_)) return false;
   try {
     reader_ = std::make_unique<runs::RunReader>(runs::RunReader::open(path_.toStdString()));
+    attempts_ = 0;  // the failure budget is for consecutive failures
     return true;
   } catch (const std::exception& e) {
     if (++attempts_ >= kOpenAttempts && !failedOnce_) {
