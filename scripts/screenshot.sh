@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Screenshot of the workbench for docs and reviews, on a virtual X display.
 #   scripts/screenshot.sh BINARY OUT.png [DELAY_MS] [-- extra workbench args]
-# e.g. scripts/screenshot.sh build/app/hedgehog-workbench shot.png 1000 -- --feature-map elu --length 128
+# e.g. scripts/screenshot.sh build/app/hedgehog-workbench shot.png 1000 -- --feature-maps elu --length 128
 # The workbench grabs its own main window (hidden --screenshot option) once the first result is
 # on screen plus DELAY_MS (default 800), then quits. Needs xvfb-run (package xvfb).
 set -euo pipefail

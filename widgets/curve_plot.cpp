@@ -30,6 +30,7 @@ CurvePlot::CurvePlot(QWidget* parent) : QWidget(parent) {
   plot_ = new QCustomPlot(this);
   layout->addWidget(plot_);
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  plot_->setPlottingHint(QCP::phFastPolylines, true);  // long traces (a loss): cheaper line joins
   plot_->legend->setVisible(true);
   QFont legendFont = font();
   legendFont.setPointSizeF(std::max(6.0, legendFont.pointSizeF() * 0.9));
@@ -45,7 +46,7 @@ CurvePlot::CurvePlot(QWidget* parent) : QWidget(parent) {
   replotTimer_ = new QTimer(this);
   replotTimer_->setSingleShot(true);
   replotTimer_->setInterval(kReplotDelayMs);
-  connect(replotTimer_, &QTimer::timeout, this, &CurvePlot::doReplot);
+  connect(replotTimer_, &QTimer::timeout, this, &CurvePlot::onReplotTimer);
   // Any zoom or pan by the user stops automatic rescaling; a double-click brings it back.
   connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent*) { autoRescale_ = false; });
   connect(plot_, &QCustomPlot::mouseWheel, this, [this](QWheelEvent*) { autoRescale_ = false; });
@@ -124,6 +125,18 @@ void CurvePlot::appendPoint(int index, double x, double y) {
   scheduleReplot();
 }
 
+void CurvePlot::appendPoints(int index, const QVector<double>& xs, const QVector<double>& ys) {
+  if (index < 0 || index >= series_.size()) return;
+  const int n = int(std::min(xs.size(), ys.size()));
+  if (n == 0) return;
+  // Sorted input that goes after the data held appends in place; anything else is merged (sorted).
+  QCPGraph* g = series_[index].line;
+  bool sorted = g->dataCount() == 0 || xs[0] >= (g->data()->constEnd() - 1)->key;
+  for (int i = 1; i < n && sorted; ++i) sorted = xs[i] >= xs[i - 1];
+  g->addData(xs.mid(0, n), ys.mid(0, n), sorted);
+  scheduleReplot();
+}
+
 void CurvePlot::clear() {
   plot_->clearGraphs();
   series_.clear();
@@ -197,7 +210,21 @@ void CurvePlot::scheduleReplot() {
   if (!replotTimer_->isActive()) replotTimer_->start();
 }
 
+void CurvePlot::onReplotTimer() {
+  if (!isVisible()) {
+    staleWhileHidden_ = true;  // drawn when shown (showEvent)
+    return;
+  }
+  doReplot();
+}
+
+void CurvePlot::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  if (staleWhileHidden_) scheduleReplot();
+}
+
 void CurvePlot::doReplot() {
+  staleWhileHidden_ = false;
   if (autoRescale_ && plot_->graphCount() > 0) {
     plot_->rescaleAxes(/*onlyVisiblePlottables=*/true);
     // A little air around the data so markers and bands are not cut at the frame.
@@ -223,7 +250,9 @@ void CurvePlot::doReplot() {
     }
   }
   ++replotCount_;
-  plot_->replot(QCustomPlot::rpImmediateRefresh);
+  // Queued refresh: the widget repaints with the next paint event, together with whatever else
+  // changed, rather than forcing a paint (and a window flush) of its own now.
+  plot_->replot(QCustomPlot::rpQueuedRefresh);
 }
 
 }  // namespace hh::widgets

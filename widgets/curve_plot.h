@@ -3,7 +3,9 @@
 // bin ± its standard deviation). NaN y values leave gaps. Series can also grow point by point
 // (appendPoint) for live curves such as a loss.
 // Replots are coalesced: every change starts a single-shot timer (kReplotDelayMs) and the plot
-// redraws once when it fires, however many changes came in between (STYLE.md habit 4).
+// redraws once when it fires, however many changes came in between (STYLE.md habit 4). A plot
+// that is not visible (a hidden tab) does not redraw then: it remembers that it is stale and
+// redraws once when it is shown. replotNow() always redraws.
 // Axes rescale to the data on each replot unless the user has zoomed or panned (double-click
 // goes back to automatic). Plain data only.
 #pragma once
@@ -33,6 +35,9 @@ class CurvePlot : public QWidget {
                 const QVector<double>& spread = {}, QColor color = QColor());
   // Appends one point (no spread) to series `index`.
   void appendPoint(int index, double x, double y);
+  // Appends points (no spread; xs ascending and after the series' last x) without re-sorting or
+  // copying what the series already holds: the cheap way to grow a live trace.
+  void appendPoints(int index, const QVector<double>& xs, const QVector<double>& ys);
   // Replaces a series' data (same rules as addSeries).
   void setSeriesData(int index, const QVector<double>& xs, const QVector<double>& ys,
                      const QVector<double>& spread = {});
@@ -57,6 +62,7 @@ class CurvePlot : public QWidget {
   bool replotPending() const;
 
   QCustomPlot* plot() const { return plot_; }
+  bool staleWhileHidden() const { return staleWhileHidden_; }
   void replotNow();     // cancel the pending timer and replot now
   void rescaleAxes();   // fit the data and return to automatic rescaling
 
@@ -68,13 +74,19 @@ class CurvePlot : public QWidget {
   };
   void setBand(Series& s, const QVector<double>& xs, const QVector<double>& ys, const QVector<double>& spread);
   void scheduleReplot();
+  void onReplotTimer();
   void doReplot();
 
+ protected:
+  void showEvent(QShowEvent* event) override;
+
+ private:
   QCustomPlot* plot_ = nullptr;
   QCPTextElement* title_ = nullptr;
   QTimer* replotTimer_ = nullptr;
   QVector<Series> series_;
   bool autoRescale_ = true;
+  bool staleWhileHidden_ = false;
   int replotCount_ = 0;
   int paletteNext_ = 0;
 };

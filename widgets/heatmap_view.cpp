@@ -225,6 +225,21 @@ void HeatmapView::setValueLabel(const QString& label) {
   requestReplot();
 }
 
+void HeatmapView::setColorScaleVisible(bool visible) {
+  // Taken out of the layout (not only hidden) so that the map gets its width; the scale object
+  // stays alive and keeps the colour range.
+  const bool shown = plot_->plotLayout()->hasElement(0, 1) && plot_->plotLayout()->element(0, 1) == colorScale_;
+  if (visible == shown) return;
+  if (visible) {
+    plot_->plotLayout()->addElement(0, 1, colorScale_);
+  } else {
+    plot_->plotLayout()->take(colorScale_);
+    plot_->plotLayout()->simplify();
+  }
+  colorScale_->setVisible(visible);
+  requestReplot();
+}
+
 void HeatmapView::setAxisTitles(const QString& keys, const QString& queries) {
   plot_->xAxis->setLabel(keys);
   plot_->yAxis->setLabel(queries);
@@ -291,7 +306,7 @@ QString HeatmapView::readoutText(int row, int col) const {
                      .arg(token(keyLabels_, col))
                      .arg(valueLabel_.isEmpty() ? QStringLiteral("value") : valueLabel_.toHtmlEscaped())
                      .arg(formatNumber(valueAt(row, col)));
-  if (auto score = scoreAt(row, col)) text += QStringLiteral("<br>score %1").arg(formatNumber(*score));
+  if (auto score = scoreAt(row, col)) text += QStringLiteral("<br>q\u00b7k/\u221ad %1").arg(formatNumber(*score));
   return text;
 }
 

@@ -59,6 +59,8 @@ class HeatmapView : public QWidget {
   void setTitle(const QString& title);
   void setValueLabel(const QString& label);  // colour bar label, e.g. "weight"
   void setAxisTitles(const QString& keys, const QString& queries);
+  // Hides the colour bar (e.g. several maps on one shared scale with one legend elsewhere).
+  void setColorScaleVisible(bool visible);
   void clear();
 
   int rows() const { return rows_; }

@@ -10,12 +10,14 @@ namespace hh::widgets {
 
 FiniteRange finiteRange(const float* values, std::size_t n) {
   FiniteRange range;
+  // Branch-free so that the compiler vectorises it (4096 x 4096 maps are 16.8 M values): v - v is
+  // 0 for finite v and NaN for NaN or +-inf, and a comparison with NaN is false.
   float lo = std::numeric_limits<float>::infinity(), hi = -std::numeric_limits<float>::infinity();
   for (std::size_t i = 0; i < n; ++i) {
     const float v = values[i];
-    if (!std::isfinite(v)) continue;
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
+    const bool finite = (v - v) == 0.0f;
+    lo = (finite && v < lo) ? v : lo;
+    hi = (finite && v > hi) ? v : hi;
   }
   if (lo <= hi) {
     range.lo = lo;
@@ -73,15 +75,30 @@ DownsampledMatrix downsampleRegion(int rows, int cols, const float* values, Matr
         const int c0 = region.col0 + bc * out.blockCols, c1 = std::min(colEnd, c0 + out.blockCols);
         float a = acc[std::size_t(bc)];
         int n = 0;
-        for (int c = c0; c < c1; ++c) {
-          const float v = row[c];
-          if (std::isnan(v)) continue;
-          ++n;
-          switch (reduce) {
-            case BlockReduce::Max: a = std::max(a, v); break;
-            case BlockReduce::Mean: a += v; break;
-            case BlockReduce::AbsMax: if (std::fabs(v) > std::fabs(a)) a = v; break;
-          }
+        // One loop per reduction, without branches on NaN (a comparison with NaN is false, and
+        // v == v only for non-NaN v), so the hot loop vectorises.
+        switch (reduce) {
+          case BlockReduce::Max:
+            for (int c = c0; c < c1; ++c) {
+              const float v = row[c];
+              n += v == v;
+              a = v > a ? v : a;
+            }
+            break;
+          case BlockReduce::Mean:
+            for (int c = c0; c < c1; ++c) {
+              const float v = row[c];
+              n += v == v;
+              a += v == v ? v : 0.0f;
+            }
+            break;
+          case BlockReduce::AbsMax:
+            for (int c = c0; c < c1; ++c) {
+              const float v = row[c];
+              n += v == v;
+              a = std::fabs(v) > std::fabs(a) ? v : a;
+            }
+            break;
         }
         acc[std::size_t(bc)] = a;
         count[std::size_t(bc)] += n;

@@ -1,12 +1,15 @@
-// The workbench's first computation: one random attention head, softmax against a linear
-// attention with a chosen feature map, as plain data for the widgets.
-//   q, k ~ N(0, 1), shape [1, 1, T, D], from a generator seeded with `seed`;
-//   softmax weights p = softmaxWeights(q, k, causal); linear weights a = linearWeights(phi(q),
-//   phi(k)) (additive rule, quadratic form); scores s = q.k / sqrt(D);
-//   metrics over valid pairs: KL(p || a), mean row entropy of each, Spearman(s, weights) of each,
-//   and the binned monotonicity curves (mean weight per score bin ± std).
-// The header is Torch-free so the view can include it; computeComparison runs on any thread
-// (the window calls it on a worker) and reports failures in `error` instead of throwing.
+// The feature-map comparison as plain data for the widgets: softmax attention of one head
+// against the linear attention of several feature maps.
+//   The head: either random, q, k ~ N(0, 1) of shape [1, 1, T, D] from a generator seeded with
+//   `seed`, or one (layer, head) of a loaded model on the inspector's text (model_session.h).
+//   softmax weights p = softmaxWeights(q, k, causal); per map: linear weights
+//   a = linearWeights(phi(q), phi(k)) (additive rule, quadratic form); scores s = q.k / sqrt(D);
+//   metrics over valid pairs: KL(p || a), mean row entropy, Spearman(s, weights), and the binned
+//   monotonicity curves (mean weight per score bin +- std).
+// "trained" names the loaded model layer's own (distilled) feature map; the others start at
+// their initialisation (identity W for Hedgehog and T2R).
+// The header is Torch-free so the views can include it; the computations run on any thread (the
+// window calls them on a worker) and report failures in `error` instead of throwing.
 #pragma once
 #include <QString>
 #include <QStringList>
@@ -18,16 +21,18 @@
 namespace hh::gui {
 
 struct ComparisonSettings {
-  QString featureMap = QStringLiteral("hedgehog");  // a name from featureMapNames()
-  int length = 64;                                  // T
-  int headDim = 16;                                 // D
-  bool causal = true;
-  quint64 seed = 0;
-  int bins = 24;                                    // monotonicity curve bins
+  QStringList featureMaps{QStringLiteral("hedgehog"), QStringLiteral("t2r"), QStringLiteral("elu")};
+  bool modelHead = false;  // false: a random head (length, headDim, seed); true: (layer, head) of the model
+  int layer = 0, head = 0;
+  int length = 64;         // T (random head)
+  int headDim = 16;        // D (random head)
+  bool causal = true;      // random head (a model head follows the model)
+  quint64 seed = 0;        // random q, k and Performer's projection
+  int bins = 24;           // monotonicity curve bins
 
   bool operator==(const ComparisonSettings& o) const {
-    return featureMap == o.featureMap && length == o.length && headDim == o.headDim && causal == o.causal &&
-           seed == o.seed && bins == o.bins;
+    return featureMaps == o.featureMaps && modelHead == o.modelHead && layer == o.layer && head == o.head &&
+           length == o.length && headDim == o.headDim && causal == o.causal && seed == o.seed && bins == o.bins;
   }
 };
 
@@ -35,14 +40,26 @@ struct CurveData {
   QVector<double> x, mean, spread;  // bin centres, mean weight, standard deviation
 };
 
+// One feature map against softmax.
+struct MapComparison {
+  QString name;
+  int featureDim = 0;
+  std::vector<float> weights, difference;  // T x T row-major, NaN where masked; difference = a - p
+  CurveData curve;
+  double kl = 0, entropy = 0, spearman = 0;
+};
+
 struct ComparisonResult {
   ComparisonSettings settings;
-  int length = 0;
-  int featureDim = 0;
+  QString source;          // "random head, T = 64, D = 16, seed 0" or "layer 1, head 2 of <model>"
+  QStringList tokens;      // token labels of a model head (empty for a random one)
+  int length = 0, headDim = 0;
+  bool causal = true;
   // T x T, row-major (row = query), NaN where masked.
-  std::vector<float> softmax, linear, difference, scores;
-  CurveData softmaxCurve, linearCurve;
-  double kl = 0, entropySoftmax = 0, entropyLinear = 0, spearmanSoftmax = 0, spearmanLinear = 0;
+  std::vector<float> softmax, scores;
+  CurveData softmaxCurve;
+  double entropySoftmax = 0, spearmanSoftmax = 0;
+  std::vector<MapComparison> maps;  // in settings.featureMaps order
   double milliseconds = 0;  // computing time
   QString error;            // non-empty: nothing else is valid
 };
@@ -50,6 +67,7 @@ struct ComparisonResult {
 // Feature map names the engine knows, in its order (e.g. "hedgehog", "t2r", "elu", ...).
 QStringList featureMapNames();
 
+// A random head (settings.modelHead is ignored).
 ComparisonResult computeComparison(const ComparisonSettings& settings);
 
 }  // namespace hh::gui

@@ -1,14 +1,18 @@
-// The central "attention comparison" view: softmax, linear and difference heatmaps of one head
-// side by side (softmax and linear on one shared colour scale, the difference on a diverging
-// scale around 0), the two monotonicity curves overlaid, and the head's metrics (KL, entropy,
-// Spearman). Hovering any heatmap shows the same (query, key) pair's numbers from all three.
-// Shows a ComparisonResult; computes nothing itself.
+// The feature-map comparison view: one head's softmax attention and the linear attention of each
+// chosen feature map side by side (one shared colour scale, each titled with its KL to softmax,
+// entropy H and monotonicity rho), the difference map of one of them against softmax (diverging
+// scale around 0; the map picked in a combo box or by clicking its heatmap), the monotonicity
+// curves of all of them overlaid, and a metrics table. Hovering any heatmap reads the same
+// (query, key) pair from all maps. Shows a ComparisonResult; computes nothing itself.
 #pragma once
 #include <QWidget>
 
 #include "app/gui/attention_comparison.h"
 
+class QComboBox;
+class QGridLayout;
 class QLabel;
+class QTableWidget;
 
 namespace hh::widgets {
 class CurvePlot;
@@ -28,26 +32,40 @@ class ComparisonView : public QWidget {
   void showError(const QString& message);
   const ComparisonResult& result() const { return result_; }
 
-  hh::widgets::HeatmapView* softmaxMap() const { return softmax_; }
-  hh::widgets::HeatmapView* linearMap() const { return linear_; }
+  // Softmax first, then one per feature map of the result.
+  int mapCount() const { return visibleMaps_; }
+  hh::widgets::HeatmapView* map(int index) const;
+  hh::widgets::HeatmapView* softmaxMap() const { return map(0); }
   hh::widgets::HeatmapView* differenceMap() const { return difference_; }
   hh::widgets::CurvePlot* curvePlot() const { return curves_; }
+  QTableWidget* metricsTable() const { return table_; }
+  // Which feature map (index into result().maps) the difference map shows.
+  int focusedMap() const { return focus_; }
+  void setFocusedMap(int index);
 
  Q_SIGNALS:
   // One-line description of the hovered pair (empty when the pointer left the maps).
   void hoverText(const QString& text);
 
  private:
+  void ensureMapViews(int count);
+  void layoutMaps();
   void onHover(int row, int col);
-  void updateMetrics();
+  void updateDifference();
+  void updateTable();
 
-  hh::widgets::HeatmapView* softmax_ = nullptr;
-  hh::widgets::HeatmapView* linear_ = nullptr;
+  QWidget* mapsBox_ = nullptr;
+  QGridLayout* mapsGrid_ = nullptr;
+  QList<hh::widgets::HeatmapView*> maps_;  // reused between results; the first visibleMaps_ are shown
+  int visibleMaps_ = 0;
   hh::widgets::HeatmapView* difference_ = nullptr;
+  QComboBox* focusBox_ = nullptr;
   hh::widgets::CurvePlot* curves_ = nullptr;
-  QLabel* metrics_ = nullptr;
+  QTableWidget* table_ = nullptr;
+  QLabel* source_ = nullptr;
   QLabel* hover_ = nullptr;
   ComparisonResult result_;
+  int focus_ = 0;
 };
 
 }  // namespace hh::gui

@@ -1,3 +1,5 @@
+// DashboardView: layout, traces that grow by appending, the head grid and probe maps (latest or
+// at the step slider's snapshot), pause state (see dashboard_view.h).
 #include "app/gui/dashboard_view.h"
 
 #include <QComboBox>
@@ -6,6 +8,7 @@
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSlider>
 #include <QSplitter>
 #include <QVBoxLayout>
@@ -76,11 +79,25 @@ DashboardView::DashboardView(QWidget* parent) : QWidget(parent) {
   log_ = new QPlainTextEdit(this);
   log_->setReadOnly(true);
   log_->setMaximumBlockCount(2000);
+  pause_ = new QPushButton(tr("Pause"), this);
+  pause_->setObjectName(QStringLiteral("dashboardPause"));
+  pause_->setToolTip(tr("Pause the job at its next step, or resume it (Run menu, Ctrl+Shift+P)"));
+  connect(pause_, &QPushButton::clicked, this, [this] { paused_ ? Q_EMIT resumeRequested() : Q_EMIT pauseRequested(); });
+  stepSlider_ = new QSlider(Qt::Horizontal, this);
+  stepSlider_->setObjectName(QStringLiteral("dashboardStepSlider"));
+  stepSlider_->setToolTip(tr("Show the head grid and the probe maps at an earlier snapshot; the right end follows the latest"));
+  stepSlider_->setPageStep(1);
+  connect(stepSlider_, &QSlider::valueChanged, this, &DashboardView::onStepSlider);
+  stepLabel_ = new QLabel(this);
 
   auto* header = new QGridLayout;
-  header->addWidget(title_, 0, 0, 1, 2);
+  header->addWidget(title_, 0, 0, 1, 3);
   header->addWidget(status_, 1, 0);
   header->addWidget(progress_, 1, 1);
+  header->addWidget(pause_, 1, 2);
+  header->addWidget(new QLabel(tr("snapshot"), this), 2, 0, Qt::AlignRight);
+  header->addWidget(stepSlider_, 2, 1);
+  header->addWidget(stepLabel_, 2, 2);
   header->setColumnStretch(0, 2);
   header->setColumnStretch(1, 1);
 
@@ -130,22 +147,35 @@ DashboardView::DashboardView(QWidget* parent) : QWidget(parent) {
   layout->addLayout(header);
   layout->addWidget(body, 1);
   clear();
+  setJobRunning(false);
 }
 
 void DashboardView::clear() {
   jobProgress_ = false;
   plannedSteps_ = lastStep_ = 0;
+  path_.clear();
+  fileStatus_.clear();
   lossSteps_.clear();
   lossValues_.clear();
-  valSteps_.clear();
-  valValues_.clear();
-  lrSteps_.clear();
-  lrValues_.clear();
+  ema_ = 0.0;
   tables_.clear();
   snapshot_.reset();
   pairs_.clear();
   tokens_.clear();
   pairIndex_ = 0;
+  snapshotSteps_.clear();
+  followLatest_ = true;
+  requestedIndex_ = pickedIndex_ = -1;
+  pickedTables_.clear();
+  pickedSnapshot_.reset();
+  gridStale_ = mapsStale_ = false;
+  {
+    const QSignalBlocker block(stepSlider_);
+    stepSlider_->setRange(0, 0);
+    stepSlider_->setValue(0);
+  }
+  stepSlider_->setEnabled(false);
+  updateStepLabel();
   loss_->clear();
   const int raw = loss_->addSeries(tr("loss"), {}, {}, {}, QColor(120, 120, 120, 90));
   loss_->setSeriesStyle(raw, widgets::CurvePlot::SeriesStyle::Line, 1.0);
@@ -162,6 +192,7 @@ void DashboardView::clear() {
   log_->clear();
   progress_->setValue(0);
   progress_->setFormat(QStringLiteral("%p%"));
+  refreshStatus();
 }
 
 QString DashboardView::statusText() const {
@@ -171,13 +202,40 @@ QString DashboardView::statusText() const {
 void DashboardView::setSmoothing(double weight) {
   smoothingWeight_ = std::clamp(weight, 0.0, 0.99);
   if (smoothing_->value() != int(std::lround(smoothingWeight_ * 100))) smoothing_->setValue(int(std::lround(smoothingWeight_ * 100)));
-  rebuildLoss();
+  rebuildSmoothed();
 }
 
 void DashboardView::setJobProgress(int64_t step, int64_t total, const QString& phase, double etaSeconds) {
   jobProgress_ = true;
-  progress_->setValue(total > 0 ? int(1000.0 * double(step) / double(total)) : 0);
-  progress_->setFormat(QStringLiteral("%1  %2/%3  ETA %4").arg(phase).arg(step).arg(total).arg(formatEta(etaSeconds)));
+  const int value = total > 0 ? int(1000.0 * double(step) / double(total)) : 0;
+  const QString format = QStringLiteral("%1  %2/%3  ETA %4").arg(phase).arg(step).arg(total).arg(formatEta(etaSeconds));
+  // Ten calls a second: repaint the bar only when what it shows changed.
+  if (progress_->value() != value) progress_->setValue(value);
+  if (progress_->format() != format) progress_->setFormat(format);
+}
+
+void DashboardView::setJobRunning(bool running) {
+  jobRunning_ = running;
+  pause_->setVisible(running);
+  if (!running) setPaused(false);
+}
+
+void DashboardView::setPaused(bool paused) {
+  paused_ = paused;
+  pause_->setText(paused ? tr("Resume") : tr("Pause"));
+  refreshStatus();
+}
+
+void DashboardView::refreshStatus() {
+  QString text = fileStatus_;
+  if (paused_) text = tr("paused (the job waits at its next step; resume or cancel)");
+  if (status_->text() != text) status_->setText(text);
+}
+
+void DashboardView::attachFollower(RunFollower* follower) {
+  connect(follower, &RunFollower::updated, this, &DashboardView::applyUpdate);
+  connect(follower, &RunFollower::snapshotLoaded, this, &DashboardView::showSnapshotAt);
+  connect(this, &DashboardView::snapshotRequested, follower, &RunFollower::loadSnapshot);
 }
 
 void DashboardView::applyUpdate(const RunUpdate& u) {
@@ -185,54 +243,101 @@ void DashboardView::applyUpdate(const RunUpdate& u) {
     const bool keepProgress = jobProgress_;
     clear();
     jobProgress_ = keepProgress;
+    path_ = u.path;
     title_->setText(QStringLiteral("<b>%1</b> &nbsp; %2").arg(u.kind.toHtmlEscaped(), QFileInfo(u.path).absoluteFilePath().toHtmlEscaped()));
     pairs_ = u.snapshotPairs;
     tokens_ = u.probeTokens;
   }
   plannedSteps_ = u.plannedSteps;
   lastStep_ = std::max(lastStep_, u.lastStep);
-  status_->setText(u.statusMessage.isEmpty() ? u.status : QStringLiteral("%1: %2").arg(u.status, u.statusMessage));
+  fileStatus_ = u.statusMessage.isEmpty() ? u.status : QStringLiteral("%1: %2").arg(u.status, u.statusMessage);
+  refreshStatus();
   if (!jobProgress_ && plannedSteps_ > 0) {
     progress_->setValue(int(1000.0 * double(std::min(lastStep_, plannedSteps_)) / double(plannedSteps_)));
     progress_->setFormat(QStringLiteral("step %1/%2").arg(lastStep_).arg(plannedSteps_));
   }
-  auto append = [&](const char* name, QVector<double>& xs, QVector<double>& ys) {
+  // Traces grow by appending only the new rows.
+  auto series = [&](const char* name) -> const runs::ScalarSeries* {
     const auto it = u.newScalars.find(name);
-    if (it == u.newScalars.end()) return false;
-    for (size_t i = 0; i < it->second.steps.size(); ++i) {
-      xs.push_back(double(it->second.steps[i]));
-      ys.push_back(it->second.values[i]);
-    }
-    return true;
+    return it == u.newScalars.end() ? nullptr : &it->second;
   };
-  const bool lossChanged = append("loss", lossSteps_, lossValues_) | append("val_loss", valSteps_, valValues_);
-  if (lossChanged) rebuildLoss();
-  if (append("lr", lrSteps_, lrValues_)) lr_->setSeriesData(0, lrSteps_, lrValues_);
+  auto toQt = [](const auto& v) { return QVector<double>(v.begin(), v.end()); };
+  if (const auto* loss = series("loss")) appendLoss(*loss);
+  if (const auto* val = series("val_loss")) loss_->appendPoints(2, toQt(val->steps), toQt(val->values));
+  if (const auto* lr = series("lr")) lr_->appendPoints(0, toQt(lr->steps), toQt(lr->values));
+
   for (const auto& [name, table] : u.latestTables) tables_[name] = table;
-  if (!u.latestTables.empty()) refreshGrid();
-  if (u.latestSnapshot) {
-    snapshot_ = u.latestSnapshot;
-    refreshMaps();
+  if (u.latestSnapshot) snapshot_ = u.latestSnapshot;
+  if (!u.newSnapshotSteps.empty()) {
+    snapshotSteps_.insert(snapshotSteps_.end(), u.newSnapshotSteps.begin(), u.newSnapshotSteps.end());
+    const QSignalBlocker block(stepSlider_);
+    stepSlider_->setRange(0, int(snapshotSteps_.size()) - 1);
+    if (followLatest_) stepSlider_->setValue(stepSlider_->maximum());
+    stepSlider_->setEnabled(snapshotSteps_.size() > 1);
+  }
+  updateStepLabel();
+  // While the user looks at an earlier step, new rows are kept but not shown.
+  // A hidden dashboard (another tab) only notes that it is stale and redraws when shown.
+  if (followLatest_ && !u.latestTables.empty()) {
+    if (isVisible()) refreshGrid();
+    else gridStale_ = true;
+  }
+  if (followLatest_ && u.latestSnapshot) {
+    if (isVisible()) refreshMaps();
+    else mapsStale_ = true;
   }
   for (const auto& line : u.newLogLines) log_->appendPlainText(line);
 }
 
-void DashboardView::rebuildLoss() {
-  QVector<double> smooth(lossValues_.size());
-  double ema = 0;
-  for (int i = 0; i < lossValues_.size(); ++i) {
-    ema = i == 0 ? lossValues_[i] : smoothingWeight_ * ema + (1 - smoothingWeight_) * lossValues_[i];
-    smooth[i] = ema;
+void DashboardView::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  if (gridStale_) refreshGrid();
+  if (mapsStale_) refreshMaps();
+}
+
+void DashboardView::appendLoss(const runs::ScalarSeries& series) {
+  // Raw values and the smoothed trace continue from where they were: O(new rows).
+  QVector<double> xs, ys, smooth;
+  for (size_t i = 0; i < series.steps.size(); ++i) {
+    const double y = series.values[i];
+    ema_ = lossValues_.isEmpty() ? y : smoothingWeight_ * ema_ + (1 - smoothingWeight_) * y;
+    lossSteps_.push_back(double(series.steps[i]));
+    lossValues_.push_back(y);
+    xs.push_back(double(series.steps[i]));
+    ys.push_back(y);
+    smooth.push_back(ema_);
   }
-  loss_->setSeriesData(0, lossSteps_, lossValues_);
+  loss_->appendPoints(0, xs, ys);
+  loss_->appendPoints(1, xs, smooth);
+}
+
+void DashboardView::rebuildSmoothed() {
+  // A new smoothing weight: the whole smoothed trace again (the raw one is unchanged).
+  QVector<double> smooth(lossValues_.size());
+  for (int i = 0; i < lossValues_.size(); ++i) {
+    ema_ = i == 0 ? lossValues_[i] : smoothingWeight_ * ema_ + (1 - smoothingWeight_) * lossValues_[i];
+    smooth[i] = ema_;
+  }
   loss_->setSeriesData(1, lossSteps_, smooth);
-  loss_->setSeriesData(2, valSteps_, valValues_);
+}
+
+const std::map<std::string, runs::TableSeries>& DashboardView::shownTables() const {
+  return followLatest_ ? tables_ : pickedTables_;
+}
+
+const std::optional<runs::Snapshot>& DashboardView::shownSnapshot() const {
+  return followLatest_ ? snapshot_ : pickedSnapshot_;
+}
+
+int64_t DashboardView::shownSnapshotStep() const {
+  return shownSnapshot() ? shownSnapshot()->step : -1;
 }
 
 void DashboardView::refreshGrid() {
+  gridStale_ = false;
   const auto name = tableChoice_->currentData().toString().toStdString();
-  const auto it = tables_.find(name);
-  if (it == tables_.end() || it->second.size() == 0) return;
+  const auto it = shownTables().find(name);
+  if (it == shownTables().end() || it->second.size() == 0) return;
   const auto& t = it->second;
   if (grid_->layers() != t.layers || grid_->heads() != t.heads) grid_->setGridSize(t.layers, t.heads);
   for (const auto& kind : kTables)
@@ -259,24 +364,73 @@ void DashboardView::showPair(int layer, int head) {
   mapsTitle_->setText(tr("Layer %1, head %2 has no snapshots in this run (snapshot pairs are set in the config)").arg(layer).arg(head));
 }
 
+void DashboardView::onStepSlider(int index) {
+  // Only the user moves the slider with signals on (updates move it under a QSignalBlocker).
+  followLatest_ = index >= stepSlider_->maximum();
+  updateStepLabel();
+  if (followLatest_) {
+    refreshGrid();
+    refreshMaps();
+    return;
+  }
+  // One request in flight at a time; the answer asks again if the slider moved meanwhile. A
+  // request unanswered for a second (the read failed) no longer holds the next one back.
+  if (requestedIndex_ < 0 || requestClock_.elapsed() > 1000) {
+    requestedIndex_ = index;
+    requestClock_.start();
+    Q_EMIT snapshotRequested(index);
+  }
+}
+
+void DashboardView::showSnapshotAt(const SnapshotAtStep& loaded) {
+  if (loaded.path != path_) return;  // an answer about a file no longer shown
+  requestedIndex_ = -1;
+  const int wanted = stepSlider_->value();
+  if (followLatest_) return;
+  if (loaded.index != wanted) {
+    requestedIndex_ = wanted;
+    requestClock_.start();
+    Q_EMIT snapshotRequested(wanted);
+    return;
+  }
+  pickedIndex_ = loaded.index;
+  pickedSnapshot_ = loaded.snapshot;
+  pickedTables_ = loaded.tables;
+  updateStepLabel();
+  refreshGrid();
+  refreshMaps();
+}
+
+void DashboardView::updateStepLabel() {
+  if (snapshotSteps_.empty()) {
+    stepLabel_->setText(tr("no snapshots yet"));
+    return;
+  }
+  const size_t index = std::min(size_t(stepSlider_->value()), snapshotSteps_.size() - 1);
+  stepLabel_->setText(followLatest_ ? tr("step %1 (latest of %2)").arg(snapshotSteps_[index]).arg(snapshotSteps_.size())
+                                    : tr("step %1 (%2 of %3)").arg(snapshotSteps_[index]).arg(index + 1).arg(snapshotSteps_.size()));
+}
+
 void DashboardView::refreshMaps() {
-  if (!snapshot_ || pairs_.empty()) return;
-  const int s = snapshot_->size;
+  mapsStale_ = false;
+  const auto& snapshot = shownSnapshot();
+  if (!snapshot || pairs_.empty()) return;
+  const int s = snapshot->size;
   const size_t cell = size_t(s) * size_t(s);
   const size_t offset = size_t(pairIndex_) * cell;
-  if (snapshot_->softmax.size() < offset + cell) return;
+  if (snapshot->softmax.size() < offset + cell) return;
   const auto& p = pairs_[static_cast<size_t>(pairIndex_)];
-  mapsTitle_->setText(tr("Layer %1, head %2 on the probe text, step %3").arg(p.layer).arg(p.head).arg(snapshot_->step));
-  std::vector<float> softmax(snapshot_->softmax.begin() + long(offset), snapshot_->softmax.begin() + long(offset + cell));
-  std::vector<float> linear(snapshot_->linear.begin() + long(offset), snapshot_->linear.begin() + long(offset + cell));
+  mapsTitle_->setText(tr("Layer %1, head %2 on the probe text, step %3").arg(p.layer).arg(p.head).arg(snapshot->step));
+  std::vector<float> softmax(snapshot->softmax.begin() + long(offset), snapshot->softmax.begin() + long(offset + cell));
+  std::vector<float> linear(snapshot->linear.begin() + long(offset), snapshot->linear.begin() + long(offset + cell));
   QStringList labels;
   if (tokens_.size() == s) labels = tokens_;  // pooled maps (S < T) keep no per-token labels
   // The grid's thumbnails: each snapshot pair's linear map (softmax where there is none).
-  for (size_t i = 0; i < pairs_.size() && (i + 1) * cell <= snapshot_->softmax.size(); ++i) {
+  for (size_t i = 0; i < pairs_.size() && (i + 1) * cell <= snapshot->softmax.size(); ++i) {
     const auto begin = long(i * cell), end = long((i + 1) * cell);
-    std::vector<float> thumb(snapshot_->linear.begin() + begin, snapshot_->linear.begin() + end);
+    std::vector<float> thumb(snapshot->linear.begin() + begin, snapshot->linear.begin() + end);
     if (!thumb.empty() && std::isnan(thumb.front()))
-      thumb.assign(snapshot_->softmax.begin() + begin, snapshot_->softmax.begin() + end);
+      thumb.assign(snapshot->softmax.begin() + begin, snapshot->softmax.begin() + end);
     if (pairs_[i].layer < grid_->layers() && pairs_[i].head < grid_->heads())
       grid_->setCell(pairs_[i].layer, pairs_[i].head, s, s, thumb, grid_->summary(pairs_[i].layer, pairs_[i].head));
   }

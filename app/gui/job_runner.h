@@ -2,12 +2,14 @@
 // The job reports through an observer whose calls come back to the GUI thread as queued signals
 // (progress at most every kProgressMs, each stage's run file as it is created); cancel() sets a
 // flag the job polls every step, so it stops within a step and marks its run file cancelled.
+// pause() makes that same poll block (on a condition variable: no CPU while it waits) until
+// resume() or cancel(); so a paused job stops at its next cancel check, within a step, with its
+// run file still "running", and a cancel while paused ends it as cancelled.
 // The destructor cancels a running job and waits for it.
 #pragma once
 #include <QObject>
 #include <QString>
 
-#include <atomic>
 #include <memory>
 
 #include "engine/jobs/convert_job.h"
@@ -29,6 +31,11 @@ class JobRunner : public QObject {
   // False (and nothing starts) when a job is already running.
   bool startConvert(const jobs::ConvertConfig& config);
   void cancel();
+  // Pause / resume the running job (no-ops when none runs). paused(): asked for, not yet resumed;
+  // the job itself stops at its next cancel check.
+  void pause();
+  void resume();
+  bool paused() const;
   // Blocks until the job has finished (tests); true if it did within `ms`.
   bool wait(int ms);
 
@@ -38,10 +45,17 @@ class JobRunner : public QObject {
   void logLine(const QString& line);
   // status: completed | failed | cancelled
   void finished(const QString& status, const QString& message, const QString& runFile, const QString& exportPath);
+  // A job started (true) or ended (false); pausedChanged follows pause() and resume() (and
+  // false when a paused job ends).
+  void runningChanged(bool running);
+  void pausedChanged(bool paused);
+
+ public:
+  struct Control;  // the cancel / pause state shared with the job's observer (job_runner.cpp)
 
  private:
   QThread* thread_ = nullptr;
-  std::shared_ptr<std::atomic<bool>> cancel_;
+  std::shared_ptr<Control> control_;
 };
 
 }  // namespace hh::gui

@@ -3,11 +3,15 @@
 //   --convert PROJECT.json   start that conversion (the CLI's `hedgehog convert` config) on the
 //                            conversion dashboard
 //   --run FILE.h5            open a run file on the dashboard (followed while it grows)
+//   --model FOLDER           open a model folder (inspector, comparison on its heads)
+//   --project FILE.json      open a project file (its model; Run > Convert runs it)
+//   --text TEXT | --text-file PATH   the inspector's text (inspected once the model is loaded)
+//   --tab inspector | comparison | dashboard | runs   the tab shown first
 // Hidden options for documentation and CI screenshots (scripts/screenshot.sh):
 //   --screenshot PATH          grab the main window into PATH (PNG) and quit
 //   --screenshot-delay-ms N    wait N ms after the first comparison is on screen (default 800)
-// and the first comparison's settings: --feature-map NAME --length T --head-dim D --seed S
-// --bidirectional.
+// and the first comparison's settings: --feature-maps A,B,C --length T --head-dim D --seed S
+// --bidirectional --head L,H (a model head; needs --model or --project).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFile>
@@ -16,6 +20,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "app/gui/comparison_controls.h"
+#include "app/gui/inspector_view.h"
 #include "app/gui/main_window.h"
 #include "engine/core/runtime.h"
 
@@ -39,6 +45,7 @@ void loadStyleSheet(QApplication& app) {
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("Hedgehog Workbench"));
+  QApplication::setOrganizationName(QStringLiteral("Hedgehog"));
   QApplication::setApplicationVersion(QString::fromLatin1(hh::engineVersion()));
   QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/hedgehog.svg")));
   hh::initRuntime();
@@ -49,7 +56,10 @@ int main(int argc, char** argv) {
   parser.addVersionOption();
   const auto shot = hidden(QStringLiteral("screenshot"), QStringLiteral("Save a screenshot and quit."), "path");
   const auto delay = hidden(QStringLiteral("screenshot-delay-ms"), QStringLiteral("Screenshot delay."), "ms");
-  const auto featureMap = hidden(QStringLiteral("feature-map"), QStringLiteral("Feature map."), "name");
+  const auto featureMap = hidden(QStringLiteral("feature-maps"), QStringLiteral("Feature maps, comma-separated."), "names");
+  const auto inspectHead = hidden(QStringLiteral("inspect-head"), QStringLiteral("Open this head in the inspector."), "L,H");
+  const auto inspectView = hidden(QStringLiteral("inspect-view"), QStringLiteral("softmax, linear or difference."), "view");
+  const auto modelHead = hidden(QStringLiteral("head"), QStringLiteral("Compare this model head."), "L,H");
   const auto length = hidden(QStringLiteral("length"), QStringLiteral("Sequence length."), "T");
   const auto headDim = hidden(QStringLiteral("head-dim"), QStringLiteral("Head dim."), "D");
   const auto seed = hidden(QStringLiteral("seed"), QStringLiteral("Random seed."), "S");
@@ -58,19 +68,68 @@ int main(int argc, char** argv) {
   const QCommandLineOption convert(QStringLiteral("convert"), QStringLiteral("Start the conversion a project file describes."),
                                    QStringLiteral("project.json"));
   const QCommandLineOption run(QStringLiteral("run"), QStringLiteral("Open a run file on the dashboard."), QStringLiteral("run.h5"));
-  parser.addOptions({convert, run, runsTab, shot, delay, featureMap, length, headDim, seed, bidirectional});
+  const QCommandLineOption model(QStringLiteral("model"), QStringLiteral("Open a model folder."), QStringLiteral("folder"));
+  const QCommandLineOption project(QStringLiteral("project"), QStringLiteral("Open a project file."), QStringLiteral("project.json"));
+  const QCommandLineOption text(QStringLiteral("text"), QStringLiteral("The inspector's text."), QStringLiteral("text"));
+  const QCommandLineOption textFile(QStringLiteral("text-file"), QStringLiteral("Read the inspector's text from a file."),
+                                    QStringLiteral("path"));
+  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("First tab: inspector, comparison, dashboard or runs."),
+                               QStringLiteral("name"));
+  parser.addOptions({convert, run, model, project, text, textFile, tab, runsTab, shot, delay, featureMap, modelHead,
+                     inspectHead, inspectView,
+                     length, headDim, seed, bidirectional});
   parser.process(app);
 
   loadStyleSheet(app);
   hh::gui::MainWindow window;
   hh::gui::ComparisonSettings settings;
-  if (parser.isSet(featureMap)) settings.featureMap = parser.value(featureMap);
+  if (parser.isSet(featureMap)) settings.featureMaps = parser.value(featureMap).split(QLatin1Char(','), Qt::SkipEmptyParts);
+  if (parser.isSet(modelHead)) {
+    const QStringList lh = parser.value(modelHead).split(QLatin1Char(','));
+    settings.modelHead = true;
+    settings.layer = lh.value(0).toInt();
+    settings.head = lh.value(1).toInt();
+  }
   if (parser.isSet(length)) settings.length = parser.value(length).toInt();
   if (parser.isSet(headDim)) settings.headDim = parser.value(headDim).toInt();
   if (parser.isSet(seed)) settings.seed = parser.value(seed).toULongLong();
   settings.causal = !parser.isSet(bidirectional);
   window.setSettings(settings);
+  if (parser.isSet(text)) window.inspector()->setText(parser.value(text));
+  if (parser.isSet(textFile)) {
+    QFile file(parser.value(textFile));
+    if (!file.open(QIODevice::ReadOnly)) {
+      std::fprintf(stderr, "hedgehog-workbench: cannot read %s\n", qPrintable(parser.value(textFile)));
+      return 1;
+    }
+    window.inspector()->setText(QString::fromUtf8(file.readAll()));
+  }
   window.show();
+  if (parser.isSet(project)) {
+    const QString error = window.openProject(parser.value(project));
+    if (!error.isEmpty()) {
+      std::fprintf(stderr, "hedgehog-workbench: %s\n", qPrintable(error));
+      return 1;
+    }
+  } else if (parser.isSet(model)) {
+    window.openModel(parser.value(model));
+  }
+  if (parser.isSet(inspectHead) || parser.isSet(inspectView)) {
+    const QStringList lh = parser.value(inspectHead).split(QLatin1Char(','));
+    const int view = QStringList{"softmax", "linear", "difference"}.indexOf(parser.value(inspectView));
+    if (view > 0) window.inspector()->setHeadView(view);
+    if (parser.isSet(inspectHead)) {
+      QObject::connect(window.inspector(), &hh::gui::InspectorView::inspected, &window, [&window, lh] {
+        window.inspector()->showHead(lh.value(0).toInt(), lh.value(1).toInt());
+      }, Qt::SingleShotConnection);
+    }
+  }
+  if (settings.modelHead) {
+    // Compare the model head once the model is loaded and the text inspected.
+    QObject::connect(window.inspector(), &hh::gui::InspectorView::inspected, &window, [&window, settings] {
+      window.comparisonControls()->showModelHead(settings.layer, settings.head);
+    }, Qt::SingleShotConnection);
+  }
   if (parser.isSet(convert)) {
     const QString error = window.startConversion(parser.value(convert));
     if (!error.isEmpty()) {
@@ -80,8 +139,13 @@ int main(int argc, char** argv) {
   } else if (parser.isSet(run)) {
     window.openRun(parser.value(run));
   }
-  if (parser.isSet(runsTab)) window.showRuns();
-  const bool onDashboard = parser.isSet(convert) || parser.isSet(run) || parser.isSet(runsTab);
+  const QString firstTab = parser.isSet(runsTab) ? QStringLiteral("runs") : parser.value(tab);
+  if (firstTab == QLatin1String("runs")) window.showRuns();
+  else if (firstTab == QLatin1String("dashboard")) window.showDashboard();
+  else if (firstTab == QLatin1String("comparison")) window.showComparison();
+  else if (firstTab == QLatin1String("inspector")) window.showInspector();
+  const bool onDashboard = parser.isSet(convert) || parser.isSet(run) || firstTab == QLatin1String("runs") ||
+                           firstTab == QLatin1String("dashboard");
 
   if (parser.isSet(shot)) {
     const QString path = parser.value(shot);
@@ -92,14 +156,21 @@ int main(int argc, char** argv) {
                    qPrintable(path));
       QApplication::exit(ok ? 0 : 1);
     };
-    // The dashboard: grab after the delay (e.g. mid-run). The comparison: after the first result
-    // is on screen (and nothing newer is pending), wait, grab, quit.
+    // The dashboard: grab after the delay (e.g. mid-run). Otherwise: once nothing is loading or
+    // computing (the model loaded, the text inspected, the comparison on screen), wait, grab, quit.
     if (onDashboard) {
       QTimer::singleShot(delayMs, &window, grab);
     } else {
-      QObject::connect(&window, &hh::gui::MainWindow::comparisonReady, &window, [&window, delayMs, grab] {
-        if (!window.busy()) QTimer::singleShot(delayMs, &window, grab);
+      auto* poll = new QTimer(&window);
+      const bool needModel = parser.isSet(model) || parser.isSet(project);
+      QObject::connect(poll, &QTimer::timeout, &window, [&window, poll, delayMs, grab, needModel] {
+        const bool ready = !window.busy() && (!needModel || window.inspector()->result().length > 0 ||
+                                              !window.inspector()->result().error.isEmpty());
+        if (!ready) return;
+        poll->stop();
+        QTimer::singleShot(delayMs, &window, grab);
       });
+      poll->start(250);
     }
     QTimer::singleShot(std::max(kScreenshotTimeoutMs, delayMs + 60000), &window, [grab] {
       std::fprintf(stderr, "no comparison within %d ms; grabbing anyway\n", kScreenshotTimeoutMs);

@@ -1,15 +1,22 @@
-// The workbench main window: two tabs, the feature-map comparison (its settings in a tool bar)
-// the conversion dashboard (a run file followed live) and the run browser (runs/); a Run menu and tool bar to convert a
-// project file (the CLI's `hedgehog convert` config), open a run file and cancel the job; a File
-// menu (export the comparison as PNG / SVG / PDF) and a status bar with the compute device and
-// Torch's thread count.
-// Computations run on a one-thread pool (never on the GUI thread); edits are coalesced by a
-// short timer and a result that an edit has overtaken is dropped.
+// The workbench main window. Tabs: the attention inspector (a loaded model on a text), the
+// feature-map comparison (its settings above it), the conversion dashboard (a run file followed
+// live) and the run browser (runs/). A "Model" dock with the loaded model's tree and pre-flight
+// report. File menu: open a model folder or a project file, recent files, export the current
+// view as PNG / SVG / PDF. Run menu and tool bar: convert a project file (the CLI's
+// `hedgehog convert` config), open a run file, cancel the job. Status bar: compute device, Torch
+// threads, resident memory. Window geometry and the dock layout are kept in QSettings, the
+// layout per project (or model folder).
+// Engine work runs on a one-thread pool (never on the GUI thread); comparison edits are
+// coalesced by a short timer and a result that an edit has overtaken is dropped.
 #pragma once
 #include <QMainWindow>
 
-#include "app/gui/attention_comparison.h"
+#include <memory>
 
+#include "app/gui/attention_comparison.h"
+#include "engine/jobs/convert_job.h"
+
+class QDockWidget;
 class QLabel;
 class QTabWidget;
 class QThread;
@@ -21,7 +28,11 @@ namespace hh::gui {
 class ComparisonControls;
 class ComparisonView;
 class DashboardView;
+class InspectorView;
 class JobRunner;
+class ModelSession;
+class ModelTree;
+class RecentFiles;
 class RunBrowser;
 class RunFollower;
 
@@ -35,12 +46,28 @@ class MainWindow : public QMainWindow {
   // Applies settings (e.g. from the command line) and recomputes.
   void setSettings(const ComparisonSettings& settings);
   ComparisonView* comparisonView() const { return view_; }
-  // Whether a computation is queued or running.
+  ComparisonControls* comparisonControls() const { return controls_; }
+  InspectorView* inspector() const { return inspector_; }
+  ModelTree* modelTree() const { return modelTree_; }
+
+  // Loads a model folder on the worker (modelLoaded follows); its tree fills the Model dock and
+  // the inspector and comparison can use it.
+  void openModel(const QString& folder);
+  // A project file (the convert config): loads its model and makes it the current project
+  // (its dock layout is restored; Run > Convert runs it).
+  QString openProject(const QString& path);
+  void showInspector();
+  void showComparison();
+  // Whether a computation, model load or inspection is queued or running.
   bool busy() const;
 
   // Starts the conversion a project file describes and follows it on the dashboard. Returns an
   // empty string, or why it could not start (unreadable or invalid file, a job already running).
   QString startConversion(const QString& projectPath);
+  // Starts a conversion from a config (e.g. the New conversion form); same return as above.
+  QString startConversionWith(const jobs::ConvertConfig& config, const QString& label);
+  // Run > New conversion: the config form, prefilled from the project and the loaded model.
+  void newConversion();
   // Shows a run file on the dashboard (following it while it grows).
   void openRun(const QString& path);
   void cancelJob();
@@ -53,6 +80,8 @@ class MainWindow : public QMainWindow {
  Q_SIGNALS:
   // A computation finished and its result is on screen (or its error is shown).
   void comparisonReady();
+  // A model folder finished loading (error empty) or failed.
+  void modelLoaded(const QString& error);
   // The in-process job finished (status completed | failed | cancelled).
   void jobFinished(const QString& status, const QString& message);
   // Internal: asks the follower (on its own thread) to follow a file.
@@ -60,15 +89,28 @@ class MainWindow : public QMainWindow {
 
  private:
   void buildMenus();
+  void buildHelpMenu();
   void buildStatusBar();
   void scheduleCompute();
   void startCompute();
   void onComputed(const ComparisonResult& result, int generation);
   void exportFigure();
+  void exportWeights();
   void buildRunControls();
   void chooseProject();
   void chooseRun();
+  void chooseModel();
+  void chooseProjectToOpen();
+  void openRecent(const QString& kind, const QString& path);
+  void updateMemory();
+  QString layoutKey() const;
+  void saveLayout();
+  void restoreLayout();
 
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
   ComparisonControls* controls_ = nullptr;
   ComparisonView* view_ = nullptr;
   QLabel* computeStatus_ = nullptr;
@@ -81,6 +123,16 @@ class MainWindow : public QMainWindow {
   RunFollower* follower_ = nullptr;
   QThread* followerThread_ = nullptr;
   QAction* cancelAction_ = nullptr;
+  std::shared_ptr<ModelSession> session_;
+  InspectorView* inspector_ = nullptr;
+  QWidget* comparisonPage_ = nullptr;
+  ModelTree* modelTree_ = nullptr;
+  QDockWidget* modelDock_ = nullptr;
+  RecentFiles* recent_ = nullptr;
+  QLabel* memory_ = nullptr;
+  QString project_;      // the current project file ("" = none)
+  QString modelFolder_;  // the loaded model folder ("" = none)
+  int loading_ = 0;      // model loads queued or running
   int generation_ = 0;  // bumped by every request; only the latest result is shown
   int running_ = 0;
 };

@@ -2,12 +2,15 @@
 
 #include <QDateTime>
 #include <QDirIterator>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QPushButton>
+#include <QSplitter>
 #include <QTableWidget>
 #include <QThreadPool>
 #include <QVBoxLayout>
@@ -17,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/gui/run_overlay.h"
+#include "app/gui/run_table_csv.h"
 #include "engine/runs/run_reader.h"
 
 namespace hh::gui {
@@ -36,6 +41,7 @@ RunSummary summarize(const QString& path) {
   try {
     const auto reader = runs::RunReader::open(path.toStdString());
     const auto& header = reader.header();
+    s.runId = QString::fromStdString(header.runId);
     s.kind = QString::fromStdString(header.kind);
     s.status = reader.interrupted() ? QStringLiteral("interrupted") : QString::fromLatin1(runs::statusName(reader.status()));
     s.started = QString::fromStdString(header.startTime);
@@ -52,7 +58,9 @@ RunSummary summarize(const QString& path) {
       const auto last = reader.scalars(spec.name, rows - 1);
       if (!last.steps.empty()) s.lastStep = std::max<qint64>(s.lastStep, last.steps.back());
       const QString name = QString::fromStdString(spec.name);
-      if (runBrowserMetrics().contains(name) && !last.values.empty()) s.finals[name] = last.values.back();
+      if (last.values.empty()) continue;
+      s.lastValues[name] = last.values.back();
+      if (runBrowserMetrics().contains(name)) s.finals[name] = last.values.back();
     }
   } catch (const std::exception& e) {
     s.error = QString::fromStdString(e.what());
@@ -97,17 +105,40 @@ RunBrowser::RunBrowser(QWidget* parent) : QWidget(parent) {
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->setVisible(false);
+  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   pool_ = new QThreadPool(this);
   pool_->setMaxThreadCount(1);
+  overlayButton_ = new QPushButton(tr("Overlay"), this);
+  overlayButton_->setToolTip(tr("Draw the selected runs' loss (or KL) curves on one plot"));
+  csvButton_ = new QPushButton(tr("Export CSV\u2026"), this);
+  csvButton_->setToolTip(tr("One row per selected run: kind, status, model, feature map and last metric values"));
+  overlayButton_->setEnabled(false);
+  csvButton_->setEnabled(false);
+  overlay_ = new RunOverlay(this);
+  overlay_->setVisible(false);  // until the first overlay
 
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(tr("Runs under"), this));
   top->addWidget(folder_, 1);
   top->addWidget(rescan);
   top->addWidget(summary_);
+  top->addWidget(overlayButton_);
+  top->addWidget(csvButton_);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  split->addWidget(table_);
+  split->addWidget(overlay_);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
-  layout->addWidget(table_, 1);
+  layout->addWidget(split, 1);
+  connect(table_, &QTableWidget::itemSelectionChanged, this, [this] {
+    const bool any = !selectedPaths().isEmpty();
+    overlayButton_->setEnabled(any);
+    csvButton_->setEnabled(any);
+  });
+  connect(overlayButton_, &QPushButton::clicked, this, [this] { overlayRuns(selectedPaths()); });
+  connect(csvButton_, &QPushButton::clicked, this, &RunBrowser::chooseCsvFile);
   connect(rescan, &QPushButton::clicked, this, &RunBrowser::refresh);
   connect(folder_, &QLineEdit::returnPressed, this, &RunBrowser::refresh);
   connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
@@ -117,6 +148,7 @@ RunBrowser::RunBrowser(QWidget* parent) : QWidget(parent) {
 
 RunBrowser::~RunBrowser() {
   ++generation_;
+  ++overlayGeneration_;
   pool_->waitForDone();
 }
 
@@ -146,9 +178,9 @@ void RunBrowser::refresh() {
 
 void RunBrowser::show(const std::vector<RunSummary>& runs, int generation) {
   if (generation != generation_) return;
+  runs_ = runs;
   table_->setSortingEnabled(false);
   table_->setRowCount(int(runs.size()));
-  const QString root = QFileInfo(folder_->text()).absoluteFilePath();
   for (int r = 0; r < int(runs.size()); ++r) {
     const auto& s = runs[size_t(r)];
     auto set = [&](int column, const QString& text) {
@@ -156,9 +188,7 @@ void RunBrowser::show(const std::vector<RunSummary>& runs, int generation) {
       table_->setItem(r, column, item);
       return item;
     };
-    QString shown = QFileInfo(s.path).absoluteFilePath();
-    if (shown.startsWith(root + QLatin1Char('/'))) shown = shown.mid(root.size() + 1);
-    auto* file = set(kFile, shown);
+    auto* file = set(kFile, shownName(s.path));
     file->setData(Qt::UserRole, s.path);
     file->setToolTip(s.error.isEmpty() ? s.path : s.error);
     set(kKind, s.kind);
@@ -179,6 +209,70 @@ void RunBrowser::show(const std::vector<RunSummary>& runs, int generation) {
   table_->setSortingEnabled(true);
   summary_->setText(tr("%n run file(s)", nullptr, int(runs.size())));
   Q_EMIT scanned(int(runs.size()));
+}
+
+QString RunBrowser::shownName(const QString& path) const {
+  // Relative to the folder scanned when inside it.
+  const QString root = QFileInfo(folder_->text()).absoluteFilePath();
+  QString shown = QFileInfo(path).absoluteFilePath();
+  if (shown.startsWith(root + QLatin1Char('/'))) shown = shown.mid(root.size() + 1);
+  return shown;
+}
+
+QStringList RunBrowser::selectedPaths() const {
+  std::vector<int> rows;
+  for (const QModelIndex& index : table_->selectionModel()->selectedRows(kFile)) rows.push_back(index.row());
+  std::sort(rows.begin(), rows.end());
+  QStringList paths;
+  for (const int row : rows)
+    if (const auto* item = table_->item(row, kFile)) paths << item->data(Qt::UserRole).toString();
+  return paths;
+}
+
+std::vector<RunSummary> RunBrowser::summariesOf(const QStringList& paths) const {
+  std::vector<RunSummary> out;
+  for (const QString& path : paths)
+    for (const auto& s : runs_)
+      if (s.path == path) out.push_back(s);
+  return out;
+}
+
+void RunBrowser::overlayRuns(const QStringList& paths) {
+  const int generation = ++overlayGeneration_;
+  std::vector<std::pair<QString, QString>> files;  // path, legend label
+  for (const QString& path : paths) files.emplace_back(path, shownName(path));
+  overlay_->setVisible(true);
+  pool_->start([this, files, generation] {
+    std::vector<RunCurves> curves;
+    for (const auto& [path, label] : files) curves.push_back(readRunCurves(path, label));
+    QMetaObject::invokeMethod(
+        this,
+        [this, curves = std::move(curves), generation]() mutable {
+          if (generation != overlayGeneration_) return;  // overtaken by a newer overlay
+          const int n = int(curves.size());
+          overlay_->setRuns(std::move(curves));
+          Q_EMIT overlayReady(n);
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+QString RunBrowser::exportCsv(const QString& file, const QStringList& paths) const {
+  return writeRunsCsv(file, summariesOf(paths));
+}
+
+void RunBrowser::chooseCsvFile() {
+  const QStringList paths = selectedPaths();
+  if (paths.isEmpty()) return;
+  const QString file = QFileDialog::getSaveFileName(this, tr("Export runs as CSV"), QStringLiteral("runs.csv"),
+                                                    tr("CSV files (*.csv)"));
+  if (file.isEmpty()) return;
+  const QString error = exportCsv(file, paths);
+  if (!error.isEmpty()) {
+    QMessageBox::warning(this, tr("Export CSV"), error);
+  } else {
+    summary_->setText(tr("%n run(s) written to %1", nullptr, int(paths.size())).arg(file));
+  }
 }
 
 }  // namespace hh::gui

@@ -3,6 +3,9 @@
 // time, model, feature map, steps, and the last value of the headline metrics. The scan reads
 // only headers and last rows and runs on a worker thread; double-clicking a row asks for that
 // run on the dashboard. Files that are not run files are listed with the reason instead.
+// With several rows selected: "Overlay" draws their loss / val_loss (or kl_mean) curves on one
+// plot under the table (RunOverlay, curves read on the worker thread), and "Export CSV..." writes
+// one row per selected run with its last metric values (run_table_csv.h).
 #pragma once
 #include <QString>
 #include <QWidget>
@@ -12,16 +15,20 @@
 
 class QLabel;
 class QLineEdit;
+class QPushButton;
 class QTableWidget;
 class QThreadPool;
 
 namespace hh::gui {
 
+class RunOverlay;
+
 struct RunSummary {
   QString path;
-  QString kind, status, started, model, featureMap, error;
+  QString runId, kind, status, started, model, featureMap, error;
   qint64 lastStep = 0;
-  std::map<QString, double> finals;  // headline metric -> last value
+  std::map<QString, double> finals;      // headline metric -> last value
+  std::map<QString, double> lastValues;  // every scalar series -> its last value
 };
 
 // The metrics shown as columns, in order.
@@ -40,6 +47,16 @@ class RunBrowser : public QWidget {
   QString folder() const;
   int rowCount() const;
   QTableWidget* table() const { return table_; }
+  RunOverlay* overlay() const { return overlay_; }
+
+  // The files of the selected rows, in table order.
+  QStringList selectedPaths() const;
+  // The summaries of the last scan for these files (files not in it are left out).
+  std::vector<RunSummary> summariesOf(const QStringList& paths) const;
+  // Overlays these runs' curves (read on the worker thread; overlayReady() when drawn).
+  void overlayRuns(const QStringList& paths);
+  // Writes the CSV of these runs to `file`; an empty string, or why it failed.
+  QString exportCsv(const QString& file, const QStringList& paths) const;
 
  public Q_SLOTS:
   void refresh();
@@ -47,15 +64,22 @@ class RunBrowser : public QWidget {
  Q_SIGNALS:
   void runActivated(const QString& path);
   void scanned(int runs);
+  void overlayReady(int runs);
 
  private:
   void show(const std::vector<RunSummary>& runs, int generation);
+  void chooseCsvFile();
+  QString shownName(const QString& path) const;
 
   QLineEdit* folder_ = nullptr;
   QLabel* summary_ = nullptr;
   QTableWidget* table_ = nullptr;
+  QPushButton* overlayButton_ = nullptr;
+  QPushButton* csvButton_ = nullptr;
+  RunOverlay* overlay_ = nullptr;
   QThreadPool* pool_ = nullptr;
-  int generation_ = 0;
+  std::vector<RunSummary> runs_;  // the last scan shown
+  int generation_ = 0, overlayGeneration_ = 0;
 };
 
 }  // namespace hh::gui

@@ -3,6 +3,8 @@
 #include <QFileInfo>
 #include <QTimer>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 namespace hh::gui {
@@ -23,9 +25,10 @@ int64_t plannedStepsOf(const std::string& configJson) {
 
 RunFollower::RunFollower(QObject* parent) : QObject(parent) {
   qRegisterMetaType<hh::gui::RunUpdate>();
+  qRegisterMetaType<hh::gui::SnapshotAtStep>();
   timer_ = new QTimer(this);
   timer_->setInterval(kPollMs);
-  connect(timer_, &QTimer::timeout, this, &RunFollower::poll);
+  connect(timer_, &QTimer::timeout, this, [this] { poll(false); });
 }
 
 RunFollower::~RunFollower() = default;
@@ -38,7 +41,11 @@ void RunFollower::follow(const QString& path) {
   tableRows_.clear();
   snapshotCount_ = logCount_ = 0;
   attempts_ = 0;
-  poll();
+  lastSize_ = -1;
+  lastMtimeNs_ = 0;
+  sinceChange_.start();
+  timer_->setInterval(kPollMs);
+  poll(true);
   if (!finished_) timer_->start();
 }
 
@@ -63,8 +70,37 @@ bool RunFollower::openIfPossible() {
   }
 }
 
-void RunFollower::poll() {
+bool RunFollower::fileLooksChanged() {
+  std::error_code error;
+  const std::filesystem::path file(path_.toStdString());
+  const auto size = std::filesystem::file_size(file, error);
+  if (error) return true;  // not there (yet): let the read path retry and report
+  const auto mtime = std::filesystem::last_write_time(file, error);
+  if (error) return true;
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(mtime.time_since_epoch()).count();
+  const bool changed = int64_t(size) != lastSize_ || ns != lastMtimeNs_;
+  lastSize_ = int64_t(size);
+  lastMtimeNs_ = ns;
+  return changed;
+}
+
+void RunFollower::poll(bool force) {
   if (path_.isEmpty() || finished_) return;
+  // The cheap look first: a file that the writer has not touched has nothing new to read.
+  const bool changed = fileLooksChanged();
+  if (changed) {
+    sinceChange_.restart();
+    if (timer_->interval() != kPollMs) timer_->setInterval(kPollMs);
+  } else if (sinceChange_.elapsed() >= kIdleBackoffMs && timer_->interval() != kIdlePollMs) {
+    timer_->setInterval(kIdlePollMs);
+  }
+  if (!force && !changed && reader_ && sinceRead_.isValid() && sinceRead_.elapsed() < kFullPollMs) return;
+  sinceRead_.start();
+  readUpdate();
+}
+
+void RunFollower::readUpdate() {
+  ++fileReads_;
   try {
     if (!reader_) {
       if (!openIfPossible()) return;
@@ -107,6 +143,8 @@ void RunFollower::poll() {
     }
     const int64_t snapshots = reader_->snapshotCount();
     if (snapshots > snapshotCount_) {
+      const auto steps = reader_->snapshotSteps();
+      u.newSnapshotSteps.assign(steps.begin() + std::min<int64_t>(snapshotCount_, int64_t(steps.size())), steps.end());
       u.latestSnapshot = reader_->snapshot(-1);
       snapshotCount_ = snapshots;
       changed = true;
@@ -133,6 +171,35 @@ void RunFollower::poll() {
       timer_->stop();
       Q_EMIT failed(QString::fromStdString(e.what()));
     }
+  }
+}
+
+void RunFollower::loadSnapshot(qint64 index) {
+  try {
+    if (!reader_ && !openIfPossible()) throw std::runtime_error("the run file is not readable yet");
+    SnapshotAtStep out;
+    out.path = path_;
+    out.index = index;
+    out.snapshot = reader_->snapshot(index);
+    for (const auto& spec : reader_->header().layout.tables) {
+      const auto all = reader_->table(spec.name);
+      // The last row at or before the snapshot's step (steps ascend within a file).
+      int64_t row = -1;
+      for (size_t i = 0; i < all.size(); ++i)
+        if (all.steps[i] <= out.snapshot.step) row = int64_t(i);
+      if (row < 0) continue;
+      runs::TableSeries one;
+      one.layers = all.layers;
+      one.heads = all.heads;
+      one.steps = {all.steps[size_t(row)]};
+      one.times = {all.times[size_t(row)]};
+      const size_t cells = size_t(all.layers) * size_t(all.heads);
+      one.values.assign(all.values.begin() + long(size_t(row) * cells), all.values.begin() + long(size_t(row + 1) * cells));
+      out.tables.emplace(spec.name, std::move(one));
+    }
+    Q_EMIT snapshotLoaded(out);
+  } catch (const std::exception& e) {
+    Q_EMIT failed(tr("snapshot %1: %2").arg(index).arg(QString::fromStdString(e.what())));
   }
 }
 

@@ -1,10 +1,16 @@
 // RunFollower: reads a run file while a job (in this process or another) writes it, off the GUI
-// thread. It lives on its own QThread; every poll (kPollMs) it refreshes the HDF5 SWMR reader and
-// emits what is new since the last poll as plain data (RunUpdate): new scalar rows, the latest
-// row of every per-head table, the latest attention snapshot, the status. A file that is not
-// there yet or not yet readable is retried on the next poll; a file that cannot be a run file
-// is reported once through failed().
+// thread. It lives on its own QThread. Every poll (kPollMs) it looks at the file's size and
+// modification time (a stat, no HDF5); only when they changed (the writer flushed), or every
+// kFullPollMs regardless (to notice a writer that died), does it refresh the HDF5 SWMR reader and
+// emit what is new since the last read as plain data (RunUpdate): new scalar rows, the latest
+// row of every per-head table, the latest attention snapshot and the steps of the new ones, the
+// status. After kIdleBackoffMs without a change the poll slows to kIdlePollMs, and returns to
+// kPollMs at the next change. A file that is not there yet or not yet readable is retried on the
+// next poll; a file that cannot be a run file is reported once through failed().
+// loadSnapshot(index) reads one stored snapshot and the per-head tables as they were at its step
+// (the dashboard's step slider) and answers with snapshotLoaded().
 #pragma once
+#include <QElapsedTimer>
 #include <QMetaType>
 #include <QObject>
 #include <QString>
@@ -33,16 +39,29 @@ struct RunUpdate {
   std::map<std::string, runs::ScalarSeries> newScalars;  // only rows added since the last update
   std::map<std::string, runs::TableSeries> latestTables; // last row of each table that changed
   std::optional<runs::Snapshot> latestSnapshot;          // when a new one arrived
+  std::vector<int64_t> newSnapshotSteps;                 // steps of the snapshots added since the last update
   std::vector<runs::LayerHead> snapshotPairs;            // P, in the snapshot's order
   QStringList probeTokens;                                // T
   QStringList newLogLines;
+};
+
+// One stored snapshot with the tables as they were then (each table's last row at or before the
+// snapshot's step; tables with no such row are left out).
+struct SnapshotAtStep {
+  QString path;
+  int64_t index = 0;  // in [0, snapshot count)
+  runs::Snapshot snapshot;
+  std::map<std::string, runs::TableSeries> tables;  // one row each
 };
 
 class RunFollower : public QObject {
   Q_OBJECT
 
  public:
-  static constexpr int kPollMs = 200;  // 5 updates a second at most
+  static constexpr int kPollMs = 200;          // 5 updates a second at most (a stat each)
+  static constexpr int kFullPollMs = 2000;     // HDF5 read at least this often while running
+  static constexpr int kIdleBackoffMs = 10000; // unchanged this long: poll every kIdlePollMs
+  static constexpr int kIdlePollMs = 1000;
 
   explicit RunFollower(QObject* parent = nullptr);
   ~RunFollower() override;
@@ -51,15 +70,25 @@ class RunFollower : public QObject {
   // Starts following `path` (from its first row), replacing any file followed before.
   void follow(const QString& path);
   void stop();
-  // One poll now (also what the timer calls).
-  void poll();
+  // One poll now (also what the timer calls). force: read the file even if it looks unchanged.
+  void poll(bool force = false);
+  // Reads snapshot `index` of the followed file (and the tables at its step); answers with
+  // snapshotLoaded, or failed() when it cannot be read.
+  void loadSnapshot(qint64 index);
+
+ public:
+  // Reads of the file's HDF5 content so far (tests check that unchanged files are not re-read).
+  int64_t fileReads() const { return fileReads_; }
 
  Q_SIGNALS:
   void updated(const hh::gui::RunUpdate& update);
   void failed(const QString& message);
+  void snapshotLoaded(const hh::gui::SnapshotAtStep& snapshot);
 
  private:
   bool openIfPossible();
+  bool fileLooksChanged();  // size or mtime differ from the last look
+  void readUpdate();
 
   QString path_;
   QTimer* timer_ = nullptr;
@@ -68,8 +97,13 @@ class RunFollower : public QObject {
   std::map<std::string, int64_t> scalarRows_, tableRows_;
   int64_t snapshotCount_ = 0, logCount_ = 0;
   int attempts_ = 0;
+  int64_t fileReads_ = 0;
+  int64_t lastSize_ = -1;
+  int64_t lastMtimeNs_ = 0;
+  QElapsedTimer sinceRead_, sinceChange_;
 };
 
 }  // namespace hh::gui
 
 Q_DECLARE_METATYPE(hh::gui::RunUpdate)
+Q_DECLARE_METATYPE(hh::gui::SnapshotAtStep)

@@ -1,5 +1,9 @@
 #include "engine/core/runtime.h"
 
+#include <dlfcn.h>
+
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -20,9 +24,21 @@ int requestedThreads() {
 }
 }  // namespace
 
+void applyThreadCount(int threads) {
+  const int n = std::max(1, threads);
+  // Torch's intra-op count; with OpenMP it is also the calling thread's own OpenMP setting, which
+  // threads started later (a GUI's job thread) do not inherit, hence a call on each of them.
+  at::set_num_threads(n);
+  // OpenBLAS (Debian's BLAS for LibTorch) keeps its own pool, sized by the core count unless
+  // told: without this a "1 thread" job still ran a second busy BLAS thread.
+  using SetThreads = void (*)(int);
+  static const auto openblasSetThreads =
+      reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (openblasSetThreads != nullptr) openblasSetThreads(n);
+}
+
 RuntimeInfo initRuntime() {
-  const int n = requestedThreads();
-  if (at::get_num_threads() != n) at::set_num_threads(n);
+  applyThreadCount(requestedThreads());
   return runtimeInfo();
 }
 

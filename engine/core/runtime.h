@@ -16,6 +16,9 @@ struct RuntimeInfo {
 // Sets Torch's intra-op threads from the hardware (or HH_NUM_THREADS when set, > 0).
 // Idempotent; returns what is in force afterwards.
 RuntimeInfo initRuntime();
+// Sets Torch's intra-op threads, the calling thread's OpenMP threads and OpenBLAS's pool to n.
+// Call it at the start of any thread that runs engine work (OpenMP settings are per thread).
+void applyThreadCount(int threads);
 
 // What is in force now, without changing anything.
 RuntimeInfo runtimeInfo();

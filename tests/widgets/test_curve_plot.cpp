@@ -1,5 +1,7 @@
 // CurvePlot: series bookkeeping, spread bands, legend entries, NaN gaps, and replots coalesced
-// by the single-shot timer (many changes, one replot).
+// by the single-shot timer (many changes, one replot); appendPoints keeps the keys sorted (in
+// place when they come after the data, merged otherwise); a hidden plot does not redraw until
+// it is shown.
 #include <QSignalSpy>
 
 #include <qcustomplot.h>
@@ -86,9 +88,39 @@ class TestCurvePlot : public QObject {
     plot.replotNow();
     QVERIFY(plot.plot()->xAxis->range().contains(100.0));
   }
+
+  void appendPointsKeepsKeysSorted() {
+    CurvePlot plot;
+    const int s = plot.addSeries("loss", {1, 2}, {10, 20});
+    plot.appendPoints(s, {3, 4, 5}, {30, 40, 50});
+    QCOMPARE(plot.pointCount(s), 5);
+    plot.appendPoints(s, {0, 2.5}, {0, 25});  // before and inside the data: merged in order
+    QCOMPARE(plot.pointCount(s), 7);
+    const auto data = plot.plot()->graph(s)->data();
+    const double keys[] = {0, 1, 2, 2.5, 3, 4, 5};
+    for (int i = 0; i < 7; ++i) QCOMPARE((data->constBegin() + i)->key, keys[i]);
+    QCOMPARE((data->constBegin() + 3)->value, 25.0);
+  }
+
+  void hiddenPlotsRedrawWhenShown() {
+    CurvePlot plot;
+    plot.resize(300, 200);
+    const int s = plot.addSeries("a", {0, 1}, {0, 1});
+    QTRY_VERIFY(!plot.replotPending());
+    const int before = plot.replotCount();
+    QVERIFY(plot.staleWhileHidden());  // never shown: the first replot was skipped
+    plot.appendPoint(s, 2, 2);
+    QTRY_VERIFY(!plot.replotPending());
+    QCOMPARE(plot.replotCount(), before);
+    plot.show();
+    QTRY_COMPARE(plot.replotCount(), before + 1);
+    QVERIFY(!plot.staleWhileHidden());
+    QVERIFY(plot.plot()->xAxis->range().contains(2.0));
+  }
 };
 
 HH_TEST_SUITE(TestCurvePlot, "widgets.curve_plot",
+              &TestCurvePlot::appendPointsKeepsKeysSorted, &TestCurvePlot::hiddenPlotsRedrawWhenShown,
               &TestCurvePlot::seriesWithAndWithoutSpread, &TestCurvePlot::replotsAreCoalesced,
               &TestCurvePlot::nanLeavesAGapAndClearEmpties, &TestCurvePlot::userZoomStopsAutoRescale)
 #if HH_HAVE_QTEST

@@ -144,7 +144,7 @@ class TestHeatmapView : public QObject {
     QCOMPARE(spy.at(0).at(1).toInt(), 3);
     QCOMPARE(spy.at(0).at(2).toDouble(), 1.0);
     const QString text = view.readoutText(2, 3);
-    QVERIFY2(text.contains("sat") && text.contains("down") && text.contains("score 3"), qPrintable(text));
+    QVERIFY2(text.contains("sat") && text.contains("down") && text.contains(QStringLiteral("q\u00b7k/\u221ad 3")), qPrintable(text));
     auto* readout = view.plot()->findChild<QLabel*>();
     QVERIFY(readout && readout->isVisible());
     QEvent leave(QEvent::Leave);

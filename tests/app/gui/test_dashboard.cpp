@@ -24,6 +24,7 @@
 #include "engine/runs/run_reader.h"
 #include "engine/runs/run_writer.h"
 #include "tests/engine/jobs/jobs_test_support.h"
+#include "tests/app/gui/gui_test_support.h"
 #include "tests/support/hh_test.h"
 #include "widgets/curve_plot.h"
 #include "widgets/head_grid.h"
@@ -57,23 +58,6 @@ std::string writeProject(const hh::test::TempDir& dir, int64_t distillSteps, int
   return path;
 }
 
-// Spins the event loop until `done` or `ms` pass, recording the longest gap between 10 ms ticks.
-template <typename Done>
-double spinMeasuringLatency(int ms, Done done) {
-  QElapsedTimer total, sinceTick;
-  total.start();
-  sinceTick.start();
-  double worst = 0;
-  QTimer ticker;
-  ticker.setInterval(10);
-  QObject::connect(&ticker, &QTimer::timeout, [&] {
-    worst = std::max(worst, double(sinceTick.nsecsElapsed()) / 1e6);
-    sinceTick.restart();
-  });
-  ticker.start();
-  while (!done() && total.elapsed() < ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
-  return worst;
-}
 
 }  // namespace
 
@@ -137,7 +121,7 @@ class TestDashboard : public QObject {
     QSignalSpy finished(&window, &hh::gui::MainWindow::jobFinished);
     QCOMPARE(window.startConversion(QString::fromStdString(project)), QString());
     int64_t stepsSeen = 0;
-    const double worstGapMs = spinMeasuringLatency(180'000, [&] {
+    const double worstGapMs = hh::test::spinMeasuringLatency(180'000, [&] {
       stepsSeen = std::max(stepsSeen, window.dashboard()->lastStep());
       return finished.count() > 0;
     });
@@ -156,12 +140,12 @@ class TestDashboard : public QObject {
     hh::gui::MainWindow window;
     QSignalSpy finished(&window, &hh::gui::MainWindow::jobFinished);
     QCOMPARE(window.startConversion(QString::fromStdString(project)), QString());
-    spinMeasuringLatency(60'000, [&] { return window.dashboard()->lastStep() >= 5; });
+    hh::test::spinMeasuringLatency(60'000, [&] { return window.dashboard()->lastStep() >= 5; });
     QVERIFY(window.dashboard()->lastStep() >= 5);
     QElapsedTimer clock;
     clock.start();
     window.cancelJob();
-    spinMeasuringLatency(10'000, [&] { return finished.count() > 0; });
+    hh::test::spinMeasuringLatency(10'000, [&] { return finished.count() > 0; });
     qInfo("cancel took %lld ms", (long long)clock.elapsed());
     QCOMPARE(finished.count(), 1);
     QCOMPARE(finished.at(0).at(0).toString(), QString("cancelled"));

@@ -1,0 +1,72 @@
+// ConfigForm: an editable form over a job's JSON config (the same JSON the CLI's --config reads
+// and --print-config writes), so the GUI starts jobs from exactly what the CLI would run.
+// Every key gets an editor by its value's type: true/false a check box, integers a spin box,
+// other numbers a line edit that keeps their notation (3e-05 stays 3e-05), strings a line edit,
+// arrays a line edit holding their JSON ("[0, 2]"); objects become titled groups, nested.
+// json() reads the editors back into the same shape; an array that is not valid JSON throws
+// std::invalid_argument naming its key.
+// ConversionDialog: "Run > New conversion": the form over the convert config (defaults written
+// out, the loaded model filled in), load/save as a project file, and Start, which validates with
+// the engine's parser before closing (the parser's message is shown and the dialog stays).
+#pragma once
+#include <QDialog>
+#include <QWidget>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "engine/jobs/convert_job.h"
+
+class QLabel;
+class QVBoxLayout;
+
+namespace hh::gui {
+
+class ConfigForm : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ConfigForm(QWidget* parent = nullptr);
+
+  void setJson(const nlohmann::json& json);
+  nlohmann::json json() const;
+  // The editor of a dotted key ("distill.steps"), or nullptr.
+  QWidget* editor(const QString& dottedKey) const;
+
+ private:
+  struct Field {
+    QString key;  // dotted path
+    nlohmann::json::value_t type;
+    QWidget* editor;
+  };
+  void addObject(const nlohmann::json& object, const QString& prefix, QWidget* into, int depth);
+
+  QVBoxLayout* layout_ = nullptr;
+  QWidget* content_ = nullptr;
+  std::vector<Field> fields_;
+  nlohmann::json shape_;  // the last JSON set (keys and types)
+};
+
+class ConversionDialog : public QDialog {
+  Q_OBJECT
+
+ public:
+  explicit ConversionDialog(const jobs::ConvertConfig& initial, QWidget* parent = nullptr);
+
+  ConfigForm* form() const { return form_; }
+  // Valid after accept().
+  const jobs::ConvertConfig& config() const { return config_; }
+  // Parses the form with the engine; on failure shows why and returns false.
+  bool validate();
+
+ private:
+  void loadProject();
+  void saveProject();
+
+  ConfigForm* form_ = nullptr;
+  QLabel* error_ = nullptr;
+  jobs::ConvertConfig config_;
+};
+
+}  // namespace hh::gui
