@@ -5,7 +5,7 @@
 # file and the exported model.
 #   - With a display (DISPLAY or WAYLAND_DISPLAY) and the workbench built, the conversion runs in
 #     the workbench on its live dashboard; --headless (or no display) runs the CLI.
-#   - Other arguments go to `hedgehog convert` in the CLI (e.g. --distill-steps 2000
+#   - Other arguments go to `hedgehog convert` in the CLI (e.g. --distill-steps 4000
 #     --finetune-steps 500 for a larger budget, --feature-map t2r, --run-dir DIR).
 #   - On machines with two cores or fewer, Torch runs one thread (HH_NUM_THREADS=1): measured
 #     faster there for this model (docs/performance.md); set HH_NUM_THREADS to override.
