@@ -330,6 +330,7 @@ void MainWindow::newConversion() {
 }
 
 void MainWindow::openRun(const QString& path) {
+  recent_->add(QStringLiteral("run"), path);
   dashboard_->clear();
   Q_EMIT followRequested(path);
   showDashboard();

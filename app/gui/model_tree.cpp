@@ -3,6 +3,8 @@
 
 #include <QHeaderView>
 
+#include "engine/models/preflight.h"
+
 namespace hh::gui {
 namespace {
 
@@ -17,12 +19,6 @@ QTreeWidgetItem* item(QTreeWidgetItem* parent, const QString& name, const QStrin
 
 }  // namespace
 
-QString humanCount(qint64 n) {
-  if (n >= 1'000'000'000) return QStringLiteral("%1 B").arg(double(n) / 1e9, 0, 'f', 2);
-  if (n >= 1'000'000) return QStringLiteral("%1 M").arg(double(n) / 1e6, 0, 'f', 1);
-  if (n >= 1'000) return QStringLiteral("%1 K").arg(double(n) / 1e3, 0, 'f', 1);
-  return QString::number(n);
-}
 
 ModelTree::ModelTree(QWidget* parent) : QTreeWidget(parent) {
   setColumnCount(2);
@@ -40,7 +36,7 @@ void ModelTree::setSummary(const ModelSummary& s) {
   clear();
   auto* root = new QTreeWidgetItem(this, {s.modelType, s.folder});
   root->setToolTip(1, s.folder);
-  item(root, tr("parameters"), humanCount(s.parameters));
+  item(root, tr("parameters"), QString::fromStdString(models::humanCount(s.parameters)));
   item(root, tr("hidden size"), QString::number(s.hiddenSize));
   item(root, tr("heads"), s.kvHeads != s.heads ? tr("%1 query, %2 key/value, D = %3").arg(s.heads).arg(s.kvHeads).arg(s.headDim)
                                                  : tr("%1 \u00d7 D = %2").arg(s.heads).arg(s.headDim));

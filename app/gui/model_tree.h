@@ -24,7 +24,4 @@ class ModelTree : public QTreeWidget {
   void headActivated(int layer, int head);
 };
 
-// 124439808 -> "124.4 M" (as the CLI's pre-flight writes counts).
-QString humanCount(qint64 n);
-
 }  // namespace hh::gui

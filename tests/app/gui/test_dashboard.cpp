@@ -34,28 +34,17 @@ namespace {
 
 namespace j = hh::jobs;
 namespace r = hh::runs;
-const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
 
 std::string writeProject(const hh::test::TempDir& dir, int64_t distillSteps, int64_t finetuneSteps) {
-  j::ConvertConfig c;
-  c.modelDir = kModel;
-  c.runDir = dir.file("run");
-  c.data.corpus = hh::test::writeWordCorpus(dir);
-  c.data.sequenceLength = 32;
-  c.data.maxValidationSequences = 8;
+  j::ConvertConfig c = hh::test::tinyConvertConfig(dir);
   c.distill.steps = distillSteps;
   c.distill.evalEvery = 5;
   c.distill.snapshotEvery = 5;
-  c.distill.batchSize = 4;
   c.finetune.steps = finetuneSteps;
   c.finetune.evalEvery = 5;
-  c.finetune.batchSize = 4;
   c.evaluate.featureMaps = {"hedgehog", "trained"};
-  c.evaluate.maxSequences = 8;
   c.evaluate.tableSequences = 4;
-  const auto path = dir.file("project.json");
-  std::ofstream(path) << j::toJson(c).dump(2);
-  return path;
+  return hh::test::writeProjectFile(dir, c);
 }
 
 

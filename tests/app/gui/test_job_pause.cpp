@@ -30,23 +30,14 @@ namespace j = hh::jobs;
 namespace r = hh::runs;
 
 std::string writeProject(const hh::test::TempDir& dir) {
-  j::ConvertConfig c;
-  c.modelDir = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
-  c.runDir = dir.file("run");
-  c.data.corpus = hh::test::writeWordCorpus(dir);
-  c.data.sequenceLength = 32;
-  c.data.maxValidationSequences = 8;
+  j::ConvertConfig c = hh::test::tinyConvertConfig(dir);
   c.distill.steps = 100000;
   c.distill.evalEvery = 50;
   c.distill.snapshotEvery = 50;
   c.distill.patience = 0;  // never stops early: the job runs until cancelled
-  c.distill.batchSize = 4;
   c.finetune.steps = 0;
   c.evaluate.featureMaps = {"hedgehog"};
-  c.evaluate.maxSequences = 8;
-  const auto path = dir.file("project.json");
-  std::ofstream(path) << j::toJson(c).dump(2);
-  return path;
+  return hh::test::writeProjectFile(dir, c);
 }
 
 double cpuSeconds() {

@@ -1,9 +1,11 @@
-// Small text corpora the job tests train on: a folder of .txt documents under a TempDir.
+// Small text corpora the job tests train on (a folder of .txt documents under a TempDir), and the
+// tiny conversion the convert, dashboard and pause tests start from.
 #pragma once
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "engine/jobs/convert_job.h"
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -32,6 +34,28 @@ inline std::string writeSentenceCorpus(const TempDir& dir, int documents, int se
     std::ofstream out(path + "/doc" + std::to_string(d) + ".txt");
     for (int s = 0; s < sentences; ++s) out << pool[(s * 3 + d + s / 4) % 4];
   }
+  return path;
+}
+
+// The tiny GPT-2 fixture converted on writeWordCorpus: 32-token sequences, batches of 4, 8
+// held-out sequences for validation and evaluation. Callers set the steps and the rest.
+inline jobs::ConvertConfig tinyConvertConfig(const TempDir& dir) {
+  jobs::ConvertConfig c;
+  c.modelDir = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
+  c.runDir = dir.file("run");
+  c.data.corpus = writeWordCorpus(dir);
+  c.data.sequenceLength = 32;
+  c.data.maxValidationSequences = 8;
+  c.distill.batchSize = 4;
+  c.finetune.batchSize = 4;
+  c.evaluate.maxSequences = 8;
+  return c;
+}
+
+// Writes `config` as a project file (the CLI's --config JSON) in `dir`; returns its path.
+inline std::string writeProjectFile(const TempDir& dir, const jobs::ConvertConfig& config) {
+  const auto path = dir.file("project.json");
+  std::ofstream(path) << jobs::toJson(config).dump(2);
   return path;
 }
 

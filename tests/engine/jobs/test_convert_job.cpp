@@ -24,20 +24,12 @@ namespace fs = std::filesystem;
 const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
 
 j::ConvertConfig smallConvert(const hh::test::TempDir& dir) {
-  j::ConvertConfig c;
-  c.modelDir = kModel;
-  c.runDir = dir.file("run");
-  c.data.corpus = hh::test::writeWordCorpus(dir);
-  c.data.sequenceLength = 32;
-  c.data.maxValidationSequences = 8;
+  j::ConvertConfig c = hh::test::tinyConvertConfig(dir);
   c.distill.steps = 6;
   c.distill.evalEvery = 3;
-  c.distill.batchSize = 4;
   c.finetune.steps = 4;
   c.finetune.evalEvery = 2;
-  c.finetune.batchSize = 4;
   c.evaluate.featureMaps = {"hedgehog", "t2r", "trained"};
-  c.evaluate.maxSequences = 8;
   c.evaluate.tableSequences = 4;
   return c;
 }
