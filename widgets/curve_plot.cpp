@@ -190,6 +190,14 @@ int CurvePlot::pointCount(int index) const {
   return index >= 0 && index < series_.size() ? series_[index].line->dataCount() : 0;
 }
 
+QVector<double> CurvePlot::seriesValues(int index) const {
+  QVector<double> ys;
+  if (index < 0 || index >= series_.size()) return ys;
+  for (auto it = series_[index].line->data()->constBegin(); it != series_[index].line->data()->constEnd(); ++it)
+    ys.push_back(it->value);
+  return ys;
+}
+
 bool CurvePlot::hasSpread(int index) const {
   return index >= 0 && index < series_.size() && series_[index].upper != nullptr;
 }

@@ -56,6 +56,7 @@ class CurvePlot : public QWidget {
   QString seriesName(int index) const;
   QColor seriesColor(int index) const;
   int pointCount(int index) const;
+  QVector<double> seriesValues(int index) const;  // y of each point, in x order
   bool hasSpread(int index) const;
   // Number of replots done so far (tests check the coalescing).
   int replotCount() const { return replotCount_; }

@@ -29,5 +29,6 @@ void addEvaluateCommand(CLI::App& app);
 void addConvertCommand(CLI::App& app);
 void addExportCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);
+void addExperimentCommand(CLI::App& app);
 
 }  // namespace hh::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   hh::cli::addConvertCommand(app);
   hh::cli::addExportCommand(app);
   hh::cli::addBenchCommand(app);
+  hh::cli::addExperimentCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,6 +13,7 @@
 #include <QSplitter>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 
 #include "widgets/curve_plot.h"
@@ -76,6 +77,10 @@ DashboardView::DashboardView(QWidget* parent) : QWidget(parent) {
   linearMap_->setTitle(tr("linear"));
   linearMap_->setValueLabel(tr("weight"));
   mapsTitle_ = new QLabel(tr("Attention on the probe text"), this);
+  mono_ = new widgets::CurvePlot(this);
+  mono_->setTitle(tr("Monotonicity on the probe text"));
+  mono_->setAxisLabels(QStringLiteral("q\u00b7k / \u221ad  (bin centre)"), tr("mean weight"));
+  mono_->setMinimumHeight(200);
   log_ = new QPlainTextEdit(this);
   log_->setReadOnly(true);
   log_->setMaximumBlockCount(2000);
@@ -133,8 +138,13 @@ DashboardView::DashboardView(QWidget* parent) : QWidget(parent) {
   top->setStretchFactor(0, 3);
   top->setStretchFactor(1, 2);
   auto* bottom = new QSplitter(Qt::Horizontal, this);
+  auto* side = new QSplitter(Qt::Vertical, this);
+  side->addWidget(mono_);
+  side->addWidget(log_);
+  side->setStretchFactor(0, 3);
+  side->setStretchFactor(1, 1);
   bottom->addWidget(maps);
-  bottom->addWidget(log_);
+  bottom->addWidget(side);
   bottom->setStretchFactor(0, 3);
   bottom->setStretchFactor(1, 2);
   auto* body = new QSplitter(Qt::Vertical, this);
@@ -168,6 +178,11 @@ void DashboardView::clear() {
   requestedIndex_ = pickedIndex_ = -1;
   pickedTables_.clear();
   pickedSnapshot_.reset();
+  curves_.reset();
+  pickedCurves_.reset();
+  curvePairs_.clear();
+  curveLabels_.clear();
+  mono_->clear();
   gridStale_ = mapsStale_ = false;
   {
     const QSignalBlocker block(stepSlider_);
@@ -247,6 +262,8 @@ void DashboardView::applyUpdate(const RunUpdate& u) {
     title_->setText(QStringLiteral("<b>%1</b> &nbsp; %2").arg(u.kind.toHtmlEscaped(), QFileInfo(u.path).absoluteFilePath().toHtmlEscaped()));
     pairs_ = u.snapshotPairs;
     tokens_ = u.probeTokens;
+    curvePairs_ = u.curvePairs;
+    curveLabels_ = u.curveLabels;
   }
   plannedSteps_ = u.plannedSteps;
   lastStep_ = std::max(lastStep_, u.lastStep);
@@ -268,6 +285,7 @@ void DashboardView::applyUpdate(const RunUpdate& u) {
 
   for (const auto& [name, table] : u.latestTables) tables_[name] = table;
   if (u.latestSnapshot) snapshot_ = u.latestSnapshot;
+  if (u.latestCurves) curves_ = u.latestCurves;
   if (!u.newSnapshotSteps.empty()) {
     snapshotSteps_.insert(snapshotSteps_.end(), u.newSnapshotSteps.begin(), u.newSnapshotSteps.end());
     const QSignalBlocker block(stepSlider_);
@@ -282,7 +300,7 @@ void DashboardView::applyUpdate(const RunUpdate& u) {
     if (isVisible()) refreshGrid();
     else gridStale_ = true;
   }
-  if (followLatest_ && u.latestSnapshot) {
+  if (followLatest_ && (u.latestSnapshot || u.latestCurves)) {
     if (isVisible()) refreshMaps();
     else mapsStale_ = true;
   }
@@ -327,6 +345,10 @@ const std::map<std::string, runs::TableSeries>& DashboardView::shownTables() con
 
 const std::optional<runs::Snapshot>& DashboardView::shownSnapshot() const {
   return followLatest_ ? snapshot_ : pickedSnapshot_;
+}
+
+const std::optional<runs::CurveSet>& DashboardView::shownCurves() const {
+  return followLatest_ ? curves_ : pickedCurves_;
 }
 
 int64_t DashboardView::shownSnapshotStep() const {
@@ -396,6 +418,7 @@ void DashboardView::showSnapshotAt(const SnapshotAtStep& loaded) {
   pickedIndex_ = loaded.index;
   pickedSnapshot_ = loaded.snapshot;
   pickedTables_ = loaded.tables;
+  pickedCurves_ = loaded.curves;
   updateStepLabel();
   refreshGrid();
   refreshMaps();
@@ -413,6 +436,7 @@ void DashboardView::updateStepLabel() {
 
 void DashboardView::refreshMaps() {
   mapsStale_ = false;
+  refreshCurves();
   const auto& snapshot = shownSnapshot();
   if (!snapshot || pairs_.empty()) return;
   const int s = snapshot->size;
@@ -438,6 +462,27 @@ void DashboardView::refreshMaps() {
   linearMap_->setMatrix(s, s, std::move(linear));
   softmaxMap_->setTokenLabels(labels, labels);
   linearMap_->setTokenLabels(labels, labels);
+}
+
+void DashboardView::refreshCurves() {
+  // The chosen head's stored curves (teacher and student on the probe text) at the shown step.
+  mono_->clear();
+  const auto& set = shownCurves();
+  if (!set || pairs_.empty()) return;
+  const auto& p = pairs_[static_cast<size_t>(pairIndex_)];
+  for (size_t i = 0; i < curvePairs_.size() && i < set->curves.size(); ++i) {
+    if (curvePairs_[i].layer != p.layer || curvePairs_[i].head != p.head) continue;
+    const auto& c = set->curves[i];
+    if (std::none_of(c.mean.begin(), c.mean.end(), [](double v) { return std::isfinite(v); })) continue;
+    const QString label = i < size_t(curveLabels_.size()) ? curveLabels_[int(i)] : tr("curve %1").arg(i);
+    const bool teacher = label == QStringLiteral("softmax");
+    const int index = mono_->addSeries(label, QVector<double>(c.binCenters.begin(), c.binCenters.end()),
+                                       QVector<double>(c.mean.begin(), c.mean.end()),
+                                       teacher ? QVector<double>(c.stddev.begin(), c.stddev.end()) : QVector<double>(),
+                                       teacher ? QColor(60, 60, 60) : widgets::seriesPaletteColor(0));
+    mono_->setSeriesStyle(index, widgets::CurvePlot::SeriesStyle::LineAndPoints, teacher ? 1.5 : 2.0);
+  }
+  mono_->setTitle(tr("Monotonicity, layer %1 head %2, step %3").arg(p.layer).arg(p.head).arg(set->step));
 }
 
 }  // namespace hh::gui

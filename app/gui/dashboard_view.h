@@ -6,7 +6,8 @@
 //   - a layer x head grid coloured by the latest per-head table (KL, entropy of the linear or
 //     softmax weights, monotonicity; chosen in a combo box); clicking a head shows its snapshot;
 //   - softmax and linear attention on the probe text for the chosen (layer, head), refreshed at
-//     every snapshot;
+//     every snapshot, with their monotonicity curves (mean weight per q.k/sqrt(d) bin) overlaid
+//     when the run stores curves;
 //   - a step slider over the stored snapshots: moving it shows the grid and the probe maps as they
 //     were at that snapshot's step (read by the follower on its thread); while the run is live
 //     the slider follows the latest snapshot unless the user moved it away from the end;
@@ -62,6 +63,7 @@ class DashboardView : public QWidget {
   widgets::CurvePlot* lossPlot() const { return loss_; }
   widgets::HeatmapView* softmaxMap() const { return softmaxMap_; }
   widgets::HeatmapView* linearMap() const { return linearMap_; }
+  widgets::CurvePlot* monotonicityPlot() const { return mono_; }
   void setSmoothing(double weight);  // EMA weight in [0, 0.99]
   QSlider* stepSlider() const { return stepSlider_; }
   QPushButton* pauseButton() const { return pause_; }
@@ -94,11 +96,13 @@ class DashboardView : public QWidget {
   void rebuildSmoothed();
   void refreshGrid();
   void refreshMaps();
+  void refreshCurves();
   void refreshStatus();
   void onStepSlider(int index);
   void updateStepLabel();
   const std::map<std::string, runs::TableSeries>& shownTables() const;
   const std::optional<runs::Snapshot>& shownSnapshot() const;
+  const std::optional<runs::CurveSet>& shownCurves() const;
 
   QLabel* title_ = nullptr;
   QLabel* status_ = nullptr;
@@ -111,6 +115,7 @@ class DashboardView : public QWidget {
   widgets::HeatmapView* softmaxMap_ = nullptr;
   widgets::HeatmapView* linearMap_ = nullptr;
   QLabel* mapsTitle_ = nullptr;
+  widgets::CurvePlot* mono_ = nullptr;
   QPlainTextEdit* log_ = nullptr;
   QPushButton* pause_ = nullptr;
   QSlider* stepSlider_ = nullptr;
@@ -130,6 +135,9 @@ class DashboardView : public QWidget {
   QElapsedTimer requestClock_;
   std::map<std::string, runs::TableSeries> pickedTables_;
   std::optional<runs::Snapshot> pickedSnapshot_;
+  std::optional<runs::CurveSet> curves_, pickedCurves_;  // latest, and at the slider's snapshot
+  std::vector<runs::LayerHead> curvePairs_;
+  QStringList curveLabels_;
   int64_t pickedIndex_ = -1;
   bool gridStale_ = false, mapsStale_ = false;  // changed while hidden
   std::vector<runs::LayerHead> pairs_;

@@ -39,7 +39,7 @@ void RunFollower::follow(const QString& path) {
   announced_ = failedOnce_ = finished_ = false;
   scalarRows_.clear();
   tableRows_.clear();
-  snapshotCount_ = logCount_ = 0;
+  snapshotCount_ = curveCount_ = logCount_ = 0;
   attempts_ = 0;
   lastSize_ = -1;
   lastMtimeNs_ = 0;
@@ -120,6 +120,8 @@ void RunFollower::readUpdate() {
     if (!announced_) {
       u.snapshotPairs = header.layout.snapshots.pairs;
       for (const auto& t : header.layout.snapshots.tokens) u.probeTokens << QString::fromStdString(t);
+      u.curvePairs = header.layout.curves.pairs;
+      for (const auto& label : header.layout.curves.labels) u.curveLabels << QString::fromStdString(label);
     }
     for (const auto& spec : header.layout.scalars) {
       auto& seen = scalarRows_[spec.name];
@@ -147,6 +149,12 @@ void RunFollower::readUpdate() {
       u.newSnapshotSteps.assign(steps.begin() + std::min<int64_t>(snapshotCount_, int64_t(steps.size())), steps.end());
       u.latestSnapshot = reader_->snapshot(-1);
       snapshotCount_ = snapshots;
+      changed = true;
+    }
+    const int64_t curveSets = reader_->curveCount();
+    if (curveSets > curveCount_) {
+      u.latestCurves = reader_->curves(-1);
+      curveCount_ = curveSets;
       changed = true;
     }
     const int64_t logs = reader_->logCount();
@@ -197,6 +205,12 @@ void RunFollower::loadSnapshot(qint64 index) {
       one.values.assign(all.values.begin() + long(size_t(row) * cells), all.values.begin() + long(size_t(row + 1) * cells));
       out.tables.emplace(spec.name, std::move(one));
     }
+    const auto curveSteps = reader_->curveSteps();
+    for (int64_t i = int64_t(curveSteps.size()) - 1; i >= 0; --i)
+      if (curveSteps[size_t(i)] <= out.snapshot.step) {
+        out.curves = reader_->curves(i);
+        break;
+      }
     Q_EMIT snapshotLoaded(out);
   } catch (const std::exception& e) {
     Q_EMIT failed(tr("snapshot %1: %2").arg(index).arg(QString::fromStdString(e.what())));

@@ -4,11 +4,11 @@
 // kFullPollMs regardless (to notice a writer that died), does it refresh the HDF5 SWMR reader and
 // emit what is new since the last read as plain data (RunUpdate): new scalar rows, the latest
 // row of every per-head table, the latest attention snapshot and the steps of the new ones, the
-// status. After kIdleBackoffMs without a change the poll slows to kIdlePollMs, and returns to
+// latest monotonicity curves, the status. After kIdleBackoffMs without a change the poll slows to kIdlePollMs, and returns to
 // kPollMs at the next change. A file that is not there yet or not yet readable is retried on the
 // next poll; a file that cannot be a run file is reported once through failed().
-// loadSnapshot(index) reads one stored snapshot and the per-head tables as they were at its step
-// (the dashboard's step slider) and answers with snapshotLoaded().
+// loadSnapshot(index) reads one stored snapshot and the per-head tables and curves as they were at
+// its step (the dashboard's step slider) and answers with snapshotLoaded().
 #pragma once
 #include <QElapsedTimer>
 #include <QMetaType>
@@ -42,6 +42,9 @@ struct RunUpdate {
   std::vector<int64_t> newSnapshotSteps;                 // steps of the snapshots added since the last update
   std::vector<runs::LayerHead> snapshotPairs;            // P, in the snapshot's order
   QStringList probeTokens;                                // T
+  std::optional<runs::CurveSet> latestCurves;            // when a new set of monotonicity curves arrived
+  std::vector<runs::LayerHead> curvePairs;               // [C] (first update only), in the curves' order
+  QStringList curveLabels;                               // [C] or empty: "softmax" / "linear" per curve
   QStringList newLogLines;
 };
 
@@ -52,6 +55,7 @@ struct SnapshotAtStep {
   int64_t index = 0;  // in [0, snapshot count)
   runs::Snapshot snapshot;
   std::map<std::string, runs::TableSeries> tables;  // one row each
+  std::optional<runs::CurveSet> curves;             // the last curve set at or before the snapshot's step
 };
 
 class RunFollower : public QObject {
@@ -95,7 +99,7 @@ class RunFollower : public QObject {
   std::unique_ptr<runs::RunReader> reader_;
   bool announced_ = false, failedOnce_ = false, finished_ = false;
   std::map<std::string, int64_t> scalarRows_, tableRows_;
-  int64_t snapshotCount_ = 0, logCount_ = 0;
+  int64_t snapshotCount_ = 0, curveCount_ = 0, logCount_ = 0;
   int attempts_ = 0;
   int64_t fileReads_ = 0;
   int64_t lastSize_ = -1;

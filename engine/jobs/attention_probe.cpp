@@ -14,7 +14,22 @@ const std::vector<std::string>& probeTableNames() {
   return names;
 }
 
+const std::vector<std::string>& probeCurveLabels() {
+  static const std::vector<std::string> labels{"softmax", "linear"};
+  return labels;
+}
+
 namespace {
+runs::CurveRow toRow(metrics::MonotonicityCurve curve) {
+  return {std::move(curve.binCenters), std::move(curve.mean), std::move(curve.stddev), std::move(curve.count)};
+}
+
+runs::CurveRow emptyCurve(int bins) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  return {std::vector<double>(bins, nan), std::vector<double>(bins, nan), std::vector<double>(bins, nan),
+          std::vector<int64_t>(bins, 0)};
+}
+
 std::vector<float> toFloats(const torch::Tensor& t) {
   const auto c = t.to(torch::kFloat).contiguous().cpu();
   return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
@@ -27,7 +42,7 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
   const auto& config = model.config();
   const int L = static_cast<int>(config.layers), H = static_cast<int>(config.heads);
   models::CaptureRequest capture;
-  capture.queriesKeys = request.tables;
+  capture.queriesKeys = request.tables || (request.curveBins > 0 && !request.snapshotPairs.empty());
   models::ForwardOptions options;
   options.capture = &capture;
   options.attentionMask = mask;
@@ -74,6 +89,15 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
       if (c.linearWeights.defined())
         snap.linear = runs::poolMaps(toFloats(c.linearWeights[0][ph]), 1, static_cast<int>(T), snap.size);
       result.snapshots.push_back(std::move(snap));
+      if (request.curveBins > 0) {
+        const auto scores = attn::attentionScores(c.queries.narrow(0, 0, 1).narrow(1, ph, 1),
+                                                  c.keys.narrow(0, 0, 1).narrow(1, ph, 1))[0][0];  // [T, T]
+        const auto pairValid = valid[0][0];                                                         // [T, T]
+        result.curves.push_back(toRow(metrics::monotonicityCurve(scores, c.softmaxWeights[0][ph], pairValid, request.curveBins)));
+        result.curves.push_back(c.linearWeights.defined()
+                                    ? toRow(metrics::monotonicityCurve(scores, c.linearWeights[0][ph], pairValid, request.curveBins))
+                                    : emptyCurve(request.curveBins));
+      }
     }
   }
   result.meanKl = klCount > 0 ? klSum / klCount : nan;

@@ -134,6 +134,14 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
   for (const auto& [l, h] : pairs) layout.snapshots.pairs.push_back({l, h});
   layout.snapshots.tokens = probeTokens;
   layout.snapshots.size = static_cast<int>(std::min<int64_t>(config.snapshotSize, probeIds.size(1)));
+  if (config.curveBins > 0) {  // teacher and student curves of every snapshot pair, on the probe text
+    layout.curves.bins = config.curveBins;
+    for (const auto& [l, h] : pairs)
+      for (const auto& label : probeCurveLabels()) {
+        layout.curves.pairs.push_back({l, h});
+        layout.curves.labels.push_back(label);
+      }
+  }
   for (const auto& [name, t] : model->adapterTensors()) layout.weights.push_back({name, t.sizes().vec()});
   runs::RunWriterOptions writerOptions;
   writerOptions.overwrite = true;
@@ -191,6 +199,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
     observer.headTables(step, tables.tables);
     if (withSnapshots) {
       request.tables = false;
+      request.curveBins = config.curveBins;
       const auto probed = probeAttention(*model, probeIds, {}, request);
       std::vector<float> softmaxMaps, linearMaps;
       const size_t cell = static_cast<size_t>(layout.snapshots.storedSize()) * layout.snapshots.storedSize();
@@ -200,6 +209,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
         else linearMaps.insert(linearMaps.end(), s.linear.begin(), s.linear.end());
       }
       if (probed.snapshots.size() == pairs.size()) writer.appendSnapshot(step, softmaxMaps, linearMaps);
+      if (layout.curves.enabled() && probed.curves.size() == layout.curves.pairs.size()) writer.appendCurves(step, probed.curves);
       observer.snapshots(step, probed.snapshots, probeTokens);
     }
     return tables.meanKl;

@@ -51,6 +51,7 @@ struct DistillConfig {
   int64_t snapshotEvery = 25;
   std::vector<std::pair<int, int>> snapshotPairs;  // empty = head 0 of up to 4 converted layers
   int snapshotSize = 64;
+  int curveBins = 32;                 // monotonicity curves of the snapshot pairs (0 = none)
   std::string probeText = "The quick brown fox jumps over the lazy dog because it is tired of running around the field all day.";
   uint64_t seed = 0;
   bool resume = false;

@@ -72,6 +72,10 @@ void validateLayout(const RunLayout& layout) {
   if (layout.curves.enabled()) {
     checkPairs("curve", layout.curves.pairs, layout);
     if (layout.curves.bins < 1) throw std::invalid_argument("run layout: curves need bins >= 1");
+    if (!layout.curves.labels.empty() && layout.curves.labels.size() != layout.curves.pairs.size())
+      throw std::invalid_argument("run layout: curve labels must be one per pair (" +
+                                  std::to_string(layout.curves.pairs.size()) + "), got " +
+                                  std::to_string(layout.curves.labels.size()));
   }
   for (const auto& w : layout.weights) {
     checkName("weight", w.name, weightNames);

@@ -62,10 +62,13 @@ struct SnapshotSpec {
   int storedSize() const;  // S after resolving 0
 };
 
-// Monotonicity curves (hh::metrics::monotonicityCurve) for chosen pairs, B bins each.
+// Monotonicity curves (hh::metrics::monotonicityCurve) for chosen pairs, B bins each. A pair may
+// appear more than once when its curves measure different weights; labels then say which (e.g.
+// "softmax" and "linear" for a distillation's teacher and student on the same head).
 struct CurveSpec {
-  std::vector<LayerHead> pairs;  // P
-  int bins = 0;                  // B
+  std::vector<LayerHead> pairs;     // P
+  int bins = 0;                     // B
+  std::vector<std::string> labels;  // [P] or empty (no labels)
   bool enabled() const { return !pairs.empty(); }
 };
 

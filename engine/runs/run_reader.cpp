@@ -208,6 +208,11 @@ void RunReader::Impl::load() {
                       dapl, p);
     layout.curves.pairs = readPairs(curves.group, p);
     layout.curves.bins = int(curves.data[0].row[1]);
+    if (h5::hasAttr(curves.group, "labels")) {
+      layout.curves.labels = h5::stringsAttr(curves.group, "labels", p);
+      if (layout.curves.labels.size() != layout.curves.pairs.size())
+        throw RunFileError("run file '" + p + "': curve labels do not match the curve pairs");
+    }
     for (const auto& c : curves.data)
       if (c.row[0] != layout.curves.pairs.size() || c.row != curves.data[0].row)
         throw RunFileError("run file '" + p + "': curves are not [N, P, B]");

@@ -248,6 +248,7 @@ void RunWriter::Impl::build() {
     setNxData(g, "mean", {"step", ".", "."}, p);
     h5::setAttr(g, "auxiliary_signals", std::vector<std::string>{"stddev", "bin_center", "count"}, p);
     writePairs(g, layout.curves.pairs, p);
+    if (!layout.curves.labels.empty()) h5::setAttr(g, "labels", layout.curves.labels, p);
     curves = makeRows(std::move(g),
                       {{"bin_center", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {np, b}, chunk, &kNaN},
                        {"mean", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {np, b}, chunk, &kNaN},

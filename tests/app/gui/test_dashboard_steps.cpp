@@ -2,7 +2,8 @@
 //   - a finished run file with three snapshots (steps 10, 20, 30) and KL rows at the same steps:
 //     the slider spans the three and starts on the latest; moving it to 0 and 1 shows that
 //     snapshot's probe maps and the KL row of that step in the grid (read by the follower),
-//     moving it back to the end shows the latest again;
+//     moving it back to the end shows the latest again; the monotonicity plot shows the teacher's
+//     and the student's curve of that step;
 //   - while live (updates fed one by one), the slider follows each new snapshot; once the user
 //     moves it away it stays there while snapshots arrive, and returns to following at the end;
 //   - loss rows arriving in several updates give the same raw and smoothed traces as a
@@ -39,6 +40,9 @@ r::RunHeader header() {
   h.layout.tables = {"kl"};
   h.layout.snapshots.pairs = {{0, 1}};
   h.layout.snapshots.tokens = {"a", "b", "c"};
+  h.layout.curves.pairs = {{0, 1}, {0, 1}};
+  h.layout.curves.labels = {"softmax", "linear"};
+  h.layout.curves.bins = 2;
   return h;
 }
 
@@ -47,6 +51,10 @@ void appendSnapshot(r::RunWriter& w, int k) {
   std::vector<float> softmax(9, float(k) / 10.0f), linear(9, 0.0f);
   linear[6] = float(k);
   w.appendSnapshot(10 * k, softmax, linear);
+  // Curves at the same step: the teacher's means (0.25, 0.75), the student's (k, 2k).
+  const r::CurveRow teacher{{-1.0, 1.0}, {0.25, 0.75}, {0.1, 0.1}, {3, 3}};
+  const r::CurveRow student{{-1.0, 1.0}, {double(k), 2.0 * k}, {0.0, 0.0}, {3, 3}};
+  w.appendCurves(10 * k, {teacher, student});
 }
 
 hh::gui::RunUpdate snapshotUpdate(int k, bool reset) {
@@ -103,6 +111,12 @@ class TestDashboardSteps : public QObject {
     QCOMPARE(view.shownSnapshotStep(), int64_t(30));
     QCOMPARE(view.headGrid()->summary(0, 1), 0.2 * 3);
     QCOMPARE(double(view.linearMap()->valueAt(2, 0)), 3.0);
+    auto* mono = view.monotonicityPlot();
+    QCOMPARE(mono->seriesCount(), 2);
+    QCOMPARE(mono->seriesName(0), QString("softmax"));
+    QCOMPARE(mono->seriesName(1), QString("linear"));
+    QVERIFY(mono->seriesValues(0) == QVector<double>({0.25, 0.75}));
+    QVERIFY(mono->seriesValues(1) == QVector<double>({3.0, 6.0}));
 
     slider->setValue(0);
     QVERIFY(!view.followingLatest());
@@ -111,6 +125,7 @@ class TestDashboardSteps : public QObject {
     QCOMPARE(double(view.softmaxMap()->valueAt(1, 1)), double(0.1f));
     QCOMPARE(view.headGrid()->summary(0, 0), 0.1);  // the KL row of step 10
     QCOMPARE(view.headGrid()->summary(0, 1), 0.2);
+    QVERIFY(mono->seriesValues(1) == QVector<double>({1.0, 2.0}));  // the student at step 10
 
     slider->setValue(1);
     QCOMPARE(view.shownSnapshotStep(), int64_t(20));
@@ -122,6 +137,7 @@ class TestDashboardSteps : public QObject {
     QCOMPARE(view.shownSnapshotStep(), int64_t(30));
     QCOMPARE(double(view.linearMap()->valueAt(2, 0)), 3.0);
     QCOMPARE(view.headGrid()->summary(0, 1), 0.2 * 3);
+    QVERIFY(mono->seriesValues(1) == QVector<double>({3.0, 6.0}));
   }
 
   void sliderFollowsTheLatestUnlessMovedAway() {

@@ -2,7 +2,9 @@
 // written by the test (no npm data needed): it completes, lowers the mean KL, and leaves a run
 // file and adapters that reload; cancel stops at the requested step and marks the run cancelled;
 // an injected NaN stops the job, marks it failed and keeps the last good feature maps; resume
-// continues from the checkpoint to the new step budget; the loss equals a hand computation.
+// continues from the checkpoint to the new step budget; the loss equals a hand computation; the
+// monotonicity curves stored at each snapshot are the teacher's and the student's on the probe
+// text (recomputed here from a fresh forward pass of the reloaded model).
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -10,6 +12,8 @@
 
 #include "engine/attention/softmax_attention.h"
 #include "engine/jobs/distill_job.h"
+#include "engine/metrics/attention_metrics.h"
+#include "engine/tokenizers/tokenizer.h"
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
 #include "tests/engine/models/model_test_support.h"
@@ -73,6 +77,71 @@ class TestDistillJob : public QObject {
     auto model = hh::models::loadModel(kModel);
     hh::models::loadAdaptersFile(*model, r.adaptersFile);
     QCOMPARE(model->config().plan.linearLayerCount(), int64_t(5));
+  }
+
+  void storesTeacherAndStudentCurves() {
+    hh::test::TempDir dir("distill_curves");
+    auto c = smallConfig(dir);
+    c.snapshotPairs = {{0, 1}, {3, 0}};
+    c.curveBins = 12;
+    CountingObserver observer;
+    const auto r = j::runDistill(c, observer);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    auto run = hh::runs::RunReader::open(r.runFile);
+    const auto& spec = run.header().layout.curves;
+    QCOMPARE(spec.bins, 12);
+    QCOMPARE(spec.pairs.size(), size_t(4));  // (0,1) softmax, (0,1) linear, (3,0) softmax, (3,0) linear
+    QVERIFY(spec.labels == std::vector<std::string>({"softmax", "linear", "softmax", "linear"}));
+    QVERIFY(spec.pairs[1].layer == 0 && spec.pairs[1].head == 1 && spec.pairs[2].layer == 3 && spec.pairs[2].head == 0);
+    QCOMPARE(run.curveCount(), run.snapshotCount());
+    QVERIFY(run.curveSteps() == run.snapshotSteps());
+
+    // The reloaded best feature maps on the probe text, measured here.
+    auto model = hh::models::loadModel(kModel);
+    hh::models::loadAdaptersFile(*model, r.adaptersFile);
+    const auto tokenizer = hh::tok::loadTokenizer(kModel);
+    const auto ids = torch::tensor(tokenizer->encode(c.probeText), torch::kLong).unsqueeze(0);  // [1, T]
+    const int64_t T = ids.size(1);
+    hh::models::CaptureRequest capture;
+    capture.queriesKeys = true;
+    hh::models::ForwardOptions options;
+    options.capture = &capture;
+    options.teacher = true;
+    options.computeLogits = false;
+    torch::NoGradGuard noGrad;
+    const auto out = model->forward(ids, options);
+    const auto valid = hh::attn::validPairs(T, T, true)[0][0];  // [T, T]
+    const auto stepsStored = run.curveSteps();
+    const auto bestRow = std::find(stepsStored.begin(), stepsStored.end(), r.bestStep) - stepsStored.begin();
+    QVERIFY(bestRow < int64_t(stepsStored.size()));
+    for (size_t k = 0; k < 2; ++k) {
+      const int l = c.snapshotPairs[k].first, h = c.snapshotPairs[k].second;
+      const auto& cap = out.captures[size_t(l)];
+      // Scores in float32 as the model computes them, so that no pair changes bin by rounding.
+      const auto q = cap.queries[0][h], key = cap.keys[0][h];                                  // [T, D]
+      const auto scores = torch::matmul(q, key.t()) * (1.0 / std::sqrt(double(q.size(1))));  // [T, T]
+      const auto teacher = hh::metrics::monotonicityCurve(scores, cap.softmaxWeights[0][h], valid, 12);
+      const auto student = hh::metrics::monotonicityCurve(scores, cap.linearWeights[0][h], valid, 12);
+      int64_t pairsCounted = 0;
+      for (int64_t n : teacher.count) pairsCounted += n;
+      QCOMPARE(pairsCounted, T * (T + 1) / 2);  // every causal pair, once
+      auto near = [](const std::vector<double>& a, const std::vector<double>& b, double tol) {
+        for (size_t i = 0; i < a.size(); ++i)
+          if (std::isfinite(a[i]) != std::isfinite(b[i]) || (std::isfinite(a[i]) && std::abs(a[i] - b[i]) > tol)) return false;
+        return a.size() == b.size();
+      };
+      // The teacher is frozen: the same curve at every snapshot. The student's at the best step
+      // is that of the saved feature maps. Tolerance: float32 weights summed in another order.
+      for (int64_t row = 0; row < run.curveCount(); ++row) {
+        const auto set = run.curves(row);
+        QVERIFY(set.curves[2 * k].count == teacher.count);
+        QVERIFY(near(set.curves[2 * k].mean, teacher.mean, 1e-5));
+        QVERIFY(near(set.curves[2 * k].binCenters, teacher.binCenters, 1e-4));
+      }
+      const auto best = run.curves(bestRow);
+      QVERIFY(near(best.curves[2 * k + 1].mean, student.mean, 1e-5));
+      QVERIFY(!near(run.curves(0).curves[2 * k + 1].mean, student.mean, 1e-5) || r.bestStep == 0);
+    }
   }
 
   void cancelStopsAndMarksRun() {

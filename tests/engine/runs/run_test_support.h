@@ -59,6 +59,7 @@ inline RunHeader sampleHeader(const std::string& runId = "run-1", int snapshotSi
   l.snapshots.size = snapshotSize;
   l.curves.pairs = {{0, 0}, {1, 1}};
   l.curves.bins = kBins;
+  l.curves.labels = {"softmax", "linear"};
   l.weights = {{"fm.weight", {3, 4, 4}}, {"fm.bias", {3, 4}}};
   return h;
 }

@@ -77,6 +77,7 @@ void TestRunErrors::layoutValidation() {
   QVERIFY(createFails([](RunLayout& l) { l.snapshots.size = kTokens + 1; }, "S = 11"));
   QVERIFY(createFails([](RunLayout& l) { l.snapshots.tokens.clear(); }, "probe token"));
   QVERIFY(createFails([](RunLayout& l) { l.curves.bins = 0; }, "bins >= 1"));
+  QVERIFY(createFails([](RunLayout& l) { l.curves.labels.push_back("extra"); }, "one per pair (2), got 3"));
   QVERIFY(createFails([](RunLayout& l) { l.weights[0].shape = {3, 0}; }, "dimension < 1"));
 
   // An existing file is refused unless overwrite is asked for.

@@ -85,6 +85,7 @@ void TestRunStore::roundTripEveryKind() {
   QCOMPARE(l.snapshots.storedSize(), kTokens);
   QVERIFY(l.curves.pairs == header.layout.curves.pairs);
   QCOMPARE(l.curves.bins, kBins);
+  QVERIFY(l.curves.labels == header.layout.curves.labels);
   QCOMPARE(l.weights.size(), size_t(2));
   QCOMPARE(l.weights[0].name, std::string("fm.weight"));
   QVERIFY(l.weights[0].shape == (std::vector<int64_t>{3, 4, 4}));

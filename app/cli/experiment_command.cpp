@@ -1,0 +1,69 @@
+// `hedgehog experiment --config FILE [--only a,b] [--force] [--list]`: runs an experiment project
+// (engine/jobs/experiment_job.h: one job kind, a base config, named variants) variant after
+// variant, reusing variants already completed with the same config, then prints the summary
+// table and where summary.json / summary.csv are.
+#include <cstdio>
+#include <set>
+
+#include "app/cli/cli_observer.h"
+#include "app/cli/commands.h"
+#include "engine/jobs/config_file.h"
+#include "engine/jobs/experiment_job.h"
+
+namespace hh::cli {
+
+namespace {
+void printSummary(const jobs::ExperimentResult& r) {
+  // The metrics every variant has, as columns (the summary files hold all of them).
+  std::set<std::string> common;
+  bool first = true;
+  for (const auto& v : r.variants) {
+    std::set<std::string> keys;
+    for (const auto& [k, value] : v.metrics) keys.insert(k);
+    if (first) common = keys;
+    else
+      for (auto it = common.begin(); it != common.end();) it = keys.count(*it) ? std::next(it) : common.erase(it);
+    first = false;
+  }
+  std::printf("%-20s %-10s %9s", "variant", "status", "seconds");
+  for (const auto& k : common) std::printf(" %s", k.c_str());
+  std::printf("\n");
+  for (const auto& v : r.variants) {
+    std::printf("%-20s %-10s %9.1f", v.name.c_str(), jobs::toString(v.status), v.seconds);
+    for (const auto& k : common) std::printf(" %*.4g", int(k.size()), v.metrics.at(k));
+    std::printf("%s\n", v.reused ? "   (reused)" : "");
+  }
+}
+}  // namespace
+
+void addExperimentCommand(CLI::App& app) {
+  struct Args {
+    std::string configFile;
+    std::vector<std::string> only;
+    bool force = false, list = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("experiment", "Run an experiment project: one job over named variants, then a summary");
+  cmd->add_option("--config", a->configFile, "Experiment project (projects/experiments/*.json)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--only", a->only, "Run only these variants (the others are reused when done)")->delimiter(',');
+  cmd->add_flag("--force", a->force, "Run the chosen variants again even if done with the same config");
+  cmd->add_flag("--list", a->list, "Print the variants and their merged configs, run nothing");
+  cmd->callback([a] {
+    const auto config = jobs::experimentConfigFromJson(jobs::readConfigFile(a->configFile, ""));
+    if (a->list) {
+      for (const auto& v : config.variants)
+        std::printf("%s\n%s\n", v.name.c_str(), jobs::variantConfig(config, v.name).dump(2).c_str());
+      return;
+    }
+    CliObserver observer;
+    jobs::ExperimentOptions options;
+    options.force = a->force;
+    options.only = a->only;
+    const auto r = jobs::runExperiment(config, observer, options);
+    printSummary(r);
+    std::printf("%s (%.1f s): %s\nsummary: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(), r.summaryJson.c_str());
+    if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
+  });
+}
+
+}  // namespace hh::cli

@@ -1,0 +1,291 @@
+#include "engine/jobs/experiment_job.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+
+#include "engine/jobs/convert_job.h"
+#include "engine/jobs/job_support.h"
+#include "engine/jobs/train_job.h"
+#include "engine/runs/run_reader.h"
+
+namespace hh::jobs {
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::set<std::string> kJobs{"train", "convert", "distill", "finetune", "evaluate"};
+
+bool safeFolderName(const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.size() > 100) return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+  return true;
+}
+
+// Parses `config` as job `job` (throws std::invalid_argument naming the key).
+void checkJobConfig(const std::string& job, const nlohmann::json& config) {
+  if (job == "train") trainConfigFromJson(config);
+  else if (job == "convert") convertConfigFromJson(config);
+  else if (job == "distill") distillConfigFromJson(config);
+  else if (job == "finetune") finetuneConfigFromJson(config);
+  else evaluateConfigFromJson(config);
+}
+
+struct Outcome {
+  JobStatus status;
+  std::string message;
+};
+
+Outcome runJob(const std::string& job, const nlohmann::json& config, JobObserver& observer) {
+  auto outcome = [](const auto& r) { return Outcome{r.status, r.message}; };
+  if (job == "train") return outcome(runTrain(trainConfigFromJson(config), observer));
+  if (job == "convert") return outcome(runConvert(convertConfigFromJson(config), observer));
+  if (job == "distill") return outcome(runDistill(distillConfigFromJson(config), observer));
+  if (job == "finetune") return outcome(runFinetune(finetuneConfigFromJson(config), observer));
+  return outcome(runEvaluate(evaluateConfigFromJson(config), observer));
+}
+
+// Passes everything through, naming the variant in progress phases and log lines.
+class VariantObserver : public JobObserver {
+ public:
+  VariantObserver(JobObserver& inner, std::string prefix) : inner_(inner), prefix_(std::move(prefix)) {}
+  void started(const std::string& runPath, int64_t totalSteps) override { inner_.started(runPath, totalSteps); }
+  void progress(int64_t step, int64_t totalSteps, const std::string& phase) override {
+    inner_.progress(step, totalSteps, prefix_ + phase);
+  }
+  void scalars(int64_t step, const std::map<std::string, double>& values) override { inner_.scalars(step, values); }
+  void headTables(int64_t step, const std::vector<HeadTable>& tables) override { inner_.headTables(step, tables); }
+  void snapshots(int64_t step, const std::vector<AttentionSnapshot>& maps, const std::vector<std::string>& tokens) override {
+    inner_.snapshots(step, maps, tokens);
+  }
+  void log(const std::string& line) override { inner_.log(prefix_ + line); }
+  bool cancelled() override { return inner_.cancelled(); }
+
+ private:
+  JobObserver& inner_;
+  std::string prefix_;
+};
+
+std::string csvNumber(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.9g", v);
+  return buffer;
+}
+
+}  // namespace
+
+ExperimentConfig experimentConfigFromJson(const nlohmann::json& j) {
+  ExperimentConfig c;
+  JsonReader r{j, "experiment", {}};
+  r.read("name", c.name);
+  r.read("description", c.description);
+  r.read("job", c.job);
+  r.read("run_dir", c.runDir);
+  r.seen.insert("base");
+  r.seen.insert("variants");
+  r.checkUnknownKeys();
+  if (!kJobs.count(c.job))
+    throw std::invalid_argument("experiment: \"job\" must be train, convert, distill, finetune or evaluate, not \"" + c.job + "\"");
+  if (c.runDir.empty()) throw std::invalid_argument("experiment: \"run_dir\" is missing");
+  if (j.contains("base")) {
+    if (!j.at("base").is_object()) throw std::invalid_argument("experiment: \"base\" must be an object");
+    c.base = j.at("base");
+  }
+  if (c.base.contains("run_dir")) throw std::invalid_argument("experiment: \"base\" must not set run_dir (each variant gets <run_dir>/<name>)");
+  if (!j.contains("variants") || !j.at("variants").is_array() || j.at("variants").empty())
+    throw std::invalid_argument("experiment: \"variants\" must be a non-empty array");
+  std::set<std::string> names;
+  for (const auto& v : j.at("variants")) {
+    ExperimentVariant variant;
+    JsonReader vr{v, "experiment variant", {}};
+    vr.read("name", variant.name);
+    vr.seen.insert("set");
+    vr.checkUnknownKeys();
+    if (!safeFolderName(variant.name))
+      throw std::invalid_argument("experiment: variant name \"" + variant.name + "\" must be a folder name (letters, digits, - _ .)");
+    if (!names.insert(variant.name).second) throw std::invalid_argument("experiment: two variants are named \"" + variant.name + "\"");
+    variant.set = v.contains("set") ? v.at("set") : nlohmann::json::object();
+    if (!variant.set.is_object()) throw std::invalid_argument("experiment: variant \"" + variant.name + "\": \"set\" must be an object");
+    if (variant.set.contains("run_dir")) throw std::invalid_argument("experiment: variant \"" + variant.name + "\" must not set run_dir");
+    c.variants.push_back(std::move(variant));
+  }
+  for (const auto& v : c.variants) {
+    try {
+      checkJobConfig(c.job, variantConfig(c, v.name));
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("experiment: variant \"" + v.name + "\": " + e.what());
+    }
+  }
+  return c;
+}
+
+nlohmann::json toJson(const ExperimentConfig& c) {
+  nlohmann::json variants = nlohmann::json::array();
+  for (const auto& v : c.variants) variants.push_back({{"name", v.name}, {"set", v.set}});
+  return {{"name", c.name}, {"description", c.description}, {"job", c.job}, {"run_dir", c.runDir},
+          {"base", c.base}, {"variants", variants}};
+}
+
+nlohmann::json variantConfig(const ExperimentConfig& c, const std::string& name) {
+  for (const auto& v : c.variants) {
+    if (v.name != name) continue;
+    nlohmann::json merged = c.base;
+    merged.merge_patch(v.set);
+    merged["run_dir"] = (fs::path(c.runDir) / v.name).string();
+    return merged;
+  }
+  throw std::invalid_argument("experiment: no variant named \"" + name + "\"");
+}
+
+std::map<std::string, double> finalMetrics(const std::string& dir) {
+  std::map<std::string, double> out;
+  std::vector<std::pair<std::string, fs::path>> files;  // (prefix, run file)
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / "run.h5", ec)) files.emplace_back("", fs::path(dir) / "run.h5");
+  if (fs::is_directory(dir, ec)) {
+    std::vector<fs::path> subdirs;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      if (entry.is_directory(ec) && fs::exists(entry.path() / "run.h5", ec)) subdirs.push_back(entry.path());
+    std::sort(subdirs.begin(), subdirs.end());
+    for (const auto& d : subdirs) files.emplace_back(d.filename().string() + "/", d / "run.h5");
+  }
+  for (const auto& [prefix, file] : files) {
+    try {
+      const auto reader = runs::RunReader::open(file.string());
+      for (const auto& spec : reader.header().layout.scalars) {
+        const auto series = reader.scalars(spec.name);
+        if (!series.values.empty()) out[prefix + spec.name] = series.values.back();
+      }
+    } catch (const std::exception&) {
+      // A file that cannot be read contributes nothing; the variant's status says why.
+    }
+  }
+  return out;
+}
+
+nlohmann::json experimentSummary(const ExperimentConfig& c, const std::vector<VariantResult>& variants) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& v : variants) {
+    nlohmann::json metrics = nlohmann::json::object();
+    for (const auto& [k, value] : v.metrics) metrics[k] = std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(csvNumber(value));
+    list.push_back({{"name", v.name}, {"run_dir", v.runDir}, {"status", toString(v.status)}, {"message", v.message},
+                    {"seconds", v.seconds}, {"reused", v.reused}, {"metrics", metrics}});
+  }
+  return {{"name", c.name}, {"description", c.description}, {"job", c.job}, {"run_dir", c.runDir}, {"variants", list}};
+}
+
+namespace {
+
+void writeSummary(const ExperimentConfig& c, const std::vector<VariantResult>& variants, ExperimentResult& result) {
+  fs::create_directories(c.runDir);
+  result.summaryJson = (fs::path(c.runDir) / "summary.json").string();
+  result.summaryCsv = (fs::path(c.runDir) / "summary.csv").string();
+  std::ofstream(result.summaryJson) << experimentSummary(c, variants).dump(2) << "\n";
+  std::set<std::string> keys;
+  for (const auto& v : variants)
+    for (const auto& [k, value] : v.metrics) keys.insert(k);
+  std::ofstream csv(result.summaryCsv);
+  csv << "variant,status,seconds,reused";
+  for (const auto& k : keys) csv << "," << k;
+  csv << "\n";
+  for (const auto& v : variants) {
+    csv << v.name << "," << toString(v.status) << "," << csvNumber(v.seconds) << "," << (v.reused ? "true" : "false");
+    for (const auto& k : keys) {
+      const auto it = v.metrics.find(k);
+      csv << "," << (it == v.metrics.end() ? std::string() : csvNumber(it->second));
+    }
+    csv << "\n";
+  }
+}
+
+// The record of a completed variant, when its config equals `config`.
+bool reusable(const fs::path& record, const nlohmann::json& config, VariantResult& out) {
+  std::ifstream in(record);
+  if (!in) return false;
+  try {
+    const auto j = nlohmann::json::parse(in);
+    if (j.at("config") != config || j.at("status").get<std::string>() != "completed") return false;
+    out.status = JobStatus::Completed;
+    out.message = j.value("message", std::string());
+    out.seconds = j.value("seconds", 0.0);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer, const ExperimentOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  ExperimentResult result;
+  std::set<std::string> only(options.only.begin(), options.only.end());
+  for (const auto& name : only) variantConfig(c, name);  // throws on an unknown name
+  const size_t n = c.variants.size();
+  for (size_t i = 0; i < n; ++i) {
+    const auto& v = c.variants[i];
+    const auto config = variantConfig(c, v.name);
+    const fs::path dir = config.at("run_dir").get<std::string>();
+    const fs::path record = dir / "variant.json";
+    VariantResult vr;
+    vr.name = v.name;
+    vr.runDir = dir.string();
+    const bool selected = only.empty() || only.count(v.name);
+    const std::string prefix = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + " " + v.name + "] ";
+    if ((!options.force || !selected) && reusable(record, config, vr)) {
+      vr.reused = true;
+      observer.log(prefix + "done earlier with this config (" + csvNumber(vr.seconds) + " s): reused");
+    } else if (!selected) {
+      continue;  // not asked for, not done: absent from the summary
+    } else {
+      if (observer.cancelled()) {
+        result.status = JobStatus::Cancelled;
+        break;
+      }
+      observer.log(prefix + "running " + c.job + " into " + dir.string());
+      fs::create_directories(dir);
+      fs::remove(record);
+      const auto t0 = std::chrono::steady_clock::now();
+      VariantObserver inner(observer, prefix);
+      Outcome outcome{JobStatus::Failed, ""};
+      try {
+        outcome = runJob(c.job, config, inner);
+      } catch (const std::exception& e) {
+        outcome = {JobStatus::Failed, e.what()};
+      }
+      vr.status = outcome.status;
+      vr.message = outcome.message;
+      vr.seconds = secondsSince(t0);
+      std::ofstream(record) << nlohmann::json{{"config", config}, {"status", toString(vr.status)},
+                                              {"message", vr.message}, {"seconds", vr.seconds}}
+                                   .dump(2)
+                            << "\n";
+      observer.log(prefix + toString(vr.status) + " in " + csvNumber(vr.seconds) + " s: " + vr.message);
+    }
+    vr.metrics = finalMetrics(vr.runDir);
+    result.variants.push_back(vr);
+    if (vr.status == JobStatus::Cancelled) {
+      result.status = JobStatus::Cancelled;
+      break;
+    }
+  }
+  writeSummary(c, result.variants, result);
+  int failed = 0;
+  for (const auto& v : result.variants) failed += v.status == JobStatus::Failed;
+  if (result.status != JobStatus::Cancelled && failed > 0) result.status = JobStatus::Failed;
+  result.message = std::to_string(result.variants.size()) + " of " + std::to_string(n) + " variants in the summary" +
+                   (failed ? ", " + std::to_string(failed) + " failed" : "") + " (" + result.summaryCsv + ")";
+  result.seconds = secondsSince(started);
+  return result;
+}
+
+}  // namespace hh::jobs

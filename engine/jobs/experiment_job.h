@@ -1,0 +1,84 @@
+// An experiment: one job kind, a base config and named variants, run one after another, then a
+// summary of every variant's final metrics (what the results pages and the workbench's
+// experiment view read). A project file:
+//   {"name": "associative_recall", "description": "...", "job": "train",
+//    "run_dir": "runs/experiments/associative_recall",
+//    "base": { <a train config, without run_dir> },
+//    "variants": [{"name": "softmax", "set": {"feature_map": "softmax"}},
+//                 {"name": "exp_t2", "set": {"feature_map": "exp_t", "exp_t": 2}}, ...]}
+// Variant v runs the job with config = merge_patch(base, v.set) (RFC 7396: objects merge key by
+// key, null deletes, anything else replaces) and run_dir = <run_dir>/<v.name>. Every variant's
+// config is parsed before the first one runs, so a typo fails at once, naming the variant.
+// After a variant completes, <run_dir>/<name>/variant.json records its config, status and wall
+// time; a later run with the same config reuses it (unless `force`), so an interrupted
+// experiment continues where it stopped. The summary (<run_dir>/summary.json and summary.csv)
+// has, per variant, the last value of every scalar of every run file in its folder, keyed by the
+// run file's folder relative to the variant's ("" for the variant's own run.h5):
+//   train:   test_accuracy, attention_entropy, val_loss, ...
+//   convert: ppl_converted, ... and "evaluate/kl_mean_hedgehog", "distill/kl_mean", ...
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/jobs/job_observer.h"
+
+namespace hh::jobs {
+
+struct ExperimentVariant {
+  std::string name;     // a folder name: letters, digits, '-', '_', '.'
+  nlohmann::json set;   // merge patch over the base config
+};
+
+struct ExperimentConfig {
+  std::string name;
+  std::string description;
+  std::string job;      // train | convert | distill | finetune | evaluate
+  std::string runDir;
+  nlohmann::json base = nlohmann::json::object();
+  std::vector<ExperimentVariant> variants;
+};
+
+// Throws std::invalid_argument naming the key or the variant (unknown keys, wrong types, an
+// unknown job, duplicate or unsafe variant names, a variant whose merged config the job refuses).
+ExperimentConfig experimentConfigFromJson(const nlohmann::json& json);
+nlohmann::json toJson(const ExperimentConfig& config);
+// The job config variant `name` runs with (merged, run_dir filled in).
+nlohmann::json variantConfig(const ExperimentConfig& config, const std::string& name);
+
+struct VariantResult {
+  std::string name;
+  std::string runDir;
+  JobStatus status = JobStatus::Completed;
+  std::string message;
+  double seconds = 0;   // wall time of the run that produced it (also when reused)
+  bool reused = false;  // completed earlier with the same config: not run again
+  std::map<std::string, double> metrics;
+};
+
+struct ExperimentOptions {
+  bool force = false;               // run every variant again
+  std::vector<std::string> only;    // run only these variants (the others are reused if done)
+};
+
+struct ExperimentResult {
+  JobStatus status = JobStatus::Completed;
+  std::string message;
+  std::vector<VariantResult> variants;  // in the config's order; variants not run yet are absent
+  std::string summaryJson, summaryCsv;
+  double seconds = 0;                   // this invocation's wall time
+};
+
+// Runs the variants on the calling thread. A failed variant is recorded and the next one runs; a
+// cancel stops the experiment (the summary still lists what finished).
+ExperimentResult runExperiment(const ExperimentConfig& config, JobObserver& observer, const ExperimentOptions& options = {});
+
+// The summary of the variants found under config.runDir (completed or not), as runExperiment writes it.
+nlohmann::json experimentSummary(const ExperimentConfig& config, const std::vector<VariantResult>& variants);
+// The last value of every scalar of every run.h5 under `dir` (at most two folders deep), keyed
+// "<relative folder>/<scalar>" ("<scalar>" for dir/run.h5). Unreadable files are skipped.
+std::map<std::string, double> finalMetrics(const std::string& dir);
+
+}  // namespace hh::jobs

@@ -1,0 +1,185 @@
+// engine.jobs.experiment: the experiment runner over distillation variants of the tiny GPT-2
+// fixture (a few steps each).
+//   - config errors name the key or the variant (unknown job, duplicate / unsafe names, run_dir
+//     in the base, a variant whose merged config the job refuses);
+//   - variant configs are RFC 7396 merge patches over the base (objects merge, null deletes);
+//   - a run writes every variant's run file, variant.json and a summary (JSON and a CSV with
+//     one row per variant and the final scalars as columns, equal to the run files' last rows);
+//   - a second run reuses completed variants (no new run file), --force and --only run again,
+//     a changed config runs that variant again;
+//   - a failing variant is recorded and the next one still runs; a cancel stops the experiment.
+#include <filesystem>
+#include <fstream>
+
+#include "engine/jobs/experiment_job.h"
+#include "engine/runs/run_reader.h"
+#include "tests/engine/jobs/jobs_test_support.h"
+#include "tests/engine/models/model_test_support.h"
+#include "tests/support/hh_test.h"
+
+namespace {
+
+namespace j = hh::jobs;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json tinyExperiment(const hh::test::TempDir& dir) {
+  return {{"name", "tiny"},
+          {"job", "distill"},
+          {"run_dir", dir.file("exp")},
+          {"base",
+           {{"model", std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2"},
+            {"steps", 4},
+            {"batch_size", 4},
+            {"eval_every", 2},
+            {"eval_batches", 1},
+            {"snapshot_every", 4},
+            {"patience", 0},
+            {"data", {{"corpus", hh::test::writeWordCorpus(dir)}, {"sequence_length", 32}, {"validation_fraction", 0.25}}}}},
+          {"variants", json::array({{{"name", "hedgehog"}, {"set", json::object()}},
+                                    {{"name", "t2r"}, {"set", {{"feature_map", "t2r"}}}}})}};
+}
+
+struct Cancelling : j::JobObserver {
+  int logs = 0, cancelAfterLogs = -1;
+  void log(const std::string&) override { ++logs; }
+  bool cancelled() override { return cancelAfterLogs >= 0 && logs >= cancelAfterLogs; }
+};
+
+std::filesystem::file_time_type mtime(const std::string& path) { return fs::last_write_time(path); }
+
+}  // namespace
+
+class TestExperimentJob : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+
+  void configErrorsNameTheProblem() {
+    hh::test::TempDir dir("experiment_errors");
+    const json good = tinyExperiment(dir);
+    auto fails = [&](auto edit, const char* needle) {
+      json bad = good;
+      edit(bad);
+      try {
+        j::experimentConfigFromJson(bad);
+      } catch (const std::invalid_argument& e) {
+        if (std::string(e.what()).find(needle) != std::string::npos) return true;
+        qWarning("message '%s' lacks '%s'", e.what(), needle);
+        return false;
+      }
+      qWarning("accepted, expected an error with '%s'", needle);
+      return false;
+    };
+    QVERIFY(fails([](json& e) { e["job"] = "bake"; }, "\"job\" must be"));
+    QVERIFY(fails([](json& e) { e["colour"] = 1; }, "unknown key \"colour\""));
+    QVERIFY(fails([](json& e) { e.erase("run_dir"); }, "run_dir"));
+    QVERIFY(fails([](json& e) { e["base"]["run_dir"] = "x"; }, "must not set run_dir"));
+    QVERIFY(fails([](json& e) { e["variants"][1]["name"] = "hedgehog"; }, "two variants are named \"hedgehog\""));
+    QVERIFY(fails([](json& e) { e["variants"][1]["name"] = "../up"; }, "must be a folder name"));
+    QVERIFY(fails([](json& e) { e["variants"] = json::array(); }, "non-empty"));
+    QVERIFY(fails([](json& e) { e["variants"][1]["set"]["stepz"] = 3; }, "variant \"t2r\": distill config: unknown key \"stepz\""));
+    QVERIFY(fails([](json& e) { e["variants"][0]["set"]["lr"] = "fast"; }, "variant \"hedgehog\""));
+  }
+
+  void variantsAreMergePatches() {
+    hh::test::TempDir dir("experiment_merge");
+    json e = tinyExperiment(dir);
+    e["variants"].push_back({{"name", "no_data_seed"}, {"set", {{"data", {{"sequence_length", 16}}}, {"patience", nullptr}}}});
+    const auto c = j::experimentConfigFromJson(e);
+    const json merged = j::variantConfig(c, "no_data_seed");
+    QCOMPARE(merged["data"]["sequence_length"].get<int>(), 16);                    // replaced inside the object
+    QCOMPARE(merged["data"]["corpus"], e["base"]["data"]["corpus"]);               // kept beside it
+    QVERIFY(!merged.contains("patience"));                                         // null deletes
+    QCOMPARE(merged["run_dir"].get<std::string>(), (fs::path(dir.file("exp")) / "no_data_seed").string());
+    QCOMPARE(j::variantConfig(c, "t2r")["feature_map"].get<std::string>(), std::string("t2r"));
+    HH_VERIFY_THROWS_WITH(j::variantConfig(c, "nope"), "no variant named");
+  }
+
+  void runsSummarizesAndReuses() {
+    hh::test::TempDir dir("experiment_run");
+    const auto c = j::experimentConfigFromJson(tinyExperiment(dir));
+    j::JobObserver quiet;
+    const auto r = j::runExperiment(c, quiet);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    QCOMPARE(r.variants.size(), size_t(2));
+    for (const auto& v : r.variants) {
+      QVERIFY(v.status == j::JobStatus::Completed && !v.reused && v.seconds > 0);
+      // The summary's numbers are the run file's last rows.
+      const auto run = hh::runs::RunReader::open(v.runDir + "/run.h5");
+      QCOMPARE(v.metrics.at("kl_mean"), run.scalars("kl_mean").values.back());
+      QCOMPARE(v.metrics.at("loss"), run.scalars("loss").values.back());
+    }
+    QVERIFY(r.variants[0].metrics.at("kl_mean") != r.variants[1].metrics.at("kl_mean"));
+    // summary.json and summary.csv agree with the result.
+    const auto summary = json::parse(std::ifstream(r.summaryJson));
+    QCOMPARE(summary["variants"][1]["name"].get<std::string>(), std::string("t2r"));
+    QCOMPARE(summary["variants"][1]["metrics"]["kl_mean"].get<double>(), r.variants[1].metrics.at("kl_mean"));
+    std::ifstream csv(r.summaryCsv);
+    std::string headerLine, row1, row2, extra;
+    std::getline(csv, headerLine);
+    std::getline(csv, row1);
+    std::getline(csv, row2);
+    QVERIFY(!std::getline(csv, extra));
+    QVERIFY(headerLine.rfind("variant,status,seconds,reused,", 0) == 0);
+    QVERIFY(headerLine.find(",kl_mean,") != std::string::npos);
+    QVERIFY(row1.rfind("hedgehog,completed,", 0) == 0 && row2.rfind("t2r,completed,", 0) == 0);
+
+    // Again: both reused, nothing rewritten.
+    const auto before = mtime(r.variants[1].runDir + "/run.h5");
+    const auto again = j::runExperiment(c, quiet);
+    QVERIFY(again.variants[0].reused && again.variants[1].reused);
+    QCOMPARE(again.variants[1].seconds, r.variants[1].seconds);
+    QCOMPARE(again.variants[1].metrics, r.variants[1].metrics);
+    QVERIFY(mtime(r.variants[1].runDir + "/run.h5") == before);
+    // --only with --force: that one again, the other reused.
+    j::ExperimentOptions options;
+    options.only = {"t2r"};
+    options.force = true;
+    const auto forced = j::runExperiment(c, quiet, options);
+    QVERIFY(forced.variants[0].reused && !forced.variants[1].reused);
+    QVERIFY(mtime(r.variants[1].runDir + "/run.h5") != before);
+    // A changed config runs the variant again.
+    json changed = tinyExperiment(dir);
+    changed["variants"][0]["set"]["lr"] = 0.02;
+    const auto rerun = j::runExperiment(j::experimentConfigFromJson(changed), quiet);
+    QVERIFY(!rerun.variants[0].reused && rerun.variants[1].reused);
+    options.only = {"nope"};
+    HH_VERIFY_THROWS_WITH(j::runExperiment(c, quiet, options), "no variant named");
+  }
+
+  void failureIsRecordedAndCancelStops() {
+    hh::test::TempDir dir("experiment_fail");
+    json e = tinyExperiment(dir);
+    e["variants"][0]["set"]["debug_nan_at_step"] = 1;
+    const auto c = j::experimentConfigFromJson(e);
+    j::JobObserver quiet;
+    const auto r = j::runExperiment(c, quiet);
+    QVERIFY(r.status == j::JobStatus::Failed);
+    QVERIFY(r.variants[0].status == j::JobStatus::Failed);
+    QVERIFY2(r.variants[0].message.find("NaN") != std::string::npos, r.variants[0].message.c_str());
+    QVERIFY(r.variants[1].status == j::JobStatus::Completed);  // the next one still ran
+    // A failed variant is not reused.
+    const auto again = j::runExperiment(c, quiet);
+    QVERIFY(!again.variants[0].reused && again.variants[1].reused);
+
+    hh::test::TempDir dir2("experiment_cancel");
+    const auto c2 = j::experimentConfigFromJson(tinyExperiment(dir2));
+    Cancelling cancelling;
+    cancelling.cancelAfterLogs = 3;  // during the first variant
+    const auto cancelled = j::runExperiment(c2, cancelling);
+    QVERIFY(cancelled.status == j::JobStatus::Cancelled);
+    QCOMPARE(cancelled.variants.size(), size_t(1));
+    QVERIFY(cancelled.variants[0].status == j::JobStatus::Cancelled);
+    QVERIFY(!fs::exists(dir2.file("exp") + "/t2r"));
+    QVERIFY(fs::exists(cancelled.summaryJson));
+  }
+};
+
+HH_TEST_SUITE(TestExperimentJob, "engine.jobs.experiment", &TestExperimentJob::initTestCase,
+              &TestExperimentJob::configErrorsNameTheProblem, &TestExperimentJob::variantsAreMergePatches,
+              &TestExperimentJob::runsSummarizesAndReuses, &TestExperimentJob::failureIsRecordedAndCancelStops)
+
+#if HH_HAVE_QTEST
+#include "test_experiment_job.moc"
+#endif
