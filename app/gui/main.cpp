@@ -7,6 +7,7 @@
 //   --project FILE.json      open a project file (its model; Run > Convert runs it)
 //   --text TEXT | --text-file PATH   the inspector's text (inspected once the model is loaded)
 //   --tab inspector | comparison | dashboard | runs   the tab shown first
+//   --experiment DIR [--export-figures OUT]          an experiment's results (and its PNG figures, then quit)
 // Hidden options for documentation and CI screenshots (scripts/screenshot.sh):
 //   --screenshot PATH          grab the main window into PATH (PNG) and quit
 //   --screenshot-delay-ms N    wait N ms after the first comparison is on screen (default 800)
@@ -22,6 +23,7 @@
 
 #include "app/gui/comparison_controls.h"
 #include "app/gui/inspector_view.h"
+#include "app/gui/experiment_view.h"
 #include "app/gui/main_window.h"
 #include "engine/core/runtime.h"
 
@@ -75,6 +77,15 @@ int main(int argc, char** argv) {
                                     QStringLiteral("path"));
   const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("First tab: inspector, comparison, dashboard or runs."),
                                QStringLiteral("name"));
+  const QCommandLineOption experiment(QStringLiteral("experiment"), QStringLiteral("Open an experiment folder (summary.json)."),
+                                      QStringLiteral("folder"));
+  const QCommandLineOption exportFigures(QStringLiteral("export-figures"),
+                                         QStringLiteral("With --experiment: write its scatter, curves and maps as PNG into this folder and quit."),
+                                         QStringLiteral("folder"));
+  const auto scatter = hidden(QStringLiteral("scatter"), QStringLiteral("Experiment scatter axes."), "x,y");
+  const auto curve = hidden(QStringLiteral("curve"), QStringLiteral("Experiment scalar over steps."), "name");
+  const auto mapPair = hidden(QStringLiteral("map-pair"), QStringLiteral("Experiment snapshot pair."), "L,H");
+  parser.addOptions({experiment, exportFigures, scatter, curve, mapPair});
   parser.addOptions({convert, run, model, project, text, textFile, tab, runsTab, shot, delay, featureMap, modelHead,
                      inspectHead, inspectView,
                      length, headDim, seed, bidirectional});
@@ -138,6 +149,26 @@ int main(int argc, char** argv) {
     }
   } else if (parser.isSet(run)) {
     window.openRun(parser.value(run));
+  }
+  if (parser.isSet(experiment)) {
+    QString error = window.openExperiment(parser.value(experiment));
+    const QStringList xy = parser.value(scatter).split(QLatin1Char(','));
+    if (error.isEmpty() && parser.isSet(scatter) && !window.experiments()->setScatterAxes(xy.value(0), xy.value(1)))
+      error = QStringLiteral("--scatter %1: not metrics every variant has").arg(parser.value(scatter));
+    if (error.isEmpty() && parser.isSet(curve) && !window.experiments()->setCurveScalar(parser.value(curve)))
+      error = QStringLiteral("--curve %1: no such scalar").arg(parser.value(curve));
+    const QStringList lh = parser.value(mapPair).split(QLatin1Char(','));
+    if (error.isEmpty() && parser.isSet(mapPair) && !window.experiments()->setMapPair(lh.value(0).toInt(), lh.value(1).toInt()))
+      error = QStringLiteral("--map-pair %1: no snapshots of that head").arg(parser.value(mapPair));
+    if (error.isEmpty() && parser.isSet(exportFigures)) error = window.experiments()->exportFigures(parser.value(exportFigures));
+    if (!error.isEmpty()) {
+      std::fprintf(stderr, "hedgehog-workbench: %s\n", qPrintable(error));
+      return 1;
+    }
+    if (parser.isSet(exportFigures)) {
+      std::printf("figures written to %s\n", qPrintable(parser.value(exportFigures)));
+      return 0;
+    }
   }
   const QString firstTab = parser.isSet(runsTab) ? QStringLiteral("runs") : parser.value(tab);
   if (firstTab == QLatin1String("runs")) window.showRuns();

@@ -28,6 +28,7 @@
 #include "app/gui/comparison_view.h"
 #include "app/gui/config_form.h"
 #include "app/gui/dashboard_view.h"
+#include "app/gui/experiment_view.h"
 #include "app/gui/export_dialogs.h"
 #include "app/gui/inspector_view.h"
 #include "app/gui/job_runner.h"
@@ -91,6 +92,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(comparisonPage_, tr("Feature-map comparison"));
   tabs_->addTab(dashboard_, tr("Conversion dashboard"));
   tabs_->addTab(browser_, tr("Runs"));
+  experiments_ = new ExperimentView;
+  tabs_->addTab(experiments_, tr("Experiments"));
   connect(browser_, &RunBrowser::runActivated, this, &MainWindow::openRun);
   browser_->refresh();
   setCentralWidget(tabs_);
@@ -176,7 +179,7 @@ void MainWindow::buildMenus() {
   QAction* quit = file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows);
   quit->setShortcut(QKeySequence::Quit);
   QMenu* view = menuBar()->addMenu(tr("&View"));
-  const QList<QWidget*> pages{inspector_, comparisonPage_, dashboard_, browser_};
+  const QList<QWidget*> pages{inspector_, comparisonPage_, dashboard_, browser_, experiments_};
   for (int i = 0; i < pages.size(); ++i) {
     QAction* a = view->addAction(tabs_->tabText(i), this, [this, page = pages[i]] { tabs_->setCurrentWidget(page); });
     a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
@@ -252,6 +255,13 @@ void MainWindow::buildRunControls() {
   convert->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
   QAction* open = run->addAction(tr("&Open a run file\u2026"), this, &MainWindow::chooseRun);
   open->setShortcut(QKeySequence::Open);
+  run->addAction(tr("Open an &experiment\u2026"), this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open an experiment (a folder with summary.json)"),
+                                                          QStringLiteral("runs/experiments"));
+    if (dir.isEmpty()) return;
+    const QString error = openExperiment(dir);
+    if (!error.isEmpty()) QMessageBox::warning(this, tr("Open an experiment"), error);
+  });
   cancelAction_ = run->addAction(tr("C&ancel the job"), this, &MainWindow::cancelJob);
   cancelAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
   cancelAction_->setEnabled(false);
@@ -406,6 +416,12 @@ void MainWindow::onComputed(const ComparisonResult& result, int generation) {
     computeStatus_->setText(tr("%1 ms").arg(result.milliseconds, 0, 'f', 1));
   }
   Q_EMIT comparisonReady();
+}
+
+QString MainWindow::openExperiment(const QString& path) {
+  const QString error = experiments_->open(path);
+  if (error.isEmpty()) tabs_->setCurrentWidget(experiments_);
+  return error;
 }
 
 void MainWindow::showInspector() { tabs_->setCurrentWidget(inspector_); }

@@ -33,6 +33,7 @@ class JobRunner;
 class ModelSession;
 class ModelTree;
 class RecentFiles;
+class ExperimentView;
 class RunBrowser;
 class RunFollower;
 
@@ -76,6 +77,9 @@ class MainWindow : public QMainWindow {
   RunBrowser* runBrowser() const { return browser_; }
   void showDashboard();
   void showRuns();
+  // Opens an experiment folder (summary.json) on the Experiments tab; returns an error or empty.
+  QString openExperiment(const QString& path);
+  ExperimentView* experiments() const { return experiments_; }
 
  Q_SIGNALS:
   // A computation finished and its result is on screen (or its error is shown).
@@ -119,6 +123,7 @@ class MainWindow : public QMainWindow {
   QTabWidget* tabs_ = nullptr;
   DashboardView* dashboard_ = nullptr;
   RunBrowser* browser_ = nullptr;
+  ExperimentView* experiments_ = nullptr;
   JobRunner* runner_ = nullptr;
   RunFollower* follower_ = nullptr;
   QThread* followerThread_ = nullptr;

@@ -1,0 +1,80 @@
+// ExperimentView: the results of an experiment (`hedgehog experiment`, engine/jobs/experiment_job.h)
+// read from its folder: summary.json and every variant's run files. Shows
+//   - a table: one row per variant (status, wall time, every final metric);
+//   - a scatter of one metric against another, a point per variant (default: attention entropy
+//     against test accuracy, the Hedgehog paper's Fig. 4, when the runs have them);
+//   - one scalar over steps for every variant on one plot (loss, accuracy, val_loss, ...);
+//   - the last attention snapshot of a chosen (layer, head) for every variant side by side (the
+//     weights each model uses: linear where the layer is linear, softmax otherwise; the paper's
+//     Fig. 2).
+// exportFigures writes the three plots as PNG (what the results pages show). Everything is read
+// when the folder is opened (finished runs: a few small reads), on the calling thread.
+#pragma once
+#include <QString>
+#include <QStringList>
+#include <QWidget>
+
+#include <map>
+#include <vector>
+
+class QComboBox;
+class QGridLayout;
+class QLabel;
+class QTableWidget;
+
+namespace hh::widgets {
+class CurvePlot;
+class HeatmapView;
+}  // namespace hh::widgets
+
+namespace hh::gui {
+
+class ExperimentView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ExperimentView(QWidget* parent = nullptr);
+
+  // Opens <dir>/summary.json (or a summary.json path). Returns an error message, empty on success.
+  QString open(const QString& path);
+  // Writes scatter.png, curves.png and maps.png into `dir` (created); returns an error or empty.
+  QString exportFigures(const QString& dir, int width = 1200, int height = 700);
+  // Picks the plotted quantities by name (metric keys, scalar names, "layer,head"); false if absent.
+  bool setScatterAxes(const QString& x, const QString& y);
+  bool setCurveScalar(const QString& name);
+  bool setMapPair(int layer, int head);
+
+  // For tests.
+  int variantCount() const { return int(variants_.size()); }
+  QTableWidget* table() const { return table_; }
+  widgets::CurvePlot* scatterPlot() const { return scatter_; }
+  widgets::CurvePlot* curvePlot() const { return curves_; }
+  std::vector<widgets::HeatmapView*> maps() const { return maps_; }
+
+ private:
+  struct Variant {
+    QString name, status, runDir;
+    double seconds = 0;
+    std::map<QString, double> metrics;
+  };
+  void fillTable();
+  void refreshScatter();
+  void refreshCurves();
+  void refreshMaps();
+
+  QString dir_;
+  std::vector<Variant> variants_;
+  QLabel* title_ = nullptr;
+  QTableWidget* table_ = nullptr;
+  QComboBox* xChoice_ = nullptr;
+  QComboBox* yChoice_ = nullptr;
+  QComboBox* scalarChoice_ = nullptr;
+  QComboBox* pairChoice_ = nullptr;
+  widgets::CurvePlot* scatter_ = nullptr;
+  widgets::CurvePlot* curves_ = nullptr;
+  QWidget* mapsPanel_ = nullptr;
+  QGridLayout* mapsGrid_ = nullptr;
+  std::vector<widgets::HeatmapView*> maps_;
+};
+
+}  // namespace hh::gui
