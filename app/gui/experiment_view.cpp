@@ -297,6 +297,7 @@ void ExperimentView::refreshMaps() {
       }
     }
     mapsGrid_->addWidget(view, int(maps_.size()) / columns, int(maps_.size()) % columns);
+    view->show();  // children added to a visible panel stay hidden until shown
     maps_.push_back(view);
   }
 }
@@ -305,6 +306,8 @@ QString ExperimentView::exportFigures(const QString& dir, int width, int height)
   if (!QDir().mkpath(dir)) return tr("%1: cannot create the folder").arg(dir);
   widgets::FigureExportOptions options;
   options.size = QSize(width, height);
+  scatter_->replotNow();  // fit the axes to the data now (replots are otherwise deferred)
+  curves_->replotNow();
   for (const auto& [widget, name] : std::vector<std::pair<QWidget*, QString>>{
            {scatter_, QStringLiteral("scatter.png")}, {curves_, QStringLiteral("curves.png")}}) {
     const auto r = widgets::exportFigure(widget, QDir(dir).filePath(name), options);
