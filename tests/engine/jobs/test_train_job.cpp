@@ -7,12 +7,15 @@
 // (skipped without the npm data); the LR schedule; config JSON round trip and errors.
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "engine/data/data_paths.h"
+#include "engine/data/synthetic_tasks.h"
 #include "engine/jobs/job_support.h"
+#include "engine/jobs/task_evaluation.h"
 #include "engine/jobs/train_job.h"
 #include "engine/jobs/training_support.h"
 #include "engine/models/model_io.h"
@@ -62,6 +65,33 @@ double reloadedValidationLoss(const j::TrainConfig& c, const std::string& folder
   const auto data = j::loadLmData(c.data, *tokenizer);
   j::JobObserver quiet;
   return j::heldOutLmLoss(*model, data.validation, c.batchSize, c.evalBatches, quiet);
+}
+
+// Associative recall from scratch: llama (rotary), 2 layers, 2 heads of 32 (C = 64), V = 16, T = 32.
+j::TrainConfig recallConfig(const hh::test::TempDir& dir, const std::string& featureMap) {
+  j::TrainConfig c;
+  c.architecture.modelType = "llama";
+  c.architecture.nEmbd = 64;
+  c.architecture.nLayer = 2;
+  c.architecture.nHead = 2;
+  c.architecture.nPositions = 32;
+  c.featureMap = featureMap;
+  c.runDir = dir.file("run-" + featureMap);
+  c.task.kind = "associative_recall";
+  c.task.vocabSize = 16;
+  c.task.sequenceLength = 32;
+  c.task.trainSamples = 2000;
+  c.task.testSamples = 500;
+  c.task.seed = 1;
+  c.lr = 3e-3;
+  c.warmupSteps = 20;
+  c.weightDecay = 0.0;
+  c.steps = 400;
+  c.batchSize = 32;
+  c.evalEvery = 100;
+  c.evalBatches = 4;
+  c.seed = 0;
+  return c;
 }
 
 }  // namespace
@@ -232,9 +262,144 @@ class TestTrainJob : public QObject {
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"architecture", {{"model_type", "bert"}}}}), "model_type must be");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"lr", 0.0}}), "lr must be positive");
   }
+
+  void taskConfigJsonRoundTripAndErrors() {
+    j::TrainConfig c;
+    c.task.kind = "copy";
+    c.task.vocabSize = 14;
+    c.task.sequenceLength = 40;
+    c.task.trainSamples = 123;
+    c.task.testSamples = 45;
+    c.task.seed = 9;
+    c.expT = 2.0;
+    const auto json = j::toJson(c);
+    QCOMPARE(json.at("task").at("kind").get<std::string>(), std::string("copy"));
+    const auto back = j::trainConfigFromJson(json);
+    QCOMPARE(back.task.kind, std::string("copy"));
+    QCOMPARE(back.task.vocabSize, int64_t(14));
+    QCOMPARE(back.task.sequenceLength, int64_t(40));
+    QCOMPARE(back.task.trainSamples, int64_t(123));
+    QCOMPARE(back.task.testSamples, int64_t(45));
+    QCOMPARE(back.task.seed, uint64_t(9));
+    QCOMPARE(back.expT, 2.0);
+    QCOMPARE(j::toJson(back).dump(), json.dump());
+    // No task: the corpus path, and the task block is still written out with an empty kind.
+    QVERIFY(!j::trainConfigFromJson(j::toJson(j::TrainConfig{})).task.enabled());
+    using J = nlohmann::json;
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"knd", "copy"}}}}), "unknown key \"knd\"");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", 3}}), "\"task\": must be a JSON object");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "recall"}}}}), "\"kind\" must be");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "associative_recall"}, {"vocab_size", 41}}}}), "\"vocab_size\"");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}, {"sequence_length", 2}}}}), "\"sequence_length\"");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}, {"test_samples", 0}}}}), "\"test_samples\"");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}, {"train_samples", "many"}}}}),
+                          "\"train_samples\" has the wrong type");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}}}, {"tokenizer", "gpt2"}}), "\"tokenizer\" must be empty");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"exp_t", 0.0}}), "exp_t must be positive");
+    QVERIFY(j::trainConfigFromJson({{"task", J(nullptr)}}).task.kind.empty());
+  }
+
+  // A short associative-recall run with a softmax layer 0 and a Hedgehog layer 1: the run file has
+  // the task's scalars, the entropy table, snapshots of the model's own weights; the folder has
+  // task.json and reloads to the job's own test accuracy.
+  void taskRunRecordsAccuracyEntropyAndSnapshots() {
+    hh::test::TempDir dir("train_task_run");
+    auto c = recallConfig(dir, "hedgehog");
+    c.layers = {1};
+    c.steps = 20;
+    c.evalEvery = 10;
+    c.task.trainSamples = 200;
+    c.task.testSamples = 40;
+    StepObserver observer;
+    const auto r = j::runTrain(c, observer);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    QVERIFY(r.testAccuracy >= 0.0 && r.testAccuracy <= 1.0);
+    QVERIFY(std::isfinite(r.attentionEntropy));
+    auto run = hh::runs::RunReader::open(r.runFile);
+    QCOMPARE(run.scalarRows("accuracy"), int64_t(3));           // steps 0, 10, 20
+    QCOMPARE(run.scalarRows("attention_entropy"), int64_t(3));  // the end probe is not repeated at step 20
+    QCOMPARE(run.scalarRows("val_loss"), int64_t(3));
+    const auto test = run.scalars("test_accuracy");
+    QCOMPARE(test.steps, (std::vector<int64_t>{20}));
+    QCOMPARE(test.values.front(), r.testAccuracy);
+    HH_VERIFY_THROWS(std::invalid_argument, run.scalarRows("perplexity"));
+    // Entropy [L, H] per evaluation, finite in (0, log T]; attention_entropy is its mean.
+    const auto entropy = run.table("entropy");
+    QCOMPARE(entropy.size(), size_t(3));
+    QCOMPARE(entropy.layers, 2);
+    QCOMPARE(entropy.heads, 2);
+    for (double v : entropy.values) QVERIFY2(std::isfinite(v) && v > 0 && v <= std::log(32.0) + 1e-9, std::to_string(v).c_str());
+    double mean = 0;
+    for (int l = 0; l < 2; ++l)
+      for (int h = 0; h < 2; ++h) mean += entropy.at(2, l, h) / 4;
+    QVERIFY(std::abs(mean - run.scalars("attention_entropy").values.back()) < 1e-9);
+    QVERIFY(std::abs(mean - r.attentionEntropy) < 1e-9);
+    // Snapshots: (0,0), (1,0), (1,1) on the first test sequence, S = T = 32 (no pooling).
+    const auto& layout = run.header().layout;
+    QCOMPARE(layout.snapshots.pairs.size(), size_t(3));
+    QVERIFY((layout.snapshots.pairs[0] == hh::runs::LayerHead{0, 0}) && (layout.snapshots.pairs[2] == hh::runs::LayerHead{1, 1}));
+    const auto task = hh::data::buildSyntheticTask(c.task);
+    QCOMPARE(layout.snapshots.tokens.size(), size_t(32));
+    for (int t = 0; t < 32; ++t) QCOMPARE(layout.snapshots.tokens[t], task.tokenNames[task.test.ids[0][t].item<int64_t>()]);
+    QCOMPARE(run.snapshotCount(), int64_t(3));
+    const auto snap = run.snapshot(-1);
+    QCOMPARE(snap.size, 32);
+    const int S = 32;
+    for (int p = 0; p < 3; ++p)
+      for (int i = 0; i < S; ++i) {
+        double softmaxSum = 0, linearSum = 0, beyond = 0;
+        for (int k = 0; k < S; ++k) {
+          const size_t at = (static_cast<size_t>(p) * S + i) * S + k;
+          (k <= i ? softmaxSum : beyond) += snap.softmax[at];
+          if (p > 0) (k <= i ? linearSum : beyond) += snap.linear[at];
+          else QVERIFY(std::isnan(snap.linear[at]));  // layer 0 is softmax: no linear map
+        }
+        QVERIFY(std::abs(softmaxSum - 1) < 1e-4);
+        if (p > 0) QVERIFY2(std::abs(linearSum - 1) < 1e-4, std::to_string(linearSum).c_str());
+        QVERIFY(std::abs(beyond) < 1e-6);
+      }
+    // The folder: no tokenizer, task.json with the token names, and the job's own test accuracy.
+    QVERIFY(!std::filesystem::exists(r.modelDir + "/vocab.json"));
+    const auto taskFile = nlohmann::json::parse(std::ifstream(r.modelDir + "/task.json"));
+    QCOMPARE(taskFile.at("token_names").get<std::vector<std::string>>(), task.tokenNames);
+    QCOMPARE(taskFile.at("task").at("kind").get<std::string>(), std::string("associative_recall"));
+    auto model = hh::models::loadModel(r.modelDir);
+    QCOMPARE(model->config().vocabSize, int64_t(16));
+    j::JobObserver quiet;
+    QCOMPARE(j::scoreTask(*model, task.test, c.batchSize, 0, quiet).accuracy, r.testAccuracy);
+  }
+
+  // Cancel mid-run marks the run cancelled and keeps a checkpoint; resume continues from it.
+  void taskRunCancelsAndResumes() {
+    hh::test::TempDir dir("train_task_resume");
+    auto c = recallConfig(dir, "elu");
+    c.steps = 10;
+    c.evalEvery = 5;
+    c.task.trainSamples = 200;
+    c.task.testSamples = 40;
+    StepObserver observer;
+    observer.cancelAt = 3;
+    const auto cancelled = j::runTrain(c, observer);
+    QVERIFY(cancelled.status == j::JobStatus::Cancelled);
+    QCOMPARE(cancelled.steps, int64_t(3));
+    QVERIFY(hh::runs::RunReader::open(cancelled.runFile).status() == hh::runs::RunStatus::Cancelled);
+    QVERIFY(std::filesystem::exists(cancelled.modelDir + "/task.json"));
+    c.resume = true;
+    StepObserver plain;
+    const auto r = j::runTrain(c, plain);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    QCOMPARE(r.steps, int64_t(10));
+    auto run = hh::runs::RunReader::open(r.runFile);
+    const auto steps = run.scalars("loss").steps;
+    QCOMPARE(steps.front(), int64_t(4));
+    QCOMPARE(steps.back(), int64_t(10));
+    QCOMPARE(run.scalarRows("test_accuracy"), int64_t(1));
+  }
 };
 
-HH_TEST_SUITE(TestTrainJob, "engine.jobs.train", &TestTrainJob::initTestCase, &TestTrainJob::softmaxLowersValidationLossAndReloads, &TestTrainJob::hedgehogPlanTrains, &TestTrainJob::cancelStopsAndMarksRun, &TestTrainJob::nanStopsWithFiniteSavedWeights, &TestTrainJob::resumeContinues, &TestTrainJob::gpt2TokenizerIsSavedWithTheModel, &TestTrainJob::llamaArchitectureBuilds, &TestTrainJob::scheduleWarmsUpAndDecays, &TestTrainJob::configJsonRoundTripAndErrors)
+HH_TEST_SUITE(TestTrainJob, "engine.jobs.train", &TestTrainJob::initTestCase, &TestTrainJob::softmaxLowersValidationLossAndReloads, &TestTrainJob::hedgehogPlanTrains, &TestTrainJob::cancelStopsAndMarksRun, &TestTrainJob::nanStopsWithFiniteSavedWeights, &TestTrainJob::resumeContinues, &TestTrainJob::gpt2TokenizerIsSavedWithTheModel, &TestTrainJob::llamaArchitectureBuilds, &TestTrainJob::scheduleWarmsUpAndDecays, &TestTrainJob::configJsonRoundTripAndErrors,
+              &TestTrainJob::taskConfigJsonRoundTripAndErrors, &TestTrainJob::taskRunRecordsAccuracyEntropyAndSnapshots,
+              &TestTrainJob::taskRunCancelsAndResumes)
 
 #if HH_HAVE_QTEST
 #include "test_train_job.moc"
