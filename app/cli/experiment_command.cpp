@@ -1,12 +1,14 @@
-// `hedgehog experiment --config FILE [--only a,b] [--force] [--list]`: runs an experiment project
-// (engine/jobs/experiment_job.h: one job kind, a base config, named variants) variant after
-// variant, reusing variants already completed with the same config, then prints the summary
-// table and where summary.json / summary.csv are.
+// `hedgehog experiment --config FILE [--only a,b] [--force] [--list] [--jobs N]`: runs an
+// experiment project (engine/jobs/experiment_job.h: one job kind, a base config, named variants)
+// variant after variant, reusing variants already completed with the same config, then prints the
+// summary table and where summary.json / summary.csv are. With --jobs N > 1 the pending variants
+// run N at a time in child processes (app/cli/variant_processes.h) before the summary.
 #include <cstdio>
 #include <set>
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
+#include "app/cli/variant_processes.h"
 #include "engine/jobs/config_file.h"
 #include "engine/jobs/experiment_job.h"
 
@@ -41,12 +43,15 @@ void addExperimentCommand(CLI::App& app) {
     std::string configFile;
     std::vector<std::string> only;
     bool force = false, list = false;
+    int jobs = 1;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("experiment", "Run an experiment project: one job over named variants, then a summary");
   cmd->add_option("--config", a->configFile, "Experiment project (projects/experiments/*.json)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--only", a->only, "Run only these variants (the others are reused when done)")->delimiter(',');
   cmd->add_flag("--force", a->force, "Run the chosen variants again even if done with the same config");
+  cmd->add_option("--jobs", a->jobs, "Run this many variants at once, each in its own process (cores shared out)")
+      ->check(CLI::Range(1, 64));
   cmd->add_flag("--list", a->list, "Print the variants and their merged configs, run nothing");
   cmd->callback([a] {
     const auto config = jobs::experimentConfigFromJson(jobs::readConfigFile(a->configFile, ""));
@@ -59,9 +64,21 @@ void addExperimentCommand(CLI::App& app) {
     jobs::ExperimentOptions options;
     options.force = a->force;
     options.only = a->only;
+    int childFailures = 0;
+    if (a->jobs > 1) {
+      const auto pending = jobs::pendingVariants(config, options);
+      if (pending.size() > 1) {
+        const auto spawned = runVariantsInProcesses(a->configFile, config, pending, a->jobs, a->force);
+        if (spawned.interrupted) throw CLI::RuntimeError(130);
+        options.summaryOnly = true;  // the children ran them: summarise what they completed
+        childFailures = spawned.failed;
+        if (spawned.failed > 0) std::printf("%d variant%s failed: see the logs above\n", spawned.failed, spawned.failed == 1 ? "" : "s");
+      }
+    }
     const auto r = jobs::runExperiment(config, observer, options);
     printSummary(r);
     std::printf("%s (%.1f s): %s\nsummary: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(), r.summaryJson.c_str());
+    if (childFailures > 0) throw CLI::RuntimeError(1);
     if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
   });
 }

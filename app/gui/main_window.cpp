@@ -51,11 +51,8 @@ constexpr int kComputeDelayMs = 150;  // after the last edit
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   // The engine works on background threads; leave one core to the GUI thread so that it keeps
-  // painting under load (HH_NUM_THREADS, when set, is obeyed as it is).
-  if (std::getenv("HH_NUM_THREADS") == nullptr) {
-    const int hardware = hh::runtimeInfo().hardwareThreads;
-    if (hardware > 1) hh::applyThreadCount(hardware - 1);
-  }
+  // painting under load (HH_NUM_THREADS, when set, is obeyed as it is; jobs' initRuntime keeps it).
+  if (const int hardware = hh::runtimeInfo().hardwareThreads; hardware > 1) hh::setDefaultThreadCount(hardware - 1);
   setWindowTitle(QStringLiteral("Hedgehog Workbench"));
   setWindowIcon(QIcon(QStringLiteral(":/icons/hedgehog.svg")));
   pool_ = new QThreadPool(this);

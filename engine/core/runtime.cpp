@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include <torch/torch.h>
 
@@ -13,16 +14,26 @@
 namespace hh {
 
 namespace {
+std::atomic<int> defaultThreads{0};  // 0 = from the hardware
+
 int requestedThreads() {
   if (const char* env = std::getenv("HH_NUM_THREADS")) {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
     if (end != env && n > 0 && n < 4096) return static_cast<int>(n);
   }
+  if (const int n = defaultThreads.load(); n > 0) return n;
   const unsigned hw = std::thread::hardware_concurrency();
-  return hw > 0 ? static_cast<int>(hw) : 1;
+  // Two threads or fewer: one. OpenMP's spinning workers and OpenBLAS's pool fight over two
+  // cores; small-model training ran 1.8x slower with 2 threads than with 1 (docs/performance.md).
+  return hw > 2 ? static_cast<int>(hw) : 1;
 }
 }  // namespace
+
+void setDefaultThreadCount(int threads) {
+  defaultThreads.store(std::max(0, threads));
+  applyThreadCount(requestedThreads());
+}
 
 void applyThreadCount(int threads) {
   const int n = std::max(1, threads);

@@ -13,9 +13,13 @@ struct RuntimeInfo {
   std::string torchVersion; // e.g. "1.13.0"
 };
 
-// Sets Torch's intra-op threads from the hardware (or HH_NUM_THREADS when set, > 0).
-// Idempotent; returns what is in force afterwards.
+// Sets Torch's intra-op threads from HH_NUM_THREADS when set (> 0), else the process default
+// (setDefaultThreadCount), else the hardware: every hardware thread, or 1 on machines with two or
+// fewer (measured faster there, docs/performance.md). Idempotent; returns what is in force afterwards.
 RuntimeInfo initRuntime();
+// The count initRuntime uses when HH_NUM_THREADS is not set (0 = from the hardware), e.g. the
+// workbench leaving a core to its GUI thread; applied to the calling thread at once.
+void setDefaultThreadCount(int threads);
 // Sets Torch's intra-op threads, the calling thread's OpenMP threads and OpenBLAS's pool to n.
 // Call it at the start of any thread that runs engine work (OpenMP settings are per thread).
 void applyThreadCount(int threads);

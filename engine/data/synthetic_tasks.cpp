@@ -1,6 +1,7 @@
 // Generators of the synthetic tasks; the layouts and formulas are in synthetic_tasks.h.
 #include "engine/data/synthetic_tasks.h"
 
+#include <algorithm>
 #include <random>
 #include <stdexcept>
 
@@ -10,6 +11,7 @@ namespace {
 
 constexpr const char* kAssociativeRecall = "associative_recall";
 constexpr const char* kCopy = "copy";
+constexpr const char* kEveryRecall = "every_recall";
 
 // Uniform in [0, n) by rejection (std::uniform_int_distribution differs between standard
 // libraries; this does not).
@@ -28,7 +30,7 @@ std::mt19937_64 streamOf(uint64_t seed, uint32_t stream) {
 }
 
 // One associative-recall row into ids/targets (T entries each).
-void recallRow(std::mt19937_64& rng, int64_t V, int64_t T, int64_t* ids, int64_t* targets) {
+void recallRow(std::mt19937_64& rng, int64_t V, int64_t T, bool everyRecall, int64_t* ids, int64_t* targets) {
   const int64_t keys = V / 2;
   std::vector<int64_t> valueOf(static_cast<size_t>(keys));
   for (auto& v : valueOf) v = keys + below(rng, keys);
@@ -47,6 +49,13 @@ void recallRow(std::mt19937_64& rng, int64_t V, int64_t T, int64_t* ids, int64_t
   ids[T - 1] = valueOf[static_cast<size_t>(query)];
   for (int64_t i = 0; i < T; ++i) targets[i] = kIgnoreTarget;
   targets[T - 2] = ids[T - 1];
+  if (everyRecall) {  // every pair whose key was seen before predicts its value
+    std::fill(seen.begin(), seen.end(), 0);
+    for (int64_t i = T % 2; i + 1 < T - 2; i += 2) {
+      if (seen[static_cast<size_t>(ids[i])]) targets[i] = ids[i + 1];
+      seen[static_cast<size_t>(ids[i])] = 1;
+    }
+  }
 }
 
 // One copy row (symbols 0..V-3, separator V-2, padding V-1).
@@ -60,7 +69,7 @@ void copyRow(std::mt19937_64& rng, int64_t V, int64_t T, int64_t* ids, int64_t* 
   for (int64_t i = 0; i < T; ++i) targets[i] = (i >= n && i < 2 * n) ? ids[i + 1] : kIgnoreTarget;
 }
 
-TaskSplit generate(const SyntheticTaskConfig& c, int64_t rows, uint32_t stream) {
+TaskSplit generate(const SyntheticTaskConfig& c, int64_t rows, uint32_t stream, bool everyRecall) {
   const int64_t V = c.resolvedVocabSize(), T = c.sequenceLength;
   auto rng = streamOf(c.seed, stream);
   TaskSplit split;
@@ -70,7 +79,7 @@ TaskSplit generate(const SyntheticTaskConfig& c, int64_t rows, uint32_t stream) 
   int64_t* targets = split.targets.data_ptr<int64_t>();
   const bool recall = c.kind == kAssociativeRecall;
   for (int64_t n = 0; n < rows; ++n) {
-    if (recall) recallRow(rng, V, T, ids + n * T, targets + n * T);
+    if (recall) recallRow(rng, V, T, everyRecall, ids + n * T, targets + n * T);
     else copyRow(rng, V, T, ids + n * T, targets + n * T);
   }
   return split;
@@ -94,6 +103,8 @@ void validateSyntheticTask(const SyntheticTaskConfig& c) {
   if (c.kind == kCopy && V < 4)
     throw std::invalid_argument(where + "\"vocab_size\" must be >= 4 for copy (symbols, separator, padding), got " +
                                 std::to_string(V));
+  if (c.supervision != "query" && c.supervision != kEveryRecall)
+    throw std::invalid_argument(where + "\"supervision\" must be \"query\" or \"every_recall\", got \"" + c.supervision + "\"");
   if (c.sequenceLength < 4)
     throw std::invalid_argument(where + "\"sequence_length\" must be >= 4, got " + std::to_string(c.sequenceLength));
   if (c.trainSamples < 1) throw std::invalid_argument(where + "\"train_samples\" must be >= 1, got " + std::to_string(c.trainSamples));
@@ -104,8 +115,8 @@ TaskDataset buildSyntheticTask(const SyntheticTaskConfig& c) {
   validateSyntheticTask(c);
   TaskDataset out;
   out.vocabSize = c.resolvedVocabSize();
-  out.train = generate(c, c.trainSamples, 1);
-  out.test = generate(c, c.testSamples, 2);
+  out.train = generate(c, c.trainSamples, 1, c.supervision == kEveryRecall);
+  out.test = generate(c, c.testSamples, 2, false);
   const int64_t V = out.vocabSize;
   if (c.kind == kAssociativeRecall) {
     for (int64_t i = 0; i < V / 2; ++i) out.tokenNames.push_back("k" + std::to_string(i));

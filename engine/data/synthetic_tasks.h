@@ -12,7 +12,10 @@
 //   odd T:   x k v k v ... k v | q a        (x at position 0: one uniform key that is never paired
 //                                           nor queried unless it also appears in a pair; it only
 //                                           fills the slot, so the pairs keep their even/odd phase)
-// The only target is the answer, predicted at the query's position: targets[n, T-2] = ids[n, T-1].
+// The test split's only target is the answer, predicted at the query's position:
+// targets[n, T-2] = ids[n, T-1]. The train split has the same with supervision "query"; with
+// "every_recall" every pair whose key already appeared earlier in the row is scored too (the key's
+// position predicts its value: the same recall, at every repeat), a denser signal for the same data.
 //
 // Copy (Katharopoulos et al. 2020, Sec. 4.1), vocab V >= 4 (12 by default: 10 symbols): ids
 // 0 .. V-3 are symbols ("s0".."s9"), V-2 the separator ("sep"), V-1 padding ("pad"). Per sequence:
@@ -46,12 +49,13 @@ struct SyntheticTaskConfig {
   int64_t trainSamples = 10000;
   int64_t testSamples = 2000;
   uint64_t seed = 0;
+  std::string supervision = "query";  // train targets, associative recall: "query" | "every_recall"
   bool enabled() const { return !kind.empty(); }
   int64_t resolvedVocabSize() const;  // V after resolving 0
 };
 
 // Throws std::invalid_argument naming the field ("kind", "vocab_size", "sequence_length",
-// "train_samples", "test_samples") for an unknown kind, V odd or < 4 (associative recall), V < 4
+// "train_samples", "test_samples", "supervision") for an unknown kind, V odd or < 4 (associative recall), V < 4
 // (copy), T < 4, train_samples < 1 or test_samples < 1.
 void validateSyntheticTask(const SyntheticTaskConfig& config);
 

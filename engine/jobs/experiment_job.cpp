@@ -225,6 +225,19 @@ bool reusable(const fs::path& record, const nlohmann::json& config, VariantResul
 
 }  // namespace
 
+std::vector<std::string> pendingVariants(const ExperimentConfig& c, const ExperimentOptions& options) {
+  const std::set<std::string> only(options.only.begin(), options.only.end());
+  std::vector<std::string> pending;
+  for (const auto& v : c.variants) {
+    if (!only.empty() && !only.count(v.name)) continue;
+    const auto config = variantConfig(c, v.name);
+    VariantResult ignored;
+    if (options.force || !reusable(fs::path(config.at("run_dir").get<std::string>()) / "variant.json", config, ignored))
+      pending.push_back(v.name);
+  }
+  return pending;
+}
+
 ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer, const ExperimentOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   ExperimentResult result;
@@ -239,7 +252,7 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
     VariantResult vr;
     vr.name = v.name;
     vr.runDir = dir.string();
-    const bool selected = only.empty() || only.count(v.name);
+    const bool selected = !options.summaryOnly && (only.empty() || only.count(v.name));
     const std::string prefix = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + " " + v.name + "] ";
     if ((!options.force || !selected) && reusable(record, config, vr)) {
       vr.reused = true;

@@ -61,6 +61,7 @@ struct VariantResult {
 struct ExperimentOptions {
   bool force = false;               // run every variant again
   std::vector<std::string> only;    // run only these variants (the others are reused if done)
+  bool summaryOnly = false;         // run nothing: summarise the variants completed earlier
 };
 
 struct ExperimentResult {
@@ -74,6 +75,9 @@ struct ExperimentResult {
 // Runs the variants on the calling thread. A failed variant is recorded and the next one runs; a
 // cancel stops the experiment (the summary still lists what finished).
 ExperimentResult runExperiment(const ExperimentConfig& config, JobObserver& observer, const ExperimentOptions& options = {});
+
+// The variants runExperiment would run now with these options (not reusable, or forced), in order.
+std::vector<std::string> pendingVariants(const ExperimentConfig& config, const ExperimentOptions& options = {});
 
 // The summary of the variants found under config.runDir (completed or not), as runExperiment writes it.
 nlohmann::json experimentSummary(const ExperimentConfig& config, const std::vector<VariantResult>& variants);

@@ -63,7 +63,8 @@ nlohmann::json toJson(const data::SyntheticTaskConfig& t) {
           {"sequence_length", t.sequenceLength},
           {"train_samples", t.trainSamples},
           {"test_samples", t.testSamples},
-          {"seed", t.seed}};
+          {"seed", t.seed},
+          {"supervision", t.supervision}};
 }
 
 data::SyntheticTaskConfig syntheticTaskFromJson(const nlohmann::json& j, const std::string& where) {
@@ -76,6 +77,7 @@ data::SyntheticTaskConfig syntheticTaskFromJson(const nlohmann::json& j, const s
   r.read("train_samples", t.trainSamples);
   r.read("test_samples", t.testSamples);
   r.read("seed", t.seed);
+  r.read("supervision", t.supervision);
   r.checkUnknownKeys();
   if (t.enabled()) {
     try {

@@ -4,7 +4,8 @@
 // key appears in an earlier pair and the answer is its value, exactly one target per row (at
 // T-2, equal to the last token), odd T; copy: the copy equals the symbols, padding after it,
 // targets exactly at the positions that predict the copy and equal to the next token, never on
-// padding; token names; bad configs throw naming the field.
+// padding; token names; bad configs throw naming the field; "every_recall" supervision scores
+// every repeated key of the train split.
 #include <torch/torch.h>
 
 #include <map>
@@ -181,12 +182,44 @@ class TestSyntheticTasks : public QObject {
     c.testSamples = -1;
     HH_VERIFY_THROWS_WITH(d::buildSyntheticTask(c), "\"test_samples\"");
     HH_VERIFY_THROWS(std::invalid_argument, d::buildSyntheticTask(recall(40, 1)));
+    c = recall();
+    c.supervision = "all";
+    HH_VERIFY_THROWS_WITH(d::buildSyntheticTask(c), "\"supervision\"");
+  }
+
+  // "every_recall": the train split scores the query and every pair whose key appeared before in
+  // the row (target = the pair's value, at the key); the ids and the test split are unchanged.
+  void everyRecallScoresRepeatedKeys() {
+    for (int64_t T : {128, 33}) {
+      auto c = recall(40, T);
+      const auto plain = d::buildSyntheticTask(c);
+      c.supervision = "every_recall";
+      const auto dense = d::buildSyntheticTask(c);
+      QVERIFY(dense.train.ids.equal(plain.train.ids));
+      QVERIFY(same(dense.test, plain.test));
+      const auto ids = dense.train.ids.accessor<int64_t, 2>();
+      const auto targets = dense.train.targets.accessor<int64_t, 2>();
+      int64_t scored = 0;
+      for (int64_t n = 0; n < ids.size(0); ++n)
+        for (int64_t t = 0; t < T; ++t) {
+          int64_t expected = d::kIgnoreTarget;
+          if (t == T - 2) expected = ids[n][T - 1];
+          const bool pairKey = t >= T % 2 && t < T - 2 && (t - T % 2) % 2 == 0;
+          if (pairKey)
+            for (int64_t u = T % 2; u < t; u += 2)
+              if (ids[n][u] == ids[n][t]) expected = ids[n][t + 1];
+          QCOMPARE(targets[n][t], expected);
+          scored += expected != d::kIgnoreTarget;
+        }
+      // 63 pairs over 20 keys: most pairs repeat a key (at least 43 of 63 per row at T = 128).
+      if (T == 128) QVERIFY(scored >= ids.size(0) * 44);
+    }
   }
 };
 
 HH_TEST_SUITE(TestSyntheticTasks, "engine.data.synthetic_tasks", &TestSyntheticTasks::deterministicForASeed,
               &TestSyntheticTasks::associativeRecallIsConsistent, &TestSyntheticTasks::copyRepeatsTheSymbols,
-              &TestSyntheticTasks::badConfigsNameTheField)
+              &TestSyntheticTasks::badConfigsNameTheField, &TestSyntheticTasks::everyRecallScoresRepeatedKeys)
 
 #if HH_HAVE_QTEST
 #include "test_synthetic_tasks.moc"

@@ -7,7 +7,11 @@
 //     one row per variant and the final scalars as columns, equal to the run files' last rows);
 //   - a second run reuses completed variants (no new run file), --force and --only run again,
 //     a changed config runs that variant again;
-//   - a failing variant is recorded and the next one still runs; a cancel stops the experiment.
+//   - a failing variant is recorded and the next one still runs; a cancel stops the experiment;
+//   - pendingVariants lists what would run; summaryOnly runs nothing;
+//   - the CLI's `experiment --jobs 2` runs the variants in two processes, each with its log, and
+//     the summary equals an in-process run's layout; a failing variant makes it exit non-zero.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -174,11 +178,66 @@ class TestExperimentJob : public QObject {
     QVERIFY(!fs::exists(dir2.file("exp") + "/t2r"));
     QVERIFY(fs::exists(cancelled.summaryJson));
   }
+
+  void pendingAndSummaryOnly() {
+    hh::test::TempDir dir("experiment_pending");
+    const auto c = j::experimentConfigFromJson(tinyExperiment(dir));
+    QCOMPARE(j::pendingVariants(c), (std::vector<std::string>{"hedgehog", "t2r"}));
+    j::ExperimentOptions summaryOnly;
+    summaryOnly.summaryOnly = true;
+    j::JobObserver quiet;
+    QCOMPARE(j::runExperiment(c, quiet, summaryOnly).variants.size(), size_t(0));
+    QVERIFY(!fs::exists(dir.file("exp") + "/hedgehog/run.h5"));
+    j::ExperimentOptions only;
+    only.only = {"t2r"};
+    j::runExperiment(c, quiet, only);
+    QCOMPARE(j::pendingVariants(c), (std::vector<std::string>{"hedgehog"}));
+    only.force = true;
+    QCOMPARE(j::pendingVariants(c, only), (std::vector<std::string>{"t2r"}));
+    const auto summary = j::runExperiment(c, quiet, summaryOnly);
+    QCOMPARE(summary.variants.size(), size_t(1));
+    QVERIFY(summary.variants[0].reused && summary.variants[0].name == "t2r");
+  }
+
+  void cliRunsVariantsInProcesses() {
+    const std::string cli = HH_CLI_BINARY;
+    if (!fs::exists(cli)) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("experiment_jobs");
+    json e = tinyExperiment(dir);
+    const std::string file = dir.file("experiment.json");
+    std::ofstream(file) << e.dump(2);
+    const std::string out = dir.file("cli.out");
+    const int rc = std::system((cli + " experiment --config " + file + " --jobs 2 > " + out + " 2>&1").c_str());
+    std::ifstream text(out);
+    const std::string printed((std::istreambuf_iterator<char>(text)), std::istreambuf_iterator<char>());
+    QVERIFY2(rc == 0, printed.c_str());
+    QVERIFY2(printed.find("[hedgehog] started (process") != std::string::npos, printed.c_str());
+    QVERIFY2(printed.find("[t2r] completed after") != std::string::npos, printed.c_str());
+    const auto c = j::experimentConfigFromJson(e);
+    QVERIFY(j::pendingVariants(c).empty());
+    for (const std::string name : {"hedgehog", "t2r"}) {
+      const auto record = json::parse(std::ifstream(dir.file("exp") + "/" + name + "/variant.json"));
+      QCOMPARE(record["status"].get<std::string>(), std::string("completed"));
+      QVERIFY(fs::file_size(dir.file("exp") + "/" + name + "/experiment.log") > 0);
+    }
+    const auto summary = json::parse(std::ifstream(dir.file("exp") + "/summary.json"));
+    QCOMPARE(summary["variants"].size(), size_t(2));
+    const auto run = hh::runs::RunReader::open(dir.file("exp") + "/t2r/run.h5");
+    QCOMPARE(summary["variants"][1]["metrics"]["kl_mean"].get<double>(), run.scalars("kl_mean").values.back());
+    // A failing variant: the others complete, the command exits non-zero.
+    e["run_dir"] = dir.file("exp-fail");
+    e["variants"][0]["set"]["debug_nan_at_step"] = 1;
+    std::ofstream(file) << e.dump(2);
+    const int failed = std::system((cli + " experiment --config " + file + " --jobs 2 > " + out + " 2>&1").c_str());
+    QVERIFY(failed != 0);
+    QCOMPARE(j::pendingVariants(j::experimentConfigFromJson(e)), (std::vector<std::string>{"hedgehog"}));
+  }
 };
 
 HH_TEST_SUITE(TestExperimentJob, "engine.jobs.experiment", &TestExperimentJob::initTestCase,
               &TestExperimentJob::configErrorsNameTheProblem, &TestExperimentJob::variantsAreMergePatches,
-              &TestExperimentJob::runsSummarizesAndReuses, &TestExperimentJob::failureIsRecordedAndCancelStops)
+              &TestExperimentJob::runsSummarizesAndReuses, &TestExperimentJob::failureIsRecordedAndCancelStops,
+              &TestExperimentJob::pendingAndSummaryOnly, &TestExperimentJob::cliRunsVariantsInProcesses)
 
 #if HH_HAVE_QTEST
 #include "test_experiment_job.moc"

@@ -1,0 +1,101 @@
+#include "app/cli/variant_processes.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <thread>
+
+namespace hh::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<bool> interruptRequested{false};
+void onInterrupt(int) { interruptRequested = true; }
+
+struct Child {
+  std::string name, log;
+  std::chrono::steady_clock::time_point started;
+};
+
+// fork + exec of `self experiment --config FILE --only NAME [--force]`, output to `log`.
+pid_t launch(const std::string& self, const std::string& configFile, const std::string& name, const std::string& log,
+             bool force, int threads) {
+  std::vector<std::string> args{self, "experiment", "--config", configFile, "--only", name};
+  if (force) args.push_back("--force");
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("experiment --jobs: fork failed");
+  if (pid == 0) {  // child: only async-signal-safe calls until exec
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
+    if (std::getenv("HH_NUM_THREADS") == nullptr) setenv("HH_NUM_THREADS", std::to_string(threads).c_str(), 1);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(self.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+VariantProcessesResult runVariantsInProcesses(const std::string& configFile, const jobs::ExperimentConfig& config,
+                                              const std::vector<std::string>& names, int jobs, bool force) {
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = std::max(1, static_cast<int>(cores) / std::max(1, jobs));
+  interruptRequested = false;
+  auto* previous = std::signal(SIGINT, onInterrupt);
+  VariantProcessesResult result;
+  std::map<pid_t, Child> running;
+  size_t next = 0;
+  while (next < names.size() || !running.empty()) {
+    while (!interruptRequested && next < names.size() && static_cast<int>(running.size()) < jobs) {
+      const auto& name = names[next++];
+      const fs::path dir = jobs::variantConfig(config, name).at("run_dir").get<std::string>();
+      fs::create_directories(dir);
+      const std::string log = (dir / "experiment.log").string();
+      const pid_t pid = launch(self, configFile, name, log, force, threads);
+      running[pid] = {name, log, std::chrono::steady_clock::now()};
+      std::printf("[%s] started (process %d, %d thread%s; log %s)\n", name.c_str(), static_cast<int>(pid), threads,
+                  threads == 1 ? "" : "s", log.c_str());
+      std::fflush(stdout);
+    }
+    int status = 0;
+    const pid_t done = waitpid(-1, &status, 0);
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    const auto it = running.find(done);
+    if (it == running.end()) continue;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started).count();
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    result.failed += ok ? 0 : 1;
+    std::printf("[%s] %s after %.1f s (log %s)\n", it->second.name.c_str(),
+                ok ? "completed" : WIFEXITED(status) && WEXITSTATUS(status) == 130 ? "cancelled" : "failed", seconds,
+                it->second.log.c_str());
+    std::fflush(stdout);
+    running.erase(it);
+  }
+  std::signal(SIGINT, previous);
+  result.interrupted = interruptRequested;
+  return result;
+}
+
+}  // namespace hh::cli

@@ -1,0 +1,24 @@
+// `hedgehog experiment --jobs N`: the pending variants run as N child processes of this
+// executable at a time, one variant each (`experiment --config FILE --only NAME [--force]`), so
+// a machine with several cores trains several small models at once. Each child gets
+// HH_NUM_THREADS = max(1, cores / N) unless the variable is set, and writes its output to
+// <variant run_dir>/experiment.log. Ctrl-C reaches the children (same process group): each
+// cancels its job; no new child starts after it. The run files are written by one process each
+// (HDF5 here is not thread-safe, hence processes, not threads).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "engine/jobs/experiment_job.h"
+
+namespace hh::cli {
+
+struct VariantProcessesResult {
+  int failed = 0;          // children that exited non-zero
+  bool interrupted = false;
+};
+
+VariantProcessesResult runVariantsInProcesses(const std::string& configFile, const jobs::ExperimentConfig& config,
+                                              const std::vector<std::string>& names, int jobs, bool force);
+
+}  // namespace hh::cli
