@@ -231,6 +231,35 @@ void CurvePlot::showEvent(QShowEvent* event) {
   if (staleWhileHidden_) scheduleReplot();
 }
 
+void CurvePlot::placeLegendAwayFromData() {
+  // The corner (of the axis rectangle, in axis fractions) whose legend-sized box holds the
+  // fewest data points; ties keep the order below (top left first).
+  const QCPRange xr = plot_->xAxis->range(), yr = plot_->yAxis->range();
+  if (xr.size() <= 0 || yr.size() <= 0) return;
+  const QRect area = plot_->axisRect()->rect();
+  const QSize box = plot_->legend->minimumOuterSizeHint();
+  const double w = area.width() > 0 ? std::min(0.9, (box.width() + 16.0) / area.width()) : 0.35;
+  const double h = area.height() > 0 ? std::min(0.9, (box.height() + 16.0) / area.height()) : 0.4;
+  const Qt::Alignment corners[4] = {Qt::AlignTop | Qt::AlignLeft, Qt::AlignTop | Qt::AlignRight,
+                                    Qt::AlignBottom | Qt::AlignRight, Qt::AlignBottom | Qt::AlignLeft};
+  int counts[4] = {0, 0, 0, 0};
+  for (int i = 0; i < plot_->graphCount(); ++i) {
+    if (!plot_->graph(i)->visible()) continue;
+    for (auto it = plot_->graph(i)->data()->constBegin(); it != plot_->graph(i)->data()->constEnd(); ++it) {
+      const double fx = (it->key - xr.lower) / xr.size(), fy = (it->value - yr.lower) / yr.size();  // 0..1, y up
+      const bool left = fx <= w, right = fx >= 1 - w, top = fy >= 1 - h, bottom = fy <= h;
+      counts[0] += left && top;
+      counts[1] += right && top;
+      counts[2] += right && bottom;
+      counts[3] += left && bottom;
+    }
+  }
+  int best = 0;
+  for (int c = 1; c < 4; ++c)
+    if (counts[c] < counts[best]) best = c;
+  plot_->axisRect()->insetLayout()->setInsetAlignment(0, corners[best]);
+}
+
 void CurvePlot::doReplot() {
   staleWhileHidden_ = false;
   if (autoRescale_ && plot_->graphCount() > 0) {
@@ -257,6 +286,7 @@ void CurvePlot::doReplot() {
       axis->setRange(r.lower - pad, r.upper + pad);
     }
   }
+  if (plot_->legend->visible()) placeLegendAwayFromData();
   ++replotCount_;
   // Queued refresh: the widget repaints with the next paint event, together with whatever else
   // changed, rather than forcing a paint (and a window flush) of its own now.

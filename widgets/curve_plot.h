@@ -77,6 +77,7 @@ class CurvePlot : public QWidget {
   void scheduleReplot();
   void onReplotTimer();
   void doReplot();
+  void placeLegendAwayFromData();  // moves the legend to the emptiest corner
 
  protected:
   void showEvent(QShowEvent* event) override;

@@ -1,7 +1,7 @@
 // CurvePlot: series bookkeeping, spread bands, legend entries, NaN gaps, and replots coalesced
 // by the single-shot timer (many changes, one replot); appendPoints keeps the keys sorted (in
 // place when they come after the data, merged otherwise); a hidden plot does not redraw until
-// it is shown.
+// it is shown; the legend moves to the corner with the fewest points.
 #include <QSignalSpy>
 
 #include <qcustomplot.h>
@@ -16,6 +16,24 @@ using hh::widgets::CurvePlot;
 class TestCurvePlot : public QObject {
   Q_OBJECT
  private slots:
+  // The legend goes to the corner with the fewest points: top left by default, elsewhere when a
+  // point sits there (a scatter's best variant at the top left was hidden behind it).
+  void legendAvoidsTheData() {
+    CurvePlot plot;
+    plot.resize(600, 400);
+    plot.show();
+    const auto corner = [&] { return plot.plot()->axisRect()->insetLayout()->insetAlignment(0); };
+    plot.addSeries("falling", {0, 1, 2, 3, 4}, {1.0, 0.6, 0.3, 0.1, 0.05});  // top left and bottom right taken
+    plot.rescaleAxes();
+    plot.replotNow();
+    QCOMPARE(corner(), Qt::AlignTop | Qt::AlignRight);
+    plot.clear();
+    plot.addSeries("flat low", {0, 1, 2, 3, 4}, {0.0, 0.0, 0.0, 0.0, 1.0});  // bottom row and top right
+    plot.rescaleAxes();
+    plot.replotNow();
+    QCOMPARE(corner(), Qt::AlignTop | Qt::AlignLeft);
+  }
+
   void seriesWithAndWithoutSpread() {
     CurvePlot plot;
     const QVector<double> xs = {-2, -1, 0, 1, 2}, ys = {0.01, 0.05, 0.1, 0.3, 0.5}, sd = {0.01, 0.02, 0.02, 0.05, 0.1};
@@ -122,7 +140,7 @@ class TestCurvePlot : public QObject {
 HH_TEST_SUITE(TestCurvePlot, "widgets.curve_plot",
               &TestCurvePlot::appendPointsKeepsKeysSorted, &TestCurvePlot::hiddenPlotsRedrawWhenShown,
               &TestCurvePlot::seriesWithAndWithoutSpread, &TestCurvePlot::replotsAreCoalesced,
-              &TestCurvePlot::nanLeavesAGapAndClearEmpties, &TestCurvePlot::userZoomStopsAutoRescale)
+              &TestCurvePlot::nanLeavesAGapAndClearEmpties, &TestCurvePlot::userZoomStopsAutoRescale, &TestCurvePlot::legendAvoidsTheData)
 #if HH_HAVE_QTEST
 #include "test_curve_plot.moc"
 #endif
