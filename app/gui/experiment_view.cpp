@@ -12,6 +12,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QScrollArea>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -26,6 +27,8 @@
 
 namespace hh::gui {
 namespace {
+
+const QSize kMapMinimumSize(260, 230);  // a map below this is too small to read
 
 // The run files of a variant folder, keyed as the summary's metrics are: "" for <dir>/run.h5,
 // "<sub>/" for <dir>/<sub>/run.h5.
@@ -96,7 +99,12 @@ ExperimentView::ExperimentView(QWidget* parent) : QWidget(parent) {
   pairRow->addWidget(pairChoice_);
   pairRow->addStretch(1);
   mapsLayout->addLayout(pairRow);
-  mapsLayout->addWidget(mapsPanel_, 1);
+  // The maps keep a readable size and scroll when there are many variants.
+  auto* mapsScroll = new QScrollArea(this);
+  mapsScroll->setWidgetResizable(true);
+  mapsScroll->setFrameShape(QFrame::NoFrame);
+  mapsScroll->setWidget(mapsPanel_);
+  mapsLayout->addWidget(mapsScroll, 1);
 
   auto* plots = new QSplitter(Qt::Horizontal, this);
   plots->addWidget(scatterBox);
@@ -275,6 +283,7 @@ void ExperimentView::refreshMaps() {
   const int columns = std::max(1, std::min(4, int(variants_.size())));
   for (const auto& v : variants_) {
     auto* view = new widgets::HeatmapView(mapsPanel_);
+    view->setMinimumSize(kMapMinimumSize);
     view->setValueLabel(tr("weight"));
     view->setTitle(tr("%1: no snapshot").arg(v.name));
     for (const auto& [prefix, path] : runFiles(v.runDir)) {
@@ -314,9 +323,14 @@ QString ExperimentView::exportFigures(const QString& dir, int width, int height)
     if (!r) return r.error;
   }
   const int rows = (int(maps_.size()) + 3) / 4;
-  mapsPanel_->resize(width, std::max(1, rows) * 320);
+  // 320 px a row, laid out at that size (the scroll area would otherwise fit the panel to its
+  // viewport and the render would be scaled).
+  const QSize previousMinimum = mapsPanel_->minimumSize();
+  mapsPanel_->setMinimumSize(width, std::max(1, rows) * 320);
+  mapsPanel_->resize(mapsPanel_->minimumSize());
   options.size = mapsPanel_->size();
   const auto r = widgets::exportFigure(mapsPanel_, QDir(dir).filePath(QStringLiteral("maps.png")), options);
+  mapsPanel_->setMinimumSize(previousMinimum);
   return r ? QString() : r.error;
 }
 
