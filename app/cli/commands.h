@@ -30,5 +30,6 @@ void addConvertCommand(CLI::App& app);
 void addExportCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);
 void addExperimentCommand(CLI::App& app);
+void addGenerateCommand(CLI::App& app);
 
 }  // namespace hh::cli

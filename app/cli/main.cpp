@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   hh::cli::addExportCommand(app);
   hh::cli::addBenchCommand(app);
   hh::cli::addExperimentCommand(app);
+  hh::cli::addGenerateCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -95,6 +95,7 @@ torch::Tensor linearStep(RecurrentState& state, const torch::Tensor& fq, const t
         state.S = state.S * g.unsqueeze(-1);
         state.z = state.z * g;
       }
+      if (options.rule == UpdateRule::Gated) state.lastDecay = gates.gate.reshape({q.size(0), q.size(1)}).to(torch::kFloat);
       state.S = state.S + k.unsqueeze(-1) * vv.unsqueeze(-2);  // [B,H,F,D]
       state.z = state.z + k;
       const auto num = torch::matmul(q.unsqueeze(-2), state.S).squeeze(-2);  // [B,H,D]
@@ -116,6 +117,7 @@ torch::Tensor linearStep(RecurrentState& state, const torch::Tensor& fq, const t
       const auto a = gates.keyDecay.to(type).reshape({q.size(0), q.size(1), q.size(2), 1});
       const auto b = gates.valueDecay.to(type).reshape({q.size(0), q.size(1), 1, vv.size(2)});
       state.S = a * b * state.S + k.unsqueeze(-1) * vv.unsqueeze(-2);
+      state.lastDecay = (a.mean({2, 3}) * b.mean({2, 3})).to(torch::kFloat);  // [B,H]
       y = torch::matmul(q.unsqueeze(-2), state.S).squeeze(-2);
       break;
     }
@@ -244,9 +246,9 @@ torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::
   return linearWeights(featureMap_->forward(q), maskedKeyFeatures(k, keyMask), gates, config_.rule);
 }
 
-RecurrentState LinearAttentionImpl::initialState(int64_t batch, torch::Device device) const {
+RecurrentState LinearAttentionImpl::initialState(int64_t batch, torch::Device device, torch::ScalarType dtype) const {
   return hh::attn::initialState(batch, config_.featureMap.heads, featureMap_->featureDim(),
-                                config_.featureMap.headDim, config_.rule, torch::kFloat, device);
+                                config_.featureMap.headDim, config_.rule, dtype, device);
 }
 
 torch::Tensor LinearAttentionImpl::step(RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k,
@@ -256,6 +258,14 @@ torch::Tensor LinearAttentionImpl::step(RecurrentState& state, const torch::Tens
   const auto fq = featureMap_->forward(q, state.position).select(2, 0);
   const auto fk = featureMap_->forward(k, state.position).select(2, 0);
   return linearStep(state, fq, fk, v.select(2, 0), gates.slice(0, 1), config_.rule).unsqueeze(2);
+}
+
+torch::Tensor LinearAttentionImpl::prefill(RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k,
+                                           const torch::Tensor& v, const torch::Tensor& hidden) {
+  // q, k, v [B,H,T,D]
+  const auto gates = gatesFor(hidden, q.size(0), q.size(2));
+  return linearPrefill(state, featureMap_->forward(q, state.position), featureMap_->forward(k, state.position), v, gates,
+                       config_.rule);
 }
 
 }  // namespace hh::attn

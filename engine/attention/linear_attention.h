@@ -42,7 +42,8 @@ torch::Tensor linearChunked(const torch::Tensor& fq, const torch::Tensor& fk, co
 struct RecurrentState {
   torch::Tensor S;
   torch::Tensor z;
-  int64_t position = 0;  // tokens consumed so far
+  int64_t position = 0;    // tokens consumed so far
+  torch::Tensor lastDecay; // gated, decay: [B, H] float, the mean factor S was scaled by at the last token
   int64_t bytes() const;
 };
 RecurrentState initialState(int64_t batch, int64_t heads, int64_t featureDim, int64_t valueDim,
@@ -52,6 +53,12 @@ RecurrentState initialState(int64_t batch, int64_t heads, int64_t featureDim, in
 // One causal step: fq, fk [B, H, F], v [B, H, D], gates sliced to length 1. Returns y [B, H, D].
 torch::Tensor linearStep(RecurrentState& state, const torch::Tensor& fq, const torch::Tensor& fk,
                          const torch::Tensor& v, const RuleInputs& gates, const RuleOptions& options);
+
+// Many causal steps at once (the prefill of generation): the chunked form started from `state`,
+// which it leaves advanced by T tokens. fq, fk [B, H, T, F], v [B, H, T, D]; returns [B, H, T, D],
+// equal to T calls of linearStep.
+torch::Tensor linearPrefill(RecurrentState& state, const torch::Tensor& fq, const torch::Tensor& fk,
+                            const torch::Tensor& v, const RuleInputs& gates, const RuleOptions& options);
 
 // The recurrent form over a whole sequence (T steps): [B, H, T, D]. For tests and parity.
 torch::Tensor linearRecurrent(const torch::Tensor& fq, const torch::Tensor& fk, const torch::Tensor& v,
@@ -96,9 +103,14 @@ class LinearAttentionImpl : public torch::nn::Module {
   torch::Tensor weights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& hidden = {},
                         const torch::Tensor& keyMask = {});
   // Recurrent decoding: q, k, v [B, H, 1, D], hidden [B, 1, C]; returns [B, H, 1, D].
-  RecurrentState initialState(int64_t batch, torch::Device device = torch::kCPU) const;
+  // The state is fp64 for an fp64 model, fp32 otherwise (see initialState above).
+  RecurrentState initialState(int64_t batch, torch::Device device = torch::kCPU,
+                              torch::ScalarType dtype = torch::kFloat) const;
   torch::Tensor step(RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const torch::Tensor& hidden = {});
+  // Prefill: q, k, v [B,H,T,D], hidden [B,T,C]; the chunked form from `state`. Returns [B,H,T,D].
+  torch::Tensor prefill(RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& hidden = {});
 
   const LinearAttentionConfig& config() const { return config_; }
   FeatureMap featureMap() const { return featureMap_; }

@@ -115,17 +115,24 @@ torch::Tensor linearQuadratic(const torch::Tensor& fq, const torch::Tensor& fk, 
 }
 
 namespace {
+// The chunk loops below start from `carry` when given (and leave the final state there): the
+// prefill of generation continues a RecurrentState; plain training passes nullptr (zero state).
+torch::Tensor startState(torch::Tensor* carry, std::vector<int64_t> shape, const torch::Tensor& like) {
+  return carry && carry->defined() ? carry->to(like.scalar_type()) : torch::zeros(shape, like.options());
+}
+
 torch::Tensor gatedChunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                           const torch::Tensor& gate, const RuleOptions& options) {
-  // q, k [B,H,T,F]; v [B,H,T,D]; gate [B,H,T]
+                           const torch::Tensor& gate, const RuleOptions& options, torch::Tensor* carry = nullptr) {
+  // q, k [B,H,T,F]; v [B,H,T,D]; gate [B,H,T] (undefined: the additive rule); carry [B,H,F,D+1]
   const int64_t t = q.size(2), d = v.size(-1);
   const auto vOnes = withOnes(v);  // [B,H,T,D+1]
-  auto state = torch::zeros({q.size(0), q.size(1), q.size(3), d + 1}, q.options());
+  auto state = startState(carry, {q.size(0), q.size(1), q.size(3), d + 1}, q);
   std::vector<torch::Tensor> outs;
   for (int64_t t0 = 0; t0 < t; t0 += options.chunkSize) {
     const int64_t len = std::min(options.chunkSize, t - t0);
     const auto qc = q.narrow(2, t0, len), kc = k.narrow(2, t0, len), vc = vOnes.narrow(2, t0, len);
-    const auto logCum = torch::log(gate.narrow(2, t0, len)).cumsum(-1);  // [B,H,len]
+    const auto logCum = gate.defined() ? torch::log(gate.narrow(2, t0, len)).cumsum(-1)
+                                       : torch::zeros({q.size(0), q.size(1), len}, q.options());  // [B,H,len]
     const auto decay = pairDecay(logCum, lowerMask(len, q));
     auto o = torch::matmul(torch::matmul(qc, kc.transpose(-1, -2)) * decay, vc);
     o = o + torch::matmul(qc * torch::exp(logCum).unsqueeze(-1), state);
@@ -134,16 +141,17 @@ torch::Tensor gatedChunked(const torch::Tensor& q, const torch::Tensor& k, const
             torch::matmul((kc * torch::exp(last - logCum).unsqueeze(-1)).transpose(-1, -2), vc);
     outs.push_back(o);
   }
+  if (carry) *carry = state;
   const auto o = torch::cat(outs, 2);
   return o.narrow(-1, 0, d) / (o.narrow(-1, d, 1) + options.eps);
 }
 
 torch::Tensor decayChunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                            const torch::Tensor& keyDecay, const torch::Tensor& valueDecay,
-                           const RuleOptions& options) {
-  // q, k [B,H,T,F]; v [B,H,T,D]; keyDecay [B,H,T,F]; valueDecay [B,H,T,D]
+                           const RuleOptions& options, torch::Tensor* carry = nullptr) {
+  // q, k [B,H,T,F]; v [B,H,T,D]; keyDecay [B,H,T,F]; valueDecay [B,H,T,D]; carry [B,H,F,D]
   const int64_t t = q.size(2);
-  auto state = torch::zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, q.options());  // [B,H,F,D]
+  auto state = startState(carry, {q.size(0), q.size(1), q.size(3), v.size(3)}, q);  // [B,H,F,D]
   std::vector<torch::Tensor> outs;
   for (int64_t t0 = 0; t0 < t; t0 += options.chunkSize) {
     const int64_t len = std::min(options.chunkSize, t - t0);
@@ -161,14 +169,15 @@ torch::Tensor decayChunked(const torch::Tensor& q, const torch::Tensor& k, const
             torch::matmul((kc * torch::exp(lastA - la)).transpose(-1, -2), vc * torch::exp(lastB - lb));
     outs.push_back(o);
   }
+  if (carry) *carry = state;
   return torch::cat(outs, 2);
 }
 
 torch::Tensor deltaChunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                           const torch::Tensor& beta, const RuleOptions& options) {
-  // q, k [B,H,T,F] (normalised); v [B,H,T,D]; beta [B,H,T]
+                           const torch::Tensor& beta, const RuleOptions& options, torch::Tensor* carry = nullptr) {
+  // q, k [B,H,T,F] (normalised); v [B,H,T,D]; beta [B,H,T]; carry [B,H,F,D]
   const int64_t t = q.size(2);
-  auto state = torch::zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, q.options());  // [B,H,F,D]
+  auto state = startState(carry, {q.size(0), q.size(1), q.size(3), v.size(3)}, q);  // [B,H,F,D]
   std::vector<torch::Tensor> outs;
   for (int64_t t0 = 0; t0 < t; t0 += options.chunkSize) {
     const int64_t len = std::min(options.chunkSize, t - t0);
@@ -177,6 +186,7 @@ torch::Tensor deltaChunked(const torch::Tensor& q, const torch::Tensor& k, const
     state = state + torch::matmul(kc.transpose(-1, -2), u);
     outs.push_back(y);
   }
+  if (carry) *carry = state;
   return torch::cat(outs, 2);
 }
 }  // namespace
@@ -210,6 +220,41 @@ torch::Tensor linearChunked(const torch::Tensor& fq, const torch::Tensor& fk, co
         break;
     }
   }
+  return y.to(v.scalar_type());
+}
+
+torch::Tensor linearPrefill(RecurrentState& state, const torch::Tensor& fq, const torch::Tensor& fk,
+                            const torch::Tensor& v, const RuleInputs& gates, const RuleOptions& options) {
+  // fq, fk [B,H,T,F]; v [B,H,T,D]; state S [B,H,F,D] (z [B,H,F]) -> y [B,H,T,D], state advanced by T
+  validateLinearInputs(fq, fk, v, gates, options);
+  if (!options.causal) throw std::invalid_argument("prefill continues a causal state; this attention is bidirectional");
+  const auto type = state.S.scalar_type();
+  auto q = fq.to(type), k = fk.to(type);
+  const auto vv = v.to(type);
+  const int64_t t = q.size(2), d = vv.size(-1);
+  torch::Tensor y;
+  switch (options.rule) {
+    case UpdateRule::Additive:
+    case UpdateRule::Gated: {
+      auto carry = torch::cat({state.S, state.z.unsqueeze(-1)}, -1);  // [B,H,F,D+1]
+      const auto gate = options.rule == UpdateRule::Gated ? gates.gate.to(type) : torch::Tensor();
+      y = gatedChunked(q, k, vv, gate, options, &carry);
+      state.S = carry.narrow(-1, 0, d).contiguous();
+      state.z = carry.select(-1, d).contiguous();
+      if (gate.defined()) state.lastDecay = gate.select(2, t - 1).to(torch::kFloat);
+      break;
+    }
+    case UpdateRule::Decay: {
+      y = decayChunked(q, k, vv, gates.keyDecay.to(type), gates.valueDecay.to(type), options, &state.S);
+      state.lastDecay = (gates.keyDecay.select(2, t - 1).mean(-1) * gates.valueDecay.select(2, t - 1).mean(-1))
+                            .to(torch::kFloat);
+      break;
+    }
+    case UpdateRule::Delta:
+      y = deltaChunked(deltaNormalize(q), deltaNormalize(k), vv, gates.beta.to(type), options, &state.S);
+      break;
+  }
+  state.position += t;
   return y.to(v.scalar_type());
 }
 

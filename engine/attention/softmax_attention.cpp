@@ -44,4 +44,23 @@ torch::Tensor softmaxAttention(const torch::Tensor& q, const torch::Tensor& k, c
   return torch::matmul(weights, v.to(weights.scalar_type())).to(v.scalar_type());
 }
 
+torch::Tensor cachedSoftmaxAttention(const torch::Tensor& qIn, const torch::Tensor& keys, const torch::Tensor& values,
+                                     double scale) {
+  // qIn [B,H,T,D]; keys, values [B,Hkv,N,D] -> [B,H,T,D]
+  const int64_t B = qIn.size(0), H = qIn.size(1), T = qIn.size(2), D = qIn.size(3);
+  const int64_t Hkv = keys.size(1), n = keys.size(2), groups = H / Hkv;
+  TORCH_CHECK(groups * Hkv == H && n >= T, "cachedSoftmaxAttention: q ", qIn.sizes(), " against cache ", keys.sizes());
+  const auto computeType = qIn.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  const auto q = qIn.reshape({B, Hkv, groups * T, D}).to(computeType);             // [B,Hkv,gT,D]
+  auto scores = torch::matmul(q, keys.to(computeType).transpose(-1, -2)) * scale;  // [B,Hkv,gT,N]
+  if (T > 1) {
+    const int64_t offset = n - T;
+    const auto opts = torch::TensorOptions(torch::kLong).device(q.device());
+    const auto allowed = torch::arange(n, opts).unsqueeze(0) <= (torch::arange(T, opts) + offset).unsqueeze(1);  // [T,N]
+    scores = scores.masked_fill(allowed.repeat({groups, 1}).logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  const auto weights = torch::softmax(scores, -1);
+  return torch::matmul(weights.to(values.scalar_type()), values).reshape({B, H, T, D}).to(qIn.scalar_type());
+}
+
 }  // namespace hh::attn

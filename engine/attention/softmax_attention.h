@@ -18,6 +18,14 @@ torch::Tensor softmaxWeights(const torch::Tensor& q, const torch::Tensor& k, boo
 torch::Tensor softmaxAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
                                const torch::Tensor& keyMask = {});
 
+// Decoding against a KV cache: the last T of the N cached positions are the queries' own, so
+// query t (absolute position N - T + t) sees keys 0 .. N - T + t. Grouped heads: query heads
+// j*g .. (j+1)*g - 1 share cached head j (g = H / H_kv), without copying the cache.
+//   q [B, H, T, D]; keys, values [B, H_kv, N, D] (views of a cache); scores = q.k * scale.
+// Returns [B, H, T, D]; scores and softmax in at least fp32.
+torch::Tensor cachedSoftmaxAttention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
+                                     double scale);
+
 // The bool mask of (query, key) pairs that take part: [1 or B, 1, Tq, Tk].
 torch::Tensor validPairs(int64_t tq, int64_t tk, bool causal, const torch::Tensor& keyMask = {},
                          torch::Device device = torch::kCPU);

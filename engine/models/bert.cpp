@@ -50,6 +50,7 @@ ModelOutput BertModel::forward(const torch::Tensor& ids, const ForwardOptions& o
   const int64_t T = ids.size(1);
   TORCH_CHECK(T <= config_.maxPositions, "sequence of ", T, " tokens is longer than max_position_embeddings = ",
               config_.maxPositions);
+  TORCH_CHECK(!options.cache, "BERT is an encoder: generation needs a decoder (GPT-2, Llama)");
   ModelOutput out;
   const auto context = makeContext(ids, options, &out.captures);
   const auto positions = torch::arange(T, torch::TensorOptions(torch::kLong).device(ids.device()));

@@ -38,10 +38,12 @@ Gpt2Model::Gpt2Model(const ModelConfig& config) : TransformerModel(config) {
 ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& options) {
   // ids [B,T]
   const int64_t T = ids.size(1);
-  TORCH_CHECK(T <= config_.maxPositions, "sequence of ", T, " tokens is longer than n_positions = ", config_.maxPositions);
   ModelOutput out;
   const auto context = makeContext(ids, options, &out.captures);
-  const auto positions = torch::arange(T, torch::TensorOptions(torch::kLong).device(ids.device()));
+  const int64_t offset = context.positionOffset;  // > 0 when generating
+  TORCH_CHECK(offset + T <= config_.maxPositions, "sequence of ", offset + T, " tokens is longer than n_positions = ",
+              config_.maxPositions);
+  const auto positions = torch::arange(offset, offset + T, torch::TensorOptions(torch::kLong).device(ids.device()));
   auto x = wte_->forward(ids) + wpe_->forward(positions).unsqueeze(0);  // [B,T,C]
   const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
   for (int64_t l = 0; l <= lastLayer; ++l) {
@@ -53,6 +55,7 @@ ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& o
     x = x + b.attnOut->forward(mergeHeads(y));
     x = x + b.mlpOut->forward(activate(b.fc->forward(b.ln2->forward(x)), config_.activation));
   }
+  advanceCache(context, T);
   if (lastLayer < config_.layers - 1) {
     out.hidden = x;
     return out;

@@ -43,7 +43,7 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
   const int64_t T = ids.size(1);
   ModelOutput out;
   const auto context = makeContext(ids, options, &out.captures);
-  const auto rope = ropeTables(config_, T, 0, ids.device());  // cos, sin [T,D]
+  const auto rope = ropeTables(config_, T, context.positionOffset, ids.device());  // cos, sin [T,D]
   auto x = embed_->forward(ids);                               // [B,T,C]
   const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
   for (int64_t l = 0; l <= lastLayer; ++l) {
@@ -56,6 +56,7 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
     const auto m = rmsNorm(x, L.postNorm, config_.normEps);
     x = x + L.down->forward(activate(L.gate->forward(m), config_.activation) * L.up->forward(m));
   }
+  advanceCache(context, T);
   if (lastLayer < config_.layers - 1) {
     out.hidden = x;
     return out;

@@ -87,6 +87,16 @@ TransformerModel::LayerContext TransformerModel::makeContext(const torch::Tensor
   LayerContext context;
   context.options = &options;
   context.captures = captures;
+  if (options.cache) {
+    TORCH_CHECK(config_.causal, config_.modelType, " is bidirectional: generation needs a causal model");
+    TORCH_CHECK(!options.attentionMask.defined(), "generation does not take an attention mask (no padding)");
+    TORCH_CHECK(options.cache->layers.size() == static_cast<size_t>(config_.layers), "the decode cache has ",
+                options.cache->layers.size(), " layers, the model ", config_.layers);
+    TORCH_CHECK(ids.size(0) == options.cache->batch, "the decode cache was made for batch ", options.cache->batch,
+                ", the ids have ", ids.size(0), " rows");
+    context.cache = options.cache;
+    context.positionOffset = options.cache->position;
+  }
   if (options.attentionMask.defined()) {
     TORCH_CHECK(options.attentionMask.sizes() == ids.sizes(), "attention mask must be [B,T] like the ids");
     context.keyMask = options.attentionMask.to(ids.device()).to(torch::kBool);
@@ -97,6 +107,7 @@ TransformerModel::LayerContext TransformerModel::makeContext(const torch::Tensor
 torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Tensor k, torch::Tensor v,
                                        const torch::Tensor& hidden, const LayerContext& context) {
   // q [B,H,T,D]; k, v [B,Hkv,T,D]
+  if (context.cache) return attendCached(layer, std::move(q), k, v, hidden, *context.cache);
   const int64_t groups = config_.heads / config_.kvHeads;
   if (groups > 1) {  // GQA: kv head j serves query heads j*g .. (j+1)*g - 1
     k = k.repeat_interleave(groups, 1);

@@ -19,6 +19,7 @@
 
 #include "engine/attention/attention_types.h"
 #include "engine/attention/linear_attention.h"
+#include "engine/models/decode_cache.h"
 #include "engine/models/model_config.h"
 #include "engine/models/weight_source.h"
 
@@ -53,6 +54,10 @@ struct ForwardOptions {
   attn::AttentionForm form = attn::AttentionForm::Chunked;  // linear layers' form
   bool computeLogits = true;     // false: stop after the last layer (stage 1 needs no head)
   int64_t stopAfterLayer = -1;   // >= 0: run layers 0..stopAfterLayer only (no final norm, no head)
+  // Generation (causal models, no padding): positions start at cache->position, softmax layers
+  // attend to the cached keys, linear layers continue their recurrent state (see decode_cache.h).
+  // Captures are not taken in this mode.
+  DecodeCache* cache = nullptr;
 };
 
 struct ModelOutput {
@@ -89,17 +94,28 @@ class TransformerModel : public torch::nn::Module {
   int64_t parameterCount() const;
   // Freezes (requires_grad = false) every parameter, then unfreezes the adapters if asked.
   void freezeAllBut(bool adapters);
+  // An empty cache for generation: a recurrent state for every linear layer, a KV cache (with
+  // room for `reservePositions` tokens, 0 = grow as needed) for every softmax layer. With
+  // `teacher`, converted layers get KV caches too and run softmax (the original model).
+  DecodeCache newCache(int64_t batch = 1, int64_t reservePositions = 0, bool teacher = false) const;
 
  protected:
   struct LayerContext {
     const ForwardOptions* options = nullptr;
     torch::Tensor keyMask;   // bool [B, T] or undefined
     std::vector<LayerCapture>* captures = nullptr;
+    DecodeCache* cache = nullptr;
+    int64_t positionOffset = 0;  // absolute position of the first token (cache->position)
   };
   // q [B, H, T, D]; k, v [B, H_kv, T, D]; hidden [B, T, C] (gated rules). Returns [B, H, T, D].
   // `scale` multiplies q.k (0 = 1/sqrt(D)).
   torch::Tensor attend(int64_t layer, torch::Tensor q, torch::Tensor k, torch::Tensor v, const torch::Tensor& hidden,
                        const LayerContext& context);
+  // attend() in generation mode: q [B,H,T,D]; k, v [B,H_kv,T,D] (before GQA expansion).
+  torch::Tensor attendCached(int64_t layer, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& hidden, DecodeCache& cache);
+  // Called by forward() after the last layer in generation mode: advances cache->position.
+  static void advanceCache(const LayerContext& context, int64_t tokens);
   // Decoder classification: the scores [B, T, labels] at each row's last real token -> [B, labels].
   static torch::Tensor lastTokenScores(const torch::Tensor& scores, const torch::Tensor& attentionMask);
   LayerContext makeContext(const torch::Tensor& ids, const ForwardOptions& options,

@@ -1,0 +1,198 @@
+// hh_bench_decode: per-token decode latency and memory at a given context position, softmax with a
+// KV cache against Hedgehog in the recurrent form, for whole models and for one attention layer.
+//   hh_bench_decode [--positions 512,2048,8192,32768] [--steps 16] [--shapes demo,gpt2-small]
+// Shapes (GPT-2 family, random weights: latency does not depend on their values):
+//   demo        4 layers, 4 heads, 128 wide, vocab 50257 (the demo teacher's shape)
+//   gpt2-small 12 layers, 12 heads, 768 wide, vocab 50257
+// Both get learned positions up to the largest position asked for (the demo teacher itself has 256).
+// At position p the cache is set up as if p tokens had been read: the KV cache holds p random keys
+// and values per layer (reserved up front, as generate() does), the recurrent state is a random
+// positive S and z at position p. Filling it by a real prefill of 32K tokens through softmax
+// would take hours on 2 cores and gives the same per-token cost. Then `steps` single-token
+// forward passes are timed (after 2 warm-ups): median and fastest.
+// Floor: the bytes one step must read (every weight once, plus the KV cache for softmax) over the
+// machine's measured read bandwidth (sum over a 512 MiB tensor, best of 5).
+#include <malloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/attention/softmax_attention.h"
+#include "engine/core/runtime.h"
+#include "engine/generation/generator.h"
+#include "engine/models/model_io.h"
+
+namespace {
+using Clock = std::chrono::steady_clock;
+namespace m = hh::models;
+
+struct Timing {
+  double medianMs = 0, bestMs = 0;
+};
+
+Timing time(const std::function<void()>& fn, int steps, int warmups = 2) {
+  for (int i = 0; i < warmups; ++i) fn();
+  std::vector<double> ms;
+  for (int i = 0; i < steps; ++i) {
+    const auto t0 = Clock::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms.front()};
+}
+
+double readBandwidthGBs() {
+  const auto big = torch::rand({128 * 1024 * 1024});  // 512 MiB
+  double best = 1e9;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    volatile double s = big.sum().item<double>();
+    (void)s;
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return double(big.numel() * 4) / best / 1e9;
+}
+
+nlohmann::json shapeConfig(const std::string& shape, int64_t positions) {
+  const bool small = shape == "gpt2-small";
+  if (!small && shape != "demo") throw std::invalid_argument("unknown shape " + shape + " (demo, gpt2-small)");
+  return {{"model_type", "gpt2"},       {"architectures", {"GPT2LMHeadModel"}},
+          {"vocab_size", 50257},        {"n_embd", small ? 768 : 128},
+          {"n_layer", small ? 12 : 4},  {"n_head", small ? 12 : 4},
+          {"n_inner", small ? 3072 : 512}, {"n_positions", positions},
+          {"activation_function", "gelu_new"}, {"layer_norm_epsilon", 1e-5},
+          {"tie_word_embeddings", true}};
+}
+
+// A cache as if `position` tokens had been read (see the header).
+m::DecodeCache cacheAt(m::TransformerModel& model, int64_t position, int64_t extra) {
+  const auto& c = model.config();
+  auto cache = model.newCache(1, position + extra);
+  for (auto& layer : cache.layers) {
+    if (layer.linear) {
+      layer.state.S.uniform_(0.0, 1.0);
+      if (layer.state.z.defined()) layer.state.z.uniform_(1.0, 2.0);
+      continue;
+    }
+    for (int64_t t0 = 0; t0 < position; t0 += 4096) {
+      const int64_t len = std::min<int64_t>(4096, position - t0);
+      layer.kv.append(torch::randn({1, c.kvHeads, len, c.headDim}), torch::randn({1, c.kvHeads, len, c.headDim}));
+    }
+  }
+  cache.position = position;
+  return cache;
+}
+
+int64_t weightBytes(const m::TransformerModel& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel() * int64_t(p.element_size());
+  return n;
+}
+
+std::vector<int64_t> parseList(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
+  return out;
+}
+
+std::vector<std::string> parseNames(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> positions = {512, 2048, 8192, 32768};
+  std::vector<std::string> shapes = {"demo", "gpt2-small"};
+  int steps = 16;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], val = argv[i + 1];
+    if (key == "--positions") positions = parseList(val);
+    else if (key == "--steps") steps = std::stoi(val);
+    else if (key == "--shapes") shapes = parseNames(val);
+    else {
+      std::fprintf(stderr, "unknown option %s\n", key.c_str());
+      return 2;
+    }
+  }
+  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+  const auto rt = hh::initRuntime();
+  torch::NoGradGuard noGrad;
+  const double bandwidth = readBandwidthGBs();
+  std::printf("# hh_bench_decode: batch 1, fp32, torch %s, %d threads; %d timed steps per cell (median, fastest)\n",
+              rt.torchVersion.c_str(), rt.intraOpThreads, steps);
+  std::printf("# read bandwidth (sum over 512 MiB, best of 5): %.1f GB/s\n", bandwidth);
+  const int64_t maxPosition = *std::max_element(positions.begin(), positions.end()) + steps + 8;
+
+  for (const auto& shape : shapes) {
+    auto model = m::createModel(m::parseModelConfig(shapeConfig(shape, maxPosition), shape));
+    model->eval();
+    const auto& c = model->config();
+    hh::attn::LinearAttentionConfig hedgehog;
+    hedgehog.featureMap.kind = hh::attn::FeatureMapKind::Hedgehog;
+    const auto plan = m::AttentionPlan::uniform(c.layers, hedgehog);
+    std::printf("\n## %s: %lld layers, %lld heads, head dim %lld, %.1f M parameters (%.0f MB of weights)\n", shape.c_str(),
+                (long long)c.layers, (long long)c.heads, (long long)c.headDim, model->parameterCount() / 1e6,
+                weightBytes(*model) / 1e6);
+    std::printf("\n| position | softmax + KV cache ms/token | KV cache MB | floor ms | hedgehog recurrent ms/token | state MB "
+                "| floor ms | softmax / hedgehog |\n|---|---|---|---|---|---|---|---|\n");
+    for (const int64_t p : positions) {
+      const auto token = torch::full({1, 1}, 464, torch::kLong);
+      m::ForwardOptions options;
+      model->setAttentionPlan({});
+      auto kv = cacheAt(*model, p, steps + 4);
+      options.cache = &kv;
+      const auto soft = time([&] { model->forward(token, options); }, steps);
+      const int64_t kvBytes = kv.bytes();
+      kv = {};
+      model->setAttentionPlan(plan);
+      auto state = cacheAt(*model, p, 0);
+      options.cache = &state;
+      const auto hh = time([&] { model->forward(token, options); }, steps);
+      const int64_t stateBytes = state.bytes();
+      const double softFloor = double(weightBytes(*model) + kvBytes * (p + 1) / (p + steps + 4)) / bandwidth / 1e6;
+      const double hhFloor = double(weightBytes(*model) + stateBytes) / bandwidth / 1e6;
+      std::printf("| %lld | %.2f (%.2f) | %.1f | %.2f | %.2f (%.2f) | %.2f | %.2f | %.1fx |\n", (long long)p, soft.medianMs,
+                  soft.bestMs, kvBytes / 1e6, softFloor, hh.medianMs, hh.bestMs, stateBytes / 1e6, hhFloor,
+                  soft.medianMs / hh.medianMs);
+      std::fflush(stdout);
+    }
+
+    // One attention layer alone: the softmax over the cached keys against the recurrent step.
+    std::printf("\n%s, one attention layer (H=%lld, D=%lld): the per-token attention alone\n\n", shape.c_str(),
+                (long long)c.heads, (long long)c.headDim);
+    std::printf("| position | softmax over the KV cache ms | hedgehog step ms | softmax / hedgehog |\n|---|---|---|---|\n");
+    hedgehog.featureMap.heads = c.heads;
+    hedgehog.featureMap.headDim = c.headDim;
+    hh::attn::LinearAttention layer(hedgehog);
+    auto layerState = layer->initialState(1);
+    layerState.S.uniform_(0.0, 1.0);
+    layerState.z.uniform_(1.0, 2.0);
+    const auto q = torch::randn({1, c.heads, 1, c.headDim}), k = torch::randn({1, c.heads, 1, c.headDim}),
+               v = torch::randn({1, c.heads, 1, c.headDim});
+    for (const int64_t p : positions) {
+      const auto keys = torch::randn({1, c.heads, p, c.headDim}), values = torch::randn({1, c.heads, p, c.headDim});
+      const double scale = 1.0 / std::sqrt(double(c.headDim));
+      const auto soft = time([&] { hh::attn::cachedSoftmaxAttention(q, keys, values, scale); }, steps * 4);
+      const auto step = time([&] { layer->step(layerState, q, k, v); }, steps * 4);
+      std::printf("| %lld | %.3f | %.3f | %.0fx |\n", (long long)p, soft.medianMs, step.medianMs, soft.medianMs / step.medianMs);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\n# process peak RSS: %.0f MB\n", hh::gen::peakResidentBytes() / 1e6);
+  return 0;
+}

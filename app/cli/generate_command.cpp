@@ -1,0 +1,160 @@
+// `hedgehog generate MODEL_DIR --prompt TEXT [options]`: generates text, streaming each token as it
+// comes, then a summary: prefill time, decode tokens/s, per-token latency, the memory the cache
+// holds (KV cache for softmax layers, recurrent state for linear ones) and the process's peak.
+// Linear layers decode in the recurrent form (constant memory); softmax layers keep a KV cache.
+// --compare DIR runs the same prompt and settings on a second model (e.g. the original) after
+// the first, and prints the two summaries side by side. --timings CSV writes one row per token.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "app/cli/commands.h"
+#include "engine/core/runtime.h"
+#include "engine/generation/generator.h"
+#include "engine/models/model_io.h"
+#include "engine/tokenizers/tokenizer.h"
+
+namespace hh::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model, compare, prompt, timings;
+  std::vector<std::string> stops;
+  gen::GenerateOptions options;
+  bool teacher = false, ignoreEos = false, quiet = false;
+};
+
+struct Summary {
+  std::string label;
+  gen::GenerateResult result;
+  std::string text;
+  double meanTokenMs = 0, lastTokenMs = 0;
+  int64_t peakRss = 0;
+};
+
+std::string megabytes(int64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f MB", double(bytes) / 1e6);
+  return b;
+}
+
+Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std::ofstream* csv) {
+  Summary s;
+  auto model = models::loadModel(dir);
+  const auto tokenizer = tok::loadTokenizer(dir);
+  auto options = a.options;
+  options.teacher = teacher;
+  const auto& config = model->config();
+  if (!a.ignoreEos) {
+    for (const int64_t id : {config.eosTokenId, tokenizer->eosId()})
+      if (id >= 0) options.stopTokens.push_back(id);
+  }
+  for (const auto& text : a.stops) {
+    const auto ids = tokenizer->encode(text);
+    if (ids.size() != 1)
+      throw std::invalid_argument("--stop \"" + text + "\" is " + std::to_string(ids.size()) +
+                                  " tokens for this tokenizer; a stop must be a single token");
+    options.stopTokens.push_back(ids.front());
+  }
+  const auto prompt = tokenizer->encode(a.prompt, /*addSpecialTokens=*/true);
+  auto name = dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  s.label = name.substr(name.find_last_of('/') == std::string::npos ? 0 : name.find_last_of('/') + 1);
+  if (s.label.size() > 16) s.label = s.label.substr(0, 15) + "~";
+  s.label += teacher ? " (teacher)" : (config.plan.anyLinear() ? " (linear)" : " (softmax)");
+  const std::string kind = config.plan.anyLinear() && !teacher
+                               ? std::to_string(config.plan.linearLayerCount()) + " of " + std::to_string(config.layers) +
+                                     " layers linear (recurrent state)"
+                               : "softmax (KV cache)";
+  std::fprintf(stderr, "%s: %s, %lld prompt tokens, %s\n", config.describe().c_str(), kind.c_str(),
+               (long long)prompt.size(), options.sampling.describe().c_str());
+  if (!a.quiet) std::printf("%s", a.prompt.c_str());
+  std::fflush(stdout);
+  std::vector<int64_t> generated;
+  std::string shown;
+  double sumMs = 0;
+  s.result = gen::generate(*model, prompt, options, [&](const gen::TokenEvent& e) {
+    generated.push_back(e.token);
+    // Decode everything so far and print what is new (tokens can end mid-character).
+    const auto text = tokenizer->decode(generated, /*skipSpecialTokens=*/true);
+    if (!a.quiet && text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {
+      std::printf("%s", text.substr(shown.size()).c_str());
+      std::fflush(stdout);
+    }
+    shown = text;
+    if (e.index > 0) sumMs += e.seconds * 1e3;
+    s.lastTokenMs = e.seconds * 1e3;
+    if (csv)
+      *csv << dir << "," << e.index << "," << e.position << "," << e.token << "," << e.seconds * 1e3 << ","
+           << e.cacheBytes << "," << gen::residentBytes() << "\n";
+    return true;
+  });
+  if (!a.quiet) std::printf("\n");
+  s.text = shown;
+  s.meanTokenMs = s.result.tokens.size() > 1 ? sumMs / double(s.result.tokens.size() - 1) : 0;
+  s.peakRss = gen::peakResidentBytes();
+  return s;
+}
+
+void printSummaries(const std::vector<Summary>& all) {
+  std::printf("\n%-26s", "");
+  for (const auto& s : all) std::printf(" %22s", s.label.c_str());
+  std::printf("\n");
+  auto row = [&](const char* name, auto value) {
+    std::printf("%-26s", name);
+    for (const auto& s : all) std::printf(" %22s", value(s).c_str());
+    std::printf("\n");
+  };
+  auto fmt = [](const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return std::string(b);
+  };
+  row("prompt tokens", [](const Summary& s) { return std::to_string(s.result.promptTokens); });
+  row("generated tokens", [](const Summary& s) { return std::to_string(s.result.tokens.size()); });
+  row("prefill + first token", [&](const Summary& s) { return fmt("%.1f ms", s.result.prefillSeconds * 1e3); });
+  row("decode", [&](const Summary& s) { return fmt("%.1f tokens/s", s.result.decodeTokensPerSecond()); });
+  row("per token (mean)", [&](const Summary& s) { return fmt("%.2f ms", s.meanTokenMs); });
+  row("per token (last)", [&](const Summary& s) { return fmt("%.2f ms", s.lastTokenMs); });
+  row("cache at the end", [&](const Summary& s) { return megabytes(s.result.peakCacheBytes); });
+  row("  of which recurrent state", [&](const Summary& s) { return megabytes(s.result.stateBytes); });
+  row("process peak RSS", [&](const Summary& s) { return megabytes(s.peakRss); });
+  row("stopped by", [](const Summary& s) { return s.result.stopReason; });
+}
+
+}  // namespace
+
+void addGenerateCommand(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  auto* cmd = app.add_subcommand("generate", "Generate text, streaming tokens; linear layers decode with constant memory");
+  cmd->add_option("model", a->model, "Model folder (original or converted, with its tokenizer files)")
+      ->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--prompt,-p", a->prompt, "Prompt text")->required();
+  cmd->add_option("--max-tokens,-n", a->options.maxNewTokens, "Tokens to generate at most")->capture_default_str();
+  cmd->add_option("--temperature,-t", a->options.sampling.temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", a->options.sampling.topK, "Keep the k most likely tokens (0 = all)")->capture_default_str();
+  cmd->add_option("--top-p", a->options.sampling.topP, "Nucleus: keep the most likely tokens up to this mass")->capture_default_str();
+  cmd->add_option("--seed", a->options.sampling.seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--stop", a->stops, "Stop after this token (text of one token; repeatable)");
+  cmd->add_flag("--ignore-eos", a->ignoreEos, "Do not stop at the end-of-text token");
+  cmd->add_flag("--teacher", a->teacher, "Run a converted model's linear layers as softmax (its original attention)");
+  cmd->add_option("--compare", a->compare, "A second model folder to run with the same prompt and settings")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--timings", a->timings, "CSV file: one row per token (latency, cache bytes, RSS)");
+  cmd->add_flag("--quiet,-q", a->quiet, "Print only the summary");
+  cmd->callback([a] {
+    hh::initRuntime();
+    a->options.sampling.validate();
+    std::ofstream csv;
+    if (!a->timings.empty()) {
+      csv.open(a->timings, std::ios::trunc);
+      if (!csv) throw std::runtime_error(a->timings + ": cannot write the timings file");
+      csv << "model,index,position,token,ms,cache_bytes,rss_bytes\n";
+    }
+    std::vector<Summary> all{runOne(a->model, *a, a->teacher, csv.is_open() ? &csv : nullptr)};
+    if (!a->compare.empty()) all.push_back(runOne(a->compare, *a, false, csv.is_open() ? &csv : nullptr));
+    printSummaries(all);
+  });
+}
+
+}  // namespace hh::cli

