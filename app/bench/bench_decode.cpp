@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
       const double scale = 1.0 / std::sqrt(double(c.headDim));
       const auto soft = time([&] { hh::attn::cachedSoftmaxAttention(q, keys, values, scale); }, steps * 4);
       const auto step = time([&] { layer->step(layerState, q, k, v); }, steps * 4);
-      std::printf("| %lld | %.3f | %.3f | %.0fx |\n", (long long)p, soft.medianMs, step.medianMs, soft.medianMs / step.medianMs);
+      std::printf("| %lld | %.3f | %.3f | %.1fx |\n", (long long)p, soft.medianMs, step.medianMs, soft.medianMs / step.medianMs);
       std::fflush(stdout);
     }
   }

@@ -118,6 +118,7 @@ void printSummaries(const std::vector<Summary>& all) {
   row("per token (last)", [&](const Summary& s) { return fmt("%.2f ms", s.lastTokenMs); });
   row("cache at the end", [&](const Summary& s) { return megabytes(s.result.peakCacheBytes); });
   row("  of which recurrent state", [&](const Summary& s) { return megabytes(s.result.stateBytes); });
+  row("cache allocated", [&](const Summary& s) { return megabytes(s.result.reservedBytes); });
   row("process peak RSS", [&](const Summary& s) { return megabytes(s.peakRss); });
   row("stopped by", [](const Summary& s) { return s.result.stopReason; });
 }

@@ -8,6 +8,9 @@
 //   --text TEXT | --text-file PATH   the inspector's text (inspected once the model is loaded)
 //   --tab inspector | comparison | dashboard | runs   the tab shown first
 //   --experiment DIR [--export-figures OUT]          an experiment's results (and its PNG figures, then quit)
+//   --generate ORIGINAL,CONVERTED [--prompt TEXT] [--max-tokens N]   the generation tab with both
+//                            models loaded (either may be left empty); with --prompt it starts
+//   --tab generation | experiments                   also accepted
 // Hidden options for documentation and CI screenshots (scripts/screenshot.sh):
 //   --screenshot PATH          grab the main window into PATH (PNG) and quit
 //   --screenshot-delay-ms N    wait N ms after the first comparison is on screen (default 800)
@@ -22,8 +25,9 @@
 #include <cstdio>
 
 #include "app/gui/comparison_controls.h"
-#include "app/gui/inspector_view.h"
 #include "app/gui/experiment_view.h"
+#include "app/gui/generation_view.h"
+#include "app/gui/inspector_view.h"
 #include "app/gui/main_window.h"
 #include "engine/core/runtime.h"
 
@@ -67,6 +71,13 @@ int main(int argc, char** argv) {
   const auto seed = hidden(QStringLiteral("seed"), QStringLiteral("Random seed."), "S");
   const auto runsTab = hidden(QStringLiteral("runs-tab"), QStringLiteral("Open on the run browser."));
   const auto bidirectional = hidden(QStringLiteral("bidirectional"), QStringLiteral("Non-causal attention."));
+  const QCommandLineOption generateOpt(QStringLiteral("generate"),
+                                       QStringLiteral("Open the generation tab with these model folders."),
+                                       QStringLiteral("original,converted"));
+  const QCommandLineOption promptOpt(QStringLiteral("prompt"), QStringLiteral("Generation prompt (starts it)."),
+                                     QStringLiteral("text"));
+  const QCommandLineOption maxTokensOpt(QStringLiteral("max-tokens"), QStringLiteral("Tokens to generate."),
+                                        QStringLiteral("N"));
   const QCommandLineOption convert(QStringLiteral("convert"), QStringLiteral("Start the conversion a project file describes."),
                                    QStringLiteral("project.json"));
   const QCommandLineOption run(QStringLiteral("run"), QStringLiteral("Open a run file on the dashboard."), QStringLiteral("run.h5"));
@@ -85,7 +96,7 @@ int main(int argc, char** argv) {
   const auto scatter = hidden(QStringLiteral("scatter"), QStringLiteral("Experiment scatter axes."), "x,y");
   const auto curve = hidden(QStringLiteral("curve"), QStringLiteral("Experiment scalar over steps."), "name");
   const auto mapPair = hidden(QStringLiteral("map-pair"), QStringLiteral("Experiment snapshot pair."), "L,H");
-  parser.addOptions({experiment, exportFigures, scatter, curve, mapPair});
+  parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, generateOpt, promptOpt, maxTokensOpt});
   parser.addOptions({convert, run, model, project, text, textFile, tab, runsTab, shot, delay, featureMap, modelHead,
                      inspectHead, inspectView,
                      length, headDim, seed, bidirectional});
@@ -175,6 +186,23 @@ int main(int argc, char** argv) {
   else if (firstTab == QLatin1String("dashboard")) window.showDashboard();
   else if (firstTab == QLatin1String("comparison")) window.showComparison();
   else if (firstTab == QLatin1String("inspector")) window.showInspector();
+  bool generating = false;
+  if (parser.isSet(generateOpt) || firstTab == QLatin1String("generation")) {
+    window.showGeneration();
+    auto* panel = window.generation();
+    const QStringList folders = parser.value(generateOpt).split(QLatin1Char(','));
+    panel->setFolders(folders.value(0), folders.value(1));
+    if (parser.isSet(generateOpt)) panel->loadModels();
+    auto settings = panel->settings();
+    if (parser.isSet(maxTokensOpt)) settings.maxTokens = parser.value(maxTokensOpt).toInt();
+    if (parser.isSet(promptOpt)) settings.prompt = parser.value(promptOpt);
+    panel->setSettings(settings);
+    panel->setPrompt(settings.prompt);
+    if (parser.isSet(promptOpt)) {
+      generating = true;
+      QTimer::singleShot(0, panel, [panel] { panel->generate(); });
+    }
+  }
   const bool onDashboard = parser.isSet(convert) || parser.isSet(run) || firstTab == QLatin1String("runs") ||
                            firstTab == QLatin1String("dashboard");
 
@@ -189,7 +217,11 @@ int main(int argc, char** argv) {
     };
     // The dashboard: grab after the delay (e.g. mid-run). Otherwise: once nothing is loading or
     // computing (the model loaded, the text inspected, the comparison on screen), wait, grab, quit.
-    if (onDashboard) {
+    if (generating) {
+      // Grab once the generation has finished (then the delay lets the plots redraw).
+      QObject::connect(window.generation(), &hh::gui::GenerationView::finished, &window,
+                       [&window, delayMs, grab](const QString&) { QTimer::singleShot(delayMs, &window, grab); });
+    } else if (onDashboard) {
       QTimer::singleShot(delayMs, &window, grab);
     } else {
       auto* poll = new QTimer(&window);

@@ -30,6 +30,7 @@
 #include "app/gui/dashboard_view.h"
 #include "app/gui/experiment_view.h"
 #include "app/gui/export_dialogs.h"
+#include "app/gui/generation_view.h"
 #include "app/gui/inspector_view.h"
 #include "app/gui/job_runner.h"
 #include "app/gui/model_session.h"
@@ -91,6 +92,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(browser_, tr("Runs"));
   experiments_ = new ExperimentView;
   tabs_->addTab(experiments_, tr("Experiments"));
+  generation_ = new GenerationView;
+  tabs_->addTab(generation_, tr("Generation"));
+  connect(generation_, &GenerationView::statusMessage, this, [this](const QString& text) {
+    statusBar()->showMessage(text, 8000);
+  });
   connect(browser_, &RunBrowser::runActivated, this, &MainWindow::openRun);
   browser_->refresh();
   setCentralWidget(tabs_);
@@ -290,6 +296,8 @@ void MainWindow::buildRunControls() {
 void MainWindow::showDashboard() {
   tabs_->setCurrentWidget(dashboard_);
 }
+
+void MainWindow::showGeneration() { tabs_->setCurrentWidget(generation_); }
 
 void MainWindow::showRuns() {
   tabs_->setCurrentWidget(browser_);

@@ -34,6 +34,7 @@ class ModelSession;
 class ModelTree;
 class RecentFiles;
 class ExperimentView;
+class GenerationView;
 class RunBrowser;
 class RunFollower;
 
@@ -77,9 +78,11 @@ class MainWindow : public QMainWindow {
   RunBrowser* runBrowser() const { return browser_; }
   void showDashboard();
   void showRuns();
+  void showGeneration();
   // Opens an experiment folder (summary.json) on the Experiments tab; returns an error or empty.
   QString openExperiment(const QString& path);
   ExperimentView* experiments() const { return experiments_; }
+  GenerationView* generation() const { return generation_; }
 
  Q_SIGNALS:
   // A computation finished and its result is on screen (or its error is shown).
@@ -124,6 +127,7 @@ class MainWindow : public QMainWindow {
   DashboardView* dashboard_ = nullptr;
   RunBrowser* browser_ = nullptr;
   ExperimentView* experiments_ = nullptr;
+  GenerationView* generation_ = nullptr;
   JobRunner* runner_ = nullptr;
   RunFollower* follower_ = nullptr;
   QThread* followerThread_ = nullptr;

@@ -174,4 +174,65 @@ torch::Tensor fusedHedgehogCausalForward(const torch::Tensor&, const torch::Tens
 }
 #endif
 
+namespace {
+// u = W x + b, then features [exp(u), 1 / exp(u)]: x [D], W [D, D] row-major, b [D] -> f [2D]
+void hedgehogFeatures(const float* x, const float* w, const float* b, int64_t d, float* f) {
+  for (int64_t i = 0; i < d; ++i) {
+    const float* row = w + i * d;
+    float u = b[i];
+    for (int64_t j = 0; j < d; ++j) u += row[j] * x[j];
+    const float e = std::exp(u);
+    f[i] = e;
+    f[d + i] = 1.0f / e;
+  }
+}
+}  // namespace
+
+torch::Tensor fusedHedgehogStep(torch::Tensor& S, torch::Tensor& z, const torch::Tensor& qIn, const torch::Tensor& kIn,
+                                const torch::Tensor& vIn, const torch::Tensor& weightIn, const torch::Tensor& biasIn,
+                                double eps) {
+  // q, k, v [B,H,D]; S [B,H,2D,D]; z [B,H,2D] -> y [B,H,D]
+  const int64_t B = qIn.size(0), H = qIn.size(1), D = qIn.size(2), F = 2 * D;
+  TORCH_CHECK(S.is_contiguous() && z.is_contiguous() && S.scalar_type() == torch::kFloat && z.scalar_type() == torch::kFloat &&
+                  S.size(2) == F && S.size(3) == D,
+              "fusedHedgehogStep: the state must be contiguous float32 [B,H,2D,D]");
+  const auto q = qIn.contiguous(), k = kIn.contiguous(), v = vIn.contiguous();
+  const auto weight = weightIn.contiguous(), bias = biasIn.contiguous();
+  auto y = torch::empty({B, H, D}, q.options());
+  float* sData = S.data_ptr<float>();
+  float* zData = z.data_ptr<float>();
+  const float *qData = q.data_ptr<float>(), *kData = k.data_ptr<float>(), *vData = v.data_ptr<float>();
+  const float *wData = weight.data_ptr<float>(), *bData = bias.data_ptr<float>();
+  float* yData = y.data_ptr<float>();
+  const float epsF = static_cast<float>(eps);
+  at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> fq(static_cast<size_t>(F)), fk(static_cast<size_t>(F)), num(static_cast<size_t>(D));
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t h = bh % H;
+      const float* w = wData + h * D * D;
+      const float* b = bData + h * D;
+      hedgehogFeatures(qData + bh * D, w, b, D, fq.data());
+      hedgehogFeatures(kData + bh * D, w, b, D, fk.data());
+      const float* vv = vData + bh * D;
+      float* s = sData + bh * F * D;
+      float* zz = zData + bh * F;
+      std::fill(num.begin(), num.end(), 0.0f);
+      float den = 0.0f;
+      for (int64_t f = 0; f < F; ++f) {
+        float* row = s + f * D;
+        const float kf = fk[size_t(f)], qf = fq[size_t(f)];
+        for (int64_t d = 0; d < D; ++d) {
+          row[d] += kf * vv[d];
+          num[size_t(d)] += qf * row[d];
+        }
+        zz[f] += kf;
+        den += qf * zz[f];
+      }
+      float* out = yData + bh * D;
+      for (int64_t d = 0; d < D; ++d) out[d] = num[size_t(d)] / (den + epsF);
+    }
+  });
+  return y;
+}
+
 }  // namespace hh::attn

@@ -17,4 +17,12 @@ torch::Tensor fusedHedgehogCausalForward(const torch::Tensor& q, const torch::Te
                                          const torch::Tensor& weight, const torch::Tensor& bias, int64_t chunkSize,
                                          double eps);
 
+// One recurrent step of the same computation (decoding): q, k, v [B, H, D] float32 CPU (one
+// token); S [B, H, 2D, D] and z [B, H, 2D] float32 contiguous, updated in place. Returns y [B, H, D].
+// Plain loops per (batch, head): the D x D feature products, the rank-1 state update and the
+// read-out touch the state once, where the generic step makes ~20 small Torch calls.
+torch::Tensor fusedHedgehogStep(torch::Tensor& S, torch::Tensor& z, const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, const torch::Tensor& weight, const torch::Tensor& bias,
+                                double eps);
+
 }  // namespace hh::attn

@@ -255,6 +255,14 @@ torch::Tensor LinearAttentionImpl::step(RecurrentState& state, const torch::Tens
                                         const torch::Tensor& v, const torch::Tensor& hidden) {
   // q, k, v [B,H,1,D]
   const auto gates = gatesFor(hidden, q.size(0), 1);
+  // Hedgehog, additive: the fused step (same conditions as the fused chunked kernel, fp32 state).
+  if (canUseFusedKernel(q, k, v) && state.S.scalar_type() == torch::kFloat && state.S.is_contiguous() &&
+      state.z.defined() && state.z.is_contiguous()) {
+    state.position += 1;
+    return fusedHedgehogStep(state.S, state.z, q.select(2, 0), k.select(2, 0), v.select(2, 0), featureMap_->weight(),
+                             featureMap_->bias(), config_.rule.eps)
+        .unsqueeze(2);
+  }
   const auto fq = featureMap_->forward(q, state.position).select(2, 0);
   const auto fk = featureMap_->forward(k, state.position).select(2, 0);
   return linearStep(state, fq, fk, v.select(2, 0), gates.slice(0, 1), config_.rule).unsqueeze(2);

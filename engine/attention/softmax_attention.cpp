@@ -51,6 +51,21 @@ torch::Tensor cachedSoftmaxAttention(const torch::Tensor& qIn, const torch::Tens
   const int64_t Hkv = keys.size(1), n = keys.size(2), groups = H / Hkv;
   TORCH_CHECK(groups * Hkv == H && n >= T, "cachedSoftmaxAttention: q ", qIn.sizes(), " against cache ", keys.sizes());
   const auto computeType = qIn.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  if (T == 1 && n >= 256 && keys.device().is_cpu() && keys.scalar_type() == computeType &&
+      values.scalar_type() == computeType && keys.stride(-1) == 1 && values.stride(-1) == 1) {
+    // One query per head against a long cache: matrix-vector products read each cached row once
+    // (a batched matrix product would first copy the whole cache into its packed layout).
+    const auto q = qIn.to(computeType);
+    auto out = torch::empty({B, H, 1, D}, q.options());
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t h = 0; h < H; ++h) {
+        const auto kh = keys[b][h / groups], vh = values[b][h / groups];  // [N,D]
+        const auto w = torch::softmax(torch::mv(kh, q[b][h][0]) * scale, 0);  // [N]
+        out[b][h][0].copy_(torch::mv(vh.t(), w));
+      }
+    }
+    return out.to(qIn.scalar_type());
+  }
   const auto q = qIn.reshape({B, Hkv, groups * T, D}).to(computeType);             // [B,Hkv,gT,D]
   auto scores = torch::matmul(q, keys.to(computeType).transpose(-1, -2)) * scale;  // [B,Hkv,gT,N]
   if (T > 1) {

@@ -77,13 +77,15 @@ TokenEvent Decoder::next() {
   event.index = index_;
   event.position = result_.promptTokens + index_;
   event.logProbability = torch::log_softmax(last.to(torch::kDouble), 0)[event.token].item<double>();
-  event.cacheBytes = cache_.bytes();
+  event.cacheBytes = cache_.usedBytes();
+  event.reservedBytes = cache_.bytes();
   event.stateNorms = cache_.stateNorms(config.heads);
   event.decay = cache_.lastDecay(config.heads);
   (index_ == 0 ? result_.prefillSeconds : result_.decodeSeconds) += event.seconds;
   result_.tokens.push_back(event.token);
   result_.peakCacheBytes = std::max(result_.peakCacheBytes, event.cacheBytes);
   result_.stateBytes = cache_.stateBytes();
+  result_.reservedBytes = event.reservedBytes;
   ++index_;
   const auto& stops = options_.stopTokens;
   if (std::find(stops.begin(), stops.end(), event.token) != stops.end()) result_.stopReason = "stop token";

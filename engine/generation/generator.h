@@ -29,7 +29,8 @@ struct TokenEvent {
   int64_t position = 0;        // its position in the sequence (prompt length + index)
   double seconds = 0;          // the forward pass that produced it (the prefill for index 0)
   double logProbability = 0;   // log p(token) under the model's (unfiltered) distribution
-  int64_t cacheBytes = 0;      // KV caches + recurrent states after this step
+  int64_t cacheBytes = 0;      // KV caches (filled positions) + recurrent states after this step
+  int64_t reservedBytes = 0;   // what the caches hold allocated (KV buffers are reserved ahead)
   torch::Tensor stateNorms;    // [L, H] ||S||_F per linear layer/head, NaN rows for softmax layers
   torch::Tensor decay;         // [L, H] last decay factor (gated, decay rules), NaN elsewhere
 };
@@ -39,7 +40,8 @@ struct GenerateResult {
   int64_t promptTokens = 0;
   double prefillSeconds = 0;    // the prompt's forward pass (first token included)
   double decodeSeconds = 0;     // every later token
-  int64_t peakCacheBytes = 0;
+  int64_t peakCacheBytes = 0;   // cacheBytes at its largest
+  int64_t reservedBytes = 0;    // allocated for the caches at the end
   int64_t stateBytes = 0;       // recurrent states (constant over the run)
   std::string stopReason;       // "stop token", "max tokens", "context full", "cancelled"
 

@@ -47,6 +47,16 @@ int64_t KvCache::bytes() const {
   return n;
 }
 
+int64_t KvCache::usedBytes() const {
+  return keys_.defined() ? 2 * keys_.size(0) * keys_.size(1) * length_ * keys_.size(3) * int64_t(keys_.element_size()) : 0;
+}
+
+int64_t DecodeCache::usedBytes() const {
+  int64_t n = stateBytes();
+  for (const auto& l : layers) n += l.kv.usedBytes();
+  return n;
+}
+
 int64_t DecodeCache::kvBytes() const {
   int64_t n = 0;
   for (const auto& l : layers) n += l.kv.bytes();

@@ -27,7 +27,8 @@ class KvCache {
   torch::Tensor values() const;  // [B, H_kv, length, D] view
   int64_t length() const { return length_; }
   int64_t capacity() const { return keys_.defined() ? keys_.size(2) : 0; }
-  int64_t bytes() const;  // bytes held (the whole capacity)
+  int64_t bytes() const;      // bytes held (the whole capacity)
+  int64_t usedBytes() const;  // bytes of the filled positions
 
  private:
   torch::Tensor keys_, values_;
@@ -46,7 +47,8 @@ struct DecodeCache {
   int64_t position = 0;            // tokens consumed so far (the next token's position)
   int64_t batch = 1;
 
-  int64_t bytes() const;       // everything held: KV buffers and recurrent states
+  int64_t bytes() const;       // everything held: KV buffers (their capacity) and recurrent states
+  int64_t usedBytes() const;   // the filled KV positions and the recurrent states
   int64_t kvBytes() const;     // the KV buffers alone
   int64_t stateBytes() const;  // the recurrent states alone
   // ||S||_F per layer and head: [L, H] float; rows of softmax layers are NaN. Batch row 0.

@@ -49,11 +49,11 @@ ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& o
   for (int64_t l = 0; l <= lastLayer; ++l) {
     auto& b = blocks_[static_cast<size_t>(l)];
     const auto h = b.ln1->forward(x);
-    const auto qkv = b.qkv->forward(h).chunk(3, -1);  // q, k, v in that order, each [B,T,C]
+    const auto qkv = applyLinear(b.qkv, h).chunk(3, -1);  // q, k, v in that order, each [B,T,C]
     const auto y = attend(l, splitHeads(qkv[0], config_.heads), splitHeads(qkv[1], config_.heads),
                           splitHeads(qkv[2], config_.heads), h, context);  // [B,H,T,D]
-    x = x + b.attnOut->forward(mergeHeads(y));
-    x = x + b.mlpOut->forward(activate(b.fc->forward(b.ln2->forward(x)), config_.activation));
+    x = x + applyLinear(b.attnOut, mergeHeads(y));
+    x = x + applyLinear(b.mlpOut, activate(applyLinear(b.fc, b.ln2->forward(x)), config_.activation));
   }
   advanceCache(context, T);
   if (lastLayer < config_.layers - 1) {
@@ -65,7 +65,7 @@ ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& o
   if (classifier_) {
     out.logits = lastTokenScores(classifier_->forward(out.hidden), options.attentionMask);  // [B,labels]
   } else {
-    out.logits = lmHead_ ? lmHead_->forward(out.hidden) : torch::matmul(out.hidden, wte_->weight.t());
+    out.logits = projectRows(out.hidden, lmHead_ ? lmHead_->weight : wte_->weight);
   }
   return out;
 }

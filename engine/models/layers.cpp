@@ -63,6 +63,22 @@ torch::Tensor applyRope(const torch::Tensor& x, const RopeTables& t) {
   return x * cos + rotated * sin;
 }
 
+torch::Tensor projectRows(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  // x [..., in] -> [..., out]
+  if (x.numel() != x.size(-1) || !x.device().is_cpu()) {
+    return bias.defined() ? torch::nn::functional::linear(x, weight, bias) : torch::matmul(x, weight.t());
+  }
+  auto shape = x.sizes().vec();
+  shape.back() = weight.size(0);
+  const auto row = x.reshape({x.size(-1)});
+  const auto y = bias.defined() ? torch::addmv(bias, weight, row) : torch::mv(weight, row);
+  return y.view(shape);
+}
+
+torch::Tensor applyLinear(const torch::nn::Linear& linear, const torch::Tensor& x) {
+  return projectRows(x, linear->weight, linear->options.bias() ? linear->bias : torch::Tensor());
+}
+
 torch::Tensor splitHeads(const torch::Tensor& x, int64_t heads) {
   // [B,T,H*D] -> [B,H,T,D]
   return x.view({x.size(0), x.size(1), heads, x.size(2) / heads}).transpose(1, 2);

@@ -28,6 +28,13 @@ torch::Tensor applyRope(const torch::Tensor& x, const RopeTables& tables);
 // The inverse frequencies [D/2] (exposed for tests).
 torch::Tensor ropeInverseFrequencies(const ModelConfig& config);
 
+// x [..., in] @ weight [out, in]^T + bias [out] (bias may be undefined). A single row (decoding
+// one token) goes through matrix-vector BLAS, which streams W once; the matrix product would first
+// copy (pack) all of W for one row. Works with autograd either way.
+torch::Tensor projectRows(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {});
+// An nn::Linear through projectRows (LoRA writes its effective weight into linear->weight).
+torch::Tensor applyLinear(const torch::nn::Linear& linear, const torch::Tensor& x);
+
 // [B, T, H*D] -> [B, H, T, D] and back.
 torch::Tensor splitHeads(const torch::Tensor& x, int64_t heads);
 torch::Tensor mergeHeads(const torch::Tensor& x);

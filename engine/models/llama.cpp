@@ -49,12 +49,12 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
   for (int64_t l = 0; l <= lastLayer; ++l) {
     auto& L = layers_[static_cast<size_t>(l)];
     const auto h = rmsNorm(x, L.inputNorm, config_.normEps);
-    const auto q = applyRope(splitHeads(L.q->forward(h), config_.heads), rope);    // [B,H,T,D]
-    const auto k = applyRope(splitHeads(L.k->forward(h), config_.kvHeads), rope);  // [B,Hkv,T,D]
-    const auto v = splitHeads(L.v->forward(h), config_.kvHeads);                   // [B,Hkv,T,D]
-    x = x + L.o->forward(mergeHeads(attend(l, q, k, v, h, context)));
+    const auto q = applyRope(splitHeads(applyLinear(L.q, h), config_.heads), rope);    // [B,H,T,D]
+    const auto k = applyRope(splitHeads(applyLinear(L.k, h), config_.kvHeads), rope);  // [B,Hkv,T,D]
+    const auto v = splitHeads(applyLinear(L.v, h), config_.kvHeads);                   // [B,Hkv,T,D]
+    x = x + applyLinear(L.o, mergeHeads(attend(l, q, k, v, h, context)));
     const auto m = rmsNorm(x, L.postNorm, config_.normEps);
-    x = x + L.down->forward(activate(L.gate->forward(m), config_.activation) * L.up->forward(m));
+    x = x + applyLinear(L.down, activate(applyLinear(L.gate, m), config_.activation) * applyLinear(L.up, m));
   }
   advanceCache(context, T);
   if (lastLayer < config_.layers - 1) {
@@ -66,7 +66,7 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
   if (classifier_) {
     out.logits = lastTokenScores(classifier_->forward(out.hidden), options.attentionMask);  // [B,labels]
   } else {
-    out.logits = lmHead_ ? lmHead_->forward(out.hidden) : torch::matmul(out.hidden, embed_->weight.t());
+    out.logits = projectRows(out.hidden, lmHead_ ? lmHead_->weight : embed_->weight);
   }
   return out;
 }
