@@ -1,5 +1,7 @@
 #include "app/gui/generation_view.h"
 
+#include <QCheckBox>
+#include <QCoreApplication>
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QFileDialog>
@@ -12,6 +14,8 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTextCharFormat>
+#include <QTextCursor>
 #include <QTextEdit>
 #include <QThread>
 #include <QTimer>
@@ -74,6 +78,9 @@ GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std:
   addSetting(tr("Top-k"), topK_, tr("Keep the k most likely tokens (0 = all)"));
   addSetting(tr("Top-p"), topP_, tr("Keep the most likely tokens up to this probability mass"));
   addSetting(tr("Seed"), seed_, tr("The same seed repeats a run"));
+  stopAtEos_ = new QCheckBox(tr("Stop at end of text"));
+  stopAtEos_->setToolTip(tr("End a model's run when it emits its end-of-text token"));
+  controls->addWidget(stopAtEos_);
   generate_ = new QPushButton(tr("Generate"));
   generate_->setDefault(true);
   stop_ = new QPushButton(tr("Stop"));
@@ -112,6 +119,7 @@ GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std:
   stateNorms_ = new hh::widgets::HeatmapView;
   stateNorms_->setTitle(tr("Converted model: ‖S‖ per layer/head"));
   stateNorms_->setValueLabel(tr("‖S‖_F"));
+  stateNorms_->setAxisTitles(tr("generated token"), tr("layer / head"));
   decay_ = new hh::widgets::CurvePlot;
   decay_->setTitle(tr("Decay factor per layer (mean over heads)"));
   decay_->setAxisLabels(tr("position"), tr("decay"));
@@ -128,8 +136,9 @@ GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std:
   auto* body = new QSplitter(Qt::Vertical);
   body->addWidget(panes);
   body->addWidget(plots);
-  body->setStretchFactor(0, 2);
-  body->setStretchFactor(1, 3);
+  body->setStretchFactor(0, 1);
+  body->setStretchFactor(1, 1);
+  body->setSizes({300, 360});
   status_ = new QLabel(tr("Load an original and a converted model, type a prompt, and press Generate."));
   status_->setWordWrap(true);
 
@@ -196,6 +205,7 @@ void GenerationView::setSettings(const GenerationSettings& s) {
   topK_->setValue(s.topK);
   topP_->setValue(s.topP);
   seed_->setValue(int(s.seed));
+  stopAtEos_->setChecked(s.stopAtEos);
 }
 
 GenerationSettings GenerationView::settings() const {
@@ -206,6 +216,7 @@ GenerationSettings GenerationView::settings() const {
   s.topK = topK_->value();
   s.topP = topP_->value();
   s.seed = quint64(seed_->value());
+  s.stopAtEos = stopAtEos_->isChecked();
   return s;
 }
 
@@ -237,9 +248,9 @@ void GenerationView::generate() {
     sideMs_[s2] = 0;
     sideTokens_[s2] = 0;
     if (session_->loaded(s2)) {
-      outputs_[s2]->setTextColor(palette().color(QPalette::PlaceholderText));
-      outputs_[s2]->insertPlainText(s.prompt);
-      outputs_[s2]->setTextColor(palette().color(QPalette::Text));
+      QTextCharFormat promptFormat;
+      promptFormat.setForeground(palette().color(QPalette::PlaceholderText));
+      QTextCursor(outputs_[s2]->document()).insertText(s.prompt, promptFormat);
     }
     const QString name = s2 == 0 ? tr("original") : tr("converted");
     latency_->addSeries(name, {}, {});
@@ -278,8 +289,13 @@ bool GenerationView::waitForRun(int ms) {
 
 void GenerationView::onToken(const GenerationToken& t) {
   const int side = t.side;
-  outputs_[side]->moveCursor(QTextCursor::End);
-  outputs_[side]->insertPlainText(t.piece);
+  QTextCursor cursor(outputs_[side]->document());
+  cursor.movePosition(QTextCursor::End);
+  QTextCharFormat generated;  // the prompt is shown greyed, the model's text in the normal colour
+  generated.setForeground(palette().color(QPalette::Text));
+  cursor.insertText(t.piece, generated);
+  outputs_[side]->setTextCursor(cursor);
+  outputs_[side]->ensureCursorVisible();
   if (t.index > 0) {  // the first token's time is the prompt's prefill: in the stats, not the curve
     latency_->appendPoint(side, t.position, t.milliseconds);
     sideMs_[side] += t.milliseconds;

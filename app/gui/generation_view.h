@@ -14,6 +14,7 @@
 
 #include "app/gui/generation_session.h"
 
+class QCheckBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
@@ -80,6 +81,7 @@ class GenerationView : public QWidget {
   QSpinBox* topK_ = nullptr;
   QDoubleSpinBox* topP_ = nullptr;
   QSpinBox* seed_ = nullptr;
+  QCheckBox* stopAtEos_ = nullptr;
   QPushButton* generate_ = nullptr;
   QPushButton* stop_ = nullptr;
   QProgressBar* progress_ = nullptr;

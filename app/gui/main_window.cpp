@@ -92,9 +92,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(browser_, tr("Runs"));
   experiments_ = new ExperimentView;
   tabs_->addTab(experiments_, tr("Experiments"));
-  generation_ = new GenerationView;
-  tabs_->addTab(generation_, tr("Generation"));
-  connect(generation_, &GenerationView::statusMessage, this, [this](const QString& text) {
+  generationView_ = new GenerationView;
+  tabs_->addTab(generationView_, tr("Generation"));
+  connect(generationView_, &GenerationView::statusMessage, this, [this](const QString& text) {
     statusBar()->showMessage(text, 8000);
   });
   connect(browser_, &RunBrowser::runActivated, this, &MainWindow::openRun);
@@ -297,7 +297,7 @@ void MainWindow::showDashboard() {
   tabs_->setCurrentWidget(dashboard_);
 }
 
-void MainWindow::showGeneration() { tabs_->setCurrentWidget(generation_); }
+void MainWindow::showGeneration() { tabs_->setCurrentWidget(generationView_); }
 
 void MainWindow::showRuns() {
   tabs_->setCurrentWidget(browser_);

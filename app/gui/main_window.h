@@ -82,7 +82,7 @@ class MainWindow : public QMainWindow {
   // Opens an experiment folder (summary.json) on the Experiments tab; returns an error or empty.
   QString openExperiment(const QString& path);
   ExperimentView* experiments() const { return experiments_; }
-  GenerationView* generation() const { return generation_; }
+  GenerationView* generation() const { return generationView_; }
 
  Q_SIGNALS:
   // A computation finished and its result is on screen (or its error is shown).
@@ -127,7 +127,7 @@ class MainWindow : public QMainWindow {
   DashboardView* dashboard_ = nullptr;
   RunBrowser* browser_ = nullptr;
   ExperimentView* experiments_ = nullptr;
-  GenerationView* generation_ = nullptr;
+  GenerationView* generationView_ = nullptr;
   JobRunner* runner_ = nullptr;
   RunFollower* follower_ = nullptr;
   QThread* followerThread_ = nullptr;

@@ -74,16 +74,18 @@ class TestGenerationView : public QObject {
   }
 
   void stopEndsALongRunPromptly() {
+    // The demo teacher (256 positions, a few ms a token): a run of 250 tokens takes over a second.
     hh::gui::GenerationView view;
-    view.setFolders(QString::fromStdString(kFixture), QString());
+    view.setFolders(QStringLiteral(HH_SOURCE_DIR "/projects/demo/teacher"), QString());
     view.loadModels();
     hh::gui::GenerationSettings s;
-    s.prompt = QStringLiteral("a");
-    s.maxTokens = 100000;
+    s.prompt = QStringLiteral("The");
+    s.maxTokens = 250;
+    s.stopAtEos = false;
     view.setSettings(s);
     view.setPrompt(s.prompt);
     view.generate();
-    QTest::qWait(300);
+    QTRY_VERIFY_WITH_TIMEOUT(view.memoryPlot()->pointCount(0) >= 5, 20000);
     QVERIFY(view.running());
     const auto t0 = std::chrono::steady_clock::now();
     view.stop();
