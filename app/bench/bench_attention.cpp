@@ -19,6 +19,7 @@
 #include "engine/attention/feature_map.h"
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/softmax_attention.h"
+#include "app/bench/bench_args.h"
 #include "engine/core/runtime.h"
 
 namespace {
@@ -84,14 +85,6 @@ torch::Tensor plainChunkedLoop(const torch::Tensor& fq, const torch::Tensor& fk,
   return torch::cat(outs, 2);
 }
 
-std::vector<int64_t> parseList(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
-  return out;
-}
-
 std::string cell(const Measure& m) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%8.1f ms %7.0f MiB", m.seconds * 1e3, m.peakMiB);
@@ -105,7 +98,7 @@ int main(int argc, char** argv) {
   int64_t softmaxMax = 8192, heads = 12, dim = 64, chunk = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], val = argv[i + 1];
-    if (key == "--lengths") lengths = parseList(val);
+    if (key == "--lengths") lengths = hh::bench::parseIntegers(val);
     else if (key == "--repeats") repeats = std::stoi(val);
     else if (key == "--softmax-max") softmaxMax = std::stoll(val);
     else if (key == "--heads") heads = std::stoll(val);

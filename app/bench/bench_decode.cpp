@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/attention/softmax_attention.h"
+#include "app/bench/bench_args.h"
 #include "engine/core/runtime.h"
 #include "engine/generation/generator.h"
 #include "engine/models/model_io.h"
@@ -98,22 +99,6 @@ int64_t weightBytes(const m::TransformerModel& model) {
   return n;
 }
 
-std::vector<int64_t> parseList(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
-  return out;
-}
-
-std::vector<std::string> parseNames(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,9 +107,9 @@ int main(int argc, char** argv) {
   int steps = 16;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], val = argv[i + 1];
-    if (key == "--positions") positions = parseList(val);
+    if (key == "--positions") positions = hh::bench::parseIntegers(val);
     else if (key == "--steps") steps = std::stoi(val);
-    else if (key == "--shapes") shapes = parseNames(val);
+    else if (key == "--shapes") shapes = hh::bench::parseNames(val);
     else {
       std::fprintf(stderr, "unknown option %s\n", key.c_str());
       return 2;

@@ -12,6 +12,7 @@
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSettings>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTextCharFormat>
@@ -92,7 +93,6 @@ GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std:
   controls->addWidget(progress_, 1);
   connect(generate_, &QPushButton::clicked, this, &GenerationView::generate);
   connect(stop_, &QPushButton::clicked, this, &GenerationView::stop);
-  setSettings({});
 
   auto* panes = new QSplitter(Qt::Horizontal);
   for (int s = 0; s < 2; ++s) {
@@ -153,7 +153,36 @@ GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std:
   stateTimer_->setSingleShot(true);
   stateTimer_->setInterval(100);
   connect(stateTimer_, &QTimer::timeout, this, &GenerationView::refreshStateView);
+  // The folders, prompt and settings of the last session (a daily tool should remember them).
+  QSettings stored;
+  stored.beginGroup(QStringLiteral("generation"));
+  folders_[0]->setText(stored.value(QStringLiteral("original")).toString());
+  folders_[1]->setText(stored.value(QStringLiteral("converted")).toString());
+  prompt_->setPlainText(stored.value(QStringLiteral("prompt")).toString());
+  GenerationSettings defaults;
+  defaults.maxTokens = stored.value(QStringLiteral("max_tokens"), defaults.maxTokens).toInt();
+  defaults.temperature = stored.value(QStringLiteral("temperature"), defaults.temperature).toDouble();
+  defaults.topK = stored.value(QStringLiteral("top_k"), defaults.topK).toInt();
+  defaults.topP = stored.value(QStringLiteral("top_p"), defaults.topP).toDouble();
+  defaults.seed = stored.value(QStringLiteral("seed"), 0).toULongLong();
+  defaults.stopAtEos = stored.value(QStringLiteral("stop_at_eos"), true).toBool();
+  setSettings(defaults);
   updateButtons();
+}
+
+void GenerationView::remember() const {
+  const auto s = settings();
+  QSettings stored;
+  stored.beginGroup(QStringLiteral("generation"));
+  stored.setValue(QStringLiteral("original"), folders_[0]->text());
+  stored.setValue(QStringLiteral("converted"), folders_[1]->text());
+  stored.setValue(QStringLiteral("prompt"), s.prompt);
+  stored.setValue(QStringLiteral("max_tokens"), s.maxTokens);
+  stored.setValue(QStringLiteral("temperature"), s.temperature);
+  stored.setValue(QStringLiteral("top_k"), s.topK);
+  stored.setValue(QStringLiteral("top_p"), s.topP);
+  stored.setValue(QStringLiteral("seed"), qulonglong(s.seed));
+  stored.setValue(QStringLiteral("stop_at_eos"), s.stopAtEos);
 }
 
 GenerationView::~GenerationView() {
@@ -231,6 +260,7 @@ void GenerationView::updateButtons() {
 void GenerationView::generate() {
   if (running()) return;
   const auto s = settings();
+  remember();
   // Fresh plots and panes.
   latency_->clear();
   memory_->clear();

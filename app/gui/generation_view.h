@@ -4,7 +4,8 @@
 // recurrent state S per layer and head over the generated tokens (a heatmap: rows layer/head,
 // columns tokens), and for the gated and decay rules the mean decay factor per layer.
 // Generation runs on its own thread (GenerationSession::run, both models interleaved); Stop sets
-// a flag checked before every token. Torch-free.
+// a flag checked before every token. The folders, prompt and settings are remembered (QSettings)
+// from one Generate to the next session. Torch-free.
 #pragma once
 #include <QWidget>
 
@@ -69,6 +70,7 @@ class GenerationView : public QWidget {
   void refreshStateView();
   void updateButtons();
   void chooseFolder(QLineEdit* edit);
+  void remember() const;  // folders, prompt and settings into QSettings (restored on construction)
 
   std::shared_ptr<GenerationSession> session_;
   QLineEdit* folders_[2] = {nullptr, nullptr};

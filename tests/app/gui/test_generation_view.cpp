@@ -4,7 +4,8 @@
 // model's cache memory stays flat while the original's KV cache grows, the state-norm heatmap has
 // one row per layer/head and one column per token, and the decay plot one curve per layer.
 // Stop ends a long run promptly, with "cancelled". A folder that is not a model is refused with
-// a message naming it, and Generate stays disabled with nothing loaded.
+// a message naming it, and Generate stays disabled with nothing loaded. The folders, prompt and
+// settings asked for are there again in the next view.
 #include <QPushButton>
 #include <QTest>
 
@@ -96,6 +97,24 @@ class TestGenerationView : public QObject {
     QCOMPARE(view.summaries()[0].stopReason, QStringLiteral("cancelled"));
   }
 
+  void remembersFoldersAndSettings() {
+    {
+      hh::gui::GenerationView first;
+      first.setFolders(QStringLiteral("/nowhere/original"), QStringLiteral("/nowhere/converted"));
+      hh::gui::GenerationSettings s;
+      s.maxTokens = 77;
+      s.topK = 5;
+      first.setSettings(s);
+      first.setPrompt(QStringLiteral("remember me"));
+      first.generate();  // nothing loaded: refused, but what was asked is stored
+      QVERIFY(first.waitForRun(5000));
+    }
+    hh::gui::GenerationView second;
+    QCOMPARE(second.settings().maxTokens, 77);
+    QCOMPARE(second.settings().topK, 5);
+    QCOMPARE(second.settings().prompt, QStringLiteral("remember me"));
+  }
+
   void badFolderIsRefused() {
     hh::test::TempDir dir("generation_bad");
     hh::gui::GenerationView view;
@@ -112,7 +131,7 @@ class TestGenerationView : public QObject {
 
 HH_TEST_SUITE(TestGenerationView, "app.gui.generation_view", &TestGenerationView::initTestCase,
               &TestGenerationView::streamsBothModelsWithLivePlots, &TestGenerationView::stopEndsALongRunPromptly,
-              &TestGenerationView::badFolderIsRefused)
+              &TestGenerationView::remembersFoldersAndSettings, &TestGenerationView::badFolderIsRefused)
 
 #if HH_HAVE_QTEST
 #include "test_generation_view.moc"
