@@ -11,6 +11,7 @@
 #include "app/cli/commands.h"
 #include "engine/core/runtime.h"
 #include "engine/generation/generator.h"
+#include "engine/generation/text_stream.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
 
@@ -27,7 +28,6 @@ struct GenerateArgs {
 struct Summary {
   std::string label;
   gen::GenerateResult result;
-  std::string text;
   double meanTokenMs = 0, lastTokenMs = 0;
   int64_t peakRss = 0;
 };
@@ -70,18 +70,14 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
                (long long)prompt.size(), options.sampling.describe().c_str());
   if (!a.quiet) std::printf("%s", a.prompt.c_str());
   std::fflush(stdout);
-  std::vector<int64_t> generated;
-  std::string shown;
+  gen::TextStream stream(*tokenizer);
   double sumMs = 0;
   s.result = gen::generate(*model, prompt, options, [&](const gen::TokenEvent& e) {
-    generated.push_back(e.token);
-    // Decode everything so far and print what is new (tokens can end mid-character).
-    const auto text = tokenizer->decode(generated, /*skipSpecialTokens=*/true);
-    if (!a.quiet && text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {
-      std::printf("%s", text.substr(shown.size()).c_str());
+    const auto piece = stream.push(e.token);
+    if (!a.quiet && !piece.empty()) {
+      std::printf("%s", piece.c_str());
       std::fflush(stdout);
     }
-    shown = text;
     if (e.index > 0) sumMs += e.seconds * 1e3;
     s.lastTokenMs = e.seconds * 1e3;
     if (csv)
@@ -90,7 +86,6 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
     return true;
   });
   if (!a.quiet) std::printf("\n");
-  s.text = shown;
   s.meanTokenMs = s.result.tokens.size() > 1 ? sumMs / double(s.result.tokens.size() - 1) : 0;
   s.peakRss = gen::peakResidentBytes();
   return s;

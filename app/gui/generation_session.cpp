@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "engine/generation/generator.h"
+#include "engine/generation/text_stream.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
 
@@ -92,8 +93,7 @@ QString GenerationSession::run(const GenerationSettings& settings,
     struct Running {
       Side* side = nullptr;
       std::unique_ptr<gen::Decoder> decoder;
-      std::vector<int64_t> generated;
-      std::string shown;
+      std::unique_ptr<gen::TextStream> text;
     };
     std::vector<Running> running(2);
     for (int s = 0; s < 2; ++s) {
@@ -107,6 +107,7 @@ QString GenerationSession::run(const GenerationSettings& settings,
       }
       const auto prompt = r.side->tokenizer->encode(settings.prompt.toStdString(), /*addSpecialTokens=*/true);
       r.decoder = std::make_unique<gen::Decoder>(*r.side->model, prompt, o);
+      r.text = std::make_unique<gen::TextStream>(*r.side->tokenizer);
     }
     bool any = true;
     while (any && !cancel.load()) {
@@ -116,16 +117,11 @@ QString GenerationSession::run(const GenerationSettings& settings,
         if (!r.decoder || r.decoder->done()) continue;
         any = true;
         const auto event = r.decoder->next();
-        r.generated.push_back(event.token);
-        const auto text = r.side->tokenizer->decode(r.generated, /*skipSpecialTokens=*/true);
         GenerationToken token;
         token.side = s;
         token.index = int(event.index);
         token.position = int(event.position);
-        if (text.size() >= r.shown.size() && text.compare(0, r.shown.size(), r.shown) == 0) {
-          token.piece = QString::fromStdString(text.substr(r.shown.size()));
-          r.shown = text;
-        }
+        token.piece = QString::fromStdString(r.text->push(event.token));
         token.milliseconds = event.seconds * 1e3;
         token.cacheBytes = event.cacheBytes;
         token.stateNorms = toVector(event.stateNorms);
