@@ -14,7 +14,7 @@ void addFinetuneCommand(CLI::App& app) {
     std::string model, adapters, configFile, runDir, outputDir, mode, task, corpus, classData;
     int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1, rank = -1;
     double lr = -1, alpha = -1;
-    bool printConfig = false;
+    bool resume = false, printConfig = false;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("finetune", "Stage 2: finetune a converted model (full or LoRA; LM or classification)");
@@ -35,6 +35,7 @@ void addFinetuneCommand(CLI::App& app) {
   cmd->add_option("--max-train", a->maxTrain, "LM: at most this many training sequences");
   cmd->add_option("--eval-every", a->evalEvery, "Steps between evaluations");
   cmd->add_option("--lr", a->lr, "AdamW peak learning rate");
+  cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   cmd->callback([a] {
     jobs::FinetuneConfig c;
@@ -57,6 +58,7 @@ void addFinetuneCommand(CLI::App& app) {
     if (a->maxTrain >= 0) c.data.maxTrainSequences = a->maxTrain;
     if (a->evalEvery > 0) c.evalEvery = a->evalEvery;
     if (a->lr > 0) c.lr = a->lr;
+    c.resume = c.resume || a->resume;
     if (c.runDir.empty()) c.runDir = "runs/finetune";
     const auto nan = c.debugNanAtStep;
     c = jobs::finetuneConfigFromJson(jobs::toJson(c));  // the same checks as a config file

@@ -1,5 +1,5 @@
 // safetensors writer (see safetensors.h): header padded with spaces to 8-byte alignment of the
-// data buffer, tensors in the given order, written to a temporary file and renamed into place.
+// data buffer, tensors in the given order, written to a temporary file, fsynced and renamed into place.
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <set>
 
+#include <unistd.h>
+
+#include "engine/io/durable_file.h"
 #include "engine/io/safetensors.h"
 
 namespace hh::io {
@@ -91,6 +94,8 @@ void writeSafetensors(const std::string& path,
     if (bytes > 0) ok = std::fwrite(data[i].data_ptr(), 1, bytes, tmp.f) == bytes;
   }
   if (!ok) failWrite(path, std::string("write error: ") + std::strerror(errno));
+  // On disk before the rename: a kill or power cut after it must not expose an empty or torn file.
+  if (std::fflush(tmp.f) != 0 || ::fsync(fileno(tmp.f)) != 0) failWrite(path, std::string("sync error: ") + std::strerror(errno));
   const int closed = std::fclose(tmp.f);
   tmp.f = nullptr;
   if (closed != 0) failWrite(path, std::string("close error: ") + std::strerror(errno));
@@ -98,6 +103,11 @@ void writeSafetensors(const std::string& path,
   std::filesystem::rename(tmp.path, path, ec);
   if (ec) failWrite(path, "cannot rename '" + tmp.path + "' into place: " + ec.message());
   tmp.keep = true;
+  try {
+    syncDirectory(std::filesystem::path(path).parent_path().string());
+  } catch (const std::exception& e) {
+    failWrite(path, e.what());
+  }
 }
 
 }  // namespace hh::io

@@ -1,9 +1,37 @@
 #include "engine/jobs/config_file.h"
 
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
 namespace hh::jobs {
+
+namespace {
+
+// Output folders named in a file ("run_dir", "output_dir", at any depth: a convert project's
+// sections, an experiment's base) may not climb out of where they are resolved with ".." (the
+// file may come from someone else). The same paths typed as flags (--run-dir, --output) are not
+// checked: the user wrote them.
+void checkOutputPaths(const nlohmann::json& j, const std::string& file) {
+  if (j.is_array()) {
+    for (const auto& item : j) checkOutputPaths(item, file);
+    return;
+  }
+  if (!j.is_object()) return;
+  for (const auto& [key, value] : j.items()) {
+    if ((key == "run_dir" || key == "output_dir") && value.is_string()) {
+      const std::string path = value.get<std::string>();
+      for (const auto& part : std::filesystem::path(path))
+        if (part == "..")
+          throw std::runtime_error(file + ": \"" + key + "\" is \"" + path +
+                                   "\": a folder in a config file may not go up with '..' "
+                                   "(give it on the command line instead)");
+    }
+    checkOutputPaths(value, file);
+  }
+}
+
+}  // namespace
 
 nlohmann::json readConfigFile(const std::string& path, const std::string& section) {
   std::ifstream in(path);
@@ -14,6 +42,7 @@ nlohmann::json readConfigFile(const std::string& path, const std::string& sectio
   } catch (const nlohmann::json::parse_error& e) {
     throw std::runtime_error(path + ": not JSON (" + e.what() + ")");
   }
+  checkOutputPaths(j, path);
   return j.is_object() && j.contains(section) ? j.at(section) : j;
 }
 

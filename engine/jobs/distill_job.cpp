@@ -3,13 +3,13 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include "engine/attention/softmax_attention.h"
 #include "engine/core/runtime.h"
 #include "engine/jobs/attention_probe.h"
 #include "engine/jobs/job_support.h"
+#include "engine/jobs/training_checkpoint.h"
 #include "engine/models/model_io.h"
 #include "engine/runs/run_writer.h"
 #include "engine/tokenizers/tokenizer.h"
@@ -76,8 +76,8 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
   DistillResult result;
   result.runFile = (fs::path(config.runDir) / "run.h5").string();
   result.adaptersFile = (fs::path(config.runDir) / "adapters.safetensors").string();
-  const auto checkpointFile = (fs::path(config.runDir) / "checkpoint.pt").string();
-  const auto stateFile = (fs::path(config.runDir) / "checkpoint.json").string();
+  // Weights, optimizer state and counters in one file (training_checkpoint.h): never a pickle.
+  const auto checkpointFile = (fs::path(config.runDir) / "checkpoint.safetensors").string();
 
   // ---- model, plan, data (errors here are configuration errors: thrown) ----
   auto model = models::loadModel(config.modelDir);
@@ -107,16 +107,15 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
 
   torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(config.lr).weight_decay(config.weightDecay));
   Checkpoint state;
-  if (config.resume && fs::exists(stateFile) && fs::exists(result.adaptersFile)) {
-    auto source = models::WeightSource::open(result.adaptersFile);
-    model->loadAdapters(source);
-    torch::load(optimizer, checkpointFile);
-    const auto j = nlohmann::json::parse(std::ifstream(stateFile));
+  if (config.resume) refuseLegacyCheckpoint(config.runDir, checkpointFile);
+  std::map<std::string, torch::Tensor> savedBest;  // "best.<i>": the best feature maps so far
+  if (config.resume && fs::exists(checkpointFile)) {
+    const auto j = loadTrainingCheckpoint(checkpointFile, optimizer, &savedBest);
     state.step = j.at("step");
     state.bestStep = j.at("best_step");
-    state.bestLoss = j.at("best_loss");
+    state.bestLoss = counterNumber(j, "best_loss", std::numeric_limits<double>::infinity());
     state.evalsWithoutGain = j.at("evals_without_gain");
-    state.initialKl = j.at("initial_kl");
+    state.initialKl = counterNumber(j, "initial_kl", std::numeric_limits<double>::quiet_NaN());
   }
 
   // ---- run file: everything declared before SWMR starts ----
@@ -214,19 +213,30 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
     }
     return tables.meanKl;
   };
+  // The checkpoint first (what resume reads, complete or not there at all), then the adapters
+  // file users load; both are replaced atomically.
+  std::vector<torch::Tensor> best;  // the feature maps of the best validation loss so far
   auto saveCheckpoint = [&]() {
+    std::vector<std::pair<std::string, torch::Tensor>> keep;
+    for (size_t i = 0; i < best.size(); ++i) keep.emplace_back("best." + std::to_string(i), best[i]);
+    saveTrainingCheckpoint(checkpointFile, optimizer,
+                           {{"step", state.step}, {"best_step", state.bestStep}, {"best_loss", state.bestLoss},
+                            {"evals_without_gain", state.evalsWithoutGain}, {"initial_kl", state.initialKl}},
+                           keep);
     models::saveAdapters(*model, result.adaptersFile);
-    torch::save(optimizer, checkpointFile);
-    std::ofstream(stateFile) << nlohmann::json{{"step", state.step}, {"best_step", state.bestStep},
-                                               {"best_loss", state.bestLoss}, {"evals_without_gain", state.evalsWithoutGain},
-                                               {"initial_kl", state.initialKl}}
-                                    .dump(2);
   };
 
   BatchSampler sampler(dataset.train.size(0), config.batchSize, config.seed);
   sampler.skip(state.step);
-  auto best = cloneAdapters(*model);
-  auto lastGood = best;
+  auto lastGood = cloneAdapters(*model);
+  best = lastGood;
+  // A resumed run keeps the best feature maps it had found (not those at the checkpoint), so its
+  // result is the uninterrupted run's.
+  if (savedBest.size() == best.size())
+    for (size_t i = 0; i < best.size(); ++i) {
+      const auto it = savedBest.find("best." + std::to_string(i));
+      if (it != savedBest.end() && it->second.sizes() == best[i].sizes()) best[i] = it->second.to(best[i].dtype());
+    }
   try {
     if (std::isnan(state.initialKl)) {
       observer.progress(state.step, config.steps, "evaluating the untrained feature maps");
@@ -281,8 +291,10 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
         } else {
           ++state.evalsWithoutGain;
         }
-        saveCheckpoint();
+        // Rows first: the run file then always holds every step up to the checkpoint's, which
+        // a resume continues from (its continuation file starts at the next step).
         writer.flush();
+        saveCheckpoint();
         if (config.patience > 0 && state.evalsWithoutGain >= config.patience) {
           log("early stop: no validation gain in " + std::to_string(config.patience) + " evaluations");
           break;
@@ -305,6 +317,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
       result.finalKl = probeAttention(*model, dataset.validation.narrow(0, 0, std::min<int64_t>(config.batchSize, dataset.validation.size(0))),
                                       {}, request).meanKl;
     }
+    writer.flush();
     saveCheckpoint();
     writer.setFinal(result.adaptersFile, state.step);
   } catch (const std::exception& e) {

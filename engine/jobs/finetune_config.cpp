@@ -44,6 +44,7 @@ nlohmann::json toJson(const FinetuneConfig& c) {
           {"eval_batches", c.evalBatches},
           {"patience", c.patience},
           {"seed", c.seed},
+          {"resume", c.resume},
           {"data", toJson(c.data)},
           {"classification", toJson(c.classification)}};
 }
@@ -70,6 +71,7 @@ FinetuneConfig finetuneConfigFromJson(const nlohmann::json& j) {
   r.read("eval_batches", c.evalBatches);
   r.read("patience", c.patience);
   r.read("seed", c.seed);
+  r.read("resume", c.resume);
   r.read("debug_nan_at_step", c.debugNanAtStep);
   r.seen.insert("data");
   r.seen.insert("classification");

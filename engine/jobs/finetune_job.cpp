@@ -12,6 +12,7 @@
 #include "engine/data/classification_data.h"
 #include "engine/data/data_paths.h"
 #include "engine/jobs/job_support.h"
+#include "engine/jobs/training_checkpoint.h"
 #include "engine/jobs/training_support.h"
 #include "engine/models/lora.h"
 #include "engine/models/model_io.h"
@@ -97,6 +98,32 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
   for (const auto& p : params) result.trainableParameters += p.numel();
 
   torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(config.lr).weight_decay(config.weightDecay));
+  // Trained values (LoRA A/B, heads, or every weight), optimizer state and counters in one file
+  // (training_checkpoint.h): resume rebuilds the same model and LoRA, then loads it.
+  const auto checkpointFile = (fs::path(config.runDir) / "checkpoint.safetensors").string();
+  int64_t step = 0;
+  double bestLoss = std::numeric_limits<double>::infinity();
+  int64_t evalsWithoutGain = 0;
+  if (config.resume) refuseLegacyCheckpoint(config.runDir, checkpointFile);
+  const bool resuming = config.resume && fs::exists(checkpointFile);
+  if (resuming) {
+    const auto j = loadTrainingCheckpoint(checkpointFile, optimizer);
+    step = j.at("step");
+    result.bestStep = j.at("best_step");
+    bestLoss = counterNumber(j, "best_loss", std::numeric_limits<double>::infinity());
+    evalsWithoutGain = j.at("evals_without_gain");
+    result.initialValidationLoss = counterNumber(j, "initial_val_loss", std::numeric_limits<double>::quiet_NaN());
+    result.initialMetric = counterNumber(j, "initial_metric", std::numeric_limits<double>::quiet_NaN());
+    result.finalValidationLoss = counterNumber(j, "val_loss", std::numeric_limits<double>::quiet_NaN());
+    result.finalMetric = counterNumber(j, "metric", std::numeric_limits<double>::quiet_NaN());
+  }
+  auto saveCheckpoint = [&]() {
+    saveTrainingCheckpoint(checkpointFile, optimizer,
+                           {{"step", step}, {"best_step", result.bestStep}, {"best_loss", bestLoss},
+                            {"evals_without_gain", evalsWithoutGain}, {"initial_val_loss", result.initialValidationLoss},
+                            {"initial_metric", result.initialMetric}, {"val_loss", result.finalValidationLoss},
+                            {"metric", result.finalMetric}});
+  };
 
   // ---- run file: everything declared before SWMR starts ----
   const std::string metric = classification ? "accuracy" : "perplexity";
@@ -109,9 +136,10 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
   header.layout.scalars = {{"loss", "nats"}, {"lr"}, {"grad_norm"}, {"val_loss", "nats"}, {metric}};
   runs::RunWriterOptions writerOptions;
   writerOptions.overwrite = true;
+  if (resuming && fs::exists(result.runFile))  // keep the old file: write a continuation beside it
+    result.runFile = (fs::path(config.runDir) / ("run-resumed-" + std::to_string(step) + ".h5")).string();
   auto writer = runs::RunWriter::create(result.runFile, header, writerOptions);
   observer.started(result.runFile, config.steps);
-  int64_t step = 0;
   auto log = [&](const std::string& line) {
     writer.log(line, step);
     observer.log(line);
@@ -120,7 +148,8 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
   const int64_t validationRows = classification ? classData.validation.ids.size(0) : lmData.validation.size(0);
   log("finetune " + model->config().describe() + " | " + config.mode + " | task " + config.task + " | " +
       std::to_string(result.trainableParameters) + " of " + std::to_string(model->parameterCount()) +
-      " parameters train | train " + std::to_string(trainRows) + " rows, validation " + std::to_string(validationRows));
+      " parameters train | train " + std::to_string(trainRows) + " rows, validation " + std::to_string(validationRows) +
+      (resuming ? " | resumed at step " + std::to_string(step) : ""));
 
   // The task loss of one batch (training mode) and the held-out evaluation: {val_loss, metric}.
   auto batchLoss = [&](const torch::Tensor& rows) {
@@ -162,17 +191,19 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
   };
 
   BatchSampler sampler(trainRows, config.batchSize, config.seed);
-  double bestLoss = std::numeric_limits<double>::infinity();
-  int64_t evalsWithoutGain = 0;
+  sampler.skip(step);
   try {
-    observer.progress(0, config.steps, "evaluating the starting model");
-    std::tie(result.initialValidationLoss, result.initialMetric) = evaluate();
-    writer.appendScalars(0, {{"val_loss", result.initialValidationLoss}, {metric, result.initialMetric}});
-    observer.scalars(0, {{"val_loss", result.initialValidationLoss}, {metric, result.initialMetric}});
-    log("step 0: val_loss " + std::to_string(result.initialValidationLoss) + ", " + metric + " " + std::to_string(result.initialMetric));
-    bestLoss = result.initialValidationLoss;
-    result.finalValidationLoss = result.initialValidationLoss;
-    result.finalMetric = result.initialMetric;
+    if (!resuming) {
+      observer.progress(0, config.steps, "evaluating the starting model");
+      std::tie(result.initialValidationLoss, result.initialMetric) = evaluate();
+      writer.appendScalars(0, {{"val_loss", result.initialValidationLoss}, {metric, result.initialMetric}});
+      observer.scalars(0, {{"val_loss", result.initialValidationLoss}, {metric, result.initialMetric}});
+      log("step 0: val_loss " + std::to_string(result.initialValidationLoss) + ", " + metric + " " +
+          std::to_string(result.initialMetric));
+      bestLoss = result.initialValidationLoss;
+      result.finalValidationLoss = result.initialValidationLoss;
+      result.finalMetric = result.initialMetric;
+    }
     while (step < config.steps) {
       throwIfCancelled(observer);
       const double lr = scheduledLr(config.lr, step, config.warmupSteps, config.steps, config.minLrRatio);
@@ -206,12 +237,19 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
         observer.scalars(step, {{"val_loss", val}, {metric, m}});
         log("step " + std::to_string(step) + ": loss " + std::to_string(lossValue) + ", val_loss " + std::to_string(val) +
             ", " + metric + " " + std::to_string(m));
-        writer.flush();
-        if (val < bestLoss - 1e-6) {
+        const bool gained = val < bestLoss - 1e-6;
+        if (gained) {
           bestLoss = val;
           result.bestStep = step;
           evalsWithoutGain = 0;
-        } else if (config.patience > 0 && ++evalsWithoutGain >= config.patience) {
+        } else {
+          ++evalsWithoutGain;
+        }
+        // Rows first: the run file then always holds every step up to the checkpoint's, which
+        // a resume continues from (its continuation file starts at the next step).
+        writer.flush();
+        saveCheckpoint();
+        if (!gained && config.patience > 0 && evalsWithoutGain >= config.patience) {
           log("early stop: no validation gain in " + std::to_string(config.patience) + " evaluations");
           break;
         }
@@ -223,8 +261,11 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
   }
   result.steps = step;
   result.bestValidationLoss = bestLoss;
-  // Save the last good weights as a plain model (LoRA merged in).
+  // Save the last good weights as a plain model (LoRA merged in); the checkpoint before the merge
+  // (it holds the unmerged LoRA factors that resume continues from).
   try {
+    writer.flush();
+    saveCheckpoint();
     if (lora) lora->merge();
     model->eval();
     models::saveModel(*model, result.modelDir, config.modelDir);

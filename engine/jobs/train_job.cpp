@@ -12,6 +12,7 @@
 #include "engine/data/data_paths.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/task_evaluation.h"
+#include "engine/jobs/training_checkpoint.h"
 #include "engine/jobs/training_support.h"
 #include "engine/models/model_io.h"
 #include "engine/runs/run_writer.h"
@@ -96,10 +97,10 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
   TrainResult result;
   result.runFile = (fs::path(config.runDir) / "run.h5").string();
   result.modelDir = config.outputDir.empty() ? (fs::path(config.runDir) / "model").string() : config.outputDir;
-  const auto checkpointFile = (fs::path(config.runDir) / "checkpoint.pt").string();
-  const auto stateFile = (fs::path(config.runDir) / "checkpoint.json").string();
-  const bool resuming = config.resume && fs::exists(stateFile) && fs::exists(checkpointFile) &&
-                        fs::exists(fs::path(result.modelDir) / "config.json");
+  // Trained weights, optimizer state and counters in one file (training_checkpoint.h): never a pickle.
+  const auto checkpointFile = (fs::path(config.runDir) / "checkpoint.safetensors").string();
+  if (config.resume) refuseLegacyCheckpoint(config.runDir, checkpointFile);
+  const bool resuming = config.resume && fs::exists(checkpointFile) && fs::exists(fs::path(result.modelDir) / "config.json");
 
   // ---- tokenizer (or task), model, plan, data (errors here are configuration errors: thrown) ----
   const auto tokenizer = isTask ? ResolvedTokenizer{} : resolveTokenizer(config);
@@ -137,11 +138,10 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
                                             .weight_decay(config.weightDecay));
   TrainState state;
   if (resuming) {
-    torch::load(optimizer, checkpointFile);
-    const auto j = nlohmann::json::parse(std::ifstream(stateFile));
+    const auto j = loadTrainingCheckpoint(checkpointFile, optimizer);  // the weights too
     state.step = j.at("step");
     state.bestStep = j.at("best_step");
-    state.bestLoss = j.at("best_loss");
+    state.bestLoss = counterNumber(j, "best_loss", std::numeric_limits<double>::infinity());
     state.evalsWithoutGain = j.at("evals_without_gain");
   }
 
@@ -234,13 +234,14 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
     }
     return values.at("val_loss");
   };
+  // The checkpoint (complete or absent: one file renamed into place) holds the trained weights,
+  // so resume is exact even when a kill lands between it and the model folder.
   auto saveCheckpoint = [&]() {
+    saveTrainingCheckpoint(checkpointFile, optimizer,
+                           {{"step", state.step}, {"best_step", state.bestStep}, {"best_loss", state.bestLoss},
+                            {"evals_without_gain", state.evalsWithoutGain}});
     models::saveModel(*model, result.modelDir, tokenizer.folder);
     if (isTask) writeTaskFile(result.modelDir, toJson(config.task), vocab, task.tokenNames);
-    torch::save(optimizer, checkpointFile);
-    std::ofstream(stateFile) << nlohmann::json{{"step", state.step}, {"best_step", state.bestStep},
-                                               {"best_loss", state.bestLoss}, {"evals_without_gain", state.evalsWithoutGain}}
-                                    .dump(2);
   };
 
   BatchSampler sampler(trainIds.size(0), config.batchSize, config.seed);
@@ -294,8 +295,10 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
         } else {
           ++state.evalsWithoutGain;
         }
-        saveCheckpoint();
+        // Rows first: the run file then always holds every step up to the checkpoint's, which
+        // a resume continues from (its continuation file starts at the next step).
         writer.flush();
+        saveCheckpoint();
         if (config.patience > 0 && state.evalsWithoutGain >= config.patience) {
           log("early stop: no validation gain in " + std::to_string(config.patience) + " evaluations");
           break;
@@ -324,6 +327,7 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
         result.finalValidationLoss = heldOutLmLoss(*model, dataset.validation, config.batchSize, config.evalBatches, quiet);
       }
     }
+    writer.flush();
     saveCheckpoint();
     writer.setFinal(result.modelDir, state.step);
   } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "engine/core/runtime.h"
+#include "engine/io/durable_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/models/bert.h"
 #include "engine/models/gpt2.h"
@@ -21,7 +22,27 @@ ModelPtr createModel(const ModelConfig& config) {
   throw std::logic_error("unknown architecture");
 }
 
+namespace {
+
+// When `dir` is missing but `dir.old` is there (a saveModel killed between moving the previous
+// folder aside and moving the new one in), renames `dir.old` back to `dir` and returns true.
+bool recoverInterruptedSave(const std::string& dir) {
+  std::error_code ec;
+  const fs::path target(dir), old = target.string() + ".old";
+  if (target.empty() || fs::exists(target, ec) || !fs::is_directory(old, ec)) return false;
+  // saveModel renames the previous folder to `.old` only once the new one is complete in
+  // `.partial`, and removes `.old` only after the new one is in place: with the target missing,
+  // `.old` is the last complete model. Put it back under its name.
+  fs::rename(old, target, ec);
+  if (ec) throw std::runtime_error(dir + ": missing, and its previous version " + old.string() + " cannot be restored: " + ec.message());
+  io::syncDirectory(target.parent_path().string());
+  return true;
+}
+
+}  // namespace
+
 ModelPtr loadModel(const std::string& dir, const LoadOptions& options) {
+  recoverInterruptedSave(dir);
   // Weights first: a folder that holds only a pickle is refused as such (with the command that
   // converts it), not sent looking for a config.json that would not help.
   auto source = WeightSource::open(dir);
@@ -85,9 +106,13 @@ std::vector<std::pair<std::string, torch::Tensor>> toCpuFloat(std::vector<std::p
 }
 
 void writeText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out) throw std::runtime_error(path.string() + ": cannot write");
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) throw std::runtime_error(path.string() + ": cannot write");
+  }
+  io::syncFile(path.string());
 }
 
 }  // namespace
@@ -103,6 +128,7 @@ void saveModel(const TransformerModel& model, const std::string& dir, const Save
   const fs::path target(dir);
   const fs::path staging = target.string() + ".partial";
   std::error_code ec;
+  recoverInterruptedSave(dir);  // a save killed between its two renames: the previous model first
   fs::remove_all(staging, ec);
   fs::create_directories(staging);
   auto config = modelConfigToJson(model.config());
@@ -119,14 +145,23 @@ void saveModel(const TransformerModel& model, const std::string& dir, const Save
   if (!tokenizerFrom.empty()) {
     for (const auto& name : tokenizerFileNames()) {
       const auto from = fs::path(tokenizerFrom) / name;
-      if (fs::is_regular_file(from, ec)) fs::copy_file(from, staging / name, fs::copy_options::overwrite_existing);
+      if (fs::is_regular_file(from, ec)) {
+        fs::copy_file(from, staging / name, fs::copy_options::overwrite_existing);
+        io::syncFile((staging / name).string());
+      }
     }
   }
-  // Replace the target folder (keep the previous one until the new one is in place).
+  // Every file of the new folder is on disk before any rename. Then replace the target folder,
+  // keeping the previous one as `.old` until the new one is in place: a kill at any instant
+  // leaves a complete model under the name, or none there and a complete `.old`, which
+  // recoverInterruptedSave (called by loadModel and saveModel) puts back.
+  const auto parent = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+  io::syncDirectory(staging.string());
   const fs::path old = target.string() + ".old";
   fs::remove_all(old, ec);
   if (fs::exists(target, ec)) fs::rename(target, old);
   fs::rename(staging, target);
+  io::syncDirectory(parent);
   fs::remove_all(old, ec);
 }
 

@@ -323,22 +323,29 @@ RunWriter RunWriter::create(const std::string& path, const RunHeader& header, co
   if (impl.header.startTime.empty()) impl.header.startTime = isoTimeUtc(impl.header.startTimeUnix);
   impl.lastFlush = unixNow();
 
+  // The file is built under a temporary name and renamed into place once its structure and first
+  // status row are flushed: a kill while the datasets are being created leaves the previous file
+  // (or none), never a truncated one that no reader can open.
+  const std::string staging = path + ".partial";
+  bool renamed = false;
   h5::Hid fapl(H5Pcreate(H5P_FILE_ACCESS));
   h5::check(H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), path, "cannot request the latest format");
-  impl.file = h5::Hid(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
+  impl.file = h5::Hid(H5Fcreate(staging.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
   h5::check(impl.file.get(), path, "cannot create the file");
   try {
     impl.build();
     impl.appendStatus(RunStatus::Running, "");
     h5::check(H5Fstart_swmr_write(impl.file), path, "cannot start SWMR writing");
-    impl.lockFd = h5::lockAsWriter(path);
     impl.flush();
+    std::filesystem::rename(staging, path);
+    renamed = true;
+    impl.lockFd = h5::lockAsWriter(path);
   } catch (...) {
     try {
       impl.closeFile();
     } catch (...) {
     }
-    std::filesystem::remove(path, ec);
+    std::filesystem::remove(renamed ? path : staging, ec);
     throw;
   }
   return writer;

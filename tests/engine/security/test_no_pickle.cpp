@@ -1,0 +1,112 @@
+// engine.security.no_pickle: nothing the project ships loads or writes pickles. Weight files
+// with pickle extensions are refused (engine.models.bad_checkpoints); here (1) no source under
+// engine/ or app/ calls torch::save, torch::load, torch::jit::load or the pickle helpers (the
+// jobs' checkpoints are safetensors, engine/jobs/training_checkpoint.h), and (2) a run folder
+// holding only an old pickle checkpoint is refused on resume with an error naming it, never
+// loaded, and a checkpoint whose tensors do not match the live parameters is refused naming the
+// file and the tensor.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "engine/io/safetensors.h"
+#include "engine/jobs/training_checkpoint.h"
+#include "tests/engine/models/model_test_support.h"
+#include "tests/support/hh_test.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class TestNoPickle : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void sourcesCallNoPickleSerializer() {
+    // torch::save(...), torch::load(...), torch::jit::load(...), jit::load(...), pickle_load/save.
+    const std::regex call(R"((torch\s*::\s*(save|load)|jit\s*::\s*load|pickle_(load|save)|_load_for_mobile)\s*\()");
+    int files = 0;
+    std::string found;
+    for (const char* top : {"engine", "app"}) {
+      for (const auto& entry : fs::recursive_directory_iterator(fs::path(HH_SOURCE_DIR) / top)) {
+        const auto ext = entry.path().extension();
+        if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".h" && ext != ".cu" && ext != ".hpp")) continue;
+        ++files;
+        std::ifstream in(entry.path());
+        std::string line;
+        for (int n = 1; std::getline(in, line); ++n)
+          if (std::regex_search(line, call)) found += entry.path().string() + ":" + std::to_string(n) + ": " + line + "\n";
+      }
+    }
+    QVERIFY(files > 50);  // the walk found the sources
+    QVERIFY2(found.empty(), ("pickle serializer calls (use safetensors, engine/jobs/training_checkpoint.h):\n" + found).c_str());
+    // The pattern does catch the calls it is there for.
+    QVERIFY(std::regex_search(std::string("  torch::save(optimizer, path);"), call));
+    QVERIFY(std::regex_search(std::string("auto m = torch::jit::load(p);"), call));
+    QVERIFY(std::regex_search(std::string("torch::load(optimizer, checkpointFile);"), call));
+  }
+
+  void legacyPickleCheckpointIsRefused() {
+    hh::test::TempDir dir("no_pickle_legacy");
+    std::ofstream(dir.file("checkpoint.pt")) << "PK\x03\x04 not loaded";
+    HH_VERIFY_THROWS_WITH(hh::jobs::refuseLegacyCheckpoint(dir.path(), dir.file("checkpoint.safetensors")), "checkpoint.pt");
+    // With the safetensors checkpoint present the old file is ignored, not refused.
+    std::ofstream(dir.file("checkpoint.safetensors")) << "x";
+    hh::jobs::refuseLegacyCheckpoint(dir.path(), dir.file("checkpoint.safetensors"));
+  }
+
+  void checkpointRoundTripsAndValidates() {
+    hh::test::TempDir dir("no_pickle_checkpoint");
+    auto a = torch::randn({3, 4}).requires_grad_(), b = torch::randn({5}).requires_grad_();
+    torch::optim::AdamW optimizer({a, b}, torch::optim::AdamWOptions(0.01).weight_decay(0.1));
+    for (int i = 0; i < 3; ++i) {
+      optimizer.zero_grad();
+      (a.pow(2).sum() + b.sin().sum()).backward();
+      optimizer.step();
+    }
+    const auto path = dir.file("checkpoint.safetensors");
+    hh::jobs::saveTrainingCheckpoint(path, optimizer, {{"step", 3}, {"best_loss", std::numeric_limits<double>::infinity()}});
+    QVERIFY(fs::exists(dir.file("checkpoint.json")));
+    // Into fresh tensors and a fresh optimizer: values and moments come back bit for bit, and the
+    // next step is the same as the original optimizer's.
+    auto a2 = torch::zeros({3, 4}).requires_grad_(), b2 = torch::zeros({5}).requires_grad_();
+    torch::optim::AdamW restored({a2, b2}, torch::optim::AdamWOptions(0.5));
+    const auto counters = hh::jobs::loadTrainingCheckpoint(path, restored);
+    QCOMPARE(counters.at("step").get<int>(), 3);
+    QVERIFY(std::isinf(hh::jobs::counterNumber(counters, "best_loss", std::numeric_limits<double>::infinity())));
+    QVERIFY(torch::equal(a2, a) && torch::equal(b2, b));
+    for (auto* opt : {&optimizer, &restored}) {
+      opt->zero_grad();
+      auto& p = opt->param_groups()[0].params();
+      (p[0].pow(2).sum() + p[1].sin().sum()).backward();
+      opt->step();
+    }
+    QVERIFY(torch::equal(a2, a) && torch::equal(b2, b));
+    // A model whose parameters differ in shape is refused, naming the file and the tensor.
+    auto c = torch::zeros({4, 3}).requires_grad_(), d = torch::zeros({5}).requires_grad_();
+    torch::optim::AdamW other({c, d}, torch::optim::AdamWOptions(0.01));
+    HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(path, other), "param.0");
+    HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(path, other), path);
+    QVERIFY(torch::equal(c, torch::zeros({4, 3})));  // nothing was changed
+    torch::optim::AdamW fewer({c}, torch::optim::AdamWOptions(0.01));
+    HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(path, fewer), "holds 2 parameters");
+    // A plain safetensors file is not a checkpoint.
+    hh::io::writeSafetensors(dir.file("plain.safetensors"), {{"param.0", torch::zeros({3, 4})}});
+    HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(dir.file("plain.safetensors"), restored), "not a checkpoint");
+  }
+};
+
+}  // namespace
+
+HH_TEST_SUITE(TestNoPickle, "engine.security.no_pickle", &TestNoPickle::sourcesCallNoPickleSerializer,
+              &TestNoPickle::legacyPickleCheckpointIsRefused, &TestNoPickle::checkpointRoundTripsAndValidates)
+
+#if HH_HAVE_QTEST
+#include "test_no_pickle.moc"
+#endif
