@@ -82,31 +82,6 @@ std::map<std::string, std::vector<float>> adapterFloats(const models::Transforme
   return out;
 }
 
-template <typename T>
-void JsonReader::read(const char* key, T& out) {
-  seen.insert(key);
-  if (!json.contains(key) || json.at(key).is_null()) return;
-  try {
-    out = json.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw std::invalid_argument(where + ": \"" + key + "\" has the wrong type (" + json.at(key).dump() + ")");
-  }
-}
-template void JsonReader::read(const char*, std::string&);
-template void JsonReader::read(const char*, int64_t&);
-template void JsonReader::read(const char*, uint64_t&);
-template void JsonReader::read(const char*, int&);
-template void JsonReader::read(const char*, double&);
-template void JsonReader::read(const char*, bool&);
-template void JsonReader::read(const char*, std::vector<int64_t>&);
-template void JsonReader::read(const char*, std::vector<std::pair<int, int>>&);
-
-void JsonReader::checkUnknownKeys() const {
-  if (!json.is_object()) throw std::invalid_argument(where + ": must be a JSON object");
-  for (const auto& item : json.items())
-    if (!seen.count(item.key())) throw std::invalid_argument(where + ": unknown key \"" + item.key() + "\"");
-}
-
 runs::RunStatus runStatusOf(JobStatus s) {
   switch (s) {
     case JobStatus::Completed: return runs::RunStatus::Completed;

@@ -1,6 +1,7 @@
 #include "engine/models/model_config.h"
 #include "engine/io/text_file.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -20,8 +21,12 @@ bool has(const json& j, const char* key) { return j.contains(key) && !j.at(key).
 int64_t intKey(const json& j, const char* key, const std::string& source) {
   const auto& v = j.at(key);
   if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
-  if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))
-    return static_cast<int64_t>(v.get<double>());
+  // A whole float (32.0) counts; converting one outside int64's range is undefined behaviour, so
+  // the range is checked first (2^63 itself is out; NaN fails every comparison).
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 && d == std::trunc(d)) return static_cast<int64_t>(d);
+  }
   fail(source, std::string("\"") + key + "\" must be an integer, got " + v.dump());
 }
 int64_t intOr(const json& j, const char* key, int64_t fallback, const std::string& source) {

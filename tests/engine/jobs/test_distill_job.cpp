@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "engine/attention/softmax_attention.h"
+#include "engine/jobs/config_file.h"
 #include "engine/jobs/distill_job.h"
 #include "engine/metrics/attention_metrics.h"
 #include "engine/tokenizers/tokenizer.h"
@@ -218,9 +219,26 @@ class TestDistillJob : public QObject {
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"steps", "many"}}), "\"steps\" has the wrong type");
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"loss", "mse"}}), "loss must be");
   }
+
+  // Found by fuzz/fuzz_job_config (docs/reliability.md): a float too large for an integer key was
+  // cast to int64 by nlohmann (undefined behaviour, reported by UBSan; plain builds read garbage).
+  // Integer keys take whole floats in range and nothing else.
+  void fuzzOutOfRangeFloatForIntegerKey() {
+    hh::test::TempDir dir("distill_fuzz");
+    const std::string path = dir.file("project.json");
+    std::ofstream(path, std::ios::binary) << R"({"distill": {"model": "m", "batch_size": 1e300}})";
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson(j::readConfigFile(path, "distill")),
+                          "\"batch_size\" is not a whole number in range (1e+300)");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"steps", 2.5}}), "\"steps\" is not a whole number in range");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"seed", -1.0}}), "\"seed\" is not a whole number in range");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"layers", {0, 9.3e18}}}), "\"layers\" is not a whole number in range");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"snapshot_pairs", {{0, 3e9}}}}),
+                          "\"snapshot_pairs\" is not a whole number in range");
+    QCOMPARE(j::distillConfigFromJson({{"batch_size", 8.0}}).batchSize, int64_t(8));
+  }
 };
 
-HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::configJsonRoundTripAndErrors)
+HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
 
 #if HH_HAVE_QTEST
 #include "test_distill_job.moc"

@@ -315,6 +315,29 @@ class TestModelConfig : public QObject {
     HH_VERIFY_THROWS(std::invalid_argument, m::AttentionPlan::hybrid(4, {4}, linearConfig(attn::FeatureMapKind::Elu)));
   }
 
+  // Found by fuzz/fuzz_model_config (docs/reliability.md): an integer key spelled as a float
+  // beyond int64's range was converted to int64 before any range check (undefined behaviour,
+  // reported by UBSan; plain x86 builds happened to reject it). Now it is the ordinary "must be an
+  // integer" error, as are 2^63 and -1e300, while whole floats inside the range still count.
+  void fuzzHugeFloatForIntegerKey() {
+    const std::string crash =
+        R"({"model_type": "bert", "architectures": ["BertForSequenceClassification"], )"
+        R"("vocab_size": 128000000000000000000000000000000000000000000000000000000,)"
+        "\n"
+        R"( "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32,)"
+        "\n"
+        R"( "max_position_embeddings": 64, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu",)"
+        "\n"
+        R"( "position_embedding_type": "absolute", "id2label": {"0": "ham", "1": "spam"}, "pad_token_id": 0})";
+    auto problem = configErrorProblem(crash, {"\"vocab_size\" must be an integer"});
+    QVERIFY2(problem.empty(), problem.c_str());
+    problem = configErrorProblem(with(bertBase(), "hidden_size", 9223372036854775808.0).dump(), {"\"hidden_size\" must be an integer"});
+    QVERIFY2(problem.empty(), problem.c_str());
+    problem = configErrorProblem(with(bertBase(), "hidden_size", -1e300).dump(), {"\"hidden_size\" must be an integer"});
+    QVERIFY2(problem.empty(), problem.c_str());
+    QCOMPARE(m::parseModelConfig(with(bertBase(), "vocab_size", 128.0), "a").vocabSize, int64_t(128));
+  }
+
   void badAttentionPlans() {
     auto plan = m::attentionPlanToJson(hybridPlan());  // 4 layers
     HH_VERIFY_THROWS(m::ConfigError, m::parseAttentionPlan(plan, 5, "plan.json"));
@@ -347,7 +370,7 @@ class TestModelConfig : public QObject {
 };
 
 // clang-format off
-HH_TEST_SUITE(TestModelConfig, "engine.models.config", &TestModelConfig::gpt2FixtureDefaults, &TestModelConfig::gpt2ActivationKept, &TestModelConfig::llamaDefaults, &TestModelConfig::llamaExplicitKeys, &TestModelConfig::tokenIds, &TestModelConfig::bertHeads, &TestModelConfig::errorsNameFileAndKey, &TestModelConfig::attentionPlanRoundTrip, &TestModelConfig::badAttentionPlans)
+HH_TEST_SUITE(TestModelConfig, "engine.models.config", &TestModelConfig::gpt2FixtureDefaults, &TestModelConfig::gpt2ActivationKept, &TestModelConfig::llamaDefaults, &TestModelConfig::llamaExplicitKeys, &TestModelConfig::tokenIds, &TestModelConfig::bertHeads, &TestModelConfig::errorsNameFileAndKey, &TestModelConfig::attentionPlanRoundTrip, &TestModelConfig::badAttentionPlans, &TestModelConfig::fuzzHugeFloatForIntegerKey)
 // clang-format on
 
 #if HH_HAVE_QTEST

@@ -1,0 +1,39 @@
+// Fuzz target: a project file as the CLI and the workbench read it (readConfigFile with each job's
+// section, or the whole file for an experiment), parsed by every job's config parser; a config
+// that parses is written back with toJson and parsed again.
+#include <exception>
+
+#include "engine/jobs/config_file.h"
+#include "engine/jobs/convert_job.h"
+#include "engine/jobs/distill_job.h"
+#include "engine/jobs/evaluate_job.h"
+#include "engine/jobs/experiment_job.h"
+#include "engine/jobs/finetune_job.h"
+#include "engine/jobs/train_job.h"
+#include "fuzz/fuzz_support.h"
+
+namespace {
+
+template <typename Parse>
+void parseSection(const std::string& path, const char* section, Parse parse) {
+  try {
+    const auto config = parse(hh::jobs::readConfigFile(path, section));
+    (void)parse(hh::jobs::toJson(config));
+  } catch (const std::exception&) {
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace hh::jobs;
+  static const std::string path = hh::fuzz::scratchDir("job_config") + "/project.json";
+  hh::fuzz::writeFile(path, hh::fuzz::asText(data, size));
+  parseSection(path, "convert", [](const nlohmann::json& j) { return convertConfigFromJson(j); });
+  parseSection(path, "distill", [](const nlohmann::json& j) { return distillConfigFromJson(j); });
+  parseSection(path, "finetune", [](const nlohmann::json& j) { return finetuneConfigFromJson(j); });
+  parseSection(path, "evaluate", [](const nlohmann::json& j) { return evaluateConfigFromJson(j); });
+  parseSection(path, "train", [](const nlohmann::json& j) { return trainConfigFromJson(j); });
+  parseSection(path, "", [](const nlohmann::json& j) { return experimentConfigFromJson(j); });
+  return 0;
+}

@@ -1,0 +1,23 @@
+// Fuzz target: a safetensors file (SafetensorsFile::open validates the header against the file
+// size), then every tensor read out of the mapping, as stored and as int64 where that is allowed.
+#include <exception>
+
+#include "engine/io/safetensors.h"
+#include "fuzz/fuzz_support.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string path = hh::fuzz::scratchDir("safetensors") + "/model.safetensors";
+  hh::fuzz::writeFile(path, hh::fuzz::asText(data, size));
+  try {
+    const auto file = hh::io::SafetensorsFile::open(path);
+    for (const auto& name : file.names()) {
+      (void)file.tensor(name);
+      try {
+        (void)file.tensor(name, torch::kLong);  // refused for float data (FormatError)
+      } catch (const hh::io::FormatError&) {
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  return 0;
+}

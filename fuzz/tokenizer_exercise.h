@@ -1,0 +1,34 @@
+// What the tokenizer targets do with a tokenizer that loaded: encode and decode a fixed text that
+// touches every pre-tokenizer path (spaces, punctuation, digits, accents, CJK, emoji, special
+// token strings) and the fuzz input itself as text, then decode ids it does not know.
+#pragma once
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/tokenizers/tokenizer.h"
+
+namespace hh::fuzz {
+
+inline void exerciseTokenizer(const tok::Tokenizer& tok, std::string_view input) {
+  static const std::string kText =
+      "Hello world!  It's 2024: caf\xc3\xa9 na\xc3\xafve \xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x98\x80\t\n"
+      "<|endoftext|> [CLS] [SEP] [MASK] <s> </s> <unk> don't ...";
+  for (const std::string& text : {kText, std::string(input.substr(0, 4096))}) {
+    for (const bool special : {false, true}) {
+      const auto ids = tok.encode(text, special);
+      (void)tok.decode(ids);
+      (void)tok.decode(ids, /*skipSpecialTokens=*/true);
+    }
+  }
+  const int64_t vocab = tok.vocabSize();
+  std::vector<int64_t> ids{-1, vocab, vocab < INT64_MAX - 1000 ? vocab + 1000 : INT64_MAX, INT64_MAX, INT64_MIN};
+  for (int64_t id = 0; id < std::min<int64_t>(vocab, 64); ++id) ids.push_back(id);
+  (void)tok.decode(ids);
+  for (const int64_t id : ids) (void)tok.tokenToId(tok.idToToken(id));
+}
+
+}  // namespace hh::fuzz
