@@ -1,14 +1,26 @@
 // Sub-commands of the `hedgehog` CLI. Each registers itself on the CLI11 app and runs the
-// engine; errors surface as exceptions that main() turns into a one-line message and exit 1.
+// engine; errors surface as exceptions that main() turns into one line on stderr,
+// "hedgehog: error: <what, naming the file>", and exit status 1.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
 #include <string>
 
+#include "engine/jobs/config_file.h"
 #include "engine/jobs/evaluate_job.h"
 
 namespace hh::cli {
+
+// A job that ended failed or cancelled (its summary is on stdout already): main() prints the
+// job's message as the error line and exits with exitCode (1 failed, 130 cancelled).
+struct JobFailed : std::runtime_error {
+  int exitCode;
+  JobFailed(jobs::JobStatus status, const std::string& message)
+      : std::runtime_error(message.empty() ? std::string(jobs::toString(status)) : message),
+        exitCode(status == jobs::JobStatus::Cancelled ? 130 : 1) {}
+};
 
 // The JSON of a job's --config file, or its "<section>" object (project files hold several).
 nlohmann::json readJobConfig(const std::string& path, const std::string& section);
@@ -31,5 +43,6 @@ void addExportCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);
 void addExperimentCommand(CLI::App& app);
 void addGenerateCommand(CLI::App& app);
+void addRunInfoCommand(CLI::App& app);
 
 }  // namespace hh::cli

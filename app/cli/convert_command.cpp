@@ -36,7 +36,7 @@ void addConvertCommand(CLI::App& app) {
   cmd->add_flag("--print-config", a->printConfig, "Print the full project file as JSON and exit");
   cmd->callback([a] {
     jobs::ConvertConfig c;
-    if (!a->configFile.empty()) c = jobs::convertConfigFromJson(readJobConfig(a->configFile, "convert"));
+    if (!a->configFile.empty()) c = jobs::parseConfigFile(a->configFile, "convert", jobs::convertConfigFromJson);
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->outputDir.empty()) c.outputDir = a->outputDir;
@@ -68,7 +68,7 @@ void addConvertCommand(CLI::App& app) {
     }
     std::printf("run file: %s\n", r.runFile.c_str());
     if (!r.exportPath.empty()) std::printf("exported model: %s\n", r.exportPath.c_str());
-    if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
+    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }
 

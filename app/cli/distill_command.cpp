@@ -38,7 +38,7 @@ void addDistillCommand(CLI::App& app) {
   cmd->callback([a] {
     jobs::DistillConfig c;
     if (!a->configFile.empty()) {
-      c = jobs::distillConfigFromJson(readJobConfig(a->configFile, "distill"));
+      c = jobs::parseConfigFile(a->configFile, "distill", jobs::distillConfigFromJson);
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->runDir.empty()) c.runDir = a->runDir;
@@ -64,7 +64,7 @@ void addDistillCommand(CLI::App& app) {
     const auto r = jobs::runDistill(c, observer);
     std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nadapters: %s\n", jobs::toString(r.status),
                 (long long)r.steps, r.seconds, r.message.c_str(), r.runFile.c_str(), r.adaptersFile.c_str());
-    if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
+    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }
 

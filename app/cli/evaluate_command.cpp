@@ -75,7 +75,7 @@ void addEvaluateCommand(CLI::App& app) {
   cmd->callback([a] {
     jobs::EvaluateConfig c;
     if (!a->configFile.empty()) {
-      c = jobs::evaluateConfigFromJson(readJobConfig(a->configFile, "evaluate"));
+      c = jobs::parseConfigFile(a->configFile, "evaluate", jobs::evaluateConfigFromJson);
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->converted.empty()) c.converted = a->converted;
@@ -101,7 +101,7 @@ void addEvaluateCommand(CLI::App& app) {
     const auto r = jobs::runEvaluate(c, observer);
     if (r.status == jobs::JobStatus::Completed) printEvaluation(r);
     std::printf("\n%s (%.1f s): %s\nrun file: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(), r.runFile.c_str());
-    if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
+    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }
 

@@ -54,7 +54,7 @@ void addExperimentCommand(CLI::App& app) {
       ->check(CLI::Range(1, 64));
   cmd->add_flag("--list", a->list, "Print the variants and their merged configs, run nothing");
   cmd->callback([a] {
-    const auto config = jobs::experimentConfigFromJson(jobs::readConfigFile(a->configFile, ""));
+    const auto config = jobs::parseConfigFile(a->configFile, "", jobs::experimentConfigFromJson);
     if (a->list) {
       for (const auto& v : config.variants)
         std::printf("%s\n%s\n", v.name.c_str(), jobs::variantConfig(config, v.name).dump(2).c_str());
@@ -79,7 +79,7 @@ void addExperimentCommand(CLI::App& app) {
     printSummary(r);
     std::printf("%s (%.1f s): %s\nsummary: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(), r.summaryJson.c_str());
     if (childFailures > 0) throw CLI::RuntimeError(1);
-    if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
+    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }
 

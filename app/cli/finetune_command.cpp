@@ -40,7 +40,7 @@ void addFinetuneCommand(CLI::App& app) {
   cmd->callback([a] {
     jobs::FinetuneConfig c;
     if (!a->configFile.empty()) {
-      c = jobs::finetuneConfigFromJson(readJobConfig(a->configFile, "finetune"));
+      c = jobs::parseConfigFile(a->configFile, "finetune", jobs::finetuneConfigFromJson);
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->adapters.empty()) c.adapters = a->adapters;
@@ -72,7 +72,7 @@ void addFinetuneCommand(CLI::App& app) {
     const auto r = jobs::runFinetune(c, observer);
     std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nmodel: %s\n", jobs::toString(r.status), (long long)r.steps,
                 r.seconds, r.message.c_str(), r.runFile.c_str(), r.modelDir.c_str());
-    if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
+    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }
 

@@ -47,7 +47,7 @@ void addTrainCommand(CLI::App& app) {
   cmd->callback([a] {
     jobs::TrainConfig c;
     if (!a->configFile.empty()) {
-      c = jobs::trainConfigFromJson(readJobConfig(a->configFile, "train"));
+      c = jobs::parseConfigFile(a->configFile, "train", jobs::trainConfigFromJson);
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->runDir.empty()) c.runDir = a->runDir;
@@ -84,7 +84,7 @@ void addTrainCommand(CLI::App& app) {
     const auto r = jobs::runTrain(c, observer);
     std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nmodel: %s\n", jobs::toString(r.status), (long long)r.steps,
                 r.seconds, r.message.c_str(), r.runFile.c_str(), r.modelDir.c_str());
-    if (r.status != jobs::JobStatus::Completed) throw CLI::RuntimeError(r.status == jobs::JobStatus::Cancelled ? 130 : 1);
+    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }
 

@@ -2,6 +2,7 @@
 #include "engine/io/text_file.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -30,6 +31,19 @@ struct LabelTable {
     return it->second;
   }
 };
+
+// A label is a class name or a class number 0..K-1. An empty label, or one that reads as a number
+// but not as a non-negative integer ("1.5", "-1", "1e3"), is a mistake in the file: taken as a
+// name it would silently become a class of its own.
+void checkLabel(const std::string& where, const std::string& label) {
+  if (label.find_first_not_of(" \t") == std::string::npos) throw std::runtime_error(where + ": empty label");
+  if (label.find_first_not_of("0123456789") == std::string::npos) return;
+  char* end = nullptr;
+  std::strtod(label.c_str(), &end);
+  if (end != label.c_str() && *end == '\0')
+    throw std::runtime_error(where + ": label \"" + label +
+                             "\" is not a class: labels are integers 0..K-1 or names");
+}
 
 }  // namespace
 
@@ -70,6 +84,7 @@ LabelledCorpus readClassificationFile(const std::string& path) {
       example.text = line.substr(tab + 1);
       if (number == 1 && labelName == "label") continue;  // header
     }
+    checkLabel(where, labelName);
     example.label = labels.idOf(labelName);
     corpus.examples.push_back(std::move(example));
   }

@@ -1,5 +1,6 @@
 #include "engine/data/text_corpus.h"
 #include "engine/io/text_file.h"
+#include "engine/tokenizers/unicode_text.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -15,9 +16,30 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string readFile(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw std::runtime_error(path.string() + ": is a folder, not a text file");
   auto text = io::readWholeFile(path.string());
   if (!text) throw std::runtime_error(path.string() + ": cannot read");
   return std::move(*text);
+}
+
+// Training text must be UTF-8: the tokenizers read it as such, so a Latin-1 file would be trained
+// on as something other than the text it holds, without a word said.
+std::string readUtf8File(const fs::path& path) {
+  auto text = readFile(path);
+  if (!tok::text::isValidUtf8(text)) {
+    // Where: the first line that is not valid UTF-8 on its own.
+    const std::string_view all(text);
+    size_t line = 1, begin = 0;
+    for (size_t end = all.find('\n'); end != std::string_view::npos; end = all.find('\n', begin)) {
+      if (!tok::text::isValidUtf8(all.substr(begin, end - begin))) break;
+      ++line;
+      begin = end + 1;
+    }
+    throw std::runtime_error(path.string() + ":" + std::to_string(line) + ": not UTF-8 text (Latin-1 or another " +
+                             "encoding?); convert it, e.g. iconv -f latin1 -t utf-8");
+  }
+  return text;
 }
 
 bool attachesLeft(const std::string& w) {  // no space before these
@@ -81,11 +103,11 @@ std::vector<Document> readTextDocuments(const std::string& path) {
     for (const auto& entry : fs::directory_iterator(path, ec))
       if (entry.path().extension() == ".txt") files.push_back(entry.path());
     std::sort(files.begin(), files.end());
-    for (const auto& f : files) docs.push_back({f.filename().string(), readFile(f)});
+    for (const auto& f : files) docs.push_back({f.filename().string(), readUtf8File(f)});
     if (docs.empty()) throw std::runtime_error(path + ": no .txt files in this folder");
     return docs;
   }
-  const auto text = readFile(path);
+  const auto text = readUtf8File(path);
   if (fs::path(path).extension() == ".jsonl") {
     std::istringstream lines(text);
     std::string line;

@@ -34,16 +34,28 @@ void checkOutputPaths(const nlohmann::json& j, const std::string& file) {
 }  // namespace
 
 nlohmann::json readConfigFile(const std::string& path, const std::string& section) {
+  std::error_code ec;
+  // An ifstream opens a folder without complaint and then reads nothing: say what it is.
+  if (std::filesystem::is_directory(path, ec)) throw std::runtime_error(path + ": is a folder, not a JSON file");
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open");
+  // Walking, copying or comparing a JSON value recurses once per level: 100000 nested arrays (a
+  // broken or hostile file) would overflow the stack after the (iterative) parse succeeded.
+  constexpr int kMaxDepth = 256;
+  auto depthLimit = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxDepth)
+      throw std::runtime_error(path + ": JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    return true;
+  };
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(in, depthLimit);
   } catch (const nlohmann::json::parse_error& e) {
     throw std::runtime_error(path + ": not JSON (" + e.what() + ")");
   }
   checkOutputPaths(j, path);
-  return j.is_object() && j.contains(section) ? j.at(section) : j;
+  if (j.is_object() && j.contains(section)) return j.at(section);
+  return j;
 }
 
 }  // namespace hh::jobs

@@ -48,6 +48,11 @@ torch::ScalarType exportDtype(const std::string& name) {
 
 std::string exportConverted(const std::string& modelDir, const std::string& adapters, const std::string& output,
                             const ExportConfig& options) {
+  // The export replaces a model folder at `output`; a file there is the user's, not an old export.
+  std::error_code ec;
+  if (fs::exists(output, ec) && !fs::is_directory(output, ec))
+    throw std::invalid_argument(output + ": exists and is not a folder (an export writes a model folder there; "
+                                "choose another output path)");
   models::ModelPtr model = models::loadModel(modelDir);
   if (!adapters.empty()) models::loadAdaptersFile(*model, adapters);
   if (options.adaptersOnly) {

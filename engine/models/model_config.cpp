@@ -316,6 +316,8 @@ ModelConfig loadModelConfig(const std::string& dirOrFile) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path path = fs::is_directory(dirOrFile, ec) ? fs::path(dirOrFile) / "config.json" : fs::path(dirOrFile);
+  if (fs::is_directory(path, ec))
+    throw ConfigError(path.string() + ": is a folder, not a file (a model folder needs a Hugging Face config.json)");
   const auto text = io::readWholeFile(path.string());
   if (!text) throw ConfigError(path.string() + ": cannot open (a model folder needs a Hugging Face config.json)");
   json j;

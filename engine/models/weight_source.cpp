@@ -77,7 +77,16 @@ torch::Tensor WeightSource::takeOptional(const std::string& name, const std::vec
     throw io::FormatError(path_ + ": tensor \"" + name + "\" has dtype " + info.dtype +
                           ", a weight must be F32, F16, BF16 or F64");
   used_.insert(name);
-  return file_.tensor(name, dtype);
+  auto t = file_.tensor(name, dtype);
+  // A NaN or infinite weight (a diverged training run saved as it was, a corrupt export) would
+  // only show up later as NaN logits or a NaN loss: refuse it here, where the tensor is known.
+  if (t.is_floating_point() && t.numel() > 0 && !torch::isfinite(t).all().item<bool>()) {
+    const auto bad = (~torch::isfinite(t)).sum().item<int64_t>();
+    throw io::FormatError(path_ + ": tensor \"" + name + "\" holds " + std::to_string(bad) + " of " +
+                          std::to_string(t.numel()) + " values that are NaN or infinite (a corrupt checkpoint, or "
+                          "one saved from a diverged training run)");
+  }
+  return t;
 }
 
 torch::Tensor WeightSource::take(const std::string& name, const std::vector<int64_t>& shape, const std::string& what,

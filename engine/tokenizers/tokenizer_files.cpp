@@ -9,6 +9,7 @@
 
 #include "engine/io/safetensors.h"
 #include "engine/tokenizers/byte_level_bpe.h"
+#include "engine/tokenizers/unicode_text.h"
 #include "engine/tokenizers/wordpiece.h"
 #include "engine/io/text_file.h"
 
@@ -145,6 +146,11 @@ Vocab readVocabTxt(const std::string& path) {
     if (end == std::string::npos) end = text.size();
     std::string token = text.substr(begin, end - begin);
     if (!token.empty() && token.back() == '\r') token.pop_back();
+    // A vocab.txt saved in Latin-1 (or any non-UTF-8 encoding) loads without complaint but its
+    // tokens never match the UTF-8 text they are meant to encode.
+    if (!text::isValidUtf8(token))
+      throw io::FormatError(path + ": line " + std::to_string(id + 1) +
+                            " is not valid UTF-8 (vocab.txt must be UTF-8 text)");
     out[token] = id;  // a repeated token keeps its last line, as Python's dict does
     begin = end + 1;
   }

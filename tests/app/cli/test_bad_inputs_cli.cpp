@@ -1,0 +1,219 @@
+// app.cli.bad_inputs: every entry of the bad-input catalogue (tests/support/bad_inputs.h) run
+// through the `hedgehog` CLI as a user would, in a child process:
+//   - it exits normally (never a signal) with status 1;
+//   - stderr is exactly one non-empty line that starts "hedgehog: error:" and contains the
+//     absolute path of the entry's `file` (the rule: the full path, as the user gave it or as the
+//     engine built it from what the user gave, so the user can tell which file to fix);
+//   - every `preserved` file is byte-identical afterwards (a failed export keeps the previous one);
+//   - "full disk" entries run under RLIMIT_FSIZE, permission entries (as root) under uid 65534.
+// All entries run, then the suite fails once with the list of those that broke a rule. Each
+// entry's error line is printed (QINFO, paths under the temporary folder shortened to <tmp>) for
+// the table in docs/reliability.md. Also: `hedgehog run-info` on a good run file.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "engine/runs/run_writer.h"
+#include "tests/support/bad_inputs.h"
+#include "tests/support/hh_test.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ChildResult {
+  bool exited = false;
+  int status = -1;  // exit status, or the signal when !exited
+  bool timedOut = false;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs `hedgehog args...` with stdout and stderr captured in files under `scratch`.
+ChildResult runCli(const std::vector<std::string>& args, const std::string& scratch, long fileSizeLimit,
+                   bool unprivileged, int timeoutSeconds = 300) {
+  std::vector<std::string> argv;
+  if (unprivileged && ::geteuid() == 0)
+    argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+  argv.push_back(HH_CLI_BINARY);
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const std::string outPath = scratch + "/stdout", errPath = scratch + "/stderr";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int out = ::open(outPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0 || err < 0) ::_exit(126);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::close(out);
+    ::close(err);
+    if (fileSizeLimit > 0) {
+      // SIGXFSZ keeps its default action here: the CLI itself must ignore it to report the error.
+      const rlimit limit{static_cast<rlim_t>(fileSizeLimit), static_cast<rlim_t>(fileSizeLimit)};
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+    }
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  ChildResult r;
+  if (pid < 0) return r;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      r.timedOut = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  r.exited = WIFEXITED(status);
+  r.status = r.exited ? WEXITSTATUS(status) : WIFSIGNALED(status) ? WTERMSIG(status) : -1;
+  r.out = slurp(outPath);
+  r.err = slurp(errPath);
+  return r;
+}
+
+std::string replaceAll(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+// A temporary folder that the unprivileged user (uid 65534) can enter and read.
+struct Scratch {
+  std::string path;
+  Scratch() {
+    std::string pattern = (fs::temp_directory_path() / "hh-bad-inputs-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path = pattern;
+    ::chmod(path.c_str(), 0755);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    // Entries made unreadable or read-only for the test: give them back to the owner first.
+    const fs::recursive_directory_iterator end;
+    for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != end; it.increment(ec))
+      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+class TestBadInputsCli : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+
+  void catalogueIsWellFormed() {
+    Scratch scratch;
+    const auto entries = hh::test::buildBadInputs(scratch.path + "/inputs");
+    QVERIFY2(entries.size() >= 32, std::to_string(entries.size()).c_str());
+    std::set<std::string> ids;
+    const std::set<std::string> categories{"checkpoint", "config", "tokenizer", "dataset", "project", "run", "export"};
+    std::set<std::string> seen;
+    for (const auto& e : entries) {
+      QVERIFY2(ids.insert(e.id).second, ("duplicate id " + e.id).c_str());
+      QVERIFY2(categories.count(e.category), (e.id + ": category " + e.category).c_str());
+      seen.insert(e.category);
+      QVERIFY2(e.id.rfind(e.category + ".", 0) == 0, e.id.c_str());
+      QVERIFY2(fs::path(e.file).is_absolute(), (e.id + ": " + e.file).c_str());
+      QVERIFY2(!e.cli.empty() && !e.guiPath.empty() && !e.description.empty(), e.id.c_str());
+      QVERIFY2((e.gui == hh::test::GuiOpen::ExportWeights) == !e.exportTo.empty(), e.id.c_str());
+      for (const auto& f : hh::test::fingerprints(e.preserved))
+        QVERIFY2(f != "missing" && f != "not a regular file", (e.id + ": a preserved file does not exist").c_str());
+    }
+    QCOMPARE(seen.size(), categories.size());
+  }
+
+  void everyBadInputFailsWithOneLineNamingTheFile() {
+    if (std::string(HH_CLI_BINARY).empty()) QSKIP("the hedgehog CLI is not built (CLI11 missing)");
+    Scratch scratch;
+    const std::string root = scratch.path + "/inputs";
+    fs::create_directory(root);
+    ::chmod(root.c_str(), 0755);
+    const auto entries = hh::test::buildBadInputs(root);
+    std::vector<std::string> failures;
+    for (const auto& e : entries) {
+      const auto before = hh::test::fingerprints(e.preserved);
+      const auto r = runCli(e.cli, scratch.path, e.fileSizeLimitBytes, e.needsUnprivileged);
+      const auto after = hh::test::fingerprints(e.preserved);
+      std::string line = r.err;
+      if (!line.empty() && line.back() == '\n') line.pop_back();
+      qInfo("%s | %s", e.id.c_str(), replaceAll(line, root, "<tmp>").c_str());
+      std::vector<std::string> problems;
+      if (r.timedOut) problems.push_back("timed out");
+      if (!r.exited) problems.push_back("killed by signal " + std::to_string(r.status));
+      else if (r.status != 1) problems.push_back("exit status " + std::to_string(r.status));
+      if (line.empty()) problems.push_back("nothing on stderr");
+      if (line.find('\n') != std::string::npos) problems.push_back("stderr has several lines");
+      if (line.rfind("hedgehog: error:", 0) != 0) problems.push_back("stderr does not start with \"hedgehog: error:\"");
+      if (line.find(e.file) == std::string::npos) problems.push_back("the message does not name " + e.file);
+      for (size_t i = 0; i < before.size(); ++i)
+        if (before[i] != after[i])
+          problems.push_back(e.preserved[i] + " changed (" + before[i] + " -> " + after[i] + ")");
+      if (problems.empty()) continue;
+      std::string text = e.id + ":";
+      for (const auto& p : problems) text += " " + p + ";";
+      failures.push_back(text + " stderr: " + replaceAll(r.err.substr(0, 600), "\n", "\\n"));
+    }
+    std::string report;
+    for (const auto& f : failures) report += "\n  " + f;
+    QVERIFY2(failures.empty(), (std::to_string(failures.size()) + " of " + std::to_string(entries.size()) +
+                                " bad inputs broke a rule:" + report).c_str());
+  }
+
+  // run-info on a good run: schema, kind, status, steps, the last metrics, no snapshots.
+  void runInfoDescribesARun() {
+    if (std::string(HH_CLI_BINARY).empty()) QSKIP("the hedgehog CLI is not built (CLI11 missing)");
+    Scratch scratch;
+    const std::string path = scratch.path + "/run.h5";
+    hh::runs::RunHeader header;
+    header.runId = "run-info-test";
+    header.kind = "distill";
+    header.configJson = "{}";
+    header.layout.scalars = {{"loss"}, {"lr"}};
+    {
+      auto writer = hh::runs::RunWriter::create(path, header);
+      for (int step = 1; step <= 12; ++step) writer.appendScalars(step, {{"loss", 1.0 / step}, {"lr", 0.5}});
+      writer.setStatus(hh::runs::RunStatus::Completed, "all steps done");
+    }
+    const auto r = runCli({"run-info", path}, scratch.path, 0, false);
+    QVERIFY2(r.exited && r.status == 0, r.err.c_str());
+    QVERIFY2(r.err.empty(), r.err.c_str());
+    for (const char* needle : {"schema version 1", "kind: distill", "run id: run-info-test", "status: completed",
+                               "all steps done", "steps written: 12", "loss", "0.08333", "snapshots: 0"})
+      QVERIFY2(r.out.find(needle) != std::string::npos, (std::string(needle) + " missing from:\n" + r.out).c_str());
+  }
+};
+
+HH_TEST_SUITE(TestBadInputsCli, "app.cli.bad_inputs", &TestBadInputsCli::initTestCase,
+              &TestBadInputsCli::catalogueIsWellFormed, &TestBadInputsCli::everyBadInputFailsWithOneLineNamingTheFile,
+              &TestBadInputsCli::runInfoDescribesARun)
+
+#if HH_HAVE_QTEST
+#include "test_bad_inputs_cli.moc"
+#endif
