@@ -13,8 +13,12 @@ set -euo pipefail
 n=${1:-100}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${HH_BUILD_DIR:-$root/build}
-tests=$build/tests/hh_engine_tests
-[ -x "$tests" ] || { echo "kill_soak: $tests is not built" >&2; exit 2; }
+[ -x "$build/tests/hh_engine_tests" ] && [ -x "$build/app/hedgehog" ] || { echo "kill_soak: build hedgehog and hh_engine_tests in $build" >&2; exit 2; }
+# Private copies: a concurrent build relinking the CLI mid-soak would otherwise fail runs at random.
+bin=$(mktemp -d /tmp/kill_soak_bin.XXXXXX)
+trap 'rm -rf "$bin"' EXIT
+cp "$build/tests/hh_engine_tests" "$build/app/hedgehog" "$bin/"
+tests=$bin/hh_engine_tests
 # Each distill or finetune cycle aims two kills; export gets the rest (about 1.5 per round).
 cycles=$(( (n * 35 / 100 + 1) / 2 ))
 exports=$(( (n - 4 * cycles) * 2 / 3 ))
@@ -25,7 +29,7 @@ log=$(mktemp /tmp/kill_soak.XXXXXX.log)
 echo "kill_soak: N=$n -> $cycles distill cycles, $cycles finetune cycles, $exports export re-exports; seed $seed; log $log"
 start=$(date +%s)
 status=0
-HH_CRASH_SEED=$seed HH_CRASH_CYCLES=$cycles HH_CRASH_EXPORT_KILLS=$exports HH_NUM_THREADS=${HH_NUM_THREADS:-1} \
+HH_CLI=$bin/hedgehog HH_CRASH_SEED=$seed HH_CRASH_CYCLES=$cycles HH_CRASH_EXPORT_KILLS=$exports HH_NUM_THREADS=${HH_NUM_THREADS:-1} \
   "$tests" engine.jobs.crash_safety distillSurvivesKills finetuneSurvivesKills killedExportKeepsAModel >"$log" 2>&1 || status=$?
 grep -E "TALLY|FAILURE|FAIL!|Totals" "$log" || true
 awk '/TALLY/ { for (i = 1; i <= NF; ++i) if (split($i, kv, "=") == 2) sum[kv[1]] += kv[2] }

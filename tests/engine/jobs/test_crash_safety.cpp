@@ -15,7 +15,8 @@
 //  - killedRunFileCreation: a child creating run files over and over is killed at random: the
 //    run file is never a truncated HDF5 file that does not open (regression: it used to be built
 //    in place).
-// Seed: HH_CRASH_SEED (default 20261122); every kill's plan is printed with qInfo.
+// Seed: HH_CRASH_SEED (default 20261122); every kill's plan is printed with qInfo. HH_CLI: the CLI
+// to run instead of the build's (scripts/kill_soak.sh runs a private copy).
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -43,7 +44,13 @@ uint64_t seed() {
   return s ? std::strtoull(s, nullptr, 10) : 20261122ull;
 }
 
-bool haveCli() { return fs::exists(HH_CLI_BINARY); }
+// HH_CLI (scripts/kill_soak.sh sets it to a private copy) or the build's CLI: a soak must not
+// pick up a binary that a concurrent build relinks under it.
+std::string cli() {
+  const char* s = std::getenv("HH_CLI");
+  return s && *s ? s : HH_CLI_BINARY;
+}
+bool haveCli() { return fs::exists(cli()); }
 
 // HH_CRASH_CYCLES / HH_CRASH_EXPORT_KILLS scale the suite up for scripts/kill_soak.sh.
 int envCount(const char* name, int fallback) {
@@ -82,7 +89,7 @@ class TestCrashSafety : public QObject {
   // The command of one job in `runDir` (distill: plain; finetune: LoRA LM on the same corpus).
   static std::vector<std::string> jobArgs(const std::string& kind, const std::string& runDir, const std::string& corpus,
                                           const std::string& config) {
-    std::vector<std::string> args{HH_CLI_BINARY, kind, kModel, "--run-dir", runDir, "--corpus", corpus, "--config", config,
+    std::vector<std::string> args{cli(), kind, kModel, "--run-dir", runDir, "--corpus", corpus, "--config", config,
                                   "--steps", std::to_string(kSteps), "--eval-every", std::to_string(kEvalEvery),
                                   "--batch-size", "4", "--seq-len", "32", "--max-train", "48"};
     if (kind == "finetune") args.insert(args.end(), {"--mode", "lora"});
@@ -182,7 +189,7 @@ class TestCrashSafety : public QObject {
     if (!haveCli()) QSKIP("the hedgehog CLI is not built");
     hh::test::TempDir dir("crash_export");
     const auto out = dir.file("exported");
-    const std::vector<std::string> args{HH_CLI_BINARY, "export", kModel, "--output", out};
+    const std::vector<std::string> args{cli(), "export", kModel, "--output", out};
     std::mt19937_64 rng(seed() + 7);
     const int rounds = envCount("HH_CRASH_EXPORT_KILLS", 8);
     Tally tally;
