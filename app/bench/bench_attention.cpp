@@ -20,20 +20,11 @@
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/softmax_attention.h"
 #include "app/bench/bench_args.h"
+#include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;
-
-long readStatusKb(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key, 0) == 0) return std::stol(line.substr(std::string(key).size()));
-  return -1;
-}
-
-void resetPeak() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 struct Measure {
   double seconds = 0.0;  // median
@@ -46,12 +37,12 @@ Measure measure(const std::function<void()>& fn, int repeats) {
   std::vector<double> times;
   double peak = 0.0;
   for (int r = 0; r < repeats; ++r) {
-    const long before = readStatusKb("VmRSS:");
-    resetPeak();
+    const int64_t before = hh::residentBytes();
+    hh::resetPeakResident();
     const auto t0 = Clock::now();
     fn();
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    peak = std::max(peak, (readStatusKb("VmHWM:") - before) / 1024.0);
+    peak = std::max(peak, double(hh::peakResidentBytes() - before) / (1024.0 * 1024.0));
   }
   std::sort(times.begin(), times.end());
   return {times[times.size() / 2], times.front(), peak};

@@ -26,6 +26,7 @@
 
 #include "engine/attention/softmax_attention.h"
 #include "app/bench/bench_args.h"
+#include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
 #include "engine/generation/generator.h"
 #include "engine/models/model_io.h"
@@ -179,6 +180,6 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  std::printf("\n# process peak RSS: %.0f MB\n", hh::gen::peakResidentBytes() / 1e6);
+  std::printf("\n# process peak RSS: %.0f MB\n", hh::peakResidentBytes() / 1e6);
   return 0;
 }

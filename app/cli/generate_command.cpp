@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "app/cli/commands.h"
+#include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
 #include "engine/generation/generator.h"
 #include "engine/generation/text_stream.h"
@@ -46,8 +47,7 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
   options.teacher = teacher;
   const auto& config = model->config();
   if (!a.ignoreEos) {
-    for (const int64_t id : {config.eosTokenId, tokenizer->eosId()})
-      if (id >= 0) options.stopTokens.push_back(id);
+    for (const int64_t id : gen::endOfTextTokens(config, *tokenizer)) options.stopTokens.push_back(id);
   }
   for (const auto& text : a.stops) {
     const auto ids = tokenizer->encode(text);
@@ -82,12 +82,12 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
     s.lastTokenMs = e.seconds * 1e3;
     if (csv)
       *csv << dir << "," << e.index << "," << e.position << "," << e.token << "," << e.seconds * 1e3 << ","
-           << e.cacheBytes << "," << gen::residentBytes() << "\n";
+           << e.cacheBytes << "," << residentBytes() << "\n";
     return true;
   });
   if (!a.quiet) std::printf("\n");
   s.meanTokenMs = s.result.tokens.size() > 1 ? sumMs / double(s.result.tokens.size() - 1) : 0;
-  s.peakRss = gen::peakResidentBytes();
+  s.peakRss = peakResidentBytes();
   return s;
 }
 

@@ -102,8 +102,8 @@ QString GenerationSession::run(const GenerationSettings& settings,
       r.side = sides_[s].get();
       auto o = options;
       if (settings.stopAtEos) {
-        for (const int64_t id : {r.side->model->config().eosTokenId, r.side->tokenizer->eosId()})
-          if (id >= 0) o.stopTokens.push_back(id);
+        for (const int64_t id : gen::endOfTextTokens(r.side->model->config(), *r.side->tokenizer))
+          o.stopTokens.push_back(id);
       }
       const auto prompt = r.side->tokenizer->encode(settings.prompt.toStdString(), /*addSpecialTokens=*/true);
       r.decoder = std::make_unique<gen::Decoder>(*r.side->model, prompt, o);

@@ -1,8 +1,9 @@
 #include "engine/generation/generator.h"
 
+#include "engine/tokenizers/tokenizer.h"
+
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <stdexcept>
 
 namespace hh::gen {
@@ -14,23 +15,18 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-int64_t statusField(const std::string& key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(key.size())) * 1024;  // "VmRSS:   1234 kB"
-  }
-  return 0;
-}
-
 }  // namespace
 
 double GenerateResult::decodeTokensPerSecond() const {
   return tokens.size() > 1 && decodeSeconds > 0 ? double(tokens.size() - 1) / decodeSeconds : 0.0;
 }
 
-int64_t residentBytes() { return statusField("VmRSS:"); }
-int64_t peakResidentBytes() { return statusField("VmHWM:"); }
+std::vector<int64_t> endOfTextTokens(const models::ModelConfig& config, const tok::Tokenizer& tokenizer) {
+  std::vector<int64_t> ids;
+  for (const int64_t id : {config.eosTokenId, tokenizer.eosId()})
+    if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  return ids;
+}
 
 Decoder::Decoder(models::TransformerModel& model, const std::vector<int64_t>& prompt, const GenerateOptions& options)
     : model_(model), options_(options), sampler_(options.sampling) {

@@ -12,6 +12,10 @@
 #include "engine/generation/sampling.h"
 #include "engine/models/transformer_model.h"
 
+namespace hh::tok {
+class Tokenizer;
+}
+
 namespace hh::gen {
 
 struct GenerateOptions {
@@ -80,8 +84,8 @@ using TokenCallback = std::function<bool(const TokenEvent&)>;
 GenerateResult generate(models::TransformerModel& model, const std::vector<int64_t>& prompt,
                         const GenerateOptions& options, const TokenCallback& onToken = {});
 
-// Memory of the process (Linux /proc/self/status): resident now and its peak, in bytes (0 if unknown).
-int64_t residentBytes();
-int64_t peakResidentBytes();
+// The tokens that end a text for this model: the config's end-of-text id and the tokenizer's,
+// once each (none when neither has one). Generation stops at them unless told otherwise.
+std::vector<int64_t> endOfTextTokens(const models::ModelConfig& config, const tok::Tokenizer& tokenizer);
 
 }  // namespace hh::gen

@@ -1,0 +1,12 @@
+// Memory of this process as the kernel counts it (Linux /proc/self/status), for the CLI's and the
+// workbench's readouts and the benchmarks. Elsewhere every value is 0 and resetting does nothing.
+#pragma once
+#include <cstdint>
+
+namespace hh {
+
+int64_t residentBytes();      // VmRSS: resident now
+int64_t peakResidentBytes();  // VmHWM: the peak of VmRSS since start (or since resetPeakResident)
+void resetPeakResident();     // sets the peak to the current resident size (/proc/self/clear_refs)
+
+}  // namespace hh
