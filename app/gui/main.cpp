@@ -22,6 +22,7 @@
 #include <QTimer>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 
 #include "app/gui/comparison_controls.h"
@@ -49,6 +50,9 @@ void loadStyleSheet(QApplication& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit a write must fail with EFBIG and be reported like a full disk, not
+  // kill the workbench with SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("Hedgehog Workbench"));
   QApplication::setOrganizationName(QStringLiteral("Hedgehog"));

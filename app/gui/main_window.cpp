@@ -5,6 +5,7 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDateTime>
 #include <QDockWidget>
 #include <QFile>
 #include <QFileDialog>
@@ -26,6 +27,7 @@
 
 #include "app/gui/comparison_controls.h"
 #include "app/gui/comparison_view.h"
+#include "app/gui/error_dialog.h"
 #include "app/gui/config_form.h"
 #include "app/gui/dashboard_view.h"
 #include "app/gui/experiment_view.h"
@@ -37,6 +39,7 @@
 #include "app/gui/model_tree.h"
 #include "app/gui/recent_files.h"
 #include "engine/jobs/config_file.h"
+#include "engine/runs/run_reader.h"
 #include "app/gui/run_browser.h"
 #include "app/gui/run_follower.h"
 #include "engine/core/runtime.h"
@@ -229,6 +232,7 @@ void MainWindow::buildRunControls() {
   dashboard_->attachFollower(follower_);  // updates in; the step slider's snapshot reads out and back
   connect(follower_, &RunFollower::failed, this, [this](const QString& message) {
     statusBar()->showMessage(tr("Run file: %1").arg(message), 10000);
+    showErrorDialog(this, tr("Run file"), message);
   });
   followerThread_->start();
 
@@ -243,6 +247,7 @@ void MainWindow::buildRunControls() {
             QString text = tr("Conversion %1: %2").arg(status, message);
             if (!exportPath.isEmpty()) text += tr(" | exported model: %1").arg(exportPath);
             statusBar()->showMessage(text);
+            if (status == QLatin1String("failed")) showErrorDialog(this, tr("Conversion failed"), message);
             if (!runFile.isEmpty()) std::fprintf(stdout, "run file: %s\n", qPrintable(runFile));
             if (!exportPath.isEmpty()) std::fprintf(stdout, "exported model: %s\n", qPrintable(exportPath));
             std::fflush(stdout);
@@ -263,7 +268,7 @@ void MainWindow::buildRunControls() {
                                                           QStringLiteral("runs/experiments"));
     if (dir.isEmpty()) return;
     const QString error = openExperiment(dir);
-    if (!error.isEmpty()) QMessageBox::warning(this, tr("Open an experiment"), error);
+    if (!error.isEmpty()) showErrorDialog(this, tr("Open an experiment"), error);
   });
   cancelAction_ = run->addAction(tr("C&ancel the job"), this, &MainWindow::cancelJob);
   cancelAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
@@ -341,10 +346,24 @@ void MainWindow::newConversion() {
   ConversionDialog dialog(initial, this);
   if (dialog.exec() != QDialog::Accepted) return;
   const QString error = startConversionWith(dialog.config(), tr("from the form"));
-  if (!error.isEmpty()) QMessageBox::warning(this, tr("Convert"), error);
+  if (!error.isEmpty()) showErrorDialog(this, tr("Convert"), error);
 }
 
 void MainWindow::openRun(const QString& path) {
+  // A file the user picked is checked here, so a bad one gets its dialog at once. One that does
+  // not exist yet or changed in the last seconds may be a run a job is starting to write: the
+  // follower waits for it and reports it (also by a dialog) if it never becomes readable.
+  const QFileInfo info(path);
+  const bool settled = info.exists() && info.lastModified().secsTo(QDateTime::currentDateTime()) > 5;
+  if (settled) {
+    try {
+      runs::RunReader::open(path.toStdString());
+    } catch (const std::exception& e) {
+      const QString what = QString::fromStdString(e.what());
+      showErrorDialog(this, tr("Open a run file"), what.contains(path) ? what : tr("%1: %2").arg(path, what));
+      return;
+    }
+  }
   recent_->add(QStringLiteral("run"), path);
   dashboard_->clear();
   Q_EMIT followRequested(path);
@@ -360,9 +379,12 @@ void MainWindow::cancelJob() {
 void MainWindow::chooseProject() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Convert a project"), QStringLiteral("projects"),
                                                     tr("Project files (*.json)"));
-  if (path.isEmpty()) return;
+  if (!path.isEmpty()) convertProjectReporting(path);
+}
+
+void MainWindow::convertProjectReporting(const QString& path) {
   const QString error = startConversion(path);
-  if (!error.isEmpty()) QMessageBox::warning(this, tr("Convert"), error);
+  if (!error.isEmpty()) showErrorDialog(this, tr("Convert"), error);
 }
 
 void MainWindow::chooseRun() {

@@ -58,6 +58,12 @@ class MainWindow : public QMainWindow {
   // A project file (the convert config): loads its model and makes it the current project
   // (its dock layout is restored; Run > Convert runs it).
   QString openProject(const QString& path);
+  // The menu actions on a chosen path: as above, and a failure is shown in an error dialog.
+  void openProjectReporting(const QString& path);
+  void convertProjectReporting(const QString& path);
+  // File > Export weights to `output` (float32 | float16 | bfloat16) on the worker; a failure is
+  // shown in an error dialog; weightsExported follows.
+  void exportWeightsTo(const QString& output, const QString& dtype, bool adaptersOnly);
   void showInspector();
   void showComparison();
   // Whether a computation, model load or inspection is queued or running.
@@ -91,6 +97,8 @@ class MainWindow : public QMainWindow {
   void modelLoaded(const QString& error);
   // The in-process job finished (status completed | failed | cancelled).
   void jobFinished(const QString& status, const QString& message);
+  // An export of weights finished (error empty) or failed.
+  void weightsExported(const QString& error);
   // Internal: asks the follower (on its own thread) to follow a file.
   void followRequested(const QString& path);
 

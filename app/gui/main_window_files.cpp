@@ -15,6 +15,7 @@
 
 #include "app/gui/comparison_controls.h"
 #include "app/gui/comparison_view.h"
+#include "app/gui/error_dialog.h"
 #include "app/gui/dashboard_view.h"
 #include "app/gui/export_dialogs.h"
 #include "app/gui/inspector_view.h"
@@ -22,6 +23,7 @@
 #include "app/gui/model_tree.h"
 #include "app/gui/recent_files.h"
 #include "app/gui/run_browser.h"
+#include "engine/core/process_memory.h"
 #include "engine/jobs/config_file.h"
 #include "widgets/figure_export.h"
 
@@ -42,22 +44,15 @@ void MainWindow::exportFigure() {
   options.title = windowTitle();
   const hh::widgets::ExportResult r = hh::widgets::exportFigure(target, path, options);
   if (!r.ok) {
-    QMessageBox::warning(this, tr("Export figure"), r.error);
+    showErrorDialog(this, tr("Export figure"), r.error);
   } else {
     statusBar()->showMessage(tr("Saved %1").arg(path), 5000);
   }
 }
 
 void MainWindow::updateMemory() {
-  // VmRSS from /proc/self/status (Linux); elsewhere the label stays empty.
-  QFile status(QStringLiteral("/proc/self/status"));
-  if (!status.open(QIODevice::ReadOnly)) return;
-  for (const QByteArray& line : status.readAll().split('\n')) {
-    if (!line.startsWith("VmRSS:")) continue;
-    const double kb = line.mid(6).trimmed().split(' ').value(0).toDouble();
-    memory_->setText(tr("memory %1 MB").arg(kb / 1024.0, 0, 'f', 0));
-    return;
-  }
+  const int64_t bytes = residentBytes();  // 0 where the platform does not say
+  if (bytes > 0) memory_->setText(tr("memory %1 MB").arg(double(bytes) / (1024.0 * 1024.0), 0, 'f', 0));
 }
 
 void MainWindow::openModel(const QString& folder) {
@@ -75,6 +70,7 @@ void MainWindow::openModel(const QString& folder) {
           if (!error.isEmpty()) {
             modelTree_->showError(tr("Could not open %1").arg(folder), {error});
             statusBar()->showMessage(error, 15000);
+            showErrorDialog(this, tr("Open model folder"), error);
             Q_EMIT modelLoaded(error);
             return;
           }
@@ -97,7 +93,8 @@ QString MainWindow::openProject(const QString& path) {
   try {
     config = jobs::convertConfigFromJson(jobs::readConfigFile(path.toStdString(), "convert"));
   } catch (const std::exception& e) {
-    return tr("%1: %2").arg(path, QString::fromStdString(e.what()));
+    const QString what = QString::fromStdString(e.what());
+    return what.contains(path) ? what : tr("%1: %2").arg(path, what);
   }
   if (config.modelDir.empty()) return tr("%1: no \"model\"").arg(path);
   saveLayout();
@@ -116,10 +113,12 @@ void MainWindow::exportWeights() {
   const ModelSummary summary = session_->summary();
   WeightsExportDialog dialog(summary.folder + QStringLiteral("-export"), summary.converted(), this);
   if (dialog.exec() != QDialog::Accepted || dialog.output().isEmpty()) return;
-  statusBar()->showMessage(tr("Writing %1\u2026").arg(dialog.output()));
+  exportWeightsTo(dialog.output(), dialog.dtype(), dialog.adaptersOnly());
+}
+
+void MainWindow::exportWeightsTo(const QString& output, const QString& dtype, bool adaptersOnly) {
+  statusBar()->showMessage(tr("Writing %1\u2026").arg(output));
   auto session = session_;
-  const QString output = dialog.output(), dtype = dialog.dtype();
-  const bool adaptersOnly = dialog.adaptersOnly();
   ++loading_;
   pool_->start([this, session, output, dtype, adaptersOnly] {
     const QString error = session->exportModel(output, dtype, adaptersOnly);
@@ -127,8 +126,9 @@ void MainWindow::exportWeights() {
         this,
         [this, error, output] {
           --loading_;
-          if (!error.isEmpty()) QMessageBox::warning(this, tr("Export weights"), error);
+          if (!error.isEmpty()) showErrorDialog(this, tr("Export weights"), error);
           else statusBar()->showMessage(tr("Wrote %1").arg(output), 10000);
+          Q_EMIT weightsExported(error);
         },
         Qt::QueuedConnection);
   });
@@ -143,17 +143,19 @@ void MainWindow::chooseModel() {
 void MainWindow::chooseProjectToOpen() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Open a project"), QStringLiteral("projects"),
                                                     tr("Project files (*.json)"));
-  if (path.isEmpty()) return;
+  if (!path.isEmpty()) openProjectReporting(path);
+}
+
+void MainWindow::openProjectReporting(const QString& path) {
   const QString error = openProject(path);
-  if (!error.isEmpty()) QMessageBox::warning(this, tr("Open project"), error);
+  if (!error.isEmpty()) showErrorDialog(this, tr("Open project"), error);
 }
 
 void MainWindow::openRecent(const QString& kind, const QString& path) {
   if (kind == QLatin1String("model")) {
     openModel(path);
   } else if (kind == QLatin1String("project")) {
-    const QString error = openProject(path);
-    if (!error.isEmpty()) QMessageBox::warning(this, tr("Open project"), error);
+    openProjectReporting(path);
   } else if (kind == QLatin1String("run")) {
     openRun(path);
   }

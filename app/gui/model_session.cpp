@@ -127,7 +127,8 @@ ModelSummary ModelSession::load(const QString& folder, QString* error) {
     state_->model = std::move(model);
     state_->tokenizer = std::move(tokenizer);
   } catch (const std::exception& e) {
-    if (error) *error = QStringLiteral("%1: %2").arg(folder, QString::fromLocal8Bit(e.what()).section('\n', 0, 1));
+    const QString what = QString::fromUtf8(e.what()).section(QLatin1Char('\n'), 0, 0);  // engine errors are one line
+    if (error) *error = what.contains(folder) ? what : QStringLiteral("%1: %2").arg(folder, what);
     return ModelSummary{};
   }
   return summary;
@@ -272,7 +273,8 @@ QString ModelSession::exportModel(const QString& output, const QString& dtype, b
     options.tokenizerFrom = st.summary.folder.toStdString();
     models::saveModel(*st.model, output.toStdString(), options);
   } catch (const std::exception& e) {
-    return QStringLiteral("%1: %2").arg(output, QString::fromLocal8Bit(e.what()).section('\n', 0, 1));
+    const QString what = QString::fromUtf8(e.what()).section(QLatin1Char('\n'), 0, 0);
+    return what.contains(output) ? what : QStringLiteral("%1: %2").arg(output, what);
   }
   return {};
 }

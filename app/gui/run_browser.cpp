@@ -8,7 +8,6 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
-#include <QMessageBox>
 #include <QPushButton>
 #include <QSplitter>
 #include <QTableWidget>
@@ -20,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/gui/error_dialog.h"
 #include "app/gui/run_overlay.h"
 #include "app/gui/run_table_csv.h"
 #include "engine/runs/run_reader.h"
@@ -269,7 +269,7 @@ void RunBrowser::chooseCsvFile() {
   if (file.isEmpty()) return;
   const QString error = exportCsv(file, paths);
   if (!error.isEmpty()) {
-    QMessageBox::warning(this, tr("Export CSV"), error);
+    showErrorDialog(this, tr("Export CSV"), error);
   } else {
     summary_->setText(tr("%n run(s) written to %1", nullptr, int(paths.size())).arg(file));
   }

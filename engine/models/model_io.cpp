@@ -123,14 +123,11 @@ void saveModel(const TransformerModel& model, const std::string& dir, const std:
   saveModel(model, dir, options);
 }
 
-void saveModel(const TransformerModel& model, const std::string& dir, const SaveOptions& options) {
-  const auto& tokenizerFrom = options.tokenizerFrom;
-  const fs::path target(dir);
-  const fs::path staging = target.string() + ".partial";
+namespace {
+
+// Writes config.json, model.safetensors and the tokenizer files into `staging`, each synced.
+void writeModelFiles(const TransformerModel& model, const fs::path& staging, const SaveOptions& options) {
   std::error_code ec;
-  recoverInterruptedSave(dir);  // a save killed between its two renames: the previous model first
-  fs::remove_all(staging, ec);
-  fs::create_directories(staging);
   auto config = modelConfigToJson(model.config());
   config["torch_dtype"] = options.dtype == torch::kHalf ? "float16" : options.dtype == torch::kBFloat16 ? "bfloat16" : "float32";
   config["hedgehog_version"] = engineVersion();
@@ -142,21 +139,43 @@ void saveModel(const TransformerModel& model, const std::string& dir, const Save
       if (t.is_floating_point() && name.rfind("hedgehog.", 0) != 0) t = t.to(options.dtype);
   }
   io::writeSafetensors((staging / "model.safetensors").string(), weights, metadata);
-  if (!tokenizerFrom.empty()) {
+  if (!options.tokenizerFrom.empty()) {
     for (const auto& name : tokenizerFileNames()) {
-      const auto from = fs::path(tokenizerFrom) / name;
+      const auto from = fs::path(options.tokenizerFrom) / name;
       if (fs::is_regular_file(from, ec)) {
         fs::copy_file(from, staging / name, fs::copy_options::overwrite_existing);
         io::syncFile((staging / name).string());
       }
     }
   }
+  io::syncDirectory(staging.string());
+}
+
+}  // namespace
+
+void saveModel(const TransformerModel& model, const std::string& dir, const SaveOptions& options) {
+  const fs::path target(dir);
+  const fs::path staging = target.string() + ".partial";
+  std::error_code ec;
+  // A model is a folder: a file under that name is the user's, not an earlier model (the CLI's
+  // export and the workbench's both get this refusal).
+  if (fs::exists(target, ec) && !fs::is_directory(target, ec))
+    throw std::invalid_argument(dir + ": exists and is not a folder (a model is saved as a folder there; "
+                                "choose another output path)");
+  recoverInterruptedSave(dir);  // a save killed between its two renames: the previous model first
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging);
+  try {
+    writeModelFiles(model, staging, options);
+  } catch (...) {
+    fs::remove_all(staging, ec);  // a failed write (disk full, no permission) leaves no half folder
+    throw;
+  }
   // Every file of the new folder is on disk before any rename. Then replace the target folder,
   // keeping the previous one as `.old` until the new one is in place: a kill at any instant
   // leaves a complete model under the name, or none there and a complete `.old`, which
   // recoverInterruptedSave (called by loadModel and saveModel) puts back.
   const auto parent = target.has_parent_path() ? target.parent_path().string() : std::string(".");
-  io::syncDirectory(staging.string());
   const fs::path old = target.string() + ".old";
   fs::remove_all(old, ec);
   if (fs::exists(target, ec)) fs::rename(target, old);
