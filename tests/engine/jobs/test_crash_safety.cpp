@@ -12,9 +12,9 @@
 //    absent or loads; re-exports over a complete one always leave one that loads.
 //  - interruptedSaveRecovers: the state a kill between saveModel's two renames leaves (no folder,
 //    a complete `.old`, a `.partial`) loads, and the next save succeeds (regression).
-//  - killedRunFileCreation: a child creating run files over and over is killed at random: the
-//    run file is never a truncated HDF5 file that does not open (regression: it used to be built
-//    in place).
+//  - killedRunFileCreation: a child creating run files over and over is killed at random (2 to
+//    400 ms): the run file is absent or opens, never a truncated HDF5 file (regression: it used to
+//    be built in place, so a kill during the creation left one).
 // Seed: HH_CRASH_SEED (default 20261122); every kill's plan is printed with qInfo. HH_CLI: the CLI
 // to run instead of the build's (scripts/kill_soak.sh runs a private copy).
 #include <nlohmann/json.hpp>
@@ -261,13 +261,21 @@ class TestCrashSafety : public QObject {
       if (pid == 0) {
         hh::runs::RunWriterOptions options;
         options.overwrite = true;
-        for (int k = 0; k < 1000; ++k) hh::runs::RunWriter::create(path, hh::runs::testing::sampleHeader("create", 16), options);
+        try {
+          for (int k = 0; k < 1000; ++k) hh::runs::RunWriter::create(path, hh::runs::testing::sampleHeader("create", 8), options);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "run file creation failed: %s\n", e.what());
+          _exit(3);
+        }
         _exit(0);
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % 60000));
+      // 2 to 400 ms: kills during the first creation (nothing may be there yet) and during later
+      // ones (the previous, complete file must still open).
+      std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % 398000));
       ::kill(pid, SIGKILL);
       int status = 0;
       ::waitpid(pid, &status, 0);
+      QVERIFY2(WIFSIGNALED(status), "the child stopped before the kill: run file creation fails");
       if (!fs::exists(path)) {
         ++absent;
         continue;
