@@ -8,9 +8,22 @@ namespace hh::jobs {
 
 namespace {
 
+namespace fs = std::filesystem;
+
+// Whether `path` is `folder` or inside it (both absolute and lexically normal).
+bool isInside(const fs::path& path, const fs::path& folder) {
+  auto p = path.begin();
+  for (auto f = folder.begin(); f != folder.end(); ++f, ++p) {
+    if (f->empty()) continue;  // a trailing separator
+    if (p == path.end() || *p != *f) return false;
+  }
+  return true;
+}
+
 // Output folders named in a file ("run_dir", "output_dir", at any depth: a convert project's
-// sections, an experiment's base) may not climb out of where they are resolved with ".." (the
-// file may come from someone else). The same paths typed as flags (--run-dir, --output) are not
+// sections, an experiment's base) are where exports replace folders, and the file may come from
+// someone else: they may not climb with "..", and an absolute one must lie inside the working
+// folder or the file's own folder. The same paths typed as flags (--run-dir, --output) are not
 // checked: the user wrote them.
 void checkOutputPaths(const nlohmann::json& j, const std::string& file) {
   if (j.is_array()) {
@@ -21,11 +34,20 @@ void checkOutputPaths(const nlohmann::json& j, const std::string& file) {
   for (const auto& [key, value] : j.items()) {
     if ((key == "run_dir" || key == "output_dir") && value.is_string()) {
       const std::string path = value.get<std::string>();
-      for (const auto& part : std::filesystem::path(path))
-        if (part == "..")
-          throw std::runtime_error(file + ": \"" + key + "\" is \"" + path +
-                                   "\": a folder in a config file may not go up with '..' "
-                                   "(give it on the command line instead)");
+      const auto refuse = [&](const std::string& why) {
+        throw std::runtime_error(file + ": \"" + key + "\" is \"" + path + "\": " + why +
+                                 " (give it on the command line instead)");
+      };
+      for (const auto& part : fs::path(path))
+        if (part == "..") refuse("a folder in a config file may not go up with '..'");
+      if (fs::path(path).is_absolute()) {
+        std::error_code ec;
+        const auto target = fs::path(path).lexically_normal();
+        const auto working = fs::current_path(ec).lexically_normal();
+        const auto own = fs::absolute(file, ec).parent_path().lexically_normal();
+        if (!isInside(target, working) && !isInside(target, own))
+          refuse("an absolute folder in a config file must lie inside the working folder or the file's folder");
+      }
     }
     checkOutputPaths(value, file);
   }

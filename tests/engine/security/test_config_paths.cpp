@@ -49,6 +49,22 @@ class TestConfigPaths : public QObject {
     QCOMPARE(hh::jobs::readConfigFile(dots, "").at("run_dir").get<std::string>(), std::string("runs/v1..v2"));
   }
 
+  // An absolute folder must lie inside the working folder or the file's own folder.
+  void absoluteFoldersStayInside() {
+    hh::test::TempDir dir("config_paths_abs");
+    const auto own = write(dir, "own.json", {{"run_dir", dir.file("runs/a")}});
+    QCOMPARE(hh::jobs::readConfigFile(own, "").at("run_dir").get<std::string>(), dir.file("runs/a"));
+    const auto working = (fs::current_path() / "runs" / "x").string();
+    const auto cwd = write(dir, "cwd.json", {{"output_dir", working}});
+    QCOMPARE(hh::jobs::readConfigFile(cwd, "").at("output_dir").get<std::string>(), working);
+    const auto outside = write(dir, "outside.json", {{"convert", {{"run_dir", "/etc/hedgehog-escape"}}}});
+    HH_VERIFY_THROWS_WITH(hh::jobs::readConfigFile(outside, "convert"),
+                          outside + ": \"run_dir\" is \"/etc/hedgehog-escape\": an absolute folder");
+    // A sibling whose name merely starts with the file's folder name is outside it.
+    const auto sibling = write(dir, "sibling.json", {{"run_dir", dir.path() + "-other/runs"}});
+    HH_VERIFY_THROWS_WITH(hh::jobs::readConfigFile(sibling, ""), "must lie inside");
+  }
+
   void cliPrintsTheRefusal() {
     if (!fs::exists(HH_CLI_BINARY)) QSKIP("the hedgehog CLI is not built");
     hh::test::TempDir dir("config_paths_cli");
@@ -64,7 +80,8 @@ class TestConfigPaths : public QObject {
 }  // namespace
 
 HH_TEST_SUITE(TestConfigPaths, "engine.security.config_paths", &TestConfigPaths::parentFoldersAreRefused,
-              &TestConfigPaths::plainFoldersRead, &TestConfigPaths::cliPrintsTheRefusal)
+              &TestConfigPaths::plainFoldersRead, &TestConfigPaths::absoluteFoldersStayInside,
+              &TestConfigPaths::cliPrintsTheRefusal)
 
 #if HH_HAVE_QTEST
 #include "test_config_paths.moc"
