@@ -4,12 +4,14 @@
 #pragma once
 #include <algorithm>
 #include <climits>
+#include <exception>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/tokenizers/tokenizer.h"
+#include "fuzz/fuzz_support.h"
 
 namespace hh::fuzz {
 
@@ -29,6 +31,27 @@ inline void exerciseTokenizer(const tok::Tokenizer& tok, std::string_view input)
   for (int64_t id = 0; id < std::min<int64_t>(vocab, 64); ++id) ids.push_back(id);
   (void)tok.decode(ids);
   for (const int64_t id : ids) (void)tok.tokenToId(tok.idToToken(id));
+}
+
+// One tokenizer target's whole exec: the input cut into the files `names` of a tokenizer folder
+// (in order; a file past the input's parts is written empty) plus, when the input has one more
+// part, the tokenizer_config.json beside them (else that file is absent); then loadTokenizer and,
+// if it loads, exerciseTokenizer. Errors are exceptions and end the exec.
+inline int fuzzTokenizerFolder(const char* target, const std::vector<std::string>& names, const uint8_t* data,
+                               size_t size) {
+  static std::string dir;  // one target per process
+  if (dir.empty()) dir = scratchDir(target);
+  const auto parts = splitFiles(data, size, names.size() + 1);
+  for (size_t i = 0; i < names.size(); ++i)
+    writeFile(dir + "/" + names[i], i < parts.size() ? parts[i] : std::string_view());
+  if (parts.size() > names.size()) writeFile(dir + "/tokenizer_config.json", parts[names.size()]);
+  else removeFile(dir + "/tokenizer_config.json");
+  try {
+    const auto tok = tok::loadTokenizer(dir);
+    exerciseTokenizer(*tok, asText(data, size));
+  } catch (const std::exception&) {
+  }
+  return 0;
 }
 
 }  // namespace hh::fuzz

@@ -33,9 +33,9 @@ void checkOutputPaths(const nlohmann::json& j, const std::string& file) {
   if (!j.is_object()) return;
   for (const auto& [key, value] : j.items()) {
     if ((key == "run_dir" || key == "output_dir") && value.is_string()) {
-      const std::string path = value.get<std::string>();
+      const std::string path = value.get<std::string>(), name = key;  // (a lambda cannot capture a binding in C++17)
       const auto refuse = [&](const std::string& why) {
-        throw std::runtime_error(file + ": \"" + key + "\" is \"" + path + "\": " + why +
+        throw std::runtime_error(file + ": \"" + name + "\" is \"" + path + "\": " + why +
                                  " (give it on the command line instead)");
       };
       for (const auto& part : fs::path(path))
