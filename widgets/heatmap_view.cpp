@@ -98,6 +98,7 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   plot_->yAxis->setLabel(QStringLiteral("query"));
 
   colorMap_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
+  colorMap_->setVisible(false);  // its default data is a 10 x 10 block of zeros: shown once there is a matrix
   colorMap_->setInterpolate(false);
   colorMap_->setTightBoundary(false);
   colorScale_ = new QCPColorScale(plot_);
@@ -255,8 +256,10 @@ void HeatmapView::clear() {
   xTicker_->setCells(0, keyLabels_);
   yTicker_->setCells(0, queryLabels_);
   colorMap_->data()->clear();
+  colorMap_->setVisible(false);  // (see rebuildDisplay)
   hideReadout();
   resetView();
+  requestReplot();
 }
 
 QSize HeatmapView::displaySize() const { return QSize(display_.cols, display_.rows); }
@@ -346,6 +349,8 @@ void HeatmapView::scheduleRebuild() {
 void HeatmapView::rebuildDisplay(bool force) {
   rebuildTimer_->stop();
   QCPColorMapData* data = colorMap_->data();
+  // QCustomPlot draws a cleared colour map as one block of the lowest colour: hide it instead.
+  colorMap_->setVisible(!values_.empty());
   if (values_.empty()) {
     data->clear();
     requestReplot();

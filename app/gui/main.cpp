@@ -19,6 +19,8 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFile>
+#include <QMessageBox>
+#include <QPainter>
 #include <QTimer>
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include <cstdio>
 
 #include "app/gui/comparison_controls.h"
+#include "app/gui/error_dialog.h"
 #include "app/gui/experiment_view.h"
 #include "app/gui/generation_view.h"
 #include "app/gui/inspector_view.h"
@@ -214,7 +217,13 @@ int main(int argc, char** argv) {
     const QString path = parser.value(shot);
     const int delayMs = parser.isSet(delay) ? parser.value(delay).toInt() : 800;
     auto grab = [&window, path] {
-      const bool ok = window.grab().save(path);
+      // An error dialog on screen is part of the picture: draw it over the window where it stands.
+      QPixmap picture = window.grab();
+      QPainter painter(&picture);
+      for (QMessageBox* box : window.findChildren<QMessageBox*>(QLatin1String(hh::gui::kErrorDialogName)))
+        if (box->isVisible()) painter.drawPixmap(box->geometry().topLeft() - window.geometry().topLeft(), box->grab());
+      painter.end();
+      const bool ok = picture.save(path);
       std::fprintf(ok ? stdout : stderr, "%s %s\n", ok ? "screenshot saved to" : "could not save screenshot to",
                    qPrintable(path));
       QApplication::exit(ok ? 0 : 1);
