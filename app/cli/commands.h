@@ -22,9 +22,6 @@ struct JobFailed : std::runtime_error {
         exitCode(status == jobs::JobStatus::Cancelled ? 130 : 1) {}
 };
 
-// The JSON of a job's --config file, or its "<section>" object (project files hold several).
-nlohmann::json readJobConfig(const std::string& path, const std::string& section);
-
 // The evaluation report (perplexity or accuracy, then the per-feature-map table) on stdout.
 void printEvaluation(const jobs::EvaluateResult& result);
 
