@@ -7,14 +7,17 @@
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSaveFile>
 #include <QScrollArea>
 #include <QSpinBox>
+#include <QThread>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
@@ -150,6 +153,24 @@ ConversionDialog::ConversionDialog(const jobs::ConvertConfig& initial, QWidget* 
   error_ = new QLabel;
   error_->setWordWrap(true);
   error_->setStyleSheet(QStringLiteral("color: #b2182b"));
+  processes_ = new QSpinBox;
+  processes_->setObjectName(QStringLiteral("processes"));
+  processes_->setRange(1, std::max(1, QThread::idealThreadCount()));
+  processes_->setValue(1);
+  processes_->setToolTip(
+      tr("Data-parallel ranks on this machine. 1 runs the conversion inside the workbench (it can be "
+         "paused). More run <tt>hedgehog convert --nproc N</tt>: every rank trains on its share of each "
+         "batch and the gradients are averaged (c10d/Gloo), so the batch sizes above are the global "
+         "batch over all ranks; the cores are shared between the ranks. Rank 0 writes the run files "
+         "the dashboard follows; ranks &gt; 0 log to &lt;run_dir&gt;/rank-K.log. No pause on several "
+         "processes; cancel stops every rank at the same step."));
+  auto* processRow = new QHBoxLayout;
+  auto* processLabel = new QLabel(tr("&Processes:"));
+  processLabel->setBuddy(processes_);
+  processLabel->setToolTip(processes_->toolTip());
+  processRow->addWidget(processLabel);
+  processRow->addWidget(processes_);
+  processRow->addStretch(1);
   auto* buttons = new QDialogButtonBox;
   QPushButton* start = buttons->addButton(tr("Start"), QDialogButtonBox::AcceptRole);
   start->setDefault(true);
@@ -166,10 +187,13 @@ ConversionDialog::ConversionDialog(const jobs::ConvertConfig& initial, QWidget* 
   layout->addWidget(new QLabel(tr("The same settings as <tt>hedgehog convert --config</tt>; every default is "
                                   "written out. Distillation, finetuning (0 steps skips it), evaluation, export.")));
   layout->addWidget(scroll, 1);
+  layout->addLayout(processRow);
   layout->addWidget(error_);
   layout->addWidget(buttons);
   resize(620, 760);
 }
+
+int ConversionDialog::processes() const { return processes_->value(); }
 
 bool ConversionDialog::validate() {
   try {

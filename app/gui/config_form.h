@@ -8,6 +8,8 @@
 // ConversionDialog: "Run > New conversion": the form over the convert config (defaults written
 // out, the loaded model filled in), load/save as a project file, and Start, which validates with
 // the engine's parser before closing (the parser's message is shown and the dialog stays).
+// Below the form, "Processes" (1 to the machine's cores, default 1): 1 runs the job in the
+// workbench; more run it data-parallel through the CLI (`hedgehog convert --nproc N`).
 #pragma once
 #include <QDialog>
 #include <QWidget>
@@ -19,6 +21,7 @@
 #include "engine/jobs/convert_job.h"
 
 class QLabel;
+class QSpinBox;
 class QVBoxLayout;
 
 namespace hh::gui {
@@ -57,6 +60,9 @@ class ConversionDialog : public QDialog {
   ConfigForm* form() const { return form_; }
   // Valid after accept().
   const jobs::ConvertConfig& config() const { return config_; }
+  // Local processes to run the conversion on (1: in the workbench).
+  int processes() const;
+  QSpinBox* processesBox() const { return processes_; }
   // Parses the form with the engine; on failure shows why and returns false.
   bool validate();
 
@@ -66,6 +72,7 @@ class ConversionDialog : public QDialog {
 
   ConfigForm* form_ = nullptr;
   QLabel* error_ = nullptr;
+  QSpinBox* processes_ = nullptr;
   jobs::ConvertConfig config_;
 };
 

@@ -57,6 +57,7 @@ class DashboardView : public QWidget {
 
   // For tests and screenshots.
   int64_t lastStep() const { return lastStep_; }
+  QString path() const { return path_; }  // the run file shown ("" when none)
   int lossPointCount() const { return int(lossSteps_.size()); }
   QString statusText() const;
   widgets::HeadGrid* headGrid() const { return grid_; }

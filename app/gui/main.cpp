@@ -2,6 +2,8 @@
 // and the main window.
 //   --convert PROJECT.json   start that conversion (the CLI's `hedgehog convert` config) on the
 //                            conversion dashboard
+//   --processes N            with --convert: data-parallel on N local processes (runs
+//                            `hedgehog convert --nproc N` from the workbench's folder); default 1
 //   --run FILE.h5            open a run file on the dashboard (followed while it grows)
 //   --model FOLDER           open a model folder (inspector, comparison on its heads)
 //   --project FILE.json      open a project file (its model; Run > Convert runs it)
@@ -87,6 +89,9 @@ int main(int argc, char** argv) {
                                         QStringLiteral("N"));
   const QCommandLineOption convert(QStringLiteral("convert"), QStringLiteral("Start the conversion a project file describes."),
                                    QStringLiteral("project.json"));
+  const QCommandLineOption processes(QStringLiteral("processes"),
+                                     QStringLiteral("With --convert: run it data-parallel on N local processes (default 1)."),
+                                     QStringLiteral("N"));
   const QCommandLineOption run(QStringLiteral("run"), QStringLiteral("Open a run file on the dashboard."), QStringLiteral("run.h5"));
   const QCommandLineOption model(QStringLiteral("model"), QStringLiteral("Open a model folder."), QStringLiteral("folder"));
   const QCommandLineOption project(QStringLiteral("project"), QStringLiteral("Open a project file."), QStringLiteral("project.json"));
@@ -104,7 +109,7 @@ int main(int argc, char** argv) {
   const auto curve = hidden(QStringLiteral("curve"), QStringLiteral("Experiment scalar over steps."), "name");
   const auto mapPair = hidden(QStringLiteral("map-pair"), QStringLiteral("Experiment snapshot pair."), "L,H");
   parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, generateOpt, promptOpt, maxTokensOpt});
-  parser.addOptions({convert, run, model, project, text, textFile, tab, runsTab, shot, delay, featureMap, modelHead,
+  parser.addOptions({convert, processes, run, model, project, text, textFile, tab, runsTab, shot, delay, featureMap, modelHead,
                      inspectHead, inspectView,
                      length, headDim, seed, bidirectional});
   parser.process(app);
@@ -160,7 +165,13 @@ int main(int argc, char** argv) {
     }, Qt::SingleShotConnection);
   }
   if (parser.isSet(convert)) {
-    const QString error = window.startConversion(parser.value(convert));
+    bool ok = true;
+    const int count = parser.isSet(processes) ? parser.value(processes).toInt(&ok) : 1;
+    if (!ok || count < 1) {
+      std::fprintf(stderr, "hedgehog-workbench: --processes %s: not a positive number\n", qPrintable(parser.value(processes)));
+      return 1;
+    }
+    const QString error = window.startConversion(parser.value(convert), count);
     if (!error.isEmpty()) {
       std::fprintf(stderr, "hedgehog-workbench: %s\n", qPrintable(error));
       return 1;

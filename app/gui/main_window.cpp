@@ -35,6 +35,7 @@
 #include "app/gui/generation_view.h"
 #include "app/gui/inspector_view.h"
 #include "app/gui/job_runner.h"
+#include "app/gui/process_job_runner.h"
 #include "app/gui/model_session.h"
 #include "app/gui/model_tree.h"
 #include "app/gui/recent_files.h"
@@ -155,6 +156,9 @@ MainWindow::~MainWindow() {
   pool_->waitForDone();    // its lambda refers to this window
   runner_->cancel();
   runner_->wait(-1);
+  disconnect(processRunner_, nullptr, this, nullptr);  // its finished() would reach a window going away
+  processRunner_->cancel();
+  processRunner_->wait(-1);
   followerThread_->quit();
   followerThread_->wait();
 }
@@ -222,177 +226,6 @@ void MainWindow::buildHelpMenu() {
   });
 }
 
-void MainWindow::buildRunControls() {
-  runner_ = new JobRunner(this);
-  follower_ = new RunFollower;
-  followerThread_ = new QThread(this);
-  follower_->moveToThread(followerThread_);
-  connect(followerThread_, &QThread::finished, follower_, &QObject::deleteLater);
-  connect(this, &MainWindow::followRequested, follower_, &RunFollower::follow);
-  dashboard_->attachFollower(follower_);  // updates in; the step slider's snapshot reads out and back
-  connect(follower_, &RunFollower::failed, this, [this](const QString& message) {
-    statusBar()->showMessage(tr("Run file: %1").arg(message), 10000);
-    showErrorDialog(this, tr("Run file"), message);
-  });
-  followerThread_->start();
-
-  connect(runner_, &JobRunner::runFileStarted, this, [this](const QString& path) {
-    Q_EMIT followRequested(path);
-    showDashboard();
-  });
-  connect(runner_, &JobRunner::progress, dashboard_, &DashboardView::setJobProgress);
-  connect(runner_, &JobRunner::finished, this,
-          [this](const QString& status, const QString& message, const QString& runFile, const QString& exportPath) {
-            cancelAction_->setEnabled(false);
-            QString text = tr("Conversion %1: %2").arg(status, message);
-            if (!exportPath.isEmpty()) text += tr(" | exported model: %1").arg(exportPath);
-            statusBar()->showMessage(text);
-            if (status == QLatin1String("failed")) showErrorDialog(this, tr("Conversion failed"), message);
-            if (!runFile.isEmpty()) std::fprintf(stdout, "run file: %s\n", qPrintable(runFile));
-            if (!exportPath.isEmpty()) std::fprintf(stdout, "exported model: %s\n", qPrintable(exportPath));
-            std::fflush(stdout);
-            browser_->refresh();
-            Q_EMIT jobFinished(status, message);
-          });
-
-  QMenu* run = menuBar()->addMenu(tr("&Run"));
-  QAction* newAction = run->addAction(tr("&New conversion\u2026"), this, &MainWindow::newConversion);
-  newAction->setShortcut(QKeySequence::New);
-  newAction->setToolTip(tr("Edit every setting of a conversion in a form, then start it"));
-  QAction* convert = run->addAction(tr("&Convert a project\u2026"), this, &MainWindow::chooseProject);
-  convert->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
-  QAction* open = run->addAction(tr("&Open a run file\u2026"), this, &MainWindow::chooseRun);
-  open->setShortcut(QKeySequence::Open);
-  run->addAction(tr("Open an &experiment\u2026"), this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open an experiment (a folder with summary.json)"),
-                                                          QStringLiteral("runs/experiments"));
-    if (dir.isEmpty()) return;
-    const QString error = openExperiment(dir);
-    if (!error.isEmpty()) showErrorDialog(this, tr("Open an experiment"), error);
-  });
-  cancelAction_ = run->addAction(tr("C&ancel the job"), this, &MainWindow::cancelJob);
-  cancelAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
-  cancelAction_->setEnabled(false);
-  // Pause / resume: the menu action and the dashboard's button both toggle the runner; the
-  // runner's pausedChanged updates both (the job stops at its next step; cancel still works).
-  QAction* pauseAction = run->addAction(tr("&Pause the job"));
-  pauseAction->setObjectName(QStringLiteral("pauseJobAction"));
-  pauseAction->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
-  pauseAction->setEnabled(false);
-  connect(pauseAction, &QAction::triggered, this, [this] { runner_->paused() ? runner_->resume() : runner_->pause(); });
-  connect(dashboard_, &DashboardView::pauseRequested, runner_, &JobRunner::pause);
-  connect(dashboard_, &DashboardView::resumeRequested, runner_, &JobRunner::resume);
-  connect(runner_, &JobRunner::runningChanged, dashboard_, &DashboardView::setJobRunning);
-  connect(runner_, &JobRunner::runningChanged, pauseAction, &QAction::setEnabled);
-  connect(runner_, &JobRunner::pausedChanged, dashboard_, &DashboardView::setPaused);
-  connect(runner_, &JobRunner::pausedChanged, this, [this, pauseAction](bool paused) {
-    pauseAction->setText(paused ? tr("&Resume the job") : tr("&Pause the job"));
-    if (runner_->running()) statusBar()->showMessage(paused ? tr("Paused (the job waits at its next step)") : tr("Resumed"));
-  });
-  auto* bar = addToolBar(tr("Run"));
-  bar->setObjectName(QStringLiteral("runToolBar"));
-  bar->addAction(newAction);
-  bar->addAction(convert);
-  bar->addAction(open);
-  bar->addAction(pauseAction);
-  bar->addAction(cancelAction_);
-}
-
-void MainWindow::showDashboard() {
-  tabs_->setCurrentWidget(dashboard_);
-}
-
-void MainWindow::showGeneration() { tabs_->setCurrentWidget(generationView_); }
-
-void MainWindow::showRuns() {
-  tabs_->setCurrentWidget(browser_);
-}
-
-QString MainWindow::startConversion(const QString& projectPath) {
-  if (runner_->running()) return tr("a job is already running");
-  jobs::ConvertConfig config;
-  try {
-    config = jobs::convertConfigFromJson(jobs::readConfigFile(projectPath.toStdString(), "convert"));
-    if (config.modelDir.empty()) return tr("%1: no \"model\"").arg(projectPath);
-    if (config.runDir.empty()) config.runDir = "runs/convert";
-  } catch (const std::exception& e) {
-    const QString what = QString::fromStdString(e.what());
-    return what.startsWith(projectPath) ? what : tr("%1: %2").arg(projectPath, what);
-  }
-  return startConversionWith(config, projectPath);
-}
-
-QString MainWindow::startConversionWith(const jobs::ConvertConfig& config, const QString& label) {
-  if (runner_->running()) return tr("a job is already running");
-  dashboard_->clear();
-  if (!runner_->startConvert(config)) return tr("a job is already running");
-  cancelAction_->setEnabled(true);
-  showDashboard();
-  statusBar()->showMessage(tr("Converting %1 (%2)").arg(QString::fromStdString(config.modelDir), label));
-  return {};
-}
-
-void MainWindow::newConversion() {
-  jobs::ConvertConfig initial;
-  if (!project_.isEmpty()) {
-    try {
-      initial = jobs::convertConfigFromJson(jobs::readConfigFile(project_.toStdString(), "convert"));
-    } catch (const std::exception&) {
-      // The project changed on disk since it was opened: start from the defaults.
-    }
-  }
-  if (!modelFolder_.isEmpty()) initial.modelDir = modelFolder_.toStdString();
-  if (initial.runDir.empty()) initial.runDir = "runs/convert";
-  ConversionDialog dialog(initial, this);
-  if (dialog.exec() != QDialog::Accepted) return;
-  const QString error = startConversionWith(dialog.config(), tr("from the form"));
-  if (!error.isEmpty()) showErrorDialog(this, tr("Convert"), error);
-}
-
-void MainWindow::openRun(const QString& path) {
-  // A file the user picked is checked here, so a bad one gets its dialog at once. One that does
-  // not exist yet or changed in the last seconds may be a run a job is starting to write: the
-  // follower waits for it and reports it (also by a dialog) if it never becomes readable.
-  const QFileInfo info(path);
-  const bool settled = info.exists() && info.lastModified().secsTo(QDateTime::currentDateTime()) > 5;
-  if (settled) {
-    try {
-      runs::RunReader::open(path.toStdString());
-    } catch (const std::exception& e) {
-      const QString what = QString::fromStdString(e.what());
-      showErrorDialog(this, tr("Open a run file"), what.contains(path) ? what : tr("%1: %2").arg(path, what));
-      return;
-    }
-  }
-  recent_->add(QStringLiteral("run"), path);
-  dashboard_->clear();
-  Q_EMIT followRequested(path);
-  showDashboard();
-}
-
-void MainWindow::cancelJob() {
-  if (!runner_->running()) return;
-  runner_->cancel();
-  statusBar()->showMessage(tr("Cancelling\u2026 (the job stops within a step)"));
-}
-
-void MainWindow::chooseProject() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Convert a project"), QStringLiteral("projects"),
-                                                    tr("Project files (*.json)"));
-  if (!path.isEmpty()) convertProjectReporting(path);
-}
-
-void MainWindow::convertProjectReporting(const QString& path) {
-  const QString error = startConversion(path);
-  if (!error.isEmpty()) showErrorDialog(this, tr("Convert"), error);
-}
-
-void MainWindow::chooseRun() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open a run file"), QStringLiteral("runs"),
-                                                    tr("Run files (*.h5)"));
-  if (!path.isEmpty()) openRun(path);
-}
-
 void MainWindow::buildStatusBar() {
   const hh::RuntimeInfo info = hh::runtimeInfo();
   computeStatus_ = new QLabel;
@@ -453,5 +286,6 @@ QString MainWindow::openExperiment(const QString& path) {
 
 void MainWindow::showInspector() { tabs_->setCurrentWidget(inspector_); }
 void MainWindow::showComparison() { tabs_->setCurrentWidget(comparisonPage_); }
+void MainWindow::showGeneration() { tabs_->setCurrentWidget(generationView_); }
 
 }  // namespace hh::gui

@@ -3,9 +3,12 @@
 // live) and the run browser (runs/). A "Model" dock with the loaded model's tree and pre-flight
 // report. File menu: open a model folder or a project file, recent files, export the current
 // view as PNG / SVG / PDF. Run menu and tool bar: convert a project file (the CLI's
-// `hedgehog convert` config), open a run file, cancel the job. Status bar: compute device, Torch
-// threads, resident memory. Window geometry and the dock layout are kept in QSettings, the
-// layout per project (or model folder).
+// `hedgehog convert` config), open a run file, pause / cancel the job. A conversion runs in this
+// process on a worker thread (JobRunner), or, on several processes, as `hedgehog convert --nproc N`
+// (ProcessJobRunner; no pause); the dashboard follows either's run files (main_window_runs.cpp).
+// Status bar: compute device, Torch threads, resident memory, "Converting on N processes".
+// Window geometry and the dock layout are kept in QSettings, the layout per project (or model
+// folder).
 // Engine work runs on a one-thread pool (never on the GUI thread); comparison edits are
 // coalesced by a short timer and a result that an edit has overtaken is dropped.
 #pragma once
@@ -30,6 +33,7 @@ class ComparisonView;
 class DashboardView;
 class InspectorView;
 class JobRunner;
+class ProcessJobRunner;
 class ModelSession;
 class ModelTree;
 class RecentFiles;
@@ -70,10 +74,14 @@ class MainWindow : public QMainWindow {
   bool busy() const;
 
   // Starts the conversion a project file describes and follows it on the dashboard. Returns an
-  // empty string, or why it could not start (unreadable or invalid file, a job already running).
-  QString startConversion(const QString& projectPath);
-  // Starts a conversion from a config (e.g. the New conversion form); same return as above.
-  QString startConversionWith(const jobs::ConvertConfig& config, const QString& label);
+  // empty string, or why it could not start (unreadable or invalid file, a job already running,
+  // for processes > 1 the CLI missing). processes > 1: data-parallel on that many local processes
+  // through the CLI (ProcessJobRunner); 1: in this process (JobRunner).
+  QString startConversion(const QString& projectPath, int processes = 1);
+  // Starts a conversion from a config (e.g. the New conversion form); same as above.
+  QString startConversionWith(const jobs::ConvertConfig& config, const QString& label, int processes = 1);
+  // Whether a conversion runs (in this process or through the CLI).
+  bool jobRunning() const;
   // Run > New conversion: the config form, prefilled from the project and the loaded model.
   void newConversion();
   // Shows a run file on the dashboard (following it while it grows).
@@ -81,6 +89,7 @@ class MainWindow : public QMainWindow {
   void cancelJob();
   DashboardView* dashboard() const { return dashboard_; }
   JobRunner* jobRunner() const { return runner_; }
+  ProcessJobRunner* processJobRunner() const { return processRunner_; }
   RunBrowser* runBrowser() const { return browser_; }
   void showDashboard();
   void showRuns();
@@ -95,7 +104,7 @@ class MainWindow : public QMainWindow {
   void comparisonReady();
   // A model folder finished loading (error empty) or failed.
   void modelLoaded(const QString& error);
-  // The in-process job finished (status completed | failed | cancelled).
+  // The job finished, in-process or multi-process (status completed | failed | cancelled).
   void jobFinished(const QString& status, const QString& message);
   // An export of weights finished (error empty) or failed.
   void weightsExported(const QString& error);
@@ -112,6 +121,10 @@ class MainWindow : public QMainWindow {
   void exportFigure();
   void exportWeights();
   void buildRunControls();
+  // Both runners' runFileStarted and finished.
+  void jobRunFileStarted(const QString& path);
+  void jobEnded(const QString& status, const QString& message, const QString& runFile, const QString& exportPath);
+  void processJobRunningChanged(bool running);
   void chooseProject();
   void chooseRun();
   void chooseModel();
@@ -137,6 +150,9 @@ class MainWindow : public QMainWindow {
   ExperimentView* experiments_ = nullptr;
   GenerationView* generationView_ = nullptr;
   JobRunner* runner_ = nullptr;
+  ProcessJobRunner* processRunner_ = nullptr;
+  QAction* pauseAction_ = nullptr;
+  QLabel* processStatus_ = nullptr;  // "Converting on N processes" while one runs
   RunFollower* follower_ = nullptr;
   QThread* followerThread_ = nullptr;
   QAction* cancelAction_ = nullptr;
