@@ -6,6 +6,7 @@
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
+#include "app/cli/rank_processes.h"
 #include "engine/jobs/convert_job.h"
 
 namespace hh::cli {
@@ -16,6 +17,7 @@ void addConvertCommand(CLI::App& app) {
     std::vector<int64_t> layers;
     int64_t distillSteps = -1, finetuneSteps = -1, seqLen = -1, maxTrain = -1;
     bool adaptersOnly = false, printConfig = false;
+    int processes = 1;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("convert", "Distill, finetune, evaluate and export: a softmax model to linear attention in one go");
@@ -34,6 +36,7 @@ void addConvertCommand(CLI::App& app) {
   cmd->add_option("--dtype", a->dtype, "Exported weights: float32 | float16 | bfloat16 (default float32)");
   cmd->add_flag("--adapters-only", a->adaptersOnly, "Export only the trained feature maps (adapters.safetensors)");
   cmd->add_flag("--print-config", a->printConfig, "Print the full project file as JSON and exit");
+  addProcessCountOption(cmd, a->processes);
   cmd->callback([a] {
     jobs::ConvertConfig c;
     if (!a->configFile.empty()) c = jobs::parseConfigFile(a->configFile, "convert", jobs::convertConfigFromJson);
@@ -57,8 +60,18 @@ void addConvertCommand(CLI::App& app) {
       return;
     }
     if (c.modelDir.empty()) throw std::runtime_error("convert: no model folder (give MODEL_DIR or \"model\" in --config)");
+    if (const auto status = runLocalRanks(a->processes, c.runDir)) {
+      if (*status != 0) throw CLI::RuntimeError(*status);  // the failing rank's error is printed
+      return;
+    }
+    const auto rank = joinWorld();
     CliObserver observer;
-    const auto r = jobs::runConvert(c, observer);
+    const auto r = jobs::runConvert(c, observer, rank.communicator.get());
+    if (!rank.main()) {
+      std::printf("rank %d: %s after %.1f s: %s\n", rank.world.rank, jobs::toString(r.status), r.seconds, r.message.c_str());
+      if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
+      return;
+    }
     std::printf("%s after %.1f s: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str());
     if (r.status == jobs::JobStatus::Completed) {
       std::printf("stages: distill %lld steps (%.1f s), finetune %lld steps (%.1f s), evaluate %.1f s\n",

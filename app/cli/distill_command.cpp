@@ -5,6 +5,7 @@
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
+#include "app/cli/rank_processes.h"
 #include "engine/jobs/distill_job.h"
 
 namespace hh::cli {
@@ -16,6 +17,7 @@ void addDistillCommand(CLI::App& app) {
     int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1;
     double lr = -1;
     bool resume = false, printConfig = false;
+    int processes = 1;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("distill", "Stage 1: train feature maps so linear attention matches softmax (Hedgehog)");
@@ -35,6 +37,7 @@ void addDistillCommand(CLI::App& app) {
   cmd->add_option("--corpus", a->corpus, "brown, or a .txt/.jsonl file or folder of .txt");
   cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
+  addProcessCountOption(cmd, a->processes);
   cmd->callback([a] {
     jobs::DistillConfig c;
     if (!a->configFile.empty()) {
@@ -60,10 +63,18 @@ void addDistillCommand(CLI::App& app) {
       return;
     }
     if (c.modelDir.empty()) throw std::runtime_error("distill: no model folder (give MODEL_DIR or \"model\" in --config)");
+    if (const auto status = runLocalRanks(a->processes, c.runDir)) {
+      if (*status != 0) throw CLI::RuntimeError(*status);  // the failing rank's error is printed
+      return;
+    }
+    const auto rank = joinWorld();
     CliObserver observer;
-    const auto r = jobs::runDistill(c, observer);
-    std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nadapters: %s\n", jobs::toString(r.status),
-                (long long)r.steps, r.seconds, r.message.c_str(), r.runFile.c_str(), r.adaptersFile.c_str());
+    const auto r = jobs::runDistill(c, observer, rank.communicator.get());
+    if (rank.main())
+      std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nadapters: %s\n", jobs::toString(r.status),
+                  (long long)r.steps, r.seconds, r.message.c_str(), r.runFile.c_str(), r.adaptersFile.c_str());
+    else
+      std::printf("rank %d: %s after %lld steps (%.1f s)\n", rank.world.rank, jobs::toString(r.status), (long long)r.steps, r.seconds);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }

@@ -5,6 +5,7 @@
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
+#include "app/cli/rank_processes.h"
 #include "engine/jobs/finetune_job.h"
 
 namespace hh::cli {
@@ -15,6 +16,7 @@ void addFinetuneCommand(CLI::App& app) {
     int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1, rank = -1;
     double lr = -1, alpha = -1;
     bool resume = false, printConfig = false;
+    int processes = 1;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("finetune", "Stage 2: finetune a converted model (full or LoRA; LM or classification)");
@@ -37,6 +39,7 @@ void addFinetuneCommand(CLI::App& app) {
   cmd->add_option("--lr", a->lr, "AdamW peak learning rate");
   cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
+  addProcessCountOption(cmd, a->processes);
   cmd->callback([a] {
     jobs::FinetuneConfig c;
     if (!a->configFile.empty()) {
@@ -68,10 +71,18 @@ void addFinetuneCommand(CLI::App& app) {
       return;
     }
     if (c.modelDir.empty()) throw std::runtime_error("finetune: no model folder (give MODEL_DIR or \"model\" in --config)");
+    if (const auto status = runLocalRanks(a->processes, c.runDir)) {
+      if (*status != 0) throw CLI::RuntimeError(*status);  // the failing rank's error is printed
+      return;
+    }
+    const auto rank = joinWorld();
     CliObserver observer;
-    const auto r = jobs::runFinetune(c, observer);
-    std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nmodel: %s\n", jobs::toString(r.status), (long long)r.steps,
-                r.seconds, r.message.c_str(), r.runFile.c_str(), r.modelDir.c_str());
+    const auto r = jobs::runFinetune(c, observer, rank.communicator.get());
+    if (rank.main())
+      std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nmodel: %s\n", jobs::toString(r.status), (long long)r.steps,
+                  r.seconds, r.message.c_str(), r.runFile.c_str(), r.modelDir.c_str());
+    else
+      std::printf("rank %d: %s after %lld steps (%.1f s)\n", rank.world.rank, jobs::toString(r.status), (long long)r.steps, r.seconds);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "engine/core/runtime.h"
+#include "engine/distributed/communicator.h"
 #include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
 #include "engine/runs/run_writer.h"
@@ -68,10 +69,34 @@ std::string exportConverted(const std::string& modelDir, const std::string& adap
   return output;
 }
 
-ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer) {
+namespace {
+
+// Ranks other than 0: the two training stages, data-parallel with rank 0, and nothing else.
+ConvertResult followConvert(const ConvertConfig& config, JobObserver& observer, dist::Communicator& world) {
+  const auto start = std::chrono::steady_clock::now();
+  ConvertResult result;
+  result.distill = runDistill(distillStage(config), observer, &world);
+  world.barrier();  // rank 0 has saved the adapters the finetune stage starts from
+  if (result.distill.status != JobStatus::Completed) {
+    result.status = result.distill.status, result.failedStage = "distill", result.message = "distill: " + result.distill.message;
+  } else if (config.finetune.steps > 0) {
+    result.finetune = runFinetune(finetuneStage(config), observer, &world);
+    if (result.finetune.status != JobStatus::Completed)
+      result.status = result.finetune.status, result.failedStage = "finetune", result.message = "finetune: " + result.finetune.message;
+  }
+  if (result.message.empty()) result.message = "trained on rank " + std::to_string(world.rank()) + "; rank 0 evaluates and exports";
+  result.seconds = secondsSince(start);
+  return result;
+}
+
+}  // namespace
+
+ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dist::Communicator* world) {
   if (config.modelDir.empty()) throw std::invalid_argument("convert: no model folder");
   if (config.runDir.empty()) throw std::invalid_argument("convert: no run folder");
   exportDtype(config.exportOptions.dtype);
+  const bool distributed = world && world->distributed();
+  if (distributed && !world->isMain()) return followConvert(config, observer, *world);
   const auto start = std::chrono::steady_clock::now();
   ConvertResult result;
   fs::create_directories(config.runDir);
@@ -83,7 +108,7 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer) {
   header.kind = "convert";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceName();
+  header.device = deviceName() + (distributed ? " x " + std::to_string(world->size()) + " processes (gloo)" : "");
   header.layout.scalars = {{"distill_seconds", "s"},   {"finetune_seconds", "s"}, {"evaluate_seconds", "s"},
                            {"export_seconds", "s"},    {"kl_untrained"},         {"kl_distilled"},
                            {"perplexity_original"},    {"perplexity_converted"}, {"perplexity_ratio"},
@@ -111,7 +136,8 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer) {
     const auto distill = distillStage(config);
     writer.log("stage 1/4 distill: " + distill.runDir + "/run.h5");
     StageObserver distillObserver(observer, "1/4 distill");
-    result.distill = runDistill(distill, distillObserver);
+    result.distill = runDistill(distill, distillObserver, world);
+    if (distributed) world->barrier();  // the adapters are saved: the other ranks may finetune from them
     writer.appendScalars(0, {{"distill_seconds", secondsSince(t)},
                              {"kl_untrained", result.distill.initialKl},
                              {"kl_distilled", result.distill.finalKl}});
@@ -124,7 +150,7 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer) {
       const auto finetune = finetuneStage(config);
       writer.log("stage 2/4 finetune: " + finetune.runDir + "/run.h5");
       StageObserver finetuneObserver(observer, "2/4 finetune");
-      result.finetune = runFinetune(finetune, finetuneObserver);
+      result.finetune = runFinetune(finetune, finetuneObserver, world);
       writer.appendScalars(0, {{"finetune_seconds", secondsSince(t)},
                                {"finetune_val_loss", result.finetune.bestValidationLoss}});
       if (result.finetune.status != JobStatus::Completed)

@@ -24,6 +24,10 @@
 #include "engine/jobs/evaluate_job.h"
 #include "engine/jobs/finetune_job.h"
 
+namespace hh::dist {
+class Communicator;
+}
+
 namespace hh::jobs {
 
 struct ExportConfig {
@@ -69,7 +73,11 @@ struct ConvertResult {
 
 // Runs the stages on the calling thread. Throws only for bad configuration (before the run file
 // exists); a stage that fails or is cancelled stops the job and is reported in the result.
-ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer);
+// `world` (engine/distributed/communicator.h): null trains alone. With several processes the
+// distill and finetune stages run data-parallel on every rank; rank 0 alone writes the convert
+// run file, evaluates and exports, and the other ranks return after finetuning. run_dir must be
+// on storage every rank sees (finetuning reads the adapters rank 0 saved).
+ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dist::Communicator* world = nullptr);
 
 // Writes the converted model `source` (a converted folder, or the teacher `modelDir` + an adapters
 // file) to `output` per `options`; returns the written path (the folder, or the adapters file).

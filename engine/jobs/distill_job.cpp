@@ -7,6 +7,7 @@
 
 #include "engine/attention/softmax_attention.h"
 #include "engine/core/runtime.h"
+#include "engine/distributed/communicator.h"
 #include "engine/jobs/attention_probe.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/training_checkpoint.h"
@@ -67,11 +68,17 @@ void checkCancel(JobObserver& observer) {
 
 }  // namespace
 
-DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
+DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dist::Communicator* communicator) {
   const auto started = std::chrono::steady_clock::now();
   hh::initRuntime();
   torch::manual_seed(config.seed);
+  const auto single = communicator ? nullptr : dist::Communicator::single();
+  dist::Communicator& world = communicator ? *communicator : *single;
+  const bool main = world.isMain();  // rank 0 writes the run file, the checkpoint and the adapters
   if (config.runDir.empty()) throw std::invalid_argument("distill: run_dir is empty");
+  if (config.batchSize < world.size())
+    throw std::invalid_argument("distill: batch_size " + std::to_string(config.batchSize) + " is smaller than the " +
+                                std::to_string(world.size()) + " processes (each needs at least one sequence per step)");
   fs::create_directories(config.runDir);
   DistillResult result;
   result.runFile = (fs::path(config.runDir) / "run.h5").string();
@@ -117,6 +124,15 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
     state.evalsWithoutGain = j.at("evals_without_gain");
     state.initialKl = counterNumber(j, "initial_kl", std::numeric_limits<double>::quiet_NaN());
   }
+  // Every rank starts from rank 0's feature maps (they agree already: same files, same seed) and
+  // must resume from the same step (run_dir has to be on storage every rank sees).
+  world.requireSame(state.step, "the resumed step (is run_dir on storage every rank sees?)");
+  {
+    torch::NoGradGuard noGrad;
+    std::vector<torch::Tensor> shared;
+    for (const auto& p : params) shared.push_back(p.detach());
+    world.broadcast(shared, 0);
+  }
 
   // ---- run file: everything declared before SWMR starts ----
   runs::RunHeader header;
@@ -124,7 +140,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
   header.kind = "distill";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceName();
+  header.device = deviceName() + (world.distributed() ? " x " + std::to_string(world.size()) + " processes (gloo)" : "");
   auto& layout = header.layout;
   layout.scalars = {{"loss", "nats"}, {"lr"}, {"val_loss", "nats"}, {"kl_mean", "nats"}, {"step_seconds", "s"}};
   layout.layers = static_cast<int>(L);
@@ -147,15 +163,21 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
   if (config.resume && fs::exists(result.runFile)) {  // keep the old file: write a continuation beside it
     result.runFile = (fs::path(config.runDir) / ("run-resumed-" + std::to_string(state.step) + ".h5")).string();
   }
-  auto writer = runs::RunWriter::create(result.runFile, header, writerOptions);
-  observer.started(result.runFile, config.steps);
-  auto log = [&](const std::string& line) {
-    writer.log(line, state.step);
+  std::optional<runs::RunWriter> writer;
+  if (main) {
+    writer = runs::RunWriter::create(result.runFile, header, writerOptions);
+    observer.started(result.runFile, config.steps);
+  }
+  auto log = [&](const std::string& line) {  // rank 0 only: its lines carry the probe's KL
+    if (!writer) return;
+    writer->log(line, state.step);
     observer.log(line);
   };
   log("distill " + model->config().describe() + " | " + config.featureMap + "/" + config.rule + " | " +
       std::to_string(params.size()) + " trainable tensors | train " + std::to_string(dataset.train.size(0)) +
-      " x " + std::to_string(dataset.train.size(1)) + " tokens, validation " + std::to_string(dataset.validation.size(0)));
+      " x " + std::to_string(dataset.train.size(1)) + " tokens, validation " + std::to_string(dataset.validation.size(0)) +
+      (world.distributed() ? " | data-parallel over " + std::to_string(world.size()) + " processes, " +
+                                 std::to_string(config.batchSize) + " sequences per step in all" : ""));
 
   const bool causal = model->config().causal;
   models::CaptureRequest capture;
@@ -175,26 +197,32 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
     return options;
   };
 
+  // Mean loss over up to evalBatches held-out batches; with several processes each takes its
+  // rows of every batch (weighted by its share) and one sum gives every rank the same value.
   auto validationLoss = [&]() {
     torch::NoGradGuard noGrad;
     double sum = 0;
     int64_t batches = 0;
     const int64_t n = dataset.validation.size(0);
     for (int64_t start = 0; start < n && batches < config.evalBatches; start += config.batchSize, ++batches) {
-      checkCancel(observer);
-      const auto ids = dataset.validation.narrow(0, start, std::min(config.batchSize, n - start));
+      if (!world.distributed()) checkCancel(observer);  // a lone rank must not leave a collective
+      const int64_t b = std::min(config.batchSize, n - start);
+      const auto [first, last] = dist::shardRange(b, world.rank(), world.size());
+      if (last == first) continue;
+      const auto ids = dataset.validation.narrow(0, start + first, last - first);
       const auto out = model->forward(ids, teacherOptions());
-      sum += distillationLoss(out.captures, causal, {}, config.loss, config.outputMse).item<double>();
+      sum += distillationLoss(out.captures, causal, {}, config.loss, config.outputMse).item<double>() * double(last - first) / double(b);
     }
-    return sum / std::max<int64_t>(batches, 1);
+    return world.sum(sum) / std::max<int64_t>(batches, 1);
   };
+  // The per-head tables and snapshots (rank 0 only: it holds the run file).
   auto probe = [&](int64_t step, bool withSnapshots) {
     ProbeRequest request;
     request.snapshotPairs = withSnapshots ? pairs : std::vector<std::pair<int, int>>{};
     request.snapshotSize = config.snapshotSize;
     const auto tables = probeAttention(*model, dataset.validation.narrow(0, 0, std::min<int64_t>(config.batchSize, dataset.validation.size(0))),
                                        {}, request);
-    for (const auto& t : tables.tables) writer.appendTable(step, t.name, t.values);
+    for (const auto& t : tables.tables) writer->appendTable(step, t.name, t.values);
     observer.headTables(step, tables.tables);
     if (withSnapshots) {
       request.tables = false;
@@ -207,8 +235,8 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
         if (s.linear.empty()) linearMaps.insert(linearMaps.end(), cell, std::numeric_limits<float>::quiet_NaN());
         else linearMaps.insert(linearMaps.end(), s.linear.begin(), s.linear.end());
       }
-      if (probed.snapshots.size() == pairs.size()) writer.appendSnapshot(step, softmaxMaps, linearMaps);
-      if (layout.curves.enabled() && probed.curves.size() == layout.curves.pairs.size()) writer.appendCurves(step, probed.curves);
+      if (probed.snapshots.size() == pairs.size()) writer->appendSnapshot(step, softmaxMaps, linearMaps);
+      if (layout.curves.enabled() && probed.curves.size() == layout.curves.pairs.size()) writer->appendCurves(step, probed.curves);
       observer.snapshots(step, probed.snapshots, probeTokens);
     }
     return tables.meanKl;
@@ -217,6 +245,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
   // file users load; both are replaced atomically.
   std::vector<torch::Tensor> best;  // the feature maps of the best validation loss so far
   auto saveCheckpoint = [&]() {
+    if (!main) return;
     std::vector<std::pair<std::string, torch::Tensor>> keep;
     for (size_t i = 0; i < best.size(); ++i) keep.emplace_back("best." + std::to_string(i), best[i]);
     saveTrainingCheckpoint(checkpointFile, optimizer,
@@ -240,24 +269,32 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
   try {
     if (std::isnan(state.initialKl)) {
       observer.progress(state.step, config.steps, "evaluating the untrained feature maps");
-      state.initialKl = probe(state.step, true);
+      state.initialKl = main ? probe(state.step, true) : 0.0;
       const double val = validationLoss();
-      writer.appendScalars(state.step, {{"val_loss", val}, {"kl_mean", state.initialKl}});
-      observer.scalars(state.step, {{"val_loss", val}, {"kl_mean", state.initialKl}});
+      if (writer) writer->appendScalars(state.step, {{"val_loss", val}, {"kl_mean", state.initialKl}});
+      observer.scalars(state.step, main ? std::map<std::string, double>{{"val_loss", val}, {"kl_mean", state.initialKl}}
+                                        : std::map<std::string, double>{{"val_loss", val}});
       log("step " + std::to_string(state.step) + ": val_loss " + std::to_string(val) + ", mean KL " + std::to_string(state.initialKl));
       state.bestLoss = val;
       state.bestStep = state.step;
     }
     result.status = JobStatus::Completed;
     while (state.step < config.steps) {
-      checkCancel(observer);
+      if (world.any(observer.cancelled())) throw JobCancelled();  // every rank stops at the same step
       const auto t0 = std::chrono::steady_clock::now();
-      const auto ids = dataset.train.index_select(0, sampler.next());
+      // Every rank draws the same global batch and trains on its rows of it; its gradient,
+      // weighted by its share, summed over ranks is the gradient of the whole batch.
+      const auto rows = sampler.next();  // [B] global
+      const auto [first, last] = dist::shardRange(rows.size(0), world.rank(), world.size());
+      const double share = double(last - first) / double(rows.size(0));
+      const auto ids = dataset.train.index_select(0, rows.narrow(0, first, last - first));  // [B/ranks, T]
       optimizer.zero_grad();
       const auto out = model->forward(ids, teacherOptions());
       auto loss = distillationLoss(out.captures, causal, {}, config.loss, config.outputMse);
       if (state.step == config.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
-      const double lossValue = loss.item<double>();
+      const double localLoss = loss.item<double>();
+      if (std::isfinite(localLoss)) loss.backward();
+      const double lossValue = world.reduceGradients(params, share, {localLoss * share}).front();
       if (!std::isfinite(lossValue)) {
         restoreAdapters(*model, lastGood);
         result.status = JobStatus::Failed;
@@ -266,21 +303,23 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
                          " (try a lower lr, or hedgehog_softmax)";
         break;
       }
-      loss.backward();
       optimizer.step();
       ++state.step;
       lastGood = cloneAdapters(*model);
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      writer.appendScalars(state.step, {{"loss", lossValue}, {"lr", config.lr}, {"step_seconds", seconds}});
+      if (writer) writer->appendScalars(state.step, {{"loss", lossValue}, {"lr", config.lr}, {"step_seconds", seconds}});
       observer.scalars(state.step, {{"loss", lossValue}, {"lr", config.lr}});
       observer.progress(state.step, config.steps, "distilling");
       const bool evalNow = state.step % config.evalEvery == 0 || state.step == config.steps;
       if (evalNow) {
         const double val = validationLoss();
-        const double kl = probe(state.step, state.step % config.snapshotEvery == 0 || state.step == config.steps);
-        writer.appendScalars(state.step, {{"val_loss", val}, {"kl_mean", kl}});
-        writer.appendWeights(state.step, adapterFloats(*model));
-        observer.scalars(state.step, {{"val_loss", val}, {"kl_mean", kl}});
+        const double kl = main ? probe(state.step, state.step % config.snapshotEvery == 0 || state.step == config.steps) : 0.0;
+        if (writer) {
+          writer->appendScalars(state.step, {{"val_loss", val}, {"kl_mean", kl}});
+          writer->appendWeights(state.step, adapterFloats(*model));
+        }
+        observer.scalars(state.step, main ? std::map<std::string, double>{{"val_loss", val}, {"kl_mean", kl}}
+                                          : std::map<std::string, double>{{"val_loss", val}});
         log("step " + std::to_string(state.step) + ": loss " + std::to_string(lossValue) + ", val_loss " +
             std::to_string(val) + ", mean KL " + std::to_string(kl));
         if (val < state.bestLoss - 1e-6) {
@@ -293,7 +332,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
         }
         // Rows first: the run file then always holds every step up to the checkpoint's, which
         // a resume continues from (its continuation file starts at the next step).
-        writer.flush();
+        if (writer) writer->flush();
         saveCheckpoint();
         if (config.patience > 0 && state.evalsWithoutGain >= config.patience) {
           log("early stop: no validation gain in " + std::to_string(config.patience) + " evaluations");
@@ -304,6 +343,12 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
   } catch (const JobCancelled&) {
     result.status = JobStatus::Cancelled;
     result.message = "cancelled at step " + std::to_string(state.step);
+  } catch (const std::runtime_error& e) {
+    // With several processes: a lost or timed-out peer ends the exchange; this rank keeps its
+    // last step's weights and (rank 0) closes the run file as failed. Alone: not expected here.
+    if (!world.distributed()) throw;
+    result.status = JobStatus::Failed;
+    result.message = e.what();
   }
   // Keep the best feature maps (by validation loss) unless the job failed before any gain.
   if (result.status != JobStatus::Failed || state.bestStep > 0) restoreAdapters(*model, best);
@@ -311,22 +356,29 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer) {
   result.bestStep = state.bestStep;
   result.bestValidationLoss = state.bestLoss;
   result.initialKl = state.initialKl;
+  if (!main) {  // the other ranks are done: rank 0 evaluates and writes the results
+    result.runFile.clear();
+    result.adaptersFile.clear();
+    result.message = std::string(toString(result.status)) + " on rank " + std::to_string(world.rank());
+    result.seconds = secondsSince(started);
+    return result;
+  }
   try {
     if (result.status == JobStatus::Completed) {
       ProbeRequest request;
       result.finalKl = probeAttention(*model, dataset.validation.narrow(0, 0, std::min<int64_t>(config.batchSize, dataset.validation.size(0))),
                                       {}, request).meanKl;
     }
-    writer.flush();
+    writer->flush();
     saveCheckpoint();
-    writer.setFinal(result.adaptersFile, state.step);
+    writer->setFinal(result.adaptersFile, state.step);
   } catch (const std::exception& e) {
     if (result.status == JobStatus::Completed) result.status = JobStatus::Failed, result.message = e.what();
   }
   if (result.message.empty())
     result.message = "best validation loss " + std::to_string(state.bestLoss) + " at step " + std::to_string(state.bestStep) +
                      "; mean KL " + std::to_string(result.initialKl) + " -> " + std::to_string(result.finalKl);
-  finishRun(writer, observer, result.status, result.message, state.step);
+  finishRun(*writer, observer, result.status, result.message, state.step);
   result.seconds = secondsSince(started);
   return result;
 }

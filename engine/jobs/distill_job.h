@@ -19,6 +19,10 @@
 #include "engine/jobs/job_observer.h"
 #include "engine/models/transformer_model.h"
 
+namespace hh::dist {
+class Communicator;
+}
+
 namespace hh::jobs {
 
 struct DataConfig {
@@ -74,9 +78,14 @@ struct DistillResult {
   double seconds = 0;
 };
 
-// Runs the job on the calling thread. Throws only for bad configuration (before anything starts);
-// failures during training are reported in the result (and the run file).
-DistillResult runDistill(const DistillConfig& config, JobObserver& observer);
+// Runs the job on the calling thread. Throws only for bad configuration (before anything starts)
+// and, with several processes, for a rank that stopped or timed out; failures during training
+// are reported in the result (and the run file).
+// `world` (engine/distributed/communicator.h): null or a world of one trains alone; otherwise
+// this process is one data-parallel rank: config.batchSize is the global batch, each rank takes
+// its rows, gradients are summed over ranks, and only rank 0 writes the run file, the checkpoint
+// and the adapters (the others return with empty paths).
+DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dist::Communicator* world = nullptr);
 
 // The distillation loss of one batch's captures (exposed for tests and benchmarks).
 torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures, bool causal, const torch::Tensor& mask,

@@ -11,6 +11,7 @@
 #include "engine/core/runtime.h"
 #include "engine/data/classification_data.h"
 #include "engine/data/data_paths.h"
+#include "engine/distributed/communicator.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/training_checkpoint.h"
 #include "engine/jobs/training_support.h"
@@ -43,11 +44,17 @@ data::ClassificationDataset loadClassificationData(const ClassificationDataConfi
 
 }  // namespace
 
-FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) {
+FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, dist::Communicator* communicator) {
   const auto started = std::chrono::steady_clock::now();
   hh::initRuntime();
   torch::manual_seed(config.seed);
+  const auto single = communicator ? nullptr : dist::Communicator::single();
+  dist::Communicator& world = communicator ? *communicator : *single;
+  const bool main = world.isMain();  // rank 0 writes the run file, the checkpoint and the model
   if (config.runDir.empty()) throw std::invalid_argument("finetune: run_dir is empty");
+  if (config.batchSize < world.size())
+    throw std::invalid_argument("finetune: batch_size " + std::to_string(config.batchSize) + " is smaller than the " +
+                                std::to_string(world.size()) + " processes (each needs at least one row per step)");
   if (config.modelDir.empty()) throw std::invalid_argument("finetune: model is empty");
   fs::create_directories(config.runDir);
   FinetuneResult result;
@@ -117,7 +124,17 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
     result.finalValidationLoss = counterNumber(j, "val_loss", std::numeric_limits<double>::quiet_NaN());
     result.finalMetric = counterNumber(j, "metric", std::numeric_limits<double>::quiet_NaN());
   }
+  // Every rank starts from rank 0's weights (they agree already: same files, same seed) and must
+  // resume from the same step (run_dir has to be on storage every rank sees).
+  world.requireSame(step, "the resumed step (is run_dir on storage every rank sees?)");
+  {
+    torch::NoGradGuard noGrad;
+    std::vector<torch::Tensor> shared;
+    for (const auto& p : params) shared.push_back(p.detach());
+    world.broadcast(shared, 0);
+  }
   auto saveCheckpoint = [&]() {
+    if (!main) return;
     saveTrainingCheckpoint(checkpointFile, optimizer,
                            {{"step", step}, {"best_step", result.bestStep}, {"best_loss", bestLoss},
                             {"evals_without_gain", evalsWithoutGain}, {"initial_val_loss", result.initialValidationLoss},
@@ -132,16 +149,19 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
   header.kind = "finetune";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceName();
+  header.device = deviceName() + (world.distributed() ? " x " + std::to_string(world.size()) + " processes (gloo)" : "");
   header.layout.scalars = {{"loss", "nats"}, {"lr"}, {"grad_norm"}, {"val_loss", "nats"}, {metric}};
   runs::RunWriterOptions writerOptions;
   writerOptions.overwrite = true;
   if (resuming && fs::exists(result.runFile))  // keep the old file: write a continuation beside it
     result.runFile = (fs::path(config.runDir) / ("run-resumed-" + std::to_string(step) + ".h5")).string();
-  auto writer = runs::RunWriter::create(result.runFile, header, writerOptions);
-  observer.started(result.runFile, config.steps);
+  std::optional<runs::RunWriter> writer;
+  if (main) {
+    writer = runs::RunWriter::create(result.runFile, header, writerOptions);
+    observer.started(result.runFile, config.steps);
+  }
   auto log = [&](const std::string& line) {
-    writer.log(line, step);
+    if (writer) writer->log(line, step);
     observer.log(line);
   };
   const int64_t trainRows = classification ? classData.train.ids.size(0) : lmData.train.size(0);
@@ -149,9 +169,12 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
   log("finetune " + model->config().describe() + " | " + config.mode + " | task " + config.task + " | " +
       std::to_string(result.trainableParameters) + " of " + std::to_string(model->parameterCount()) +
       " parameters train | train " + std::to_string(trainRows) + " rows, validation " + std::to_string(validationRows) +
-      (resuming ? " | resumed at step " + std::to_string(step) : ""));
+      (resuming ? " | resumed at step " + std::to_string(step) : "") +
+      (world.distributed() ? " | data-parallel over " + std::to_string(world.size()) + " processes, " +
+                                 std::to_string(config.batchSize) + " rows per step in all" : ""));
 
-  // The task loss of one batch (training mode) and the held-out evaluation: {val_loss, metric}.
+  // The task loss of one batch (training mode; this rank's rows) and the held-out evaluation:
+  // {val_loss, metric}, the same on every rank (each evaluates its rows of every batch).
   auto batchLoss = [&](const torch::Tensor& rows) {
     if (lora) lora->apply();
     if (!classification) {
@@ -167,27 +190,30 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
     torch::NoGradGuard noGrad;
     if (lora) lora->apply();
     if (!classification) {
-      const double loss = heldOutLmLoss(*model, lmData.validation, config.batchSize, config.evalBatches, observer);
+      const double loss = heldOutLmLoss(*model, lmData.validation, config.batchSize, config.evalBatches, observer, &world);
       return {loss, std::exp(loss)};
     }
     model->eval();
-    double lossSum = 0;
-    int64_t correct = 0, count = 0, batches = 0;
+    std::vector<double> totals{0.0, 0.0, 0.0};  // loss sum, correct, count
+    int64_t batches = 0;
     const auto& v = classData.validation;
     const int64_t n = v.ids.size(0);
     for (int64_t start = 0; start < n && (config.evalBatches <= 0 || batches < config.evalBatches); start += config.batchSize, ++batches) {
-      throwIfCancelled(observer);
-      const int64_t b = std::min(config.batchSize, n - start);
+      if (!world.distributed()) throwIfCancelled(observer);  // a lone rank must not leave a collective
+      const auto [first, last] = dist::shardRange(std::min(config.batchSize, n - start), world.rank(), world.size());
+      const int64_t b = last - first;
+      if (b == 0) continue;
       models::ForwardOptions options;
-      options.attentionMask = v.mask.narrow(0, start, b);
-      const auto logits = model->forward(v.ids.narrow(0, start, b), options).logits.to(torch::kFloat);  // [B,labels]
-      const auto labels = v.labels.narrow(0, start, b);
-      lossSum += torch::nn::functional::cross_entropy(logits, labels).item<double>() * double(b);
-      correct += logits.argmax(-1).eq(labels).sum().item<int64_t>();
-      count += b;
+      options.attentionMask = v.mask.narrow(0, start + first, b);
+      const auto logits = model->forward(v.ids.narrow(0, start + first, b), options).logits.to(torch::kFloat);  // [b,labels]
+      const auto labels = v.labels.narrow(0, start + first, b);
+      totals[0] += torch::nn::functional::cross_entropy(logits, labels).item<double>() * double(b);
+      totals[1] += double(logits.argmax(-1).eq(labels).sum().item<int64_t>());
+      totals[2] += double(b);
     }
     model->train();
-    return {lossSum / double(std::max<int64_t>(count, 1)), double(correct) / double(std::max<int64_t>(count, 1))};
+    totals = world.sum(totals);
+    return {totals[0] / std::max(totals[2], 1.0), totals[1] / std::max(totals[2], 1.0)};
   };
 
   BatchSampler sampler(trainRows, config.batchSize, config.seed);
@@ -196,7 +222,7 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
     if (!resuming) {
       observer.progress(0, config.steps, "evaluating the starting model");
       std::tie(result.initialValidationLoss, result.initialMetric) = evaluate();
-      writer.appendScalars(0, {{"val_loss", result.initialValidationLoss}, {metric, result.initialMetric}});
+      if (writer) writer->appendScalars(0, {{"val_loss", result.initialValidationLoss}, {metric, result.initialMetric}});
       observer.scalars(0, {{"val_loss", result.initialValidationLoss}, {metric, result.initialMetric}});
       log("step 0: val_loss " + std::to_string(result.initialValidationLoss) + ", " + metric + " " +
           std::to_string(result.initialMetric));
@@ -205,18 +231,22 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
       result.finalMetric = result.initialMetric;
     }
     while (step < config.steps) {
-      throwIfCancelled(observer);
+      if (world.any(observer.cancelled())) throw JobCancelled();  // every rank stops at the same step
       const double lr = scheduledLr(config.lr, step, config.warmupSteps, config.steps, config.minLrRatio);
       setLr(optimizer, lr);
       optimizer.zero_grad();
-      auto loss = batchLoss(sampler.next());
+      // Every rank draws the same global batch and trains on its rows; its gradient, weighted by
+      // its share, summed over ranks is the gradient of the whole batch (then clipped).
+      const auto rows = sampler.next();  // [B] global
+      const auto [first, last] = dist::shardRange(rows.size(0), world.rank(), world.size());
+      const double share = double(last - first) / double(rows.size(0));
+      auto loss = batchLoss(rows.narrow(0, first, last - first));
       if (step == config.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
-      const double lossValue = loss.item<double>();
+      const double localLoss = loss.item<double>();
+      if (std::isfinite(localLoss)) loss.backward();
+      const double lossValue = world.reduceGradients(params, share, {localLoss * share}).front();
       double gradNorm = 0;
-      if (std::isfinite(lossValue)) {
-        loss.backward();
-        gradNorm = clipGradients(params, config.gradClip);
-      }
+      if (std::isfinite(lossValue)) gradNorm = clipGradients(params, config.gradClip);
       if (!std::isfinite(lossValue) || !std::isfinite(gradNorm)) {
         result.status = JobStatus::Failed;
         result.message = std::string(!std::isfinite(lossValue) ? "the loss" : "the gradient norm") + " became " +
@@ -226,14 +256,14 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
       }
       optimizer.step();
       ++step;
-      writer.appendScalars(step, {{"loss", lossValue}, {"lr", lr}, {"grad_norm", gradNorm}});
+      if (writer) writer->appendScalars(step, {{"loss", lossValue}, {"lr", lr}, {"grad_norm", gradNorm}});
       observer.scalars(step, {{"loss", lossValue}, {"lr", lr}});
       observer.progress(step, config.steps, "finetuning");
       if (step % config.evalEvery == 0 || step == config.steps) {
         const auto [val, m] = evaluate();
         result.finalValidationLoss = val;
         result.finalMetric = m;
-        writer.appendScalars(step, {{"val_loss", val}, {metric, m}});
+        if (writer) writer->appendScalars(step, {{"val_loss", val}, {metric, m}});
         observer.scalars(step, {{"val_loss", val}, {metric, m}});
         log("step " + std::to_string(step) + ": loss " + std::to_string(lossValue) + ", val_loss " + std::to_string(val) +
             ", " + metric + " " + std::to_string(m));
@@ -247,7 +277,7 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
         }
         // Rows first: the run file then always holds every step up to the checkpoint's, which
         // a resume continues from (its continuation file starts at the next step).
-        writer.flush();
+        if (writer) writer->flush();
         saveCheckpoint();
         if (!gained && config.patience > 0 && evalsWithoutGain >= config.patience) {
           log("early stop: no validation gain in " + std::to_string(config.patience) + " evaluations");
@@ -258,18 +288,31 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
   } catch (const JobCancelled&) {
     result.status = JobStatus::Cancelled;
     result.message = "cancelled at step " + std::to_string(step);
+  } catch (const std::runtime_error& e) {
+    // With several processes: a lost or timed-out peer ends the exchange; this rank keeps its
+    // last step's weights and (rank 0) closes the run file as failed. Alone: not expected here.
+    if (!world.distributed()) throw;
+    result.status = JobStatus::Failed;
+    result.message = e.what();
   }
   result.steps = step;
   result.bestValidationLoss = bestLoss;
   // Save the last good weights as a plain model (LoRA merged in); the checkpoint before the merge
   // (it holds the unmerged LoRA factors that resume continues from).
+  if (!main) {  // the other ranks are done: rank 0 saves the model and closes the run file
+    result.runFile.clear();
+    result.modelDir.clear();
+    result.message = std::string(toString(result.status)) + " on rank " + std::to_string(world.rank());
+    result.seconds = secondsSince(started);
+    return result;
+  }
   try {
-    writer.flush();
+    writer->flush();
     saveCheckpoint();
     if (lora) lora->merge();
     model->eval();
     models::saveModel(*model, result.modelDir, config.modelDir);
-    writer.setFinal(result.modelDir, step);
+    writer->setFinal(result.modelDir, step);
   } catch (const std::exception& e) {
     if (result.status == JobStatus::Completed) result.status = JobStatus::Failed, result.message = e.what();
   }
@@ -277,7 +320,7 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer) 
     result.message = "validation loss " + std::to_string(result.initialValidationLoss) + " -> " +
                      std::to_string(result.finalValidationLoss) + ", " + metric + " " + std::to_string(result.initialMetric) +
                      " -> " + std::to_string(result.finalMetric);
-  finishRun(writer, observer, result.status, result.message, step);
+  finishRun(*writer, observer, result.status, result.message, step);
   result.seconds = secondsSince(started);
   return result;
 }

@@ -22,6 +22,10 @@
 
 #include "engine/jobs/distill_job.h"
 
+namespace hh::dist {
+class Communicator;
+}
+
 namespace hh::jobs {
 
 struct ClassificationDataConfig {
@@ -77,6 +81,8 @@ struct FinetuneResult {
   double seconds = 0;
 };
 
-FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer);
+// `world`: as for runDistill (distill_job.h): null trains alone; otherwise this process is one
+// data-parallel rank (batchSize is the global batch; rank 0 writes the run file and the model).
+FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, dist::Communicator* world = nullptr);
 
 }  // namespace hh::jobs

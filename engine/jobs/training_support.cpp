@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/distributed/communicator.h"
+
 namespace hh::jobs {
 
 double scheduledLr(double lr, int64_t step, int64_t warmupSteps, int64_t totalSteps, double minLrRatio) {
@@ -27,23 +29,31 @@ torch::Tensor nextTokenLoss(const torch::Tensor& logits, const torch::Tensor& id
 }
 
 double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows, int64_t batchSize, int64_t maxBatches,
-                     JobObserver& observer) {
+                     JobObserver& observer, dist::Communicator* world) {
   torch::NoGradGuard noGrad;
   const bool wasTraining = model.is_training();
   model.eval();
-  double sum = 0;
-  int64_t tokens = 0, batches = 0;
+  const bool distributed = world && world->distributed();
+  double sum = 0, tokens = 0;
+  int64_t batches = 0;
   const int64_t n = rows.size(0);
   for (int64_t start = 0; start < n && (maxBatches <= 0 || batches < maxBatches); start += batchSize, ++batches) {
-    throwIfCancelled(observer);
-    const auto ids = rows.narrow(0, start, std::min(batchSize, n - start));
+    if (!distributed) throwIfCancelled(observer);
+    const int64_t b = std::min(batchSize, n - start);
+    const auto [first, last] = distributed ? dist::shardRange(b, world->rank(), world->size()) : std::pair<int64_t, int64_t>{0, b};
+    if (last == first) continue;
+    const auto ids = rows.narrow(0, start + first, last - first);  // [b, T]
     const auto logits = model.forward(ids).logits;
     const int64_t count = ids.size(0) * (ids.size(1) - 1);
     sum += nextTokenLoss(logits, ids).item<double>() * double(count);
-    tokens += count;
+    tokens += double(count);
   }
   model.train(wasTraining);
-  return sum / double(std::max<int64_t>(tokens, 1));
+  if (distributed) {
+    const auto both = world->sum(std::vector<double>{sum, tokens});
+    sum = both[0], tokens = both[1];
+  }
+  return sum / std::max(tokens, 1.0);
 }
 
 double clipGradients(const std::vector<torch::Tensor>& params, double maxNorm) {

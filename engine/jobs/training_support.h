@@ -14,6 +14,10 @@
 #include "engine/jobs/job_observer.h"
 #include "engine/models/transformer_model.h"
 
+namespace hh::dist {
+class Communicator;
+}
+
 namespace hh::jobs {
 
 double scheduledLr(double lr, int64_t step, int64_t warmupSteps, int64_t totalSteps, double minLrRatio);
@@ -25,8 +29,11 @@ torch::Tensor nextTokenLoss(const torch::Tensor& logits, const torch::Tensor& id
 
 // Mean next-token loss over up to `maxBatches` batches of `rows` (0 = all), in eval mode and
 // without gradients; polls the observer's cancel flag between batches (throws JobCancelled).
+// With a distributed `world` each rank evaluates its rows of every batch and the token-weighted
+// sum is exchanged, so every rank returns the same value (and the cancel poll is left to the
+// caller's agreed check: a rank alone must not leave a collective).
 double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows, int64_t batchSize, int64_t maxBatches,
-                     JobObserver& observer);
+                     JobObserver& observer, dist::Communicator* world = nullptr);
 
 // Clips the gradients of `params` to total norm `maxNorm` (<= 0: no clipping) and returns the
 // norm before clipping (NaN/inf when some gradient is not finite; the caller then skips the step).

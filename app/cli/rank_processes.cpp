@@ -1,0 +1,242 @@
+#include "app/cli/rank_processes.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace hh::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> gCommandLine;
+std::atomic<int> gSignals{0};
+void onSignal(int) { gSignals.fetch_add(1); }
+
+constexpr auto kGraceAfterFailure = std::chrono::seconds(30);
+
+// A TCP port nobody listens on now (the kernel's choice for port 0); rank 0 binds it moments later.
+int freeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("--nproc: cannot open a socket to find a free port: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof address;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("--nproc: no free TCP port on 127.0.0.1");
+  return ntohs(address.sin_port);
+}
+
+// The recorded command line without `--nproc N` / `--nproc=N`.
+std::vector<std::string> rankArguments() {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < gCommandLine.size(); ++i) {
+    const auto& a = gCommandLine[i];
+    if (a == "--nproc") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--nproc=", 0) == 0) continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The last "hedgehog: error: ..." line of a rank's log (what it said when it failed).
+std::string lastError(const std::string& log) {
+  std::ifstream in(log);
+  std::string line, found;
+  while (std::getline(in, line))
+    if (line.rfind("hedgehog: error: ", 0) == 0) found = line.substr(17);
+  return found;
+}
+
+std::string describeStatus(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status));
+  return "stopped";
+}
+
+int exitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+void recordCommandLine(int argc, char** argv) { gCommandLine.assign(argv, argv + argc); }
+
+void addProcessCountOption(CLI::App* command, int& processes) {
+  command->add_option("--nproc", processes,
+                      "Data-parallel processes on this machine (c10d/Gloo; batch size is the global batch; "
+                      "ranks > 0 log to <run-dir>/rank-K.log)")
+      ->check(CLI::Range(1, 256));
+}
+
+std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
+  if (processes <= 1) return std::nullopt;
+  if (dist::worldFromEnvironment().distributed())
+    throw std::invalid_argument("--nproc " + std::to_string(processes) +
+                                " with WORLD_SIZE set: this process is already a rank of a launcher (use one or the other)");
+  if (gCommandLine.empty()) throw std::logic_error("--nproc: the command line was not recorded");
+  fs::create_directories(runDir);
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const char* addrEnv = std::getenv("MASTER_ADDR");
+  const std::string masterAddr = addrEnv && *addrEnv ? addrEnv : "127.0.0.1";
+  const char* portEnv = std::getenv("MASTER_PORT");
+  const std::string masterPort = portEnv && *portEnv ? portEnv : std::to_string(freeLoopbackPort());
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max(1, static_cast<int>(cores) / processes));
+  const auto args = rankArguments();
+
+  // Signals first, so none is lost between the forks and the wait.
+  gSignals = 0;
+  struct sigaction action {};
+  action.sa_handler = onSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // no SA_RESTART: waitpid returns EINTR and the signal is passed on
+  struct sigaction oldInt {}, oldTerm {};
+  sigaction(SIGINT, &action, &oldInt);
+  sigaction(SIGTERM, &action, &oldTerm);
+  const pid_t launcher = getpid();
+
+  std::map<pid_t, int> running;  // pid -> rank
+  std::vector<std::string> logs(static_cast<size_t>(processes));
+  const std::string worldSize = std::to_string(processes);
+  for (int rank = 0; rank < processes; ++rank) {
+    const std::string rankText = std::to_string(rank);
+    // Rank 0 keeps stdout (the progress); its stderr (an error line, if any) goes to a file the
+    // launcher relays at the end, so a failure prints one line whichever rank failed first.
+    logs[static_cast<size_t>(rank)] =
+        (fs::path(runDir) / (rank == 0 ? ".rank-0.stderr" : "rank-" + rankText + ".log")).string();
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      for (const auto& [p, r] : running) kill(p, SIGKILL);
+      throw std::runtime_error("--nproc: fork failed: " + std::string(std::strerror(errno)));
+    }
+    if (pid == 0) {  // the rank: only async-signal-safe calls matter here, then exec
+      setpgid(0, 0);  // Ctrl-C goes to the launcher, which passes it on once
+      prctl(PR_SET_PDEATHSIG, SIGINT);
+      if (getppid() != launcher) _exit(130);
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      const int fd = open(logs[static_cast<size_t>(rank)].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        if (rank > 0) dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+      }
+      setenv("RANK", rankText.c_str(), 1);
+      setenv("LOCAL_RANK", rankText.c_str(), 1);
+      setenv("WORLD_SIZE", worldSize.c_str(), 1);
+      setenv("MASTER_ADDR", masterAddr.c_str(), 1);
+      setenv("MASTER_PORT", masterPort.c_str(), 1);
+      if (!std::getenv("HH_NUM_THREADS")) setenv("HH_NUM_THREADS", threads.c_str(), 1);
+      execv(self.c_str(), argv.data());
+      _exit(127);
+    }
+    running[pid] = rank;
+  }
+  std::printf("started %d processes (ranks 0-%d, pids", processes, processes - 1);
+  for (const auto& [pid, rank] : running) std::printf(" %d", static_cast<int>(pid));
+  std::printf("), rendezvous %s:%s, %s thread%s each; ranks > 0 log to %s/rank-K.log\n", masterAddr.c_str(),
+              masterPort.c_str(), threads.c_str(), threads == "1" ? "" : "s", runDir.c_str());
+  std::fflush(stdout);
+
+  int forwarded = 0, rank0Status = 0, firstFailedRank = -1, firstFailedStatus = 0;
+  bool killedByLauncher = false;
+  std::optional<std::chrono::steady_clock::time_point> killAt;
+  while (!running.empty()) {
+    while (forwarded < gSignals.load()) {  // one interrupt per signal to every rank still running
+      ++forwarded;
+      for (const auto& [pid, rank] : running) kill(pid, SIGINT);
+    }
+    if (killAt && std::chrono::steady_clock::now() >= *killAt) {
+      for (const auto& [pid, rank] : running) kill(pid, SIGKILL);
+      killedByLauncher = true;
+      killAt.reset();
+    }
+    int status = 0;
+    const pid_t done = waitpid(-1, &status, killAt ? WNOHANG : 0);
+    if (done == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    const auto it = running.find(done);
+    if (it == running.end()) continue;
+    const int rank = it->second;
+    running.erase(it);
+    if (rank == 0) rank0Status = status;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && firstFailedRank < 0) {
+      firstFailedRank = rank, firstFailedStatus = status;
+      if (!running.empty()) killAt = std::chrono::steady_clock::now() + kGraceAfterFailure;
+    }
+  }
+  sigaction(SIGINT, &oldInt, nullptr);
+  sigaction(SIGTERM, &oldTerm, nullptr);
+
+  // What rank 0 wrote on stderr, relayed (a warning, or its one error line).
+  const std::string rank0Errors = readText(logs[0]);
+  std::error_code ignored;
+  fs::remove(logs[0], ignored);
+  const bool rank0Failed = !(WIFEXITED(rank0Status) && WEXITSTATUS(rank0Status) == 0);
+  const bool rank0OnItsOwn = rank0Failed && !(killedByLauncher && WIFSIGNALED(rank0Status));
+  const bool rank0LostAPeer = rank0Errors.find(dist::kLostPeerMessage) != std::string::npos;
+  if (firstFailedRank <= 0 || (rank0OnItsOwn && !rank0LostAPeer)) {
+    std::fputs(rank0Errors.c_str(), stderr);
+    return firstFailedRank < 0 ? 0 : exitCodeOf(rank0Status);
+  }
+  // A rank > 0 failed first (rank 0 saw only a lost peer, or was stopped): name it, with the
+  // error from its log.
+  const auto& log = logs[static_cast<size_t>(firstFailedRank)];
+  const std::string said = lastError(log);
+  std::fprintf(stderr, "hedgehog: error: rank %d %s%s%s (log %s)\n", firstFailedRank, describeStatus(firstFailedStatus).c_str(),
+               said.empty() ? "" : ": ", said.c_str(), log.c_str());
+  if (rank0OnItsOwn) return exitCodeOf(rank0Status);
+  return exitCodeOf(firstFailedStatus) == 0 ? 1 : exitCodeOf(firstFailedStatus);
+}
+
+Rank joinWorld() {
+  Rank rank;
+  rank.world = dist::worldFromEnvironment();
+  rank.communicator = dist::Communicator::forWorld(rank.world);
+  return rank;
+}
+
+}  // namespace hh::cli

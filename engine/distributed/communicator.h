@@ -1,0 +1,83 @@
+// Data-parallel training across processes on PyTorch's own distributed layer (c10d): a TCPStore
+// rendezvous at MASTER_ADDR:MASTER_PORT and a Gloo process group (CPU tensors). The jobs take a
+// Communicator; a world of one (Communicator::single()) makes every collective a no-op, so the
+// single-process path is the same code and opens no socket.
+//
+// What the jobs do with it (distill_job.cpp, finetune_job.cpp):
+//   - every rank draws the same global batch of B row indices (same sampler, same seed) and
+//     trains on its slice shardRange(B, rank, size): rows [begin, end);
+//   - its loss is the mean over its rows, so its gradient is scaled by (end - begin) / B before
+//     the sum over ranks: the summed gradient is the single-process gradient of the global batch;
+//   - the loss of the step travels in the same exchange (one all-reduce per step);
+//   - cancel is agreed at the start of each step (any rank cancelled -> all stop at that step).
+#pragma once
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hh::dist {
+
+// Part of the error a collective throws when a peer stopped (a launcher tells it from other errors).
+inline constexpr const char* kLostPeerMessage = "another rank stopped or timed out";
+
+// Where this process sits in the world, from the usual launcher variables:
+//   RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK optional).
+// No WORLD_SIZE (or 1): a world of one. Bad values throw std::invalid_argument naming the variable.
+struct WorldInfo {
+  int rank = 0;
+  int size = 1;
+  int localRank = 0;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  bool distributed() const { return size > 1; }
+};
+WorldInfo worldFromEnvironment();
+
+// The rows [begin, end) of a global batch of `total` that `rank` of `size` takes; contiguous
+// slices whose sizes differ by at most one (the first total % size ranks take one more).
+std::pair<int64_t, int64_t> shardRange(int64_t total, int rank, int size);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  // A world of one: every collective returns its input.
+  static std::shared_ptr<Communicator> single();
+  // Rendezvous with the other ranks (rank 0 hosts the TCPStore) and build a Gloo process group
+  // on the interface that reaches MASTER_ADDR. Throws std::runtime_error (naming the address)
+  // when the others do not arrive within `timeout`; collectives time out after `timeout` too.
+  static std::shared_ptr<Communicator> connect(const WorldInfo& world, std::chrono::milliseconds timeout);
+  // connect() when `world` is distributed, else single(); the timeout from HH_DIST_TIMEOUT_S
+  // (seconds; default 1800: rank 0 evaluates and saves while the others wait).
+  static std::shared_ptr<Communicator> forWorld(const WorldInfo& world);
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  bool isMain() const { return rank() == 0; }
+  bool distributed() const { return size() > 1; }
+
+  // Sum over ranks of every tensor (any float dtype, CPU), in place, in one exchange.
+  virtual void allReduceSum(std::vector<torch::Tensor>& tensors) = 0;
+  // Element-wise maximum over ranks of a CPU double tensor, in place.
+  virtual void allReduceMax(torch::Tensor& values) = 0;
+  // Rank `root`'s values into every rank's tensors, in place.
+  virtual void broadcast(std::vector<torch::Tensor>& tensors, int root) = 0;
+  virtual void barrier() = 0;
+
+  // Conveniences built on the above.
+  double sum(double value);
+  std::vector<double> sum(const std::vector<double>& values);
+  bool any(bool value);
+  // Throws std::runtime_error naming `what` unless every rank passes the same value.
+  void requireSame(int64_t value, const std::string& what);
+  // Scales each gradient by `weight` (this rank's share of the global batch), sums the gradients
+  // of `params` and `extra` over ranks in one exchange and returns the summed extras. Parameters
+  // without a gradient count as zero (and get one). A world of one returns `extra` untouched.
+  std::vector<double> reduceGradients(const std::vector<torch::Tensor>& params, double weight,
+                                      const std::vector<double>& extra);
+};
+
+}  // namespace hh::dist

@@ -1,0 +1,207 @@
+// app.cli.rank_processes: data-parallel jobs through the CLI as a user runs them
+// (`hedgehog distill ... --nproc N`, c10d/Gloo on loopback, one process per rank):
+//   - 2 ranks train the same feature maps as 1 process on the same global batch: every adapter
+//     tensor and every step's loss within 1e-5 (3 ranks on a batch of 4 too: uneven shares);
+//   - finetuning (LoRA, LM task) the same, on the saved model's tensors;
+//   - SIGTERM to the launcher cancels every rank at the same step: exit 130, run file cancelled,
+//     no rank left running; a rank killed with SIGKILL fails the run (non-zero exit, one error
+//     line naming the rank, rank 0's run file closed as failed);
+//   - bad worlds (batch smaller than the ranks, RANK out of range, --nproc under a launcher) are
+//     one-line errors.
+#include <signal.h>
+
+#include <cstdlib>
+#include <regex>
+
+#include "tests/engine/jobs/crash_test_support.h"
+#include "tests/engine/jobs/jobs_test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace c = hh::test::crash;
+
+const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
+
+bool haveCli() { return std::string(HH_CLI_BINARY).size() > 0 && fs::exists(HH_CLI_BINARY); }
+
+// max |a - b| over the tensors of two safetensors files (infinity when their names differ).
+double maxDifference(const std::string& a, const std::string& b) {
+  const auto fa = hh::io::SafetensorsFile::open(a), fb = hh::io::SafetensorsFile::open(b);
+  if (fa.names() != fb.names()) return INFINITY;
+  double worst = 0;
+  for (const auto& name : fa.names())
+    worst = std::max(worst, (fa.tensor(name).to(torch::kDouble) - fb.tensor(name).to(torch::kDouble)).abs().max().item<double>());
+  return worst;
+}
+
+// max |a - b| over the steps of one scalar in two run files (infinity when the steps differ).
+double maxScalarDifference(const std::string& a, const std::string& b, const std::string& name) {
+  const auto ra = hh::runs::RunReader::open(a), rb = hh::runs::RunReader::open(b);
+  const auto sa = ra.scalars(name), sb = rb.scalars(name);
+  if (sa.steps != sb.steps || sa.steps.empty()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < sa.values.size(); ++i) worst = std::max(worst, std::abs(sa.values[i] - sb.values[i]));
+  return worst;
+}
+
+// The pids the launcher printed ("started N processes (ranks 0-K, pids A B ...)").
+std::vector<pid_t> rankPids(const std::string& output) {
+  std::smatch m;
+  std::vector<pid_t> pids;
+  if (!std::regex_search(output, m, std::regex("pids ([0-9 ]+)\\)"))) return pids;
+  std::istringstream in(m[1].str());
+  for (long p; in >> p;) pids.push_back(static_cast<pid_t>(p));
+  return pids;
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+// Waits until `runFile` holds at least one training step (or `seconds` pass).
+bool waitForSteps(const std::string& runFile, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    try {
+      if (fs::exists(runFile) && !hh::runs::RunReader::open(runFile).scalars("loss").steps.empty()) return true;
+    } catch (const std::exception&) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+}  // namespace
+
+class TestRankProcesses : public QObject {
+  Q_OBJECT
+
+ private:
+  // distill (or finetune, LoRA on the LM task) of the tiny GPT-2 on the word corpus.
+  static std::vector<std::string> jobArgs(const std::string& kind, const std::string& runDir, const std::string& corpus,
+                                          int64_t steps, int64_t batch, int64_t evalEvery = 3) {
+    std::vector<std::string> args{HH_CLI_BINARY, kind, kModel, "--run-dir", runDir, "--corpus", corpus,
+                                  "--steps", std::to_string(steps), "--eval-every", std::to_string(evalEvery),
+                                  "--batch-size", std::to_string(batch),
+                                  "--seq-len", "32", "--max-train", "48"};
+    if (kind == "finetune") args.insert(args.end(), {"--mode", "lora"});
+    return args;
+  }
+  static std::vector<std::string> withProcesses(std::vector<std::string> args, int n) {
+    args.insert(args.end(), {"--nproc", std::to_string(n)});
+    return args;
+  }
+  // Runs `args` to completion (stdout+stderr in `log`); the exit status.
+  static int run(const std::vector<std::string>& args, const std::string& log, double seconds = 300) {
+    return c::waitFor(c::spawnLogged(args, log), seconds);
+  }
+
+  void compareWithOneProcess(const std::string& kind, int processes, int64_t batch) {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("ranks_" + kind + std::to_string(processes));
+    const auto corpus = hh::test::writeWordCorpus(dir);
+    const auto one = dir.file("one"), many = dir.file("many");
+    QCOMPARE(run(jobArgs(kind, one, corpus, 6, batch), dir.file("one.log")), 0);
+    const int status = run(withProcesses(jobArgs(kind, many, corpus, 6, batch), processes), dir.file("many.log"));
+    QVERIFY2(status == 0, c::readAll(dir.file("many.log")).c_str());
+    const auto log = c::readAll(dir.file("many.log"));
+    QVERIFY2(log.find("started " + std::to_string(processes) + " processes") != std::string::npos, log.c_str());
+    for (int r = 1; r < processes; ++r) {
+      const auto rankLog = c::readAll(many + "/rank-" + std::to_string(r) + ".log");
+      QVERIFY2(rankLog.find("rank " + std::to_string(r) + ": completed") != std::string::npos, rankLog.c_str());
+    }
+    const std::string result = kind == "distill" ? "/adapters.safetensors" : "/model/model.safetensors";
+    const double weights = maxDifference(one + result, many + result);
+    const double loss = maxScalarDifference(one + "/run.h5", many + "/run.h5", "loss");
+    const double validation = maxScalarDifference(one + "/run.h5", many + "/run.h5", "val_loss");
+    qInfo("%s, %d processes vs 1, global batch %lld: max |weight diff| %.3g, max |loss diff| %.3g, max |val_loss diff| %.3g",
+          kind.c_str(), processes, (long long)batch, weights, loss, validation);
+    QVERIFY2(weights <= 1e-5, std::to_string(weights).c_str());
+    QVERIFY2(loss <= 1e-5, std::to_string(loss).c_str());
+    QVERIFY2(validation <= 1e-5, std::to_string(validation).c_str());
+    const auto reader = hh::runs::RunReader::open(many + "/run.h5");
+    QVERIFY(reader.header().device.find(std::to_string(processes) + " processes (gloo)") != std::string::npos);
+    QVERIFY(reader.status() == hh::runs::RunStatus::Completed);
+  }
+
+  // Starts a long distill on 2 ranks and waits until it trains; the launcher's pid, the ranks'.
+  static pid_t startLongRun(const hh::test::TempDir& dir, std::vector<pid_t>& ranks) {
+    const auto corpus = hh::test::writeWordCorpus(dir);
+    const auto args = withProcesses(jobArgs("distill", dir.file("run"), corpus, 100000, 4, 1000000), 2);
+    const pid_t launcher = c::spawnLogged(args, dir.file("log"));
+    if (launcher > 0 && waitForSteps(dir.file("run") + "/run.h5", 120)) ranks = rankPids(c::readAll(dir.file("log")));
+    return launcher;
+  }
+
+ private slots:
+  void twoProcessesEqualOne() { compareWithOneProcess("distill", 2, 4); }
+  void unevenSharesEqualOne() { compareWithOneProcess("distill", 3, 4); }
+  void finetuneTwoProcessesEqualOne() { compareWithOneProcess("finetune", 2, 4); }
+
+  void terminateCancelsEveryRank() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("ranks_cancel");
+    std::vector<pid_t> ranks;
+    const pid_t launcher = startLongRun(dir, ranks);
+    QVERIFY(launcher > 0);
+    QVERIFY2(ranks.size() == 2, c::readAll(dir.file("log")).c_str());
+    const auto t0 = std::chrono::steady_clock::now();
+    ::kill(launcher, SIGTERM);
+    const int status = c::waitFor(launcher, 120);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    qInfo("SIGTERM to the launcher: exit %d after %.2f s", status, seconds);
+    QVERIFY2(status == 130, c::readAll(dir.file("log")).c_str());
+    for (pid_t p : ranks) QVERIFY(!alive(p));
+    const auto reader = hh::runs::RunReader::open(dir.file("run") + "/run.h5");
+    QVERIFY(reader.status() == hh::runs::RunStatus::Cancelled);
+    QVERIFY(c::readAll(dir.file("run") + "/rank-1.log").find("cancelled") != std::string::npos);
+  }
+
+  void killedRankFailsTheRun() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("ranks_kill");
+    std::vector<pid_t> ranks;
+    const pid_t launcher = startLongRun(dir, ranks);
+    QVERIFY(launcher > 0);
+    QVERIFY2(ranks.size() == 2, c::readAll(dir.file("log")).c_str());
+    ::kill(ranks[1], SIGKILL);
+    const int status = c::waitFor(launcher, 120);
+    const auto log = c::readAll(dir.file("log"));
+    qInfo("rank 1 killed: launcher exit %d", status);
+    QVERIFY2(status != 0 && status != -1, log.c_str());
+    QVERIFY2(log.find("hedgehog: error: rank 1 was killed by signal 9") != std::string::npos, log.c_str());
+    QVERIFY(!alive(ranks[0]));
+    const auto reader = hh::runs::RunReader::open(dir.file("run") + "/run.h5");
+    QVERIFY2(reader.status() == hh::runs::RunStatus::Failed, log.c_str());
+  }
+
+  void badWorldsAreOneLineErrors() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("ranks_bad");
+    const auto corpus = hh::test::writeWordCorpus(dir);
+    auto expectError = [&](const std::vector<std::string>& args, const std::string& needle) {
+      const auto log = dir.file("bad.log");
+      fs::remove(log);
+      const int status = run(args, log, 120);
+      const auto text = c::readAll(log);
+      QVERIFY2(status == 1, text.c_str());
+      QVERIFY2(text.find("hedgehog: error: ") != std::string::npos && text.find(needle) != std::string::npos, text.c_str());
+    };
+    expectError(withProcesses(jobArgs("distill", dir.file("a"), corpus, 2, 2), 3), "batch_size 2 is smaller than the 3 processes");
+    ::setenv("WORLD_SIZE", "2", 1);
+    ::setenv("RANK", "2", 1);
+    expectError(jobArgs("distill", dir.file("b"), corpus, 2, 4), "RANK=\"2\"");
+    ::setenv("RANK", "0", 1);
+    expectError(withProcesses(jobArgs("distill", dir.file("c"), corpus, 2, 4), 2), "WORLD_SIZE set");
+    ::unsetenv("WORLD_SIZE");
+    ::unsetenv("RANK");
+  }
+};
+
+HH_TEST_SUITE(TestRankProcesses, "app.cli.rank_processes", &TestRankProcesses::twoProcessesEqualOne,
+              &TestRankProcesses::unevenSharesEqualOne, &TestRankProcesses::finetuneTwoProcessesEqualOne,
+              &TestRankProcesses::terminateCancelsEveryRank, &TestRankProcesses::killedRankFailsTheRun,
+              &TestRankProcesses::badWorldsAreOneLineErrors)
+
+#if HH_HAVE_QTEST
+#include "test_rank_processes.moc"
+#endif

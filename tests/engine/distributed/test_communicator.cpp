@@ -1,0 +1,235 @@
+// engine.distributed.communicator: the c10d/Gloo communicator the data-parallel jobs use, on
+// loopback, with each rank on its own thread of this process (the jobs' multi-process use is
+// tested through the CLI in app.cli.rank_processes). Every collective is checked against the
+// float64 brute-force answer; tolerance 1e-12 (sums of a few float64 numbers).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "engine/distributed/communicator.h"
+#include "tests/support/hh_test.h"
+
+namespace {
+
+using hh::dist::Communicator;
+using hh::dist::WorldInfo;
+
+int freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t n = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Runs body(rank, communicator) on `size` threads, one rank each; rethrows the first failure.
+void inWorld(int size, const std::function<void(int, Communicator&)>& body) {
+  const int port = freePort();
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        WorldInfo world;
+        world.rank = r, world.size = size, world.masterPort = port;
+        auto c = Communicator::connect(world, std::chrono::seconds(30));
+        body(r, *c);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// Sets (or, with nullptr, unsets) the launcher variables for one check.
+void setWorldEnvironment(const char* size, const char* rank, const char* port) {
+  auto put = [](const char* name, const char* value) { value ? ::setenv(name, value, 1) : ::unsetenv(name); };
+  put("WORLD_SIZE", size);
+  put("RANK", rank);
+  put("MASTER_PORT", port);
+  ::unsetenv("MASTER_ADDR");
+  ::unsetenv("LOCAL_RANK");
+}
+
+}  // namespace
+
+class TestCommunicator : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void shardsPartitionTheBatch() {
+    for (int64_t total = 0; total <= 17; ++total)
+      for (int size = 1; size <= 6; ++size) {
+        int64_t expectBegin = 0, smallest = total, largest = 0;
+        for (int r = 0; r < size; ++r) {
+          const auto [begin, end] = hh::dist::shardRange(total, r, size);
+          QCOMPARE(begin, expectBegin);  // contiguous, in rank order
+          QVERIFY(end >= begin);
+          smallest = std::min(smallest, end - begin), largest = std::max(largest, end - begin);
+          expectBegin = end;
+        }
+        QCOMPARE(expectBegin, total);     // covers every row once
+        QVERIFY(largest - smallest <= 1);  // balanced
+      }
+  }
+
+  void worldFromEnvironment() {
+    setWorldEnvironment(nullptr, nullptr, nullptr);
+    QCOMPARE(hh::dist::worldFromEnvironment().size, 1);
+    QVERIFY(!hh::dist::worldFromEnvironment().distributed());
+    setWorldEnvironment("3", "2", "4242");
+    const auto w = hh::dist::worldFromEnvironment();
+    QCOMPARE(w.size, 3);
+    QCOMPARE(w.rank, 2);
+    QCOMPARE(w.localRank, 2);
+    QCOMPARE(w.masterPort, 4242);
+    QCOMPARE(w.masterAddr, std::string("127.0.0.1"));
+    setWorldEnvironment("3", "3", nullptr);
+    HH_VERIFY_THROWS_WITH(hh::dist::worldFromEnvironment(), "RANK=\"3\"");
+    setWorldEnvironment("2", nullptr, nullptr);
+    HH_VERIFY_THROWS_WITH(hh::dist::worldFromEnvironment(), "RANK is not");
+    setWorldEnvironment("two", "0", nullptr);
+    HH_VERIFY_THROWS_WITH(hh::dist::worldFromEnvironment(), "WORLD_SIZE");
+    setWorldEnvironment("2", "0", "70000");
+    HH_VERIFY_THROWS_WITH(hh::dist::worldFromEnvironment(), "MASTER_PORT");
+    setWorldEnvironment(nullptr, nullptr, nullptr);
+  }
+
+  void singleIsTheIdentity() {
+    auto c = Communicator::single();
+    QCOMPARE(c->size(), 1);
+    QVERIFY(c->isMain());
+    QCOMPARE(c->sum(2.5), 2.5);
+    QVERIFY(c->any(true));
+    QVERIFY(!c->any(false));
+    auto p = torch::ones({3}, torch::requires_grad());
+    p.mutable_grad() = torch::full({3}, 2.0);
+    QCOMPARE(c->reduceGradients({p}, 1.0, {7.0}).front(), 7.0);
+    QCOMPARE(p.grad().sum().item<double>(), 6.0);  // untouched
+  }
+
+  void allReduceMatchesBruteForce() {
+    constexpr int kRanks = 3;
+    // Rank r contributes values seeded by r; the answer is their float64 sum.
+    auto contribution = [](int r) { return torch::randn({5, 7}, torch::TensorOptions().dtype(torch::kDouble)).mul(r + 1).add(r); };
+    torch::Tensor expected = torch::zeros({5, 7}, torch::kDouble);
+    for (int r = 0; r < kRanks; ++r) {
+      torch::manual_seed(100 + r);
+      expected += contribution(r);
+    }
+    std::vector<torch::Tensor> results(kRanks);
+    std::vector<double> scalarSums(kRanks);
+    std::vector<int> ranks(kRanks), sizes(kRanks);
+    inWorld(kRanks, [&](int r, Communicator& c) {  // no QVERIFY on these threads: results checked below
+      ranks[static_cast<size_t>(r)] = c.rank();
+      sizes[static_cast<size_t>(r)] = c.size();
+      torch::Tensor t;
+      {
+        static std::mutex seedLock;  // torch's default generator is shared by the threads
+        std::lock_guard<std::mutex> lock(seedLock);
+        torch::manual_seed(100 + r);
+        t = contribution(r);
+      }
+      std::vector<torch::Tensor> one{t};
+      c.allReduceSum(one);
+      results[static_cast<size_t>(r)] = one[0];
+      scalarSums[static_cast<size_t>(r)] = c.sum(double(r) + 0.5);
+    });
+    for (int r = 0; r < kRanks; ++r) {
+      QCOMPARE(ranks[static_cast<size_t>(r)], r);
+      QCOMPARE(sizes[static_cast<size_t>(r)], kRanks);
+      QVERIFY(results[static_cast<size_t>(r)].sub(expected).abs().max().item<double>() < 1e-12);
+      QCOMPARE(scalarSums[static_cast<size_t>(r)], 0.5 + 1.5 + 2.5);
+    }
+  }
+
+  // The gradient exchange of a training step: sum over ranks of weight_r * grad_r, a missing
+  // gradient counted as zero, the extras summed; float32 parameters keep their dtype.
+  void reduceGradientsWeightsEachRank() {
+    constexpr int kRanks = 3;
+    const std::vector<double> weights{0.5, 0.25, 0.25};  // shares of a batch of 4: 2, 1, 1 rows
+    auto grad = [](int r) { return torch::arange(6, torch::kDouble).reshape({2, 3}).mul(r + 1).sub(r * 0.125); };
+    torch::Tensor expectedA = torch::zeros({2, 3}, torch::kDouble), expectedB = torch::zeros({4}, torch::kDouble);
+    for (int r = 0; r < kRanks; ++r) {
+      expectedA += weights[static_cast<size_t>(r)] * grad(r);
+      if (r != 1) expectedB += weights[static_cast<size_t>(r)] * torch::full({4}, double(r + 1));
+    }
+    std::vector<torch::Tensor> gotA(kRanks), gotB(kRanks);
+    std::vector<double> gotLoss(kRanks);
+    inWorld(kRanks, [&](int r, Communicator& c) {
+      auto a = torch::zeros({2, 3}, torch::requires_grad());
+      auto b = torch::zeros({4}, torch::requires_grad());
+      a.mutable_grad() = grad(r).to(torch::kFloat);
+      if (r != 1) b.mutable_grad() = torch::full({4}, float(r + 1));  // rank 1: no gradient for b
+      const double w = weights[static_cast<size_t>(r)];
+      gotLoss[static_cast<size_t>(r)] = c.reduceGradients({a, b}, w, {w * double(10 * (r + 1))}).front();
+      gotA[static_cast<size_t>(r)] = a.grad().clone();
+      gotB[static_cast<size_t>(r)] = b.grad().clone();
+    });
+    for (int r = 0; r < kRanks; ++r) {
+      QCOMPARE(gotA[static_cast<size_t>(r)].scalar_type(), torch::kFloat);
+      QVERIFY(gotA[static_cast<size_t>(r)].to(torch::kDouble).sub(expectedA).abs().max().item<double>() < 1e-6);
+      QVERIFY(gotB[static_cast<size_t>(r)].to(torch::kDouble).sub(expectedB).abs().max().item<double>() < 1e-6);
+      QVERIFY(std::abs(gotLoss[static_cast<size_t>(r)] - (0.5 * 10 + 0.25 * 20 + 0.25 * 30)) < 1e-12);
+    }
+  }
+
+  void agreementBroadcastAndBarrier() {
+    std::vector<int> anyCancelled(2), noneCancelled(2);
+    std::vector<double> broadcasted(2);
+    std::vector<std::string> disagreement(2);
+    inWorld(2, [&](int r, Communicator& c) {
+      anyCancelled[static_cast<size_t>(r)] = c.any(r == 1);  // only rank 1 was asked to cancel
+      noneCancelled[static_cast<size_t>(r)] = c.any(false);
+      std::vector<torch::Tensor> t{torch::full({2}, double(r + 7))};
+      c.broadcast(t, 0);
+      broadcasted[static_cast<size_t>(r)] = t[0].sum().item<double>();
+      c.requireSame(12, "the step");  // same: passes
+      try {
+        c.requireSame(r == 0 ? 12 : 15, "the resumed step");
+      } catch (const std::runtime_error& e) {
+        disagreement[static_cast<size_t>(r)] = e.what();
+      }
+      c.barrier();
+    });
+    for (int r = 0; r < 2; ++r) {
+      QVERIFY(anyCancelled[static_cast<size_t>(r)]);
+      QVERIFY(!noneCancelled[static_cast<size_t>(r)]);
+      QCOMPARE(broadcasted[static_cast<size_t>(r)], 14.0);
+      QVERIFY2(disagreement[static_cast<size_t>(r)].find("disagree on the resumed step (12 to 15") != std::string::npos,
+               disagreement[static_cast<size_t>(r)].c_str());
+    }
+  }
+
+  // A rank whose peers never come: a one-line error naming the address, after the timeout.
+  void missingPeerTimesOut() {
+    WorldInfo world;
+    world.rank = 0, world.size = 2, world.masterPort = freePort();
+    const auto t0 = std::chrono::steady_clock::now();
+    HH_VERIFY_THROWS_WITH(Communicator::connect(world, std::chrono::milliseconds(1500)),
+                          "rendezvous at 127.0.0.1:" + std::to_string(world.masterPort) + " failed");
+    QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+  }
+};
+
+HH_TEST_SUITE(TestCommunicator, "engine.distributed.communicator", &TestCommunicator::shardsPartitionTheBatch,
+              &TestCommunicator::worldFromEnvironment, &TestCommunicator::singleIsTheIdentity,
+              &TestCommunicator::allReduceMatchesBruteForce, &TestCommunicator::reduceGradientsWeightsEachRank,
+              &TestCommunicator::agreementBroadcastAndBarrier, &TestCommunicator::missingPeerTimesOut)
+
+#if HH_HAVE_QTEST
+#include "test_communicator.moc"
+#endif
