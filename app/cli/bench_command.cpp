@@ -109,17 +109,14 @@ void addBenchCommand(CLI::App& app) {
       capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
       for (int64_t l = 0; l < model->layerCount(); ++l) capture.layers.push_back(l);
       models::ForwardOptions options;
-      options.capture = &capture;
       options.teacher = true;
       options.computeLogits = false;
       options.stopAfterLayer = model->layerCount() - 1;
-      timings.push_back(timeSteps("distill step", a->warmup, a->repeats, tokens, [&] {
+      timings.push_back(timeSteps("distill step", a->warmup, a->repeats, tokens, [&] {  // as the distill job steps
         optimizer.zero_grad();
-        const auto out = model->forward(ids, options);
-        auto loss = jobs::distillationLoss(out.captures, model->config().causal, {}, "soft_ce", 0.0);
-        loss.backward();
+        const double loss = jobs::distillationBackward(*model, ids, capture, options, "soft_ce", 0.0);
         optimizer.step();
-        return loss.item<double>();
+        return loss;
       }));
     }
     if (all || a->only == "finetune") {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 namespace hh::cli {
 namespace {
@@ -21,6 +22,11 @@ std::string formatSeconds(double s) {
 }  // namespace
 
 CliObserver::CliObserver() : tty_(::isatty(STDOUT_FILENO) != 0), start_(std::chrono::steady_clock::now()), lastPlain_(start_) {
+  if (const char* seconds = std::getenv("HH_PROGRESS_SECONDS")) {
+    char* end = nullptr;
+    const double value = std::strtod(seconds, &end);
+    if (end != seconds && *end == '\0' && value >= 0 && value <= 3600) plainInterval_ = value;
+  }
   gInterrupts = 0;
   std::signal(SIGINT, onInterrupt);
 }
@@ -78,7 +84,7 @@ void CliObserver::draw(int64_t step, int64_t total, const std::string& phase) {
     std::printf("\r\033[K[%s] %lld/%lld %s elapsed %s eta %s%s", bar.c_str(), (long long)step, (long long)total,
                 phase.c_str(), formatSeconds(elapsed).c_str(), formatSeconds(eta).c_str(), metrics.c_str());
     barVisible_ = true;
-  } else if (std::chrono::duration<double>(now - lastPlain_).count() >= 5.0 || step == total) {
+  } else if (std::chrono::duration<double>(now - lastPlain_).count() >= plainInterval_ || step == total) {
     lastPlain_ = now;
     std::printf("[%s] step %lld/%lld %s eta %s%s\n", formatSeconds(elapsed).c_str(), (long long)step, (long long)total,
                 phase.c_str(), formatSeconds(eta).c_str(), metrics.c_str());

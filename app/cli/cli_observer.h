@@ -1,5 +1,6 @@
 // The CLI's JobObserver: a progress bar with ETA and the live loss on a terminal, plain
-// timestamped lines when stdout is not a terminal; log lines pass through. Ctrl-C asks the job
+// timestamped lines when stdout is not a terminal (every 5 s, or every HH_PROGRESS_SECONDS: the
+// workbench sets it when it follows a CLI run); log lines pass through. Ctrl-C asks the job
 // to cancel (the job stops within a step and marks its run cancelled); a second Ctrl-C kills.
 #pragma once
 #include <chrono>
@@ -27,6 +28,7 @@ class CliObserver : public jobs::JobObserver {
   int64_t firstStep_ = -1;
   std::map<std::string, double> latest_;
   bool barVisible_ = false;
+  double plainInterval_ = 5.0;  // seconds between plain progress lines
 };
 
 }  // namespace hh::cli

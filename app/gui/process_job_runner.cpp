@@ -107,6 +107,9 @@ QString ProcessJobRunner::startConvert(const jobs::ConvertConfig& config, int pr
   process_->setWorkingDirectory(workingDir_);
   process_->setProgram(binary_);
   process_->setArguments(arguments);
+  auto environment = QProcessEnvironment::systemEnvironment();
+  environment.insert(QStringLiteral("HH_PROGRESS_SECONDS"), QStringLiteral("0.25"));  // a live bar, not a log file's pace
+  process_->setProcessEnvironment(environment);
 #ifdef __linux__
   // The launcher passes a SIGTERM on to every rank: a workbench that dies does not leave them.
   process_->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });

@@ -48,7 +48,6 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
   options.attentionMask = mask;
   options.teacher = true;  // measure each layer on the teacher's activations, as distillation does
   options.computeLogits = false;
-  const auto out = model.forward(ids, options);
 
   const double nan = std::numeric_limits<double>::quiet_NaN();
   ProbeResult result;
@@ -57,7 +56,8 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
   double klSum = 0;
   int klCount = 0;
   const int64_t T = ids.size(1);
-  for (const auto& c : out.captures) {
+  // Each layer is reduced to its numbers as soon as it has run (one layer's maps alive at a time).
+  capture.consume = [&](const models::LayerCapture& c) {
     const int l = static_cast<int>(c.layer);
     const auto valid = attn::validPairs(T, T, config.causal, mask.defined() ? mask.to(torch::kBool) : torch::Tensor(),
                                         ids.device());  // [B|1,1,T,T]
@@ -99,7 +99,8 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
                                     : emptyCurve(request.curveBins));
       }
     }
-  }
+  };
+  model.forward(ids, options);
   result.meanKl = klCount > 0 ? klSum / klCount : nan;
   return result;
 }

@@ -43,6 +43,28 @@ torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures
   return total;
 }
 
+double distillationBackward(models::TransformerModel& model, const torch::Tensor& ids, models::CaptureRequest& capture,
+                            models::ForwardOptions options, const std::string& loss, double outputMse, bool poison) {
+  const bool causal = model.config().causal;
+  double total = 0;
+  capture.consume = [&](models::LayerCapture& c) {
+    auto term = distillationLoss({c}, causal, {}, loss, outputMse);
+    if (poison) term = term * std::numeric_limits<float>::quiet_NaN();
+    const double value = term.item<double>();
+    total += value;
+    if (std::isfinite(value)) term.backward();
+  };
+  options.capture = &capture;
+  try {
+    model.forward(ids, options);
+  } catch (...) {
+    capture.consume = nullptr;
+    throw;
+  }
+  capture.consume = nullptr;
+  return total;
+}
+
 namespace {
 
 struct Checkpoint {
@@ -201,6 +223,10 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
   // rows of every batch (weighted by its share) and one sum gives every rank the same value.
   auto validationLoss = [&]() {
     torch::NoGradGuard noGrad;
+    double batchLoss = 0;
+    capture.consume = [&](models::LayerCapture& c) {  // one layer's maps alive at a time
+      batchLoss += distillationLoss({c}, causal, {}, config.loss, config.outputMse).item<double>();
+    };
     double sum = 0;
     int64_t batches = 0;
     const int64_t n = dataset.validation.size(0);
@@ -210,9 +236,11 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
       const auto [first, last] = dist::shardRange(b, world.rank(), world.size());
       if (last == first) continue;
       const auto ids = dataset.validation.narrow(0, start + first, last - first);
-      const auto out = model->forward(ids, teacherOptions());
-      sum += distillationLoss(out.captures, causal, {}, config.loss, config.outputMse).item<double>() * double(last - first) / double(b);
+      batchLoss = 0;
+      model->forward(ids, teacherOptions());
+      sum += batchLoss * double(last - first) / double(b);
     }
+    capture.consume = nullptr;
     return world.sum(sum) / std::max<int64_t>(batches, 1);
   };
   // The per-head tables and snapshots (rank 0 only: it holds the run file).
@@ -289,11 +317,8 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
       const double share = double(last - first) / double(rows.size(0));
       const auto ids = dataset.train.index_select(0, rows.narrow(0, first, last - first));  // [B/ranks, T]
       optimizer.zero_grad();
-      const auto out = model->forward(ids, teacherOptions());
-      auto loss = distillationLoss(out.captures, causal, {}, config.loss, config.outputMse);
-      if (state.step == config.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
-      const double localLoss = loss.item<double>();
-      if (std::isfinite(localLoss)) loss.backward();
+      const double localLoss = distillationBackward(*model, ids, capture, teacherOptions(), config.loss, config.outputMse,
+                                                    state.step == config.debugNanAtStep);  // layer by layer
       const double lossValue = world.reduceGradients(params, share, {localLoss * share}).front();
       if (!std::isfinite(lossValue)) {
         restoreAdapters(*model, lastGood);

@@ -91,4 +91,14 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
 torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures, bool causal, const torch::Tensor& mask,
                                const std::string& loss, double outputMse);
 
+// One training forward of stage 1: the teacher runs on ids [B, T] and each layer `capture` names
+// adds its distillationLoss term, backpropagated as soon as the layer has run (a layer's term
+// depends on its own feature map only: the teacher's softmax output goes on), so one layer's
+// [B, H, T, T] tensors are alive at a time and the gradients equal those of the summed loss.
+// Returns the summed loss; a term that is not finite is not backpropagated (the sum says so).
+// `options` are the teacher's (capture, computeLogits, stopAfterLayer); `poison` multiplies every
+// term by NaN (a testing aid).
+double distillationBackward(models::TransformerModel& model, const torch::Tensor& ids, models::CaptureRequest& capture,
+                            models::ForwardOptions options, const std::string& loss, double outputMse, bool poison = false);
+
 }  // namespace hh::jobs

@@ -151,7 +151,8 @@ torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Te
       c.softmaxOutput = softmaxOut.detach();
       if (linearOut.defined()) c.linearOutput = request->keepGraph ? linearOut : linearOut.detach();
     }
-    context.captures->push_back(std::move(c));
+    if (request->consume) request->consume(c);
+    else context.captures->push_back(std::move(c));
   }
   return out;
 }

@@ -12,6 +12,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -26,6 +28,8 @@
 namespace hh::models {
 
 // What to record per layer during a forward pass.
+struct LayerCapture;
+
 struct CaptureRequest {
   std::vector<int64_t> layers;   // empty = every layer
   bool queriesKeys = false;      // q, k after projection (and RoPE), k expanded to H heads
@@ -33,6 +37,10 @@ struct CaptureRequest {
   bool linearWeights = true;     // [B, H, T, T], converted layers only (quadratic form)
   bool outputs = false;          // per-head attention outputs of both kinds (output-MSE loss)
   bool keepGraph = false;        // keep autograd history on linear weights/outputs (distillation)
+  // When set, each layer's capture is handed here as soon as the layer has run instead of being
+  // kept in ForwardOutput::captures, so at most one layer's [B, H, T, T] tensors are alive at a
+  // time (distillation backpropagates layer by layer; the probe reduces each layer to numbers).
+  std::function<void(LayerCapture&)> consume;
   bool wants(int64_t layer) const;
 };
 

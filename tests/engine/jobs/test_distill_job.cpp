@@ -206,6 +206,60 @@ class TestDistillJob : public QObject {
     QVERIFY(std::abs(j::distillationLoss({c}, true, {}, "kl", 0.0).item<double>() - (want - entropy)) < 1e-6);
   }
 
+  // distillationBackward (one layer's maps alive at a time) against the summed loss of every
+  // layer backpropagated at once: the same loss and the same gradient of every feature map. The
+  // loss is computed in float32 (distillationLoss casts), and only the order of the additions
+  // differs: within 1e-6 relative to the largest value.
+  void layerByLayerBackwardEqualsSummedLoss() {
+    auto model = hh::models::loadModel(kModel);
+    model->to(torch::kDouble);
+    hh::attn::LinearAttentionConfig linear;
+    linear.featureMap.kind = hh::attn::parseFeatureMapKind("hedgehog");
+    model->setAttentionPlan(hh::models::AttentionPlan::hybrid(model->layerCount(), {0, 2, 4}, linear));
+    model->freezeAllBut(true);
+    std::vector<torch::Tensor> params;
+    {
+      torch::NoGradGuard noGrad;
+      torch::manual_seed(3);
+      for (auto& [name, t] : model->adapterTensors()) {
+        t.add_(torch::randn_like(t) * 0.1);  // away from the identity start
+        params.push_back(t);
+      }
+    }
+    hh::models::CaptureRequest capture;
+    capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
+    capture.layers = {0, 2, 4};
+    hh::models::ForwardOptions options;
+    options.capture = &capture;
+    options.teacher = true;
+    options.computeLogits = false;
+    options.stopAfterLayer = 4;
+    const auto ids = torch::randint(0, 1000, {3, 24}, torch::kLong);  // [B, T]
+
+    const auto out = model->forward(ids, options);
+    QCOMPARE(out.captures.size(), size_t(3));
+    const auto summed = j::distillationLoss(out.captures, true, {}, "kl", 0.0);
+    summed.backward();
+    std::vector<torch::Tensor> reference;
+    for (auto& p : params) reference.push_back(p.grad().clone()), p.mutable_grad().zero_();
+
+    const double layered = j::distillationBackward(*model, ids, capture, options, "kl", 0.0);
+    QVERIFY(!capture.consume);  // handed back as it was
+    qInfo("loss %.9g layered vs %.9g summed", layered, summed.item<double>());
+    QVERIFY(std::abs(layered - summed.item<double>()) <= 1e-6 * std::abs(summed.item<double>()));
+    for (size_t i = 0; i < params.size(); ++i) {
+      const double scale = reference[i].abs().max().item<double>();
+      const double diff = params[i].grad().sub(reference[i]).abs().max().item<double>();
+      qInfo("gradient %zu: max |g| %.3g, max |diff| %.3g", i, scale, diff);
+      QVERIFY(scale > 0);  // every feature map gets a gradient
+      QVERIFY(diff <= 1e-6 * scale);
+    }
+    // A poisoned term is reported and not backpropagated.
+    for (auto& p : params) p.mutable_grad().zero_();
+    QVERIFY(std::isnan(j::distillationBackward(*model, ids, capture, options, "kl", 0.0, true)));
+    for (auto& p : params) QCOMPARE(p.grad().abs().max().item<double>(), 0.0);
+  }
+
   void configJsonRoundTripAndErrors() {
     j::DistillConfig c;
     c.featureMap = "t2r";
@@ -238,7 +292,7 @@ class TestDistillJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
+HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::layerByLayerBackwardEqualsSummedLoss, &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
 
 #if HH_HAVE_QTEST
 #include "test_distill_job.moc"
