@@ -8,8 +8,12 @@ The baseline for `hedgehog bench MODEL --only distill`: the same model weights, 
   (W = I, b = 0 at the start), the soft cross-entropy  sum_layers sum_heads mean_rows
   sum_j -P_ij log(A_ij + 1e-10), backward into the feature maps only, one AdamW step (lr 1e-2).
 Prints the first step's loss (to check against the engine's) and the median and best step time.
+With --ranks N the step is data-parallel the plain torch.distributed way (Gloo, one process per
+rank, each on its rows of the batch, its loss weighted by its share, every gradient all-reduced),
+the baseline for `hedgehog distill --nproc N` (docs/distributed.md).
 
   python3 scripts/bench_distill_pytorch.py projects/demo/teacher --batch /tmp/batch.safetensors
+  python3 scripts/bench_distill_pytorch.py projects/demo/teacher --batch /tmp/batch.safetensors --ranks 2
 """
 import argparse
 import json
@@ -17,10 +21,13 @@ import math
 import os
 import struct
 import statistics
+import socket
 import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64, "I32": np.int32}
@@ -58,14 +65,31 @@ def main():
     parser.add_argument("--batch", required=True, help="input_ids [B, T] from `hedgehog bench --save-batch`")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: all cores)")
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: cores / ranks)")
+    parser.add_argument("--ranks", type=int, default=1, help="data-parallel processes (Gloo on loopback)")
     args = parser.parse_args()
+    if args.ranks <= 1:
+        run(0, 1, args)
+        return
+    with socket.socket() as s:  # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    mp.spawn(run, args=(args.ranks, args), nprocs=args.ranks)
 
-    torch.set_num_threads(args.threads if args.threads > 0 else os.cpu_count())
+
+def run(rank, world, args):
+    if world > 1:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(args.threads if args.threads > 0 else max(1, os.cpu_count() // world))
     config = json.load(open(os.path.join(args.model, "config.json")))
     weights = read_safetensors(os.path.join(args.model, "model.safetensors"))
     weights = {k[len("transformer."):] if k.startswith("transformer.") else k: v.float() for k, v in weights.items()}
-    ids = read_safetensors(args.batch)["input_ids"].long()  # [B, T]
+    ids = read_safetensors(args.batch)["input_ids"].long()  # [B, T] global batch
+    rows = ids.shape[0]
+    first, last = rank * rows // world, (rank + 1) * rows // world
+    share = (last - first) / rows
+    ids = ids[first:last]  # this rank's rows
     B, T = ids.shape
     C, H, L = config["n_embd"], config["n_head"], config["n_layer"]
     D = C // H
@@ -103,7 +127,15 @@ def main():
             h = F.layer_norm(x, (C,), weights[p + "ln_2.weight"], weights[p + "ln_2.bias"], eps)
             h = gelu_new(h @ weights[p + "mlp.c_fc.weight"] + weights[p + "mlp.c_fc.bias"])
             x = x + (h @ weights[p + "mlp.c_proj.weight"] + weights[p + "mlp.c_proj.bias"])
-        total.backward()
+        (total * share).backward()
+        if world > 1:
+            for w, b in maps:
+                dist.all_reduce(w.grad)
+                dist.all_reduce(b.grad)
+            loss = torch.tensor([total.item() * share])
+            dist.all_reduce(loss)
+            optimizer.step()
+            return loss.item()
         optimizer.step()
         return total.item()
 
@@ -117,9 +149,12 @@ def main():
         loss = step()
         times.append((time.perf_counter() - t0) * 1000.0)
         first_loss = loss if first_loss is None else first_loss
-    print(f"pytorch {torch.__version__} | batch {B} x {T} tokens | {torch.get_num_threads()} threads")
-    print(f"distill step (PyTorch): median {statistics.median(times):.1f} ms, best {min(times):.1f} ms, "
-          f"first-step loss {first_loss:.6g}")
+    if rank == 0:
+        print(f"pytorch {torch.__version__} | batch {rows} x {T} tokens | {world} process(es) x {torch.get_num_threads()} threads")
+        print(f"distill step (PyTorch): median {statistics.median(times):.1f} ms, best {min(times):.1f} ms, "
+              f"first-step loss {first_loss:.6g}")
+    if world > 1:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ nlohmann::json toJson(const DistillConfig& c) {
           {"weight_decay", c.weightDecay}, {"steps", c.steps}, {"batch_size", c.batchSize},
           {"eval_every", c.evalEvery}, {"eval_batches", c.evalBatches}, {"patience", c.patience},
           {"snapshot_every", c.snapshotEvery}, {"snapshot_pairs", c.snapshotPairs}, {"snapshot_size", c.snapshotSize},
-          {"curve_bins", c.curveBins},
+          {"curve_bins", c.curveBins}, {"probe_rows", c.probeRows},
           {"probe_text", c.probeText}, {"seed", c.seed}, {"resume", c.resume}, {"data", toJson(c.data)}};
 }
 
@@ -57,6 +57,7 @@ DistillConfig distillConfigFromJson(const nlohmann::json& j) {
   r.read("snapshot_pairs", c.snapshotPairs);
   r.read("snapshot_size", c.snapshotSize);
   r.read("curve_bins", c.curveBins);
+  r.read("probe_rows", c.probeRows);
   r.read("probe_text", c.probeText);
   r.read("seed", c.seed);
   r.read("resume", c.resume);
@@ -69,6 +70,7 @@ DistillConfig distillConfigFromJson(const nlohmann::json& j) {
     throw std::invalid_argument("distill config: steps >= 0, batch_size, eval_every and eval_batches > 0");
   if (!(c.lr > 0)) throw std::invalid_argument("distill config: lr must be positive");
   if (c.curveBins < 0 || c.curveBins > 1024) throw std::invalid_argument("distill config: curve_bins must be in [0, 1024]");
+  if (c.probeRows < 0) throw std::invalid_argument("distill config: probe_rows must be >= 0 (0 = batch_size)");
   return c;
 }
 

@@ -243,12 +243,13 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
     capture.consume = nullptr;
     return world.sum(sum) / std::max<int64_t>(batches, 1);
   };
+  const int64_t probeRows = config.probeRows > 0 ? config.probeRows : config.batchSize;
   // The per-head tables and snapshots (rank 0 only: it holds the run file).
   auto probe = [&](int64_t step, bool withSnapshots) {
     ProbeRequest request;
     request.snapshotPairs = withSnapshots ? pairs : std::vector<std::pair<int, int>>{};
     request.snapshotSize = config.snapshotSize;
-    const auto tables = probeAttention(*model, dataset.validation.narrow(0, 0, std::min<int64_t>(config.batchSize, dataset.validation.size(0))),
+    const auto tables = probeAttention(*model, dataset.validation.narrow(0, 0, std::min<int64_t>(probeRows, dataset.validation.size(0))),
                                        {}, request);
     for (const auto& t : tables.tables) writer->appendTable(step, t.name, t.values);
     observer.headTables(step, tables.tables);
@@ -391,7 +392,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
   try {
     if (result.status == JobStatus::Completed) {
       ProbeRequest request;
-      result.finalKl = probeAttention(*model, dataset.validation.narrow(0, 0, std::min<int64_t>(config.batchSize, dataset.validation.size(0))),
+      result.finalKl = probeAttention(*model, dataset.validation.narrow(0, 0, std::min<int64_t>(probeRows, dataset.validation.size(0))),
                                       {}, request).meanKl;
     }
     writer->flush();

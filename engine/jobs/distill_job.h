@@ -56,6 +56,8 @@ struct DistillConfig {
   std::vector<std::pair<int, int>> snapshotPairs;  // empty = head 0 of up to 4 converted layers
   int snapshotSize = 64;
   int curveBins = 32;                 // monotonicity curves of the snapshot pairs (0 = none)
+  int64_t probeRows = 0;              // held-out rows of the per-head tables (0 = batch_size); rank 0's
+                                      // probe holds probeRows x H x T x T floats per layer at a time
   std::string probeText = "The quick brown fox jumps over the lazy dog because it is tired of running around the field all day.";
   uint64_t seed = 0;
   bool resume = false;

@@ -265,13 +265,16 @@ class TestDistillJob : public QObject {
     c.featureMap = "t2r";
     c.layers = {1, 3};
     c.data.sequenceLength = 77;
+    c.probeRows = 2;
     const auto back = j::distillConfigFromJson(j::toJson(c));
+    QCOMPARE(back.probeRows, int64_t(2));
     QCOMPARE(back.featureMap, std::string("t2r"));
     QCOMPARE(back.layers, (std::vector<int64_t>{1, 3}));
     QCOMPARE(back.data.sequenceLength, int64_t(77));
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"stpes", 3}}), "unknown key \"stpes\"");
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"steps", "many"}}), "\"steps\" has the wrong type");
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"loss", "mse"}}), "loss must be");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"probe_rows", -1}}), "probe_rows must be >= 0");
   }
 
   // Found by fuzz/fuzz_job_config (docs/reliability.md): a float too large for an integer key was
