@@ -60,15 +60,12 @@ void addConvertCommand(CLI::App& app) {
       return;
     }
     if (c.modelDir.empty()) throw std::runtime_error("convert: no model folder (give MODEL_DIR or \"model\" in --config)");
-    if (const auto status = runLocalRanks(a->processes, c.runDir)) {
-      if (*status != 0) throw CLI::RuntimeError(*status);  // the failing rank's error is printed
-      return;
-    }
-    const auto rank = joinWorld();
+    const auto rank = launchOrJoin(a->processes, c.runDir);
+    if (!rank) return;  // this process launched the ranks; they did the job
     CliObserver observer;
-    const auto r = jobs::runConvert(c, observer, rank.communicator.get());
-    if (!rank.main()) {
-      std::printf("rank %d: %s after %.1f s: %s\n", rank.world.rank, jobs::toString(r.status), r.seconds, r.message.c_str());
+    const auto r = jobs::runConvert(c, observer, rank->communicator.get());
+    if (!rank->main()) {
+      std::printf("rank %d: %s after %.1f s: %s\n", rank->world.rank, jobs::toString(r.status), r.seconds, r.message.c_str());
       if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
       return;
     }

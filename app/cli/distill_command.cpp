@@ -64,19 +64,16 @@ void addDistillCommand(CLI::App& app) {
       return;
     }
     if (c.modelDir.empty()) throw std::runtime_error("distill: no model folder (give MODEL_DIR or \"model\" in --config)");
-    if (const auto status = runLocalRanks(a->processes, c.runDir)) {
-      if (*status != 0) throw CLI::RuntimeError(*status);  // the failing rank's error is printed
-      return;
-    }
-    const auto rank = joinWorld();
+    const auto rank = launchOrJoin(a->processes, c.runDir);
+    if (!rank) return;  // this process launched the ranks; they did the job
     CliObserver observer;
-    const auto r = jobs::runDistill(c, observer, rank.communicator.get());
-    if (rank.main())
+    const auto r = jobs::runDistill(c, observer, rank->communicator.get());
+    if (rank->main())
       std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nadapters: %s\npeak memory: %.0f MB\n", jobs::toString(r.status),
                   (long long)r.steps, r.seconds, r.message.c_str(), r.runFile.c_str(), r.adaptersFile.c_str(),
                   double(peakResidentBytes()) / (1 << 20));
     else
-      std::printf("rank %d: %s after %lld steps (%.1f s), peak memory %.0f MB\n", rank.world.rank, jobs::toString(r.status),
+      std::printf("rank %d: %s after %lld steps (%.1f s), peak memory %.0f MB\n", rank->world.rank, jobs::toString(r.status),
                   (long long)r.steps, r.seconds, double(peakResidentBytes()) / (1 << 20));
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });

@@ -33,6 +33,27 @@ void onSignal(int) { gSignals.fetch_add(1); }
 
 constexpr auto kGraceAfterFailure = std::chrono::seconds(30);
 
+// While it lives, SIGINT and SIGTERM only count (gSignals) and interrupt waitpid (no SA_RESTART),
+// so the launcher can pass each one on to its ranks; the old handlers come back after.
+struct CountSignals {
+  CountSignals() {
+    gSignals = 0;
+    struct sigaction action {};
+    action.sa_handler = onSignal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = 0;
+    sigaction(SIGINT, &action, &oldInt);
+    sigaction(SIGTERM, &action, &oldTerm);
+  }
+  ~CountSignals() {
+    sigaction(SIGINT, &oldInt, nullptr);
+    sigaction(SIGTERM, &oldTerm, nullptr);
+  }
+  CountSignals(const CountSignals&) = delete;
+  CountSignals& operator=(const CountSignals&) = delete;
+  struct sigaction oldInt {}, oldTerm {};
+};
+
 // A TCP port nobody listens on now (the kernel's choice for port 0); rank 0 binds it moments later.
 int freeLoopbackPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -118,14 +139,7 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
   const auto args = rankArguments();
 
   // Signals first, so none is lost between the forks and the wait.
-  gSignals = 0;
-  struct sigaction action {};
-  action.sa_handler = onSignal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = 0;  // no SA_RESTART: waitpid returns EINTR and the signal is passed on
-  struct sigaction oldInt {}, oldTerm {};
-  sigaction(SIGINT, &action, &oldInt);
-  sigaction(SIGTERM, &action, &oldTerm);
+  const CountSignals counting;
   const pid_t launcher = getpid();
 
   std::map<pid_t, int> running;  // pid -> rank
@@ -208,8 +222,6 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
       if (!running.empty()) killAt = std::chrono::steady_clock::now() + kGraceAfterFailure;
     }
   }
-  sigaction(SIGINT, &oldInt, nullptr);
-  sigaction(SIGTERM, &oldTerm, nullptr);
 
   // What rank 0 wrote on stderr, relayed (a warning, or its one error line).
   const std::string rank0Errors = readText(logs[0]);
@@ -230,6 +242,14 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
                said.empty() ? "" : ": ", said.c_str(), log.c_str());
   if (rank0OnItsOwn) return exitCodeOf(rank0Status);
   return exitCodeOf(firstFailedStatus) == 0 ? 1 : exitCodeOf(firstFailedStatus);
+}
+
+std::optional<Rank> launchOrJoin(int processes, const std::string& runDir) {
+  if (const auto status = runLocalRanks(processes, runDir)) {
+    if (*status != 0) throw CLI::RuntimeError(*status);
+    return std::nullopt;
+  }
+  return joinWorld();
 }
 
 Rank joinWorld() {

@@ -45,4 +45,9 @@ struct Rank {
 };
 Rank joinWorld();
 
+// What a job command does first: with processes > 1, runLocalRanks and nullopt (the ranks did the
+// job; a non-zero status is thrown as CLI::RuntimeError, its error line printed already);
+// otherwise joinWorld(): the job runs here.
+std::optional<Rank> launchOrJoin(int processes, const std::string& runDir);
+
 }  // namespace hh::cli

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 
 #include "engine/attention/softmax_attention.h"
 #include "engine/core/runtime.h"
