@@ -77,7 +77,7 @@ class SignalObserver : public jobs::JobObserver {
 
 }  // namespace
 
-JobRunner::JobRunner(QObject* parent) : QObject(parent) {}
+JobRunner::JobRunner(QObject* parent) : JobSignals(parent) {}
 
 JobRunner::~JobRunner() {
   cancel();

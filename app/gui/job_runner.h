@@ -12,13 +12,14 @@
 
 #include <memory>
 
+#include "app/gui/job_signals.h"
 #include "engine/jobs/convert_job.h"
 
 class QThread;
 
 namespace hh::gui {
 
-class JobRunner : public QObject {
+class JobRunner : public JobSignals {
   Q_OBJECT
 
  public:
@@ -39,15 +40,8 @@ class JobRunner : public QObject {
   // Blocks until the job has finished (tests); true if it did within `ms`.
   bool wait(int ms);
 
- Q_SIGNALS:
-  void runFileStarted(const QString& path);
-  void progress(qint64 step, qint64 total, const QString& phase, double etaSeconds);
-  void logLine(const QString& line);
-  // status: completed | failed | cancelled
-  void finished(const QString& status, const QString& message, const QString& runFile, const QString& exportPath);
-  // A job started (true) or ended (false); pausedChanged follows pause() and resume() (and
-  // false when a paused job ends).
-  void runningChanged(bool running);
+ Q_SIGNALS:  // and JobSignals' (run file, progress, log, finished, running)
+  // Follows pause() and resume() (and false when a paused job ends).
   void pausedChanged(bool paused);
 
  public:

@@ -49,12 +49,11 @@ void MainWindow::buildRunControls() {
   followerThread_->start();
 
   // Both runners report the same way.
-  connect(runner_, &JobRunner::runFileStarted, this, &MainWindow::jobRunFileStarted);
-  connect(processRunner_, &ProcessJobRunner::runFileStarted, this, &MainWindow::jobRunFileStarted);
-  connect(runner_, &JobRunner::progress, dashboard_, &DashboardView::setJobProgress);
-  connect(processRunner_, &ProcessJobRunner::progress, dashboard_, &DashboardView::setJobProgress);
-  connect(runner_, &JobRunner::finished, this, &MainWindow::jobEnded);
-  connect(processRunner_, &ProcessJobRunner::finished, this, &MainWindow::jobEnded);
+  for (JobSignals* jobs : {static_cast<JobSignals*>(runner_), static_cast<JobSignals*>(processRunner_)}) {
+    connect(jobs, &JobSignals::runFileStarted, this, &MainWindow::jobRunFileStarted);
+    connect(jobs, &JobSignals::progress, dashboard_, &DashboardView::setJobProgress);
+    connect(jobs, &JobSignals::finished, this, &MainWindow::jobEnded);
+  }
 
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   QAction* newAction = run->addAction(tr("&New conversion\u2026"), this, &MainWindow::newConversion);

@@ -37,7 +37,7 @@ double durationSeconds(int first, QChar unit, int second) {
 
 }  // namespace
 
-ProcessJobRunner::ProcessJobRunner(QObject* parent) : QObject(parent), binary_(defaultBinary()) {
+ProcessJobRunner::ProcessJobRunner(QObject* parent) : JobSignals(parent), binary_(defaultBinary()) {
   killTimer_ = new QTimer(this);
   killTimer_->setSingleShot(true);
   killTimer_->setInterval(kKillAfterMs);

@@ -25,6 +25,7 @@
 #include <QObject>
 #include <QString>
 
+#include "app/gui/job_signals.h"
 #include "engine/jobs/convert_job.h"
 
 class QProcess;
@@ -32,7 +33,7 @@ class QTimer;
 
 namespace hh::gui {
 
-class ProcessJobRunner : public QObject {
+class ProcessJobRunner : public JobSignals {  // JobSignals: the signals above
   Q_OBJECT
 
  public:
@@ -61,14 +62,6 @@ class ProcessJobRunner : public QObject {
   // Blocks until the process has exited (tests, the destructor); true if it did within `ms`
   // (-1: no limit). Its finished() is emitted from inside.
   bool wait(int ms);
-
- Q_SIGNALS:
-  void runFileStarted(const QString& path);
-  void progress(qint64 step, qint64 total, const QString& phase, double etaSeconds);
-  void logLine(const QString& line);
-  // status: completed | failed | cancelled
-  void finished(const QString& status, const QString& message, const QString& runFile, const QString& exportPath);
-  void runningChanged(bool running);
 
  private:
   void readStdout();

@@ -1,0 +1,28 @@
+// JobSignals: what every job runner of the workbench reports (JobRunner: a conversion on a worker
+// thread of this process; ProcessJobRunner: the CLI on several processes), so the main window
+// wires both the same way, once.
+#pragma once
+#include <QObject>
+#include <QString>
+
+namespace hh::gui {
+
+class JobSignals : public QObject {
+  Q_OBJECT
+
+ public:
+  using QObject::QObject;
+
+ Q_SIGNALS:
+  // A stage's run file exists (the dashboard follows it).
+  void runFileStarted(const QString& path);
+  // etaSeconds < 0: not known yet.
+  void progress(qint64 step, qint64 total, const QString& phase, double etaSeconds);
+  void logLine(const QString& line);
+  // status: completed | failed | cancelled
+  void finished(const QString& status, const QString& message, const QString& runFile, const QString& exportPath);
+  // A job started (true) or ended (false).
+  void runningChanged(bool running);
+};
+
+}  // namespace hh::gui
