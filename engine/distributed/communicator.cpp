@@ -160,14 +160,15 @@ bool Communicator::any(bool value) {
   return flag.item<double>() > 0.5;
 }
 
-void Communicator::requireSame(int64_t value, const std::string& what) {
+void Communicator::requireSame(int64_t value, const std::string& what, const std::string& hint) {
   if (!distributed()) return;
   auto both = torch::tensor({double(value), -double(value)}, torch::kDouble);  // max and -min
   allReduceMax(both);
   const double hi = both[0].item<double>(), lo = -both[1].item<double>();
   if (hi != lo)
     throw std::runtime_error("rank " + std::to_string(rank()) + ": the ranks disagree on " + what + " (" + std::to_string(int64_t(lo)) +
-                             " to " + std::to_string(int64_t(hi)) + "; this rank has " + std::to_string(value) + ")");
+                             " to " + std::to_string(int64_t(hi)) + "; this rank has " + std::to_string(value) + ")" +
+                             (hint.empty() ? "" : ": " + hint));
 }
 
 std::vector<double> Communicator::reduceGradients(const std::vector<torch::Tensor>& params, double weight,

@@ -71,8 +71,9 @@ class Communicator {
   double sum(double value);
   std::vector<double> sum(const std::vector<double>& values);
   bool any(bool value);
-  // Throws std::runtime_error naming `what` unless every rank passes the same value.
-  void requireSame(int64_t value, const std::string& what);
+  // Throws std::runtime_error unless every rank passes the same value:
+  //   "rank R: the ranks disagree on WHAT (LO to HI; this rank has V): HINT"
+  void requireSame(int64_t value, const std::string& what, const std::string& hint = "");
   // Scales each gradient by `weight` (this rank's share of the global batch), sums the gradients
   // of `params` and `extra` over ranks in one exchange and returns the summed extras. Parameters
   // without a gradient count as zero (and get one). A world of one returns `extra` untouched.

@@ -149,7 +149,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
   }
   // Every rank starts from rank 0's feature maps (they agree already: same files, same seed) and
   // must resume from the same step (run_dir has to be on storage every rank sees).
-  world.requireSame(state.step, "the resumed step (is run_dir on storage every rank sees?)");
+  world.requireSame(state.step, "the step to resume from", "run_dir must be on storage every rank sees");
   {
     torch::NoGradGuard noGrad;
     std::vector<torch::Tensor> shared;

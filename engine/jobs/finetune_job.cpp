@@ -127,7 +127,7 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
   }
   // Every rank starts from rank 0's weights (they agree already: same files, same seed) and must
   // resume from the same step (run_dir has to be on storage every rank sees).
-  world.requireSame(step, "the resumed step (is run_dir on storage every rank sees?)");
+  world.requireSame(step, "the step to resume from", "run_dir must be on storage every rank sees");
   {
     torch::NoGradGuard noGrad;
     std::vector<torch::Tensor> shared;

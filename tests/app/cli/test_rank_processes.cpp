@@ -6,6 +6,8 @@
 //   - SIGTERM to the launcher cancels every rank at the same step: exit 130, run file cancelled,
 //     no rank left running; a rank killed with SIGKILL fails the run (non-zero exit, one error
 //     line naming the rank, rank 0's run file closed as failed);
+//   - a run resumed on 2 ranks equals one uninterrupted run; ranks that see different
+//     checkpoints refuse to start;
 //   - bad worlds (batch smaller than the ranks, RANK out of range, --nproc under a launcher) are
 //     one-line errors.
 #include <signal.h>
@@ -174,6 +176,43 @@ class TestRankProcesses : public QObject {
     QVERIFY2(reader.status() == hh::runs::RunStatus::Failed, log.c_str());
   }
 
+  // 3 steps on 2 ranks, then --resume to 6 on 2 ranks: the uninterrupted single-process run's
+  // feature maps within 1e-5. Ranks that do not see the same checkpoint refuse to start.
+  void resumeOnTwoProcessesEqualsOneRun() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("ranks_resume");
+    const auto corpus = hh::test::writeWordCorpus(dir);
+    const auto one = dir.file("one"), many = dir.file("many");
+    QCOMPARE(run(jobArgs("distill", one, corpus, 6, 4), dir.file("one.log")), 0);
+    QCOMPARE(run(withProcesses(jobArgs("distill", many, corpus, 3, 4), 2), dir.file("first.log")), 0);
+    auto resume = withProcesses(jobArgs("distill", many, corpus, 6, 4), 2);
+    resume.push_back("--resume");
+    const int status = run(resume, dir.file("resume.log"));
+    QVERIFY2(status == 0, c::readAll(dir.file("resume.log")).c_str());
+    const double weights = maxDifference(one + "/adapters.safetensors", many + "/adapters.safetensors");
+    qInfo("3 + 3 resumed steps on 2 processes vs 6 on 1: max |weight diff| %.3g", weights);
+    QVERIFY2(weights <= 1e-5, std::to_string(weights).c_str());
+
+    // An external launch whose rank 1 has a run folder without that checkpoint.
+    const auto lonely = dir.file("lonely");
+    auto rank1 = jobArgs("distill", lonely, corpus, 9, 4);
+    rank1.push_back("--resume");
+    auto rank0 = jobArgs("distill", many, corpus, 9, 4);
+    rank0.push_back("--resume");
+    ::setenv("WORLD_SIZE", "2", 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(29000 + ::getpid() % 5000).c_str(), 1);
+    ::setenv("RANK", "1", 1);
+    const pid_t other = c::spawnLogged(rank1, dir.file("rank1.log"));
+    ::setenv("RANK", "0", 1);
+    const int status0 = run(rank0, dir.file("rank0.log"), 120);
+    const int status1 = c::waitFor(other, 120);
+    for (const char* name : {"WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK"}) ::unsetenv(name);
+    const auto said = c::readAll(dir.file("rank0.log"));
+    QVERIFY2(status0 == 1 && status1 == 1, (said + c::readAll(dir.file("rank1.log"))).c_str());
+    QVERIFY2(said.find("the ranks disagree on the step to resume from (0 to 6; this rank has 6): run_dir must be on storage") != std::string::npos, said.c_str());
+  }
+
   void badWorldsAreOneLineErrors() {
     if (!haveCli()) QSKIP("the hedgehog CLI is not built");
     hh::test::TempDir dir("ranks_bad");
@@ -200,6 +239,7 @@ class TestRankProcesses : public QObject {
 HH_TEST_SUITE(TestRankProcesses, "app.cli.rank_processes", &TestRankProcesses::twoProcessesEqualOne,
               &TestRankProcesses::unevenSharesEqualOne, &TestRankProcesses::finetuneTwoProcessesEqualOne,
               &TestRankProcesses::terminateCancelsEveryRank, &TestRankProcesses::killedRankFailsTheRun,
+              &TestRankProcesses::resumeOnTwoProcessesEqualsOneRun,
               &TestRankProcesses::badWorldsAreOneLineErrors)
 
 #if HH_HAVE_QTEST

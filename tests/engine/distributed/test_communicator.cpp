@@ -199,7 +199,7 @@ class TestCommunicator : public QObject {
       broadcasted[static_cast<size_t>(r)] = t[0].sum().item<double>();
       c.requireSame(12, "the step");  // same: passes
       try {
-        c.requireSame(r == 0 ? 12 : 15, "the resumed step");
+        c.requireSame(r == 0 ? 12 : 15, "the resumed step", "share the run folder");
       } catch (const std::runtime_error& e) {
         disagreement[static_cast<size_t>(r)] = e.what();
       }
@@ -209,7 +209,8 @@ class TestCommunicator : public QObject {
       QVERIFY(anyCancelled[static_cast<size_t>(r)]);
       QVERIFY(!noneCancelled[static_cast<size_t>(r)]);
       QCOMPARE(broadcasted[static_cast<size_t>(r)], 14.0);
-      QVERIFY2(disagreement[static_cast<size_t>(r)].find("disagree on the resumed step (12 to 15") != std::string::npos,
+      QVERIFY2(disagreement[static_cast<size_t>(r)].find("disagree on the resumed step (12 to 15; this rank has " +
+                                                         std::to_string(r == 0 ? 12 : 15) + "): share the run folder") != std::string::npos,
                disagreement[static_cast<size_t>(r)].c_str());
     }
   }
