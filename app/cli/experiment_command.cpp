@@ -65,6 +65,7 @@ void addExperimentCommand(CLI::App& app) {
     options.force = a->force;
     options.only = a->only;
     int childFailures = 0;
+    std::string childError;  // one line for stderr naming the first failed variant
     if (a->jobs > 1) {
       const auto pending = jobs::pendingVariants(config, options);
       if (pending.size() > 1) {
@@ -72,13 +73,18 @@ void addExperimentCommand(CLI::App& app) {
         if (spawned.interrupted) throw CLI::RuntimeError(130);
         options.summaryOnly = true;  // the children ran them: summarise what they completed
         childFailures = spawned.failed;
-        if (spawned.failed > 0) std::printf("%d variant%s failed: see the logs above\n", spawned.failed, spawned.failed == 1 ? "" : "s");
+        if (spawned.failed > 0) {
+          std::printf("%d variant%s failed: see the logs above\n", spawned.failed, spawned.failed == 1 ? "" : "s");
+          childError = std::to_string(spawned.failed) + " variant" + (spawned.failed == 1 ? "" : "s") + " failed; the first, " +
+                       spawned.firstFailed + (spawned.firstFailedError.empty() ? "" : ": " + spawned.firstFailedError) +
+                       " (log " + spawned.firstFailedLog + ")";
+        }
       }
     }
     const auto r = jobs::runExperiment(config, observer, options);
     printSummary(r);
     std::printf("%s (%.1f s): %s\nsummary: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(), r.summaryJson.c_str());
-    if (childFailures > 0) throw CLI::RuntimeError(1);
+    if (childFailures > 0) throw std::runtime_error(childError);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }

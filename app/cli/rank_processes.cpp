@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "app/cli/child_logs.h"
+
 namespace hh::cli {
 namespace fs = std::filesystem;
 
@@ -88,15 +90,6 @@ std::vector<std::string> rankArguments() {
 std::string readText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// The last "hedgehog: error: ..." line of a rank's log (what it said when it failed).
-std::string lastError(const std::string& log) {
-  std::ifstream in(log);
-  std::string line, found;
-  while (std::getline(in, line))
-    if (line.rfind("hedgehog: error: ", 0) == 0) found = line.substr(17);
-  return found;
 }
 
 std::string describeStatus(int status) {
@@ -237,7 +230,7 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
   // A rank > 0 failed first (rank 0 saw only a lost peer, or was stopped): name it, with the
   // error from its log.
   const auto& log = logs[static_cast<size_t>(firstFailedRank)];
-  const std::string said = lastError(log);
+  const std::string said = lastErrorLine(log);
   std::fprintf(stderr, "hedgehog: error: rank %d %s%s%s (log %s)\n", firstFailedRank, describeStatus(firstFailedStatus).c_str(),
                said.empty() ? "" : ": ", said.c_str(), log.c_str());
   if (rank0OnItsOwn) return exitCodeOf(rank0Status);

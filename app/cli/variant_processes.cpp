@@ -10,9 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <thread>
+
+#include "app/cli/child_logs.h"
 
 namespace hh::cli {
 
@@ -52,6 +55,19 @@ pid_t launch(const std::string& self, const std::string& configFile, const std::
   return pid;
 }
 
+// Why a variant failed: the message its variant.json records (the job's own, e.g. the NaN it hit),
+// else the error line of its log (a child that failed before its job ran).
+std::string variantFailure(const std::string& log) {
+  try {
+    std::ifstream in(fs::path(log).parent_path() / "variant.json");
+    const auto record = nlohmann::json::parse(in);
+    const auto message = record.value("message", std::string());
+    if (record.value("status", std::string()) != "completed" && !message.empty()) return message;
+  } catch (const std::exception&) {
+  }
+  return lastErrorLine(log);
+}
+
 }  // namespace
 
 VariantProcessesResult runVariantsInProcesses(const std::string& configFile, const jobs::ExperimentConfig& config,
@@ -87,6 +103,11 @@ VariantProcessesResult runVariantsInProcesses(const std::string& configFile, con
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started).count();
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     result.failed += ok ? 0 : 1;
+    if (!ok && result.firstFailed.empty()) {
+      result.firstFailed = it->second.name;
+      result.firstFailedLog = it->second.log;
+      result.firstFailedError = variantFailure(it->second.log);
+    }
     std::printf("[%s] %s after %.1f s (log %s)\n", it->second.name.c_str(),
                 ok ? "completed" : WIFEXITED(status) && WEXITSTATUS(status) == 130 ? "cancelled" : "failed", seconds,
                 it->second.log.c_str());

@@ -16,6 +16,7 @@ namespace hh::cli {
 struct VariantProcessesResult {
   int failed = 0;          // children that exited non-zero
   bool interrupted = false;
+  std::string firstFailed, firstFailedLog, firstFailedError;  // the first that failed: name, log, its error line
 };
 
 VariantProcessesResult runVariantsInProcesses(const std::string& configFile, const jobs::ExperimentConfig& config,

@@ -9,8 +9,10 @@
 //     a changed config runs that variant again;
 //   - a failing variant is recorded and the next one still runs; a cancel stops the experiment;
 //   - pendingVariants lists what would run; summaryOnly runs nothing;
-//   - the CLI's `experiment --jobs 2` runs the variants in two processes, each with its log, and
+//   - the CLI's `experiment --jobs 2` runs the variants in two processes, each with its log (a
+//     failed one is named on stderr in one line, with its error and log), and
 //     the summary equals an in-process run's layout; a failing variant makes it exit non-zero.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -228,8 +230,16 @@ class TestExperimentJob : public QObject {
     e["run_dir"] = dir.file("exp-fail");
     e["variants"][0]["set"]["debug_nan_at_step"] = 1;
     std::ofstream(file) << e.dump(2);
-    const int failed = std::system((cli + " experiment --config " + file + " --jobs 2 > " + out + " 2>&1").c_str());
+    const auto err = dir.file("err.txt");
+    const int failed = std::system((cli + " experiment --config " + file + " --jobs 2 > " + out + " 2> " + err).c_str());
     QVERIFY(failed != 0);
+    // One error line naming the failed variant, what it said and its log.
+    std::ifstream errors(err);
+    const std::string said((std::istreambuf_iterator<char>(errors)), std::istreambuf_iterator<char>());
+    QVERIFY2(said.rfind("hedgehog: error: 1 variant failed; the first, hedgehog: ", 0) == 0 &&
+                 said.find("NaN") != std::string::npos && said.find("/hedgehog/experiment.log)") != std::string::npos &&
+                 std::count(said.begin(), said.end(), '\n') == 1,
+             said.c_str());
     QCOMPARE(j::pendingVariants(j::experimentConfigFromJson(e)), (std::vector<std::string>{"hedgehog"}));
   }
 };
