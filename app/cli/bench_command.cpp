@@ -114,7 +114,7 @@ void addBenchCommand(CLI::App& app) {
       options.stopAfterLayer = model->layerCount() - 1;
       timings.push_back(timeSteps("distill step", a->warmup, a->repeats, tokens, [&] {  // as the distill job steps
         optimizer.zero_grad();
-        const double loss = jobs::distillationBackward(*model, ids, capture, options, "soft_ce", 0.0);
+        const double loss = jobs::distillLayerByLayer(*model, ids, capture, options, "soft_ce", 0.0, jobs::LayerPass::Backward);
         optimizer.step();
         return loss;
       }));

@@ -6,7 +6,6 @@
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
 #include "app/cli/rank_processes.h"
-#include "engine/core/process_memory.h"
 #include "engine/jobs/finetune_job.h"
 
 namespace hh::cli {
@@ -77,12 +76,9 @@ void addFinetuneCommand(CLI::App& app) {
     CliObserver observer;
     const auto r = jobs::runFinetune(c, observer, rank->communicator.get());
     if (rank->main())
-      std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nmodel: %s\npeak memory: %.0f MB\n", jobs::toString(r.status),
-                  (long long)r.steps, r.seconds, r.message.c_str(), r.runFile.c_str(), r.modelDir.c_str(),
-                  double(peakResidentBytes()) / (1 << 20));
-    else
-      std::printf("rank %d: %s after %lld steps (%.1f s), peak memory %.0f MB\n", rank->world.rank, jobs::toString(r.status),
-                  (long long)r.steps, r.seconds, double(peakResidentBytes()) / (1 << 20));
+      std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nmodel: %s\n", jobs::toString(r.status), (long long)r.steps,
+                  r.seconds, r.message.c_str(), r.runFile.c_str(), r.modelDir.c_str());
+    printRankEnd(*rank, jobs::toString(r.status), r.steps, r.seconds);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }

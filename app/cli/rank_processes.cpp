@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "app/cli/child_logs.h"
+#include "engine/core/process_memory.h"
 
 namespace hh::cli {
 namespace fs = std::filesystem;
@@ -35,15 +36,15 @@ void onSignal(int) { gSignals.fetch_add(1); }
 
 constexpr auto kGraceAfterFailure = std::chrono::seconds(30);
 
-// While it lives, SIGINT and SIGTERM only count (gSignals) and interrupt waitpid (no SA_RESTART),
-// so the launcher can pass each one on to its ranks; the old handlers come back after.
+// While it lives, SIGINT and SIGTERM only count (gSignals), so the launcher's wait loop can pass
+// each one on to its ranks; the old handlers come back after.
 struct CountSignals {
   CountSignals() {
     gSignals = 0;
     struct sigaction action {};
     action.sa_handler = onSignal;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = 0;
+    action.sa_flags = SA_RESTART;
     sigaction(SIGINT, &action, &oldInt);
     sigaction(SIGTERM, &action, &oldTerm);
   }
@@ -130,6 +131,9 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = std::to_string(std::max(1, static_cast<int>(cores) / processes));
   const auto args = rankArguments();
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
 
   // Signals first, so none is lost between the forks and the wait.
   const CountSignals counting;
@@ -144,9 +148,6 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
     // launcher relays at the end, so a failure prints one line whichever rank failed first.
     logs[static_cast<size_t>(rank)] =
         (fs::path(runDir) / (rank == 0 ? ".rank-0.stderr" : "rank-" + rankText + ".log")).string();
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     const pid_t pid = fork();
     if (pid < 0) {
       for (const auto& [p, r] : running) kill(p, SIGKILL);
@@ -194,16 +195,15 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
       killedByLauncher = true;
       killAt.reset();
     }
+    // Polled, not blocking: a signal that lands between the check above and a blocking wait
+    // would otherwise wait for a rank to end before it is passed on.
     int status = 0;
-    const pid_t done = waitpid(-1, &status, killAt ? WNOHANG : 0);
-    if (done == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const pid_t done = waitpid(-1, &status, WNOHANG);
+    if (done == 0 || (done < 0 && errno == EINTR)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
-    if (done < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
+    if (done < 0) break;
     const auto it = running.find(done);
     if (it == running.end()) continue;
     const int rank = it->second;
@@ -235,6 +235,12 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
                said.empty() ? "" : ": ", said.c_str(), log.c_str());
   if (rank0OnItsOwn) return exitCodeOf(rank0Status);
   return exitCodeOf(firstFailedStatus) == 0 ? 1 : exitCodeOf(firstFailedStatus);
+}
+
+void printRankEnd(const Rank& rank, const char* status, int64_t steps, double seconds) {
+  const double peakMb = double(peakResidentBytes()) / (1 << 20);
+  if (rank.main()) std::printf("peak memory: %.0f MB\n", peakMb);
+  else std::printf("rank %d: %s after %lld steps (%.1f s), peak memory %.0f MB\n", rank.world.rank, status, (long long)steps, seconds, peakMb);
 }
 
 std::optional<Rank> launchOrJoin(int processes, const std::string& runDir) {

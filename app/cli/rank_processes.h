@@ -50,4 +50,8 @@ Rank joinWorld();
 // otherwise joinWorld(): the job runs here.
 std::optional<Rank> launchOrJoin(int processes, const std::string& runDir);
 
+// A training job's last line on this rank: "peak memory: N MB" on rank 0 (after its summary),
+// "rank K: STATUS after S steps (T s), peak memory N MB" on the others (their log).
+void printRankEnd(const Rank& rank, const char* status, int64_t steps, double seconds);
+
 }  // namespace hh::cli

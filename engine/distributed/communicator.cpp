@@ -29,7 +29,7 @@ class SingleProcess final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void allReduceSum(std::vector<torch::Tensor>&) override {}
+  void allReduceSum(torch::Tensor&) override {}
   void allReduceMax(torch::Tensor&) override {}
   void broadcast(std::vector<torch::Tensor>&, int) override {}
   void barrier() override {}
@@ -67,11 +67,9 @@ class GlooGroup final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void allReduceSum(std::vector<torch::Tensor>& tensors) override {
-    for (auto& t : tensors) {  // one exchange per tensor (callers pack what belongs together)
-      std::vector<at::Tensor> one{t};
-      run([&] { group_->allreduce(one)->wait(); }, "all-reduce");
-    }
+  void allReduceSum(torch::Tensor& values) override {
+    std::vector<at::Tensor> one{values};
+    run([&] { group_->allreduce(one)->wait(); }, "all-reduce");
   }
   void allReduceMax(torch::Tensor& values) override {
     std::vector<at::Tensor> one{values};
@@ -132,6 +130,11 @@ std::pair<int64_t, int64_t> shardRange(int64_t total, int rank, int size) {
 
 std::shared_ptr<Communicator> Communicator::single() { return std::make_shared<SingleProcess>(); }
 
+Communicator& Communicator::orAlone(Communicator* world) {
+  static SingleProcess alone;  // stateless: one serves every job and thread
+  return world ? *world : alone;
+}
+
 std::shared_ptr<Communicator> Communicator::connect(const WorldInfo& world, std::chrono::milliseconds timeout) {
   if (!world.distributed()) return single();
   return std::make_shared<GlooGroup>(world, timeout);
@@ -147,9 +150,9 @@ double Communicator::sum(double value) { return sum(std::vector<double>{value}).
 
 std::vector<double> Communicator::sum(const std::vector<double>& values) {
   if (!distributed() || values.empty()) return values;
-  std::vector<torch::Tensor> packed{torch::tensor(values, torch::kDouble)};
+  auto packed = torch::tensor(values, torch::kDouble);
   allReduceSum(packed);
-  const auto* p = packed[0].data_ptr<double>();
+  const auto* p = packed.data_ptr<double>();
   return std::vector<double>(p, p + values.size());
 }
 
@@ -185,17 +188,17 @@ std::vector<double> Communicator::reduceGradients(const std::vector<torch::Tenso
                                  : torch::zeros({p.numel()}, torch::kDouble));
   }
   pieces.push_back(torch::tensor(extra, torch::kDouble));
-  std::vector<torch::Tensor> flat{torch::cat(pieces)};
+  auto flat = torch::cat(pieces);
   allReduceSum(flat);
   int64_t offset = 0;
   for (const auto& p : params) {
     const int64_t n = p.numel();
-    auto summed = flat[0].narrow(0, offset, n).view(p.sizes()).to(p.scalar_type());
+    auto summed = flat.narrow(0, offset, n).view(p.sizes()).to(p.scalar_type());
     if (p.grad().defined()) p.mutable_grad().copy_(summed);
     else p.mutable_grad() = summed;
     offset += n;
   }
-  const auto* tail = flat[0].data_ptr<double>() + offset;
+  const auto* tail = flat.data_ptr<double>() + offset;
   return std::vector<double>(tail, tail + extra.size());
 }
 

@@ -46,6 +46,8 @@ class Communicator {
   virtual ~Communicator() = default;
   // A world of one: every collective returns its input.
   static std::shared_ptr<Communicator> single();
+  // `world`, or (null) the process-wide world of one: what the jobs train in.
+  static Communicator& orAlone(Communicator* world);
   // Rendezvous with the other ranks (rank 0 hosts the TCPStore) and build a Gloo process group
   // on the interface that reaches MASTER_ADDR. Throws std::runtime_error (naming the address)
   // when the others do not arrive within `timeout`; collectives time out after `timeout` too.
@@ -59,8 +61,8 @@ class Communicator {
   bool isMain() const { return rank() == 0; }
   bool distributed() const { return size() > 1; }
 
-  // Sum over ranks of every tensor (any float dtype, CPU), in place, in one exchange.
-  virtual void allReduceSum(std::vector<torch::Tensor>& tensors) = 0;
+  // Element-wise sum over ranks of a CPU tensor (any float dtype), in place.
+  virtual void allReduceSum(torch::Tensor& values) = 0;
   // Element-wise maximum over ranks of a CPU double tensor, in place.
   virtual void allReduceMax(torch::Tensor& values) = 0;
   // Rank `root`'s values into every rank's tensors, in place.

@@ -8,6 +8,7 @@
 
 #include "engine/core/runtime.h"
 #include "engine/distributed/communicator.h"
+#include "engine/jobs/data_parallel.h"
 #include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
 #include "engine/runs/run_writer.h"
@@ -95,8 +96,8 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   if (config.modelDir.empty()) throw std::invalid_argument("convert: no model folder");
   if (config.runDir.empty()) throw std::invalid_argument("convert: no run folder");
   exportDtype(config.exportOptions.dtype);
-  const bool distributed = world && world->distributed();
-  if (distributed && !world->isMain()) return followConvert(config, observer, *world);
+  dist::Communicator& ranks = dist::Communicator::orAlone(world);
+  if (!ranks.isMain()) return followConvert(config, observer, ranks);
   const auto start = std::chrono::steady_clock::now();
   ConvertResult result;
   fs::create_directories(config.runDir);
@@ -108,7 +109,7 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   header.kind = "convert";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceName() + (distributed ? " x " + std::to_string(world->size()) + " processes (gloo)" : "");
+  header.device = deviceName(ranks);
   header.layout.scalars = {{"distill_seconds", "s"},   {"finetune_seconds", "s"}, {"evaluate_seconds", "s"},
                            {"export_seconds", "s"},    {"kl_untrained"},         {"kl_distilled"},
                            {"perplexity_original"},    {"perplexity_converted"}, {"perplexity_ratio"},
@@ -137,7 +138,7 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
     writer.log("stage 1/4 distill: " + distill.runDir + "/run.h5");
     StageObserver distillObserver(observer, "1/4 distill");
     result.distill = runDistill(distill, distillObserver, world);
-    if (distributed) world->barrier();  // the adapters are saved: the other ranks may finetune from them
+    ranks.barrier();  // the adapters are saved: the other ranks may finetune from them
     writer.appendScalars(0, {{"distill_seconds", secondsSince(t)},
                              {"kl_untrained", result.distill.initialKl},
                              {"kl_distilled", result.distill.finalKl}});

@@ -10,6 +10,7 @@
 #include "engine/core/runtime.h"
 #include "engine/distributed/communicator.h"
 #include "engine/jobs/attention_probe.h"
+#include "engine/jobs/data_parallel.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/training_checkpoint.h"
 #include "engine/models/model_io.h"
@@ -44,8 +45,9 @@ torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures
   return total;
 }
 
-double distillationBackward(models::TransformerModel& model, const torch::Tensor& ids, models::CaptureRequest& capture,
-                            models::ForwardOptions options, const std::string& loss, double outputMse, bool poison) {
+double distillLayerByLayer(models::TransformerModel& model, const torch::Tensor& ids, models::CaptureRequest& capture,
+                           models::ForwardOptions options, const std::string& loss, double outputMse, LayerPass pass,
+                           bool poison) {
   const bool causal = model.config().causal;
   double total = 0;
   capture.consume = [&](models::LayerCapture& c) {
@@ -53,7 +55,7 @@ double distillationBackward(models::TransformerModel& model, const torch::Tensor
     if (poison) term = term * std::numeric_limits<float>::quiet_NaN();
     const double value = term.item<double>();
     total += value;
-    if (std::isfinite(value)) term.backward();
+    if (pass == LayerPass::Backward && std::isfinite(value)) term.backward();
   };
   options.capture = &capture;
   try {
@@ -95,13 +97,10 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
   const auto started = std::chrono::steady_clock::now();
   hh::initRuntime();
   torch::manual_seed(config.seed);
-  const auto single = communicator ? nullptr : dist::Communicator::single();
-  dist::Communicator& world = communicator ? *communicator : *single;
+  dist::Communicator& world = dist::Communicator::orAlone(communicator);
   const bool main = world.isMain();  // rank 0 writes the run file, the checkpoint and the adapters
   if (config.runDir.empty()) throw std::invalid_argument("distill: run_dir is empty");
-  if (config.batchSize < world.size())
-    throw std::invalid_argument("distill: batch_size " + std::to_string(config.batchSize) + " is smaller than the " +
-                                std::to_string(world.size()) + " processes (each needs at least one sequence per step)");
+  requireRowPerRank("distill", config.batchSize, world);
   fs::create_directories(config.runDir);
   DistillResult result;
   result.runFile = (fs::path(config.runDir) / "run.h5").string();
@@ -147,15 +146,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
     state.evalsWithoutGain = j.at("evals_without_gain");
     state.initialKl = counterNumber(j, "initial_kl", std::numeric_limits<double>::quiet_NaN());
   }
-  // Every rank starts from rank 0's feature maps (they agree already: same files, same seed) and
-  // must resume from the same step (run_dir has to be on storage every rank sees).
-  world.requireSame(state.step, "the step to resume from", "run_dir must be on storage every rank sees");
-  {
-    torch::NoGradGuard noGrad;
-    std::vector<torch::Tensor> shared;
-    for (const auto& p : params) shared.push_back(p.detach());
-    world.broadcast(shared, 0);
-  }
+  startTogether(world, params, state.step);
 
   // ---- run file: everything declared before SWMR starts ----
   runs::RunHeader header;
@@ -163,7 +154,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
   header.kind = "distill";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceName() + (world.distributed() ? " x " + std::to_string(world.size()) + " processes (gloo)" : "");
+  header.device = deviceName(world);
   auto& layout = header.layout;
   layout.scalars = {{"loss", "nats"}, {"lr"}, {"val_loss", "nats"}, {"kl_mean", "nats"}, {"step_seconds", "s"}};
   layout.layers = static_cast<int>(L);
@@ -199,10 +190,8 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
   log("distill " + model->config().describe() + " | " + config.featureMap + "/" + config.rule + " | " +
       std::to_string(params.size()) + " trainable tensors | train " + std::to_string(dataset.train.size(0)) +
       " x " + std::to_string(dataset.train.size(1)) + " tokens, validation " + std::to_string(dataset.validation.size(0)) +
-      (world.distributed() ? " | data-parallel over " + std::to_string(world.size()) + " processes, " +
-                                 std::to_string(config.batchSize) + " sequences per step in all" : ""));
+      dataParallelNote(world, config.batchSize, "sequences"));
 
-  const bool causal = model->config().causal;
   models::CaptureRequest capture;
   capture.softmaxWeights = true;
   capture.linearWeights = true;
@@ -224,10 +213,6 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
   // rows of every batch (weighted by its share) and one sum gives every rank the same value.
   auto validationLoss = [&]() {
     torch::NoGradGuard noGrad;
-    double batchLoss = 0;
-    capture.consume = [&](models::LayerCapture& c) {  // one layer's maps alive at a time
-      batchLoss += distillationLoss({c}, causal, {}, config.loss, config.outputMse).item<double>();
-    };
     double sum = 0;
     int64_t batches = 0;
     const int64_t n = dataset.validation.size(0);
@@ -237,11 +222,9 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
       const auto [first, last] = dist::shardRange(b, world.rank(), world.size());
       if (last == first) continue;
       const auto ids = dataset.validation.narrow(0, start + first, last - first);
-      batchLoss = 0;
-      model->forward(ids, teacherOptions());
-      sum += batchLoss * double(last - first) / double(b);
+      sum += distillLayerByLayer(*model, ids, capture, teacherOptions(), config.loss, config.outputMse, LayerPass::LossOnly) *
+             double(last - first) / double(b);
     }
-    capture.consume = nullptr;
     return world.sum(sum) / std::max<int64_t>(batches, 1);
   };
   const int64_t probeRows = config.probeRows > 0 ? config.probeRows : config.batchSize;
@@ -314,14 +297,12 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
       const auto t0 = std::chrono::steady_clock::now();
       // Every rank draws the same global batch and trains on its rows of it; its gradient,
       // weighted by its share, summed over ranks is the gradient of the whole batch.
-      const auto rows = sampler.next();  // [B] global
-      const auto [first, last] = dist::shardRange(rows.size(0), world.rank(), world.size());
-      const double share = double(last - first) / double(rows.size(0));
-      const auto ids = dataset.train.index_select(0, rows.narrow(0, first, last - first));  // [B/ranks, T]
+      const auto shard = shardOf(sampler.next(), world);
+      const auto ids = dataset.train.index_select(0, shard.rows);  // [b, T]
       optimizer.zero_grad();
-      const double localLoss = distillationBackward(*model, ids, capture, teacherOptions(), config.loss, config.outputMse,
-                                                    state.step == config.debugNanAtStep);  // layer by layer
-      const double lossValue = world.reduceGradients(params, share, {localLoss * share}).front();
+      const double localLoss = distillLayerByLayer(*model, ids, capture, teacherOptions(), config.loss, config.outputMse,
+                                                   LayerPass::Backward, state.step == config.debugNanAtStep);
+      const double lossValue = world.reduceGradients(params, shard.share, {localLoss * shard.share}).front();
       if (!std::isfinite(lossValue)) {
         restoreAdapters(*model, lastGood);
         result.status = JobStatus::Failed;

@@ -93,14 +93,18 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
 torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures, bool causal, const torch::Tensor& mask,
                                const std::string& loss, double outputMse);
 
-// One training forward of stage 1: the teacher runs on ids [B, T] and each layer `capture` names
-// adds its distillationLoss term, backpropagated as soon as the layer has run (a layer's term
-// depends on its own feature map only: the teacher's softmax output goes on), so one layer's
-// [B, H, T, T] tensors are alive at a time and the gradients equal those of the summed loss.
-// Returns the summed loss; a term that is not finite is not backpropagated (the sum says so).
-// `options` are the teacher's (capture, computeLogits, stopAfterLayer); `poison` multiplies every
-// term by NaN (a testing aid).
-double distillationBackward(models::TransformerModel& model, const torch::Tensor& ids, models::CaptureRequest& capture,
-                            models::ForwardOptions options, const std::string& loss, double outputMse, bool poison = false);
+// One forward of stage 1, layer by layer: the teacher runs on ids [B, T] and each layer `capture`
+// names adds its distillationLoss term as soon as the layer has run, so one layer's [B, H, T, T]
+// tensors are alive at a time. Returns the summed loss.
+//   Backward   each term is backpropagated at once (a layer's term depends on its own feature
+//              map only: the teacher's softmax output goes on), so the gradients equal those of
+//              the summed loss; a term that is not finite is not backpropagated (the sum says so)
+//   LossOnly   the loss alone (held-out evaluation, under NoGradGuard)
+// `options` are the teacher's (computeLogits, stopAfterLayer; capture is set here); `poison`
+// multiplies every term by NaN (a testing aid).
+enum class LayerPass { Backward, LossOnly };
+double distillLayerByLayer(models::TransformerModel& model, const torch::Tensor& ids, models::CaptureRequest& capture,
+                           models::ForwardOptions options, const std::string& loss, double outputMse, LayerPass pass,
+                           bool poison = false);
 
 }  // namespace hh::jobs

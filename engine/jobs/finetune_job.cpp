@@ -4,8 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -13,6 +13,7 @@
 #include "engine/data/classification_data.h"
 #include "engine/data/data_paths.h"
 #include "engine/distributed/communicator.h"
+#include "engine/jobs/data_parallel.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/training_checkpoint.h"
 #include "engine/jobs/training_support.h"
@@ -49,13 +50,10 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
   const auto started = std::chrono::steady_clock::now();
   hh::initRuntime();
   torch::manual_seed(config.seed);
-  const auto single = communicator ? nullptr : dist::Communicator::single();
-  dist::Communicator& world = communicator ? *communicator : *single;
+  dist::Communicator& world = dist::Communicator::orAlone(communicator);
   const bool main = world.isMain();  // rank 0 writes the run file, the checkpoint and the model
   if (config.runDir.empty()) throw std::invalid_argument("finetune: run_dir is empty");
-  if (config.batchSize < world.size())
-    throw std::invalid_argument("finetune: batch_size " + std::to_string(config.batchSize) + " is smaller than the " +
-                                std::to_string(world.size()) + " processes (each needs at least one row per step)");
+  requireRowPerRank("finetune", config.batchSize, world);
   if (config.modelDir.empty()) throw std::invalid_argument("finetune: model is empty");
   fs::create_directories(config.runDir);
   FinetuneResult result;
@@ -125,15 +123,7 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
     result.finalValidationLoss = counterNumber(j, "val_loss", std::numeric_limits<double>::quiet_NaN());
     result.finalMetric = counterNumber(j, "metric", std::numeric_limits<double>::quiet_NaN());
   }
-  // Every rank starts from rank 0's weights (they agree already: same files, same seed) and must
-  // resume from the same step (run_dir has to be on storage every rank sees).
-  world.requireSame(step, "the step to resume from", "run_dir must be on storage every rank sees");
-  {
-    torch::NoGradGuard noGrad;
-    std::vector<torch::Tensor> shared;
-    for (const auto& p : params) shared.push_back(p.detach());
-    world.broadcast(shared, 0);
-  }
+  startTogether(world, params, step);
   auto saveCheckpoint = [&]() {
     if (!main) return;
     saveTrainingCheckpoint(checkpointFile, optimizer,
@@ -150,7 +140,7 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
   header.kind = "finetune";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceName() + (world.distributed() ? " x " + std::to_string(world.size()) + " processes (gloo)" : "");
+  header.device = deviceName(world);
   header.layout.scalars = {{"loss", "nats"}, {"lr"}, {"grad_norm"}, {"val_loss", "nats"}, {metric}};
   runs::RunWriterOptions writerOptions;
   writerOptions.overwrite = true;
@@ -171,8 +161,7 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
       std::to_string(result.trainableParameters) + " of " + std::to_string(model->parameterCount()) +
       " parameters train | train " + std::to_string(trainRows) + " rows, validation " + std::to_string(validationRows) +
       (resuming ? " | resumed at step " + std::to_string(step) : "") +
-      (world.distributed() ? " | data-parallel over " + std::to_string(world.size()) + " processes, " +
-                                 std::to_string(config.batchSize) + " rows per step in all" : ""));
+      dataParallelNote(world, config.batchSize, "rows"));
 
   // The task loss of one batch (training mode; this rank's rows) and the held-out evaluation:
   // {val_loss, metric}, the same on every rank (each evaluates its rows of every batch).
@@ -238,14 +227,12 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
       optimizer.zero_grad();
       // Every rank draws the same global batch and trains on its rows; its gradient, weighted by
       // its share, summed over ranks is the gradient of the whole batch (then clipped).
-      const auto rows = sampler.next();  // [B] global
-      const auto [first, last] = dist::shardRange(rows.size(0), world.rank(), world.size());
-      const double share = double(last - first) / double(rows.size(0));
-      auto loss = batchLoss(rows.narrow(0, first, last - first));
+      const auto shard = shardOf(sampler.next(), world);
+      auto loss = batchLoss(shard.rows);
       if (step == config.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
       const double localLoss = loss.item<double>();
       if (std::isfinite(localLoss)) loss.backward();
-      const double lossValue = world.reduceGradients(params, share, {localLoss * share}).front();
+      const double lossValue = world.reduceGradients(params, shard.share, {localLoss * shard.share}).front();
       double gradNorm = 0;
       if (std::isfinite(lossValue)) gradNorm = clipGradients(params, config.gradClip);
       if (!std::isfinite(lossValue) || !std::isfinite(gradNorm)) {
@@ -298,8 +285,6 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
   }
   result.steps = step;
   result.bestValidationLoss = bestLoss;
-  // Save the last good weights as a plain model (LoRA merged in); the checkpoint before the merge
-  // (it holds the unmerged LoRA factors that resume continues from).
   if (!main) {  // the other ranks are done: rank 0 saves the model and closes the run file
     result.runFile.clear();
     result.modelDir.clear();
@@ -307,6 +292,8 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
     result.seconds = secondsSince(started);
     return result;
   }
+  // Save the last good weights as a plain model (LoRA merged in); the checkpoint before the merge
+  // (it holds the unmerged LoRA factors that resume continues from).
   try {
     writer->flush();
     saveCheckpoint();

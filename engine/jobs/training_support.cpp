@@ -33,14 +33,13 @@ double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows,
   torch::NoGradGuard noGrad;
   const bool wasTraining = model.is_training();
   model.eval();
-  const bool distributed = world && world->distributed();
+  dist::Communicator& ranks = dist::Communicator::orAlone(world);
   double sum = 0, tokens = 0;
   int64_t batches = 0;
   const int64_t n = rows.size(0);
   for (int64_t start = 0; start < n && (maxBatches <= 0 || batches < maxBatches); start += batchSize, ++batches) {
-    if (!distributed) throwIfCancelled(observer);
-    const int64_t b = std::min(batchSize, n - start);
-    const auto [first, last] = distributed ? dist::shardRange(b, world->rank(), world->size()) : std::pair<int64_t, int64_t>{0, b};
+    if (!ranks.distributed()) throwIfCancelled(observer);  // a lone rank must not leave a collective
+    const auto [first, last] = dist::shardRange(std::min(batchSize, n - start), ranks.rank(), ranks.size());
     if (last == first) continue;
     const auto ids = rows.narrow(0, start + first, last - first);  // [b, T]
     const auto logits = model.forward(ids).logits;
@@ -49,11 +48,8 @@ double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows,
     tokens += double(count);
   }
   model.train(wasTraining);
-  if (distributed) {
-    const auto both = world->sum(std::vector<double>{sum, tokens});
-    sum = both[0], tokens = both[1];
-  }
-  return sum / std::max(tokens, 1.0);
+  const auto both = ranks.sum(std::vector<double>{sum, tokens});  // this rank's alone
+  return both[0] / std::max(both[1], 1.0);
 }
 
 double clipGradients(const std::vector<torch::Tensor>& params, double maxNorm) {

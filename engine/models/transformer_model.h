@@ -13,7 +13,6 @@
 #include <torch/torch.h>
 
 #include <functional>
-
 #include <memory>
 #include <string>
 #include <utility>

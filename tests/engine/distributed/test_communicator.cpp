@@ -143,9 +143,8 @@ class TestCommunicator : public QObject {
         torch::manual_seed(100 + r);
         t = contribution(r);
       }
-      std::vector<torch::Tensor> one{t};
-      c.allReduceSum(one);
-      results[static_cast<size_t>(r)] = one[0];
+      c.allReduceSum(t);
+      results[static_cast<size_t>(r)] = t;
       scalarSums[static_cast<size_t>(r)] = c.sum(double(r) + 0.5);
     });
     for (int r = 0; r < kRanks; ++r) {

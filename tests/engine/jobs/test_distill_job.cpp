@@ -206,7 +206,7 @@ class TestDistillJob : public QObject {
     QVERIFY(std::abs(j::distillationLoss({c}, true, {}, "kl", 0.0).item<double>() - (want - entropy)) < 1e-6);
   }
 
-  // distillationBackward (one layer's maps alive at a time) against the summed loss of every
+  // distillLayerByLayer (one layer's maps alive at a time) against the summed loss of every
   // layer backpropagated at once: the same loss and the same gradient of every feature map. The
   // loss is computed in float32 (distillationLoss casts), and only the order of the additions
   // differs: within 1e-6 relative to the largest value.
@@ -243,7 +243,7 @@ class TestDistillJob : public QObject {
     std::vector<torch::Tensor> reference;
     for (auto& p : params) reference.push_back(p.grad().clone()), p.mutable_grad().zero_();
 
-    const double layered = j::distillationBackward(*model, ids, capture, options, "kl", 0.0);
+    const double layered = j::distillLayerByLayer(*model, ids, capture, options, "kl", 0.0, j::LayerPass::Backward);
     QVERIFY(!capture.consume);  // handed back as it was
     qInfo("loss %.9g layered vs %.9g summed", layered, summed.item<double>());
     QVERIFY(std::abs(layered - summed.item<double>()) <= 1e-6 * std::abs(summed.item<double>()));
@@ -256,7 +256,7 @@ class TestDistillJob : public QObject {
     }
     // A poisoned term is reported and not backpropagated.
     for (auto& p : params) p.mutable_grad().zero_();
-    QVERIFY(std::isnan(j::distillationBackward(*model, ids, capture, options, "kl", 0.0, true)));
+    QVERIFY(std::isnan(j::distillLayerByLayer(*model, ids, capture, options, "kl", 0.0, j::LayerPass::Backward, true)));
     for (auto& p : params) QCOMPARE(p.grad().abs().max().item<double>(), 0.0);
   }
 
