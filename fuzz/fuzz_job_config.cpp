@@ -3,13 +3,13 @@
 // that parses is written back with toJson and parsed again.
 #include <exception>
 
-#include "engine/jobs/config_file.h"
-#include "engine/jobs/convert_job.h"
-#include "engine/jobs/distill_job.h"
-#include "engine/jobs/evaluate_job.h"
-#include "engine/jobs/experiment_job.h"
-#include "engine/jobs/finetune_job.h"
-#include "engine/jobs/train_job.h"
+#include "engine/config/config_file.h"
+#include "engine/config/convert_config.h"
+#include "engine/config/distill_config.h"
+#include "engine/config/evaluate_config.h"
+#include "engine/config/experiment_config.h"
+#include "engine/config/finetune_config.h"
+#include "engine/config/train_config.h"
 #include "fuzz/fuzz_support.h"
 
 namespace {

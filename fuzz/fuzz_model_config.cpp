@@ -2,7 +2,7 @@
 // attention plan under "hedgehog_attention"), then the config written back and parsed again.
 #include <exception>
 
-#include "engine/models/model_config.h"
+#include "engine/config/model_config.h"
 #include "fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

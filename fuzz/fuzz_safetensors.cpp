@@ -1,5 +1,5 @@
 // Fuzz target: a safetensors file (SafetensorsFile::open validates the header against the file
-// size), then every tensor read out of the mapping, as stored and as int64 where that is allowed.
+// size), then every tensor's bytes copied out of the mapping (AddressSanitizer checks each range).
 #include <exception>
 
 #include "engine/io/safetensors.h"
@@ -10,13 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hh::fuzz::writeFile(path, hh::fuzz::asText(data, size));
   try {
     const auto file = hh::io::SafetensorsFile::open(path);
-    for (const auto& name : file.names()) {
-      (void)file.tensor(name);
-      try {
-        (void)file.tensor(name, torch::kLong);  // refused for float data (FormatError)
-      } catch (const hh::io::FormatError&) {
-      }
-    }
+    for (const auto& name : file.names()) hh::fuzz::copyBytes(file, name);
   } catch (const std::exception&) {
   }
   return 0;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -65,6 +66,15 @@ inline std::vector<std::string_view> splitFiles(const uint8_t* data, size_t size
   }
   out.push_back(rest);
   return out;
+}
+
+// Copies tensor `name`'s bytes out of a safetensors file or model (SafetensorsFile or
+// ShardedSafetensors), as a reader does; AddressSanitizer reports a range outside the mapping.
+template <class File>
+void copyBytes(const File& file, const std::string& name) {
+  const auto size = file.info(name).size;
+  std::vector<uint8_t> out(static_cast<size_t>(size));
+  if (size > 0) std::memcpy(out.data(), file.bytes(name), out.size());
 }
 
 inline std::string_view asText(const uint8_t* data, size_t size) {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything Hedgehog Workbench needs on Debian 12 and builds it. Idempotent and
 # incremental: installs only missing packages, reuses the data cache and the build directory.
+#   bash scripts/setup.sh [TARGET ...]   builds the named CMake targets (default: everything;
+#                                        scripts/demo.sh asks for the CLI and the workbench only)
 #   HH_BUILD_DIR   build directory            (default: <repo>/build)
 #   HH_DATA_DIR    data cache outside the tree (default: $HOME/.cache/hedgehog)
 #   HH_BUILD_GUI   ON/OFF                      (default: ON)
@@ -66,6 +68,8 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 else
   cmake -S "$repo" -B "$build" -DHH_DATA_DIR="$data" >/dev/null
 fi
-log "building with $jobs jobs"
-cmake --build "$build" -j "$jobs"
-log "built: $build/app/hedgehog$( [ "$gui" = "ON" ] && echo " and $build/app/hedgehog-workbench")"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+log "building ${*:-everything} with $jobs jobs"
+cmake --build "$build" -j "$jobs" "${targets[@]}"
+log "built: ${*:-everything} in $build"

@@ -2,7 +2,7 @@
 // interpolation between anchors, and their QCPColorGradient / lookup-table forms.
 #include "widgets/colormap.h"
 
-#include <qcustomplot.h>
+#include "widgets/qcp.h"
 
 #include <algorithm>
 #include <cmath>

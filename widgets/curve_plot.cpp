@@ -5,7 +5,7 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
-#include <qcustomplot.h>
+#include "widgets/qcp.h"
 
 #include <algorithm>
 #include <cmath>

@@ -11,7 +11,7 @@
 #include <QSvgGenerator>
 #include <QWidget>
 
-#include <qcustomplot.h>
+#include "widgets/qcp.h"
 
 
 namespace hh::widgets {

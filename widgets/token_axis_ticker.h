@@ -6,7 +6,7 @@
 #pragma once
 #include <QStringList>
 
-#include <qcustomplot.h>
+#include "widgets/qcp.h"
 
 namespace hh::widgets {
 

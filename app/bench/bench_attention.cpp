@@ -5,6 +5,8 @@
 // Peak memory: the process's peak RSS (VmHWM), reset before each measurement through
 // /proc/self/clear_refs, minus the RSS before it; glibc's mmap threshold is pinned at 64 KiB so
 // freed tensors go back to the OS and the reading follows live allocations.
+#include <torch/types.h>
+
 #include <malloc.h>
 
 #include <algorithm>
@@ -130,13 +132,13 @@ int main(int argc, char** argv) {
     const bool runSoftmax = n <= softmaxMax;
     if (runSoftmax) {
       const int reps = n >= 8192 ? 1 : repeats;
-      smF = measure([&] { torch::NoGradGuard g; hh::attn::softmaxAttention(q, k, v, true); }, reps);
+      smF = measure([&] { at::NoGradGuard g; hh::attn::softmaxAttention(q, k, v, true); }, reps);
       smFB = measure([&] { hh::attn::softmaxAttention(qg, kg, vg, true).sum().backward(); }, reps);
     }
-    const auto hhF = measure([&] { torch::NoGradGuard g; hedgehog->forward(q, k, v); }, repeats);
+    const auto hhF = measure([&] { at::NoGradGuard g; hedgehog->forward(q, k, v); }, repeats);
     const auto hhFB = measure([&] { hedgehog->forward(qg, kg, vg).sum().backward(); }, repeats);
     const auto plF = measure([&] {
-      torch::NoGradGuard g;
+      at::NoGradGuard g;
       plainChunkedLoop(fmap->forward(q), fmap->forward(k), v, chunk, cfg.rule.eps);
     }, repeats);
     const auto plFB = measure([&] {

@@ -12,6 +12,8 @@
 // forward passes are timed (after 2 warm-ups): median and fastest.
 // Floor: the bytes one step must read (every weight once, plus the KV cache for softmax) over the
 // machine's measured read rate (a matrix-vector product over a 512 MiB matrix, best of 5).
+#include <torch/types.h>
+
 #include <malloc.h>
 
 #include <algorithm>
@@ -118,7 +120,7 @@ int main(int argc, char** argv) {
   }
   mallopt(M_MMAP_THRESHOLD, 64 * 1024);
   const auto rt = hh::initRuntime();
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   const double bandwidth = readBandwidthGBs();
   std::printf("# hh_bench_decode: batch 1, fp32, torch %s, %d threads; %d timed steps per cell (median, fastest)\n",
               rt.torchVersion.c_str(), rt.intraOpThreads, steps);

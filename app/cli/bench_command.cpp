@@ -8,6 +8,10 @@
 // Each is run `--warmup` times, then `--repeats` times; the median and the best are reported with
 // tokens per second. `--save-batch FILE` writes the batch's input_ids (safetensors, I64 [B, T]) so
 // that scripts/bench_distill_pytorch.py times the same step on the same tokens.
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adamw.h>
+#include <torch/types.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,10 +20,11 @@
 #include "app/cli/commands.h"
 #include "engine/core/runtime.h"
 #include "engine/io/safetensors.h"
-#include "engine/jobs/distill_job.h"
+#include "engine/jobs/distillation_loss.h"
 #include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
+#include "engine/models/tensor_file.h"
 
 namespace hh::cli {
 namespace {
@@ -93,7 +98,7 @@ void addBenchCommand(CLI::App& app) {
     if (dataset.validation.size(0) < a->batch)
       throw std::runtime_error("bench: the corpus gives fewer than --batch-size validation sequences");
     const auto ids = dataset.validation.narrow(0, 0, a->batch).contiguous();  // [B, T]
-    if (!a->saveBatch.empty()) io::writeSafetensors(a->saveBatch, {{"input_ids", ids}}, {{"format", "pt"}});
+    if (!a->saveBatch.empty()) models::writeTensorFile(a->saveBatch, {{"input_ids", ids}}, {{"format", "pt"}});
     const int64_t tokens = ids.numel();
     std::vector<Timing> timings;
     const bool all = a->only.empty();
@@ -134,7 +139,7 @@ void addBenchCommand(CLI::App& app) {
       }));
     }
     if (all || a->only == "forward") {
-      torch::NoGradGuard noGrad;
+      at::NoGradGuard noGrad;
       auto teacher = models::loadModel(a->model);
       timings.push_back(timeSteps("forward softmax", a->warmup, a->repeats, tokens,
                                   [&] { return teacher->forward(ids).logits.sum().item<double>(); }));

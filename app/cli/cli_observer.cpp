@@ -1,5 +1,7 @@
 #include "app/cli/cli_observer.h"
 
+#include "app/cli/progress_format.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -21,7 +23,11 @@ std::string formatSeconds(double s) {
 }
 }  // namespace
 
-CliObserver::CliObserver() : tty_(::isatty(STDOUT_FILENO) != 0), start_(std::chrono::steady_clock::now()), lastPlain_(start_) {
+CliObserver::CliObserver()
+    : tty_(progressFormat() == ProgressFormat::Bar ||
+           (progressFormat() == ProgressFormat::Auto && ::isatty(STDOUT_FILENO) != 0)),
+      jsonl_(jsonlProgress()),
+      start_(std::chrono::steady_clock::now()), lastPlain_(start_) {
   if (const char* seconds = std::getenv("HH_PROGRESS_SECONDS")) {
     char* end = nullptr;
     const double value = std::strtod(seconds, &end);
@@ -37,17 +43,20 @@ CliObserver::~CliObserver() {
 }
 
 void CliObserver::started(const std::string& runPath, int64_t totalSteps) {
+  if (jsonl_) return emitEvent({{"event", "run_file"}, {"path", runPath}, {"total_steps", totalSteps}});
   std::printf("run file: %s\n", runPath.c_str());
   std::fflush(stdout);
 }
 
 void CliObserver::progress(int64_t step, int64_t total, const std::string& phase) { draw(step, total, phase); }
 
-void CliObserver::scalars(int64_t, const std::map<std::string, double>& values) {
+void CliObserver::scalars(int64_t step, const std::map<std::string, double>& values) {
+  if (jsonl_) emitEvent({{"event", "scalars"}, {"step", step}, {"values", values}});
   for (const auto& [k, v] : values) latest_[k] = v;
 }
 
 void CliObserver::log(const std::string& line) {
+  if (jsonl_) return emitEvent({{"event", "log"}, {"line", line}});
   if (barVisible_) std::printf("\r\033[K");
   barVisible_ = false;
   std::printf("%s\n", line.c_str());
@@ -55,7 +64,7 @@ void CliObserver::log(const std::string& line) {
 }
 
 bool CliObserver::cancelled() {
-  if (gInterrupts.load() > 0 && barVisible_) {
+  if (gInterrupts.load() > 0 && barVisible_ && !jsonl_) {
     std::printf("\ncancelling (Ctrl-C again to kill)...\n");
     barVisible_ = false;
   }
@@ -68,6 +77,11 @@ void CliObserver::draw(int64_t step, int64_t total, const std::string& phase) {
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double done = double(step - firstStep_);
   const double eta = done > 0 && total > step ? elapsed / done * double(total - step) : 0.0;
+  if (jsonl_) {
+    const bool known = done > 0 || step >= total;  // no estimate before the second call
+    return emitEvent({{"event", "progress"}, {"step", step}, {"total", total}, {"phase", phase},
+                      {"elapsed_s", elapsed}, {"eta_s", known ? nlohmann::json(eta) : nlohmann::json()}});
+  }
   std::string metrics;
   for (const char* key : {"loss", "val_loss", "kl_mean", "perplexity", "accuracy"}) {
     auto it = latest_.find(key);

@@ -1,7 +1,8 @@
-// The CLI's JobObserver: a progress bar with ETA and the live loss on a terminal, plain
-// timestamped lines when stdout is not a terminal (every 5 s, or every HH_PROGRESS_SECONDS: the
-// workbench sets it when it follows a CLI run); log lines pass through. Ctrl-C asks the job
-// to cancel (the job stops within a step and marks its run cancelled); a second Ctrl-C kills.
+// The CLI's JobObserver, in the format of --progress (progress_format.h): a progress bar with ETA
+// and the live loss on a terminal, plain timestamped lines when stdout is not a terminal (every
+// 5 s, or every HH_PROGRESS_SECONDS), or one JSON event per call; log lines pass through. Ctrl-C
+// asks the job to cancel (the job stops within a step and marks its run cancelled); a second
+// Ctrl-C kills.
 #pragma once
 #include <chrono>
 #include <map>
@@ -23,7 +24,7 @@ class CliObserver : public jobs::JobObserver {
 
  private:
   void draw(int64_t step, int64_t total, const std::string& phase);
-  bool tty_;
+  bool tty_, jsonl_;
   std::chrono::steady_clock::time_point start_, lastPlain_;
   int64_t firstStep_ = -1;
   std::map<std::string, double> latest_;

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/jobs/config_file.h"
+#include "engine/config/config_file.h"
 #include "engine/jobs/evaluate_job.h"
 
 namespace hh::cli {

@@ -1,6 +1,9 @@
 // `hedgehog compare`: every feature map against softmax on one attention head (KL, entropy,
 // monotonicity), then a short Hedgehog distillation of that head showing the KL fall. The
 // interim main job until the conversion demo lands.
+#include <torch/optim/adam.h>
+#include <torch/types.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -60,7 +63,7 @@ int runCompare(const CompareArgs& a) {
     fc.expT = 2.0;
     fc.cosformerMaxLength = std::max<int64_t>(t, 4096);
     attn::FeatureMap fm(fc);
-    torch::NoGradGuard guard;
+    at::NoGradGuard guard;
     // Queries are scaled by 1/sqrt(D) for maps that approximate exp(q.k) directly.
     const double s = std::pow(static_cast<double>(d), -0.25);
     const auto aw = attn::linearWeights(fm->forward(q * s), fm->forward(k * s), {}, ro);

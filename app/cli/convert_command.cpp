@@ -6,6 +6,7 @@
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
+#include "app/cli/job_end.h"
 #include "app/cli/rank_processes.h"
 #include "engine/jobs/convert_job.h"
 
@@ -69,15 +70,23 @@ void addConvertCommand(CLI::App& app) {
       if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
       return;
     }
-    std::printf("%s after %.1f s: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str());
-    if (r.status == jobs::JobStatus::Completed) {
-      std::printf("stages: distill %lld steps (%.1f s), finetune %lld steps (%.1f s), evaluate %.1f s\n",
-                  (long long)r.distill.steps, r.distill.seconds, (long long)r.finetune.steps, r.finetune.seconds,
-                  r.evaluate.seconds);
-      printEvaluation(r.evaluate);
-    }
-    std::printf("run file: %s\n", r.runFile.c_str());
-    if (!r.exportPath.empty()) std::printf("exported model: %s\n", r.exportPath.c_str());
+    JobEnd end{r.status, r.message, r.seconds, -1, r.runFile, {{"export", r.exportPath}}, &r.evaluate};
+    end.extra["stages"] = {{"distill", {{"steps", r.distill.steps}, {"seconds", r.distill.seconds}, {"run_file", r.distill.runFile}}},
+                           {"finetune", {{"steps", r.finetune.steps}, {"seconds", r.finetune.seconds}, {"run_file", r.finetune.runFile}}},
+                           {"evaluate", {{"seconds", r.evaluate.seconds}, {"run_file", r.evaluate.runFile}}}};
+    if (!r.failedStage.empty()) end.extra["failed_stage"] = r.failedStage;
+    end.printHuman = [&r] {
+      std::printf("%s after %.1f s: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str());
+      if (r.status == jobs::JobStatus::Completed) {
+        std::printf("stages: distill %lld steps (%.1f s), finetune %lld steps (%.1f s), evaluate %.1f s\n",
+                    (long long)r.distill.steps, r.distill.seconds, (long long)r.finetune.steps, r.finetune.seconds,
+                    r.evaluate.seconds);
+        printEvaluation(r.evaluate);
+      }
+      std::printf("run file: %s\n", r.runFile.c_str());
+      if (!r.exportPath.empty()) std::printf("exported model: %s\n", r.exportPath.c_str());
+    };
+    reportJobEnd(end);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }

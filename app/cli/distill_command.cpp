@@ -5,6 +5,7 @@
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
+#include "app/cli/job_end.h"
 #include "app/cli/rank_processes.h"
 #include "engine/jobs/distill_job.h"
 
@@ -67,9 +68,7 @@ void addDistillCommand(CLI::App& app) {
     if (!rank) return;  // this process launched the ranks; they did the job
     CliObserver observer;
     const auto r = jobs::runDistill(c, observer, rank->communicator.get());
-    if (rank->main())
-      std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nadapters: %s\n", jobs::toString(r.status), (long long)r.steps,
-                  r.seconds, r.message.c_str(), r.runFile.c_str(), r.adaptersFile.c_str());
+    if (rank->main()) reportJobEnd({r.status, r.message, r.seconds, r.steps, r.runFile, {{"adapters", r.adaptersFile}}});
     printRankEnd(*rank, jobs::toString(r.status), r.steps, r.seconds);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });

@@ -8,6 +8,7 @@
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
+#include "app/cli/job_end.h"
 #include "engine/jobs/evaluate_job.h"
 
 namespace hh::cli {
@@ -99,8 +100,12 @@ void addEvaluateCommand(CLI::App& app) {
     if (c.modelDir.empty()) throw std::runtime_error("evaluate: no model folder (give MODEL_DIR or \"model\" in --config)");
     CliObserver observer;
     const auto r = jobs::runEvaluate(c, observer);
-    if (r.status == jobs::JobStatus::Completed) printEvaluation(r);
-    std::printf("\n%s (%.1f s): %s\nrun file: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(), r.runFile.c_str());
+    JobEnd end{r.status, r.message, r.seconds, -1, r.runFile, {}, &r};
+    end.printHuman = [&r] {
+      if (r.status == jobs::JobStatus::Completed) printEvaluation(r);
+      std::printf("\n%s (%.1f s): %s\nrun file: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(), r.runFile.c_str());
+    };
+    reportJobEnd(end);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }

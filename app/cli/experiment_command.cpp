@@ -9,7 +9,7 @@
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
 #include "app/cli/variant_processes.h"
-#include "engine/jobs/config_file.h"
+#include "engine/config/config_file.h"
 #include "engine/jobs/experiment_job.h"
 
 namespace hh::cli {

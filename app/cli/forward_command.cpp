@@ -4,12 +4,15 @@
 // and `attentions` (F32, [B, L, H, T, T]: the softmax weights, or the linear weights of converted
 // layers) — the layout of the fixture's reference file, so users can diff it against their own
 // implementation. --compare prints the relative error of each tensor against a reference file.
+#include <torch/types.h>
+
 #include <cstdio>
 
 #include "app/cli/commands.h"
 #include "engine/core/runtime.h"
 #include "engine/io/safetensors.h"
 #include "engine/models/model_io.h"
+#include "engine/models/tensor_file.h"
 
 namespace hh::cli {
 namespace {
@@ -33,26 +36,26 @@ int runForward(const ForwardArgs& a) {
   if (!idsFile.contains("input_ids")) throw io::FormatError(a.idsPath + ": no tensor \"input_ids\"");
   if (idsFile.info("input_ids").dtype != "I64" && idsFile.info("input_ids").dtype != "I32")
     throw io::FormatError(a.idsPath + ": \"input_ids\" must be I64, got " + idsFile.info("input_ids").dtype);
-  const auto ids = idsFile.tensor("input_ids", torch::kLong);
+  const auto ids = models::readTensor(idsFile, "input_ids", torch::kLong);
   if (ids.dim() != 2) throw io::FormatError(a.idsPath + ": \"input_ids\" must be [B, T]");
   const int64_t vocab = model->config().vocabSize;
   if (ids.numel() > 0 && (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= vocab))
     throw io::FormatError(a.idsPath + ": token ids must lie in [0, " + std::to_string(vocab) + ")");
 
   models::ForwardOptions options;
-  if (idsFile.contains("attention_mask")) options.attentionMask = idsFile.tensor("attention_mask", torch::kLong);
-  if (idsFile.contains("token_type_ids")) options.tokenTypes = idsFile.tensor("token_type_ids", torch::kLong);
+  if (idsFile.contains("attention_mask")) options.attentionMask = models::readTensor(idsFile, "attention_mask", torch::kLong);
+  if (idsFile.contains("token_type_ids")) options.tokenTypes = models::readTensor(idsFile, "token_type_ids", torch::kLong);
   models::CaptureRequest request;
   request.linearWeights = !a.softmaxOnly;
   options.capture = &request;
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   const auto out = model->forward(ids, options);
   std::vector<torch::Tensor> layers;
   for (const auto& c : out.captures)
     layers.push_back((c.linearWeights.defined() && !a.softmaxOnly ? c.linearWeights : c.softmaxWeights).to(torch::kFloat));
   const auto attentions = torch::stack(layers, 1).contiguous();  // [B,L,H,T,T]
   const auto logits = out.logits.to(torch::kFloat).contiguous();
-  io::writeSafetensors(a.outPath, {{"input_ids", ids}, {"logits", logits}, {"attentions", attentions}},
+  models::writeTensorFile(a.outPath, {{"input_ids", ids}, {"logits", logits}, {"attentions", attentions}},
                        {{"producer", std::string("hedgehog ") + engineVersion()},
                         {"model", model->config().describe()},
                         {"note", "logits [B,T,V]; attentions [B,L,H,T,T]: softmax weights, linear weights for converted layers"}});
@@ -67,7 +70,7 @@ int runForward(const ForwardArgs& a) {
       std::printf("  %-10s not in %s\n", name.c_str(), a.comparePath.c_str());
       continue;
     }
-    const auto theirs = ref.tensor(name);
+    const auto theirs = models::readTensor(ref, name);
     if (theirs.sizes() != mine.sizes()) {
       std::printf("  %-10s shape %s here, %s in the reference\n", name.c_str(), models::shapeString(mine.sizes().vec()).c_str(),
                   models::shapeString(theirs.sizes().vec()).c_str());

@@ -2,6 +2,8 @@
 // runs the model on a text and prints, per layer and head, the softmax entropy and — for
 // converted layers — KL(softmax || linear), the linear entropy and the monotonicity (Spearman);
 // --out writes the tokens' ids and every layer's softmax (and linear) weights for other tools.
+#include <torch/types.h>
+
 #include <cmath>
 #include <cstdio>
 
@@ -11,6 +13,7 @@
 #include "engine/jobs/attention_probe.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
+#include "engine/models/tensor_file.h"
 
 namespace hh::cli {
 
@@ -36,23 +39,24 @@ void addInspectCommand(CLI::App& app) {
     jobs::ProbeRequest request;
     const auto probe = jobs::probeAttention(*model, input, {}, request);
     std::printf("%s | %zu tokens\n", model->config().describe().c_str(), ids.size());
-    const auto& tables = probe.tables;  // kl, entropy_softmax, entropy_linear, monotonicity
-    const int L = tables[0].layers, H = tables[0].heads;
+    const auto& m = probe.heads;
+    const int L = m.kl.layers, H = m.kl.heads;
     std::printf("%5s %4s %12s %12s %12s %12s\n", "layer", "head", "H(softmax)", "H(linear)", "KL", "spearman");
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < H; ++h) {
-        auto v = [&](int t) { return tables[static_cast<size_t>(t)].values[static_cast<size_t>(l * H + h)]; };
+        const auto at = [&](const jobs::HeadTable& t) { return t.values[static_cast<size_t>(l * H + h)]; };
         auto cell = [](double x) {
           char b[32];
           if (std::isnan(x)) std::snprintf(b, sizeof b, "%12s", "-");
           else std::snprintf(b, sizeof b, "%12.5g", x);
           return std::string(b);
         };
-        std::printf("%5d %4d %s %s %s %s\n", l, h, cell(v(1)).c_str(), cell(v(2)).c_str(), cell(v(0)).c_str(), cell(v(3)).c_str());
+        std::printf("%5d %4d %s %s %s %s\n", l, h, cell(at(m.entropySoftmax)).c_str(), cell(at(m.entropyLinear)).c_str(),
+                    cell(at(m.kl)).c_str(), cell(at(m.monotonicity)).c_str());
       }
-    if (!std::isnan(probe.meanKl)) std::printf("mean KL over converted heads: %.4g\n", probe.meanKl);
+    if (!std::isnan(m.meanKl())) std::printf("mean KL over converted heads: %.4g\n", m.meanKl());
     if (!a->out.empty()) {
-      torch::NoGradGuard noGrad;
+      at::NoGradGuard noGrad;
       models::CaptureRequest capture;
       models::ForwardOptions options;
       options.capture = &capture;
@@ -67,7 +71,7 @@ void addInspectCommand(CLI::App& app) {
       std::vector<std::pair<std::string, torch::Tensor>> tensors{{"input_ids", input},
                                                                  {"softmax_attentions", torch::stack(softmax, 1).contiguous()}};
       if (model->config().plan.anyLinear()) tensors.emplace_back("linear_attentions", torch::stack(linear, 1).contiguous());
-      io::writeSafetensors(a->out, tensors, {{"text", a->text}, {"model", model->config().describe()}});
+      models::writeTensorFile(a->out, tensors, {{"text", a->text}, {"model", model->config().describe()}});
       std::printf("attentions [1, L, H, T, T] written to %s\n", a->out.c_str());
     }
   });

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "app/cli/commands.h"
+#include "app/cli/progress_format.h"
 #include "app/cli/rank_processes.h"
 #include "engine/core/runtime.h"
 
@@ -62,6 +63,13 @@ int main(int argc, char** argv) {
   CLI::App app{"Hedgehog: turn softmax-attention Transformers into linear-attention ones, and look inside."};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("hedgehog ") + hh::engineVersion());
+  // Before or after the command's name: `hedgehog --progress jsonl convert ...` or `hedgehog convert ... --progress jsonl`.
+  app.fallthrough();
+  app.add_option_function<std::string>("--progress", hh::cli::setProgressFormat,
+                                       "How a job reports: auto (bar on a terminal, else plain lines) | bar | plain | jsonl "
+                                       "(one JSON event per line, for programs)")
+      ->check(CLI::IsMember({"auto", "bar", "plain", "jsonl"}))
+      ->default_str("auto");
   hh::cli::addParityCommand(app);
   hh::cli::addCompareCommand(app);
   hh::cli::addTokenizeCommand(app);

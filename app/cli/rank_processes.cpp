@@ -23,7 +23,9 @@
 #include <vector>
 
 #include "app/cli/child_logs.h"
+#include "app/cli/progress_format.h"
 #include "engine/core/process_memory.h"
+#include "engine/distributed/communicator.h"
 
 namespace hh::cli {
 namespace fs = std::filesystem;
@@ -176,24 +178,32 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
     }
     running[pid] = rank;
   }
-  std::printf("started %d processes (ranks 0-%d, pids", processes, processes - 1);
-  for (const auto& [pid, rank] : running) std::printf(" %d", static_cast<int>(pid));
-  std::printf("), rendezvous %s:%s, %s thread%s each; ranks > 0 log to %s/rank-K.log\n", masterAddr.c_str(),
-              masterPort.c_str(), threads.c_str(), threads == "1" ? "" : "s", runDir.c_str());
-  std::fflush(stdout);
+  if (jsonlProgress()) {
+    std::vector<int> pids;
+    for (const auto& [pid, rank] : running) pids.push_back(static_cast<int>(pid));
+    emitEvent({{"event", "processes"}, {"count", processes}, {"pids", pids}, {"rendezvous", masterAddr + ":" + masterPort},
+               {"threads", std::stoi(threads)}, {"logs", runDir}});
+  } else {
+    std::printf("started %d processes (ranks 0-%d, pids", processes, processes - 1);
+    for (const auto& [pid, rank] : running) std::printf(" %d", static_cast<int>(pid));
+    std::printf("), rendezvous %s:%s, %s thread%s each; ranks > 0 log to %s/rank-K.log\n", masterAddr.c_str(),
+                masterPort.c_str(), threads.c_str(), threads == "1" ? "" : "s", runDir.c_str());
+    std::fflush(stdout);
+  }
 
   int forwarded = 0, rank0Status = 0, firstFailedRank = -1, firstFailedStatus = 0;
   bool killedByLauncher = false;
-  std::optional<std::chrono::steady_clock::time_point> killAt;
+  constexpr auto kNever = std::chrono::steady_clock::time_point::max();
+  auto killAt = kNever;  // when the ranks still running are killed
   while (!running.empty()) {
     while (forwarded < gSignals.load()) {  // one interrupt per signal to every rank still running
       ++forwarded;
       for (const auto& [pid, rank] : running) kill(pid, SIGINT);
     }
-    if (killAt && std::chrono::steady_clock::now() >= *killAt) {
+    if (killAt != kNever && std::chrono::steady_clock::now() >= killAt) {
       for (const auto& [pid, rank] : running) kill(pid, SIGKILL);
       killedByLauncher = true;
-      killAt.reset();
+      killAt = kNever;
     }
     // Polled, not blocking: a signal that lands between the check above and a blocking wait
     // would otherwise wait for a rank to end before it is passed on.
@@ -239,7 +249,8 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
 
 void printRankEnd(const Rank& rank, const char* status, int64_t steps, double seconds) {
   const double peakMb = double(peakResidentBytes()) / (1 << 20);
-  if (rank.main()) std::printf("peak memory: %.0f MB\n", peakMb);
+  if (jsonlProgress()) emitEvent({{"event", "memory"}, {"rank", rank.world.rank}, {"peak_mb", peakMb}});
+  else if (rank.main()) std::printf("peak memory: %.0f MB\n", peakMb);
   else std::printf("rank %d: %s after %lld steps (%.1f s), peak memory %.0f MB\n", rank.world.rank, status, (long long)steps, seconds, peakMb);
 }
 

@@ -21,7 +21,11 @@
 #include <optional>
 #include <string>
 
-#include "engine/distributed/communicator.h"
+#include "engine/distributed/world.h"
+
+namespace hh::dist {
+class Communicator;
+}
 
 namespace hh::cli {
 

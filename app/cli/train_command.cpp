@@ -6,6 +6,7 @@
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
+#include "app/cli/job_end.h"
 #include "engine/jobs/train_job.h"
 
 namespace hh::cli {
@@ -82,8 +83,7 @@ void addTrainCommand(CLI::App& app) {
     }
     CliObserver observer;
     const auto r = jobs::runTrain(c, observer);
-    std::printf("%s after %lld steps (%.1f s): %s\nrun file: %s\nmodel: %s\n", jobs::toString(r.status), (long long)r.steps,
-                r.seconds, r.message.c_str(), r.runFile.c_str(), r.modelDir.c_str());
+    reportJobEnd({r.status, r.message, r.seconds, r.steps, r.runFile, {{"model", r.modelDir}}});
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/types.h>
 
 #include "engine/attention/blas_kernels.h"
 #include "engine/attention/form_helpers.h"
@@ -63,7 +64,7 @@ torch::Tensor chunkedProductBlas(const torch::Tensor& aIn, const torch::Tensor& 
 torch::Tensor chunkedLinearProduct(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c,
                                    int64_t chunkSize, bool antiCausal) {
   // a, b [B,H,T,F]; c [B,H,T,E] -> [B,H,T,E]
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   TORCH_CHECK(chunkSize > 0, "chunk size must be positive");
   if (blas::available() && a.device().is_cpu() && a.size(2) > 0 && a.scalar_type() == b.scalar_type() &&
       a.scalar_type() == c.scalar_type()) {

@@ -7,17 +7,17 @@
 // built; memory is O(T * (chunk + F * E / chunk)) per head, linear in T.
 // The causal additive forward and its backward are four calls of this one function.
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 namespace hh::attn {
 
-torch::Tensor chunkedLinearProduct(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c,
+at::Tensor chunkedLinearProduct(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
                                    int64_t chunkSize, bool antiCausal);
 
 // Causal additive linear attention with the normaliser, y = O[:, :D] / (O[:, D] + eps) where
 // O = chunkedLinearProduct(fq, fk, [v, 1]). Differentiable in fq, fk and v through a custom
 // backward that recomputes the chunk states (saves only fq, fk, v, y and the normaliser).
-torch::Tensor causalAdditiveChunked(const torch::Tensor& fq, const torch::Tensor& fk, const torch::Tensor& v,
+at::Tensor causalAdditiveChunked(const at::Tensor& fq, const at::Tensor& fk, const at::Tensor& v,
                                     int64_t chunkSize, double eps);
 
 }  // namespace hh::attn

@@ -1,6 +1,7 @@
 #include "engine/attention/feature_map.h"
 
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <stdexcept>

@@ -1,12 +1,12 @@
-// Feature maps phi for linear attention (DESIGN.md, "The math"); one module per attention layer,
+// Feature maps phi for linear attention (docs/design.md, "The math"); one module per attention layer,
 // applied to queries and keys alike (Hedgehog shares one MLP per head between them).
 //   forward(x [B, H, T, D], positionOffset) -> [B, H, T, F]
 // positionOffset is the absolute position of x[:, :, 0] (CosFormer's reweighting; the recurrent
 // form passes the running position).
 #pragma once
-#include <torch/torch.h>
+#include <torch/nn/module.h>
 
-#include "engine/attention/attention_types.h"
+#include "engine/config/attention_types.h"
 
 namespace hh::attn {
 

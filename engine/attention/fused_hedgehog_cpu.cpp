@@ -1,6 +1,7 @@
 #include "engine/attention/fused_hedgehog_cpu.h"
 
 #include <ATen/Parallel.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstring>

@@ -2,6 +2,9 @@
 // (declared in linear_attention.h; quadratic and chunked forms are in linear_forms.cpp).
 #include "engine/attention/linear_attention.h"
 
+#include <torch/nn/init.h>
+#include <torch/types.h>
+
 #include "engine/attention/form_helpers.h"
 #include "engine/attention/fused_hedgehog_cpu.h"
 

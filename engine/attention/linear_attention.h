@@ -3,9 +3,10 @@
 // Shapes: fq, fk [B, H, T, F] features of queries and keys; v [B, H, T, D]; y [B, H, T, D].
 // The fp64 brute force these are tested against lives in engine/attention/reference.h.
 #pragma once
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
 
-#include "engine/attention/attention_types.h"
+#include "engine/config/attention_types.h"
 #include "engine/attention/feature_map.h"
 
 namespace hh::attn {

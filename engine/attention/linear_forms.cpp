@@ -3,6 +3,8 @@
 // Decays are handled in log space: for gated and decay rules L_t = sum_{l<=t} log g_l, so the
 // product of gates between key j and query i is exp(L_i - L_j) with L_i - L_j <= 0 for j <= i.
 // Chunked forms restart L at every chunk to keep those differences small.
+#include <torch/types.h>
+
 #include <limits>
 
 #include "engine/attention/chunked_product.h"

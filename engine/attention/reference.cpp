@@ -1,5 +1,7 @@
 #include "engine/attention/reference.h"
 
+#include <torch/types.h>
+
 #include <cmath>
 #include <vector>
 

@@ -1,5 +1,7 @@
 #include "engine/attention/softmax_attention.h"
 
+#include <torch/types.h>
+
 #include <cmath>
 #include <stdexcept>
 

@@ -3,31 +3,31 @@
 //   v      : [B, H, Tk, Dv]
 //   keyMask: optional bool [B, Tk], true = real token (padding is false); broadcast over H and Tq
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 namespace hh::attn {
 
 // Scaled scores q.k / sqrt(D): [B, H, Tq, Tk] (no mask applied).
-torch::Tensor attentionScores(const torch::Tensor& q, const torch::Tensor& k);
+at::Tensor attentionScores(const at::Tensor& q, const at::Tensor& k);
 
 // softmax(q k^T / sqrt(D) + mask): [B, H, Tq, Tk]; computed in at least fp32.
-torch::Tensor softmaxWeights(const torch::Tensor& q, const torch::Tensor& k, bool causal,
-                             const torch::Tensor& keyMask = {});
+at::Tensor softmaxWeights(const at::Tensor& q, const at::Tensor& k, bool causal,
+                             const at::Tensor& keyMask = {});
 
 // softmaxWeights(...) @ v: [B, H, Tq, Dv].
-torch::Tensor softmaxAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
-                               const torch::Tensor& keyMask = {});
+at::Tensor softmaxAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                               const at::Tensor& keyMask = {});
 
 // Decoding against a KV cache: the last T of the N cached positions are the queries' own, so
 // query t (absolute position N - T + t) sees keys 0 .. N - T + t. Grouped heads: query heads
 // j*g .. (j+1)*g - 1 share cached head j (g = H / H_kv), without copying the cache.
 //   q [B, H, T, D]; keys, values [B, H_kv, N, D] (views of a cache); scores = q.k * scale.
 // Returns [B, H, T, D]; scores and softmax in at least fp32.
-torch::Tensor cachedSoftmaxAttention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
+at::Tensor cachedSoftmaxAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                                      double scale);
 
 // The bool mask of (query, key) pairs that take part: [1 or B, 1, Tq, Tk].
-torch::Tensor validPairs(int64_t tq, int64_t tk, bool causal, const torch::Tensor& keyMask = {},
-                         torch::Device device = torch::kCPU);
+at::Tensor validPairs(int64_t tq, int64_t tk, bool causal, const at::Tensor& keyMask = {},
+                         at::Device device = at::kCPU);
 
 }  // namespace hh::attn

@@ -1,11 +1,13 @@
 #include "engine/core/runtime.h"
 
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
-
-#include <torch/torch.h>
 
 #include <cstdlib>
 #include <string>

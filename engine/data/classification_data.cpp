@@ -1,4 +1,7 @@
 #include "engine/data/classification_data.h"
+
+#include <torch/types.h>
+
 #include "engine/io/text_file.h"
 
 #include <algorithm>

@@ -7,7 +7,7 @@
 //     the first blank line).
 // String labels are numbered in order of first appearance (labelNames keeps them).
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <string>
@@ -39,9 +39,9 @@ struct ClassificationOptions {
 };
 
 struct ClassificationSplit {
-  torch::Tensor ids;     // [N, T] int64, padded with the pad id (or 0)
-  torch::Tensor mask;    // [N, T] int64, 1 = real token
-  torch::Tensor labels;  // [N] int64
+  at::Tensor ids;     // [N, T] int64, padded with the pad id (or 0)
+  at::Tensor mask;    // [N, T] int64, 1 = real token
+  at::Tensor labels;  // [N] int64
 };
 
 struct ClassificationDataset {

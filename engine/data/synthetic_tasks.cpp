@@ -1,6 +1,8 @@
 // Generators of the synthetic tasks; the layouts and formulas are in synthetic_tasks.h.
 #include "engine/data/synthetic_tasks.h"
 
+#include <torch/types.h>
+
 #include <algorithm>
 #include <random>
 #include <stdexcept>
@@ -8,10 +10,6 @@
 namespace hh::data {
 
 namespace {
-
-constexpr const char* kAssociativeRecall = "associative_recall";
-constexpr const char* kCopy = "copy";
-constexpr const char* kEveryRecall = "every_recall";
 
 // Uniform in [0, n) by rejection (std::uniform_int_distribution differs between standard
 // libraries; this does not).
@@ -86,30 +84,6 @@ TaskSplit generate(const SyntheticTaskConfig& c, int64_t rows, uint32_t stream, 
 }
 
 }  // namespace
-
-int64_t SyntheticTaskConfig::resolvedVocabSize() const {
-  if (vocabSize != 0) return vocabSize;
-  return kind == kCopy ? 12 : 40;
-}
-
-void validateSyntheticTask(const SyntheticTaskConfig& c) {
-  const std::string where = "synthetic task: ";
-  if (c.kind != kAssociativeRecall && c.kind != kCopy)
-    throw std::invalid_argument(where + "\"kind\" must be \"associative_recall\" or \"copy\", got \"" + c.kind + "\"");
-  const int64_t V = c.resolvedVocabSize();
-  if (c.kind == kAssociativeRecall && (V < 4 || V % 2 != 0))
-    throw std::invalid_argument(where + "\"vocab_size\" must be even and >= 4 for associative_recall (keys and values), got " +
-                                std::to_string(V));
-  if (c.kind == kCopy && V < 4)
-    throw std::invalid_argument(where + "\"vocab_size\" must be >= 4 for copy (symbols, separator, padding), got " +
-                                std::to_string(V));
-  if (c.supervision != "query" && c.supervision != kEveryRecall)
-    throw std::invalid_argument(where + "\"supervision\" must be \"query\" or \"every_recall\", got \"" + c.supervision + "\"");
-  if (c.sequenceLength < 4)
-    throw std::invalid_argument(where + "\"sequence_length\" must be >= 4, got " + std::to_string(c.sequenceLength));
-  if (c.trainSamples < 1) throw std::invalid_argument(where + "\"train_samples\" must be >= 1, got " + std::to_string(c.trainSamples));
-  if (c.testSamples < 1) throw std::invalid_argument(where + "\"test_samples\" must be >= 1, got " + std::to_string(c.testSamples));
-}
 
 TaskDataset buildSyntheticTask(const SyntheticTaskConfig& c) {
   validateSyntheticTask(c);

@@ -1,4 +1,4 @@
-// Synthetic sequence tasks for training small models from scratch (DESIGN.md, use 5), generated
+// Synthetic sequence tasks for training small models from scratch (docs/design.md, "Uses", 5), generated
 // in memory, deterministic for a seed (std::mt19937_64 with our own unbiased integer draws, no
 // Torch RNG, so the data is the same on every platform and Torch version).
 //
@@ -32,7 +32,9 @@
 // Train and test come from two independent streams derived from the seed: the test split does not
 // depend on trainSamples (nor the train split on testSamples).
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
+
+#include "engine/config/synthetic_task_config.h"
 
 #include <cstdint>
 #include <string>
@@ -42,26 +44,10 @@ namespace hh::data {
 
 constexpr int64_t kIgnoreTarget = -100;
 
-struct SyntheticTaskConfig {
-  std::string kind;             // "" (no task) | "associative_recall" | "copy"
-  int64_t vocabSize = 0;        // V; 0 = the kind's default (40 for associative_recall, 12 for copy)
-  int64_t sequenceLength = 128; // T
-  int64_t trainSamples = 10000;
-  int64_t testSamples = 2000;
-  uint64_t seed = 0;
-  std::string supervision = "query";  // train targets, associative recall: "query" | "every_recall"
-  bool enabled() const { return !kind.empty(); }
-  int64_t resolvedVocabSize() const;  // V after resolving 0
-};
-
-// Throws std::invalid_argument naming the field ("kind", "vocab_size", "sequence_length",
-// "train_samples", "test_samples", "supervision") for an unknown kind, V odd or < 4 (associative recall), V < 4
-// (copy), T < 4, train_samples < 1 or test_samples < 1.
-void validateSyntheticTask(const SyntheticTaskConfig& config);
 
 struct TaskSplit {
-  torch::Tensor ids;      // [N, T] int64
-  torch::Tensor targets;  // [N, T] int64, kIgnoreTarget = not scored
+  at::Tensor ids;      // [N, T] int64
+  at::Tensor targets;  // [N, T] int64, kIgnoreTarget = not scored
 };
 
 struct TaskDataset {

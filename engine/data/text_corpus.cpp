@@ -1,4 +1,7 @@
 #include "engine/data/text_corpus.h"
+
+#include <torch/types.h>
+
 #include "engine/io/text_file.h"
 #include "engine/tokenizers/unicode_text.h"
 

@@ -8,7 +8,7 @@
 // concatenated per split; the stream is cut into rows of `sequenceLength` ids (the last partial
 // row is dropped). Rows of a split: ids [N, T] int64.
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <string>
@@ -39,8 +39,8 @@ struct LmDataOptions {
 };
 
 struct LmDataset {
-  torch::Tensor train;       // [N, T] int64
-  torch::Tensor validation;  // [M, T] int64
+  at::Tensor train;       // [N, T] int64
+  at::Tensor validation;  // [M, T] int64
   int64_t trainDocuments = 0, validationDocuments = 0;
   int64_t tokens = 0;        // before cutting into rows
 };

@@ -1,9 +1,11 @@
 #include "engine/distributed/communicator.h"
 
-// Debian's LibTorch is built with Gloo (libgloo); its header is behind this switch.
-#define USE_C10D_GLOO 1
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/types.h>
+
+// Debian's LibTorch is built with Gloo (libgloo); its header is behind this switch.
+#define USE_C10D_GLOO 1
 
 #include <cerrno>
 #include <cstdlib>
@@ -177,7 +179,7 @@ void Communicator::requireSame(int64_t value, const std::string& what, const std
 std::vector<double> Communicator::reduceGradients(const std::vector<torch::Tensor>& params, double weight,
                                                   const std::vector<double>& extra) {
   if (!distributed()) return extra;
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   // One flat float64 buffer: the weighted gradients, then the extras. float64 keeps the sum's
   // rounding below the float32 gradients' own.
   std::vector<torch::Tensor> pieces;

@@ -11,7 +11,7 @@
 //   - the loss of the step travels in the same exchange (one all-reduce per step);
 //   - cancel is agreed at the start of each step (any rank cancelled -> all stop at that step).
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <chrono>
 #include <memory>
@@ -19,27 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "engine/distributed/world.h"
+
 namespace hh::dist {
-
-// Part of the error a collective throws when a peer stopped (a launcher tells it from other errors).
-inline constexpr const char* kLostPeerMessage = "another rank stopped or timed out";
-
-// Where this process sits in the world, from the usual launcher variables:
-//   RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK optional).
-// No WORLD_SIZE (or 1): a world of one. Bad values throw std::invalid_argument naming the variable.
-struct WorldInfo {
-  int rank = 0;
-  int size = 1;
-  int localRank = 0;
-  std::string masterAddr = "127.0.0.1";
-  int masterPort = 29500;
-  bool distributed() const { return size > 1; }
-};
-WorldInfo worldFromEnvironment();
-
-// The rows [begin, end) of a global batch of `total` that `rank` of `size` takes; contiguous
-// slices whose sizes differ by at most one (the first total % size ranks take one more).
-std::pair<int64_t, int64_t> shardRange(int64_t total, int rank, int size);
 
 class Communicator {
  public:
@@ -62,11 +44,11 @@ class Communicator {
   bool distributed() const { return size() > 1; }
 
   // Element-wise sum over ranks of a CPU tensor (any float dtype), in place.
-  virtual void allReduceSum(torch::Tensor& values) = 0;
+  virtual void allReduceSum(at::Tensor& values) = 0;
   // Element-wise maximum over ranks of a CPU double tensor, in place.
-  virtual void allReduceMax(torch::Tensor& values) = 0;
+  virtual void allReduceMax(at::Tensor& values) = 0;
   // Rank `root`'s values into every rank's tensors, in place.
-  virtual void broadcast(std::vector<torch::Tensor>& tensors, int root) = 0;
+  virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
   virtual void barrier() = 0;
 
   // Conveniences built on the above.
@@ -79,7 +61,7 @@ class Communicator {
   // Scales each gradient by `weight` (this rank's share of the global batch), sums the gradients
   // of `params` and `extra` over ranks in one exchange and returns the summed extras. Parameters
   // without a gradient count as zero (and get one). A world of one returns `extra` untouched.
-  std::vector<double> reduceGradients(const std::vector<torch::Tensor>& params, double weight,
+  std::vector<double> reduceGradients(const std::vector<at::Tensor>& params, double weight,
                                       const std::vector<double>& extra);
 };
 

@@ -1,5 +1,7 @@
 #include "engine/generation/generator.h"
 
+#include <torch/types.h>
+
 #include "engine/tokenizers/tokenizer.h"
 
 #include <algorithm>
@@ -59,7 +61,7 @@ void Decoder::cancel() {
 
 TokenEvent Decoder::next() {
   if (done()) throw std::logic_error("the decoder has stopped (" + result_.stopReason + ")");
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   const auto& config = model_.config();
   models::ForwardOptions forward;
   forward.cache = &cache_;

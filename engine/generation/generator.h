@@ -3,7 +3,7 @@
 // token at a time (the recurrent form; softmax layers attend to the cache), streaming each token
 // to a callback with its timing, the memory the cache holds and the state norms.
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <functional>
 #include <string>
@@ -35,8 +35,8 @@ struct TokenEvent {
   double logProbability = 0;   // log p(token) under the model's (unfiltered) distribution
   int64_t cacheBytes = 0;      // KV caches (filled positions) + recurrent states after this step
   int64_t reservedBytes = 0;   // what the caches hold allocated (KV buffers are reserved ahead)
-  torch::Tensor stateNorms;    // [L, H] ||S||_F per linear layer/head, NaN rows for softmax layers
-  torch::Tensor decay;         // [L, H] last decay factor (gated, decay rules), NaN elsewhere
+  at::Tensor stateNorms;    // [L, H] ||S||_F per linear layer/head, NaN rows for softmax layers
+  at::Tensor decay;         // [L, H] last decay factor (gated, decay rules), NaN elsewhere
 };
 
 struct GenerateResult {
@@ -72,7 +72,7 @@ class Decoder {
   GenerateOptions options_;
   Sampler sampler_;
   models::DecodeCache cache_;
-  torch::Tensor input_;  // [1, T]: the prompt, then the last token
+  at::Tensor input_;  // [1, T]: the prompt, then the last token
   GenerateResult result_;
   int64_t index_ = 0;
   bool learnedPositions_ = false;

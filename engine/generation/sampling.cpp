@@ -1,5 +1,7 @@
 #include "engine/generation/sampling.h"
 
+#include <torch/types.h>
+
 #include <cmath>
 #include <sstream>
 #include <stdexcept>

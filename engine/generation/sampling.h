@@ -5,7 +5,7 @@
 // k largest, top-p keeps the smallest set of the remaining tokens whose probability reaches p
 // (the most likely token always stays), then a token is drawn from what is left, renormalised.
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <random>
@@ -27,12 +27,12 @@ struct SamplingOptions {
 
 // The distribution the options sample from: probabilities [V] (double, CPU), zero outside the
 // kept set. Greedy gives a one-hot vector. Exposed so tests can check the filters exactly.
-torch::Tensor samplingDistribution(const torch::Tensor& logits, const SamplingOptions& options);
+at::Tensor samplingDistribution(const at::Tensor& logits, const SamplingOptions& options);
 
 class Sampler {
  public:
   explicit Sampler(SamplingOptions options);
-  int64_t next(const torch::Tensor& logits);  // logits [V]
+  int64_t next(const at::Tensor& logits);  // logits [V]
   const SamplingOptions& options() const { return options_; }
 
  private:

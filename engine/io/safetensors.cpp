@@ -15,21 +15,19 @@ namespace hh::io {
 namespace {
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem, const std::string& hint) {
-  throw FormatError("safetensors file '" + path + "': " + problem + ". Hint: " + hint);
+  throw readError(path, problem, hint);
 }
 
 const char* const kCorruptHint = "the file is truncated or corrupt; re-download or re-export it";
 
 struct DtypeSpec {
   const char* name;
-  torch::ScalarType type;
   uint64_t bytes;
+  bool floating;
 };
 constexpr DtypeSpec kDtypes[] = {
-    {"F64", torch::kDouble, 8}, {"F32", torch::kFloat, 4},  {"F16", torch::kHalf, 2},
-    {"BF16", torch::kBFloat16, 2}, {"I64", torch::kLong, 8}, {"I32", torch::kInt, 4},
-    {"I16", torch::kShort, 2},  {"I8", torch::kChar, 1},    {"U8", torch::kByte, 1},
-    {"BOOL", torch::kBool, 1},
+    {"F64", 8, true},  {"F32", 4, true}, {"F16", 2, true}, {"BF16", 2, true}, {"I64", 8, false},
+    {"I32", 4, false}, {"I16", 2, false}, {"I8", 1, false}, {"U8", 1, false},  {"BOOL", 1, false},
 };
 
 const DtypeSpec* findDtype(const std::string& name) {
@@ -135,6 +133,24 @@ void checkTiling(const std::string& path, const std::map<std::string, TensorInfo
 
 }  // namespace
 
+FormatError readError(const std::string& path, const std::string& problem, const std::string& hint) {
+  return FormatError("safetensors file '" + path + "': " + problem + ". Hint: " + hint);
+}
+
+FormatError writeError(const std::string& path, const std::string& problem) {
+  return FormatError("cannot write safetensors file '" + path + "': " + problem);
+}
+
+uint64_t dtypeBytes(const std::string& dtype) {
+  const DtypeSpec* spec = findDtype(dtype);
+  return spec == nullptr ? 0 : spec->bytes;
+}
+
+bool isFloatDtype(const std::string& dtype) {
+  const DtypeSpec* spec = findDtype(dtype);
+  return spec != nullptr && spec->floating;
+}
+
 void refusePickle(const std::string& path) {
   std::string lower = path;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -214,20 +230,8 @@ const TensorInfo& SafetensorsFile::info(const std::string& name) const {
   return it->second;
 }
 
-torch::Tensor SafetensorsFile::tensor(const std::string& name, torch::ScalarType as) const {
-  const TensorInfo& ti = info(name);
-  const DtypeSpec* spec = findDtype(ti.dtype);
-  const bool sourceFloat = c10::isFloatingType(spec->type);
-  const bool targetFloat = c10::isFloatingType(as);
-  if (sourceFloat && !targetFloat) {
-    fail(path(), "tensor '" + name + "' holds " + ti.dtype + " data and cannot be read as " +
-                     std::string(c10::toString(as)),
-         "ask for a floating type (kFloat, kHalf, kBFloat16, kDouble)");
-  }
-  auto out = torch::empty(ti.shape, torch::TensorOptions().dtype(spec->type));
-  if (ti.size > 0) std::memcpy(out.data_ptr(), file_.data() + dataStart_ + ti.offset, ti.size);
-  if (sourceFloat || !targetFloat) return out.scalar_type() == as ? out : out.to(as);
-  return out;  // integer data asked as a float type: kept as it is
+const uint8_t* SafetensorsFile::bytes(const std::string& name) const {
+  return file_.data() + dataStart_ + info(name).offset;
 }
 
 }  // namespace hh::io

@@ -1,16 +1,15 @@
-// safetensors checkpoints (DESIGN.md, "Checkpoints"): read (memory-mapped, optionally sharded
-// through a `*.safetensors.index.json`) and write. Layout: u64 little-endian N, N bytes of JSON
+// safetensors checkpoints (docs/design.md, "Checkpoints, tokenizers, data"): read (memory-mapped,
+// optionally sharded through a `*.safetensors.index.json`) and write. Layout: u64 little-endian N, N bytes of JSON
 //   {"__metadata__": {str: str}?, "NAME": {"dtype", "shape", "data_offsets": [begin, end]}, ...}
 // then the data buffer; offsets are relative to the start of that buffer (after the 8 + N bytes).
-// Headers need not be padded, so tensor data may sit at any byte address: reads always memcpy
-// into freshly allocated (aligned) tensors, never reinterpret pointers into the mapping.
+// Headers need not be padded, so tensor data may sit at any byte address: bytes() points into the
+// mapping as it is; readers memcpy out of it (engine/models/tensor_file.h makes Torch tensors),
+// never reinterpret it as typed data.
 // Opening validates the whole header (types, dtypes, shape overflow, sizes, bounds, and that the
 // tensors tile the buffer contiguously); every problem is a FormatError naming the file.
 // Pickle checkpoints (.bin/.pt/.pth/.ckpt/.pkl) are never loaded: refusePickle explains how to
-// convert them.
+// convert them. No Torch here: tensors go in and out as bytes with a dtype name and a shape.
 #pragma once
-#include <torch/torch.h>
-
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -34,6 +33,16 @@ struct TensorInfo {
   uint64_t size = 0;           // bytes
 };
 
+// The errors of the reader ("safetensors file 'PATH': PROBLEM. Hint: HINT") and of the writer
+// ("cannot write safetensors file 'PATH': PROBLEM"), for code that reads or writes through them.
+FormatError readError(const std::string& path, const std::string& problem, const std::string& hint);
+FormatError writeError(const std::string& path, const std::string& problem);
+
+// Bytes per element of a dtype name ("F32" -> 4, "BF16" -> 2), 0 for a name not listed above.
+uint64_t dtypeBytes(const std::string& dtype);
+// Whether a dtype name is a floating type (F64, F32, F16, BF16).
+bool isFloatDtype(const std::string& dtype);
+
 // Largest header accepted (the reference implementation uses the same bound).
 constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
@@ -48,10 +57,9 @@ class SafetensorsFile {
   std::vector<std::string> names() const;  // sorted
   bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
   const TensorInfo& info(const std::string& name) const;
-  // Copies the tensor out of the mapping (CPU, contiguous). Float data (F16/BF16/F32/F64) is
-  // converted to `as`, which must be a floating type. Integer/bool data keeps its own type unless
-  // `as` is an integral type (e.g. kLong), in which case it is converted to it.
-  torch::Tensor tensor(const std::string& name, torch::ScalarType as = torch::kFloat) const;
+  // The tensor's info(name).size bytes inside the mapping (little-endian, at any alignment); valid
+  // while this object lives.
+  const uint8_t* bytes(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t dataStart() const { return dataStart_; }  // 8 + header length
 
@@ -74,14 +82,15 @@ class ShardedSafetensors {
   std::vector<std::string> names() const;  // sorted
   bool contains(const std::string& name) const { return shardOf_.count(name) != 0; }
   const TensorInfo& info(const std::string& name) const;
-  torch::Tensor tensor(const std::string& name, torch::ScalarType as = torch::kFloat) const;
+  const uint8_t* bytes(const std::string& name) const { return shardFor(name).bytes(name); }
+  // The file that holds `name` (its path names it in errors).
+  const SafetensorsFile& shardFor(const std::string& name) const;
   // The index's "metadata" (non-string values as JSON text), or the single file's metadata.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   size_t shardCount() const { return shards_.size(); }
 
  private:
   ShardedSafetensors() = default;
-  const SafetensorsFile& shardFor(const std::string& name) const;
 
   std::string path_;
   std::vector<SafetensorsFile> shards_;
@@ -89,10 +98,17 @@ class ShardedSafetensors {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writes F32/F16/BF16/F64/I64/I32 tensors in the given order, contiguous offsets, header padded
-// with spaces so that 8 + N is a multiple of 8. Written to `path + ".tmp"`, then renamed.
-void writeSafetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+// A tensor to write: `data` holds product(shape) elements of `dtype`, contiguous, little-endian.
+struct TensorBytes {
+  std::string name;
+  std::string dtype;             // F32, F16, BF16, F64, I64 or I32
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+};
+
+// Writes the tensors in the given order, contiguous offsets, header padded with spaces so that
+// 8 + N is a multiple of 8. Written to `path + ".tmp"`, fsynced, then renamed into place.
+void writeSafetensors(const std::string& path, const std::vector<TensorBytes>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace hh::io

@@ -101,8 +101,4 @@ const SafetensorsFile& ShardedSafetensors::shardFor(const std::string& name) con
 
 const TensorInfo& ShardedSafetensors::info(const std::string& name) const { return shardFor(name).info(name); }
 
-torch::Tensor ShardedSafetensors::tensor(const std::string& name, torch::ScalarType as) const {
-  return shardFor(name).tensor(name, as);
-}
-
 }  // namespace hh::io

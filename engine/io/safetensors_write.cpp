@@ -16,20 +16,12 @@
 namespace hh::io {
 namespace {
 
-[[noreturn]] void failWrite(const std::string& path, const std::string& problem) {
-  throw FormatError("cannot write safetensors file '" + path + "': " + problem);
-}
+[[noreturn]] void failWrite(const std::string& path, const std::string& problem) { throw writeError(path, problem); }
 
-const char* dtypeName(torch::ScalarType t) {
-  switch (t) {
-    case torch::kFloat: return "F32";
-    case torch::kHalf: return "F16";
-    case torch::kBFloat16: return "BF16";
-    case torch::kDouble: return "F64";
-    case torch::kLong: return "I64";
-    case torch::kInt: return "I32";
-    default: return nullptr;
-  }
+bool writable(const std::string& dtype) {
+  for (const char* name : {"F32", "F16", "BF16", "F64", "I64", "I32"})
+    if (dtype == name) return true;
+  return false;
 }
 
 // Closes the FILE* and removes the temporary file unless released.
@@ -48,8 +40,7 @@ struct TempFile {
 
 }  // namespace
 
-void writeSafetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+void writeSafetensors(const std::string& path, const std::vector<TensorBytes>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
@@ -57,26 +48,26 @@ void writeSafetensors(const std::string& path,
     meta = nlohmann::ordered_json::object();
     for (const auto& [k, v] : metadata) meta[k] = v;
   }
-  std::vector<torch::Tensor> data;
+  std::vector<uint64_t> sizes;  // bytes per tensor
   std::set<std::string> seen;
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    if (name.empty() || name == "__metadata__") failWrite(path, "invalid tensor name '" + name + "'");
-    if (!seen.insert(name).second) failWrite(path, "duplicate tensor name '" + name + "'");
-    if (!t.defined()) failWrite(path, "tensor '" + name + "' is undefined");
-    const char* dtype = dtypeName(t.scalar_type());
-    if (dtype == nullptr) {
-      failWrite(path, "tensor '" + name + "' has unsupported dtype " + std::string(c10::toString(t.scalar_type())) +
-                          " (supported: F32, F16, BF16, F64, I64, I32)");
+  for (const auto& t : tensors) {
+    if (t.name.empty() || t.name == "__metadata__") failWrite(path, "invalid tensor name '" + t.name + "'");
+    if (!seen.insert(t.name).second) failWrite(path, "duplicate tensor name '" + t.name + "'");
+    if (!writable(t.dtype))
+      failWrite(path, "tensor '" + t.name + "' has unsupported dtype " + t.dtype + " (supported: F32, F16, BF16, F64, I64, I32)");
+    uint64_t bytes = dtypeBytes(t.dtype);
+    for (const int64_t d : t.shape) {
+      if (d < 0) failWrite(path, "tensor '" + t.name + "' has a negative dimension");
+      bytes *= static_cast<uint64_t>(d);
     }
-    auto c = t.detach().to(torch::kCPU).contiguous();
-    const uint64_t bytes = static_cast<uint64_t>(c.numel()) * c.element_size();
-    auto& entry = header[name];
-    entry["dtype"] = dtype;
-    entry["shape"] = c.sizes().vec();
+    if (bytes > 0 && t.data == nullptr) failWrite(path, "tensor '" + t.name + "' has no data");
+    auto& entry = header[t.name];
+    entry["dtype"] = t.dtype;
+    entry["shape"] = t.shape;
     entry["data_offsets"] = {offset, offset + bytes};
     offset += bytes;
-    data.push_back(std::move(c));
+    sizes.push_back(bytes);
   }
   std::string text = header.dump();
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');
@@ -89,10 +80,8 @@ void writeSafetensors(const std::string& path,
   for (int i = 0; i < 8; ++i) lengthBytes[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
   bool ok = std::fwrite(lengthBytes, 1, 8, tmp.f) == 8 &&
             std::fwrite(text.data(), 1, text.size(), tmp.f) == text.size();
-  for (size_t i = 0; ok && i < data.size(); ++i) {
-    const size_t bytes = static_cast<size_t>(data[i].numel()) * data[i].element_size();
-    if (bytes > 0) ok = std::fwrite(data[i].data_ptr(), 1, bytes, tmp.f) == bytes;
-  }
+  for (size_t i = 0; ok && i < tensors.size(); ++i)
+    if (sizes[i] > 0) ok = std::fwrite(tensors[i].data, 1, sizes[i], tmp.f) == sizes[i];
   if (!ok) failWrite(path, std::string("write error: ") + std::strerror(errno));
   // On disk before the rename: a kill or power cut after it must not expose an empty or torn file.
   if (std::fflush(tmp.f) != 0 || ::fsync(fileno(tmp.f)) != 0) failWrite(path, std::string("sync error: ") + std::strerror(errno));

@@ -1,5 +1,7 @@
 #include "engine/jobs/attention_probe.h"
 
+#include <torch/types.h>
+
 #include <cmath>
 #include <limits>
 
@@ -20,6 +22,8 @@ const std::vector<std::string>& probeCurveLabels() {
 }
 
 namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
 runs::CurveRow toRow(metrics::MonotonicityCurve curve) {
   return {std::move(curve.binCenters), std::move(curve.mean), std::move(curve.stddev), std::move(curve.count)};
 }
@@ -36,9 +40,40 @@ std::vector<float> toFloats(const torch::Tensor& t) {
 }
 }  // namespace
 
+HeadMeasures::HeadMeasures(int layers, int heads) {
+  const auto& names = probeTableNames();
+  auto all = tables();
+  for (size_t i = 0; i < all.size(); ++i)
+    *all[i] = {names[i], layers, heads, std::vector<double>(static_cast<size_t>(layers * heads), kNaN)};
+}
+
+std::vector<const HeadTable*> HeadMeasures::tables() const { return {&kl, &entropySoftmax, &entropyLinear, &monotonicity}; }
+std::vector<HeadTable*> HeadMeasures::tables() { return {&kl, &entropySoftmax, &entropyLinear, &monotonicity}; }
+
+void HeadMeasures::measureLayer(int layer, const torch::Tensor& p, const torch::Tensor& a, const torch::Tensor& scores,
+                                const torch::Tensor& valid) {
+  auto put = [&](HeadTable& table, const torch::Tensor& perHead) {  // perHead [H] float64
+    const auto v = perHead.cpu();
+    for (int h = 0; h < table.heads; ++h) table.values[static_cast<size_t>(layer * table.heads + h)] = v[h].item<double>();
+  };
+  put(entropySoftmax, metrics::headEntropy(p, valid));
+  if (!a.defined()) return;
+  const auto klPerHead = metrics::headKl(p, a, valid).cpu();
+  put(kl, klPerHead);
+  put(entropyLinear, metrics::headEntropy(a, valid));
+  if (scores.defined()) put(monotonicity, metrics::headSpearman(scores, a, valid));
+  for (int h = 0; h < kl.heads; ++h) {
+    const double v = klPerHead[h].item<double>();
+    klSum_ = std::isfinite(v) ? klSum_ + v : kNaN;
+    ++klCount_;
+  }
+}
+
+double HeadMeasures::meanKl() const { return klCount_ > 0 ? klSum_ / double(klCount_) : kNaN; }
+
 ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor& ids, const torch::Tensor& mask,
                            const ProbeRequest& request) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   const auto& config = model.config();
   const int L = static_cast<int>(config.layers), H = static_cast<int>(config.heads);
   models::CaptureRequest capture;
@@ -49,36 +84,17 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
   options.teacher = true;  // measure each layer on the teacher's activations, as distillation does
   options.computeLogits = false;
 
-  const double nan = std::numeric_limits<double>::quiet_NaN();
   ProbeResult result;
-  for (const auto& name : probeTableNames())
-    result.tables.push_back({name, L, H, std::vector<double>(static_cast<size_t>(L * H), nan)});
-  double klSum = 0;
-  int klCount = 0;
+  result.heads = HeadMeasures(L, H);
   const int64_t T = ids.size(1);
   // Each layer is reduced to its numbers as soon as it has run (one layer's maps alive at a time).
   capture.consume = [&](const models::LayerCapture& c) {
     const int l = static_cast<int>(c.layer);
     const auto valid = attn::validPairs(T, T, config.causal, mask.defined() ? mask.to(torch::kBool) : torch::Tensor(),
                                         ids.device());  // [B|1,1,T,T]
-    if (request.tables) {
-      auto put = [&](int table, const torch::Tensor& perHead) {  // perHead [H] float64
-        const auto v = perHead.cpu();
-        for (int h = 0; h < H; ++h) result.tables[table].values[static_cast<size_t>(l * H + h)] = v[h].item<double>();
-      };
-      put(1, metrics::headEntropy(c.softmaxWeights, valid));
-      if (c.linearWeights.defined()) {
-        const auto kl = metrics::headKl(c.softmaxWeights, c.linearWeights, valid);
-        put(0, kl);
-        put(2, metrics::headEntropy(c.linearWeights, valid));
-        put(3, metrics::headSpearman(attn::attentionScores(c.queries, c.keys), c.linearWeights, valid));
-        for (int h = 0; h < H; ++h) {
-          const double v = kl[h].item<double>();
-          if (std::isfinite(v)) klSum += v, ++klCount;
-          else klSum = nan, ++klCount;
-        }
-      }
-    }
+    if (request.tables)
+      result.heads.measureLayer(l, c.softmaxWeights, c.linearWeights,
+                                c.linearWeights.defined() ? attn::attentionScores(c.queries, c.keys) : torch::Tensor(), valid);
     for (const auto& [pl, ph] : request.snapshotPairs) {
       if (pl != l || ph < 0 || ph >= H) continue;
       AttentionSnapshot snap;
@@ -101,8 +117,20 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
     }
   };
   model.forward(ids, options);
-  result.meanKl = klCount > 0 ? klSum / klCount : nan;
   return result;
+}
+
+void appendSnapshots(runs::RunWriter& writer, int64_t step, const std::vector<AttentionSnapshot>& snapshots) {
+  const auto& layout = writer.layout().snapshots;
+  if (snapshots.size() != layout.pairs.size()) return;
+  std::vector<float> softmaxMaps, linearMaps;  // [P, S, S] each
+  const size_t cell = static_cast<size_t>(layout.storedSize()) * layout.storedSize();
+  for (const auto& s : snapshots) {
+    softmaxMaps.insert(softmaxMaps.end(), s.softmax.begin(), s.softmax.end());
+    if (s.linear.empty()) linearMaps.insert(linearMaps.end(), cell, std::numeric_limits<float>::quiet_NaN());
+    else linearMaps.insert(linearMaps.end(), s.linear.begin(), s.linear.end());
+  }
+  writer.appendSnapshot(step, softmaxMaps, linearMaps);
 }
 
 }  // namespace hh::jobs

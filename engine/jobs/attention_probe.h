@@ -1,12 +1,14 @@
-// Measurements of a model's attention on a batch, shared by the jobs and the workbench:
-// per-layer x per-head tables (KL(softmax || linear), entropy of both, monotonicity of the linear
-// weights as Spearman's rho against q.k/sqrt(d)) and pooled snapshots for chosen (layer, head)
-// pairs. Softmax layers have NaN in the linear columns (nothing to compare).
+// Measurements of a model's attention on a batch, shared by the jobs, `hedgehog inspect` and the
+// workbench's inspector: per-layer x per-head tables (HeadMeasures: KL(softmax || linear),
+// entropy of both, monotonicity of the linear weights as Spearman's rho against q.k/sqrt(d)) and
+// pooled snapshots for chosen (layer, head) pairs. Softmax layers have NaN in the linear columns
+// (nothing to compare). The metrics themselves are engine/metrics/attention_metrics.h.
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <vector>
 
+#include "engine/jobs/head_tables.h"
 #include "engine/jobs/job_observer.h"
 #include "engine/models/transformer_model.h"
 #include "engine/runs/run_writer.h"
@@ -14,13 +16,12 @@
 namespace hh::jobs {
 
 struct ProbeResult {
-  std::vector<HeadTable> tables;           // kl, entropy_softmax, entropy_linear, monotonicity
+  HeadMeasures heads;                      // with ProbeRequest::tables
   std::vector<AttentionSnapshot> snapshots;
   // With curveBins > 0: per snapshot pair (in the order of `snapshots`) the monotonicity curve of
   // the softmax weights, then of the linear weights (all-NaN on a softmax layer), over the first
   // sequence's causal pairs.
   std::vector<runs::CurveRow> curves;
-  double meanKl = 0.0;                     // over converted layers' heads (NaN if none)
 };
 
 struct ProbeRequest {
@@ -31,7 +32,7 @@ struct ProbeRequest {
 };
 
 // ids [B, T], mask [B, T] or undefined. Runs without gradients; restores nothing (no state).
-ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor& ids, const torch::Tensor& mask,
+ProbeResult probeAttention(models::TransformerModel& model, const at::Tensor& ids, const at::Tensor& mask,
                            const ProbeRequest& request);
 
 // The curve labels probeAttention's curves come in, per snapshot pair.
@@ -39,5 +40,9 @@ const std::vector<std::string>& probeCurveLabels();
 
 // The table names in the order probeAttention returns them.
 const std::vector<std::string>& probeTableNames();
+
+// Appends `snapshots` (the layout's pairs, in its order; a softmax layer's linear map empty) as
+// one snapshot row of the run file; nothing when some pair is missing.
+void appendSnapshots(runs::RunWriter& writer, int64_t step, const std::vector<AttentionSnapshot>& snapshots);
 
 }  // namespace hh::jobs

@@ -2,6 +2,8 @@
 // stages' run files together and records the headline numbers.
 #include "engine/jobs/convert_job.h"
 
+#include <torch/types.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -27,10 +29,6 @@ class StageObserver : public JobObserver {
     inner_.progress(step, totalSteps, stage_ + ": " + phase);
   }
   void scalars(int64_t step, const std::map<std::string, double>& values) override { inner_.scalars(step, values); }
-  void headTables(int64_t step, const std::vector<HeadTable>& tables) override { inner_.headTables(step, tables); }
-  void snapshots(int64_t step, const std::vector<AttentionSnapshot>& maps, const std::vector<std::string>& tokens) override {
-    inner_.snapshots(step, maps, tokens);
-  }
   void log(const std::string& line) override { inner_.log(line); }
   bool cancelled() override { return inner_.cancelled(); }
 
@@ -109,7 +107,7 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   header.kind = "convert";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceName(ranks);
+  header.device = deviceName(models::LoadOptions{}.device.str(), ranks);  // where the stages load their models
   header.layout.scalars = {{"distill_seconds", "s"},   {"finetune_seconds", "s"}, {"evaluate_seconds", "s"},
                            {"export_seconds", "s"},    {"kl_untrained"},         {"kl_distilled"},
                            {"perplexity_original"},    {"perplexity_converted"}, {"perplexity_ratio"},

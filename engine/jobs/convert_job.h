@@ -16,10 +16,9 @@
 // The keys every stage shares (model, feature map, rule, layers, data, seed) are set once at the
 // top of the project file; each stage's own section takes the rest of that job's keys.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <string>
 
+#include "engine/config/convert_config.h"
 #include "engine/jobs/distill_job.h"
 #include "engine/jobs/evaluate_job.h"
 #include "engine/jobs/finetune_job.h"
@@ -30,34 +29,6 @@ class Communicator;
 
 namespace hh::jobs {
 
-struct ExportConfig {
-  std::string dtype = "float32";  // float32 | float16 | bfloat16 (model weights; adapters stay float32)
-  bool adaptersOnly = false;      // write <output>/adapters.safetensors instead of a full folder
-};
-
-struct ConvertConfig {
-  std::string modelDir;      // the teacher
-  std::string runDir;        // everything goes under here
-  std::string outputDir;     // the exported model; empty = <run_dir>/model
-  std::string featureMap = "hedgehog";
-  std::string rule = "additive";
-  std::vector<int64_t> layers;  // converted layers; empty = all
-  uint64_t seed = 0;
-  DataConfig data;           // shared by every stage
-  DistillConfig distill;     // stage settings; the shared keys above override theirs
-  FinetuneConfig finetune;
-  EvaluateConfig evaluate;
-  ExportConfig exportOptions;
-};
-
-nlohmann::json toJson(const ConvertConfig& config);
-// Every key optional; a stage section that repeats a shared key, unknown keys and wrong types
-// throw std::invalid_argument naming the key.
-ConvertConfig convertConfigFromJson(const nlohmann::json& json);
-// The stage configs as the job runs them (shared keys and stage folders filled in).
-DistillConfig distillStage(const ConvertConfig& config);
-FinetuneConfig finetuneStage(const ConvertConfig& config);
-EvaluateConfig evaluateStage(const ConvertConfig& config);
 
 struct ConvertResult {
   JobStatus status = JobStatus::Completed;

@@ -1,5 +1,7 @@
 #include "engine/jobs/data_parallel.h"
 
+#include <torch/types.h>
+
 #include <stdexcept>
 
 #include "engine/distributed/communicator.h"
@@ -15,7 +17,7 @@ void requireRowPerRank(const std::string& job, int64_t batchSize, const dist::Co
 
 void startTogether(dist::Communicator& world, const std::vector<torch::Tensor>& params, int64_t step) {
   world.requireSame(step, "the step to resume from", "run_dir must be on storage every rank sees");
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   std::vector<torch::Tensor> shared;
   for (const auto& p : params) shared.push_back(p.detach());
   world.broadcast(shared, 0);
@@ -27,8 +29,8 @@ Shard shardOf(const torch::Tensor& globalRows, const dist::Communicator& world) 
   return {globalRows.narrow(0, first, last - first), double(last - first) / double(total)};
 }
 
-std::string deviceName(const dist::Communicator& world) {
-  return deviceName() + (world.distributed() ? " x " + std::to_string(world.size()) + " processes (gloo)" : "");
+std::string deviceName(const std::string& device, const dist::Communicator& world) {
+  return device + (world.distributed() ? " x " + std::to_string(world.size()) + " processes (gloo)" : "");
 }
 
 std::string dataParallelNote(const dist::Communicator& world, int64_t batchSize, const std::string& unit) {

@@ -2,7 +2,7 @@
 // dist::Communicator (engine/distributed/communicator.h); in a world of one each is a no-op or
 // the identity, so the single-process path is the same code.
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <string>
@@ -20,18 +20,18 @@ void requireRowPerRank(const std::string& job, int64_t batchSize, const dist::Co
 
 // Every rank must resume from the same step (run_dir on storage every rank sees) and starts from
 // rank 0's values of `params` (they agree already: same files, same seed).
-void startTogether(dist::Communicator& world, const std::vector<torch::Tensor>& params, int64_t step);
+void startTogether(dist::Communicator& world, const std::vector<at::Tensor>& params, int64_t step);
 
 // This rank's rows of a global batch of row indices [B] (shardRange) and its share of the batch:
 // its gradient, multiplied by `share` and summed over ranks, is the whole batch's.
 struct Shard {
-  torch::Tensor rows;  // [b] int64, b = this rank's rows
+  at::Tensor rows;  // [b] int64, b = this rank's rows
   double share = 1.0;  // b / B
 };
-Shard shardOf(const torch::Tensor& globalRows, const dist::Communicator& world);
+Shard shardOf(const at::Tensor& globalRows, const dist::Communicator& world);
 
-// The run file's device with the world: "cpu", or "cpu x 2 processes (gloo)".
-std::string deviceName(const dist::Communicator& world);
+// The run file's device with the world: `device` ("cpu"), or "cpu x 2 processes (gloo)".
+std::string deviceName(const std::string& device, const dist::Communicator& world);
 
 // " | data-parallel over N processes, B UNIT per step in all" for a job's first log line ("" alone).
 std::string dataParallelNote(const dist::Communicator& world, int64_t batchSize, const std::string& unit);

@@ -1,5 +1,7 @@
 #include "engine/jobs/evaluate_job.h"
 
+#include <torch/types.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -150,7 +152,7 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
   header.kind = "evaluate";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceName();
+  header.device = deviceOf(*teacher);
   auto& layout = header.layout;
   if (lm)
     layout.scalars = {{"nll_original", "nats"}, {"nll_converted", "nats"}, {"perplexity_original"}, {"perplexity_converted"},
@@ -188,7 +190,7 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
 
   // Task quality of one model: mean next-token NLL (lm) or accuracy (classification).
   auto taskQuality = [&](models::TransformerModel& model, const std::string& phase) {
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     double sum = 0;
     int64_t count = 0;
     for (int64_t start = 0; start < heldOut.rows(); start += config.batchSize) {
@@ -216,24 +218,22 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
   // Per-head tables of one model's linear attention against softmax, averaged over the table's
   // batches (weighted by their sequence count; NaN entries propagate).
   auto measure = [&](models::TransformerModel& model, const std::string& name) {
-    std::vector<HeadTable> sums;
+    HeadMeasures sums(static_cast<int>(model.config().layers), static_cast<int>(model.config().heads));
+    for (auto* t : sums.tables()) std::fill(t->values.begin(), t->values.end(), 0.0);
     for (int64_t start = 0; start < tableRows; start += config.batchSize) {
       checkCancel(observer);
       const int64_t n = std::min(config.batchSize, tableRows - start);
       const auto batch = heldOut.slice(start, n);
-      ProbeRequest request;
-      const auto probed = probeAttention(model, batch.ids, batch.mask, request);
-      if (sums.empty()) {
-        sums = probed.tables;
-        for (auto& t : sums) std::fill(t.values.begin(), t.values.end(), 0.0);
-      }
-      for (size_t i = 0; i < sums.size(); ++i)
-        for (size_t k = 0; k < sums[i].values.size(); ++k) sums[i].values[k] += double(n) * probed.tables[i].values[k];
+      const auto probed = probeAttention(model, batch.ids, batch.mask, ProbeRequest{}).heads;
+      const auto from = probed.tables();
+      auto into = sums.tables();
+      for (size_t i = 0; i < into.size(); ++i)
+        for (size_t k = 0; k < into[i]->values.size(); ++k) into[i]->values[k] += double(n) * from[i]->values[k];
       observer.progress(++done, total, "attention table: " + name);
     }
-    for (auto& t : sums)
-      for (auto& v : t.values) v /= double(tableRows);
-    return sums;  // kl, entropy_softmax, entropy_linear, monotonicity
+    for (auto* t : sums.tables())
+      for (auto& v : t->values) v /= double(tableRows);
+    return sums;
   };
 
   try {
@@ -261,7 +261,7 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
     observer.scalars(0, scalars);
 
     for (const auto& name : mapNames) {
-      std::vector<HeadTable> tables;
+      HeadMeasures tables;
       if (name == "trained") {
         tables = measure(*converted, name);
       } else {
@@ -273,16 +273,16 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
         teacher->setAttentionPlan(models::AttentionPlan{});
       }
       if (!result.softmaxEntropyTable.heads) {
-        result.softmaxEntropyTable = tables[1];
-        result.softmaxEntropy = meanOver(tables[1], tableLayers);
-        writer.appendTable(0, "entropy_softmax", tables[1].values);
+        result.softmaxEntropyTable = tables.entropySoftmax;
+        result.softmaxEntropy = meanOver(tables.entropySoftmax, tableLayers);
+        writer.appendTable(0, "entropy_softmax", tables.entropySoftmax.values);
         writer.appendScalar(0, "entropy_softmax_mean", result.softmaxEntropy);
       }
       FeatureMapEvaluation row;
       row.name = name;
-      row.klTable = tables[0];
-      row.entropyTable = tables[2];
-      row.monotonicityTable = tables[3];
+      row.klTable = tables.kl;
+      row.entropyTable = tables.entropyLinear;
+      row.monotonicityTable = tables.monotonicity;
       row.klTable.name = "kl_" + name;
       row.entropyTable.name = "entropy_" + name;
       row.monotonicityTable.name = "monotonicity_" + name;
@@ -294,7 +294,6 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
       for (const auto* t : {&row.klTable, &row.entropyTable, &row.monotonicityTable}) writer.appendTable(0, t->name, t->values);
       writer.appendScalars(0, rowScalars);
       observer.scalars(0, rowScalars);
-      observer.headTables(0, {row.klTable, row.entropyTable, row.monotonicityTable});
       log(name + ": KL " + std::to_string(row.kl) + ", entropy " + std::to_string(row.entropy) + ", monotonicity " +
           std::to_string(row.monotonicity));
       result.featureMaps.push_back(std::move(row));

@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "engine/jobs/convert_job.h"
-#include "engine/jobs/job_support.h"
+#include "engine/jobs/run_support.h"
 #include "engine/jobs/train_job.h"
 #include "engine/runs/run_reader.h"
 
@@ -43,10 +43,6 @@ class VariantObserver : public JobObserver {
     inner_.progress(step, totalSteps, prefix_ + phase);
   }
   void scalars(int64_t step, const std::map<std::string, double>& values) override { inner_.scalars(step, values); }
-  void headTables(int64_t step, const std::vector<HeadTable>& tables) override { inner_.headTables(step, tables); }
-  void snapshots(int64_t step, const std::vector<AttentionSnapshot>& maps, const std::vector<std::string>& tokens) override {
-    inner_.snapshots(step, maps, tokens);
-  }
   void log(const std::string& line) override { inner_.log(prefix_ + line); }
   bool cancelled() override { return inner_.cancelled(); }
 

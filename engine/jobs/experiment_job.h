@@ -23,30 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/config/experiment_config.h"
 #include "engine/jobs/job_observer.h"
 
 namespace hh::jobs {
 
-struct ExperimentVariant {
-  std::string name;     // a folder name: letters, digits, '-', '_', '.'
-  nlohmann::json set;   // merge patch over the base config
-};
-
-struct ExperimentConfig {
-  std::string name;
-  std::string description;
-  std::string job;      // train | convert | distill | finetune | evaluate
-  std::string runDir;
-  nlohmann::json base = nlohmann::json::object();
-  std::vector<ExperimentVariant> variants;
-};
-
-// Throws std::invalid_argument naming the key or the variant (unknown keys, wrong types, an
-// unknown job, duplicate or unsafe variant names, a variant whose merged config the job refuses).
-ExperimentConfig experimentConfigFromJson(const nlohmann::json& json);
-nlohmann::json toJson(const ExperimentConfig& config);
-// The job config variant `name` runs with (merged, run_dir filled in).
-nlohmann::json variantConfig(const ExperimentConfig& config, const std::string& name);
 
 struct VariantResult {
   std::string name;

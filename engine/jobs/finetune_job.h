@@ -15,12 +15,11 @@
 // the finetuned folder saved with saveModel at the end. NaN/inf stops the job before the update
 // (the saved weights are the last good ones); cancel stops within a step.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <string>
 
-#include "engine/jobs/distill_job.h"
+#include "engine/config/finetune_config.h"
+#include "engine/jobs/job_observer.h"
 
 namespace hh::dist {
 class Communicator;
@@ -28,46 +27,6 @@ class Communicator;
 
 namespace hh::jobs {
 
-struct ClassificationDataConfig {
-  std::string path = "spam_assassin";  // .tsv | .jsonl | "spam_assassin"
-  int64_t sequenceLength = 128;
-  double validationFraction = 0.2;
-  int64_t maxExamples = 0;             // 0 = all
-  uint64_t seed = 0;
-};
-
-nlohmann::json toJson(const ClassificationDataConfig& config);
-ClassificationDataConfig classificationDataConfigFromJson(const nlohmann::json& json, const std::string& where);
-
-struct FinetuneConfig {
-  std::string modelDir;               // converted folder, or the teacher when `adapters` is set
-  std::string adapters;               // adapters.safetensors from distill (optional)
-  std::string outputDir;              // the finetuned model folder; empty = <run_dir>/model
-  std::string runDir;                 // run.h5
-  std::string mode = "full";          // full | lora
-  int64_t loraRank = 8;
-  double loraAlpha = 16;
-  std::string task = "lm";            // lm | classification
-  double lr = 1e-4;
-  double minLrRatio = 0.1;
-  int64_t warmupSteps = 20;
-  double weightDecay = 0.0;
-  double gradClip = 1.0;
-  int64_t steps = 200;
-  int64_t batchSize = 8;
-  int64_t evalEvery = 50;
-  int64_t evalBatches = 8;            // 0 = the whole validation split
-  int64_t patience = 0;               // evaluations without improvement before stopping (0 = never)
-  uint64_t seed = 0;
-  bool resume = false;                // continue from <run_dir>/checkpoint.safetensors (when there)
-  int64_t debugNanAtStep = -1;        // testing aid: poison the loss at this step
-  DataConfig data;                    // task lm
-  ClassificationDataConfig classification;  // task classification
-};
-
-nlohmann::json toJson(const FinetuneConfig& config);
-// Every key optional (defaults above); unknown keys and wrong types throw std::invalid_argument.
-FinetuneConfig finetuneConfigFromJson(const nlohmann::json& json);
 
 struct FinetuneResult {
   JobStatus status = JobStatus::Completed;

@@ -7,23 +7,8 @@
 #include <map>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 namespace hh::jobs {
-
-// Per-layer x per-head values of one metric at one step (row-major [L, H]).
-struct HeadTable {
-  std::string name;  // kl, entropy_softmax, entropy_linear, monotonicity
-  int layers = 0, heads = 0;
-  std::vector<double> values;
-};
-
-// Attention maps of one (layer, head) on the probe text, pooled to size x size.
-struct AttentionSnapshot {
-  int layer = 0, head = 0, size = 0;
-  std::vector<float> softmax;  // [size, size]
-  std::vector<float> linear;   // [size, size]; empty when the layer is softmax
-};
 
 class JobObserver {
  public:
@@ -31,9 +16,6 @@ class JobObserver {
   virtual void started(const std::string& runPath, int64_t totalSteps) {}
   virtual void progress(int64_t step, int64_t totalSteps, const std::string& phase) {}
   virtual void scalars(int64_t step, const std::map<std::string, double>& values) {}
-  virtual void headTables(int64_t step, const std::vector<HeadTable>& tables) {}
-  virtual void snapshots(int64_t step, const std::vector<AttentionSnapshot>& maps,
-                         const std::vector<std::string>& probeTokens) {}
   virtual void log(const std::string& line) {}
   virtual bool cancelled() { return false; }
 };

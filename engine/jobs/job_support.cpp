@@ -1,5 +1,7 @@
 #include "engine/jobs/job_support.h"
 
+#include <torch/types.h>
+
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -7,15 +9,6 @@
 #include "engine/data/data_paths.h"
 
 namespace hh::jobs {
-
-const char* toString(JobStatus status) {
-  switch (status) {
-    case JobStatus::Completed: return "completed";
-    case JobStatus::Failed: return "failed";
-    case JobStatus::Cancelled: return "cancelled";
-  }
-  return "?";
-}
 
 data::LmDataset loadLmData(const DataConfig& c, const tok::Tokenizer& tokenizer) {
   const auto documents = c.corpus == "brown" ? data::readBrownCorpus(data::brownCorpusDir()) : data::readTextDocuments(c.corpus);
@@ -58,20 +51,10 @@ void BatchSampler::skip(int64_t batches) {
   for (int64_t i = 0; i < batches; ++i) next();
 }
 
-std::string makeRunId(const std::string& kind) {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buffer[64];
-  std::strftime(buffer, sizeof buffer, "%Y%m%d-%H%M%S", &tm);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  char id[96];
-  std::snprintf(id, sizeof id, "%s-%s-%03lld", kind.c_str(), buffer, static_cast<long long>(ms));
-  return id;
+std::string deviceOf(const models::TransformerModel& model) {
+  const auto params = model.parameters();
+  return params.empty() ? std::string("cpu") : params.front().device().str();
 }
-
-std::string deviceName() { return "cpu"; }
 
 std::map<std::string, std::vector<float>> adapterFloats(const models::TransformerModel& model) {
   std::map<std::string, std::vector<float>> out;
@@ -80,26 +63,6 @@ std::map<std::string, std::vector<float>> adapterFloats(const models::Transforme
     out[name] = std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
   }
   return out;
-}
-
-runs::RunStatus runStatusOf(JobStatus s) {
-  switch (s) {
-    case JobStatus::Completed: return runs::RunStatus::Completed;
-    case JobStatus::Cancelled: return runs::RunStatus::Cancelled;
-    default: return runs::RunStatus::Failed;
-  }
-}
-
-double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-void finishRun(runs::RunWriter& writer, JobObserver& observer, JobStatus status, const std::string& message, int64_t step) {
-  const std::string line = std::string(toString(status)) + ": " + message;
-  writer.log(line, step);
-  observer.log(line);
-  writer.setStatus(runStatusOf(status), message);
-  writer.close();
 }
 
 }  // namespace hh::jobs

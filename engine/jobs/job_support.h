@@ -1,8 +1,8 @@
-// Pieces every job needs: the LM data of a DataConfig, a seeded batch sampler, the run folder,
-// the adapter tensors as plain floats for the run file, and JSON field readers that reject
-// unknown keys and wrong types with the key's name.
+// Pieces the jobs that hold a model need: the LM data of a DataConfig, a seeded batch sampler,
+// the device of a model, the adapter tensors as plain floats for the run file (the run-file
+// pieces without Torch are in run_support.h).
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +17,7 @@
 #include "engine/data/text_corpus.h"
 #include "engine/jobs/distill_job.h"
 #include "engine/models/transformer_model.h"
+#include "engine/jobs/run_support.h"
 #include "engine/runs/run_writer.h"
 
 namespace hh::jobs {
@@ -27,7 +28,7 @@ data::LmDataset loadLmData(const DataConfig& config, const tok::Tokenizer& token
 class BatchSampler {
  public:
   BatchSampler(int64_t rows, int64_t batchSize, uint64_t seed);
-  torch::Tensor next();  // [batch] int64 row indices
+  at::Tensor next();  // [batch] int64 row indices
   void skip(int64_t batches);  // resume: advance as if `batches` had been drawn
  private:
   void reshuffle();
@@ -37,23 +38,9 @@ class BatchSampler {
   size_t cursor_ = 0;
 };
 
-std::string makeRunId(const std::string& kind);
-runs::RunStatus runStatusOf(JobStatus status);
-double secondsSince(std::chrono::steady_clock::time_point start);
-// The end of every job: logs "<status>: <message>" (run file at `step`, and observer), writes the
-// terminal status row and closes the file.
-void finishRun(runs::RunWriter& writer, JobObserver& observer, JobStatus status, const std::string& message, int64_t step);
-std::string deviceName();
+// The device a model computes on ("cpu", "cuda:0"): its parameters'.
+std::string deviceOf(const models::TransformerModel& model);
 std::map<std::string, std::vector<float>> adapterFloats(const models::TransformerModel& model);
 
-// JSON readers: `seen` collects the keys read so that checkUnknownKeys can name the others.
-struct JsonReader {
-  const nlohmann::json& json;
-  std::string where;
-  std::set<std::string> seen;
-  template <typename T>
-  void read(const char* key, T& out);
-  void checkUnknownKeys() const;
-};
 
 }  // namespace hh::jobs

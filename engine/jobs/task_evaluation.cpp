@@ -1,6 +1,9 @@
 // Loss, accuracy and own-attention measurements of a task run; formulas in task_evaluation.h.
 #include "engine/jobs/task_evaluation.h"
 
+#include <torch/nn/functional/loss.h>
+#include <torch/types.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -40,7 +43,7 @@ torch::Tensor targetLoss(const torch::Tensor& logits, const torch::Tensor& targe
 
 TaskScore scoreTask(models::TransformerModel& model, const data::TaskSplit& split, int64_t batchSize,
                     int64_t maxBatches, JobObserver& observer) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   EvalModeGuard evalMode(model);
   namespace F = torch::nn::functional;
   double lossSum = 0;
@@ -70,7 +73,7 @@ TaskScore scoreTask(models::TransformerModel& model, const data::TaskSplit& spli
 OwnAttention probeOwnAttention(models::TransformerModel& model, const torch::Tensor& ids,
                                const std::vector<std::pair<int, int>>& snapshotPairs, int snapshotSize) {
   // ids [B,T]
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   EvalModeGuard evalMode(model);
   const int L = static_cast<int>(model.config().layers), H = static_cast<int>(model.config().heads);
   const int64_t T = ids.size(1);

@@ -18,7 +18,7 @@
 //                layer's own q, k; "linear" = the linear weights on a linear layer, empty on a
 //                softmax layer.
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/data/synthetic_tasks.h"
+#include "engine/jobs/head_tables.h"
 #include "engine/jobs/job_observer.h"
 #include "engine/models/transformer_model.h"
 
@@ -35,7 +36,7 @@ namespace hh::jobs {
 
 // logits [B, T, V], targets [B, T]: mean cross-entropy over scored positions (a scalar tensor
 // with gradient; NaN when nothing is scored).
-torch::Tensor targetLoss(const torch::Tensor& logits, const torch::Tensor& targets);
+at::Tensor targetLoss(const at::Tensor& logits, const at::Tensor& targets);
 
 struct TaskScore {
   double loss = 0.0;      // mean over scored positions (nats)
@@ -55,7 +56,7 @@ struct OwnAttention {
 };
 
 // ids [B, T]: one forward in eval mode without gradients, capturing every layer (see above).
-OwnAttention probeOwnAttention(models::TransformerModel& model, const torch::Tensor& ids,
+OwnAttention probeOwnAttention(models::TransformerModel& model, const at::Tensor& ids,
                                const std::vector<std::pair<int, int>>& snapshotPairs, int snapshotSize);
 
 // The heatmap pairs of a task run: head 0 of every layer and every head of the last layer,

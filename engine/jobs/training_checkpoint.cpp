@@ -1,10 +1,14 @@
 // Pickle-free training checkpoints (see training_checkpoint.h).
 #include "engine/jobs/training_checkpoint.h"
 
+#include <torch/optim/adamw.h>
+#include <torch/types.h>
+
 #include <filesystem>
 
 #include "engine/io/durable_file.h"
 #include "engine/io/safetensors.h"
+#include "engine/models/tensor_file.h"
 
 namespace hh::jobs {
 namespace fs = std::filesystem;
@@ -63,7 +67,7 @@ void saveTrainingCheckpoint(const std::string& path, torch::optim::AdamW& optimi
                                                     {"parameters", std::to_string(params.size())},
                                                     {"adamw_groups", groups.dump()},
                                                     {"hedgehog_checkpoint", counters.dump()}};
-  io::writeSafetensors(path, tensors, metadata);
+  models::writeTensorFile(path, tensors, metadata);
   // The readable copy of the counters (resume does not read it).
   io::writeFileAtomically(fs::path(path).replace_extension(".json").string(), counters.dump(2) + "\n");
 }
@@ -102,10 +106,10 @@ nlohmann::json loadTrainingCheckpoint(const std::string& path, torch::optim::Ada
     const auto& info = file.info(name);
     if (c10::IntArrayRef(info.shape) != like.sizes())
       fail(path, "tensor '" + name + "' has shape " + shapeText(info.shape) + ", the live parameter " + shapeText(like.sizes()));
-    return file.tensor(name, like.scalar_type()).to(like.device());
+    return models::readTensor(file, name, like.scalar_type()).to(like.device());
   };
   if (!file.contains("adamw.step")) fail(path, "no tensor 'adamw.step'");
-  const auto steps = file.tensor("adamw.step", torch::kLong);
+  const auto steps = models::readTensor(file, "adamw.step", torch::kLong);
   if (steps.numel() != static_cast<int64_t>(params.size())) fail(path, "'adamw.step' does not have one entry per parameter");
 
   // Validate everything before changing anything: a bad file leaves the job untouched.
@@ -141,7 +145,7 @@ nlohmann::json loadTrainingCheckpoint(const std::string& path, torch::optim::Ada
   } catch (const nlohmann::json::exception& e) {
     fail(path, std::string("\"adamw_groups\" is malformed (") + e.what() + ")");
   }
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   auto& state = optimizer.state();
   state.clear();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -151,7 +155,7 @@ nlohmann::json loadTrainingCheckpoint(const std::string& path, torch::optim::Ada
   if (!counters.is_object()) fail(path, "\"hedgehog_checkpoint\" is not a JSON object");
   if (extra != nullptr)
     for (const auto& name : file.names())
-      if (name.rfind("extra.", 0) == 0) (*extra)[name.substr(6)] = file.tensor(name, file.info(name).dtype == "I64" ? torch::kLong : torch::kFloat);
+      if (name.rfind("extra.", 0) == 0) (*extra)[name.substr(6)] = models::readTensor(file, name, file.info(name).dtype == "I64" ? torch::kLong : torch::kFloat);
   return counters;
 }
 

@@ -16,7 +16,7 @@
 // Loading validates the format tag, the parameter count and every name and shape against the
 // live parameters; every problem is a std::runtime_error naming the file.
 #pragma once
-#include <torch/torch.h>
+#include <torch/optim/adamw.h>
 
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,9 @@
 #include "engine/jobs/training_support.h"
 
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -30,7 +34,7 @@ torch::Tensor nextTokenLoss(const torch::Tensor& logits, const torch::Tensor& id
 
 double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows, int64_t batchSize, int64_t maxBatches,
                      JobObserver& observer, dist::Communicator* world) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   const bool wasTraining = model.is_training();
   model.eval();
   dist::Communicator& ranks = dist::Communicator::orAlone(world);
@@ -60,24 +64,12 @@ double clipGradients(const std::vector<torch::Tensor>& params, double maxNorm) {
   const double norm = std::sqrt(torch::stack(norms).sum().item<double>());
   if (!std::isfinite(norm)) return norm;
   if (maxNorm > 0 && norm > maxNorm) {
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     const double factor = maxNorm / (norm + 1e-6);
     for (const auto& p : params)
       if (p.grad().defined()) p.grad().mul_(factor);
   }
   return norm;
-}
-
-std::vector<torch::Tensor> snapshotTensors(const std::vector<torch::Tensor>& tensors) {
-  std::vector<torch::Tensor> out;
-  out.reserve(tensors.size());
-  for (const auto& t : tensors) out.push_back(t.detach().clone());
-  return out;
-}
-
-void restoreTensors(const std::vector<torch::Tensor>& into, const std::vector<torch::Tensor>& from) {
-  torch::NoGradGuard noGrad;
-  for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i].copy_(from[i]);
 }
 
 void throwIfCancelled(JobObserver& observer) {

@@ -5,7 +5,7 @@
 //            = floor + (lr - floor) * (1 + cos(pi * p)) / 2,        p = (step - warmup) / (steps - warmup)
 //   with floor = lr * minLrRatio; `step` counts from 0 (the step about to be taken).
 #pragma once
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
 
 #include <cstdint>
 #include <string>
@@ -38,10 +38,6 @@ double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows,
 // Clips the gradients of `params` to total norm `maxNorm` (<= 0: no clipping) and returns the
 // norm before clipping (NaN/inf when some gradient is not finite; the caller then skips the step).
 double clipGradients(const std::vector<torch::Tensor>& params, double maxNorm);
-
-// Detached copies of tensors, and copying them back (last good / best weights).
-std::vector<torch::Tensor> snapshotTensors(const std::vector<torch::Tensor>& tensors);
-void restoreTensors(const std::vector<torch::Tensor>& into, const std::vector<torch::Tensor>& from);
 
 void throwIfCancelled(JobObserver& observer);
 

@@ -6,6 +6,7 @@
 #include "engine/metrics/attention_metrics.h"
 
 #include <ATen/Parallel.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>

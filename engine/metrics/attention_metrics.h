@@ -10,7 +10,7 @@
 // keys: pass rows that already sum to 1 over them. A NaN among valid inputs yields NaN (it is
 // never silently dropped), so a diverged model shows up in the per-head numbers.
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <vector>
@@ -24,29 +24,29 @@ namespace hh::metrics {
 constexpr double kKlEpsilon = 1e-10;
 
 // Lower-triangular [T, T] bool mask (query i sees keys j <= i).
-torch::Tensor causalMask(int64_t length, torch::Device device = torch::kCPU);
+at::Tensor causalMask(int64_t length, at::Device device = at::kCPU);
 
 // H_i = -sum_j a_ij log a_ij over valid j (0 log 0 = 0; a negative weight gives NaN).
 // Returns [..., Tq] in float64; a row with no valid key is NaN.
-torch::Tensor rowEntropy(const torch::Tensor& weights, const torch::Tensor& valid = {});
+at::Tensor rowEntropy(const at::Tensor& weights, const at::Tensor& valid = {});
 // Mean of rowEntropy over rows (and batch) per head: [H] float64. Rows with no valid key are left
 // out of the mean; a head with none left is NaN.
-torch::Tensor headEntropy(const torch::Tensor& weights, const torch::Tensor& valid = {});
+at::Tensor headEntropy(const at::Tensor& weights, const at::Tensor& valid = {});
 
 // KL(p || a) per row over valid j: [..., Tq] float64; p the softmax target, a the linear weights.
 // A row with no valid key is NaN.
-torch::Tensor rowKl(const torch::Tensor& p, const torch::Tensor& a, const torch::Tensor& valid = {});
+at::Tensor rowKl(const at::Tensor& p, const at::Tensor& a, const at::Tensor& valid = {});
 // Mean of rowKl over rows (and batch) per head: [H] float64. Rows with no valid key are left out
 // of the mean; a head with none left is NaN.
-torch::Tensor headKl(const torch::Tensor& p, const torch::Tensor& a, const torch::Tensor& valid = {});
+at::Tensor headKl(const at::Tensor& p, const at::Tensor& a, const at::Tensor& valid = {});
 
 // Spearman rank correlation between scores (q.k / sqrt(d)) and weights along each row over valid
 // keys, ties given their average rank. Rows with fewer than 3 valid keys, or constant scores or
 // weights, are skipped. Returns [..., Tq] float64 with NaN for skipped rows. A row with a NaN
 // among its valid scores or weights is NaN too but is not skipped: it makes its head's mean NaN.
-torch::Tensor rowSpearman(const torch::Tensor& scores, const torch::Tensor& weights, const torch::Tensor& valid = {});
+at::Tensor rowSpearman(const at::Tensor& scores, const at::Tensor& weights, const at::Tensor& valid = {});
 // Mean over non-skipped rows per head: [H] float64 (NaN if a head has no usable row).
-torch::Tensor headSpearman(const torch::Tensor& scores, const torch::Tensor& weights, const torch::Tensor& valid = {});
+at::Tensor headSpearman(const at::Tensor& scores, const at::Tensor& weights, const at::Tensor& valid = {});
 
 // Binned monotonicity curve: weights against scores over all valid pairs of the given tensors
 // (pass one head's slice for a per-head curve). Bins are equal-width over [min, max] of the valid
@@ -61,7 +61,7 @@ struct MonotonicityCurve {
   std::vector<double> stddev;      // population standard deviation of the weights in the bin
   std::vector<int64_t> count;      // pairs in the bin
 };
-MonotonicityCurve monotonicityCurve(const torch::Tensor& scores, const torch::Tensor& weights,
-                                    const torch::Tensor& valid = {}, int bins = 32);
+MonotonicityCurve monotonicityCurve(const at::Tensor& scores, const at::Tensor& weights,
+                                    const at::Tensor& valid = {}, int bins = 32);
 
 }  // namespace hh::metrics

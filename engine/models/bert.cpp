@@ -1,5 +1,7 @@
 #include "engine/models/bert.h"
 
+#include <torch/types.h>
+
 #include "engine/models/layers.h"
 
 namespace hh::models {
@@ -36,7 +38,7 @@ BertModel::BertModel(const ModelConfig& config) : TransformerModel(config) {
     pooler_ = register_module("pooler", nn::Linear(C, C));
     classifier_ = register_module("classifier", nn::Linear(C, c.numLabels));
   }
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   for (auto& item : named_parameters()) {
     if (item.key().find("LayerNorm") != std::string::npos) continue;
     if (item.value().dim() >= 2) item.value().normal_(0.0, 0.02);
@@ -85,7 +87,7 @@ ModelOutput BertModel::forward(const torch::Tensor& ids, const ForwardOptions& o
 }
 
 void BertModel::loadWeights(WeightSource& s) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   const auto& c = config_;
   const int64_t C = c.hiddenSize, I = c.intermediateSize;
   s.detectPrefix("embeddings.word_embeddings.weight", {"bert.", ""});

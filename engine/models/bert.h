@@ -6,6 +6,10 @@
 // classification (pooler tanh on [CLS] -> classifier), or none (logits = hidden states).
 // Names are read with or without the "bert." prefix.
 #pragma once
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
 #include "engine/models/transformer_model.h"
 
 namespace hh::models {

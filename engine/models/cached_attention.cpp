@@ -1,5 +1,7 @@
 // Generation mode of TransformerModel::attend (declared in transformer_model.h): softmax layers
 // against a KV cache, linear layers through their recurrent state.
+#include <torch/types.h>
+
 #include <cmath>
 
 #include "engine/attention/softmax_attention.h"

@@ -1,5 +1,7 @@
 #include "engine/models/decode_cache.h"
 
+#include <torch/types.h>
+
 #include <limits>
 
 namespace hh::models {

@@ -7,7 +7,7 @@
 //   recurrent form) mode, and advances cache.position by T.
 // Shapes: keys, values [B, H_kv, capacity, D] of which the first `length` positions are filled.
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <vector>
 
@@ -20,18 +20,18 @@ namespace hh::models {
 class KvCache {
  public:
   // k, v [B, H_kv, T, D] appended at the end.
-  void append(const torch::Tensor& k, const torch::Tensor& v);
+  void append(const at::Tensor& k, const at::Tensor& v);
   // Capacity for `positions` tokens in total (no-op when already that large).
-  void reserve(int64_t positions, const torch::Tensor& like);
-  torch::Tensor keys() const;    // [B, H_kv, length, D] view
-  torch::Tensor values() const;  // [B, H_kv, length, D] view
+  void reserve(int64_t positions, const at::Tensor& like);
+  at::Tensor keys() const;    // [B, H_kv, length, D] view
+  at::Tensor values() const;  // [B, H_kv, length, D] view
   int64_t length() const { return length_; }
   int64_t capacity() const { return keys_.defined() ? keys_.size(2) : 0; }
   int64_t bytes() const;      // bytes held (the whole capacity)
   int64_t usedBytes() const;  // bytes of the filled positions
 
  private:
-  torch::Tensor keys_, values_;
+  at::Tensor keys_, values_;
   int64_t length_ = 0;
   int64_t reserved_ = 0;  // asked for before the first append
 };
@@ -52,10 +52,10 @@ struct DecodeCache {
   int64_t kvBytes() const;     // the KV buffers alone
   int64_t stateBytes() const;  // the recurrent states alone
   // ||S||_F per layer and head: [L, H] float; rows of softmax layers are NaN. Batch row 0.
-  torch::Tensor stateNorms(int64_t heads) const;
+  at::Tensor stateNorms(int64_t heads) const;
   // The decay factor applied at the last token per layer and head (gated, decay rules): [L, H]
   // float, NaN where a layer has none.
-  torch::Tensor lastDecay(int64_t heads) const;
+  at::Tensor lastDecay(int64_t heads) const;
 };
 
 }  // namespace hh::models

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/models/model_config.h"
+#include "engine/config/model_config.h"
 
 namespace hh::models {
 

@@ -1,5 +1,7 @@
 #include "engine/models/gpt2.h"
 
+#include <torch/types.h>
+
 #include "engine/models/layers.h"
 
 namespace hh::models {
@@ -26,7 +28,7 @@ Gpt2Model::Gpt2Model(const ModelConfig& config) : TransformerModel(config) {
   if (c.head == HeadKind::SequenceClassification)
     classifier_ = register_module("score", nn::Linear(nn::LinearOptions(C, c.numLabels).bias(false)));
   // GPT-2's initialisation (for models trained from scratch): N(0, 0.02), zero biases.
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   for (auto& item : named_parameters()) {
     if (item.key().find("ln_") != std::string::npos) continue;
     if (item.value().dim() >= 2) item.value().normal_(0.0, 0.02);
@@ -71,7 +73,7 @@ ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& o
 }
 
 void Gpt2Model::loadWeights(WeightSource& s) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   const auto& c = config_;
   const int64_t C = c.hiddenSize, I = c.intermediateSize;
   s.detectPrefix("wte.weight", {"", "transformer."});

@@ -4,6 +4,10 @@
 // the LM head is tied to wte unless the checkpoint has its own lm_head.weight.
 //   block: x = x + c_proj(attn(ln_1(x))); x = x + mlp(ln_2(x)); mlp = c_proj(act(c_fc(x)))
 #pragma once
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
 #include "engine/models/transformer_model.h"
 
 namespace hh::models {

@@ -1,5 +1,9 @@
 #include "engine/models/layers.h"
 
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/types.h>
+
 #include <cmath>
 
 namespace hh::models {

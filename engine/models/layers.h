@@ -2,11 +2,11 @@
 // fp32, rotary position embeddings (half-split, as Hugging Face Llama weights expect), and the
 // reshape between [B, T, C] and per-head [B, H, T, D].
 #pragma once
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
 
 #include <string>
 
-#include "engine/models/model_config.h"
+#include "engine/config/model_config.h"
 
 namespace hh::models {
 

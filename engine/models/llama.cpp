@@ -1,5 +1,7 @@
 #include "engine/models/llama.h"
 
+#include <torch/types.h>
+
 #include "engine/models/layers.h"
 
 namespace hh::models {
@@ -29,7 +31,7 @@ LlamaModel::LlamaModel(const ModelConfig& config) : TransformerModel(config) {
   norm_ = register_parameter("norm", torch::ones({C}));
   if (!c.tieWordEmbeddings) lmHead_ = linear("lm_head", C, c.vocabSize, false);
   if (c.head == HeadKind::SequenceClassification) classifier_ = linear("score", C, c.numLabels, false);
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   for (auto& item : named_parameters()) {
     if (item.key().find("norm") != std::string::npos) continue;
     if (item.value().dim() >= 2) item.value().normal_(0.0, 0.02);
@@ -72,7 +74,7 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
 }
 
 void LlamaModel::loadWeights(WeightSource& s) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   const auto& c = config_;
   const int64_t C = c.hiddenSize, I = c.intermediateSize, HD = c.heads * c.headDim, KD = c.kvHeads * c.headDim;
   s.detectPrefix("embed_tokens.weight", {"model.", ""});

@@ -5,6 +5,9 @@
 // Hugging Face conversion already permuted q/k, so nothing is permuted here; grouped-query
 // attention (kv head j serves query heads j*g .. (j+1)*g-1); tied or untied LM head.
 #pragma once
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
 #include "engine/models/transformer_model.h"
 
 namespace hh::models {

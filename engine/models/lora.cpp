@@ -1,6 +1,7 @@
 #include "engine/models/lora.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <regex>
@@ -51,7 +52,7 @@ void LoraAdapters::apply() {
 
 void LoraAdapters::merge() {
   if (merged_) return;
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   for (auto& t : targets_) {
     t.base.add_(scale_ * torch::matmul(t.b, t.a));
     t.linear->weight = t.base;

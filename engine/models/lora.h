@@ -10,7 +10,7 @@
 //   BERT : layer_<l>_query, _key, _value, _attention_output
 //   Llama: layers_<l>_q_proj, _k_proj, _v_proj, _o_proj
 #pragma once
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
 
 #include <cstdint>
 #include <string>

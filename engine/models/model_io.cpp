@@ -1,5 +1,7 @@
 #include "engine/models/model_io.h"
 
+#include <torch/types.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -9,6 +11,7 @@
 #include "engine/models/bert.h"
 #include "engine/models/gpt2.h"
 #include "engine/models/llama.h"
+#include "engine/models/tensor_file.h"
 
 namespace hh::models {
 namespace fs = std::filesystem;
@@ -77,7 +80,7 @@ ModelPtr loadModelForClassification(const std::string& dir, int64_t labels, cons
   }
   const auto body = loadModel(dir);
   auto model = createModel(withClassificationHead(body->config(), labels));
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   const auto from = body->named_parameters(true);
   for (auto& item : model->named_parameters(true))
     if (const auto* t = from.find(item.key()); t && t->sizes() == item.value().sizes()) item.value().copy_(*t);
@@ -138,7 +141,7 @@ void writeModelFiles(const TransformerModel& model, const fs::path& staging, con
     for (auto& [name, t] : weights)
       if (t.is_floating_point() && name.rfind("hedgehog.", 0) != 0) t = t.to(options.dtype);
   }
-  io::writeSafetensors((staging / "model.safetensors").string(), weights, metadata);
+  writeTensorFile((staging / "model.safetensors").string(), weights, metadata);
   if (!options.tokenizerFrom.empty()) {
     for (const auto& name : tokenizerFileNames()) {
       const auto from = fs::path(options.tokenizerFrom) / name;
@@ -192,7 +195,7 @@ void saveAdapters(const TransformerModel& model, const std::string& path) {
       {"producer", std::string("hedgehog ") + engineVersion()},
       {"model_type", model.config().modelType},
       {"hedgehog_attention", attentionPlanToJson(model.config().plan).dump()}};
-  io::writeSafetensors(path, tensors, metadata);
+  writeTensorFile(path, tensors, metadata);
 }
 
 void loadAdaptersFile(TransformerModel& model, const std::string& path) {

@@ -7,7 +7,7 @@
 
 #include "engine/io/safetensors.h"
 #include "engine/models/expected_weights.h"
-#include "engine/models/model_config.h"
+#include "engine/config/model_config.h"
 #include "engine/models/weight_source.h"
 #include "engine/tokenizers/tokenizer.h"
 

@@ -1,5 +1,7 @@
 #include "engine/models/transformer_model.h"
 
+#include <torch/types.h>
+
 #include <cmath>
 
 #include "engine/attention/softmax_attention.h"
@@ -53,7 +55,7 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerModel::adapterTens
 }
 
 void TransformerModel::loadAdapters(WeightSource& source) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   for (auto& [name, tensor] : adapterTensors()) {
     auto shape = tensor.sizes().vec();
     auto loaded = source.take(name, shape, "the attention plan in config.json", tensor.scalar_type());

@@ -10,7 +10,7 @@
 // softmax output (the frozen teacher's activations, as stage-1 distillation needs) and computes
 // its linear weights only for the capture; otherwise it propagates the linear output.
 #pragma once
-#include <torch/torch.h>
+#include <torch/nn/module.h>
 
 #include <functional>
 #include <memory>
@@ -18,10 +18,10 @@
 #include <utility>
 #include <vector>
 
-#include "engine/attention/attention_types.h"
+#include "engine/config/attention_types.h"
 #include "engine/attention/linear_attention.h"
 #include "engine/models/decode_cache.h"
-#include "engine/models/model_config.h"
+#include "engine/config/model_config.h"
 #include "engine/models/weight_source.h"
 
 namespace hh::models {

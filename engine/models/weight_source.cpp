@@ -1,8 +1,12 @@
 #include "engine/models/weight_source.h"
 
+#include <torch/types.h>
+
 #include <filesystem>
 #include <map>
 #include <sstream>
+
+#include "engine/models/tensor_file.h"
 
 namespace hh::models {
 namespace fs = std::filesystem;
@@ -77,7 +81,7 @@ torch::Tensor WeightSource::takeOptional(const std::string& name, const std::vec
     throw io::FormatError(path_ + ": tensor \"" + name + "\" has dtype " + info.dtype +
                           ", a weight must be F32, F16, BF16 or F64");
   used_.insert(name);
-  auto t = file_.tensor(name, dtype);
+  auto t = readTensor(file_, name, dtype);
   // A NaN or infinite weight (a diverged training run saved as it was, a corrupt export) would
   // only show up later as NaN logits or a NaN loss: refuse it here, where the tensor is known.
   if (t.is_floating_point() && t.numel() > 0 && !torch::isfinite(t).all().item<bool>()) {

@@ -7,7 +7,7 @@
 //   - buffers that are not weights (attn.bias, attn.masked_bias, position_ids) ignored;
 //   - pickle checkpoints (pytorch_model.bin, *.pt) refused with the command that converts them.
 #pragma once
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 #include <set>
 #include <string>
@@ -36,11 +36,11 @@ class WeightSource {
 
   // The tensor `name`, checked to have `shape`, converted to `dtype`. `what` says which config
   // keys define the shape (for the error). Marks the name as used.
-  torch::Tensor take(const std::string& name, const std::vector<int64_t>& shape, const std::string& what = "",
-                     torch::ScalarType dtype = torch::kFloat);
+  at::Tensor take(const std::string& name, const std::vector<int64_t>& shape, const std::string& what = "",
+                     at::ScalarType dtype = at::kFloat);
   // As take(), but returns an undefined tensor when the name is absent.
-  torch::Tensor takeOptional(const std::string& name, const std::vector<int64_t>& shape,
-                             const std::string& what = "", torch::ScalarType dtype = torch::kFloat);
+  at::Tensor takeOptional(const std::string& name, const std::vector<int64_t>& shape,
+                             const std::string& what = "", at::ScalarType dtype = at::kFloat);
   // Names never taken (buffers excluded): shown by preflight as "unused tensors".
   std::vector<std::string> unused() const;
   // The most common floating dtype among the tensors ("F32", "BF16", ...).

@@ -1,6 +1,6 @@
 #include "engine/parity/parity_check.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/attention/feature_map.h"
 #include "engine/attention/linear_attention.h"
@@ -58,7 +58,7 @@ void compare(ParityRow& row, const torch::Tensor& got, const torch::Tensor& ref)
 // Perturb trainable maps away from identity so the per-head MLP is exercised.
 void randomizeTrainable(attn::FeatureMap& fm, uint64_t seed) {
   if (!fm->trainable()) return;
-  torch::NoGradGuard guard;
+  at::NoGradGuard guard;
   torch::manual_seed(seed);
   fm->weight().add_(torch::randn_like(fm->weight()) * 0.2);
   fm->bias().add_(torch::randn_like(fm->bias()) * 0.1);
@@ -72,7 +72,7 @@ double toleranceFor(const std::string& dtype) {
 }
 
 std::vector<ParityRow> runParity(const ParityOptions& o, const std::function<void(const ParityRow&)>& onRow) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   std::vector<ParityRow> rows;
   auto emit = [&](ParityRow row) {
     if (onRow) onRow(row);

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/attention/attention_types.h"
+#include "engine/config/attention_types.h"
 
 namespace hh::parity {
 

@@ -1,4 +1,4 @@
-// Run files (DESIGN.md, "Runs in HDF5"): the plain-data description of a run that the writer
+// Run files (docs/design.md, "Runs in HDF5"): the plain-data description of a run that the writer
 // declares up front and the reader reconstructs. No HDF5, no Torch, no Qt: values travel as
 // std::vector<float|double> with the shapes stated here. The on-disk schema (version
 // kSchemaVersion) is written down in docs/run_file.md.

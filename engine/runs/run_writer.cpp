@@ -491,6 +491,9 @@ bool RunWriter::isOpen() const {
 const std::string& RunWriter::path() const {
   return impl_->path;
 }
+const RunLayout& RunWriter::layout() const {
+  return impl_->header.layout;
+}
 RunStatus RunWriter::status() const {
   return impl_->current;
 }

@@ -80,6 +80,7 @@ class RunWriter {
 
   bool isOpen() const;
   const std::string& path() const;
+  const RunLayout& layout() const;  // as declared at create()
   RunStatus status() const;
   int64_t flushCount() const;  // H5Fflush calls so far
 

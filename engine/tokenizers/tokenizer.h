@@ -1,4 +1,4 @@
-// Tokenizers (DESIGN.md, "Checkpoints, tokenizers, data"): UTF-8 text <-> token ids for GPT-2
+// Tokenizers (docs/design.md, "Checkpoints, tokenizers, data"): UTF-8 text <-> token ids for GPT-2
 // (byte-level BPE), BERT (WordPiece) and Llama (SentencePiece-style BPE with byte fallback).
 //
 // encode(text, addSpecialTokens):

@@ -63,7 +63,7 @@ int runMembers(const char* suiteName, Members... members) {
  public:     \
   static bool hhRegisterSuite(); \
  private:
-#define slots
+#define Q_SLOTS
 class QObject {};
 #define HH_TEST_LOCATION (std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": ")
 #define QVERIFY2(cond, msg) \

@@ -1,6 +1,6 @@
 // Colour maps: viridis endpoints and anchors, monotone luminance, the diverging map's white
 // centre and symmetry, NaN colours, and the QCPColorGradient form agreeing with colorAt.
-#include <qcustomplot.h>
+#include "widgets/qcp.h"
 
 #include <cmath>
 
@@ -18,7 +18,7 @@ int channelDistance(QRgb a, QRgb b) {
 
 class TestColorMap : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void viridisEndpointsAndMiddle() {
     const ColorMap& v = ColorMap::viridis();
     QCOMPARE(v.colorAt(0.0).rgb(), QColor("#440154").rgb());

@@ -4,7 +4,7 @@
 // it is shown; the legend moves to the corner with the fewest points.
 #include <QSignalSpy>
 
-#include <qcustomplot.h>
+#include "widgets/qcp.h"
 
 #include <cmath>
 
@@ -15,7 +15,7 @@ using hh::widgets::CurvePlot;
 
 class TestCurvePlot : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   // The legend goes to the corner with the fewest points: top left by default, elsewhere when a
   // point sits there (a scatter's best variant at the top left was hidden behind it).
   void legendAvoidsTheData() {

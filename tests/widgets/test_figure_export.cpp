@@ -24,7 +24,7 @@ QByteArray head(const QString& path, int n) {
 
 class TestFigureExport : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void heatmapToPngSvgPdf() {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());

@@ -23,7 +23,7 @@ std::vector<float> diagonal(int n) {
 
 class TestHeadGrid : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void clickEmitsTheRightHead() {
     HeadGrid grid;
     grid.setGridSize(3, 4);

@@ -7,7 +7,7 @@
 #include <QMouseEvent>
 #include <QSignalSpy>
 
-#include <qcustomplot.h>
+#include "widgets/qcp.h"
 
 #include <cmath>
 #include <limits>
@@ -50,7 +50,7 @@ std::vector<float> knownMatrix() {
 
 class TestHeatmapView : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void extremesGetTheEndColours() {
     HeatmapView view;
     view.resize(520, 420);

@@ -11,7 +11,7 @@ using namespace hh::widgets;
 
 class TestMatrixDownsample : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void smallMatrixIsCopied() {
     const std::vector<float> v = {1, 2, 3, 4, 5, 6};
     const DownsampledMatrix d = downsampleMatrix(2, 3, v.data(), 512, 512, BlockReduce::Max);

@@ -125,7 +125,7 @@ struct Scratch {
 
 class TestBadInputsCli : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
 
   void catalogueIsWellFormed() {

@@ -10,13 +10,18 @@
 //     checkpoints refuse to start;
 //   - bad worlds (batch smaller than the ranks, RANK out of range, --nproc under a launcher) are
 //     one-line errors.
+#include <torch/types.h>
+
 #include <signal.h>
 
 #include <cstdlib>
 #include <regex>
 
-#include "tests/engine/jobs/crash_test_support.h"
+#include "engine/io/safetensors.h"
+#include "engine/models/tensor_file.h"
+#include "engine/runs/run_reader.h"
 #include "tests/engine/jobs/jobs_test_support.h"
+#include "tests/support/child_process.h"
 
 namespace {
 
@@ -33,7 +38,7 @@ double maxDifference(const std::string& a, const std::string& b) {
   if (fa.names() != fb.names()) return INFINITY;
   double worst = 0;
   for (const auto& name : fa.names())
-    worst = std::max(worst, (fa.tensor(name).to(torch::kDouble) - fb.tensor(name).to(torch::kDouble)).abs().max().item<double>());
+    worst = std::max(worst, (hh::models::readTensor(fa, name).to(torch::kDouble) - hh::models::readTensor(fb, name).to(torch::kDouble)).abs().max().item<double>());
   return worst;
 }
 
@@ -134,7 +139,7 @@ class TestRankProcesses : public QObject {
     return launcher;
   }
 
- private slots:
+ private Q_SLOTS:
   void twoProcessesEqualOne() { compareWithOneProcess("distill", 2, 4); }
   void unevenSharesEqualOne() { compareWithOneProcess("distill", 3, 4); }
   void finetuneTwoProcessesEqualOne() { compareWithOneProcess("finetune", 2, 4); }

@@ -1,6 +1,8 @@
 // Every feature map x update rule x causality x form against the fp64 brute force
 // (engine/attention/reference.h), at odd lengths that the chunk size does not divide.
 // Tolerance (relative, max-abs over the output): float32 1e-5, float64 1e-10.
+#include <torch/types.h>
+
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/reference.h"
 #include "engine/parity/parity_check.h"
@@ -8,7 +10,7 @@
 
 class TestAttentionForms : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void allFormsMatchBruteForce() {
     hh::parity::ParityOptions o;
     o.lengths = {37, 131};
@@ -84,8 +86,10 @@ class TestAttentionForms : public QObject {
     QVERIFY(threw);
     ro.causal = false;
     threw = false;
+    hh::attn::RuleInputs gated;
+    gated.gate = torch::rand({1, 1, 5});
     try {
-      hh::attn::linearChunked(f, f, torch::rand({1, 1, 5, 4}), {torch::rand({1, 1, 5})}, ro);
+      hh::attn::linearChunked(f, f, torch::rand({1, 1, 5, 4}), gated, ro);
     } catch (const std::invalid_argument& e) {
       threw = std::string(e.what()).find("causal only") != std::string::npos;
     }

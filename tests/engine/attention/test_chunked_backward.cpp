@@ -1,6 +1,8 @@
 // Gradients of the chunked forms: the custom backward of the causal additive rule against
 // autograd of the quadratic form and against central finite differences (fp64), and the
 // autograd path of the other rules against their quadratic forms.
+#include <torch/types.h>
+
 #include "engine/attention/chunked_product.h"
 #include "engine/attention/linear_attention.h"
 #include "tests/support/hh_test.h"
@@ -35,7 +37,7 @@ std::string sci(double x) {
 
 class TestChunkedBackward : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void additiveBackwardMatchesQuadraticAutograd() {
     for (const int64_t t : {1, 29, 70}) {
       torch::manual_seed(t);

@@ -1,4 +1,6 @@
-// Feature maps against their analytic definitions (DESIGN.md, "The math").
+// Feature maps against their analytic definitions (docs/design.md, "The math").
+#include <torch/types.h>
+
 #include <cmath>
 
 #include "engine/attention/feature_map.h"
@@ -22,7 +24,7 @@ double maxAbs(const torch::Tensor& t) { return t.abs().max().item<double>(); }
 
 class TestFeatureMaps : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void shapesAndFeatureDims() {
     const auto x = torch::randn({2, 2, 5, 8});
     for (const auto kind : hh::attn::allFeatureMapKinds()) {
@@ -48,7 +50,7 @@ class TestFeatureMaps : public QObject {
   void hedgehogUsesOneMlpPerHead() {
     auto fm = makeMap(FeatureMapKind::Hedgehog);
     {
-      torch::NoGradGuard g;
+      at::NoGradGuard g;
       fm->weight()[1].mul_(2.0);  // head 1 doubles its input
       fm->bias()[1].fill_(0.5);
     }
@@ -63,7 +65,7 @@ class TestFeatureMaps : public QObject {
     // The custom backward against autograd through cat(exp(u), exp(-u)), u = x W^T + b (fp64).
     auto fm = makeMap(FeatureMapKind::Hedgehog, 3, 5);
     {
-      torch::NoGradGuard g;
+      at::NoGradGuard g;
       fm->weight().copy_(torch::randn({3, 5, 5}) * 0.3 + torch::eye(5));
       fm->bias().copy_(torch::randn({3, 5}) * 0.1);
     }

@@ -1,5 +1,7 @@
 // The fused CPU Hedgehog kernel against the generic path (feature map + chunked form) and the
 // fp64 brute force, at lengths around and not dividing the chunk size, with a trained-looking MLP.
+#include <torch/types.h>
+
 #include "engine/attention/fused_hedgehog_cpu.h"
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/reference.h"
@@ -7,7 +9,7 @@
 
 class TestFusedHedgehogCpu : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void matchesBruteForce() {
     if (!hh::attn::fusedHedgehogAvailable()) QSKIP("built without BLAS");
     hh::attn::LinearAttentionConfig cfg;
@@ -16,7 +18,7 @@ class TestFusedHedgehogCpu : public QObject {
     cfg.rule.chunkSize = 32;
     hh::attn::LinearAttention la(cfg);
     {
-      torch::NoGradGuard g;
+      at::NoGradGuard g;
       la->featureMap()->weight().add_(torch::randn({3, 16, 16}) * 0.2);
       la->featureMap()->bias().add_(torch::randn({3, 16}) * 0.1);
     }
@@ -25,13 +27,13 @@ class TestFusedHedgehogCpu : public QObject {
       const auto q = torch::randn({2, 3, t, 16}) * 0.5, k = torch::randn({2, 3, t, 16}) * 0.5, v = torch::randn({2, 3, t, 16});
       torch::Tensor fused, generic;
       {
-        torch::NoGradGuard g;
+        at::NoGradGuard g;
         fused = la->forward(q, k, v);  // takes the fused kernel
         generic = hh::attn::linearChunked(la->featureMap()->forward(q), la->featureMap()->forward(k), v, {}, cfg.rule);
       }
       torch::Tensor ref;
       {
-        torch::NoGradGuard g;
+        at::NoGradGuard g;
         const auto q64 = q.to(torch::kDouble), k64 = k.to(torch::kDouble);
         ref = hh::attn::referenceLinearAttention(la->featureMap()->forward(q64), la->featureMap()->forward(k64),
                                                  v.to(torch::kDouble), {}, cfg.rule);
@@ -52,7 +54,7 @@ class TestFusedHedgehogCpu : public QObject {
     cfg.featureMap.heads = 3;
     cfg.featureMap.headDim = 16;
     hh::attn::LinearAttention la(cfg);
-    torch::NoGradGuard g;
+    at::NoGradGuard g;
     la->featureMap()->weight().add_(torch::randn({3, 16, 16}) * 0.2);
     la->featureMap()->bias().add_(torch::randn({3, 16}) * 0.1);
     auto fusedState = la->initialState(2), genericState = la->initialState(2);

@@ -3,7 +3,8 @@
 // mail header stripping, the real SpamAssassin corpus when installed (counts per class), and the
 // dataset: padding with the pad id, masks, truncation keeping BERT's closing [SEP], a split of the
 // stated size, deterministic for a seed.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,7 +12,7 @@
 #include "engine/data/classification_data.h"
 #include "engine/data/data_paths.h"
 #include "engine/tokenizers/tokenizer.h"
-#include "tests/engine/models/model_test_support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -42,7 +43,7 @@ d::LabelledCorpus smallCorpus(int count) {
 
 class TestClassificationData : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void tsvWithAndWithoutHeader() {
     hh::test::TempDir dir("cls_tsv");
     write(dir.file("a.tsv"), "label\ttext\nspam\tbuy now\tor never\nham\thello there\r\n\nspam\tcheap\n");

@@ -6,7 +6,8 @@
 // targets exactly at the positions that predict the copy and equal to the next token, never on
 // padding; token names; bad configs throw naming the field; "every_recall" supervision scores
 // every repeated key of the train split.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <map>
 #include <set>
@@ -101,7 +102,7 @@ std::string checkCopy(const d::TaskSplit& split, int64_t V) {
 
 class TestSyntheticTasks : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void deterministicForASeed() {
     for (const auto& c : {recall(), copyTask()}) {
       const auto a = d::buildSyntheticTask(c), b = d::buildSyntheticTask(c);

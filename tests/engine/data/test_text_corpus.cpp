@@ -3,7 +3,8 @@
 // (500 documents, no tag left), text/JSONL readers with errors naming file:line, and the LM
 // dataset: rows exactly T long, eos after every document, document-level split (no document in
 // both), deterministic for a seed and different for another, limits respected.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,7 +15,7 @@
 #include "engine/data/data_paths.h"
 #include "engine/data/text_corpus.h"
 #include "engine/tokenizers/tokenizer.h"
-#include "tests/engine/models/model_test_support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -59,7 +60,7 @@ std::vector<std::string> documentsIn(const torch::Tensor& rows, const hh::tok::T
 
 class TestTextCorpus : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void detagQuotesAndPunctuation() {
     QCOMPARE(d::detagBrown("The/at jury/nn ,/, ``/`` fine/jj ''/''"), std::string("The jury, \"fine\""));
     QCOMPARE(d::detagBrown("Hello/uh ./. Is/bez it/pps ?/. Yes/rb ;/. no/rb :/: so/rb !/. "),

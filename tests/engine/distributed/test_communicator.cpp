@@ -2,6 +2,8 @@
 // loopback, with each rank on its own thread of this process (the jobs' multi-process use is
 // tested through the CLI in app.cli.rank_processes). Every collective is checked against the
 // float64 brute-force answer; tolerance 1e-12 (sums of a few float64 numbers).
+#include <torch/types.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -69,7 +71,7 @@ void setWorldEnvironment(const char* size, const char* rank, const char* port) {
 class TestCommunicator : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void shardsPartitionTheBatch() {
     for (int64_t total = 0; total <= 17; ++total)
       for (int size = 1; size <= 6; ++size) {

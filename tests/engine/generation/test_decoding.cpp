@@ -5,7 +5,8 @@
 // and for the original softmax model; linearPrefill from a non-zero state equals the steps it
 // replaces (fp64, 1e-10); the recurrent state's memory does not grow with position; generate()
 // stops on stop tokens, at max tokens, when the positions run out, and on cancel.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <nlohmann/json.hpp>
 
@@ -29,7 +30,7 @@ m::ModelPtr tinyLlama(int64_t layers = 3) {
                             {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-6},
                             {"hidden_act", "silu"},         {"tie_word_embeddings", false}};
   auto model = m::createModel(m::parseModelConfig(j, "tiny llama"));
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   torch::manual_seed(7);
   for (auto& p : model->parameters())
     if (p.dim() >= 2) p.normal_(0.0, 0.25);
@@ -38,7 +39,7 @@ m::ModelPtr tinyLlama(int64_t layers = 3) {
 
 // Feature maps and gates away from their initialisation, so the test sees their parameters.
 void perturbAdapters(m::TransformerModel& model) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   torch::manual_seed(11);
   for (auto& [name, t] : model.adapterTensors())
     if (t.is_floating_point() && name.find("projection") == std::string::npos) t.add_(0.1 * torch::randn_like(t));
@@ -55,7 +56,7 @@ a::LinearAttentionConfig linearConfig(a::FeatureMapKind kind, a::UpdateRule rule
 // Logits [T, V] of a full forward pass and of prefill(prompt) + one step per later token.
 std::pair<torch::Tensor, torch::Tensor> fullAndDecoded(m::TransformerModel& model, const torch::Tensor& ids,
                                                        int64_t prompt, bool teacher = false) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   m::ForwardOptions full;
   full.teacher = teacher;
   const auto reference = model.forward(ids, full).logits[0];  // [T,V]
@@ -72,7 +73,7 @@ std::pair<torch::Tensor, torch::Tensor> fullAndDecoded(m::TransformerModel& mode
 
 class TestDecoding : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
 
   void prefillContinuesAStateLikeSteps() {

@@ -2,7 +2,8 @@
 // equals a hand computation in fp64 (1e-12); the sampler's frequencies over 40,000 draws match
 // that distribution within 5 standard errors; the same seed repeats a run exactly; bad settings
 // are refused with the setting's name.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <cmath>
 
@@ -17,7 +18,7 @@ double maxAbs(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).a
 
 class TestSampling : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void greedyIsArgmax() {
     const auto logits = torch::tensor({0.1, 2.5, -1.0, 2.4}, torch::kFloat);
     g::Sampler s({});

@@ -6,7 +6,7 @@
 
 class TestTextStream : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void piecesJoinToTheDecodedText() {
     const auto tok = hh::tok::loadTokenizer(std::string(HH_FIXTURES_DIR) + "/gpt2-tokenizer");
     const std::string text = "A naïve café in 東京 🦔, then plain words<|endoftext|> and more.";

@@ -1,5 +1,7 @@
-// safetensors reader/writer (DESIGN.md, "Checkpoints" and "Pitfalls"): round trips, the real
-// fixtures, unaligned data, every validation error, sharded indexes and header padding.
+// safetensors reader/writer (docs/design.md, "Checkpoints, tokenizers, data" and "Pitfalls designed
+// against"): round trips, the real fixtures, unaligned data, every validation error, sharded indexes and header padding.
+#include <torch/types.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +10,7 @@
 #include <random>
 
 #include "engine/io/safetensors.h"
+#include "engine/models/tensor_file.h"
 #include "tests/support/hh_test.h"
 
 using hh::io::FormatError;
@@ -83,7 +86,7 @@ bool sameTensor(const torch::Tensor& a, const torch::Tensor& b) {
 
 class TestSafetensors : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void roundTripDtypes() {
     ScratchDir tmp;
     const auto path = tmp.file("round.safetensors");
@@ -94,25 +97,25 @@ class TestSafetensors : public QObject {
     const auto i32 = torch::tensor({1, -2, 3}, torch::kInt);
     const auto f64 = torch::randn({2, 2}, torch::kDouble);
     const auto empty = torch::zeros({0, 3});
-    hh::io::writeSafetensors(path, {{"f32", f32}, {"f16", f16}, {"bf16", bf16}, {"i64", i64}, {"i32", i32},
+    hh::models::writeTensorFile(path, {{"f32", f32}, {"f16", f16}, {"bf16", bf16}, {"i64", i64}, {"i32", i32},
                                     {"f64", f64}, {"empty", empty}},
                              {{"format", "pt"}, {"note", "round trip"}});
     const auto st = SafetensorsFile::open(path);
     QVERIFY2(st.names() == (std::vector<std::string>{"bf16", "empty", "f16", "f32", "f64", "i32", "i64"}),
              "names() is sorted and complete");
-    QVERIFY2(sameTensor(st.tensor("f32"), f32), "F32 round trip");
-    QVERIFY2(sameTensor(st.tensor("f16", torch::kHalf), f16), "F16 round trip");
-    QVERIFY2(sameTensor(st.tensor("f16"), f16.to(torch::kFloat)), "F16 -> F32 conversion");
-    QVERIFY2(sameTensor(st.tensor("bf16", torch::kBFloat16), bf16), "BF16 round trip");
-    QVERIFY2(sameTensor(st.tensor("bf16"), (torch::arange(-16, 16) * 0.25).reshape({4, 8})), "BF16 -> F32 exact");
-    QVERIFY2(sameTensor(st.tensor("i64"), i64), "I64 kept as kLong");
-    QVERIFY2(sameTensor(st.tensor("i32", torch::kLong), i32.to(torch::kLong)), "I32 -> kLong when asked");
-    QVERIFY2(sameTensor(st.tensor("f64", torch::kDouble), f64), "F64 round trip");
-    QVERIFY2(st.tensor("empty").sizes() == empty.sizes(), "zero-element tensor");
+    QVERIFY2(sameTensor(hh::models::readTensor(st, "f32"), f32), "F32 round trip");
+    QVERIFY2(sameTensor(hh::models::readTensor(st, "f16", torch::kHalf), f16), "F16 round trip");
+    QVERIFY2(sameTensor(hh::models::readTensor(st, "f16"), f16.to(torch::kFloat)), "F16 -> F32 conversion");
+    QVERIFY2(sameTensor(hh::models::readTensor(st, "bf16", torch::kBFloat16), bf16), "BF16 round trip");
+    QVERIFY2(sameTensor(hh::models::readTensor(st, "bf16"), (torch::arange(-16, 16) * 0.25).reshape({4, 8})), "BF16 -> F32 exact");
+    QVERIFY2(sameTensor(hh::models::readTensor(st, "i64"), i64), "I64 kept as kLong");
+    QVERIFY2(sameTensor(hh::models::readTensor(st, "i32", torch::kLong), i32.to(torch::kLong)), "I32 -> kLong when asked");
+    QVERIFY2(sameTensor(hh::models::readTensor(st, "f64", torch::kDouble), f64), "F64 round trip");
+    QVERIFY2(hh::models::readTensor(st, "empty").sizes() == empty.sizes(), "zero-element tensor");
     QVERIFY2(st.info("bf16").dtype == "BF16" && st.info("f16").dtype == "F16" && st.info("i64").dtype == "I64",
              "dtype strings");
     QVERIFY2(st.metadata().at("note") == "round trip" && st.metadata().size() == 2, "metadata round trip");
-    QVERIFY2(has(formatErrorOf([&] { st.tensor("f32", torch::kLong); }), path), "float data refused as kLong");
+    QVERIFY2(has(formatErrorOf([&] { hh::models::readTensor(st, "f32", torch::kLong); }), path), "float data refused as kLong");
   }
 
   void realFixtures() {
@@ -122,14 +125,14 @@ class TestSafetensors : public QObject {
     QVERIFY2(st.contains("transformer.wte.weight") && st.contains("transformer.h.0.attn.c_attn.weight"),
              "known GPT-2 names present");
     QCOMPARE(st.info("transformer.wte.weight").shape, (std::vector<int64_t>{1000, 32}));
-    QCOMPARE(st.tensor("transformer.h.0.attn.c_attn.weight").sizes().vec(), (std::vector<int64_t>{32, 96}));
+    QCOMPARE(hh::models::readTensor(st, "transformer.h.0.attn.c_attn.weight").sizes().vec(), (std::vector<int64_t>{32, 96}));
     QVERIFY2(st.metadata().at("format") == "pt", "metadata read");
     for (const auto& name : st.names()) {
-      QVERIFY2(torch::isfinite(st.tensor(name)).all().item<bool>(), name.c_str());
+      QVERIFY2(torch::isfinite(hh::models::readTensor(st, name)).all().item<bool>(), name.c_str());
     }
     const auto ref = SafetensorsFile::open(HH_FIXTURES_DIR "/tiny-random-gpt2/reference.safetensors");
     QVERIFY2(ref.info("input_ids").dtype == "I64", "input_ids is I64");
-    const auto ids = ref.tensor("input_ids");
+    const auto ids = hh::models::readTensor(ref, "input_ids");
     QVERIFY2(ids.scalar_type() == torch::kLong, "I64 kept as kLong");
     QCOMPARE(ids.sizes().vec(), (std::vector<int64_t>{2, 24}));
     QVERIFY2(ids.min().item<int64_t>() >= 0 && ids.max().item<int64_t>() < 1000, "token ids within the vocab");
@@ -149,8 +152,8 @@ class TestSafetensors : public QObject {
     writeBytes(path, u64le(header.size()) + header + data);
     const auto st = SafetensorsFile::open(path);
     QVERIFY2(st.dataStart() % 8 != 0, "data buffer is unaligned");
-    QVERIFY2(sameTensor(st.tensor("a"), torch::tensor({1.5f, -2.25f, 3.0f})), "unaligned F32");
-    QVERIFY2(sameTensor(st.tensor("b", torch::kDouble), torch::tensor({0.1, -7.0}, torch::kDouble)), "unaligned F64");
+    QVERIFY2(sameTensor(hh::models::readTensor(st, "a"), torch::tensor({1.5f, -2.25f, 3.0f})), "unaligned F32");
+    QVERIFY2(sameTensor(hh::models::readTensor(st, "b", torch::kDouble), torch::tensor({0.1, -7.0}, torch::kDouble)), "unaligned F64");
   }
 
   void truncatedFile() {
@@ -231,7 +234,7 @@ class TestSafetensors : public QObject {
     const std::string model = HH_FIXTURES_DIR "/tiny-random-gpt2/model.safetensors";
     const auto st = SafetensorsFile::open(model);
     QVERIFY2(!st.contains("lm_head.weight"), "tiny-random-gpt2 has no lm_head");
-    const auto msg = formatErrorOf([&] { st.tensor("lm_head.weight"); });
+    const auto msg = formatErrorOf([&] { hh::models::readTensor(st, "lm_head.weight"); });
     QVERIFY2(has(msg, model) && has(msg, "lm_head.weight"), msg.c_str());
     const auto infoMsg = formatErrorOf([&] { st.info("nope"); });
     QVERIFY2(has(infoMsg, model), infoMsg.c_str());
@@ -254,8 +257,8 @@ class TestSafetensors : public QObject {
   void shardedIndex() {
     ScratchDir tmp;
     const auto a = torch::randn({4, 3}), b = torch::arange(6, torch::kLong), c = torch::randn({2});
-    hh::io::writeSafetensors(tmp.file("model-00001-of-00002.safetensors"), {{"a", a}, {"b", b}});
-    hh::io::writeSafetensors(tmp.file("model-00002-of-00002.safetensors"), {{"c", c}});
+    hh::models::writeTensorFile(tmp.file("model-00001-of-00002.safetensors"), {{"a", a}, {"b", b}});
+    hh::models::writeTensorFile(tmp.file("model-00002-of-00002.safetensors"), {{"c", c}});
     const auto index = tmp.file("model.safetensors.index.json");
     writeBytes(index, R"({"metadata": {"total_size": 100}, "weight_map": {)"
                       R"("a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors",)"
@@ -263,13 +266,13 @@ class TestSafetensors : public QObject {
     const auto model = ShardedSafetensors::open(index);
     QVERIFY2(model.names() == (std::vector<std::string>{"a", "b", "c"}), "all tensors listed");
     QVERIFY2(model.shardCount() == 2, "two shards opened once each");
-    QVERIFY2(sameTensor(model.tensor("a"), a) && sameTensor(model.tensor("b"), b) && sameTensor(model.tensor("c"), c),
+    QVERIFY2(sameTensor(hh::models::readTensor(model, "a"), a) && sameTensor(hh::models::readTensor(model, "b"), b) && sameTensor(hh::models::readTensor(model, "c"), c),
              "tensors read through the index");
     QVERIFY2(model.metadata().at("total_size") == "100", "index metadata");
-    QVERIFY2(has(formatErrorOf([&] { model.tensor("d"); }), index), "missing name names the index");
+    QVERIFY2(has(formatErrorOf([&] { hh::models::readTensor(model, "d"); }), index), "missing name names the index");
 
     const auto single = ShardedSafetensors::open(tmp.file("model-00002-of-00002.safetensors"));
-    QVERIFY2(single.names() == (std::vector<std::string>{"c"}) && sameTensor(single.tensor("c"), c), "single file");
+    QVERIFY2(single.names() == (std::vector<std::string>{"c"}) && sameTensor(hh::models::readTensor(single, "c"), c), "single file");
 
     const auto missingShard = tmp.file("missing.safetensors.index.json");
     writeBytes(missingShard, R"({"weight_map": {"a": "nope.safetensors"}})");
@@ -295,7 +298,7 @@ class TestSafetensors : public QObject {
         {"mid.bias_x", torch::arange(3, torch::kInt)}, {"q", torch::randn({2, 3}).t()}};  // non-contiguous
     for (int variant = 0; variant < 8; ++variant) {
       tensors.push_back({std::string(variant + 1, 'n'), torch::ones({1 + variant}, torch::kBFloat16)});
-      hh::io::writeSafetensors(path, tensors, {{"k", std::string(variant, 'v')}});
+      hh::models::writeTensorFile(path, tensors, {{"k", std::string(variant, 'v')}});
       const auto bytes = readBytes(path);
       uint64_t n = 0;
       for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
@@ -307,14 +310,14 @@ class TestSafetensors : public QObject {
         const auto& info = st.info(name);
         QVERIFY2(info.offset == expected, ("written in order: " + name).c_str());
         expected += info.size;
-        QVERIFY2(sameTensor(st.tensor(name, t.scalar_type() == torch::kInt ? torch::kLong : t.scalar_type()),
+        QVERIFY2(sameTensor(hh::models::readTensor(st, name, t.scalar_type() == torch::kInt ? torch::kLong : t.scalar_type()),
                        t.scalar_type() == torch::kInt ? t.to(torch::kLong) : t),
                  name.c_str());
       }
       QVERIFY2(st.dataStart() + expected == bytes.size(), "tensors tile the whole buffer");
     }
     const auto badPath = (tmp.dir / "no_such_dir" / "x.safetensors").string();
-    const auto msg = formatErrorOf([&] { hh::io::writeSafetensors(badPath, {{"a", torch::ones({1})}}); });
+    const auto msg = formatErrorOf([&] { hh::models::writeTensorFile(badPath, {{"a", torch::ones({1})}}); });
     QVERIFY2(has(msg, badPath), msg.c_str());
   }
 };

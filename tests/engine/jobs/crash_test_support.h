@@ -23,85 +23,11 @@
 #include "engine/io/safetensors.h"
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
-
-extern char** environ;
+#include "tests/support/child_process.h"
 
 namespace hh::test::crash {
 
 namespace fs = std::filesystem;
-
-inline std::string readAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Starts `args` (args[0] is the binary) with stdout and stderr appended to `logFile`.
-inline pid_t spawnLogged(const std::vector<std::string>& args, const std::string& logFile) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, logFile.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
-}
-
-// Waits for `pid` (up to `seconds`, then kills it): the exit code, 128 + signal, or -1 on timeout.
-inline int waitFor(pid_t pid, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  int status = 0;
-  while (true) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (std::chrono::steady_clock::now() > end) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Where to kill: after `delayMs`, or `jitterMs` after `line` first appears in the output (the
-// jobs print their evaluation line just before they flush the run file and write the checkpoint).
-struct KillPlan {
-  int delayMs = 0;
-  std::string line;
-  int jitterMs = 0;
-};
-
-// Runs the command and SIGKILLs it per `plan`. True when the kill landed (false: it ended first).
-inline bool runAndKill(const std::vector<std::string>& args, const std::string& logFile, const KillPlan& plan) {
-  const pid_t pid = spawnLogged(args, logFile);
-  if (pid < 0) return false;
-  const auto start = std::chrono::steady_clock::now();
-  bool exited = false;
-  int status = 0;
-  auto poll = [&] {
-    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) exited = true;
-    return exited;
-  };
-  if (plan.line.empty()) {
-    while (!poll() && std::chrono::steady_clock::now() - start < std::chrono::milliseconds(plan.delayMs))
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
-  } else {
-    while (!poll() && readAll(logFile).find(plan.line) == std::string::npos &&
-           std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
-    if (!exited) std::this_thread::sleep_for(std::chrono::microseconds(plan.jitterMs * 1000));
-  }
-  if (exited) return false;
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-}
 
 struct RunFileState {
   std::string path;

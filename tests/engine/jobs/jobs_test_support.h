@@ -6,7 +6,7 @@
 #include <string>
 
 #include "engine/jobs/convert_job.h"
-#include "tests/engine/models/model_test_support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
 namespace hh::test {

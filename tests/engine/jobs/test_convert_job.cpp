@@ -4,7 +4,8 @@
 // exactly up to summation order, float16 within half-precision rounding); adapters-only export
 // re-applies to the teacher; the project JSON round-trips and refuses shared keys inside a stage;
 // a cancel inside finetuning marks the job and its run file cancelled.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -49,7 +50,7 @@ class CancelInStage : public j::JobObserver {
 };
 
 torch::Tensor logitsOf(m::TransformerModel& model, const torch::Tensor& ids) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   return model.forward(ids).logits;
 }
 
@@ -57,7 +58,7 @@ torch::Tensor logitsOf(m::TransformerModel& model, const torch::Tensor& ids) {
 
 class TestConvertJob : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
 
   void runsEveryStageAndExports() {

@@ -27,6 +27,7 @@
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
 #include "engine/runs/run_writer.h"
+#include "engine/models/tensor_file.h"
 #include "tests/engine/jobs/crash_test_support.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/engine/runs/run_test_support.h"
@@ -78,7 +79,7 @@ double maxDifference(const std::string& a, const std::string& b) {
   if (fa.names() != fb.names()) return INFINITY;
   double worst = 0;
   for (const auto& name : fa.names())
-    worst = std::max(worst, (fa.tensor(name) - fb.tensor(name)).abs().max().item<double>());
+    worst = std::max(worst, (hh::models::readTensor(fa, name) - hh::models::readTensor(fb, name)).abs().max().item<double>());
   return worst;
 }
 
@@ -179,7 +180,7 @@ class TestCrashSafety : public QObject {
     QVERIFY(tally.kills >= cycles);  // the plans reach the process, not only its exit
   }
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
 
   void distillSurvivesKills() { killCycles("distill", envCount("HH_CRASH_CYCLES", 4)); }

@@ -5,19 +5,21 @@
 // continues from the checkpoint to the new step budget; the loss equals a hand computation; the
 // monotonicity curves stored at each snapshot are the teacher's and the student's on the probe
 // text (recomputed here from a fresh forward pass of the reloaded model).
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <fstream>
 
 #include "engine/attention/softmax_attention.h"
-#include "engine/jobs/config_file.h"
+#include "engine/config/config_file.h"
 #include "engine/jobs/distill_job.h"
+#include "engine/jobs/distillation_loss.h"
 #include "engine/metrics/attention_metrics.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
-#include "tests/engine/models/model_test_support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -45,10 +47,8 @@ j::DistillConfig smallConfig(const hh::test::TempDir& dir) {
 }
 
 struct CountingObserver : j::JobObserver {
-  int64_t cancelAt = -1, lastStep = 0, snapshotCalls = 0, tableCalls = 0;
+  int64_t cancelAt = -1, lastStep = 0;
   void progress(int64_t step, int64_t, const std::string&) override { lastStep = step; }
-  void snapshots(int64_t, const std::vector<j::AttentionSnapshot>&, const std::vector<std::string>&) override { ++snapshotCalls; }
-  void headTables(int64_t, const std::vector<j::HeadTable>&) override { ++tableCalls; }
   bool cancelled() override { return cancelAt >= 0 && lastStep >= cancelAt; }
 };
 
@@ -56,7 +56,7 @@ struct CountingObserver : j::JobObserver {
 
 class TestDistillJob : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
 
   void completesAndLowersKl() {
@@ -67,7 +67,6 @@ class TestDistillJob : public QObject {
     QCOMPARE(r.steps, int64_t(12));
     qInfo("mean KL %.3g -> %.3g", r.initialKl, r.finalKl);
     QVERIFY(r.finalKl < r.initialKl);
-    QVERIFY(observer.snapshotCalls >= 3 && observer.tableCalls >= 3);
     auto run = hh::runs::RunReader::open(r.runFile);
     QVERIFY(run.status() == hh::runs::RunStatus::Completed);
     QCOMPARE(run.scalarRows("loss"), int64_t(12));
@@ -109,7 +108,7 @@ class TestDistillJob : public QObject {
     options.capture = &capture;
     options.teacher = true;
     options.computeLogits = false;
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     const auto out = model->forward(ids, options);
     const auto valid = hh::attn::validPairs(T, T, true)[0][0];  // [T, T]
     const auto stepsStored = run.curveSteps();
@@ -219,7 +218,7 @@ class TestDistillJob : public QObject {
     model->freezeAllBut(true);
     std::vector<torch::Tensor> params;
     {
-      torch::NoGradGuard noGrad;
+      at::NoGradGuard noGrad;
       torch::manual_seed(3);
       for (auto& [name, t] : model->adapterTensors()) {
         t.add_(torch::randn_like(t) * 0.1);  // away from the identity start

@@ -4,21 +4,22 @@
 // the table has one row per feature map with finite KL >= 0 and [L, H] tables in the run file;
 // adapters from a short distillation give a lower KL than untrained hedgehog; classification
 // accuracy equals a hand count; cancel stops within a second and marks the run cancelled.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 
-#include "engine/attention/attention_types.h"
+#include "engine/config/attention_types.h"
 #include "engine/data/classification_data.h"
 #include "engine/jobs/evaluate_job.h"
 #include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
 #include "engine/tokenizers/tokenizer.h"
-#include "tests/engine/models/model_test_support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -59,7 +60,7 @@ struct CancelObserver : j::JobObserver {
 
 class TestEvaluateJob : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
 
   void perplexityAndTable() {
@@ -76,7 +77,7 @@ class TestEvaluateJob : public QObject {
     auto model = hh::models::loadModel(kModel);
     const auto tokenizer = hh::tok::loadTokenizer(kModel);
     const auto ids = j::loadLmData(c.data, *tokenizer).validation.narrow(0, 0, 8);  // [8, 32]
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     const auto logits = model->forward(ids).logits.to(torch::kDouble);              // [8, 32, V]
     const auto logp = torch::log_softmax(logits.narrow(1, 0, 31), -1);
     const double nll = -logp.gather(-1, ids.narrow(1, 1, 31).unsqueeze(-1)).mean().item<double>();
@@ -210,7 +211,7 @@ class TestEvaluateJob : public QObject {
     options.seed = c.data.seed;
     const auto split = hh::data::buildClassificationDataset(hh::data::readClassificationFile(c.data.corpus), *tokenizer, options).validation;
     QCOMPARE(r.sequences, split.ids.size(0));
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     hh::models::ForwardOptions forward;
     forward.attentionMask = split.mask;
     const double accuracy = model->forward(split.ids, forward).logits.argmax(-1).eq(split.labels).to(torch::kDouble).mean().item<double>();

@@ -20,7 +20,7 @@
 #include "engine/jobs/experiment_job.h"
 #include "engine/runs/run_reader.h"
 #include "tests/engine/jobs/jobs_test_support.h"
-#include "tests/engine/models/model_test_support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -58,7 +58,7 @@ std::filesystem::file_time_type mtime(const std::string& path) { return fs::last
 
 class TestExperimentJob : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
 
   void configErrorsNameTheProblem() {

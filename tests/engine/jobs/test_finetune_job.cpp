@@ -5,7 +5,8 @@
 // body and the random tied embedding stay frozen); classification on a
 // tiny TSV of two easily separable classes reaches >= 0.9 held-out accuracy (a head is added to
 // the LM folder); NaN stops with failed status; cancel marks the run cancelled; config JSON.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -17,7 +18,7 @@
 #include "engine/jobs/training_support.h"
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
-#include "tests/engine/models/model_test_support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -90,7 +91,7 @@ struct StepObserver : j::JobObserver {
 
 class TestFinetuneJob : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
 
   void fullLmFinetuneLowersLoss() {

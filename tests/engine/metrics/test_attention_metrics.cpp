@@ -2,7 +2,8 @@
 // out by hand on small cases (the arithmetic is in the comments), per-head reductions against a
 // manual mean, dtypes against each other, and rowSpearman against a plain reference (std::sort
 // ranks + Pearson) on random causal data with many ties.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>
@@ -100,7 +101,7 @@ double referenceSpearman(const std::vector<double>& s, const std::vector<double>
 class TestAttentionMetrics : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void causalMaskRows();
   void entropyUniformOneHotAndHandRow();
   void entropyCausalAndMaskedGarbage();

@@ -6,7 +6,8 @@
 // tokenizer larger than the embedding (preflight only: the model itself loads), pickle-only
 // folders (garbage bytes: the file is refused by name, never parsed), an empty folder and a
 // sharded index naming a missing shard.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <nlohmann/json.hpp>
 
@@ -21,7 +22,8 @@
 #include "engine/io/safetensors.h"
 #include "engine/models/model_io.h"
 #include "engine/models/preflight.h"
-#include "tests/engine/models/model_test_support.h"
+#include "engine/models/tensor_file.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -81,10 +83,10 @@ void rewriteTensors(const std::string& path,
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   {
     const auto file = hh::io::SafetensorsFile::open(kFixture + "/model.safetensors");
-    for (const auto& name : file.names()) tensors.emplace_back(name, file.tensor(name));
+    for (const auto& name : file.names()) tensors.emplace_back(name, hh::models::readTensor(file, name));
   }
   edit(tensors);
-  hh::io::writeSafetensors(path, tensors);
+  hh::models::writeTensorFile(path, tensors);
 }
 
 // "" when preflight(dir) returns (never throws) with a Blocker holding every needle.
@@ -137,7 +139,7 @@ std::string loadProblem(const std::string& dir, const std::vector<std::string>& 
 
 class TestBadCheckpoints : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void fixtureIsGood() {
     // The base of every case loads and passes preflight untouched.
     Folder f("bad_base");
@@ -267,16 +269,16 @@ class TestBadCheckpoints : public QObject {
     for (const auto& name : file.names()) {
       const bool inFirst = name.find(".h.3.") == std::string::npos && name.find(".h.4.") == std::string::npos &&
                            name.find("wte") == std::string::npos;
-      (inFirst ? first : second).emplace_back(name, file.tensor(name));
+      (inFirst ? first : second).emplace_back(name, hh::models::readTensor(file, name));
       weightMap[name] = inFirst ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
     }
     fs::remove(f.weights());
-    hh::io::writeSafetensors(f.file("model-00001-of-00002.safetensors"), first);
-    hh::io::writeSafetensors(f.file("model-00002-of-00002.safetensors"), second);
+    hh::models::writeTensorFile(f.file("model-00001-of-00002.safetensors"), first);
+    hh::models::writeTensorFile(f.file("model-00002-of-00002.safetensors"), second);
     hh::test::writeJson(f.file("model.safetensors.index.json"),
                         json{{"metadata", {{"total_size", 447872}}}, {"weight_map", weightMap}});
     {
-      torch::NoGradGuard noGrad;
+      at::NoGradGuard noGrad;
       const auto ids = torch::remainder(torch::arange(12, torch::kLong) * 37, 1000).view({1, 12});
       QVERIFY(torch::equal(m::loadModel(f.path())->forward(ids).logits, m::loadModel(kFixture)->forward(ids).logits));
       const auto report = m::preflight(f.path());

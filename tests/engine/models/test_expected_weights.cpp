@@ -6,7 +6,8 @@
 // sequence-classification; Llama tied/untied, with and without attention and MLP biases, with
 // GQA and an explicit head_dim. Every folder written by saveModel (also a converted one) passes
 // preflight with no blockers and no unused tensors, and loads back to the same logits.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <nlohmann/json.hpp>
 
@@ -17,7 +18,7 @@
 #include "engine/models/expected_weights.h"
 #include "engine/models/model_io.h"
 #include "engine/models/preflight.h"
-#include "tests/engine/models/model_test_support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -111,7 +112,7 @@ hh::attn::LinearAttentionConfig hedgehog() {
 
 class TestExpectedWeights : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void namesAndShapesMatchExport() {
     for (const auto& v : variants()) {
       const auto config = m::parseModelConfig(v.config, v.label);
@@ -173,7 +174,7 @@ class TestExpectedWeights : public QObject {
         QCOMPARE(report.convertedLayers, int64_t(converted ? 1 : 0));
         QCOMPARE(report.tiedHead, config.tieWordEmbeddings);
         // And it loads back to the same numbers.
-        torch::NoGradGuard noGrad;
+        at::NoGradGuard noGrad;
         const auto ids = torch::remainder(torch::arange(10, torch::kLong) * 13, config.vocabSize).view({2, 5});
         const auto reloaded = m::loadModel(dir.file("model"));
         model->eval();

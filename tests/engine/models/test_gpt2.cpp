@@ -3,13 +3,15 @@
 // within 1e-4 relative; names with and without the "transformer." prefix; an untied lm_head;
 // captures (q, k, softmax and linear weights) and teacher mode; save/reload round trips of the
 // original and of a hybrid converted model, and of an adapter file.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <string>
 
 #include "engine/io/safetensors.h"
 #include "engine/models/gpt2.h"
 #include "engine/models/model_io.h"
+#include "engine/models/tensor_file.h"
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -19,7 +21,7 @@ namespace m = hh::models;
 const std::string kDir = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
 
 torch::Tensor referenceTensor(const std::string& name) {
-  return hh::io::SafetensorsFile::open(kDir + "/reference.safetensors").tensor(name, name == "input_ids" ? torch::kLong : torch::kFloat);
+  return hh::models::readTensor(hh::io::SafetensorsFile::open(kDir + "/reference.safetensors"), name, name == "input_ids" ? torch::kLong : torch::kFloat);
 }
 
 hh::attn::LinearAttentionConfig hedgehogConfig() {
@@ -30,7 +32,7 @@ hh::attn::LinearAttentionConfig hedgehogConfig() {
 
 // Moves every adapter parameter away from its initialisation (so a round trip has something to keep).
 void perturbAdapters(m::TransformerModel& model) {
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   torch::manual_seed(7);
   for (auto& [name, t] : model.adapterTensors()) t.add_(0.05 * torch::randn_like(t));
 }
@@ -39,11 +41,11 @@ void perturbAdapters(m::TransformerModel& model) {
 
 class TestGpt2 : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void logitsMatchReference() {
     auto model = m::loadModel(kDir);
     const auto ids = referenceTensor("input_ids");  // [2,24]
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     const auto out = model->forward(ids);
     QCOMPARE(out.logits.sizes().vec(), (std::vector<int64_t>{2, 24, 1000}));
     const double err = hh::test::relativeError(out.logits, referenceTensor("logits"));
@@ -53,7 +55,7 @@ class TestGpt2 : public QObject {
 
   void attentionsMatchReference() {
     auto model = m::loadModel(kDir);
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     m::CaptureRequest request;
     m::ForwardOptions options;
     options.capture = &request;
@@ -75,12 +77,12 @@ class TestGpt2 : public QObject {
     std::vector<std::pair<std::string, torch::Tensor>> tensors;
     for (const auto& name : src.names()) {
       const std::string prefix = "transformer.";
-      tensors.emplace_back(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name, src.tensor(name));
+      tensors.emplace_back(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name, hh::models::readTensor(src, name));
     }
     hh::test::TempDir dir("gpt2_noprefix");
     std::filesystem::copy_file(kDir + "/config.json", dir.file("config.json"));
-    hh::io::writeSafetensors(dir.file("model.safetensors"), tensors);
-    torch::NoGradGuard noGrad;
+    hh::models::writeTensorFile(dir.file("model.safetensors"), tensors);
+    at::NoGradGuard noGrad;
     const auto ids = referenceTensor("input_ids");
     const auto a = m::loadModel(kDir)->forward(ids).logits;
     const auto b = m::loadModel(dir.path())->forward(ids).logits;
@@ -90,14 +92,14 @@ class TestGpt2 : public QObject {
   void untiedHeadUsedWhenPresent() {
     auto src = hh::io::SafetensorsFile::open(kDir + "/model.safetensors");
     std::vector<std::pair<std::string, torch::Tensor>> tensors;
-    for (const auto& name : src.names()) tensors.emplace_back(name, src.tensor(name));
+    for (const auto& name : src.names()) tensors.emplace_back(name, hh::models::readTensor(src, name));
     torch::manual_seed(3);
     const auto head = 0.02 * torch::randn({1000, 32});
     tensors.emplace_back("lm_head.weight", head);
     hh::test::TempDir dir("gpt2_untied");
     std::filesystem::copy_file(kDir + "/config.json", dir.file("config.json"));
-    hh::io::writeSafetensors(dir.file("model.safetensors"), tensors);
-    torch::NoGradGuard noGrad;
+    hh::models::writeTensorFile(dir.file("model.safetensors"), tensors);
+    at::NoGradGuard noGrad;
     auto model = m::loadModel(dir.path());
     QVERIFY(!model->config().tieWordEmbeddings);
     const auto out = model->forward(referenceTensor("input_ids"));
@@ -107,7 +109,7 @@ class TestGpt2 : public QObject {
   void captureShapesAndLinearWeights() {
     auto model = m::loadModel(kDir);
     model->setAttentionPlan(m::AttentionPlan::hybrid(5, {1, 3}, hedgehogConfig()));
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     m::CaptureRequest request;
     request.queriesKeys = true;
     m::ForwardOptions options;
@@ -133,7 +135,7 @@ class TestGpt2 : public QObject {
     auto original = m::loadModel(kDir);
     auto converted = m::loadModel(kDir);
     converted->setAttentionPlan(m::AttentionPlan::uniform(5, hedgehogConfig()));
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     const auto ids = referenceTensor("input_ids");
     m::ForwardOptions teacher;
     teacher.teacher = true;
@@ -145,7 +147,7 @@ class TestGpt2 : public QObject {
     auto model = m::loadModel(kDir);
     model->setAttentionPlan(m::AttentionPlan::uniform(5, hedgehogConfig()));
     perturbAdapters(*model);
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     const auto ids = referenceTensor("input_ids");
     m::ForwardOptions options;
     const auto chunked = model->forward(ids, options).logits;
@@ -164,7 +166,7 @@ class TestGpt2 : public QObject {
     m::saveModel(*model, out, kDir);
     QVERIFY(std::filesystem::exists(out + "/tokenizer.json"));
     QVERIFY(std::filesystem::exists(out + "/vocab.json"));
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     const auto ids = referenceTensor("input_ids");
     QVERIFY(torch::equal(m::loadModel(out)->forward(ids).logits, model->forward(ids).logits));
   }
@@ -181,7 +183,7 @@ class TestGpt2 : public QObject {
     QCOMPARE(reloaded->config().plan.linearLayerCount(), int64_t(3));
     QVERIFY(reloaded->config().plan.layers[2].config.featureMap.kind == hh::attn::FeatureMapKind::T2R);
     QVERIFY(!reloaded->config().plan.layers[1].linear);
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     const auto ids = referenceTensor("input_ids");
     QVERIFY(torch::equal(reloaded->forward(ids).logits, model->forward(ids).logits));
   }
@@ -196,7 +198,7 @@ class TestGpt2 : public QObject {
     QCOMPARE(hh::io::SafetensorsFile::open(dir.file("adapters.safetensors")).names().size(), size_t(4));
     auto fresh = m::loadModel(kDir);
     m::loadAdaptersFile(*fresh, dir.file("adapters.safetensors"));
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     const auto ids = referenceTensor("input_ids");
     QVERIFY(torch::equal(fresh->forward(ids).logits, model->forward(ids).logits));
     // No adapters, no file.
@@ -205,7 +207,7 @@ class TestGpt2 : public QObject {
 
   void stopEarlyAndSkipHead() {
     auto model = m::loadModel(kDir);
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     const auto ids = referenceTensor("input_ids");
     m::CaptureRequest request;
     m::ForwardOptions options;

@@ -3,7 +3,8 @@
 // equals the unmerged forward within 1e-5 and saves as a plain folder that reloads to the same
 // logits; the targets of GPT-2, BERT and Llama; a classification head added to an LM folder keeps
 // the body's hidden states and round-trips through saveModel.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <set>
@@ -12,7 +13,7 @@
 #include "engine/models/lora.h"
 #include "engine/models/model_io.h"
 #include "engine/io/safetensors.h"
-#include "tests/engine/models/model_test_support.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -34,7 +35,7 @@ double maxDiff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).
 
 class TestLora : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
 
   void freshAdapterChangesNothing() {
@@ -75,14 +76,14 @@ class TestLora : public QObject {
     auto model = hedgehogModel();
     m::LoraAdapters lora(*model, {4, 8.0, 1});
     {
-      torch::NoGradGuard noGrad;
+      at::NoGradGuard noGrad;
       for (const auto& [name, t] : lora.namedParameters())
         if (name.find("lora_B") != std::string::npos) t.normal_(0.0, 0.05);
     }
     const auto ids = torch::randint(1000, {2, 12});
     torch::Tensor unmerged, base;
     {
-      torch::NoGradGuard noGrad;
+      at::NoGradGuard noGrad;
       lora.apply();
       unmerged = model->forward(ids).logits;
     }

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/models/model_config.h"
-#include "tests/engine/models/model_test_support.h"
+#include "engine/config/model_config.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -117,7 +117,7 @@ bool samePlan(const m::AttentionPlan& a, const m::AttentionPlan& b) {
 
 class TestModelConfig : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void gpt2FixtureDefaults() {
     // The fixture has "n_inner": null (4 n_embd), and decoys GPT-2 does not read:
     // "intermediate_size": 37 and "hidden_act": "gelu" next to "activation_function": "gelu_new".

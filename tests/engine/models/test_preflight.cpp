@@ -3,7 +3,8 @@
 // positional scheme, parameters, the weights file), its JSON and text forms, a converted folder
 // (saveModel after setAttentionPlan) reporting its converted layers, a grouped-query Llama with
 // RoPE, and a BF16 folder (reported as BF16, loaded as F32).
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@
 #include "engine/models/expected_weights.h"
 #include "engine/models/model_io.h"
 #include "engine/models/preflight.h"
+#include "engine/models/tensor_file.h"
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -47,7 +49,7 @@ hh::attn::LinearAttentionConfig hedgehog() {
 
 class TestPreflight : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void gpt2Fixture() {
     const auto r = m::preflight(kGpt2);
     qInfo("%s", r.text().c_str());
@@ -198,14 +200,14 @@ class TestPreflight : public QObject {
     fs::copy_file(kGpt2 + "/config.json", dir.file("config.json"));
     const auto file = hh::io::SafetensorsFile::open(kGpt2 + "/model.safetensors");
     std::vector<std::pair<std::string, torch::Tensor>> tensors;
-    for (const auto& name : file.names()) tensors.emplace_back(name, file.tensor(name).to(torch::kBFloat16));
-    hh::io::writeSafetensors(dir.file("model.safetensors"), tensors);
+    for (const auto& name : file.names()) tensors.emplace_back(name, hh::models::readTensor(file, name).to(torch::kBFloat16));
+    hh::models::writeTensorFile(dir.file("model.safetensors"), tensors);
     const auto r = m::preflight(dir.path());
     QVERIFY2(r.ready(), r.text().c_str());
     QCOMPARE(r.dtype, std::string("BF16"));
     QVERIFY(hasFinding(r, Severity::Info, "BF16"));
     // Loaded as F32 with the BF16 values.
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     auto model = m::loadModel(dir.path());
     for (const auto& [name, t] : model->exportWeights()) QVERIFY(t.scalar_type() == torch::kFloat);
     const auto ids = torch::remainder(torch::arange(16, torch::kLong) * 61, 1000).view({2, 8});

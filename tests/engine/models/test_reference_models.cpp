@@ -10,7 +10,8 @@
 // serves which query head), the test also shows that the reference without it differs by far
 // more than the tolerance, so the key is really being checked. Plus RoPE at position 1 and the
 // llama3 frequencies worked out by hand.
-#include <torch/torch.h>
+
+#include <torch/types.h>
 
 #include <cmath>
 #include <filesystem>
@@ -20,8 +21,9 @@
 
 #include "engine/io/safetensors.h"
 #include "engine/models/layers.h"
-#include "engine/models/model_config.h"
+#include "engine/config/model_config.h"
 #include "engine/models/model_io.h"
+#include "engine/models/tensor_file.h"
 #include "tests/engine/models/model_test_support.h"
 #include "tests/engine/models/reference_transformer.h"
 #include "tests/support/hh_test.h"
@@ -105,7 +107,7 @@ struct Errors {
 Errors compare(const std::string& dir, const ref::Output& expected, int64_t heads, const ref::Rows& ids,
                const ref::Rows& types = {}, const ref::Rows& mask = {}) {
   auto model = m::loadModel(dir);
-  torch::NoGradGuard noGrad;
+  at::NoGradGuard noGrad;
   m::CaptureRequest request;
   m::ForwardOptions options;
   options.capture = &request;
@@ -202,7 +204,7 @@ const ref::Rows kLlamaIds{{3, 17, 42, 5, 29, 60, 11, 0, 33}, {8, 8, 51, 2, 19, 4
 
 class TestReferenceModels : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void bertWithTokenTypesAndPadding() {
     // C=16, 2 layers, 4 heads, vocab 50, 2 token types; row 1 has 3 padding tokens.
     ref::BertSpec spec;
@@ -249,7 +251,7 @@ class TestReferenceModels : public QObject {
     QVERIFY(e.attentions < kTolerance);
     // Padding keys get no weight: the engine's captured weights are 0 there.
     auto model = m::loadModel(dir.path());
-    torch::NoGradGuard noGrad;
+    at::NoGradGuard noGrad;
     m::CaptureRequest request;
     m::ForwardOptions options;
     options.capture = &request;
@@ -269,7 +271,7 @@ class TestReferenceModels : public QObject {
     const auto file = hh::io::SafetensorsFile::open(dir + "/model.safetensors");
     ref::Weights weights;
     for (const auto& name : file.names()) {
-      const auto t = file.tensor(name, torch::kDouble).contiguous();
+      const auto t = hh::models::readTensor(file, name, torch::kDouble).contiguous();
       weights[name] =
           ref::Array{t.sizes().vec(), std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel())};
     }

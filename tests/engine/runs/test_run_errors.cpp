@@ -50,7 +50,7 @@ void readEverything(const std::string& path) {
 class TestRunErrors : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void layoutValidation();
   void appendValidation();
   void missingAndForeignFilesFail();

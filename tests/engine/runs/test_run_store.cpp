@@ -22,7 +22,7 @@ using namespace hh::runs::testing;
 class TestRunStore : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void roundTripEveryKind();
   void snapshotPooling();
   void statusTransitions();

@@ -132,7 +132,7 @@ std::string checkRows(const RunReader& r) {
 class TestRunSwmr : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void liveReadFromSecondProcess();
   void killedWriterKeepsFlushedRows();
 };

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <string>
 
-#include "engine/jobs/config_file.h"
-#include "tests/engine/jobs/crash_test_support.h"
-#include "tests/engine/models/model_test_support.h"
+#include "engine/config/config_file.h"
+#include "tests/support/child_process.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -27,7 +27,7 @@ std::string write(const hh::test::TempDir& dir, const std::string& name, const j
 class TestConfigPaths : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void parentFoldersAreRefused() {
     hh::test::TempDir dir("config_paths");
     const auto top = write(dir, "top.json", {{"model", "m"}, {"run_dir", "../elsewhere"}});

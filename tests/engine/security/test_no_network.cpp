@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/engine/jobs/crash_test_support.h"
+#include "tests/support/child_process.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -74,7 +74,7 @@ class TestNoNetwork : public QObject {
     qInfo("%s: %d socket/connect calls, none to the network", name.c_str(), calls);
   }
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     setenv("HH_NUM_THREADS", "1", 0);
     if (!fs::exists(HH_CLI_BINARY)) QSKIP("the hedgehog CLI is not built");

@@ -5,7 +5,9 @@
 // holding only an old pickle checkpoint is refused on resume with an error naming it, never
 // loaded, and a checkpoint whose tensors do not match the live parameters is refused naming the
 // file and the tensor.
-#include <torch/torch.h>
+
+#include <torch/optim/adamw.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <filesystem>
@@ -17,7 +19,8 @@
 
 #include "engine/io/safetensors.h"
 #include "engine/jobs/training_checkpoint.h"
-#include "tests/engine/models/model_test_support.h"
+#include "engine/models/tensor_file.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -27,7 +30,7 @@ namespace fs = std::filesystem;
 class TestNoPickle : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void sourcesCallNoPickleSerializer() {
     // torch::save(...), torch::load(...), torch::jit::load(...), jit::load(...), pickle_load/save.
     const std::regex call(R"((torch\s*::\s*(save|load)|jit\s*::\s*load|pickle_(load|save)|_load_for_mobile)\s*\()");
@@ -97,7 +100,7 @@ class TestNoPickle : public QObject {
     torch::optim::AdamW fewer({c}, torch::optim::AdamWOptions(0.01));
     HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(path, fewer), "holds 2 parameters");
     // A plain safetensors file is not a checkpoint.
-    hh::io::writeSafetensors(dir.file("plain.safetensors"), {{"param.0", torch::zeros({3, 4})}});
+    hh::models::writeTensorFile(dir.file("plain.safetensors"), {{"param.0", torch::zeros({3, 4})}});
     HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(dir.file("plain.safetensors"), restored), "not a checkpoint");
   }
 };

@@ -70,7 +70,7 @@ std::vector<std::string> pieces(const std::string& s) {
 
 class TestByteLevelBpe : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void preTokenizerSplits() {
     using V = std::vector<std::string>;
     QVERIFY(pieces("I'm fine") == (V{"I", "'m", " fine"}));

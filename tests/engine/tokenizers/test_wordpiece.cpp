@@ -58,7 +58,7 @@ std::vector<Case> bertCases() {
 
 class TestWordPiece : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void tokenizerJsonByHand() {
     const auto tok = hh::tok::loadTokenizer(fixture("bert-tiniest"));
     QCOMPARE(tok->kind(), std::string("wordpiece"));

@@ -1,0 +1,125 @@
+// Softmax vs linear attention of several feature maps on one head, through the engine (see
+// comparison_session.h and head_comparison.h).
+#include "app/gui/comparison/comparison_session.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/types.h>
+
+#include <QElapsedTimer>
+
+#include <exception>
+#include <stdexcept>
+
+#include "app/gui/comparison/head_comparison.h"
+#include "app/gui/common/session_tensors.h"
+#include "engine/config/attention_types.h"
+#include "engine/attention/linear_attention.h"
+#include "engine/attention/softmax_attention.h"
+#include "engine/metrics/attention_metrics.h"
+
+namespace hh::gui {
+namespace {
+
+CurveData toCurve(const hh::metrics::MonotonicityCurve& c) {
+  return CurveData{toQVector(c.binCenters), toQVector(c.mean), toQVector(c.stddev)};
+}
+
+// phi(q), phi(k) of one head [1, 1, T, F] for a map name; `trained` (all heads of a layer) is
+// applied to the head's slot by feeding the head at position trainedHead of an H-head input.
+std::pair<torch::Tensor, torch::Tensor> features(const QString& name, const torch::Tensor& q, const torch::Tensor& k,
+                                                 quint64 seed, hh::attn::FeatureMap* trained, int trainedHead,
+                                                 int& featureDim) {
+  const int64_t t = q.size(2), d = q.size(3);
+  if (name == QLatin1String("trained")) {
+    if (trained == nullptr || !*trained) throw std::invalid_argument("\"trained\" needs a converted model's head");
+    const int64_t heads = (*trained)->config().heads;
+    // The trained map has one MLP per head: place this head's q, k in its slot of an H-head input.
+    auto place = [&](const torch::Tensor& x) {
+      auto full = torch::zeros({1, heads, t, d}, x.options());
+      full.narrow(1, trainedHead, 1).copy_(x);
+      return (*trained)->forward(full).narrow(1, trainedHead, 1);
+    };
+    featureDim = int((*trained)->featureDim());
+    return {place(q), place(k)};
+  }
+  hh::attn::FeatureMapConfig fc;
+  fc.kind = hh::attn::parseFeatureMapKind(name.toStdString());
+  fc.heads = 1;
+  fc.headDim = d;
+  fc.seed = seed;
+  fc.cosformerMaxLength = std::max<int64_t>(fc.cosformerMaxLength, t + 1);
+  hh::attn::FeatureMap map(fc);
+  featureDim = int(map->featureDim());
+  return {map->forward(q), map->forward(k)};
+}
+
+}  // namespace
+
+QStringList featureMapNames() {
+  QStringList names;
+  for (const auto kind : hh::attn::allFeatureMapKinds()) names << QString::fromStdString(hh::attn::toString(kind));
+  return names;
+}
+
+void compareHead(const torch::Tensor& qIn, const torch::Tensor& kIn, bool causal, const ComparisonSettings& settings,
+                 hh::attn::FeatureMap* trained, int trainedHead, ComparisonResult& result) {
+  at::NoGradGuard noGrad;
+  TORCH_CHECK(qIn.dim() == 4 && qIn.size(0) == 1 && qIn.size(1) == 1, "compareHead: q must be [1, 1, T, D]");
+  const torch::Tensor q = qIn.to(torch::kFloat), k = kIn.to(torch::kFloat);  // [1, 1, T, D]
+  const int64_t t = q.size(2);
+  hh::attn::RuleOptions ro;
+  ro.causal = causal;
+
+  const torch::Tensor valid = hh::attn::validPairs(t, t, causal);  // [1, 1, T, T] bool
+  const torch::Tensor p = hh::attn::softmaxWeights(q, k, causal);  // [1, 1, T, T]
+  const torch::Tensor s = hh::attn::attentionScores(q, k);         // [1, 1, T, T]
+  result.length = int(t);
+  result.headDim = int(q.size(3));
+  result.causal = causal;
+  result.softmax = toMaskedMatrix(p, valid);
+  result.scores = toMaskedMatrix(s, valid);
+  result.entropySoftmax = toScalar(hh::metrics::headEntropy(p, valid));
+  result.spearmanSoftmax = toScalar(hh::metrics::headSpearman(s, p, valid));
+  result.softmaxCurve = toCurve(hh::metrics::monotonicityCurve(s, p, valid, settings.bins));
+  result.maps.clear();
+  for (const QString& name : settings.featureMaps) {
+    MapComparison m;
+    m.name = name;
+    const auto [fq, fk] = features(name, q, k, settings.seed, trained, trainedHead, m.featureDim);  // [1, 1, T, F]
+    const torch::Tensor a = hh::attn::linearWeights(fq, fk, {}, ro).to(torch::kFloat);             // [1, 1, T, T]
+    m.weights = toMaskedMatrix(a, valid);
+    m.difference = toMaskedMatrix(a - p.to(torch::kFloat), valid);
+    m.kl = toScalar(hh::metrics::headKl(p, a, valid));
+    m.entropy = toScalar(hh::metrics::headEntropy(a, valid));
+    m.spearman = toScalar(hh::metrics::headSpearman(s, a, valid));
+    m.curve = toCurve(hh::metrics::monotonicityCurve(s, a, valid, settings.bins));
+    result.maps.push_back(std::move(m));
+  }
+}
+
+ComparisonResult computeComparison(const ComparisonSettings& settings) {
+  ComparisonResult result;
+  result.settings = settings;
+  QElapsedTimer timer;
+  timer.start();
+  try {
+    const int64_t t = settings.length, d = settings.headDim;
+    if (t < 1 || d < 1) throw std::invalid_argument("length and head dim must be positive");
+    // q, k: [1, 1, T, D] from a private generator (no global seed shared with other threads).
+    auto generator = at::detail::createCPUGenerator(settings.seed);
+    const torch::Tensor q = torch::randn({1, 1, t, d}, generator, torch::kFloat);
+    const torch::Tensor k = torch::randn({1, 1, t, d}, generator, torch::kFloat);
+    ComparisonSettings random = settings;
+    random.featureMaps.removeAll(QStringLiteral("trained"));  // a random head has no trained map
+    compareHead(q, k, settings.causal, random, nullptr, 0, result);
+    result.source = QStringLiteral("random head, T = %1, D = %2, seed %3").arg(t).arg(d).arg(settings.seed);
+  } catch (const std::exception& e) {
+    result = ComparisonResult{};
+    result.settings = settings;
+    result.error = QString::fromLocal8Bit(e.what()).section(QLatin1Char('\n'), 0, 2);
+  }
+  result.milliseconds = double(timer.nsecsElapsed()) / 1e6;
+  return result;
+}
+
+}  // namespace hh::gui

@@ -1,0 +1,235 @@
+// The config form and the new-conversion dialog (see config_form.h).
+#include "app/gui/conversion/config_form.h"
+
+#include <QCheckBox>
+#include <QDialogButtonBox>
+#include <QDoubleValidator>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSaveFile>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QThread>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "engine/config/config_file.h"
+
+namespace hh::gui {
+namespace {
+
+using Json = nlohmann::json;
+
+QString label(const std::string& key) { return QString::fromStdString(key).replace(QLatin1Char('_'), QLatin1Char(' ')); }
+
+// The value at a dotted path, creating objects on the way.
+Json& at(Json& root, const QString& dotted) {
+  Json* node = &root;
+  for (const QString& part : dotted.split(QLatin1Char('.'))) node = &(*node)[part.toStdString()];
+  return *node;
+}
+
+}  // namespace
+
+ConfigForm::ConfigForm(QWidget* parent) : QWidget(parent) {
+  layout_ = new QVBoxLayout(this);
+  layout_->setContentsMargins(0, 0, 0, 0);
+}
+
+void ConfigForm::setJson(const Json& json) {
+  shape_ = json;
+  fields_.clear();
+  delete content_;
+  content_ = new QWidget;
+  layout_->addWidget(content_);
+  addObject(json, QString(), content_, 0);
+}
+
+void ConfigForm::addObject(const Json& object, const QString& prefix, QWidget* into, int depth) {
+  auto* form = new QFormLayout;
+  auto* outer = new QVBoxLayout(into);
+  outer->setContentsMargins(depth == 0 ? 0 : 6, 4, 6, 4);
+  outer->addLayout(form);
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    const QString key = prefix.isEmpty() ? QString::fromStdString(it.key()) : prefix + '.' + QString::fromStdString(it.key());
+    const Json& value = it.value();
+    if (value.is_object()) {
+      auto* group = new QGroupBox(label(it.key()));
+      addObject(value, key, group, depth + 1);
+      outer->addWidget(group);
+      continue;
+    }
+    QWidget* editor = nullptr;
+    switch (value.type()) {
+      case Json::value_t::boolean: {
+        auto* box = new QCheckBox;
+        box->setChecked(value.get<bool>());
+        editor = box;
+        break;
+      }
+      case Json::value_t::number_integer:
+      case Json::value_t::number_unsigned: {
+        auto* box = new QSpinBox;
+        box->setRange(std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+        box->setValue(int(value.get<int64_t>()));
+        editor = box;
+        break;
+      }
+      case Json::value_t::number_float: {
+        auto* edit = new QLineEdit(QString::number(value.get<double>(), 'g', 10));
+        edit->setValidator(new QDoubleValidator(edit));
+        editor = edit;
+        break;
+      }
+      case Json::value_t::string:
+        editor = new QLineEdit(QString::fromStdString(value.get<std::string>()));
+        break;
+      default:  // arrays (and null): their JSON text
+        editor = new QLineEdit(QString::fromStdString(value.dump()));
+        break;
+    }
+    editor->setObjectName(key);
+    editor->setToolTip(key);
+    form->addRow(label(it.key()), editor);
+    fields_.push_back({key, value.type(), editor});
+  }
+}
+
+Json ConfigForm::json() const {
+  Json out = shape_;
+  for (const Field& f : fields_) {
+    Json& slot = at(out, f.key);
+    switch (f.type) {
+      case Json::value_t::boolean:
+        slot = static_cast<QCheckBox*>(f.editor)->isChecked();
+        break;
+      case Json::value_t::number_integer:
+      case Json::value_t::number_unsigned:
+        slot = int64_t(static_cast<QSpinBox*>(f.editor)->value());
+        break;
+      case Json::value_t::number_float: {
+        bool ok = false;
+        const double v = static_cast<QLineEdit*>(f.editor)->text().toDouble(&ok);
+        if (!ok) throw std::invalid_argument(f.key.toStdString() + ": not a number");
+        slot = v;
+        break;
+      }
+      case Json::value_t::string:
+        slot = static_cast<QLineEdit*>(f.editor)->text().toStdString();
+        break;
+      default: {
+        const std::string text = static_cast<QLineEdit*>(f.editor)->text().toStdString();
+        Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (parsed.is_discarded()) throw std::invalid_argument(f.key.toStdString() + ": not valid JSON: " + text);
+        slot = std::move(parsed);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+QWidget* ConfigForm::editor(const QString& dottedKey) const {
+  for (const Field& f : fields_)
+    if (f.key == dottedKey) return f.editor;
+  return nullptr;
+}
+
+ConversionDialog::ConversionDialog(const jobs::ConvertConfig& initial, QWidget* parent) : QDialog(parent) {
+  setWindowTitle(tr("New conversion"));
+  form_ = new ConfigForm;
+  form_->setJson(jobs::toJson(initial));
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(form_);
+  scroll->setWidgetResizable(true);
+  error_ = new QLabel;
+  error_->setWordWrap(true);
+  error_->setStyleSheet(QStringLiteral("color: #b2182b"));
+  processes_ = new QSpinBox;
+  processes_->setObjectName(QStringLiteral("processes"));
+  processes_->setRange(1, std::max(1, QThread::idealThreadCount()));
+  processes_->setValue(1);
+  processes_->setToolTip(
+      tr("Data-parallel ranks on this machine. 1 runs the conversion inside the workbench (it can be "
+         "paused). More run <tt>hedgehog convert --nproc N</tt>: every rank trains on its share of each "
+         "batch and the gradients are averaged (c10d/Gloo), so the batch sizes above are the global "
+         "batch over all ranks; the cores are shared between the ranks. Rank 0 writes the run files "
+         "the dashboard follows; ranks &gt; 0 log to &lt;run_dir&gt;/rank-K.log. No pause on several "
+         "processes; cancel stops every rank at the same step."));
+  auto* processRow = new QHBoxLayout;
+  auto* processLabel = new QLabel(tr("&Processes:"));
+  processLabel->setBuddy(processes_);
+  processLabel->setToolTip(processes_->toolTip());
+  processRow->addWidget(processLabel);
+  processRow->addWidget(processes_);
+  processRow->addStretch(1);
+  auto* buttons = new QDialogButtonBox;
+  QPushButton* start = buttons->addButton(tr("Start"), QDialogButtonBox::AcceptRole);
+  start->setDefault(true);
+  buttons->addButton(QDialogButtonBox::Cancel);
+  QPushButton* load = buttons->addButton(tr("Load project\u2026"), QDialogButtonBox::ActionRole);
+  QPushButton* save = buttons->addButton(tr("Save as project\u2026"), QDialogButtonBox::ActionRole);
+  connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+  connect(start, &QPushButton::clicked, this, [this] {
+    if (validate()) accept();
+  });
+  connect(load, &QPushButton::clicked, this, &ConversionDialog::loadProject);
+  connect(save, &QPushButton::clicked, this, &ConversionDialog::saveProject);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(new QLabel(tr("The same settings as <tt>hedgehog convert --config</tt>; every default is "
+                                  "written out. Distillation, finetuning (0 steps skips it), evaluation, export.")));
+  layout->addWidget(scroll, 1);
+  layout->addLayout(processRow);
+  layout->addWidget(error_);
+  layout->addWidget(buttons);
+  resize(620, 760);
+}
+
+int ConversionDialog::processes() const { return processes_->value(); }
+
+bool ConversionDialog::validate() {
+  try {
+    config_ = jobs::convertConfigFromJson(form_->json());
+    if (config_.modelDir.empty()) throw std::invalid_argument("model: choose a model folder");
+    if (config_.runDir.empty()) throw std::invalid_argument("run_dir: choose a folder for the run files");
+  } catch (const std::exception& e) {
+    error_->setText(QString::fromStdString(e.what()));
+    return false;
+  }
+  error_->clear();
+  return true;
+}
+
+void ConversionDialog::loadProject() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Load a project"), QStringLiteral("projects"),
+                                                    tr("Project files (*.json)"));
+  if (path.isEmpty()) return;
+  try {
+    // Through the engine's parser, so every default is filled in and unknown keys are refused.
+    form_->setJson(jobs::toJson(jobs::convertConfigFromJson(jobs::readConfigFile(path.toStdString(), "convert"))));
+    error_->clear();
+  } catch (const std::exception& e) {
+    error_->setText(QStringLiteral("%1: %2").arg(path, QString::fromStdString(e.what())));
+  }
+}
+
+void ConversionDialog::saveProject() {
+  if (!validate()) return;
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save as project"), QStringLiteral("projects/project.json"),
+                                                    tr("Project files (*.json)"));
+  if (path.isEmpty()) return;
+  QSaveFile file(path);
+  const QByteArray text = QByteArray::fromStdString(jobs::toJson(config_).dump(2) + "\n");
+  if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size() || !file.commit())
+    error_->setText(tr("Cannot write %1: %2").arg(path, file.errorString()));
+}
+
+}  // namespace hh::gui

@@ -1,0 +1,488 @@
+// DashboardView: layout, traces that grow by appending, the head grid and probe maps (latest or
+// at the step slider's snapshot), pause state (see dashboard_view.h).
+#include "app/gui/conversion/dashboard_view.h"
+
+#include <QComboBox>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSlider>
+#include <QSplitter>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+#include "widgets/curve_plot.h"
+#include "widgets/head_grid.h"
+#include "widgets/heatmap_view.h"
+
+namespace hh::gui {
+namespace {
+
+// Per-head tables a run may hold, with how they are labelled and whether higher is better.
+struct TableKind {
+  const char* name;
+  const char* label;
+  bool higherIsBetter;
+};
+constexpr TableKind kTables[] = {{"kl", "KL(softmax || linear)", false},
+                                 {"entropy_linear", "entropy of linear attention", false},
+                                 {"entropy_softmax", "entropy of softmax attention", false},
+                                 {"monotonicity", "monotonicity (Spearman)", true}};
+
+QString formatEta(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) return QStringLiteral("--");
+  const int s = int(seconds);
+  return s >= 3600 ? QStringLiteral("%1h%2m").arg(s / 3600).arg((s / 60) % 60, 2, 10, QLatin1Char('0'))
+                   : QStringLiteral("%1m%2s").arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
+}
+
+}  // namespace
+
+DashboardView::DashboardView(QWidget* parent) : QWidget(parent) {
+  title_ = new QLabel(tr("No run"), this);
+  title_->setObjectName(QStringLiteral("dashboardTitle"));
+  status_ = new QLabel(this);
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 1000);
+  progress_->setTextVisible(true);
+
+  loss_ = new widgets::CurvePlot(this);
+  loss_->setTitle(tr("Loss"));
+  loss_->setAxisLabels(tr("step"), tr("loss"));
+  lr_ = new widgets::CurvePlot(this);
+  lr_->setTitle(tr("Learning rate"));
+  lr_->setAxisLabels(tr("step"), tr("lr"));
+  lr_->setLegendVisible(false);
+  smoothing_ = new QSlider(Qt::Horizontal, this);
+  smoothing_->setRange(0, 99);
+  smoothing_->setValue(int(smoothingWeight_ * 100));
+  smoothing_->setToolTip(tr("Exponential moving average of the loss (0 = raw)"));
+  connect(smoothing_, &QSlider::valueChanged, this, [this](int v) { setSmoothing(v / 100.0); });
+
+  tableChoice_ = new QComboBox(this);
+  for (const auto& t : kTables) tableChoice_->addItem(tr(t.label), QString::fromLatin1(t.name));
+  connect(tableChoice_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] { refreshGrid(); });
+  grid_ = new widgets::HeadGrid(this);
+  connect(grid_, &widgets::HeadGrid::headClicked, this, &DashboardView::showPair);
+
+  softmaxMap_ = new widgets::HeatmapView(this);
+  softmaxMap_->setTitle(tr("softmax"));
+  softmaxMap_->setValueLabel(tr("weight"));
+  linearMap_ = new widgets::HeatmapView(this);
+  linearMap_->setTitle(tr("linear"));
+  linearMap_->setValueLabel(tr("weight"));
+  mapsTitle_ = new QLabel(tr("Attention on the probe text"), this);
+  mono_ = new widgets::CurvePlot(this);
+  mono_->setTitle(tr("Monotonicity on the probe text"));
+  mono_->setAxisLabels(QStringLiteral("q\u00b7k / \u221ad  (bin centre)"), tr("mean weight"));
+  mono_->setMinimumHeight(200);
+  log_ = new QPlainTextEdit(this);
+  log_->setReadOnly(true);
+  log_->setMaximumBlockCount(2000);
+  pause_ = new QPushButton(tr("Pause"), this);
+  pause_->setObjectName(QStringLiteral("dashboardPause"));
+  pause_->setToolTip(tr("Pause the job at its next step, or resume it (Run menu, Ctrl+Shift+P)"));
+  connect(pause_, &QPushButton::clicked, this, [this] { paused_ ? Q_EMIT resumeRequested() : Q_EMIT pauseRequested(); });
+  stepSlider_ = new QSlider(Qt::Horizontal, this);
+  stepSlider_->setObjectName(QStringLiteral("dashboardStepSlider"));
+  stepSlider_->setToolTip(tr("Show the head grid and the probe maps at an earlier snapshot; the right end follows the latest"));
+  stepSlider_->setPageStep(1);
+  connect(stepSlider_, &QSlider::valueChanged, this, &DashboardView::onStepSlider);
+  stepLabel_ = new QLabel(this);
+
+  auto* header = new QGridLayout;
+  header->addWidget(title_, 0, 0, 1, 3);
+  header->addWidget(status_, 1, 0);
+  header->addWidget(progress_, 1, 1);
+  header->addWidget(pause_, 1, 2);
+  header->addWidget(new QLabel(tr("snapshot"), this), 2, 0, Qt::AlignRight);
+  header->addWidget(stepSlider_, 2, 1);
+  header->addWidget(stepLabel_, 2, 2);
+  header->setColumnStretch(0, 2);
+  header->setColumnStretch(1, 1);
+
+  auto* curves = new QWidget(this);
+  auto* curvesLayout = new QVBoxLayout(curves);
+  curvesLayout->setContentsMargins(0, 0, 0, 0);
+  curvesLayout->addWidget(loss_, 3);
+  auto* smoothRow = new QHBoxLayout;
+  smoothRow->addWidget(new QLabel(tr("smoothing"), this));
+  smoothRow->addWidget(smoothing_);
+  curvesLayout->addLayout(smoothRow);
+  lr_->setMinimumHeight(130);
+  curvesLayout->addWidget(lr_, 1);
+
+  auto* heads = new QWidget(this);
+  auto* headsLayout = new QVBoxLayout(heads);
+  headsLayout->setContentsMargins(0, 0, 0, 0);
+  headsLayout->addWidget(tableChoice_);
+  headsLayout->addWidget(grid_, 1);
+
+  auto* maps = new QWidget(this);
+  auto* mapsLayout = new QGridLayout(maps);
+  mapsLayout->setContentsMargins(0, 0, 0, 0);
+  mapsLayout->addWidget(mapsTitle_, 0, 0, 1, 2);
+  mapsLayout->addWidget(softmaxMap_, 1, 0);
+  mapsLayout->addWidget(linearMap_, 1, 1);
+  mapsLayout->setRowStretch(1, 1);
+  mapsTitle_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
+
+  auto* top = new QSplitter(Qt::Horizontal, this);
+  top->addWidget(curves);
+  top->addWidget(heads);
+  top->setStretchFactor(0, 3);
+  top->setStretchFactor(1, 2);
+  auto* bottom = new QSplitter(Qt::Horizontal, this);
+  auto* side = new QSplitter(Qt::Vertical, this);
+  side->addWidget(mono_);
+  side->addWidget(log_);
+  side->setStretchFactor(0, 3);
+  side->setStretchFactor(1, 1);
+  bottom->addWidget(maps);
+  bottom->addWidget(side);
+  bottom->setStretchFactor(0, 3);
+  bottom->setStretchFactor(1, 2);
+  auto* body = new QSplitter(Qt::Vertical, this);
+  body->addWidget(top);
+  body->addWidget(bottom);
+  body->setStretchFactor(0, 1);
+  body->setStretchFactor(1, 1);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(header);
+  layout->addWidget(body, 1);
+  clear();
+  setJobRunning(false);
+}
+
+void DashboardView::clear() {
+  jobProgress_ = false;
+  plannedSteps_ = lastStep_ = 0;
+  path_.clear();
+  fileStatus_.clear();
+  lossSteps_.clear();
+  lossValues_.clear();
+  ema_ = 0.0;
+  tables_.clear();
+  snapshot_.reset();
+  pairs_.clear();
+  tokens_.clear();
+  pairIndex_ = 0;
+  snapshotSteps_.clear();
+  followLatest_ = true;
+  requestedIndex_ = pickedIndex_ = -1;
+  pickedTables_.clear();
+  pickedSnapshot_.reset();
+  curves_.reset();
+  pickedCurves_.reset();
+  curvePairs_.clear();
+  curveLabels_.clear();
+  mono_->clear();
+  gridStale_ = mapsStale_ = false;
+  {
+    const QSignalBlocker block(stepSlider_);
+    stepSlider_->setRange(0, 0);
+    stepSlider_->setValue(0);
+  }
+  stepSlider_->setEnabled(false);
+  updateStepLabel();
+  loss_->clear();
+  const int raw = loss_->addSeries(tr("loss"), {}, {}, {}, QColor(120, 120, 120, 90));
+  loss_->setSeriesStyle(raw, widgets::CurvePlot::SeriesStyle::Line, 1.0);
+  const int smooth = loss_->addSeries(tr("loss (smoothed)"), {}, {}, {}, widgets::seriesPaletteColor(0));
+  loss_->setSeriesStyle(smooth, widgets::CurvePlot::SeriesStyle::Line, 2.0);
+  const int val = loss_->addSeries(tr("held-out loss"), {}, {}, {}, widgets::seriesPaletteColor(1));
+  loss_->setSeriesStyle(val, widgets::CurvePlot::SeriesStyle::LineAndPoints, 1.5);
+  lr_->clear();
+  const int lr = lr_->addSeries(tr("lr"), {}, {}, {}, widgets::seriesPaletteColor(2));
+  lr_->setSeriesStyle(lr, widgets::CurvePlot::SeriesStyle::Line, 1.5);
+  grid_->clear();
+  softmaxMap_->clear();
+  linearMap_->clear();
+  log_->clear();
+  progress_->setValue(0);
+  progress_->setFormat(QStringLiteral("%p%"));
+  refreshStatus();
+}
+
+QString DashboardView::statusText() const {
+  return status_->text();
+}
+
+void DashboardView::setSmoothing(double weight) {
+  smoothingWeight_ = std::clamp(weight, 0.0, 0.99);
+  if (smoothing_->value() != int(std::lround(smoothingWeight_ * 100))) smoothing_->setValue(int(std::lround(smoothingWeight_ * 100)));
+  rebuildSmoothed();
+}
+
+void DashboardView::setJobProgress(int64_t step, int64_t total, const QString& phase, double etaSeconds) {
+  jobProgress_ = true;
+  const int value = total > 0 ? int(1000.0 * double(step) / double(total)) : 0;
+  const QString format = QStringLiteral("%1  %2/%3  ETA %4").arg(phase).arg(step).arg(total).arg(formatEta(etaSeconds));
+  // Ten calls a second: repaint the bar only when what it shows changed.
+  if (progress_->value() != value) progress_->setValue(value);
+  if (progress_->format() != format) progress_->setFormat(format);
+}
+
+void DashboardView::setJobRunning(bool running) {
+  jobRunning_ = running;
+  pause_->setVisible(running);
+  if (!running) setPaused(false);
+}
+
+void DashboardView::setPaused(bool paused) {
+  paused_ = paused;
+  pause_->setText(paused ? tr("Resume") : tr("Pause"));
+  refreshStatus();
+}
+
+void DashboardView::refreshStatus() {
+  QString text = fileStatus_;
+  if (paused_) text = tr("paused (the job waits at its next step; resume or cancel)");
+  if (status_->text() != text) status_->setText(text);
+}
+
+void DashboardView::attachFollower(RunFollower* follower) {
+  connect(follower, &RunFollower::updated, this, &DashboardView::applyUpdate);
+  connect(follower, &RunFollower::snapshotLoaded, this, &DashboardView::showSnapshotAt);
+  connect(this, &DashboardView::snapshotRequested, follower, &RunFollower::loadSnapshot);
+}
+
+void DashboardView::applyUpdate(const RunUpdate& u) {
+  if (u.reset) {
+    const bool keepProgress = jobProgress_;
+    clear();
+    jobProgress_ = keepProgress;
+    path_ = u.path;
+    title_->setText(QStringLiteral("<b>%1</b> &nbsp; %2").arg(u.kind.toHtmlEscaped(), QFileInfo(u.path).absoluteFilePath().toHtmlEscaped()));
+    pairs_ = u.snapshotPairs;
+    tokens_ = u.probeTokens;
+    curvePairs_ = u.curvePairs;
+    curveLabels_ = u.curveLabels;
+  }
+  plannedSteps_ = u.plannedSteps;
+  lastStep_ = std::max(lastStep_, u.lastStep);
+  fileStatus_ = u.statusMessage.isEmpty() ? u.status : QStringLiteral("%1: %2").arg(u.status, u.statusMessage);
+  refreshStatus();
+  if (!jobProgress_ && plannedSteps_ > 0) {
+    progress_->setValue(int(1000.0 * double(std::min(lastStep_, plannedSteps_)) / double(plannedSteps_)));
+    progress_->setFormat(QStringLiteral("step %1/%2").arg(lastStep_).arg(plannedSteps_));
+  }
+  // Traces grow by appending only the new rows.
+  auto series = [&](const char* name) -> const runs::ScalarSeries* {
+    const auto it = u.newScalars.find(name);
+    return it == u.newScalars.end() ? nullptr : &it->second;
+  };
+  auto toQt = [](const auto& v) { return QVector<double>(v.begin(), v.end()); };
+  if (const auto* loss = series("loss")) appendLoss(*loss);
+  if (const auto* val = series("val_loss")) loss_->appendPoints(2, toQt(val->steps), toQt(val->values));
+  if (const auto* lr = series("lr")) lr_->appendPoints(0, toQt(lr->steps), toQt(lr->values));
+
+  for (const auto& [name, table] : u.latestTables) tables_[name] = table;
+  if (u.latestSnapshot) snapshot_ = u.latestSnapshot;
+  if (u.latestCurves) curves_ = u.latestCurves;
+  if (!u.newSnapshotSteps.empty()) {
+    snapshotSteps_.insert(snapshotSteps_.end(), u.newSnapshotSteps.begin(), u.newSnapshotSteps.end());
+    const QSignalBlocker block(stepSlider_);
+    stepSlider_->setRange(0, int(snapshotSteps_.size()) - 1);
+    if (followLatest_) stepSlider_->setValue(stepSlider_->maximum());
+    stepSlider_->setEnabled(snapshotSteps_.size() > 1);
+  }
+  updateStepLabel();
+  // While the user looks at an earlier step, new rows are kept but not shown.
+  // A hidden dashboard (another tab) only notes that it is stale and redraws when shown.
+  if (followLatest_ && !u.latestTables.empty()) {
+    if (isVisible()) refreshGrid();
+    else gridStale_ = true;
+  }
+  if (followLatest_ && (u.latestSnapshot || u.latestCurves)) {
+    if (isVisible()) refreshMaps();
+    else mapsStale_ = true;
+  }
+  for (const auto& line : u.newLogLines) log_->appendPlainText(line);
+}
+
+void DashboardView::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  if (gridStale_) refreshGrid();
+  if (mapsStale_) refreshMaps();
+}
+
+void DashboardView::appendLoss(const runs::ScalarSeries& series) {
+  // Raw values and the smoothed trace continue from where they were: O(new rows).
+  QVector<double> xs, ys, smooth;
+  for (size_t i = 0; i < series.steps.size(); ++i) {
+    const double y = series.values[i];
+    ema_ = lossValues_.isEmpty() ? y : smoothingWeight_ * ema_ + (1 - smoothingWeight_) * y;
+    lossSteps_.push_back(double(series.steps[i]));
+    lossValues_.push_back(y);
+    xs.push_back(double(series.steps[i]));
+    ys.push_back(y);
+    smooth.push_back(ema_);
+  }
+  loss_->appendPoints(0, xs, ys);
+  loss_->appendPoints(1, xs, smooth);
+}
+
+void DashboardView::rebuildSmoothed() {
+  // A new smoothing weight: the whole smoothed trace again (the raw one is unchanged).
+  QVector<double> smooth(lossValues_.size());
+  for (int i = 0; i < lossValues_.size(); ++i) {
+    ema_ = i == 0 ? lossValues_[i] : smoothingWeight_ * ema_ + (1 - smoothingWeight_) * lossValues_[i];
+    smooth[i] = ema_;
+  }
+  loss_->setSeriesData(1, lossSteps_, smooth);
+}
+
+const std::map<std::string, runs::TableSeries>& DashboardView::shownTables() const {
+  return followLatest_ ? tables_ : pickedTables_;
+}
+
+const std::optional<runs::Snapshot>& DashboardView::shownSnapshot() const {
+  return followLatest_ ? snapshot_ : pickedSnapshot_;
+}
+
+const std::optional<runs::CurveSet>& DashboardView::shownCurves() const {
+  return followLatest_ ? curves_ : pickedCurves_;
+}
+
+int64_t DashboardView::shownSnapshotStep() const {
+  return shownSnapshot() ? shownSnapshot()->step : -1;
+}
+
+void DashboardView::refreshGrid() {
+  gridStale_ = false;
+  const auto name = tableChoice_->currentData().toString().toStdString();
+  const auto it = shownTables().find(name);
+  if (it == shownTables().end() || it->second.size() == 0) return;
+  const auto& t = it->second;
+  if (grid_->layers() != t.layers || grid_->heads() != t.heads) grid_->setGridSize(t.layers, t.heads);
+  for (const auto& kind : kTables)
+    if (name == kind.name) grid_->setSummaryHigherIsBetter(kind.higherIsBetter);
+  grid_->setSummaryName(tableChoice_->currentText());
+  const size_t row = t.size() - 1;
+  for (int l = 0; l < t.layers; ++l)
+    for (int h = 0; h < t.heads; ++h) grid_->setSummary(l, h, t.at(row, l, h));
+  if (!pairs_.empty()) {
+    const auto& p = pairs_[static_cast<size_t>(pairIndex_)];
+    grid_->setSelected(p.layer, p.head);
+  }
+}
+
+void DashboardView::showPair(int layer, int head) {
+  for (size_t i = 0; i < pairs_.size(); ++i) {
+    if (pairs_[i].layer == layer && pairs_[i].head == head) {
+      pairIndex_ = int(i);
+      grid_->setSelected(layer, head);
+      refreshMaps();
+      return;
+    }
+  }
+  mapsTitle_->setText(tr("Layer %1, head %2 has no snapshots in this run (snapshot pairs are set in the config)").arg(layer).arg(head));
+}
+
+void DashboardView::onStepSlider(int index) {
+  // Only the user moves the slider with signals on (updates move it under a QSignalBlocker).
+  followLatest_ = index >= stepSlider_->maximum();
+  updateStepLabel();
+  if (followLatest_) {
+    refreshGrid();
+    refreshMaps();
+    return;
+  }
+  // One request in flight at a time; the answer asks again if the slider moved meanwhile. A
+  // request unanswered for a second (the read failed) no longer holds the next one back.
+  if (requestedIndex_ < 0 || requestClock_.elapsed() > 1000) {
+    requestedIndex_ = index;
+    requestClock_.start();
+    Q_EMIT snapshotRequested(index);
+  }
+}
+
+void DashboardView::showSnapshotAt(const SnapshotAtStep& loaded) {
+  if (loaded.path != path_) return;  // an answer about a file no longer shown
+  requestedIndex_ = -1;
+  const int wanted = stepSlider_->value();
+  if (followLatest_) return;
+  if (loaded.index != wanted) {
+    requestedIndex_ = wanted;
+    requestClock_.start();
+    Q_EMIT snapshotRequested(wanted);
+    return;
+  }
+  pickedIndex_ = loaded.index;
+  pickedSnapshot_ = loaded.snapshot;
+  pickedTables_ = loaded.tables;
+  pickedCurves_ = loaded.curves;
+  updateStepLabel();
+  refreshGrid();
+  refreshMaps();
+}
+
+void DashboardView::updateStepLabel() {
+  if (snapshotSteps_.empty()) {
+    stepLabel_->setText(tr("no snapshots yet"));
+    return;
+  }
+  const size_t index = std::min(size_t(stepSlider_->value()), snapshotSteps_.size() - 1);
+  stepLabel_->setText(followLatest_ ? tr("step %1 (latest of %2)").arg(snapshotSteps_[index]).arg(snapshotSteps_.size())
+                                    : tr("step %1 (%2 of %3)").arg(snapshotSteps_[index]).arg(index + 1).arg(snapshotSteps_.size()));
+}
+
+void DashboardView::refreshMaps() {
+  mapsStale_ = false;
+  refreshCurves();
+  const auto& snapshot = shownSnapshot();
+  if (!snapshot || pairs_.empty()) return;
+  const int s = snapshot->size;
+  const size_t cell = size_t(s) * size_t(s);
+  const size_t offset = size_t(pairIndex_) * cell;
+  if (snapshot->softmax.size() < offset + cell) return;
+  const auto& p = pairs_[static_cast<size_t>(pairIndex_)];
+  mapsTitle_->setText(tr("Layer %1, head %2 on the probe text, step %3").arg(p.layer).arg(p.head).arg(snapshot->step));
+  std::vector<float> softmax(snapshot->softmax.begin() + long(offset), snapshot->softmax.begin() + long(offset + cell));
+  std::vector<float> linear(snapshot->linear.begin() + long(offset), snapshot->linear.begin() + long(offset + cell));
+  QStringList labels;
+  if (tokens_.size() == s) labels = tokens_;  // pooled maps (S < T) keep no per-token labels
+  // The grid's thumbnails: each snapshot pair's linear map (softmax where there is none).
+  for (size_t i = 0; i < pairs_.size() && (i + 1) * cell <= snapshot->softmax.size(); ++i) {
+    const auto begin = long(i * cell), end = long((i + 1) * cell);
+    std::vector<float> thumb(snapshot->linear.begin() + begin, snapshot->linear.begin() + end);
+    if (!thumb.empty() && std::isnan(thumb.front()))
+      thumb.assign(snapshot->softmax.begin() + begin, snapshot->softmax.begin() + end);
+    if (pairs_[i].layer < grid_->layers() && pairs_[i].head < grid_->heads())
+      grid_->setCell(pairs_[i].layer, pairs_[i].head, s, s, thumb, grid_->summary(pairs_[i].layer, pairs_[i].head));
+  }
+  softmaxMap_->setMatrix(s, s, std::move(softmax));
+  linearMap_->setMatrix(s, s, std::move(linear));
+  softmaxMap_->setTokenLabels(labels, labels);
+  linearMap_->setTokenLabels(labels, labels);
+}
+
+void DashboardView::refreshCurves() {
+  // The chosen head's stored curves (teacher and student on the probe text) at the shown step.
+  mono_->clear();
+  const auto& set = shownCurves();
+  if (!set || pairs_.empty()) return;
+  const auto& p = pairs_[static_cast<size_t>(pairIndex_)];
+  for (size_t i = 0; i < curvePairs_.size() && i < set->curves.size(); ++i) {
+    if (curvePairs_[i].layer != p.layer || curvePairs_[i].head != p.head) continue;
+    const auto& c = set->curves[i];
+    if (std::none_of(c.mean.begin(), c.mean.end(), [](double v) { return std::isfinite(v); })) continue;
+    const QString label = i < size_t(curveLabels_.size()) ? curveLabels_[int(i)] : tr("curve %1").arg(i);
+    const bool teacher = label == QStringLiteral("softmax");
+    const int index = mono_->addSeries(label, QVector<double>(c.binCenters.begin(), c.binCenters.end()),
+                                       QVector<double>(c.mean.begin(), c.mean.end()),
+                                       teacher ? QVector<double>(c.stddev.begin(), c.stddev.end()) : QVector<double>(),
+                                       teacher ? QColor(60, 60, 60) : widgets::seriesPaletteColor(0));
+    mono_->setSeriesStyle(index, widgets::CurvePlot::SeriesStyle::LineAndPoints, teacher ? 1.5 : 2.0);
+  }
+  mono_->setTitle(tr("Monotonicity, layer %1 head %2, step %3").arg(p.layer).arg(p.head).arg(set->step));
+}
+
+}  // namespace hh::gui

@@ -1,0 +1,147 @@
+#include "app/gui/conversion/job_runner.h"
+
+#include <QThread>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "engine/core/runtime.h"
+
+namespace hh::gui {
+
+// Shared by the runner (GUI thread) and the job's observer (worker thread).
+struct JobRunner::Control {
+  std::mutex mutex;
+  std::condition_variable wake;  // signalled on resume and cancel
+  bool cancel = false, paused = false;
+
+  // The job's cancel check: blocks while paused (sleeping on `wake`), then says whether to stop.
+  bool check() {
+    std::unique_lock<std::mutex> lock(mutex);
+    wake.wait(lock, [this] { return cancel || !paused; });
+    return cancel;
+  }
+  void setCancel() { update([this] { cancel = true; }); }
+  void setPaused(bool value) { update([this, value] { paused = value; }); }
+  bool isPaused() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return paused;
+  }
+  template <typename Change>
+  void update(Change change) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      change();
+    }
+    wake.notify_all();
+  }
+};
+
+namespace {
+
+// The job's observer: forwards to the runner's signals (queued to the GUI thread by Qt, since
+// they are emitted on the worker thread), throttling progress.
+class SignalObserver : public jobs::JobObserver {
+ public:
+  SignalObserver(JobRunner* runner, std::shared_ptr<JobRunner::Control> control)
+      : runner_(runner), control_(std::move(control)) {}
+
+  void started(const std::string& runPath, int64_t) override {
+    stageStart_ = Clock::now();
+    lastProgress_ = {};
+    Q_EMIT runner_->runFileStarted(QString::fromStdString(runPath));
+  }
+  void progress(int64_t step, int64_t total, const std::string& phase) override {
+    const auto now = Clock::now();
+    if (step < total && now - lastProgress_ < std::chrono::milliseconds(JobRunner::kProgressMs)) return;
+    lastProgress_ = now;
+    if (step <= 0 || firstStep_ < 0 || step < firstStep_) {
+      firstStep_ = step;
+      stageStart_ = now;
+    }
+    const double elapsed = std::chrono::duration<double>(now - stageStart_).count();
+    const double eta = step > firstStep_ && total > step ? elapsed / double(step - firstStep_) * double(total - step) : -1;
+    Q_EMIT runner_->progress(step, total, QString::fromStdString(phase), eta);
+  }
+  void log(const std::string& line) override { Q_EMIT runner_->logLine(QString::fromStdString(line)); }
+  bool cancelled() override { return control_->check(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  JobRunner* runner_;
+  std::shared_ptr<JobRunner::Control> control_;
+  Clock::time_point stageStart_ = Clock::now(), lastProgress_{};
+  int64_t firstStep_ = -1;
+};
+
+}  // namespace
+
+JobRunner::JobRunner(QObject* parent) : JobSignals(parent) {}
+
+JobRunner::~JobRunner() {
+  cancel();
+  wait(-1);
+}
+
+bool JobRunner::running() const {
+  return thread_ && thread_->isRunning();
+}
+
+bool JobRunner::startConvert(const jobs::ConvertConfig& config) {
+  if (running()) return false;
+  if (thread_) thread_->deleteLater();
+  control_ = std::make_shared<Control>();
+  auto control = control_;
+  const int threads = hh::runtimeInfo().intraOpThreads;
+  thread_ = QThread::create([this, config, control, threads] {
+    hh::applyThreadCount(threads);  // OpenMP and OpenBLAS settings do not carry over to a new thread
+    SignalObserver observer(this, control);
+    try {
+      const auto r = jobs::runConvert(config, observer);
+      Q_EMIT finished(QString::fromLatin1(jobs::toString(r.status)), QString::fromStdString(r.message),
+                      QString::fromStdString(r.runFile), QString::fromStdString(r.exportPath));
+    } catch (const std::exception& e) {
+      Q_EMIT finished(QStringLiteral("failed"), QString::fromStdString(e.what()), QString(), QString());
+    }
+  });
+  // Queued from the worker's finished(): by then the job has returned (running() is false).
+  connect(thread_, &QThread::finished, this, [this, control] {
+    if (control != control_) return;  // an older job's thread
+    if (control->isPaused()) {
+      control->setPaused(false);
+      Q_EMIT pausedChanged(false);
+    }
+    Q_EMIT runningChanged(false);
+  });
+  thread_->start();
+  Q_EMIT runningChanged(true);
+  return true;
+}
+
+void JobRunner::cancel() {
+  if (control_) control_->setCancel();
+}
+
+void JobRunner::pause() {
+  if (!running() || !control_ || control_->isPaused()) return;
+  control_->setPaused(true);
+  Q_EMIT pausedChanged(true);
+}
+
+void JobRunner::resume() {
+  if (!control_ || !control_->isPaused()) return;
+  control_->setPaused(false);
+  Q_EMIT pausedChanged(false);
+}
+
+bool JobRunner::paused() const {
+  return control_ && control_->isPaused();
+}
+
+bool JobRunner::wait(int ms) {
+  if (!thread_) return true;
+  return ms < 0 ? thread_->wait() : thread_->wait(QDeadlineTimer(ms));
+}
+
+}  // namespace hh::gui

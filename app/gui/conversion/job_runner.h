@@ -1,0 +1,55 @@
+// JobRunner: runs a conversion (engine/jobs/convert_job.h) on a worker thread for the workbench.
+// The job reports through an observer whose calls come back to the GUI thread as queued signals
+// (progress at most every kProgressMs, each stage's run file as it is created); cancel() sets a
+// flag the job polls every step, so it stops within a step and marks its run file cancelled.
+// pause() makes that same poll block (on a condition variable: no CPU while it waits) until
+// resume() or cancel(); so a paused job stops at its next cancel check, within a step, with its
+// run file still "running", and a cancel while paused ends it as cancelled.
+// The destructor cancels a running job and waits for it.
+#pragma once
+#include <QObject>
+#include <QString>
+
+#include <memory>
+
+#include "app/gui/conversion/job_signals.h"
+#include "engine/jobs/convert_job.h"
+
+class QThread;
+
+namespace hh::gui {
+
+class JobRunner : public JobSignals {
+  Q_OBJECT
+
+ public:
+  static constexpr int kProgressMs = 100;
+
+  explicit JobRunner(QObject* parent = nullptr);
+  ~JobRunner() override;
+
+  bool running() const;
+  // False (and nothing starts) when a job is already running.
+  bool startConvert(const jobs::ConvertConfig& config);
+  void cancel();
+  // Pause / resume the running job (no-ops when none runs). paused(): asked for, not yet resumed;
+  // the job itself stops at its next cancel check.
+  void pause();
+  void resume();
+  bool paused() const;
+  // Blocks until the job has finished (tests); true if it did within `ms`.
+  bool wait(int ms);
+
+ Q_SIGNALS:  // and JobSignals' (run file, progress, log, finished, running)
+  // Follows pause() and resume() (and false when a paused job ends).
+  void pausedChanged(bool paused);
+
+ public:
+  struct Control;  // the cancel / pause state shared with the job's observer (job_runner.cpp)
+
+ private:
+  QThread* thread_ = nullptr;
+  std::shared_ptr<Control> control_;
+};
+
+}  // namespace hh::gui

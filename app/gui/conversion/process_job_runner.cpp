@@ -1,0 +1,245 @@
+// Multi-process conversions through the CLI (see process_job_runner.h).
+#include "app/gui/conversion/process_job_runner.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QSaveFile>
+#include <QTimer>
+
+#ifdef __linux__
+#include <sys/prctl.h>
+
+#include <csignal>
+#endif
+
+namespace hh::gui {
+namespace {
+
+const QString kErrorPrefix = QStringLiteral("hedgehog: error: ");
+constexpr int kExitCancelled = 130;  // the CLI's status for a cancelled job
+
+// Whether `path` is `folder` or inside it (both absolute and clean).
+bool inside(const QString& path, const QString& folder) {
+  return path == folder || path.startsWith(folder.endsWith(QLatin1Char('/')) ? folder : folder + QLatin1Char('/'));
+}
+
+QString absoluteIn(const QString& workingDir, const std::string& path) {
+  return QDir::cleanPath(QDir(workingDir).absoluteFilePath(QString::fromStdString(path)));
+}
+
+}  // namespace
+
+ProcessJobRunner::ProcessJobRunner(QObject* parent) : JobSignals(parent), binary_(defaultBinary()) {
+  killTimer_ = new QTimer(this);
+  killTimer_->setSingleShot(true);
+  killTimer_->setInterval(kKillAfterMs);
+  connect(killTimer_, &QTimer::timeout, this, [this] {
+    if (!running()) return;
+    killed_ = true;
+    process_->kill();
+  });
+}
+
+ProcessJobRunner::~ProcessJobRunner() {
+  if (!running()) return;
+  blockSignals(true);  // like JobRunner's destructor: the job ends, nobody is told
+  cancel();
+  if (!process_->waitForFinished(kKillAfterMs)) {
+    process_->kill();
+    process_->waitForFinished(-1);
+  }
+}
+
+QString ProcessJobRunner::defaultBinary() {
+  return QCoreApplication::applicationDirPath() + QStringLiteral("/hedgehog");
+}
+
+bool ProcessJobRunner::running() const {
+  return process_ && process_->state() != QProcess::NotRunning;
+}
+
+QString ProcessJobRunner::startConvert(const jobs::ConvertConfig& config, int processes) {
+  if (running()) return tr("a job is already running");
+  if (processes < 1) return tr("processes must be at least 1 (got %1)").arg(processes);
+  const QFileInfo cli(binary_);
+  if (!cli.isFile() || !cli.isExecutable())
+    return tr("%1: the command-line tool is missing or not executable; a conversion on several processes "
+              "runs `hedgehog convert --nproc N`, which must lie next to hedgehog-workbench")
+        .arg(binary_);
+
+  // The project file, under the run folder, with the run and output folders absolute.
+  workingDir_ = QDir::currentPath();
+  jobs::ConvertConfig c = config;
+  runDir_ = absoluteIn(workingDir_, c.runDir.empty() ? std::string("runs/convert") : c.runDir);
+  c.runDir = runDir_.toStdString();
+  QString outputFlag;
+  if (!c.outputDir.empty()) {
+    const QString output = absoluteIn(workingDir_, c.outputDir);
+    // The CLI's check on output folders named in a file (engine/jobs/config_file.cpp).
+    if (inside(output, runDir_) || inside(output, QDir::cleanPath(workingDir_))) {
+      c.outputDir = output.toStdString();
+    } else {
+      outputFlag = output;
+      c.outputDir.clear();
+    }
+  }
+  if (!QDir().mkpath(runDir_)) return tr("%1: cannot create the run folder").arg(runDir_);
+  const QString project = runDir_ + QStringLiteral("/project.json");
+  QSaveFile file(project);
+  const QByteArray text = QByteArray::fromStdString(jobs::toJson(c).dump(2) + "\n");
+  if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size() || !file.commit())
+    return tr("%1: cannot write the project file: %2").arg(project, file.errorString());
+
+  QStringList arguments{QStringLiteral("--progress"), QStringLiteral("jsonl"), QStringLiteral("convert"),
+                        QStringLiteral("--config"),   project,                 QStringLiteral("--nproc"),
+                        QString::number(processes)};
+  if (!outputFlag.isEmpty()) arguments << QStringLiteral("--output") << outputFlag;
+
+  if (process_) process_->deleteLater();
+  process_ = new QProcess(this);
+  process_->setWorkingDirectory(workingDir_);
+  process_->setProgram(binary_);
+  process_->setArguments(arguments);
+#ifdef __linux__
+  // The launcher passes a SIGTERM on to every rank: a workbench that dies does not leave them.
+  process_->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
+#endif
+  connect(process_, &QProcess::readyReadStandardOutput, this, &ProcessJobRunner::readStdout);
+  connect(process_, &QProcess::readyReadStandardError, this, &ProcessJobRunner::readStderr);
+  QProcess* started = process_;
+  connect(process_, &QProcess::finished, this, [this, started](int code, QProcess::ExitStatus status) {
+    if (started == process_) onExited(code, status == QProcess::CrashExit);
+  });
+  processes_ = processes;
+  projectFile_ = project;
+  cancelled_ = killed_ = false;
+  summaryMessage_.clear();
+  errorLine_.clear();
+  lastStderr_.clear();
+  resultRunFile_.clear();
+  exportPath_.clear();
+  process_->start();
+  if (!process_->waitForStarted(10000)) {
+    const QString why = process_->errorString();
+    process_->deleteLater();
+    process_ = nullptr;
+    return tr("%1: could not start: %2").arg(binary_, why);
+  }
+  Q_EMIT runningChanged(true);
+  return {};
+}
+
+void ProcessJobRunner::cancel() {
+  if (!running()) return;
+  cancelled_ = true;
+  process_->terminate();
+  if (!killTimer_->isActive()) killTimer_->start();
+}
+
+bool ProcessJobRunner::wait(int ms) {
+  if (!running()) return true;
+  return process_->waitForFinished(ms) || !running();
+}
+
+void ProcessJobRunner::readStdout() {
+  process_->setReadChannel(QProcess::StandardOutput);
+  while (process_->canReadLine()) handleLine(process_->readLine().trimmed());
+}
+
+void ProcessJobRunner::readStderr() {
+  process_->setReadChannel(QProcess::StandardError);
+  while (process_->canReadLine()) {
+    const QString line = QString::fromUtf8(process_->readLine()).trimmed();
+    if (line.isEmpty()) continue;
+    lastStderr_ = line;
+    if (line.startsWith(kErrorPrefix)) errorLine_ = line.mid(kErrorPrefix.size());
+    Q_EMIT logLine(line);
+  }
+}
+
+void ProcessJobRunner::handleLine(const QByteArray& line) {
+  if (line.isEmpty()) return;
+  QJsonParseError error;
+  const QJsonDocument document = QJsonDocument::fromJson(line, &error);
+  if (error.error != QJsonParseError::NoError || !document.isObject()) {
+    Q_EMIT logLine(QString::fromUtf8(line));
+    return;
+  }
+  handleEvent(document.object());
+}
+
+void ProcessJobRunner::handleEvent(const QJsonObject& event) {
+  const QString kind = event.value(QStringLiteral("event")).toString();
+  auto absolute = [this](const QJsonValue& path) {
+    return path.toString().isEmpty() ? QString() : QDir::cleanPath(QDir(workingDir_).absoluteFilePath(path.toString()));
+  };
+  if (kind == QLatin1String("run_file")) {
+    const QString path = absolute(event.value(QStringLiteral("path")));
+    Q_EMIT logLine(tr("run file: %1").arg(path));
+    Q_EMIT runFileStarted(path);
+  } else if (kind == QLatin1String("progress")) {
+    const QJsonValue eta = event.value(QStringLiteral("eta_s"));
+    Q_EMIT progress(event.value(QStringLiteral("step")).toInteger(), event.value(QStringLiteral("total")).toInteger(),
+                    event.value(QStringLiteral("phase")).toString(), eta.isDouble() ? eta.toDouble() : -1.0);
+  } else if (kind == QLatin1String("log")) {
+    Q_EMIT logLine(event.value(QStringLiteral("line")).toString());
+  } else if (kind == QLatin1String("processes")) {
+    Q_EMIT logLine(tr("started %1 processes, rendezvous %2, %3 thread(s) each; ranks > 0 log to %4/rank-K.log")
+                       .arg(event.value(QStringLiteral("count")).toInt())
+                       .arg(event.value(QStringLiteral("rendezvous")).toString())
+                       .arg(event.value(QStringLiteral("threads")).toInt())
+                       .arg(event.value(QStringLiteral("logs")).toString()));
+  } else if (kind == QLatin1String("memory")) {
+    Q_EMIT logLine(tr("peak memory of rank %1: %2 MB")
+                       .arg(event.value(QStringLiteral("rank")).toInt())
+                       .arg(event.value(QStringLiteral("peak_mb")).toDouble(), 0, 'f', 0));
+  } else if (kind == QLatin1String("end")) {
+    summaryMessage_ = event.value(QStringLiteral("message")).toString();
+    resultRunFile_ = absolute(event.value(QStringLiteral("run_file")));
+    exportPath_ = absolute(event.value(QStringLiteral("outputs")).toObject().value(QStringLiteral("export")));
+    Q_EMIT logLine(tr("%1 after %2 s: %3")
+                       .arg(event.value(QStringLiteral("status")).toString())
+                       .arg(event.value(QStringLiteral("seconds")).toDouble(), 0, 'f', 1)
+                       .arg(summaryMessage_));
+  }
+}
+
+void ProcessJobRunner::onExited(int exitCode, bool crashed) {
+  killTimer_->stop();
+  readStdout();
+  readStderr();
+  // A last line without its newline.
+  handleLine(process_->readAllStandardOutput().trimmed());
+  const QString tail = QString::fromUtf8(process_->readAllStandardError()).trimmed();
+  if (!tail.isEmpty()) {
+    lastStderr_ = tail;
+    if (tail.startsWith(kErrorPrefix)) errorLine_ = tail.mid(kErrorPrefix.size());
+  }
+
+  QString status, message;
+  if (!crashed && exitCode == 0) {
+    status = QStringLiteral("completed");
+    message = summaryMessage_;
+  } else if (cancelled_ && (crashed || exitCode == kExitCancelled)) {
+    status = QStringLiteral("cancelled");
+    message = !summaryMessage_.isEmpty() ? summaryMessage_
+              : killed_ ? tr("killed: the processes did not stop within %1 s").arg(kKillAfterMs / 1000)
+              : crashed ? tr("%1 ended on the signal before it had started its processes").arg(binary_)
+                        : errorLine_;
+  } else {
+    status = exitCode == kExitCancelled && !crashed ? QStringLiteral("cancelled") : QStringLiteral("failed");
+    message = !errorLine_.isEmpty() ? errorLine_ : !lastStderr_.isEmpty() ? lastStderr_ : summaryMessage_;
+    if (message.isEmpty())
+      message = crashed ? tr("%1 ended on a signal").arg(binary_) : tr("%1 exited with status %2").arg(binary_).arg(exitCode);
+  }
+  QString runFile = resultRunFile_;
+  if (runFile.isEmpty() && QFileInfo::exists(runDir_ + QStringLiteral("/run.h5"))) runFile = runDir_ + QStringLiteral("/run.h5");
+  Q_EMIT finished(status, message, runFile, exportPath_);
+  Q_EMIT runningChanged(false);
+}
+
+}  // namespace hh::gui

@@ -1,0 +1,85 @@
+// ProcessJobRunner: runs a conversion data-parallel on several local processes by starting the
+// CLI, `hedgehog convert --config <run_dir>/project.json --nproc N` (the launcher starts N ranks on
+// c10d/Gloo over loopback; app/cli/rank_processes.h), and follows it through the launcher's
+// stdout, which is rank 0's CLI output in `--progress jsonl` (one JSON event per line,
+// app/cli/progress_format.h). It has JobRunner's signals, so the main window wires both runners
+// the same way:
+//   {"event":"run_file","path":X}  -> runFileStarted(X made absolute against the process's working
+//                                     folder), one per stage as the stage creates it
+//   {"event":"progress",...}       -> progress(step, total, phase, eta_s or -1 when null)
+//   "log" events, "processes", and every stderr line -> logLine
+//   {"event":"end",...}            -> the result: its message, the convert run file, the export
+//   exit                           -> finished(status, message, runFile, exportPath): status from
+//                                     the exit code (0 completed, 130 cancelled, else failed);
+//                                     message from the end event or, for a failure, the stderr
+//                                     line "hedgehog: error: MSG"
+// A stdout line that is not a JSON object (a library's own print) is shown as a log line.
+// cancel() sends SIGTERM to the launcher, which interrupts every rank (they stop at the same step
+// and mark their run files cancelled, exit 130); after kKillAfterMs still running, it is killed.
+// No pause: the ranks have no way to be told (the main window disables Pause while this runs).
+// The destructor cancels a running job and waits for it (killing it after kKillAfterMs). On Linux
+// the launcher also gets SIGTERM if the workbench dies (PR_SET_PDEATHSIG).
+// The project file: jobs::toJson(config) with run_dir (and output_dir) absolute. The CLI refuses
+// an absolute output_dir in a file outside the working folder and the file's folder; such an
+// output_dir is passed as `--output` instead (flags are not checked) and left empty in the file.
+#pragma once
+#include <QObject>
+#include <QString>
+
+#include "app/gui/conversion/job_signals.h"
+#include "engine/jobs/convert_job.h"
+
+class QJsonObject;
+class QProcess;
+class QTimer;
+
+namespace hh::gui {
+
+class ProcessJobRunner : public JobSignals {  // JobSignals: the signals above
+  Q_OBJECT
+
+ public:
+  static constexpr int kKillAfterMs = 30000;
+
+  explicit ProcessJobRunner(QObject* parent = nullptr);
+  ~ProcessJobRunner() override;
+
+  // The CLI next to the workbench: QCoreApplication::applicationDirPath() + "/hedgehog".
+  static QString defaultBinary();
+  // The CLI to start (tests point it at the built one); default defaultBinary().
+  void setBinary(const QString& path) { binary_ = path; }
+  QString binary() const { return binary_; }
+
+  bool running() const;
+  int processes() const { return processes_; }
+  // The project file of the last start (empty before).
+  QString projectFile() const { return projectFile_; }
+  // Writes <run_dir>/project.json and starts the CLI on `processes` (>= 2) ranks. Returns an
+  // empty string, or why nothing started (a job already running, the CLI missing, the file not
+  // writable, the process not starting).
+  QString startConvert(const jobs::ConvertConfig& config, int processes);
+  // SIGTERM to the launcher (no-op when nothing runs); kill after kKillAfterMs.
+  void cancel();
+  bool cancelRequested() const { return cancelled_; }
+  // Blocks until the process has exited (tests, the destructor); true if it did within `ms`
+  // (-1: no limit). Its finished() is emitted from inside.
+  bool wait(int ms);
+
+ private:
+  void readStdout();
+  void readStderr();
+  void handleLine(const QByteArray& line);
+  void handleEvent(const QJsonObject& event);
+  void onExited(int exitCode, bool crashed);
+
+  QString binary_;
+  QProcess* process_ = nullptr;
+  QTimer* killTimer_ = nullptr;
+  int processes_ = 0;
+  bool cancelled_ = false, killed_ = false;
+  QString projectFile_, workingDir_, runDir_;
+  // What the output said so far (reset per start).
+  QString summaryMessage_, errorLine_, lastStderr_, resultRunFile_, exportPath_;
+};
+
+}  // namespace hh::gui

@@ -1,0 +1,337 @@
+// ExperimentView: summary.json in, table + scatter + per-variant curves + per-variant maps out
+// (see experiment_view.h).
+#include "app/gui/experiments/experiment_view.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QHeaderView>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include <cmath>
+#include <set>
+
+#include "engine/runs/run_reader.h"
+#include "widgets/curve_plot.h"
+#include "widgets/figure_export.h"
+#include "widgets/heatmap_view.h"
+
+namespace hh::gui {
+namespace {
+
+const QSize kMapMinimumSize(260, 230);  // a map below this is too small to read
+
+// The run files of a variant folder, keyed as the summary's metrics are: "" for <dir>/run.h5,
+// "<sub>/" for <dir>/<sub>/run.h5.
+std::vector<std::pair<QString, QString>> runFiles(const QString& dir) {
+  std::vector<std::pair<QString, QString>> out;
+  const QDir d(dir);
+  if (QFileInfo::exists(d.filePath(QStringLiteral("run.h5")))) out.emplace_back(QString(), d.filePath(QStringLiteral("run.h5")));
+  for (const auto& sub : d.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
+    if (QFileInfo::exists(d.filePath(sub + QStringLiteral("/run.h5"))))
+      out.emplace_back(sub + QLatin1Char('/'), d.filePath(sub + QStringLiteral("/run.h5")));
+  return out;
+}
+
+QComboBox* combo(QWidget* parent) {
+  auto* c = new QComboBox(parent);
+  c->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  return c;
+}
+
+}  // namespace
+
+ExperimentView::ExperimentView(QWidget* parent) : QWidget(parent) {
+  title_ = new QLabel(tr("No experiment. File > Open experiment (a folder with summary.json)"), this);
+  title_->setWordWrap(true);
+  table_ = new QTableWidget(this);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  xChoice_ = combo(this);
+  yChoice_ = combo(this);
+  scalarChoice_ = combo(this);
+  pairChoice_ = combo(this);
+  scatter_ = new widgets::CurvePlot(this);
+  scatter_->setTitle(tr("Variants"));
+  scatter_->setLegendVisible(true);
+  curves_ = new widgets::CurvePlot(this);
+  curves_->setLegendVisible(true);
+  mapsPanel_ = new QWidget(this);
+  mapsGrid_ = new QGridLayout(mapsPanel_);
+  mapsGrid_->setContentsMargins(0, 0, 0, 0);
+  connect(xChoice_, &QComboBox::currentTextChanged, this, [this] { refreshScatter(); });
+  connect(yChoice_, &QComboBox::currentTextChanged, this, [this] { refreshScatter(); });
+  connect(scalarChoice_, &QComboBox::currentTextChanged, this, [this] { refreshCurves(); });
+  connect(pairChoice_, &QComboBox::currentTextChanged, this, [this] { refreshMaps(); });
+
+  auto* scatterBox = new QWidget(this);
+  auto* scatterLayout = new QVBoxLayout(scatterBox);
+  scatterLayout->setContentsMargins(0, 0, 0, 0);
+  auto* axes = new QHBoxLayout;
+  axes->addWidget(new QLabel(tr("x"), this));
+  axes->addWidget(xChoice_, 1);
+  axes->addWidget(new QLabel(tr("y"), this));
+  axes->addWidget(yChoice_, 1);
+  scatterLayout->addLayout(axes);
+  scatterLayout->addWidget(scatter_, 1);
+  auto* curvesBox = new QWidget(this);
+  auto* curvesLayout = new QVBoxLayout(curvesBox);
+  curvesLayout->setContentsMargins(0, 0, 0, 0);
+  auto* scalarRow = new QHBoxLayout;
+  scalarRow->addWidget(new QLabel(tr("over steps"), this));
+  scalarRow->addWidget(scalarChoice_, 1);
+  curvesLayout->addLayout(scalarRow);
+  curvesLayout->addWidget(curves_, 1);
+  auto* mapsBox = new QWidget(this);
+  auto* mapsLayout = new QVBoxLayout(mapsBox);
+  mapsLayout->setContentsMargins(0, 0, 0, 0);
+  auto* pairRow = new QHBoxLayout;
+  pairRow->addWidget(new QLabel(tr("last snapshot of layer, head"), this));
+  pairRow->addWidget(pairChoice_);
+  pairRow->addStretch(1);
+  mapsLayout->addLayout(pairRow);
+  // The maps keep a readable size and scroll when there are many variants.
+  auto* mapsScroll = new QScrollArea(this);
+  mapsScroll->setWidgetResizable(true);
+  mapsScroll->setFrameShape(QFrame::NoFrame);
+  mapsScroll->setWidget(mapsPanel_);
+  mapsLayout->addWidget(mapsScroll, 1);
+
+  auto* plots = new QSplitter(Qt::Horizontal, this);
+  plots->addWidget(scatterBox);
+  plots->addWidget(curvesBox);
+  auto* body = new QSplitter(Qt::Vertical, this);
+  body->addWidget(table_);
+  body->addWidget(plots);
+  body->addWidget(mapsBox);
+  body->setStretchFactor(0, 1);
+  body->setStretchFactor(1, 3);
+  body->setStretchFactor(2, 3);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(title_);
+  layout->addWidget(body, 1);
+}
+
+QString ExperimentView::open(const QString& path) {
+  const QString file = QFileInfo(path).isDir() ? QDir(path).filePath(QStringLiteral("summary.json")) : path;
+  QFile in(file);
+  if (!in.open(QIODevice::ReadOnly)) return tr("%1: cannot open (run `hedgehog experiment` first)").arg(file);
+  QJsonParseError error{};
+  const auto doc = QJsonDocument::fromJson(in.readAll(), &error);
+  if (doc.isNull() || !doc.isObject()) return tr("%1: not an experiment summary (%2)").arg(file, error.errorString());
+  const auto root = doc.object();
+  dir_ = QFileInfo(file).absolutePath();
+  variants_.clear();
+  for (const auto& item : root.value(QStringLiteral("variants")).toArray()) {
+    const auto o = item.toObject();
+    Variant v;
+    v.name = o.value(QStringLiteral("name")).toString();
+    v.status = o.value(QStringLiteral("status")).toString();
+    v.seconds = o.value(QStringLiteral("seconds")).toDouble();
+    // Variant folders are found beside summary.json (the recorded run_dir may be relative to elsewhere).
+    v.runDir = QDir(dir_).filePath(v.name);
+    const auto metrics = o.value(QStringLiteral("metrics")).toObject();
+    for (auto it = metrics.begin(); it != metrics.end(); ++it)
+      v.metrics[it.key()] = it.value().isDouble() ? it.value().toDouble() : std::nan("");
+    if (!v.name.isEmpty()) variants_.push_back(std::move(v));
+  }
+  if (variants_.empty()) return tr("%1: the summary lists no variants").arg(file);
+  title_->setText(QStringLiteral("<b>%1</b> (%2, %3 variants) &nbsp; %4<br>%5")
+                      .arg(root.value(QStringLiteral("name")).toString().toHtmlEscaped(),
+                           root.value(QStringLiteral("job")).toString().toHtmlEscaped())
+                      .arg(variants_.size())
+                      .arg(dir_.toHtmlEscaped(), root.value(QStringLiteral("description")).toString().toHtmlEscaped()));
+  fillTable();
+
+  // Choices: metrics every variant has; scalars of the first variant's run files; snapshot pairs.
+  std::set<QString> metricKeys;
+  for (const auto& [k, value] : variants_.front().metrics) metricKeys.insert(k);
+  for (const auto& v : variants_)
+    for (auto it = metricKeys.begin(); it != metricKeys.end();) it = v.metrics.count(*it) ? std::next(it) : metricKeys.erase(it);
+  QStringList scalars, pairs;
+  for (const auto& [prefix, path] : runFiles(variants_.front().runDir)) {
+    try {
+      const auto reader = runs::RunReader::open(path.toStdString());
+      for (const auto& s : reader.header().layout.scalars) scalars << prefix + QString::fromStdString(s.name);
+      if (pairs.isEmpty())
+        for (const auto& p : reader.header().layout.snapshots.pairs) pairs << QStringLiteral("%1,%2").arg(p.layer).arg(p.head);
+    } catch (const std::exception&) {
+    }
+  }
+  for (QComboBox* c : {xChoice_, yChoice_, scalarChoice_, pairChoice_}) {
+    const QSignalBlocker block(c);
+    c->clear();
+  }
+  for (const auto& k : metricKeys) xChoice_->addItem(k), yChoice_->addItem(k);
+  scalarChoice_->addItems(scalars);
+  pairChoice_->addItems(pairs);
+  auto pick = [](QComboBox* c, const QStringList& preferred, int fallback) {
+    const QSignalBlocker block(c);
+    for (const auto& p : preferred)
+      if (c->findText(p) >= 0) return c->setCurrentIndex(c->findText(p));
+    c->setCurrentIndex(std::min(fallback, c->count() - 1));
+  };
+  pick(xChoice_, {QStringLiteral("attention_entropy"), QStringLiteral("evaluate/kl_mean_trained")}, 0);
+  pick(yChoice_, {QStringLiteral("test_accuracy"), QStringLiteral("perplexity"), QStringLiteral("evaluate/ppl_converted")}, 1);
+  pick(scalarChoice_, {QStringLiteral("accuracy"), QStringLiteral("val_loss"), QStringLiteral("distill/val_loss")}, 0);
+  pick(pairChoice_, {}, int(pairs.size()) - 1);  // the last pair: the top layer's last head
+  refreshScatter();
+  refreshCurves();
+  refreshMaps();
+  return {};
+}
+
+void ExperimentView::fillTable() {
+  std::set<QString> keys;
+  for (const auto& v : variants_)
+    for (const auto& [k, value] : v.metrics) keys.insert(k);
+  QStringList headers{tr("variant"), tr("status"), tr("seconds")};
+  for (const auto& k : keys) headers << k;
+  table_->clear();
+  table_->setColumnCount(headers.size());
+  table_->setRowCount(int(variants_.size()));
+  table_->setHorizontalHeaderLabels(headers);
+  for (int r = 0; r < int(variants_.size()); ++r) {
+    const auto& v = variants_[size_t(r)];
+    table_->setItem(r, 0, new QTableWidgetItem(v.name));
+    table_->setItem(r, 1, new QTableWidgetItem(v.status));
+    table_->setItem(r, 2, new QTableWidgetItem(QString::number(v.seconds, 'f', 1)));
+    int c = 3;
+    for (const auto& k : keys) {
+      const auto it = v.metrics.find(k);
+      table_->setItem(r, c++, new QTableWidgetItem(it == v.metrics.end() ? QString() : QString::number(it->second, 'g', 5)));
+    }
+  }
+  table_->resizeColumnsToContents();
+}
+
+bool ExperimentView::setScatterAxes(const QString& x, const QString& y) {
+  if (xChoice_->findText(x) < 0 || yChoice_->findText(y) < 0) return false;
+  xChoice_->setCurrentText(x);
+  yChoice_->setCurrentText(y);
+  refreshScatter();
+  return true;
+}
+
+bool ExperimentView::setCurveScalar(const QString& name) {
+  if (scalarChoice_->findText(name) < 0) return false;
+  scalarChoice_->setCurrentText(name);
+  refreshCurves();
+  return true;
+}
+
+bool ExperimentView::setMapPair(int layer, int head) {
+  const QString text = QStringLiteral("%1,%2").arg(layer).arg(head);
+  if (pairChoice_->findText(text) < 0) return false;
+  pairChoice_->setCurrentText(text);
+  refreshMaps();
+  return true;
+}
+
+void ExperimentView::refreshScatter() {
+  // One series per variant, one point each: the legend names the points.
+  scatter_->clear();
+  const QString x = xChoice_->currentText(), y = yChoice_->currentText();
+  if (x.isEmpty() || y.isEmpty()) return;
+  for (const auto& v : variants_) {
+    const int i = scatter_->addSeries(v.name, {v.metrics.at(x)}, {v.metrics.at(y)});
+    scatter_->setSeriesStyle(i, widgets::CurvePlot::SeriesStyle::Points, 2.0);
+  }
+  scatter_->setAxisLabels(x, y);
+  scatter_->setTitle(tr("%1 against %2, one point per variant").arg(y, x));
+  scatter_->rescaleAxes();
+}
+
+void ExperimentView::refreshCurves() {
+  curves_->clear();
+  const QString name = scalarChoice_->currentText();
+  if (name.isEmpty()) return;
+  const int slash = name.lastIndexOf(QLatin1Char('/'));
+  const QString sub = slash >= 0 ? name.left(slash) : QString(), scalar = slash >= 0 ? name.mid(slash + 1) : name;
+  for (const auto& v : variants_) {
+    try {
+      const auto reader = runs::RunReader::open(QDir(v.runDir).filePath(sub.isEmpty() ? QStringLiteral("run.h5") : sub + QStringLiteral("/run.h5")).toStdString());
+      const auto series = reader.scalars(scalar.toStdString());
+      QVector<double> xs, ys;
+      for (size_t i = 0; i < series.steps.size(); ++i) xs << double(series.steps[i]), ys << series.values[i];
+      const int index = curves_->addSeries(v.name, xs, ys);
+      curves_->setSeriesStyle(index, xs.size() > 60 ? widgets::CurvePlot::SeriesStyle::Line : widgets::CurvePlot::SeriesStyle::LineAndPoints, 1.5);
+    } catch (const std::exception&) {
+      // A variant without this scalar (or not run yet) has no curve.
+    }
+  }
+  curves_->setAxisLabels(tr("step"), name);
+  curves_->setTitle(tr("%1 over steps").arg(name));
+  curves_->rescaleAxes();
+}
+
+void ExperimentView::refreshMaps() {
+  for (auto* m : maps_) delete m;
+  maps_.clear();
+  const auto parts = pairChoice_->currentText().split(QLatin1Char(','));
+  if (parts.size() != 2) return;
+  const int layer = parts[0].toInt(), head = parts[1].toInt();
+  const int columns = std::max(1, std::min(4, int(variants_.size())));
+  for (const auto& v : variants_) {
+    auto* view = new widgets::HeatmapView(mapsPanel_);
+    view->setMinimumSize(kMapMinimumSize);
+    view->setValueLabel(tr("weight"));
+    view->setTitle(tr("%1: no snapshot").arg(v.name));
+    for (const auto& [prefix, path] : runFiles(v.runDir)) {
+      try {
+        const auto reader = runs::RunReader::open(path.toStdString());
+        const auto& pairs = reader.header().layout.snapshots.pairs;
+        size_t p = 0;
+        while (p < pairs.size() && (pairs[p].layer != layer || pairs[p].head != head)) ++p;
+        if (p == pairs.size() || reader.snapshotCount() == 0) continue;
+        const auto snap = reader.snapshot(-1);
+        const size_t cell = size_t(snap.size) * size_t(snap.size);
+        std::vector<float> linear(snap.linear.begin() + long(p * cell), snap.linear.begin() + long((p + 1) * cell));
+        const bool isLinear = !linear.empty() && !std::isnan(linear.front());
+        std::vector<float> shown = isLinear ? linear
+                                            : std::vector<float>(snap.softmax.begin() + long(p * cell), snap.softmax.begin() + long((p + 1) * cell));
+        view->setMatrix(snap.size, snap.size, std::move(shown));
+        view->setTitle(tr("%1 (%2, step %3)").arg(v.name, isLinear ? tr("linear") : tr("softmax")).arg(snap.step));
+        break;
+      } catch (const std::exception&) {
+      }
+    }
+    mapsGrid_->addWidget(view, int(maps_.size()) / columns, int(maps_.size()) % columns);
+    view->show();  // children added to a visible panel stay hidden until shown
+    maps_.push_back(view);
+  }
+}
+
+QString ExperimentView::exportFigures(const QString& dir, int width, int height) {
+  if (!QDir().mkpath(dir)) return tr("%1: cannot create the folder").arg(dir);
+  widgets::FigureExportOptions options;
+  options.size = QSize(width, height);
+  scatter_->replotNow();  // fit the axes to the data now (replots are otherwise deferred)
+  curves_->replotNow();
+  for (const auto& [widget, name] : std::vector<std::pair<QWidget*, QString>>{
+           {scatter_, QStringLiteral("scatter.png")}, {curves_, QStringLiteral("curves.png")}}) {
+    const auto r = widgets::exportFigure(widget, QDir(dir).filePath(name), options);
+    if (!r) return r.error;
+  }
+  const int rows = (int(maps_.size()) + 3) / 4;
+  // 320 px a row, laid out at that size (the scroll area would otherwise fit the panel to its
+  // viewport and the render would be scaled).
+  const QSize previousMinimum = mapsPanel_->minimumSize();
+  mapsPanel_->setMinimumSize(width, std::max(1, rows) * 320);
+  mapsPanel_->resize(mapsPanel_->minimumSize());
+  options.size = mapsPanel_->size();
+  const auto r = widgets::exportFigure(mapsPanel_, QDir(dir).filePath(QStringLiteral("maps.png")), options);
+  mapsPanel_->setMinimumSize(previousMinimum);
+  return r ? QString() : r.error;
+}
+
+}  // namespace hh::gui

@@ -1,0 +1,154 @@
+#include "app/gui/generation/generation_session.h"
+
+#include <torch/types.h>
+
+#include "engine/generation/generator.h"
+#include "engine/generation/text_stream.h"
+#include "engine/models/model_io.h"
+#include "engine/tokenizers/tokenizer.h"
+
+namespace hh::gui {
+
+struct GenerationSession::Side {
+  models::ModelPtr model;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+  GenerationSideInfo info;
+};
+
+GenerationSession::GenerationSession() = default;
+GenerationSession::~GenerationSession() = default;
+
+QString GenerationSession::load(int side, const QString& folder, GenerationSideInfo* info) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (side < 0 || side > 1) return QStringLiteral("side must be 0 or 1");
+  sides_[side].reset();
+  try {
+    auto s = std::make_unique<Side>();
+    s->model = models::loadModel(folder.toStdString());
+    s->tokenizer = tok::loadTokenizer(folder.toStdString());
+    const auto& c = s->model->config();
+    if (!c.causal) return folder + QStringLiteral(": ") + QString::fromStdString(c.modelType) +
+                          QStringLiteral(" is bidirectional; generation needs a decoder (GPT-2, Llama)");
+    s->info.folder = folder;
+    s->info.description = QString::fromStdString(c.describe());
+    s->info.layers = int(c.layers);
+    s->info.heads = int(c.heads);
+    s->info.recurrent = c.plan.anyLinear();
+    if (s->info.recurrent) {
+      QString map;
+      for (const auto& spec : c.plan.layers)
+        if (spec.linear) {
+          map = QString::fromStdString(attn::toString(spec.config.featureMap.kind));
+          s->info.rule = QString::fromStdString(attn::toString(spec.config.rule.rule));
+          break;
+        }
+      s->info.attention = QStringLiteral("%1 of %2 layers recurrent (%3, %4)")
+                              .arg(c.plan.linearLayerCount())
+                              .arg(c.layers)
+                              .arg(map, s->info.rule);
+    } else {
+      s->info.attention = QStringLiteral("softmax + KV cache");
+    }
+    if (info) *info = s->info;
+    sides_[side] = std::move(s);
+    return {};
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+}
+
+bool GenerationSession::loaded(int side) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return side >= 0 && side <= 1 && sides_[side] != nullptr;
+}
+
+GenerationSideInfo GenerationSession::info(int side) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return side >= 0 && side <= 1 && sides_[side] ? sides_[side]->info : GenerationSideInfo{};
+}
+
+namespace {
+std::vector<float> toVector(const torch::Tensor& t) {
+  if (!t.defined()) return {};
+  const auto flat = t.to(torch::kFloat).contiguous().view(-1);
+  return {flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()};
+}
+}  // namespace
+
+QString GenerationSession::run(const GenerationSettings& settings,
+                               const std::function<void(const GenerationToken&)>& onToken,
+                               const std::atomic<bool>& cancel, std::vector<GenerationSummary>* summaries) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (summaries) summaries->assign(2, {});
+  if (!sides_[0] && !sides_[1]) return QStringLiteral("load a model first");
+  if (settings.prompt.trimmed().isEmpty()) return QStringLiteral("the prompt is empty");
+  try {
+    gen::GenerateOptions options;
+    options.maxNewTokens = settings.maxTokens;
+    options.sampling.temperature = settings.temperature;
+    options.sampling.topK = settings.topK;
+    options.sampling.topP = settings.topP;
+    options.sampling.seed = settings.seed;
+    options.sampling.validate();
+    struct Running {
+      Side* side = nullptr;
+      std::unique_ptr<gen::Decoder> decoder;
+      std::unique_ptr<gen::TextStream> text;
+    };
+    std::vector<Running> running(2);
+    for (int s = 0; s < 2; ++s) {
+      if (!sides_[s]) continue;
+      auto& r = running[size_t(s)];
+      r.side = sides_[s].get();
+      auto o = options;
+      if (settings.stopAtEos) {
+        for (const int64_t id : gen::endOfTextTokens(r.side->model->config(), *r.side->tokenizer))
+          o.stopTokens.push_back(id);
+      }
+      const auto prompt = r.side->tokenizer->encode(settings.prompt.toStdString(), /*addSpecialTokens=*/true);
+      r.decoder = std::make_unique<gen::Decoder>(*r.side->model, prompt, o);
+      r.text = std::make_unique<gen::TextStream>(*r.side->tokenizer);
+    }
+    bool any = true;
+    while (any && !cancel.load()) {
+      any = false;
+      for (int s = 0; s < 2 && !cancel.load(); ++s) {
+        auto& r = running[size_t(s)];
+        if (!r.decoder || r.decoder->done()) continue;
+        any = true;
+        const auto event = r.decoder->next();
+        GenerationToken token;
+        token.side = s;
+        token.index = int(event.index);
+        token.position = int(event.position);
+        token.piece = QString::fromStdString(r.text->push(event.token));
+        token.milliseconds = event.seconds * 1e3;
+        token.cacheBytes = event.cacheBytes;
+        token.stateNorms = toVector(event.stateNorms);
+        token.decay = toVector(event.decay);
+        if (onToken) onToken(token);
+      }
+    }
+    for (int s = 0; s < 2; ++s) {
+      auto& r = running[size_t(s)];
+      if (!r.decoder) continue;
+      if (cancel.load()) r.decoder->cancel();
+      const auto& res = r.decoder->result();
+      if (summaries) {
+        auto& sum = (*summaries)[size_t(s)];
+        sum.promptTokens = int(res.promptTokens);
+        sum.tokens = int(res.tokens.size());
+        sum.prefillMs = res.prefillSeconds * 1e3;
+        sum.tokensPerSecond = res.decodeTokensPerSecond();
+        sum.peakCacheBytes = res.peakCacheBytes;
+        sum.stateBytes = res.stateBytes;
+        sum.stopReason = QString::fromStdString(res.stopReason.empty() ? "cancelled" : res.stopReason);
+      }
+    }
+    return {};
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+}
+
+}  // namespace hh::gui

@@ -1,0 +1,294 @@
+// The attention inspector (see inspector_view.h).
+#include "app/gui/inspector/inspector_view.h"
+
+#include <QComboBox>
+#include <QFile>
+#include <QFileDialog>
+#include <QFrame>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QShortcut>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QThreadPool>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+#include "widgets/head_grid.h"
+#include "widgets/heatmap_view.h"
+
+namespace hh::gui {
+namespace {
+
+constexpr int kDefaultMaxTokens = 1024;
+constexpr int kMaxTokens = 8192;
+constexpr qint64 kMaxTextFileBytes = 8 << 20;  // a text file larger than this is refused
+
+// Per-head summaries the grid can be coloured by.
+enum Summary { EntropySoftmax = 0, Kl = 1, EntropyLinear = 2 };
+
+const char* kDefaultText =
+    "The committee met on Monday to discuss the budget. After a long debate, the members agreed that the "
+    "new library would open in the spring, and the mayor said the city would pay for the books.";
+
+QFrame* panel(QWidget* content) {
+  auto* frame = new QFrame;
+  frame->setObjectName(QStringLiteral("panel"));
+  auto* layout = new QVBoxLayout(frame);
+  layout->setContentsMargins(6, 6, 6, 6);
+  layout->addWidget(content);
+  return frame;
+}
+
+}  // namespace
+
+InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool* pool, QWidget* parent)
+    : QWidget(parent), session_(std::move(session)), pool_(pool) {
+  textEdit_ = new QPlainTextEdit;
+  textEdit_->setPlaceholderText(tr("Type or paste text, then Inspect (Ctrl+Return)"));
+  textEdit_->setPlainText(QString::fromUtf8(kDefaultText));
+  runButton_ = new QPushButton(tr("Inspect"));
+  runButton_->setToolTip(tr("Run the model on the text (Ctrl+Return)"));
+  auto* loadButton = new QPushButton(tr("Load text\u2026"));
+  maxTokens_ = new QSpinBox;
+  maxTokens_->setRange(2, kMaxTokens);
+  maxTokens_->setValue(kDefaultMaxTokens);
+  maxTokens_->setPrefix(tr("max "));
+  maxTokens_->setSuffix(tr(" tokens"));
+  maxTokens_->setToolTip(tr("Longer texts are cut here (and at the model's position limit)"));
+  summaryChoice_ = new QComboBox;
+  summaryChoice_->addItems({tr("entropy of softmax"), tr("KL(softmax \u2016 linear)"), tr("entropy of linear")});
+  summaryChoice_->setToolTip(tr("What the frame colour and number under each head show"));
+  info_ = new QLabel(tr("Open a model folder (File > Open model, Ctrl+Shift+O), then Inspect."));
+  info_->setWordWrap(true);
+
+  grid_ = new hh::widgets::HeadGrid;
+  large_ = new hh::widgets::HeatmapView;
+  large_->setValueLabel(tr("weight"));
+  large_->setAxisTitles(tr("key token"), tr("query token"));
+  viewChoice_ = new QComboBox;
+  viewChoice_->addItems({tr("softmax"), tr("linear"), tr("linear \u2212 softmax")});
+  viewChoice_->setToolTip(tr("On a converted layer: its linear weights, or their difference to softmax"));
+  compareButton_ = new QPushButton(tr("Compare feature maps on this head"));
+  compareButton_->setEnabled(false);
+  hover_ = new QLabel;
+  hover_->setObjectName(QStringLiteral("metrics"));
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(runButton_);
+  controls->addWidget(loadButton);
+  controls->addWidget(maxTokens_);
+  controls->addStretch(1);
+  controls->addWidget(new QLabel(tr("colour by")));
+  controls->addWidget(summaryChoice_);
+  auto* left = new QWidget;
+  auto* leftLayout = new QVBoxLayout(left);
+  leftLayout->setContentsMargins(0, 0, 0, 0);
+  textEdit_->setMaximumHeight(140);
+  leftLayout->addWidget(textEdit_);
+  leftLayout->addLayout(controls);
+  leftLayout->addWidget(info_);
+  leftLayout->addWidget(panel(grid_), 3);
+
+  auto* rightHead = new QHBoxLayout;
+  rightHead->addWidget(new QLabel(tr("show")));
+  rightHead->addWidget(viewChoice_);
+  rightHead->addStretch(1);
+  rightHead->addWidget(compareButton_);
+  auto* right = new QWidget;
+  auto* rightLayout = new QVBoxLayout(right);
+  rightLayout->setContentsMargins(0, 0, 0, 0);
+  rightLayout->addLayout(rightHead);
+  rightLayout->addWidget(panel(large_), 1);
+  rightLayout->addWidget(hover_);
+
+  auto* split = new QSplitter(Qt::Horizontal);
+  split->addWidget(left);
+  split->addWidget(right);
+  split->setStretchFactor(0, 2);
+  split->setStretchFactor(1, 3);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(8, 8, 8, 8);
+  layout->addWidget(split);
+
+  runButton_->setEnabled(false);
+  connect(runButton_, &QPushButton::clicked, this, &InspectorView::inspect);
+  auto* shortcut = new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return), this);
+  connect(shortcut, &QShortcut::activated, this, &InspectorView::inspect);
+  connect(loadButton, &QPushButton::clicked, this, &InspectorView::loadTextFile);
+  connect(summaryChoice_, &QComboBox::currentIndexChanged, this, &InspectorView::applySummary);
+  connect(viewChoice_, &QComboBox::currentIndexChanged, this, &InspectorView::applyHeadView);
+  connect(grid_, &hh::widgets::HeadGrid::headClicked, this, &InspectorView::showHead);
+  connect(compareButton_, &QPushButton::clicked, this, [this] {
+    if (!maps_.error.isEmpty() || maps_.length == 0) return;
+    Q_EMIT compareRequested(maps_.layer, maps_.head);
+  });
+  connect(large_, &hh::widgets::HeatmapView::cellHovered, this, [this](int row, int col, double) {
+    hover_->setText(large_->readoutText(row, col).replace(QStringLiteral("<br>"), QStringLiteral("  \u00b7  ")));
+  });
+  connect(large_, &hh::widgets::HeatmapView::hoverLeft, hover_, &QLabel::clear);
+}
+
+void InspectorView::setText(const QString& text) { textEdit_->setPlainText(text); }
+QString InspectorView::text() const { return textEdit_->toPlainText(); }
+void InspectorView::setMaxTokens(int tokens) { maxTokens_->setValue(tokens); }
+
+void InspectorView::modelLoaded(const ModelSummary& summary) {
+  model_ = summary;
+  result_ = InspectResult{};
+  maps_ = HeadMaps{};
+  grid_->clear();
+  large_->clear();
+  compareButton_->setEnabled(false);
+  runButton_->setEnabled(true);
+  summaryChoice_->setCurrentIndex(summary.converted() ? Kl : EntropySoftmax);
+  info_->setText(tr("%1 \u00b7 %2").arg(summary.folder, summary.description));
+}
+
+void InspectorView::loadTextFile() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Load text"), QString(), tr("Text (*.txt *.md);;All files (*)"));
+  if (path.isEmpty()) return;
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) {
+    info_->setText(tr("Cannot read %1: %2").arg(path, file.errorString()));
+    return;
+  }
+  if (file.size() > kMaxTextFileBytes) {
+    info_->setText(tr("%1 is larger than %2 MB; load a smaller excerpt").arg(path).arg(kMaxTextFileBytes >> 20));
+    return;
+  }
+  textEdit_->setPlainText(QString::fromUtf8(file.readAll()));
+}
+
+void InspectorView::inspect() {
+  if (!session_->loaded()) {
+    info_->setText(tr("No model loaded: File > Open model (Ctrl+Shift+O)."));
+    return;
+  }
+  ++pending_;
+  info_->setText(tr("Running the model\u2026"));
+  runButton_->setEnabled(false);
+  const QString text = textEdit_->toPlainText();
+  const int maxTokens = maxTokens_->value();
+  auto session = session_;
+  inspectRequests_.run(
+      pool_, this, [session, text, maxTokens] { return session->inspect(text, maxTokens); },
+      [this](InspectResult result) { onInspected(std::move(result)); },
+      [this] {
+        --pending_;
+        runButton_->setEnabled(true);
+      });
+}
+
+void InspectorView::onInspected(InspectResult result) {
+  if (!result.error.isEmpty()) {
+    info_->setText(QStringLiteral("<span style='color:#b2182b'>%1</span>").arg(result.error.toHtmlEscaped()));
+    Q_EMIT inspected();
+    return;
+  }
+  result_ = std::move(result);
+  const InspectResult& r = result_;
+  QString text = tr("%1 tokens \u00b7 %2 layers \u00d7 %3 heads \u00b7 %4 ms")
+                     .arg(r.length)
+                     .arg(r.layers)
+                     .arg(r.heads)
+                     .arg(r.milliseconds, 0, 'f', 0);
+  if (r.truncated) text += tr(" \u00b7 cut from %1 tokens").arg(r.textTokens);
+  info_->setText(text);
+  grid_->setGridSize(r.layers, r.heads);
+  applySummary();
+  // Keep the open head (or open the first); a slot on inspected() may open another.
+  const int layer = (maps_.length > 0 && maps_.layer < r.layers) ? maps_.layer : 0;
+  const int head = (maps_.length > 0 && maps_.head < r.heads) ? maps_.head : 0;
+  showHead(layer, head);
+  Q_EMIT statusMessage(text);
+  Q_EMIT inspected();
+}
+
+void InspectorView::setHeadView(int index) { viewChoice_->setCurrentIndex(index); }
+
+void InspectorView::applySummary() {
+  const InspectResult& r = result_;
+  if (r.layers == 0) return;
+  const int choice = summaryChoice_->currentIndex();
+  const auto& values = (choice == Kl ? r.measures.kl : choice == EntropyLinear ? r.measures.entropyLinear : r.measures.entropySoftmax).values;
+  grid_->setSummaryName(choice == Kl ? tr("KL") : tr("entropy"));
+  grid_->setSummaryHigherIsBetter(false);  // low KL is good; low entropy is sharp (bright)
+  for (int l = 0; l < r.layers; ++l)
+    for (int h = 0; h < r.heads; ++h) {
+      const size_t i = size_t(l * r.heads + h);
+      grid_->setCell(l, h, r.thumbSize, r.thumbSize, r.thumbnails[i], values[i]);
+    }
+}
+
+void InspectorView::showHead(int layer, int head) {
+  if (result_.layers == 0) return;
+  grid_->setSelected(layer, head);
+  ++pending_;
+  auto session = session_;
+  headRequests_.run(
+      pool_, this, [session, layer, head] { return session->headMaps(layer, head); },
+      [this](HeadMaps maps) { onHeadMaps(std::move(maps)); }, [this] { --pending_; });
+}
+
+void InspectorView::onHeadMaps(HeadMaps maps) {
+  maps_ = std::move(maps);  // T x T matrices: moved, not copied, on the GUI thread
+  if (!maps_.error.isEmpty()) {
+    info_->setText(QStringLiteral("<span style='color:#b2182b'>%1</span>").arg(maps_.error.toHtmlEscaped()));
+  }
+  compareButton_->setEnabled(maps_.error.isEmpty());
+  viewChoice_->setEnabled(!maps_.linear.empty());
+  large_->clearScores();  // the previous head's scores must not read out for this one
+  applyHeadView();
+  // The scores (T x T, read only by the hover readout) are handed over in a later event, so
+  // that no single GUI-thread step copies two large matrices; they stay with the view across
+  // softmax / linear / difference switches (same size).
+  if (!maps_.scores.empty()) {
+    QTimer::singleShot(0, this, [this, ticket = headRequests_.current()] {
+      if (!headRequests_.isCurrent(ticket) || maps_.scores.empty()) return;
+      large_->setScores(maps_.length, maps_.length, std::move(maps_.scores));
+      maps_.scores.clear();
+    });
+  }
+  Q_EMIT headShown();
+}
+
+void InspectorView::applyHeadView() {
+  const HeadMaps& m = maps_;
+  if (!m.error.isEmpty() || m.length == 0) return;
+  const int t = m.length;
+  const int view = m.linear.empty() ? 0 : viewChoice_->currentIndex();
+  const size_t i = size_t(m.layer * result_.heads + m.head);
+  auto metric = [&](const std::vector<double>& v) {
+    return i < v.size() && !std::isnan(v[i]) ? QString::number(v[i], 'f', 3) : QStringLiteral("n/a");
+  };
+  QString title = tr("layer %1, head %2").arg(m.layer).arg(m.head);
+  if (view == 2) {
+    std::vector<float> diff(m.softmax.size());
+    for (size_t j = 0; j < diff.size(); ++j) diff[j] = m.linear[j] - m.softmax[j];
+    large_->setColorMode(hh::widgets::HeatmapView::ColorMode::Diverging);
+    large_->setValueLabel(tr("linear \u2212 softmax (clipped at p99)"));
+    large_->setMatrix(t, t, std::move(diff));
+    if (m.differenceTop > 0) large_->setValueRange(-m.differenceTop, m.differenceTop);
+    else large_->setAutoValueRange();
+    title += tr(" \u00b7 %1 \u2212 softmax \u00b7 KL %2").arg(m.featureMap, metric(result_.measures.kl.values));
+  } else {
+    large_->setColorMode(hh::widgets::HeatmapView::ColorMode::Sequential);
+    large_->setValueLabel(view == 1 ? tr("linear weight (clipped at p99)") : tr("softmax weight (clipped at p99)"));
+    large_->setMatrix(t, t, view == 1 ? m.linear : m.softmax);
+    const double top = view == 1 ? m.linearTop : m.softmaxTop;
+    if (top > 0) large_->setValueRange(0.0, top);
+    else large_->setAutoValueRange();
+    title += view == 1 ? tr(" \u00b7 %1 \u00b7 H %2 \u00b7 KL %3").arg(m.featureMap, metric(result_.measures.entropyLinear.values),
+                                                                        metric(result_.measures.kl.values))
+                       : tr(" \u00b7 softmax \u00b7 H %1").arg(metric(result_.measures.entropySoftmax.values));
+  }
+  large_->setTokenLabels(result_.tokens, result_.tokens);
+  large_->setTitle(title);
+}
+
+}  // namespace hh::gui

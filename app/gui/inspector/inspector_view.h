@@ -1,0 +1,89 @@
+// The attention inspector: type, paste or load a text; one forward pass of the loaded model
+// fills a layer x head grid of small heatmaps, each framed in the colour of a per-head summary
+// (softmax entropy, or KL(softmax || linear) and linear entropy on a converted model); clicking
+// a head opens it large: token labels on both axes, colour bar, hover readout (query token, key
+// token, weight, q.k/sqrt(d)), zoom and pan, and on a converted layer the linear weights or their
+// difference to softmax. Long texts (thousands of tokens) stay responsive: the engine runs on the
+// worker pool, the grid holds block-max thumbnails and the large map reduces for display.
+// Torch-free: it drives a ModelSession on the given pool and drops results an edit overtook.
+#pragma once
+#include <QWidget>
+
+#include <memory>
+
+#include "app/gui/common/latest_only.h"
+#include "app/gui/inspector/model_session.h"
+
+class QComboBox;
+class QLabel;
+class QPlainTextEdit;
+class QPushButton;
+class QSpinBox;
+class QThreadPool;
+
+namespace hh::widgets {
+class HeadGrid;
+class HeatmapView;
+}  // namespace hh::widgets
+
+namespace hh::gui {
+
+class InspectorView : public QWidget {
+  Q_OBJECT
+
+ public:
+  InspectorView(std::shared_ptr<ModelSession> session, QThreadPool* pool, QWidget* parent = nullptr);
+
+  void setText(const QString& text);
+  QString text() const;
+  void setMaxTokens(int tokens);
+  // A model was loaded (or replaced): clears the grid and enables inspection.
+  void modelLoaded(const ModelSummary& summary);
+  // Runs the model on the text (asynchronously; inspected() follows).
+  void inspect();
+  // Opens a head large (asynchronously; headShown() follows).
+  void showHead(int layer, int head);
+  // What the large map shows on a converted layer: 0 softmax, 1 linear, 2 linear - softmax.
+  void setHeadView(int index);
+  bool busy() const { return pending_ > 0; }
+
+  const InspectResult& result() const { return result_; }
+  // The open head (its scores are handed to headView() once shown: read them there).
+  const HeadMaps& headMaps() const { return maps_; }
+  hh::widgets::HeadGrid* grid() const { return grid_; }
+  hh::widgets::HeatmapView* headView() const { return large_; }
+
+ Q_SIGNALS:
+  void inspected();
+  void headShown();
+  // "Compare feature maps" on the open head.
+  void compareRequested(int layer, int head);
+  void statusMessage(const QString& text);
+
+ private:
+  void loadTextFile();
+  void onInspected(InspectResult result);
+  void onHeadMaps(HeadMaps maps);
+  void applySummary();
+  void applyHeadView();
+
+  std::shared_ptr<ModelSession> session_;
+  QThreadPool* pool_ = nullptr;
+  QPlainTextEdit* textEdit_ = nullptr;
+  QPushButton* runButton_ = nullptr;
+  QSpinBox* maxTokens_ = nullptr;
+  QComboBox* summaryChoice_ = nullptr;
+  QComboBox* viewChoice_ = nullptr;
+  QPushButton* compareButton_ = nullptr;
+  QLabel* info_ = nullptr;
+  QLabel* hover_ = nullptr;
+  hh::widgets::HeadGrid* grid_ = nullptr;
+  hh::widgets::HeatmapView* large_ = nullptr;
+  ModelSummary model_;
+  InspectResult result_;
+  HeadMaps maps_;
+  LatestOnly inspectRequests_, headRequests_;  // only the newest result is shown
+  int pending_ = 0;
+};
+
+}  // namespace hh::gui

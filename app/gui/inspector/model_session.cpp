@@ -1,0 +1,299 @@
+// A loaded checkpoint and its attention on a text (see model_session.h).
+#include "app/gui/inspector/model_session.h"
+
+#include <torch/types.h>
+
+#include <QElapsedTimer>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+
+#include "app/gui/comparison/head_comparison.h"
+#include "app/gui/common/session_tensors.h"
+#include "engine/attention/softmax_attention.h"
+#include "engine/metrics/attention_metrics.h"
+#include "engine/models/model_io.h"
+#include "engine/models/preflight.h"
+#include "engine/tokenizers/tokenizer.h"
+
+namespace hh::gui {
+
+struct ModelSession::State {
+  ModelSummary summary;
+  models::ModelPtr model;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+  // The last inspected text: q, k per layer [1, H, T, D] (k expanded to H heads), and its tokens.
+  std::vector<torch::Tensor> queries, keys;
+  QStringList tokens;
+};
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+QString fromStd(const std::string& s) { return QString::fromStdString(s); }
+
+// A token as a short axis label: line breaks and tabs made visible, a leading space as a middle
+// dot (so " the" and "the" differ), at most 16 characters.
+QString tokenLabel(const tok::Tokenizer& tokenizer, int64_t id) {
+  QString text = fromStd(tokenizer.decode({id}));
+  if (text.isEmpty()) text = fromStd(tokenizer.idToToken(id));
+  text.replace(QLatin1Char('\n'), QStringLiteral("\u21b5")).replace(QLatin1Char('\t'), QStringLiteral("\u21e5"));
+  if (text.startsWith(QLatin1Char(' '))) text[0] = QChar(0x00b7);
+  if (text.size() > 16) text = text.left(15) + QChar(0x2026);
+  return text;
+}
+
+// Block max of one head's weights to at most S x S; blocks with no valid pair are NaN.
+// p [T, T] float, valid [T, T] bool -> S' x S' row-major, S' = min(S, T).
+std::vector<float> thumbnail(const torch::Tensor& p, const torch::Tensor& valid, int size) {
+  const int64_t t = p.size(0);
+  const int64_t s = std::min<int64_t>(size, t);
+  const auto pooled = torch::adaptive_max_pool2d(p.view({1, 1, t, t}), {s, s});  // (values, indices)
+  const auto any = torch::adaptive_max_pool2d(valid.to(torch::kFloat).view({1, 1, t, t}), {s, s});
+  const auto masked = std::get<0>(pooled).masked_fill(std::get<0>(any) <= 0, kNaN);
+  return toFloatVector(masked);
+}
+
+// The 99th percentile of the valid entries of a [.., T, T] matrix (0 when there are none).
+double top99(const torch::Tensor& values, const torch::Tensor& valid) {
+  const auto v = values.to(torch::kFloat).masked_select(valid.expand_as(values));
+  if (v.numel() == 0) return 0.0;
+  const int64_t k = std::max<int64_t>(1, int64_t(0.99 * double(v.numel() - 1)) + 1);
+  return std::get<0>(v.kthvalue(k)).item<double>();
+}
+
+}  // namespace
+
+bool ModelSummary::converted() const {
+  return std::any_of(layerAttention.begin(), layerAttention.end(),
+                     [](const QString& a) { return a != QLatin1String("softmax"); });
+}
+
+ModelSession::ModelSession() : state_(std::make_unique<State>()) {}
+ModelSession::~ModelSession() = default;
+
+bool ModelSession::loaded() const {
+  std::lock_guard lock(mutex_);
+  return state_->model != nullptr;
+}
+
+ModelSummary ModelSession::summary() const {
+  std::lock_guard lock(mutex_);
+  return state_->summary;
+}
+
+ModelSummary ModelSession::load(const QString& folder, QString* error) {
+  std::lock_guard lock(mutex_);
+  ModelSummary summary;
+  try {
+    const models::PreflightReport report = models::preflight(folder.toStdString());
+    summary.preflightText = fromStd(report.text());
+    for (const auto& f : report.findings) {
+      if (f.severity == models::PreflightFinding::Severity::Blocker) summary.blockers << fromStd(f.message);
+      if (f.severity == models::PreflightFinding::Severity::Warning) summary.warnings << fromStd(f.message);
+    }
+    if (!report.ready()) {
+      if (error) *error = QStringLiteral("%1: %2").arg(folder, summary.blockers.join(QStringLiteral("; ")));
+      return ModelSummary{};
+    }
+    auto model = models::loadModel(folder.toStdString());
+    auto tokenizer = tok::loadTokenizer(folder.toStdString());
+    model->eval();
+    const auto& c = model->config();
+    summary.folder = folder;
+    summary.description = fromStd(c.describe());
+    summary.modelType = fromStd(c.modelType);
+    summary.layers = int(c.layers);
+    summary.heads = int(c.heads);
+    summary.kvHeads = int(c.kvHeads);
+    summary.headDim = int(c.headDim);
+    summary.hiddenSize = int(c.hiddenSize);
+    summary.maxPositions = int(c.maxPositions);
+    summary.causal = c.causal;
+    summary.parameters = model->parameterCount();
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const auto linear = model->linearAttention(l);
+      summary.layerAttention << (linear ? fromStd(attn::toString(linear->config().featureMap.kind))
+                                        : QStringLiteral("softmax"));
+    }
+    *state_ = State{};
+    state_->summary = summary;
+    state_->model = std::move(model);
+    state_->tokenizer = std::move(tokenizer);
+  } catch (const std::exception& e) {
+    const QString what = QString::fromUtf8(e.what()).section(QLatin1Char('\n'), 0, 0);  // engine errors are one line
+    if (error) *error = what.contains(folder) ? what : QStringLiteral("%1: %2").arg(folder, what);
+    return ModelSummary{};
+  }
+  return summary;
+}
+
+InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thumbSize) {
+  std::lock_guard lock(mutex_);
+  InspectResult result;
+  QElapsedTimer timer;
+  timer.start();
+  State& st = *state_;
+  try {
+    if (!st.model) throw std::runtime_error("no model loaded (File > Open model folder)");
+    at::NoGradGuard noGrad;
+    const auto& config = st.model->config();
+    std::vector<int64_t> ids = st.tokenizer->encode(text.toStdString(), /*addSpecialTokens=*/true);
+    result.textTokens = int(ids.size());
+    int64_t limit = std::max(1, maxTokens);
+    if (config.maxPositions > 0) limit = std::min(limit, config.maxPositions);
+    if (int64_t(ids.size()) > limit) {
+      ids.resize(size_t(limit));
+      result.truncated = true;
+    }
+    if (ids.empty()) throw std::runtime_error("the text has no tokens");
+    const int64_t t = int64_t(ids.size());
+    const int L = int(config.layers), H = int(config.heads);
+
+    models::CaptureRequest capture;
+    capture.queriesKeys = true;  // weights are recomputed per head below: [H, T, T] per layer at most
+    capture.softmaxWeights = false;
+    capture.linearWeights = false;
+    models::ForwardOptions options;
+    options.capture = &capture;
+    options.teacher = true;  // every layer sees the teacher's activations, as distillation does
+    options.computeLogits = false;
+    const auto idTensor = torch::tensor(ids, torch::kLong).unsqueeze(0);  // [1, T]
+    const auto out = st.model->forward(idTensor, options);
+    result.forwardMilliseconds = double(timer.nsecsElapsed()) / 1e6;
+
+    st.queries.assign(size_t(L), {});
+    st.keys.assign(size_t(L), {});
+    st.tokens.clear();
+    for (int64_t id : ids) st.tokens << tokenLabel(*st.tokenizer, id);
+    result.tokens = st.tokens;
+    result.layers = L;
+    result.heads = H;
+    result.length = int(t);
+    result.thumbSize = int(std::min<int64_t>(thumbSize, t));
+    result.measures = jobs::HeadMeasures(L, H);
+    result.thumbnails.assign(size_t(L * H), {});
+    const auto valid = attn::validPairs(t, t, config.causal);  // [1, 1, T, T]
+    for (const auto& c : out.captures) {
+      const int l = int(c.layer);
+      st.queries[size_t(l)] = c.queries;
+      st.keys[size_t(l)] = c.keys;
+      const auto p = attn::softmaxWeights(c.queries, c.keys, config.causal);  // [1, H, T, T]
+      const auto validTT = valid[0][0];
+      for (int h = 0; h < H; ++h) result.thumbnails[size_t(l * H + h)] = thumbnail(p[0][h], validTT, result.thumbSize);
+      torch::Tensor a;  // [1, H, T, T], the linear weights of a converted layer
+      if (auto linear = st.model->linearAttention(l)) {
+        result.converted = true;
+        try {
+          a = linear->weights(c.queries, c.keys);
+        } catch (const std::exception&) {
+          // Rules whose weights need the layer input (gated, delta, decay): no KL for this layer.
+        }
+      }
+      result.measures.measureLayer(l, p, a, torch::Tensor(), valid);
+    }
+  } catch (const std::exception& e) {
+    result = InspectResult{};
+    result.error = QString::fromLocal8Bit(e.what()).section('\n', 0, 1);
+  }
+  result.milliseconds = double(timer.nsecsElapsed()) / 1e6;
+  return result;
+}
+
+HeadMaps ModelSession::headMaps(int layer, int head) {
+  std::lock_guard lock(mutex_);
+  HeadMaps maps;
+  maps.layer = layer;
+  maps.head = head;
+  QElapsedTimer timer;
+  timer.start();
+  State& st = *state_;
+  try {
+    if (!st.model || st.queries.empty()) throw std::runtime_error("nothing inspected yet");
+    if (layer < 0 || layer >= int(st.queries.size()) || head < 0 || head >= st.summary.heads)
+      throw std::out_of_range("no such layer or head");
+    at::NoGradGuard noGrad;
+    const auto& q = st.queries[size_t(layer)];
+    const auto& k = st.keys[size_t(layer)];
+    const int64_t t = q.size(2);
+    const bool causal = st.model->config().causal;
+    const auto valid = attn::validPairs(t, t, causal);  // [1, 1, T, T]
+    const auto qh = q.narrow(1, head, 1), kh = k.narrow(1, head, 1);  // [1, 1, T, D]
+    maps.length = int(t);
+    const auto p = attn::softmaxWeights(qh, kh, causal);  // [1, 1, T, T]
+    maps.softmax = toMaskedMatrix(p, valid);
+    maps.softmaxTop = top99(p, valid);
+    maps.scores = toMaskedMatrix(attn::attentionScores(qh, kh), valid);
+    if (auto linear = st.model->linearAttention(layer)) {
+      maps.featureMap = fromStd(attn::toString(linear->config().featureMap.kind));
+      const auto a = linear->weights(q, k).narrow(1, head, 1);  // [1, 1, T, T]
+      maps.linear = toMaskedMatrix(a, valid);
+      maps.linearTop = top99(a, valid);
+      maps.differenceTop = top99((a.to(torch::kFloat) - p.to(torch::kFloat)).abs(), valid);
+    }
+  } catch (const std::exception& e) {
+    maps = HeadMaps{};
+    maps.error = QString::fromLocal8Bit(e.what()).section('\n', 0, 1);
+  }
+  maps.milliseconds = double(timer.nsecsElapsed()) / 1e6;
+  return maps;
+}
+
+QString ModelSession::exportModel(const QString& output, const QString& dtype, bool adaptersOnly) {
+  std::lock_guard lock(mutex_);
+  State& st = *state_;
+  try {
+    if (!st.model) throw std::runtime_error("no model loaded");
+    if (adaptersOnly) {
+      if (st.model->adapterTensors().empty()) throw std::runtime_error("the model has no linear-attention layers to export");
+      models::saveAdapters(*st.model, output.toStdString());
+      return {};
+    }
+    models::SaveOptions options;
+    options.dtype = dtype == QLatin1String("float16")    ? torch::kHalf
+                    : dtype == QLatin1String("bfloat16") ? torch::kBFloat16
+                                                         : torch::kFloat;
+    options.tokenizerFrom = st.summary.folder.toStdString();
+    models::saveModel(*st.model, output.toStdString(), options);
+  } catch (const std::exception& e) {
+    const QString what = QString::fromUtf8(e.what()).section(QLatin1Char('\n'), 0, 0);
+    return what.contains(output) ? what : QStringLiteral("%1: %2").arg(output, what);
+  }
+  return {};
+}
+
+ComparisonResult ModelSession::headComparison(int layer, int head, const ComparisonSettings& settings) {
+  std::lock_guard lock(mutex_);
+  ComparisonResult result;
+  result.settings = settings;
+  QElapsedTimer timer;
+  timer.start();
+  State& st = *state_;
+  try {
+    if (!st.model || st.queries.empty()) throw std::runtime_error("inspect a text first (Attention inspector)");
+    if (layer < 0 || layer >= int(st.queries.size()) || head < 0 || head >= st.summary.heads)
+      throw std::out_of_range("no such layer or head");
+    const auto qh = st.queries[size_t(layer)].narrow(1, head, 1);  // [1, 1, T, D]
+    const auto kh = st.keys[size_t(layer)].narrow(1, head, 1);
+    const auto linear = st.model->linearAttention(layer);
+    hh::attn::FeatureMap trained = linear ? linear->featureMap() : hh::attn::FeatureMap(nullptr);
+    compareHead(qh, kh, st.model->config().causal, settings, &trained, head, result);
+    result.tokens = st.tokens;
+    result.source = QStringLiteral("layer %1, head %2 of %3 on %4 tokens")
+                        .arg(layer)
+                        .arg(head)
+                        .arg(st.summary.folder)
+                        .arg(qh.size(2));
+  } catch (const std::exception& e) {
+    result = ComparisonResult{};
+    result.settings = settings;
+    result.error = QString::fromLocal8Bit(e.what()).section('\n', 0, 1);
+  }
+  result.milliseconds = double(timer.nsecsElapsed()) / 1e6;
+  return result;
+}
+
+}  // namespace hh::gui

@@ -1,0 +1,100 @@
+// ModelSession: one checkpoint folder loaded for inspection, and what its attention does on a
+// text. Torch-free header (the views include it); every call runs the engine and may take
+// seconds, so the workbench calls it on its one-thread worker pool, never on the GUI thread.
+// Calls are serialised by an internal mutex.
+//
+//   load(folder)   pre-flight report + the model (float32, CPU) + its tokenizer
+//   inspect(text)  tokenizes (the model's special tokens added), truncates to maxTokens and the
+//                  model's positions, runs one forward pass in teacher mode capturing q, k of
+//                  every layer ([1, H, T, D], after RoPE and the model's score scale), and per
+//                  head: a block-max thumbnail of the softmax weights, the mean row entropy of
+//                  softmax and, for converted (linear) layers, KL(softmax || linear) and the
+//                  linear weights' entropy. Keeps q, k for the calls below.
+//   headMaps(l,h)  the full T x T softmax weights, scores q.k/sqrt(D) and (converted layers) the
+//                  linear weights of one head of the last inspected text.
+//   headComparison(l,h,maps)  the feature-map comparison (comparison_session.h) on that head's
+//                  real q, k; "trained" is the layer's own feature map when it is converted.
+#pragma once
+#include <QString>
+#include <QStringList>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "app/gui/comparison/comparison_session.h"
+#include "engine/jobs/head_tables.h"
+
+namespace hh::gui {
+
+struct ModelSummary {
+  QString folder;
+  QString description;       // "gpt2, 4 layers, 4 heads x 32, C=128, vocab 50257"
+  QString modelType;
+  int layers = 0, heads = 0, kvHeads = 0, headDim = 0, hiddenSize = 0, maxPositions = 0;
+  bool causal = true;
+  qint64 parameters = 0;
+  // Per layer: "softmax" or the linear attention's feature map ("hedgehog", ...).
+  QStringList layerAttention;
+  QString preflightText;     // the pre-flight report as aligned lines
+  QStringList blockers, warnings;
+  bool converted() const;    // any linear layer
+};
+
+struct InspectResult {
+  QString error;             // non-empty: nothing else is valid
+  QStringList tokens;        // display label per token
+  int layers = 0, heads = 0, length = 0;
+  bool converted = false;
+  bool truncated = false;    // the text had more tokens than were used
+  int textTokens = 0;        // tokens in the text before truncation
+  int thumbSize = 0;         // S: thumbnails are S x S
+  // Layer-major, L * H entries.
+  std::vector<std::vector<float>> thumbnails;  // S x S block max of softmax weights, NaN masked
+  // kl, entropySoftmax, entropyLinear (monotonicity is not measured here); NaN where undefined.
+  jobs::HeadMeasures measures;
+  double milliseconds = 0;         // in all
+  double forwardMilliseconds = 0;  // of which the model's forward pass
+};
+
+struct HeadMaps {
+  QString error;
+  int layer = 0, head = 0, length = 0;
+  // T x T row-major, NaN where masked.
+  std::vector<float> softmax, scores;
+  std::vector<float> linear;  // empty for softmax layers
+  QString featureMap;         // the layer's linear feature map, empty for softmax layers
+  // 99th percentiles for the colour scales (a few saturated cells, e.g. the first causal row,
+  // would otherwise leave everything else dark): of softmax, of linear, of |linear - softmax|.
+  double softmaxTop = 0, linearTop = 0, differenceTop = 0;
+  double milliseconds = 0;
+};
+
+class ModelSession {
+ public:
+  ModelSession();
+  ~ModelSession();
+
+  // Replaces any loaded model. Returns the summary; on failure summary.folder is empty and
+  // `error` says why (the pre-flight blockers, or the loader's message).
+  ModelSummary load(const QString& folder, QString* error);
+  bool loaded() const;
+  ModelSummary summary() const;
+
+  InspectResult inspect(const QString& text, int maxTokens = 4096, int thumbSize = 48);
+  HeadMaps headMaps(int layer, int head);
+  // Writes the loaded model with the engine's writer: a Hugging Face-style folder (floating
+  // weights as dtype "float32" | "float16" | "bfloat16", feature maps kept in float32, tokenizer
+  // files copied), or with adaptersOnly the trained feature maps alone as a safetensors file
+  // (`output` is then the file path). Returns an empty string or the reason it failed.
+  QString exportModel(const QString& output, const QString& dtype, bool adaptersOnly);
+  // settings.featureMaps are compared on the head's q, k (settings.length etc. are ignored).
+  ComparisonResult headComparison(int layer, int head, const ComparisonSettings& settings);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace hh::gui

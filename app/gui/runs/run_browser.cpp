@@ -1,0 +1,270 @@
+#include "app/gui/runs/run_browser.h"
+
+#include <QDateTime>
+#include <QDirIterator>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QThreadPool>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "app/gui/common/error_dialog.h"
+#include "app/gui/runs/run_overlay.h"
+#include "app/gui/runs/run_table_csv.h"
+#include "engine/runs/run_reader.h"
+
+namespace hh::gui {
+namespace {
+
+enum Column { kFile, kKind, kStatus, kStarted, kModel, kFeatureMap, kSteps, kFirstMetric };
+
+QString configString(const nlohmann::json& config, const char* key) {
+  if (config.is_object() && config.contains(key) && config.at(key).is_string())
+    return QString::fromStdString(config.at(key).get<std::string>());
+  return {};
+}
+
+RunSummary summarize(const QString& path) {
+  RunSummary s;
+  s.path = path;
+  try {
+    const auto reader = runs::RunReader::open(path.toStdString());
+    const auto& header = reader.header();
+    s.runId = QString::fromStdString(header.runId);
+    s.kind = QString::fromStdString(header.kind);
+    s.status = reader.interrupted() ? QStringLiteral("interrupted") : QString::fromLatin1(runs::statusName(reader.status()));
+    s.started = QString::fromStdString(header.startTime);
+    nlohmann::json config;
+    try {
+      config = nlohmann::json::parse(header.configJson);
+    } catch (const std::exception&) {
+    }
+    s.model = configString(config, "model");
+    s.featureMap = configString(config, "feature_map");
+    for (const auto& spec : header.layout.scalars) {
+      const int64_t rows = reader.scalarRows(spec.name);
+      if (rows == 0) continue;
+      const auto last = reader.scalars(spec.name, rows - 1);
+      if (!last.steps.empty()) s.lastStep = std::max<qint64>(s.lastStep, last.steps.back());
+      const QString name = QString::fromStdString(spec.name);
+      if (last.values.empty()) continue;
+      s.lastValues[name] = last.values.back();
+      if (runBrowserMetrics().contains(name)) s.finals[name] = last.values.back();
+    }
+  } catch (const std::exception& e) {
+    s.error = QString::fromStdString(e.what());
+    s.status = QStringLiteral("unreadable");
+  }
+  return s;
+}
+
+}  // namespace
+
+const QStringList& runBrowserMetrics() {
+  static const QStringList metrics{QStringLiteral("val_loss"), QStringLiteral("kl_mean"), QStringLiteral("perplexity"),
+                                   QStringLiteral("perplexity_converted"), QStringLiteral("accuracy")};
+  return metrics;
+}
+
+std::vector<RunSummary> scanRuns(const QString& folder) {
+  std::vector<std::pair<QDateTime, QString>> files;
+  QDirIterator it(folder, {QStringLiteral("*.h5")}, QDir::Files, QDirIterator::Subdirectories);
+  while (it.hasNext()) {
+    const QString path = it.next();
+    files.emplace_back(QFileInfo(path).lastModified(), path);
+  }
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<RunSummary> out;
+  for (const auto& [time, path] : files) out.push_back(summarize(path));
+  return out;
+}
+
+RunBrowser::RunBrowser(QWidget* parent) : QWidget(parent) {
+  folder_ = new QLineEdit(QStringLiteral("runs"), this);
+  auto* rescan = new QPushButton(tr("Rescan"), this);
+  summary_ = new QLabel(this);
+  table_ = new QTableWidget(this);
+  QStringList headers{tr("file"), tr("kind"), tr("status"), tr("started (UTC)"), tr("model"), tr("feature map"), tr("steps")};
+  headers << runBrowserMetrics();
+  table_->setColumnCount(int(headers.size()));
+  table_->setHorizontalHeaderLabels(headers);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSortingEnabled(true);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->verticalHeader()->setVisible(false);
+  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  pool_ = new QThreadPool(this);
+  pool_->setMaxThreadCount(1);
+  overlayButton_ = new QPushButton(tr("Overlay"), this);
+  overlayButton_->setToolTip(tr("Draw the selected runs' loss (or KL) curves on one plot"));
+  csvButton_ = new QPushButton(tr("Export CSV\u2026"), this);
+  csvButton_->setToolTip(tr("One row per selected run: kind, status, model, feature map and last metric values"));
+  overlayButton_->setEnabled(false);
+  csvButton_->setEnabled(false);
+  overlay_ = new RunOverlay(this);
+  overlay_->setVisible(false);  // until the first overlay
+
+  auto* top = new QHBoxLayout;
+  top->addWidget(new QLabel(tr("Runs under"), this));
+  top->addWidget(folder_, 1);
+  top->addWidget(rescan);
+  top->addWidget(summary_);
+  top->addWidget(overlayButton_);
+  top->addWidget(csvButton_);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  split->addWidget(table_);
+  split->addWidget(overlay_);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(top);
+  layout->addWidget(split, 1);
+  connect(table_, &QTableWidget::itemSelectionChanged, this, [this] {
+    const bool any = !selectedPaths().isEmpty();
+    overlayButton_->setEnabled(any);
+    csvButton_->setEnabled(any);
+  });
+  connect(overlayButton_, &QPushButton::clicked, this, [this] { overlayRuns(selectedPaths()); });
+  connect(csvButton_, &QPushButton::clicked, this, &RunBrowser::chooseCsvFile);
+  connect(rescan, &QPushButton::clicked, this, &RunBrowser::refresh);
+  connect(folder_, &QLineEdit::returnPressed, this, &RunBrowser::refresh);
+  connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
+    if (auto* item = table_->item(row, kFile)) Q_EMIT runActivated(item->data(Qt::UserRole).toString());
+  });
+}
+
+RunBrowser::~RunBrowser() {
+  scans_.drop();
+  overlays_.drop();
+  pool_->waitForDone();
+}
+
+void RunBrowser::setFolder(const QString& folder) {
+  folder_->setText(folder);
+  refresh();
+}
+
+QString RunBrowser::folder() const {
+  return folder_->text();
+}
+
+int RunBrowser::rowCount() const {
+  return table_->rowCount();
+}
+
+void RunBrowser::refresh() {
+  const QString folder = folder_->text();
+  summary_->setText(tr("scanning\u2026"));
+  scans_.run(pool_, this, [folder] { return scanRuns(folder); }, [this](const std::vector<RunSummary>& runs) { show(runs); });
+}
+
+void RunBrowser::show(const std::vector<RunSummary>& runs) {
+  runs_ = runs;
+  table_->setSortingEnabled(false);
+  table_->setRowCount(int(runs.size()));
+  for (int r = 0; r < int(runs.size()); ++r) {
+    const auto& s = runs[size_t(r)];
+    auto set = [&](int column, const QString& text) {
+      auto* item = new QTableWidgetItem(text);
+      table_->setItem(r, column, item);
+      return item;
+    };
+    auto* file = set(kFile, shownName(s.path));
+    file->setData(Qt::UserRole, s.path);
+    file->setToolTip(s.error.isEmpty() ? s.path : s.error);
+    set(kKind, s.kind);
+    set(kStatus, s.status)->setToolTip(s.error);
+    set(kStarted, s.started);
+    set(kModel, s.model);
+    set(kFeatureMap, s.featureMap);
+    auto* steps = new QTableWidgetItem;
+    steps->setData(Qt::DisplayRole, s.lastStep);
+    table_->setItem(r, kSteps, steps);
+    for (int m = 0; m < runBrowserMetrics().size(); ++m) {
+      auto* item = new QTableWidgetItem;
+      const auto it = s.finals.find(runBrowserMetrics()[m]);
+      if (it != s.finals.end() && std::isfinite(it->second)) item->setData(Qt::DisplayRole, it->second);
+      table_->setItem(r, kFirstMetric + m, item);
+    }
+  }
+  table_->setSortingEnabled(true);
+  summary_->setText(tr("%n run file(s)", nullptr, int(runs.size())));
+  Q_EMIT scanned(int(runs.size()));
+}
+
+QString RunBrowser::shownName(const QString& path) const {
+  // Relative to the folder scanned when inside it.
+  const QString root = QFileInfo(folder_->text()).absoluteFilePath();
+  QString shown = QFileInfo(path).absoluteFilePath();
+  if (shown.startsWith(root + QLatin1Char('/'))) shown = shown.mid(root.size() + 1);
+  return shown;
+}
+
+QStringList RunBrowser::selectedPaths() const {
+  std::vector<int> rows;
+  for (const QModelIndex& index : table_->selectionModel()->selectedRows(kFile)) rows.push_back(index.row());
+  std::sort(rows.begin(), rows.end());
+  QStringList paths;
+  for (const int row : rows)
+    if (const auto* item = table_->item(row, kFile)) paths << item->data(Qt::UserRole).toString();
+  return paths;
+}
+
+std::vector<RunSummary> RunBrowser::summariesOf(const QStringList& paths) const {
+  std::vector<RunSummary> out;
+  for (const QString& path : paths)
+    for (const auto& s : runs_)
+      if (s.path == path) out.push_back(s);
+  return out;
+}
+
+void RunBrowser::overlayRuns(const QStringList& paths) {
+  std::vector<std::pair<QString, QString>> files;  // path, legend label
+  for (const QString& path : paths) files.emplace_back(path, shownName(path));
+  overlay_->setVisible(true);
+  overlays_.run(
+      pool_, this,
+      [files] {
+        std::vector<RunCurves> curves;
+        for (const auto& [path, label] : files) curves.push_back(readRunCurves(path, label));
+        return curves;
+      },
+      [this](std::vector<RunCurves> curves) {
+        const int n = int(curves.size());
+        overlay_->setRuns(std::move(curves));
+        Q_EMIT overlayReady(n);
+      });
+}
+
+QString RunBrowser::exportCsv(const QString& file, const QStringList& paths) const {
+  return writeRunsCsv(file, summariesOf(paths));
+}
+
+void RunBrowser::chooseCsvFile() {
+  const QStringList paths = selectedPaths();
+  if (paths.isEmpty()) return;
+  const QString file = QFileDialog::getSaveFileName(this, tr("Export runs as CSV"), QStringLiteral("runs.csv"),
+                                                    tr("CSV files (*.csv)"));
+  if (file.isEmpty()) return;
+  const QString error = exportCsv(file, paths);
+  if (!error.isEmpty()) {
+    showErrorDialog(this, tr("Export CSV"), error);
+  } else {
+    summary_->setText(tr("%n run(s) written to %1", nullptr, int(paths.size())).arg(file));
+  }
+}
+
+}  // namespace hh::gui

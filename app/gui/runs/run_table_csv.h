@@ -1,0 +1,28 @@
+// Runs as one wide CSV (the run browser's "Export CSV..."): one row per run, in the order given;
+// the columns are
+//   run_id, file, kind, status, model, feature_map, then one column per scalar series that any of
+//   the runs has, holding that series' last value (blank where a run has no such series);
+// the headline metrics (runBrowserMetrics()) come first among the metric columns, the others
+// follow in name order. RFC 4180: comma-separated, CRLF line ends, a field is quoted when it holds
+// a comma, a double quote (doubled inside), a line break or leading / trailing spaces. Numbers are
+// written with 10 significant digits; NaN and infinities as nan, inf, -inf. Plain data in.
+#pragma once
+#include <QString>
+#include <QStringList>
+
+#include <vector>
+
+#include "app/gui/runs/run_browser.h"
+
+namespace hh::gui {
+
+// A field as it goes into the CSV (quoted when it must be).
+QString csvField(const QString& text);
+// The metric columns for these runs, in their order.
+QStringList csvMetricColumns(const std::vector<RunSummary>& runs);
+// The whole CSV text, header line included.
+QString runsCsv(const std::vector<RunSummary>& runs);
+// Writes runsCsv(runs) to `path` (UTF-8). Returns an empty string, or why it could not.
+QString writeRunsCsv(const QString& path, const std::vector<RunSummary>& runs);
+
+}  // namespace hh::gui

@@ -1,0 +1,174 @@
+// The workbench main window. Tabs: the attention inspector (a loaded model on a text), the
+// feature-map comparison (its settings above it), the conversion dashboard (a run file followed
+// live) and the run browser (runs/). A "Model" dock with the loaded model's tree and pre-flight
+// report. File menu: open a model folder or a project file, recent files, export the current
+// view as PNG / SVG / PDF. Run menu and tool bar: convert a project file (the CLI's
+// `hedgehog convert` config), open a run file, pause / cancel the job. A conversion runs in this
+// process on a worker thread (JobRunner), or, on several processes, as `hedgehog convert --nproc N`
+// (ProcessJobRunner; no pause); the dashboard follows either's run files (main_window_runs.cpp).
+// Status bar: compute device, Torch threads, resident memory, "Converting on N processes".
+// Window geometry and the dock layout are kept in QSettings, the layout per project (or model
+// folder).
+// Engine work runs on a one-thread pool (never on the GUI thread); comparison edits are
+// coalesced by a short timer and a result that an edit has overtaken is dropped.
+#pragma once
+#include <QMainWindow>
+
+#include <memory>
+
+#include "app/gui/common/latest_only.h"
+#include "app/gui/comparison/comparison_session.h"
+#include "engine/jobs/convert_job.h"
+
+class QDockWidget;
+class QLabel;
+class QTabWidget;
+class QThread;
+class QThreadPool;
+class QTimer;
+
+namespace hh::gui {
+
+class ComparisonControls;
+class ComparisonView;
+class DashboardView;
+class InspectorView;
+class JobRunner;
+class ProcessJobRunner;
+class ModelSession;
+class ModelTree;
+class RecentFiles;
+class ExperimentView;
+class GenerationView;
+class RunBrowser;
+class RunFollower;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // Applies settings (e.g. from the command line) and recomputes.
+  void setSettings(const ComparisonSettings& settings);
+  ComparisonView* comparisonView() const { return view_; }
+  ComparisonControls* comparisonControls() const { return controls_; }
+  InspectorView* inspector() const { return inspector_; }
+  ModelTree* modelTree() const { return modelTree_; }
+
+  // Loads a model folder on the worker (modelLoaded follows); its tree fills the Model dock and
+  // the inspector and comparison can use it.
+  void openModel(const QString& folder);
+  // A project file (the convert config): loads its model and makes it the current project
+  // (its dock layout is restored; Run > Convert runs it).
+  QString openProject(const QString& path);
+  // The menu actions on a chosen path: as above, and a failure is shown in an error dialog.
+  void openProjectReporting(const QString& path);
+  void convertProjectReporting(const QString& path);
+  // File > Export weights to `output` (float32 | float16 | bfloat16) on the worker; a failure is
+  // shown in an error dialog; weightsExported follows.
+  void exportWeightsTo(const QString& output, const QString& dtype, bool adaptersOnly);
+  void showInspector();
+  void showComparison();
+  // Whether a computation, model load or inspection is queued or running.
+  bool busy() const;
+
+  // Starts the conversion a project file describes and follows it on the dashboard. Returns an
+  // empty string, or why it could not start (unreadable or invalid file, a job already running,
+  // for processes > 1 the CLI missing). processes > 1: data-parallel on that many local processes
+  // through the CLI (ProcessJobRunner); 1: in this process (JobRunner).
+  QString startConversion(const QString& projectPath, int processes = 1);
+  // Starts a conversion from a config (e.g. the New conversion form); same as above.
+  QString startConversionWith(const jobs::ConvertConfig& config, const QString& label, int processes = 1);
+  // Whether a conversion runs (in this process or through the CLI).
+  bool jobRunning() const;
+  // Run > New conversion: the config form, prefilled from the project and the loaded model.
+  void newConversion();
+  // Shows a run file on the dashboard (following it while it grows).
+  void openRun(const QString& path);
+  void cancelJob();
+  DashboardView* dashboard() const { return dashboard_; }
+  JobRunner* jobRunner() const { return runner_; }
+  ProcessJobRunner* processJobRunner() const { return processRunner_; }
+  RunBrowser* runBrowser() const { return browser_; }
+  void showDashboard();
+  void showRuns();
+  void showGeneration();
+  // Opens an experiment folder (summary.json) on the Experiments tab; returns an error or empty.
+  QString openExperiment(const QString& path);
+  ExperimentView* experiments() const { return experiments_; }
+  GenerationView* generation() const { return generationView_; }
+
+ Q_SIGNALS:
+  // A computation finished and its result is on screen (or its error is shown).
+  void comparisonReady();
+  // A model folder finished loading (error empty) or failed.
+  void modelLoaded(const QString& error);
+  // The job finished, in-process or multi-process (status completed | failed | cancelled).
+  void jobFinished(const QString& status, const QString& message);
+  // An export of weights finished (error empty) or failed.
+  void weightsExported(const QString& error);
+  // Internal: asks the follower (on its own thread) to follow a file.
+  void followRequested(const QString& path);
+
+ private:
+  void buildMenus();
+  void buildHelpMenu();
+  void buildStatusBar();
+  void scheduleCompute();
+  void startCompute();
+  void onComputed(const ComparisonResult& result);
+  void exportFigure();
+  void exportWeights();
+  void buildRunControls();
+  // Both runners' runFileStarted and finished.
+  void jobRunFileStarted(const QString& path);
+  void jobEnded(const QString& status, const QString& message, const QString& runFile, const QString& exportPath);
+  void processJobRunningChanged(bool running);
+  void chooseProject();
+  void chooseRun();
+  void chooseModel();
+  void chooseProjectToOpen();
+  void openRecent(const QString& kind, const QString& path);
+  void updateMemory();
+  QString layoutKey() const;
+  void saveLayout();
+  void restoreLayout();
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  ComparisonControls* controls_ = nullptr;
+  ComparisonView* view_ = nullptr;
+  QLabel* computeStatus_ = nullptr;
+  QTimer* computeTimer_ = nullptr;
+  QThreadPool* pool_ = nullptr;
+  QTabWidget* tabs_ = nullptr;
+  DashboardView* dashboard_ = nullptr;
+  RunBrowser* browser_ = nullptr;
+  ExperimentView* experiments_ = nullptr;
+  GenerationView* generationView_ = nullptr;
+  JobRunner* runner_ = nullptr;
+  ProcessJobRunner* processRunner_ = nullptr;
+  QAction* pauseAction_ = nullptr;
+  QLabel* processStatus_ = nullptr;  // "Converting on N processes" while one runs
+  RunFollower* follower_ = nullptr;
+  QThread* followerThread_ = nullptr;
+  QAction* cancelAction_ = nullptr;
+  std::shared_ptr<ModelSession> session_;
+  InspectorView* inspector_ = nullptr;
+  QWidget* comparisonPage_ = nullptr;
+  ModelTree* modelTree_ = nullptr;
+  QDockWidget* modelDock_ = nullptr;
+  RecentFiles* recent_ = nullptr;
+  QLabel* memory_ = nullptr;
+  QString project_;      // the current project file ("" = none)
+  QString modelFolder_;  // the loaded model folder ("" = none)
+  int loading_ = 0;      // model loads queued or running
+  LatestOnly comparisons_;  // only the newest comparison is shown
+  int running_ = 0;
+};
+
+}  // namespace hh::gui

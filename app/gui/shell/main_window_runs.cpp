@@ -1,0 +1,251 @@
+// MainWindow's run side (see main_window.h): the Run menu and tool bar, starting conversions in
+// this process (JobRunner) or on several processes through the CLI (ProcessJobRunner), pause and
+// cancel, and following run files on the dashboard.
+#include "app/gui/shell/main_window.h"
+
+#include <QAction>
+#include <QDateTime>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QThread>
+#include <QToolBar>
+
+#include "app/gui/conversion/config_form.h"
+#include "app/gui/conversion/dashboard_view.h"
+#include "app/gui/common/error_dialog.h"
+#include "app/gui/conversion/job_runner.h"
+#include "app/gui/conversion/process_job_runner.h"
+#include "app/gui/shell/recent_files.h"
+#include "app/gui/runs/run_browser.h"
+#include "app/gui/conversion/run_follower.h"
+#include "engine/config/config_file.h"
+#include "engine/runs/run_reader.h"
+
+#include <cstdio>
+
+namespace hh::gui {
+namespace {
+const char* const kPauseTip = "Pause the conversion at its next step (Ctrl+Shift+P)";
+const char* const kNoPauseTip = "A conversion on several processes cannot be paused; cancel stops every process";
+}  // namespace
+
+void MainWindow::buildRunControls() {
+  runner_ = new JobRunner(this);
+  processRunner_ = new ProcessJobRunner(this);
+  follower_ = new RunFollower;
+  followerThread_ = new QThread(this);
+  follower_->moveToThread(followerThread_);
+  connect(followerThread_, &QThread::finished, follower_, &QObject::deleteLater);
+  connect(this, &MainWindow::followRequested, follower_, &RunFollower::follow);
+  dashboard_->attachFollower(follower_);  // updates in; the step slider's snapshot reads out and back
+  connect(follower_, &RunFollower::failed, this, [this](const QString& message) {
+    statusBar()->showMessage(tr("Run file: %1").arg(message), 10000);
+    showErrorDialog(this, tr("Run file"), message);
+  });
+  followerThread_->start();
+
+  // Both runners report the same way.
+  for (JobSignals* jobs : {static_cast<JobSignals*>(runner_), static_cast<JobSignals*>(processRunner_)}) {
+    connect(jobs, &JobSignals::runFileStarted, this, &MainWindow::jobRunFileStarted);
+    connect(jobs, &JobSignals::progress, dashboard_, &DashboardView::setJobProgress);
+    connect(jobs, &JobSignals::finished, this, &MainWindow::jobEnded);
+  }
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  QAction* newAction = run->addAction(tr("&New conversion\u2026"), this, &MainWindow::newConversion);
+  newAction->setShortcut(QKeySequence::New);
+  newAction->setToolTip(tr("Edit every setting of a conversion in a form, then start it"));
+  QAction* convert = run->addAction(tr("&Convert a project\u2026"), this, &MainWindow::chooseProject);
+  convert->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  QAction* open = run->addAction(tr("&Open a run file\u2026"), this, &MainWindow::chooseRun);
+  open->setShortcut(QKeySequence::Open);
+  run->addAction(tr("Open an &experiment\u2026"), this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open an experiment (a folder with summary.json)"),
+                                                          QStringLiteral("runs/experiments"));
+    if (dir.isEmpty()) return;
+    const QString error = openExperiment(dir);
+    if (!error.isEmpty()) showErrorDialog(this, tr("Open an experiment"), error);
+  });
+  cancelAction_ = run->addAction(tr("C&ancel the job"), this, &MainWindow::cancelJob);
+  cancelAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
+  cancelAction_->setEnabled(false);
+  // Pause / resume: the menu action and the dashboard's button both toggle the runner; the
+  // runner's pausedChanged updates both (the job stops at its next step; cancel still works).
+  // Only the in-process runner pauses: a multi-process run leaves the action disabled.
+  pauseAction_ = run->addAction(tr("&Pause the job"));
+  pauseAction_->setObjectName(QStringLiteral("pauseJobAction"));
+  pauseAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
+  pauseAction_->setToolTip(tr(kPauseTip));
+  pauseAction_->setEnabled(false);
+  connect(pauseAction_, &QAction::triggered, this, [this] { runner_->paused() ? runner_->resume() : runner_->pause(); });
+  connect(dashboard_, &DashboardView::pauseRequested, runner_, &JobRunner::pause);
+  connect(dashboard_, &DashboardView::resumeRequested, runner_, &JobRunner::resume);
+  connect(runner_, &JobRunner::runningChanged, dashboard_, &DashboardView::setJobRunning);
+  connect(runner_, &JobRunner::runningChanged, pauseAction_, &QAction::setEnabled);
+  connect(runner_, &JobRunner::pausedChanged, dashboard_, &DashboardView::setPaused);
+  connect(runner_, &JobRunner::pausedChanged, this, [this](bool paused) {
+    pauseAction_->setText(paused ? tr("&Resume the job") : tr("&Pause the job"));
+    if (runner_->running()) statusBar()->showMessage(paused ? tr("Paused (the job waits at its next step)") : tr("Resumed"));
+  });
+  connect(processRunner_, &ProcessJobRunner::runningChanged, this, &MainWindow::processJobRunningChanged);
+  processStatus_ = new QLabel;
+  processStatus_->setObjectName(QStringLiteral("processStatus"));
+  processStatus_->setContentsMargins(8, 0, 8, 0);
+  processStatus_->setToolTip(tr(kNoPauseTip));
+  processStatus_->hide();
+  statusBar()->addPermanentWidget(processStatus_);
+
+  auto* bar = addToolBar(tr("Run"));
+  bar->setObjectName(QStringLiteral("runToolBar"));
+  bar->addAction(newAction);
+  bar->addAction(convert);
+  bar->addAction(open);
+  bar->addAction(pauseAction_);
+  bar->addAction(cancelAction_);
+}
+
+void MainWindow::jobRunFileStarted(const QString& path) {
+  Q_EMIT followRequested(path);
+  showDashboard();
+}
+
+void MainWindow::jobEnded(const QString& status, const QString& message, const QString& runFile,
+                          const QString& exportPath) {
+  cancelAction_->setEnabled(false);
+  QString text = tr("Conversion %1: %2").arg(status, message);
+  if (!exportPath.isEmpty()) text += tr(" | exported model: %1").arg(exportPath);
+  statusBar()->showMessage(text);
+  if (status == QLatin1String("failed")) showErrorDialog(this, tr("Conversion failed"), message);
+  if (!runFile.isEmpty()) std::fprintf(stdout, "run file: %s\n", qPrintable(runFile));
+  if (!exportPath.isEmpty()) std::fprintf(stdout, "exported model: %s\n", qPrintable(exportPath));
+  std::fflush(stdout);
+  browser_->refresh();
+  Q_EMIT jobFinished(status, message);
+}
+
+void MainWindow::processJobRunningChanged(bool running) {
+  // While the CLI runs: no pause (the dashboard's button stays hidden: it is shown by the
+  // in-process runner only), and the status bar says how many processes work.
+  pauseAction_->setEnabled(false);
+  pauseAction_->setToolTip(running ? tr(kNoPauseTip) : tr(kPauseTip));
+  processStatus_->setText(tr("Converting on %1 processes").arg(processRunner_->processes()));
+  processStatus_->setVisible(running);
+}
+
+bool MainWindow::jobRunning() const {
+  return runner_->running() || processRunner_->running();
+}
+
+void MainWindow::showDashboard() {
+  tabs_->setCurrentWidget(dashboard_);
+}
+
+void MainWindow::showRuns() {
+  tabs_->setCurrentWidget(browser_);
+}
+
+QString MainWindow::startConversion(const QString& projectPath, int processes) {
+  if (jobRunning()) return tr("a job is already running");
+  jobs::ConvertConfig config;
+  try {
+    config = jobs::convertConfigFromJson(jobs::readConfigFile(projectPath.toStdString(), "convert"));
+    if (config.modelDir.empty()) return tr("%1: no \"model\"").arg(projectPath);
+    if (config.runDir.empty()) config.runDir = "runs/convert";
+  } catch (const std::exception& e) {
+    const QString what = QString::fromStdString(e.what());
+    return what.startsWith(projectPath) ? what : tr("%1: %2").arg(projectPath, what);
+  }
+  return startConversionWith(config, projectPath, processes);
+}
+
+QString MainWindow::startConversionWith(const jobs::ConvertConfig& config, const QString& label, int processes) {
+  if (jobRunning()) return tr("a job is already running");
+  if (processes > 1) {
+    const QString error = processRunner_->startConvert(config, processes);
+    if (!error.isEmpty()) return error;
+    dashboard_->clear();
+    statusBar()->showMessage(tr("Converting %1 (%2) on %3 processes; project file %4")
+                                 .arg(QString::fromStdString(config.modelDir), label)
+                                 .arg(processes)
+                                 .arg(processRunner_->projectFile()));
+  } else {
+    dashboard_->clear();
+    if (!runner_->startConvert(config)) return tr("a job is already running");
+    statusBar()->showMessage(tr("Converting %1 (%2)").arg(QString::fromStdString(config.modelDir), label));
+  }
+  cancelAction_->setEnabled(true);
+  showDashboard();
+  return {};
+}
+
+void MainWindow::newConversion() {
+  jobs::ConvertConfig initial;
+  if (!project_.isEmpty()) {
+    try {
+      initial = jobs::convertConfigFromJson(jobs::readConfigFile(project_.toStdString(), "convert"));
+    } catch (const std::exception&) {
+      // The project changed on disk since it was opened: start from the defaults.
+    }
+  }
+  if (!modelFolder_.isEmpty()) initial.modelDir = modelFolder_.toStdString();
+  if (initial.runDir.empty()) initial.runDir = "runs/convert";
+  ConversionDialog dialog(initial, this);
+  if (dialog.exec() != QDialog::Accepted) return;
+  const QString error = startConversionWith(dialog.config(), tr("from the form"), dialog.processes());
+  if (!error.isEmpty()) showErrorDialog(this, tr("Convert"), error);
+}
+
+void MainWindow::openRun(const QString& path) {
+  // A file the user picked is checked here, so a bad one gets its dialog at once. One that does
+  // not exist yet or changed in the last seconds may be a run a job is starting to write: the
+  // follower waits for it and reports it (also by a dialog) if it never becomes readable.
+  const QFileInfo info(path);
+  const bool settled = info.exists() && info.lastModified().secsTo(QDateTime::currentDateTime()) > 5;
+  if (settled) {
+    try {
+      runs::RunReader::open(path.toStdString());
+    } catch (const std::exception& e) {
+      const QString what = QString::fromStdString(e.what());
+      showErrorDialog(this, tr("Open a run file"), what.contains(path) ? what : tr("%1: %2").arg(path, what));
+      return;
+    }
+  }
+  recent_->add(QStringLiteral("run"), path);
+  dashboard_->clear();
+  Q_EMIT followRequested(path);
+  showDashboard();
+}
+
+void MainWindow::cancelJob() {
+  if (processRunner_->running()) {
+    processRunner_->cancel();
+    statusBar()->showMessage(tr("Cancelling\u2026 (every process stops at the same step)"));
+    return;
+  }
+  if (!runner_->running()) return;
+  runner_->cancel();
+  statusBar()->showMessage(tr("Cancelling\u2026 (the job stops within a step)"));
+}
+
+void MainWindow::chooseProject() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Convert a project"), QStringLiteral("projects"),
+                                                    tr("Project files (*.json)"));
+  if (!path.isEmpty()) convertProjectReporting(path);
+}
+
+void MainWindow::convertProjectReporting(const QString& path) {
+  const QString error = startConversion(path);
+  if (!error.isEmpty()) showErrorDialog(this, tr("Convert"), error);
+}
+
+void MainWindow::chooseRun() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open a run file"), QStringLiteral("runs"),
+                                                    tr("Run files (*.h5)"));
+  if (!path.isEmpty()) openRun(path);
+}
+
+}  // namespace hh::gui

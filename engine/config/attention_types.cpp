@@ -1,0 +1,100 @@
+#include "engine/config/attention_types.h"
+
+#include <stdexcept>
+#include <utility>
+
+namespace hh::attn {
+
+namespace {
+template <typename E>
+struct NamedValue {
+  E value;
+  const char* name;
+};
+
+const NamedValue<FeatureMapKind> kFeatureMapNames[] = {
+    {FeatureMapKind::Hedgehog, "hedgehog"},   {FeatureMapKind::HedgehogSoftmax, "hedgehog_softmax"},
+    {FeatureMapKind::T2R, "t2r"},             {FeatureMapKind::Elu, "elu"},
+    {FeatureMapKind::Performer, "performer"}, {FeatureMapKind::CosFormer, "cosformer"},
+    {FeatureMapKind::Taylor, "taylor"},       {FeatureMapKind::ExpT, "exp_t"},
+    {FeatureMapKind::Identity, "identity"},
+};
+const NamedValue<UpdateRule> kRuleNames[] = {
+    {UpdateRule::Additive, "additive"},
+    {UpdateRule::Gated, "gated"},
+    {UpdateRule::Delta, "delta"},
+    {UpdateRule::Decay, "decay"},
+};
+const NamedValue<AttentionForm> kFormNames[] = {
+    {AttentionForm::Quadratic, "quadratic"},
+    {AttentionForm::Chunked, "chunked"},
+    {AttentionForm::Recurrent, "recurrent"},
+};
+
+template <typename E, size_t N>
+std::string nameOf(const NamedValue<E> (&table)[N], E value) {
+  for (const auto& entry : table)
+    if (entry.value == value) return entry.name;
+  return "unknown";
+}
+
+template <typename E, size_t N>
+E parse(const NamedValue<E> (&table)[N], const std::string& name, const char* what) {
+  std::string allowed;
+  for (const auto& entry : table) {
+    if (name == entry.name) return entry.value;
+    allowed += allowed.empty() ? "" : ", ";
+    allowed += entry.name;
+  }
+  throw std::invalid_argument("unknown " + std::string(what) + " '" + name + "' (allowed: " + allowed + ")");
+}
+}  // namespace
+
+std::string toString(FeatureMapKind kind) { return nameOf(kFeatureMapNames, kind); }
+std::string toString(UpdateRule rule) { return nameOf(kRuleNames, rule); }
+std::string toString(AttentionForm form) { return nameOf(kFormNames, form); }
+
+FeatureMapKind parseFeatureMapKind(const std::string& name) { return parse(kFeatureMapNames, name, "feature map"); }
+UpdateRule parseUpdateRule(const std::string& name) { return parse(kRuleNames, name, "update rule"); }
+AttentionForm parseAttentionForm(const std::string& name) { return parse(kFormNames, name, "attention form"); }
+
+const std::vector<FeatureMapKind>& allFeatureMapKinds() {
+  static const std::vector<FeatureMapKind> kinds = [] {
+    std::vector<FeatureMapKind> out;
+    for (const auto& entry : kFeatureMapNames) out.push_back(entry.value);
+    return out;
+  }();
+  return kinds;
+}
+
+const std::vector<UpdateRule>& allUpdateRules() {
+  static const std::vector<UpdateRule> rules = {UpdateRule::Additive, UpdateRule::Gated, UpdateRule::Delta,
+                                                UpdateRule::Decay};
+  return rules;
+}
+
+int64_t featureDimOf(const FeatureMapConfig& config) {
+  const int64_t d = config.headDim;
+  switch (config.kind) {
+    case FeatureMapKind::Hedgehog:
+    case FeatureMapKind::HedgehogSoftmax:
+    case FeatureMapKind::CosFormer:
+      return 2 * d;
+    case FeatureMapKind::Performer:
+      return config.randomFeatures > 0 ? config.randomFeatures : 2 * d;
+    case FeatureMapKind::Taylor:
+      return 1 + d + d * d;
+    case FeatureMapKind::T2R:
+    case FeatureMapKind::Elu:
+    case FeatureMapKind::ExpT:
+    case FeatureMapKind::Identity:
+      return d;
+  }
+  return d;
+}
+
+bool isTrainable(FeatureMapKind kind) {
+  return kind == FeatureMapKind::Hedgehog || kind == FeatureMapKind::HedgehogSoftmax || kind == FeatureMapKind::T2R;
+}
+
+}  // namespace hh::attn

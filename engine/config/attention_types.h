@@ -1,0 +1,79 @@
+// Names and settings shared by every attention form: the feature maps, the update rules of the
+// causal state, the three computational forms, and their configuration structs.
+// Shapes everywhere in engine/attention: B batch, H heads, T length, D head dim, F feature dim.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hh::attn {
+
+// phi, applied per head to queries and keys (docs/design.md, "The math").
+enum class FeatureMapKind {
+  Hedgehog,         // [exp(Wx+b), exp(-(Wx+b))], W per head init identity, b = 0; F = 2D
+  HedgehogSoftmax,  // [softmax(Wx+b), softmax(-(Wx+b))] over the feature dim; F = 2D
+  T2R,              // ReLU(Wx+b), learnable per head, init identity; F = D
+  Elu,              // elu(x) + 1; F = D
+  Performer,        // FAVOR+ positive random features, m seeded orthogonal projections; F = m
+  CosFormer,        // [ReLU(x) cos(pi i / 2M), ReLU(x) sin(pi i / 2M)], i the position; F = 2D
+  Taylor,           // [1, x / d^(1/4), vec(x x^T) / (sqrt(2) sqrt(d))]; F = 1 + D + D^2
+  ExpT,             // exp(t x) element-wise; F = D
+  Identity,         // x; F = D
+};
+
+// How the causal state S (F x D) and normalizer z (F) evolve from token to token.
+enum class UpdateRule {
+  Additive,  // S_t = S_{t-1} + phi(k_t) v_t^T, z_t = z_{t-1} + phi(k_t); y = phi(q)^T S / (phi(q)^T z + eps)
+  Gated,     // S_t = g_t S_{t-1} + phi(k_t) v_t^T, z likewise, g_t in (0,1) a scalar per head
+  Delta,     // S_t = S_{t-1} + beta_t phi(k_t) (v_t - S_{t-1}^T phi(k_t))^T, features L2-normalised, no z
+  Decay,     // S_t = (a_t b_t^T) * S_{t-1} + phi(k_t) v_t^T, a_t in (0,1)^F, b_t in (0,1)^D, no z
+};
+
+// Three ways to compute the same causal output (tested equal to an fp64 brute force).
+enum class AttentionForm {
+  Quadratic,  // materialise the T x T weights: distillation, inspection
+  Chunked,    // intra-chunk quadratic + inter-chunk state carry: training and prefill
+  Recurrent,  // one token at a time carrying (S, z): generation
+};
+
+struct FeatureMapConfig {
+  FeatureMapKind kind = FeatureMapKind::Hedgehog;
+  int64_t heads = 1;                 // H: trainable maps keep one MLP per head
+  int64_t headDim = 64;              // D
+  int64_t randomFeatures = 0;        // Performer's m; 0 means 2 * D
+  double expT = 1.0;                 // ExpT's t
+  int64_t cosformerMaxLength = 4096; // CosFormer's M: positions must stay below it
+  uint64_t seed = 0;                 // Performer's projection seed
+};
+
+struct RuleOptions {
+  UpdateRule rule = UpdateRule::Additive;
+  bool causal = true;        // non-causal is defined for the additive rule only
+  int64_t chunkSize = 64;    // chunked form's chunk length
+  double eps = 1e-6;         // normaliser guard: y = num / (den + eps) (additive, gated)
+};
+
+struct LinearAttentionConfig {
+  FeatureMapConfig featureMap;
+  RuleOptions rule;
+};
+
+std::string toString(FeatureMapKind kind);
+std::string toString(UpdateRule rule);
+std::string toString(AttentionForm form);
+// Parse names as written by toString ("hedgehog", "hedgehog_softmax", "t2r", "elu", "performer",
+// "cosformer", "taylor", "exp_t", "identity"; "additive", "gated", "delta", "decay";
+// "quadratic", "chunked", "recurrent"). Throws std::invalid_argument naming the allowed values.
+FeatureMapKind parseFeatureMapKind(const std::string& name);
+UpdateRule parseUpdateRule(const std::string& name);
+AttentionForm parseAttentionForm(const std::string& name);
+
+const std::vector<FeatureMapKind>& allFeatureMapKinds();
+const std::vector<UpdateRule>& allUpdateRules();
+
+// Feature dimension F that a map produces for head dim D.
+int64_t featureDimOf(const FeatureMapConfig& config);
+// Whether the map has trainable parameters (hedgehog, hedgehog_softmax, t2r).
+bool isTrainable(FeatureMapKind kind);
+
+}  // namespace hh::attn

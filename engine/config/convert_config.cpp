@@ -1,0 +1,124 @@
+// ConvertConfig <-> JSON: the project file of a conversion. The shared keys live at the top; each
+// stage's section holds that job's own keys (every default written out by toJson).
+#include <set>
+
+#include "engine/config/convert_config.h"
+#include "engine/config/json_reader.h"
+
+namespace hh::jobs {
+namespace {
+
+// Keys of a stage's own config that the convert job sets from the shared ones (or its folders).
+const std::set<std::string>& stageOwnedKeys() {
+  static const std::set<std::string> keys{"model",   "run_dir", "output_dir", "adapters", "converted",
+                                          "feature_map", "rule", "layers",  "data",     "seed", "resume"};
+  return keys;
+}
+
+nlohmann::json stageSection(nlohmann::json stage) {
+  for (const auto& key : stageOwnedKeys()) stage.erase(key);
+  return stage;
+}
+
+nlohmann::json checkedSection(const nlohmann::json& j, const char* name) {
+  if (!j.contains(name)) return nlohmann::json::object();
+  const auto& section = j.at(name);
+  if (!section.is_object()) throw std::invalid_argument(std::string("convert config: \"") + name + "\" must be an object");
+  for (const auto& [key, value] : section.items()) {
+    if (stageOwnedKeys().count(key))
+      throw std::invalid_argument(std::string("convert config: \"") + name + "." + key +
+                                  "\" is set by the conversion; set \"" + key + "\" at the top level (where it applies)");
+  }
+  return section;
+}
+
+}  // namespace
+
+nlohmann::json toJson(const ConvertConfig& c) {
+  return {{"model", c.modelDir},
+          {"run_dir", c.runDir},
+          {"output_dir", c.outputDir},
+          {"feature_map", c.featureMap},
+          {"rule", c.rule},
+          {"layers", c.layers},
+          {"seed", c.seed},
+          {"data", toJson(c.data)},
+          {"distill", stageSection(toJson(c.distill))},
+          {"finetune", stageSection(toJson(c.finetune))},
+          {"evaluate", stageSection(toJson(c.evaluate))},
+          {"export", {{"dtype", c.exportOptions.dtype}, {"adapters_only", c.exportOptions.adaptersOnly}}}};
+}
+
+ConvertConfig convertConfigFromJson(const nlohmann::json& j) {
+  ConvertConfig c;
+  if (!j.is_object()) throw std::invalid_argument("convert config: must be a JSON object");
+  JsonReader r{j, "convert config", {}};
+  r.read("model", c.modelDir);
+  r.read("run_dir", c.runDir);
+  r.read("output_dir", c.outputDir);
+  r.read("feature_map", c.featureMap);
+  r.read("rule", c.rule);
+  r.read("layers", c.layers);
+  r.read("seed", c.seed);
+  for (const char* key : {"data", "distill", "finetune", "evaluate", "export"}) r.seen.insert(key);
+  if (j.contains("data")) c.data = dataConfigFromJson(j.at("data"), "convert config \"data\"");
+  c.distill = distillConfigFromJson(checkedSection(j, "distill"));
+  c.finetune = finetuneConfigFromJson(checkedSection(j, "finetune"));
+  // The converted model exists once the stages before have run ("trained" rows need it).
+  auto evaluateSection = checkedSection(j, "evaluate");
+  evaluateSection["converted"] = "(the converted model)";
+  c.evaluate = evaluateConfigFromJson(evaluateSection);
+  c.evaluate.converted.clear();
+  if (j.contains("export")) {
+    const auto& e = j.at("export");
+    if (!e.is_object()) throw std::invalid_argument("convert config: \"export\" must be an object");
+    JsonReader er{e, "convert config \"export\"", {}};
+    er.read("dtype", c.exportOptions.dtype);
+    er.read("adapters_only", c.exportOptions.adaptersOnly);
+    er.checkUnknownKeys();
+  }
+  r.checkUnknownKeys();
+  const auto& dtype = c.exportOptions.dtype;
+  if (dtype != "float32" && dtype != "float16" && dtype != "bfloat16")
+    throw std::invalid_argument("convert config: export.dtype must be float32, float16 or bfloat16 (got \"" + dtype + "\")");
+  if (c.featureMap == "softmax") throw std::invalid_argument("convert config: feature_map \"softmax\" converts nothing");
+  return c;
+}
+
+DistillConfig distillStage(const ConvertConfig& c) {
+  DistillConfig d = c.distill;
+  d.modelDir = c.modelDir;
+  d.runDir = c.runDir + "/distill";
+  d.featureMap = c.featureMap;
+  d.rule = c.rule;
+  d.layers = c.layers;
+  d.data = c.data;
+  d.seed = c.seed;
+  d.resume = false;
+  return d;
+}
+
+FinetuneConfig finetuneStage(const ConvertConfig& c) {
+  FinetuneConfig f = c.finetune;
+  f.modelDir = c.modelDir;
+  f.adapters = c.runDir + "/distill/adapters.safetensors";
+  f.runDir = c.runDir + "/finetune";
+  f.outputDir = c.runDir + "/finetune/model";
+  f.data = c.data;
+  f.seed = c.seed;
+  return f;
+}
+
+EvaluateConfig evaluateStage(const ConvertConfig& c) {
+  EvaluateConfig e = c.evaluate;
+  e.modelDir = c.modelDir;
+  e.converted = c.finetune.steps > 0 ? c.runDir + "/finetune/model" : c.runDir + "/distill/adapters.safetensors";
+  e.featureMap = c.featureMap;
+  e.layers = c.layers;
+  e.runDir = c.runDir + "/evaluate";
+  e.data = c.data;
+  e.seed = c.seed;
+  return e;
+}
+
+}  // namespace hh::jobs

@@ -1,0 +1,61 @@
+// Stage 1's loss and the layer-by-layer forward (see distillation_loss.h).
+#include "engine/jobs/distillation_loss.h"
+
+#include <torch/types.h>
+
+#include <cmath>
+#include <limits>
+
+#include "engine/attention/softmax_attention.h"
+
+namespace hh::jobs {
+
+torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures, bool causal, const torch::Tensor& mask,
+                               const std::string& loss, double outputMse) {
+  torch::Tensor total;
+  for (const auto& c : captures) {
+    if (!c.linearWeights.defined()) continue;
+    const auto p = c.softmaxWeights.to(torch::kFloat);   // [B,H,T,T] target, no gradient
+    const auto a = c.linearWeights.to(torch::kFloat);    // [B,H,T,T]
+    const int64_t T = p.size(-1);
+    const auto valid = attn::validPairs(T, T, causal, mask.defined() ? mask.to(torch::kBool) : torch::Tensor(), p.device());
+    auto perPair = -p * torch::log(a + 1e-10);           // soft cross-entropy
+    if (loss == "kl") perPair = perPair + p * torch::log(p + 1e-10);
+    perPair = perPair.masked_fill(valid.logical_not(), 0.0);
+    // Rows with at least one valid key count in the mean; heads are summed (paper eq. 4).
+    const auto rowValid = valid.any(-1).to(torch::kFloat).expand({p.size(0), p.size(1), T});  // [B,H,T]
+    const std::vector<int64_t> batchAndRows{0, 2};
+    const auto perHead = perPair.sum(-1).mul(rowValid).sum(batchAndRows) / rowValid.sum(batchAndRows).clamp_min(1.0);  // [H]
+    auto layerLoss = perHead.sum();
+    if (outputMse > 0 && c.linearOutput.defined())
+      layerLoss = layerLoss + outputMse * (c.linearOutput.to(torch::kFloat) - c.softmaxOutput.to(torch::kFloat)).pow(2).mean();
+    total = total.defined() ? total + layerLoss : layerLoss;
+  }
+  if (!total.defined()) throw std::invalid_argument("no converted layer in the captures: nothing to distill");
+  return total;
+}
+
+double distillLayerByLayer(models::TransformerModel& model, const torch::Tensor& ids, models::CaptureRequest& capture,
+                           models::ForwardOptions options, const std::string& loss, double outputMse, LayerPass pass,
+                           bool poison) {
+  const bool causal = model.config().causal;
+  double total = 0;
+  capture.consume = [&](models::LayerCapture& c) {
+    auto term = distillationLoss({c}, causal, {}, loss, outputMse);
+    if (poison) term = term * std::numeric_limits<float>::quiet_NaN();
+    const double value = term.item<double>();
+    total += value;
+    if (pass == LayerPass::Backward && std::isfinite(value)) term.backward();
+  };
+  options.capture = &capture;
+  try {
+    model.forward(ids, options);
+  } catch (...) {
+    capture.consume = nullptr;
+    throw;
+  }
+  capture.consume = nullptr;
+  return total;
+}
+
+}  // namespace hh::jobs

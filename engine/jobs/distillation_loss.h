@@ -1,0 +1,30 @@
+// Stage 1's loss (paper eq. 4; the formula is in distill_job.h) on a model's attention captures,
+// and the layer-by-layer forward that adds and backpropagates it one layer at a time. Used by the
+// distill job, its tests and `hedgehog bench`.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "engine/models/transformer_model.h"
+
+namespace hh::jobs {
+
+// The distillation loss of one batch's captures (exposed for tests and benchmarks).
+torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures, bool causal, const torch::Tensor& mask,
+                               const std::string& loss, double outputMse);
+
+// One forward of stage 1, layer by layer: the teacher runs on ids [B, T] and each layer `capture`
+// names adds its distillationLoss term as soon as the layer has run, so one layer's [B, H, T, T]
+// tensors are alive at a time. Returns the summed loss.
+//   Backward   each term is backpropagated at once (a layer's term depends on its own feature
+//              map only: the teacher's softmax output goes on), so the gradients equal those of
+//              the summed loss; a term that is not finite is not backpropagated (the sum says so)
+//   LossOnly   the loss alone (held-out evaluation, under NoGradGuard)
+// `options` are the teacher's (computeLogits, stopAfterLayer; capture is set here); `poison`
+// multiplies every term by NaN (a testing aid).
+enum class LayerPass { Backward, LossOnly };
+double distillLayerByLayer(models::TransformerModel& model, const torch::Tensor& ids, models::CaptureRequest& capture,
+                           models::ForwardOptions options, const std::string& loss, double outputMse, LayerPass pass,
+                           bool poison = false);
+
+}  // namespace hh::jobs

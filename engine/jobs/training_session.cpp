@@ -1,0 +1,173 @@
+// The shared training loop (see training_session.h).
+#include "engine/jobs/training_session.h"
+
+#include <torch/optim/adamw.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "engine/distributed/communicator.h"
+#include "engine/jobs/job_support.h"
+#include "engine/jobs/training_checkpoint.h"
+#include "engine/jobs/training_support.h"
+
+namespace hh::jobs {
+namespace fs = std::filesystem;
+
+bool EarlyStopping::observe(double loss, int64_t step) {
+  if (loss < bestLoss - 1e-6) {
+    bestLoss = loss;
+    bestStep = step;
+    evalsWithoutGain = 0;
+    return true;
+  }
+  ++evalsWithoutGain;
+  return false;
+}
+
+std::string nonFiniteStepMessage(double loss, double gradNorm, int64_t step, const std::string& kept,
+                                 const std::string& hint) {
+  const bool lossBad = !std::isfinite(loss);
+  const double value = lossBad ? loss : gradNorm;
+  return std::string(lossBad ? "the loss" : "the gradient norm") + " became " + (std::isnan(value) ? "NaN" : "infinite") +
+         " at step " + std::to_string(step + 1) + "; kept " + kept + " of step " + std::to_string(step) + hint;
+}
+
+TrainingSession::TrainingSession(std::string kind, const std::string& runDir, JobObserver& observer,
+                                 dist::Communicator& world)
+    : kind_(std::move(kind)), runDir_(runDir), observer_(observer), world_(world) {
+  if (runDir.empty()) throw std::invalid_argument(kind_ + ": run_dir is empty");
+  fs::create_directories(runDir);
+  // Weights, optimizer state and counters in one file (training_checkpoint.h): never a pickle.
+  checkpointFile_ = (fs::path(runDir) / "checkpoint.safetensors").string();
+  runFile_ = (fs::path(runDir) / "run.h5").string();
+}
+
+bool TrainingSession::main() const { return world_.isMain(); }
+
+bool TrainingSession::resuming(bool resumeAsked) {
+  if (!resumeAsked) return false;
+  refuseLegacyCheckpoint(runDir_, checkpointFile_);
+  return fs::exists(checkpointFile_);
+}
+
+nlohmann::json TrainingSession::loadCheckpoint(torch::optim::AdamW& optimizer, std::map<std::string, at::Tensor>* extra) {
+  auto counters = loadTrainingCheckpoint(checkpointFile_, optimizer, extra);
+  step = counters.at("step");
+  stopping.bestStep = counters.at("best_step");
+  stopping.bestLoss = counterNumber(counters, "best_loss", std::numeric_limits<double>::infinity());
+  stopping.evalsWithoutGain = counters.at("evals_without_gain");
+  return counters;
+}
+
+void TrainingSession::saveCheckpoint(torch::optim::AdamW& optimizer, nlohmann::json counters,
+                                     const std::vector<std::pair<std::string, at::Tensor>>& extra) {
+  if (!main()) return;
+  counters["step"] = step;
+  counters["best_step"] = stopping.bestStep;
+  counters["best_loss"] = stopping.bestLoss;
+  counters["evals_without_gain"] = stopping.evalsWithoutGain;
+  saveTrainingCheckpoint(checkpointFile_, optimizer, counters, extra);
+}
+
+void TrainingSession::open(runs::RunHeader header, bool resumeAsked, int64_t totalSteps) {
+  if (resumeAsked && fs::exists(runFile_))  // keep the old file: write a continuation beside it
+    runFile_ = (fs::path(runDir_) / ("run-resumed-" + std::to_string(step) + ".h5")).string();
+  if (!main()) return;
+  header.runId = makeRunId(kind_);
+  header.kind = kind_;
+  runs::RunWriterOptions options;
+  options.overwrite = true;
+  writer_ = runs::RunWriter::create(runFile_, header, options);
+  observer_.started(runFile_, totalSteps);
+}
+
+void TrainingSession::log(const std::string& line) {
+  if (writer_) writer_->log(line, step);
+  observer_.log(line);
+}
+
+void TrainingSession::record(int64_t at, const std::map<std::string, double>& scalars) {
+  if (writer_) writer_->appendScalars(at, scalars);
+  observer_.scalars(at, scalars);
+}
+
+void TrainingSession::fail(const std::string& message) {
+  status_ = JobStatus::Failed;
+  message_ = message;
+}
+
+double TrainingSession::seconds() const { return secondsSince(started_); }
+
+void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule& schedule, int64_t steps,
+                            int64_t evalEvery, const std::string& phase, const TrainingHooks& hooks) {
+  saveJobCheckpoint_ = hooks.saveCheckpoint;
+  try {
+    if (hooks.start) hooks.start();
+    while (step < steps) {
+      if (world_.any(observer_.cancelled())) throw JobCancelled();  // every rank stops at the same step
+      const auto started = std::chrono::steady_clock::now();
+      const double lr = scheduledLr(schedule.lr, step, schedule.warmupSteps, steps, schedule.minLrRatio);
+      setLr(optimizer, lr);
+      StepReport report = hooks.step(step, lr);
+      if (!std::isfinite(report.loss) || !std::isfinite(report.gradNorm)) {
+        fail(nonFiniteStepMessage(report.loss, report.gradNorm, step, hooks.kept, hooks.failureHint));
+        break;
+      }
+      optimizer.step();
+      ++step;
+      const double seconds = secondsSince(started);
+      report.scalars["loss"] = report.loss;
+      report.scalars["lr"] = lr;
+      if (hooks.stepSeconds) report.scalars["step_seconds"] = seconds;
+      if (hooks.tokensPerSecond) report.scalars["tokens_per_second"] = double(report.tokens) / std::max(seconds, 1e-9);
+      record(step, report.scalars);
+      observer_.progress(step, steps, phase);
+      if (step % evalEvery != 0 && step != steps) continue;
+      std::string line;
+      const auto scalars = hooks.evaluate(step, report.loss, line);
+      record(step, scalars);
+      log(line);
+      if (stopping.observe(scalars.at("val_loss"), step) && hooks.improved) hooks.improved(step);
+      // Rows first: the run file then always holds every step up to the checkpoint's, which a
+      // resume continues from (its continuation file starts at the next step).
+      if (writer_) writer_->flush();
+      if (main()) hooks.saveCheckpoint();
+      if (stopping.exhausted()) {
+        log("early stop: no validation gain in " + std::to_string(stopping.patience) + " evaluations");
+        break;
+      }
+    }
+  } catch (const JobCancelled&) {
+    status_ = JobStatus::Cancelled;
+    message_ = "cancelled at step " + std::to_string(step);
+  } catch (const std::runtime_error& e) {
+    // With several processes: a lost or timed-out peer ends the exchange; this rank keeps its
+    // last step's weights and (rank 0) closes the run file as failed. Alone: not expected here.
+    if (!world_.distributed()) throw;
+    fail(e.what());
+  }
+}
+
+bool TrainingSession::finish(const std::function<void()>& evaluateLast, const std::function<void()>& saveLast,
+                             const std::string& final, const std::function<std::string()>& summary) {
+  if (!main()) {  // the other ranks are done: rank 0 evaluates and writes the results
+    message_ = std::string(toString(status_)) + " on rank " + std::to_string(world_.rank());
+    return false;
+  }
+  try {
+    if (evaluateLast) evaluateLast();
+    writer_->flush();
+    if (saveJobCheckpoint_) saveJobCheckpoint_();
+    if (saveLast) saveLast();
+    writer_->setFinal(final, step);
+  } catch (const std::exception& e) {
+    if (status_ == JobStatus::Completed) fail(e.what());
+  }
+  if (message_.empty()) message_ = summary();
+  finishRun(*writer_, observer_, status_, message_, step);
+  return true;
+}
+
+}  // namespace hh::jobs

@@ -1,0 +1,208 @@
+// app.cli.progress_jsonl: `hedgehog --progress jsonl` as a program reads it (app/cli/progress_format.h):
+//   - distill: every stdout line is one JSON object with an "event"; the run file is announced
+//     first (it exists, total_steps 6), progress counts 1..6 of 6 with a null eta only at first,
+//     scalars carry the loss, the "end" event says completed after 6 steps with the adapters file
+//     that exists, and only "memory" follows it; the option works after the command's name too;
+//   - convert: the end event carries the evaluation (both perplexities finite), each stage's run
+//     file and the exported folder; every stage's run file was announced before the end;
+//   - SIGINT while distilling: exit 130, an end event "cancelled", stdout still only JSON;
+//   - an unknown format is one error line naming the option, exit 1, and nothing on stdout.
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "tests/engine/jobs/jobs_test_support.h"
+#include "tests/support/child_process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace c = hh::test::crash;
+using nlohmann::json;
+
+const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
+
+bool haveCli() { return std::string(HH_CLI_BINARY).size() > 0 && fs::exists(HH_CLI_BINARY); }
+
+// Every line of `text` as JSON; a line that is not an object with a string "event" is returned
+// in `bad`.
+std::vector<json> events(const std::string& text, std::string& bad) {
+  std::vector<json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const json e = json::parse(line, nullptr, false);
+    if (e.is_discarded() || !e.is_object() || !e.contains("event") || !e["event"].is_string()) bad += line + "\n";
+    else out.push_back(e);
+  }
+  return out;
+}
+
+std::vector<json> ofKind(const std::vector<json>& all, const std::string& kind) {
+  std::vector<json> out;
+  for (const auto& e : all)
+    if (e["event"] == kind) out.push_back(e);
+  return out;
+}
+
+std::vector<std::string> distillArgs(const std::string& runDir, const std::string& corpus, int64_t steps) {
+  return {HH_CLI_BINARY, "--progress", "jsonl", "distill", kModel, "--run-dir", runDir, "--corpus", corpus,
+          "--steps", std::to_string(steps), "--eval-every", "3", "--batch-size", "4", "--seq-len", "32",
+          "--max-train", "48"};
+}
+
+}  // namespace
+
+class TestProgressJsonl : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void distillEvents() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("jsonl_distill");
+    const auto corpus = hh::test::writeWordCorpus(dir);
+    const auto out = dir.file("out.jsonl"), err = dir.file("err.txt");
+    QCOMPARE(c::waitFor(c::spawnLogged(distillArgs(dir.file("run"), corpus, 6), out, err), 300), 0);
+    std::string bad;
+    const auto all = events(c::readAll(out), bad);
+    QVERIFY2(bad.empty(), ("not JSON events:\n" + bad).c_str());
+    QVERIFY(!all.empty());
+
+    QCOMPARE(all.front()["event"].get<std::string>(), std::string("run_file"));
+    QVERIFY(fs::exists(all.front()["path"].get<std::string>()));
+    QCOMPARE(all.front()["total_steps"].get<int64_t>(), int64_t(6));
+
+    int64_t last = 0;
+    int unknownEta = 0;
+    for (const auto& p : ofKind(all, "progress")) {
+      if (p["phase"] != "distilling") continue;
+      QVERIFY(p["step"].get<int64_t>() >= last);
+      last = p["step"].get<int64_t>();
+      QCOMPARE(p["total"].get<int64_t>(), int64_t(6));
+      QVERIFY(p["elapsed_s"].get<double>() >= 0);
+      unknownEta += p["eta_s"].is_null() ? 1 : 0;
+    }
+    QCOMPARE(last, int64_t(6));
+    QVERIFY2(unknownEta <= 1, "eta_s stays null after the first step");
+
+    bool sawLoss = false;
+    for (const auto& s : ofKind(all, "scalars")) sawLoss = sawLoss || s["values"].contains("loss");
+    QVERIFY(sawLoss);
+    QVERIFY(!ofKind(all, "log").empty());
+
+    const auto ends = ofKind(all, "end");
+    QCOMPARE(int(ends.size()), 1);
+    const auto& end = ends[0];
+    QCOMPARE(end["status"].get<std::string>(), std::string("completed"));
+    QCOMPARE(end["steps"].get<int64_t>(), int64_t(6));
+    QCOMPARE(end["run_file"].get<std::string>(), all.front()["path"].get<std::string>());
+    QVERIFY(fs::exists(end["outputs"]["adapters"].get<std::string>()));
+    // Only the peak-memory event follows the end.
+    size_t endAt = 0;
+    while (all[endAt]["event"] != "end") ++endAt;
+    for (size_t i = endAt + 1; i < all.size(); ++i) QCOMPARE(all[i]["event"].get<std::string>(), std::string("memory"));
+    QVERIFY(endAt + 1 < all.size());
+    QVERIFY(all.back()["peak_mb"].get<double>() > 0);
+  }
+
+  void optionAfterTheCommand() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("jsonl_after");
+    const auto corpus = hh::test::writeWordCorpus(dir);
+    auto args = distillArgs(dir.file("run"), corpus, 1);
+    args.erase(args.begin() + 1, args.begin() + 3);
+    args.insert(args.end(), {"--progress", "jsonl"});
+    const auto out = dir.file("out.jsonl");
+    QCOMPARE(c::waitFor(c::spawnLogged(args, out, dir.file("err.txt")), 300), 0);
+    std::string bad;
+    const auto all = events(c::readAll(out), bad);
+    QVERIFY2(bad.empty(), ("not JSON events:\n" + bad).c_str());
+    QCOMPARE(int(ofKind(all, "end").size()), 1);
+  }
+
+  void convertEndCarriesEvaluation() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("jsonl_convert");
+    auto config = hh::test::tinyConvertConfig(dir);
+    config.distill.steps = 2;
+    config.distill.evalEvery = 2;
+    config.finetune.steps = 1;
+    config.finetune.evalEvery = 1;
+    config.evaluate.featureMaps = {"hedgehog"};
+    config.evaluate.tableSequences = 4;
+    const auto project = hh::test::writeProjectFile(dir, config);
+    const auto out = dir.file("out.jsonl");
+    QCOMPARE(c::waitFor(c::spawnLogged({HH_CLI_BINARY, "--progress", "jsonl", "convert", "--config", project}, out,
+                                       dir.file("err.txt")),
+                        600),
+             0);
+    std::string bad;
+    const auto all = events(c::readAll(out), bad);
+    QVERIFY2(bad.empty(), ("not JSON events:\n" + bad).c_str());
+    const auto ends = ofKind(all, "end");
+    QCOMPARE(int(ends.size()), 1);
+    const auto& end = ends[0];
+    QCOMPARE(end["status"].get<std::string>(), std::string("completed"));
+    const auto& evaluation = end["evaluation"];
+    QCOMPARE(evaluation["task"].get<std::string>(), std::string("lm"));
+    QVERIFY(std::isfinite(evaluation["perplexity_original"].get<double>()));
+    QVERIFY(std::isfinite(evaluation["perplexity_converted"].get<double>()));
+    QCOMPARE(evaluation["feature_maps"][0]["name"].get<std::string>(), std::string("hedgehog"));
+    QVERIFY(fs::exists(end["outputs"]["export"].get<std::string>()));
+    std::set<std::string> announced;
+    for (const auto& r : ofKind(all, "run_file")) announced.insert(r["path"].get<std::string>());
+    for (const char* stage : {"distill", "finetune", "evaluate"}) {
+      const auto file = end["stages"][stage]["run_file"].get<std::string>();
+      QVERIFY2(announced.count(file) == 1, (std::string(stage) + " run file not announced: " + file).c_str());
+    }
+    QCOMPARE(end["stages"]["distill"]["steps"].get<int64_t>(), int64_t(2));
+  }
+
+  void interruptEndsCancelled() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("jsonl_cancel");
+    const auto corpus = hh::test::writeWordCorpus(dir);
+    const auto out = dir.file("out.jsonl");
+    const pid_t pid = c::spawnLogged(distillArgs(dir.file("run"), corpus, 100000), out, dir.file("err.txt"));
+    QVERIFY(pid > 0);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (c::readAll(out).find("\"event\":\"progress\"") == std::string::npos && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ::kill(pid, SIGINT);
+    QCOMPARE(c::waitFor(pid, 60), 130);
+    std::string bad;
+    const auto all = events(c::readAll(out), bad);
+    QVERIFY2(bad.empty(), ("not JSON events:\n" + bad).c_str());
+    const auto ends = ofKind(all, "end");
+    QCOMPARE(int(ends.size()), 1);
+    QCOMPARE(ends[0]["status"].get<std::string>(), std::string("cancelled"));
+    const std::string errors = c::readAll(dir.file("err.txt"));
+    QCOMPARE(std::count(errors.begin(), errors.end(), '\n'), std::ptrdiff_t(1));
+  }
+
+  void unknownFormatIsOneError() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("jsonl_bad");
+    auto args = distillArgs(dir.file("run"), dir.file("corpus"), 1);
+    args[2] = "xml";
+    const auto out = dir.file("out.txt"), err = dir.file("err.txt");
+    QCOMPARE(c::waitFor(c::spawnLogged(args, out, err), 60), 1);
+    QVERIFY(c::readAll(out).empty());
+    const std::string errors = c::readAll(err);
+    QCOMPARE(std::count(errors.begin(), errors.end(), '\n'), std::ptrdiff_t(1));
+    QVERIFY2(errors.find("--progress") != std::string::npos, errors.c_str());
+  }
+};
+
+HH_TEST_SUITE(TestProgressJsonl, "app.cli.progress_jsonl", &TestProgressJsonl::distillEvents,
+              &TestProgressJsonl::optionAfterTheCommand, &TestProgressJsonl::convertEndCarriesEvaluation,
+              &TestProgressJsonl::interruptEndsCancelled, &TestProgressJsonl::unknownFormatIsOneError)
+
+#if HH_HAVE_QTEST
+#include "test_progress_jsonl.moc"
+#endif

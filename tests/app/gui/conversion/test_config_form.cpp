@@ -1,0 +1,72 @@
+// app.gui.config_form: the form over the convert config the CLI reads.
+//   - the defaults round-trip: setJson(toJson(c)) then json() gives the same JSON back, float
+//     notation and arrays included;
+//   - edits reach the parsed config (distill.steps, distill.lr, layers, feature_map);
+//   - an array that is not JSON is refused naming its key; the dialog refuses a config without
+//     a model with the engine's message and stays open.
+#include <QCheckBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QTest>
+
+#include "app/gui/conversion/config_form.h"
+#include "tests/support/hh_test.h"
+
+class TestConfigForm : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void defaultsRoundTrip() {
+    hh::jobs::ConvertConfig c;
+    c.modelDir = "projects/demo/teacher";
+    c.distill.lr = 3e-05;
+    c.layers = {0, 2};
+    hh::gui::ConfigForm form;
+    form.setJson(hh::jobs::toJson(c));
+    QCOMPARE(QString::fromStdString(form.json().dump()), QString::fromStdString(hh::jobs::toJson(c).dump()));
+  }
+
+  void editsReachTheConfig() {
+    hh::gui::ConfigForm form;
+    form.setJson(hh::jobs::toJson(hh::jobs::ConvertConfig{}));
+    auto* steps = qobject_cast<QSpinBox*>(form.editor("distill.steps"));
+    auto* lr = qobject_cast<QLineEdit*>(form.editor("distill.lr"));
+    auto* layers = qobject_cast<QLineEdit*>(form.editor("layers"));
+    auto* map = qobject_cast<QLineEdit*>(form.editor("feature_map"));
+    QVERIFY(steps && lr && layers && map);
+    steps->setValue(42);
+    lr->setText("0.0025");
+    layers->setText("[1, 3]");
+    map->setText("t2r");
+    const auto c = hh::jobs::convertConfigFromJson(form.json());
+    QCOMPARE(c.distill.steps, int64_t(42));
+    QCOMPARE(c.distill.lr, 0.0025);
+    QCOMPARE(c.layers, (std::vector<int64_t>{1, 3}));
+    QCOMPARE(c.featureMap, std::string("t2r"));
+  }
+
+  void badInputIsRefused() {
+    hh::gui::ConfigForm form;
+    form.setJson(hh::jobs::toJson(hh::jobs::ConvertConfig{}));
+    qobject_cast<QLineEdit*>(form.editor("layers"))->setText("[1, ");
+    try {
+      (void)form.json();
+      QFAIL("an invalid array was accepted");
+    } catch (const std::invalid_argument& e) {
+      QVERIFY2(QString(e.what()).startsWith("layers"), e.what());
+    }
+    hh::gui::ConversionDialog dialog(hh::jobs::ConvertConfig{});
+    QVERIFY(!dialog.validate());
+    auto* error = dialog.findChild<QLabel*>();
+    bool named = false;
+    for (auto* label : dialog.findChildren<QLabel*>()) named |= label->text().contains("model");
+    QVERIFY(error && named);
+  }
+};
+
+HH_TEST_SUITE(TestConfigForm, "app.gui.config_form", &TestConfigForm::defaultsRoundTrip,
+              &TestConfigForm::editsReachTheConfig, &TestConfigForm::badInputIsRefused)
+
+#if HH_HAVE_QTEST
+#include "test_config_form.moc"
+#endif

@@ -1,0 +1,114 @@
+// app.gui.job_pause: pausing the workbench's job.
+//   - the dashboard's Pause button pauses a running conversion (tiny GPT-2 fixture): the status
+//     says paused, no step is reported for 1.2 s, and the process spends under 0.4 s of CPU in
+//     that time (the job sleeps on a condition variable, it does not spin);
+//   - Resume continues: steps advance past where the pause stopped them;
+//   - the Run menu's pause action pauses again, and Cancel while paused ends the job within 2 s
+//     as cancelled, with the run file saying cancelled.
+#include <QAction>
+#include <QElapsedTimer>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTest>
+
+#include <sys/resource.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "app/gui/conversion/dashboard_view.h"
+#include "app/gui/conversion/job_runner.h"
+#include "app/gui/shell/main_window.h"
+#include "engine/jobs/convert_job.h"
+#include "engine/runs/run_reader.h"
+#include "tests/engine/jobs/jobs_test_support.h"
+#include "tests/support/hh_test.h"
+
+namespace {
+
+namespace j = hh::jobs;
+namespace r = hh::runs;
+
+std::string writeProject(const hh::test::TempDir& dir) {
+  j::ConvertConfig c = hh::test::tinyConvertConfig(dir);
+  c.distill.steps = 100000;
+  c.distill.evalEvery = 50;
+  c.distill.snapshotEvery = 50;
+  c.distill.patience = 0;  // never stops early: the job runs until cancelled
+  c.finetune.steps = 0;
+  c.evaluate.featureMaps = {"hedgehog"};
+  return hh::test::writeProjectFile(dir, c);
+}
+
+double cpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+}  // namespace
+
+class TestJobPause : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+
+  void pauseResumeAndCancelWhilePaused() {
+    hh::test::TempDir dir("job_pause");
+    hh::gui::MainWindow window;
+    window.show();
+    auto* runner = window.jobRunner();
+    auto* dashboard = window.dashboard();
+    qint64 step = 0;
+    connect(runner, &hh::gui::JobRunner::progress, this, [&](qint64 s, qint64, const QString& phase) {
+      if (phase.contains("distill")) step = s;  // "1/4 distill: distilling"
+    });
+    QSignalSpy finished(&window, &hh::gui::MainWindow::jobFinished);
+    QCOMPARE(window.startConversion(QString::fromStdString(writeProject(dir))), QString());
+    QVERIFY(dashboard->pauseButton()->isVisible());
+    QTRY_VERIFY_WITH_TIMEOUT(step >= 3, 60000);
+
+    dashboard->pauseButton()->click();
+    QVERIFY(runner->paused());
+    QVERIFY2(dashboard->statusText().contains("paused"), qPrintable(dashboard->statusText()));
+    QCOMPARE(dashboard->pauseButton()->text(), QString("Resume"));
+    QTest::qWait(400);  // the step under way finishes, then the job blocks at its next check
+    const qint64 stoppedAt = step;
+    const double cpu0 = cpuSeconds();
+    QTest::qWait(1200);
+    const double cpu = cpuSeconds() - cpu0;
+    qInfo("paused at step %lld; %.3f s of CPU in 1.2 s paused", (long long)stoppedAt, cpu);
+    QCOMPARE(step, stoppedAt);
+    QVERIFY(cpu < 0.4);
+    QCOMPARE(finished.count(), 0);
+
+    dashboard->pauseButton()->click();
+    QVERIFY(!runner->paused());
+    QVERIFY(!dashboard->statusText().contains("paused"));
+    QTRY_VERIFY_WITH_TIMEOUT(step >= stoppedAt + 2, 30000);
+
+    QAction* pauseAction = window.findChild<QAction*>("pauseJobAction");
+    QVERIFY(pauseAction && pauseAction->isEnabled());
+    pauseAction->trigger();
+    QVERIFY(runner->paused());
+    QTest::qWait(300);
+    QElapsedTimer clock;
+    clock.start();
+    window.cancelJob();
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0, 10000);
+    qInfo("cancel while paused took %lld ms", (long long)clock.elapsed());
+    QCOMPARE(finished.at(0).at(0).toString(), QString("cancelled"));
+    QVERIFY(clock.elapsed() < 2000);
+    QTRY_VERIFY(!dashboard->pauseButton()->isVisible());
+    QVERIFY(!pauseAction->isEnabled());
+    QVERIFY(!runner->paused());
+    auto run = r::RunReader::open(dir.file("run") + "/run.h5");
+    QCOMPARE(std::string(r::statusName(run.status())), std::string("cancelled"));
+  }
+};
+
+HH_TEST_SUITE(TestJobPause, "app.gui.job_pause", &TestJobPause::initTestCase, &TestJobPause::pauseResumeAndCancelWhilePaused)
+
+#if HH_HAVE_QTEST
+#include "test_job_pause.moc"
+#endif

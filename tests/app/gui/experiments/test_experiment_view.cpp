@@ -1,0 +1,95 @@
+// app.gui.experiment_view: an experiment of two tiny distillation variants is run by the engine's
+// runner, then opened: one table row per variant, a scatter point per variant at its summary
+// metrics, one curve per variant equal to its run file's scalar, each variant's last snapshot of
+// the chosen head (the linear weights), and PNG export of the three figures. A folder without a
+// summary is refused with a message.
+#include <QImage>
+#include <QTableWidget>
+#include <QTest>
+
+#include <filesystem>
+
+#include "app/gui/experiments/experiment_view.h"
+#include "engine/jobs/experiment_job.h"
+#include "engine/runs/run_reader.h"
+#include "tests/engine/jobs/jobs_test_support.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/hh_test.h"
+#include "widgets/curve_plot.h"
+#include "widgets/heatmap_view.h"
+
+namespace {
+namespace j = hh::jobs;
+using nlohmann::json;
+}  // namespace
+
+class TestExperimentView : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+
+  void showsAndExportsAnExperiment() {
+    hh::test::TempDir dir("experiment_view");
+    const json e = {{"name", "tiny"},
+                    {"job", "distill"},
+                    {"run_dir", dir.file("exp")},
+                    {"base",
+                     {{"model", std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2"},
+                      {"steps", 4},
+                      {"batch_size", 4},
+                      {"eval_every", 2},
+                      {"eval_batches", 1},
+                      {"snapshot_every", 2},
+                      {"snapshot_pairs", json::array({json::array({1, 0})})},
+                      {"patience", 0},
+                      {"data", {{"corpus", hh::test::writeWordCorpus(dir)}, {"sequence_length", 32}, {"validation_fraction", 0.25}}}}},
+                    {"variants", json::array({{{"name", "hedgehog"}}, {{"name", "t2r"}, {"set", {{"feature_map", "t2r"}}}}})}};
+    j::JobObserver quiet;
+    const auto result = j::runExperiment(j::experimentConfigFromJson(e), quiet);
+    QVERIFY2(result.status == j::JobStatus::Completed, result.message.c_str());
+
+    hh::gui::ExperimentView view;
+    view.resize(1200, 900);
+    view.show();
+    QVERIFY(!view.open(QString::fromStdString(dir.file("nowhere"))).isEmpty());
+    const QString error = view.open(QString::fromStdString(dir.file("exp")));
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    QCOMPARE(view.variantCount(), 2);
+    QCOMPARE(view.table()->rowCount(), 2);
+    QCOMPARE(view.table()->item(1, 0)->text(), QString("t2r"));
+
+    QVERIFY(view.setScatterAxes("kl_mean", "val_loss"));
+    QVERIFY(!view.setScatterAxes("kl_mean", "no_such_metric"));
+    QCOMPARE(view.scatterPlot()->seriesCount(), 2);
+    QCOMPARE(view.scatterPlot()->seriesName(1), QString("t2r"));
+    const auto t2rRun = hh::runs::RunReader::open(result.variants[1].runDir + "/run.h5");
+    QCOMPARE(view.scatterPlot()->seriesValues(1), QVector<double>({t2rRun.scalars("val_loss").values.back()}));
+
+    QVERIFY(view.setCurveScalar("loss"));
+    QCOMPARE(view.curvePlot()->seriesCount(), 2);
+    const auto loss = t2rRun.scalars("loss").values;
+    QCOMPARE(view.curvePlot()->seriesValues(1), QVector<double>(loss.begin(), loss.end()));
+
+    QVERIFY(view.setMapPair(1, 0));
+    QCOMPARE(view.maps().size(), size_t(2));
+    const auto snap = t2rRun.snapshot(-1);
+    QCOMPARE(view.maps()[1]->rows(), snap.size);
+    QCOMPARE(double(view.maps()[1]->valueAt(snap.size - 1, 0)), double(snap.linear[size_t((snap.size - 1) * snap.size)]));
+
+    const QString out = QString::fromStdString(dir.file("figures"));
+    const QString exportError = view.exportFigures(out, 800, 500);
+    QVERIFY2(exportError.isEmpty(), qPrintable(exportError));
+    for (const char* name : {"scatter.png", "curves.png", "maps.png"}) {
+      const QImage image(out + "/" + name);
+      QVERIFY2(!image.isNull(), name);
+      QVERIFY(image.width() >= 800);
+    }
+  }
+};
+
+HH_TEST_SUITE(TestExperimentView, "app.gui.experiment_view", &TestExperimentView::initTestCase,
+              &TestExperimentView::showsAndExportsAnExperiment)
+
+#if HH_HAVE_QTEST
+#include "test_experiment_view.moc"
+#endif

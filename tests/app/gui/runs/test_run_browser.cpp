@@ -1,0 +1,85 @@
+// app.gui.run_browser: the run files under a folder, found recursively, each with its kind,
+// status, model, feature map, last step and last metric values; a file that is not a run file is
+// listed as unreadable with the reason (never a crash); double-clicking a row asks for that run.
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTest>
+
+#include <filesystem>
+#include <fstream>
+
+#include "app/gui/runs/run_browser.h"
+#include "engine/runs/run_writer.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/hh_test.h"
+
+namespace {
+
+namespace r = hh::runs;
+
+void writeRun(const std::string& path, const std::string& kind, r::RunStatus status, double lastKl) {
+  r::RunHeader header;
+  header.runId = kind;
+  header.kind = kind;
+  header.configJson = R"({"model": "teacher-dir", "feature_map": "hedgehog", "steps": 20})";
+  header.layout.scalars = {"loss", "kl_mean"};
+  auto w = r::RunWriter::create(path, header);
+  for (int s = 1; s <= 20; ++s) w.appendScalar(s, "loss", 1.0 / s);
+  w.appendScalar(10, "kl_mean", 0.5);
+  w.appendScalar(20, "kl_mean", lastKl);
+  if (status != r::RunStatus::Running) w.setStatus(status, "end");
+}
+
+}  // namespace
+
+class TestRunBrowser : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void scansAFolderOfRuns() {
+    hh::test::TempDir dir("run_browser");
+    std::filesystem::create_directories(dir.file("a/distill"));
+    writeRun(dir.file("a/distill/run.h5"), "distill", r::RunStatus::Completed, 0.02);
+    writeRun(dir.file("b.h5"), "train", r::RunStatus::Cancelled, 0.3);
+    std::ofstream(dir.file("not-a-run.h5")) << "hello";
+    const auto runs = hh::gui::scanRuns(QString::fromStdString(dir.path()));
+    QCOMPARE(runs.size(), size_t(3));
+    int completed = 0, cancelled = 0, unreadable = 0;
+    for (const auto& s : runs) {
+      if (s.status == "completed") {
+        ++completed;
+        QCOMPARE(s.kind, QString("distill"));
+        QCOMPARE(s.model, QString("teacher-dir"));
+        QCOMPARE(s.featureMap, QString("hedgehog"));
+        QCOMPARE(s.lastStep, qint64(20));
+        QCOMPARE(s.finals.at("kl_mean"), 0.02);
+      } else if (s.status == "cancelled") {
+        ++cancelled;
+      } else if (s.status == "unreadable") {
+        ++unreadable;
+        QVERIFY(!s.error.isEmpty());
+      }
+    }
+    QCOMPARE(completed + cancelled + unreadable, 3);
+    QCOMPARE(unreadable, 1);
+
+    hh::gui::RunBrowser browser;
+    QSignalSpy scanned(&browser, &hh::gui::RunBrowser::scanned);
+    QSignalSpy activated(&browser, &hh::gui::RunBrowser::runActivated);
+    browser.setFolder(QString::fromStdString(dir.path()));
+    QVERIFY(scanned.wait(10000));
+    QCOMPARE(browser.rowCount(), 3);
+    int row = -1;
+    for (int i = 0; i < browser.rowCount(); ++i)
+      if (browser.table()->item(i, 0)->text() == "a/distill/run.h5") row = i;
+    QVERIFY(row >= 0);
+    Q_EMIT browser.table()->cellDoubleClicked(row, 2);
+    QCOMPARE(activated.count(), 1);
+    QVERIFY(activated.at(0).at(0).toString().endsWith("a/distill/run.h5"));
+  }
+};
+
+HH_TEST_SUITE(TestRunBrowser, "app.gui.run_browser", &TestRunBrowser::scansAFolderOfRuns)
+
+#if HH_HAVE_QTEST
+#include "test_run_browser.moc"
+#endif

@@ -1,0 +1,177 @@
+// app.gui.run_browser_export: several runs selected in the run browser.
+//   - Overlay: one loss series per run, with that run's number of loss rows, one colour per run
+//     (its held-out points in the same colour), a legend entry per series; kl_mean: one series per
+//     run that has it, and none for the run without;
+//   - Export CSV: parsed back with an RFC 4180 reader, the header is run_id, file, kind, status,
+//     model, feature_map, then the union of the runs' scalar series (headline metrics first), one
+//     row per selected run in table order with its last values, blank where a run lacks a series;
+//     a model name with a comma and quotes survives the round trip.
+#include <QFile>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTest>
+
+#include "widgets/qcp.h"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "app/gui/runs/run_browser.h"
+#include "app/gui/runs/run_overlay.h"
+#include "app/gui/runs/run_table_csv.h"
+#include "engine/runs/run_writer.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/hh_test.h"
+#include "widgets/curve_plot.h"
+
+namespace {
+
+namespace r = hh::runs;
+
+// rows loss rows (1/s), val_loss every 5 steps when withVal, kl_mean at the end when withKl.
+void writeRun(const std::string& path, const std::string& id, const std::string& model, int rows, bool withVal, bool withKl) {
+  r::RunHeader header;
+  header.runId = id;
+  header.kind = "distill";
+  nlohmann::json config{{"model", model}, {"feature_map", "hedgehog"}, {"steps", rows}};
+  header.configJson = config.dump();
+  header.layout.scalars = {"loss"};
+  if (withVal) header.layout.scalars.push_back({"val_loss"});
+  if (withKl) header.layout.scalars.push_back({"kl_mean"});
+  auto w = r::RunWriter::create(path, header);
+  for (int s = 1; s <= rows; ++s) {
+    w.appendScalar(s, "loss", 1.0 / s);
+    if (withVal && s % 5 == 0) w.appendScalar(s, "val_loss", 2.0 / s);
+  }
+  if (withKl) w.appendScalar(rows, "kl_mean", 0.125);
+  w.setStatus(r::RunStatus::Completed, "done");
+}
+
+// RFC 4180 rows: quoted fields with doubled quotes, CRLF line ends.
+std::vector<QStringList> parseCsv(const QString& text) {
+  std::vector<QStringList> rows;
+  QStringList row;
+  QString field;
+  bool quoted = false;
+  for (int i = 0; i < text.size(); ++i) {
+    const QChar c = text[i];
+    const QChar next = i + 1 < text.size() ? text[i + 1] : QChar();
+    if (quoted && c == '"' && next == '"') {
+      field += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (quoted) {
+      field += c;
+    } else if (c == ',') {
+      row << field;
+      field.clear();
+    } else if (c == '\r' && next == '\n') {
+      row << field;
+      field.clear();
+      rows.push_back(row);
+      row.clear();
+      ++i;
+    } else {
+      field += c;
+    }
+  }
+  if (!field.isEmpty() || !row.isEmpty()) rows.push_back(row << field);
+  return rows;
+}
+
+}  // namespace
+
+class TestRunBrowserExport : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void overlayAndCsvOfSelectedRuns() {
+    hh::test::TempDir dir("run_browser_export");
+    writeRun(dir.file("a.h5"), "run-a", "teacher, \"small\"", 20, true, true);
+    writeRun(dir.file("b.h5"), "run-b", "teacher-b", 12, false, false);
+    writeRun(dir.file("c.h5"), "run-c", "teacher-c", 7, true, true);
+    hh::gui::RunBrowser browser;
+    QSignalSpy scanned(&browser, &hh::gui::RunBrowser::scanned);
+    browser.setFolder(QString::fromStdString(dir.path()));
+    QVERIFY(scanned.wait(10000));
+    QCOMPARE(browser.rowCount(), 3);
+    // Select a and b (by file name, whatever order the scan gave).
+    auto* table = browser.table();
+    table->sortItems(0);  // file name order: a, b, c
+    table->clearSelection();
+    table->selectionModel()->select(table->model()->index(0, 0), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    table->selectionModel()->select(table->model()->index(1, 0), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    const QStringList paths = browser.selectedPaths();
+    QCOMPARE(paths.size(), 2);
+    QVERIFY(paths[0].endsWith("a.h5") && paths[1].endsWith("b.h5"));
+
+    // Overlay: loss and val_loss.
+    QSignalSpy ready(&browser, &hh::gui::RunBrowser::overlayReady);
+    browser.overlayRuns(paths);
+    QVERIFY(ready.wait(10000));
+    auto* overlay = browser.overlay();
+    auto* plot = overlay->plot();
+    QCOMPARE(overlay->runCount(), 2);
+    const int lossA = overlay->seriesOf(0, "loss"), lossB = overlay->seriesOf(1, "loss");
+    const int valA = overlay->seriesOf(0, "val_loss");
+    QVERIFY(lossA >= 0 && lossB >= 0 && valA >= 0);
+    QCOMPARE(overlay->seriesOf(1, "val_loss"), -1);  // b has none
+    QCOMPARE(plot->seriesCount(), 3);
+    QCOMPARE(plot->pointCount(lossA), 20);
+    QCOMPARE(plot->pointCount(lossB), 12);
+    QCOMPARE(plot->pointCount(valA), 4);
+    QVERIFY(plot->seriesColor(lossA) != plot->seriesColor(lossB));
+    QCOMPARE(plot->seriesColor(valA), plot->seriesColor(lossA));
+    QCOMPARE(plot->plot()->legend->itemCount(), 3);
+    QVERIFY(plot->seriesName(lossA).endsWith("a.h5"));
+
+    // kl_mean: one series, for a.
+    overlay->setMetric(hh::gui::RunOverlay::Metric::KlMean);
+    QCOMPARE(plot->seriesCount(), 1);
+    QCOMPARE(plot->pointCount(overlay->seriesOf(0, "kl_mean")), 1);
+    QCOMPARE(overlay->seriesOf(1, "kl_mean"), -1);
+
+    // CSV over a, b and c.
+    table->selectAll();
+    const QString csvPath = QString::fromStdString(dir.file("runs.csv"));
+    QCOMPARE(browser.exportCsv(csvPath, browser.selectedPaths()), QString());
+    QFile file(csvPath);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const auto rows = parseCsv(QString::fromUtf8(file.readAll()));
+    QCOMPARE(rows.size(), size_t(4));
+    const QStringList expectedHeader{"run_id", "file", "kind", "status", "model", "feature_map", "val_loss", "kl_mean", "loss"};
+    QCOMPARE(rows[0], expectedHeader);
+    for (const auto& row : rows) QCOMPARE(row.size(), expectedHeader.size());
+    QCOMPARE(rows[1][0], QString("run-a"));
+    QVERIFY(rows[1][1].endsWith("a.h5"));
+    QCOMPARE(rows[1][2], QString("distill"));
+    QCOMPARE(rows[1][3], QString("completed"));
+    QCOMPARE(rows[1][4], QString("teacher, \"small\""));
+    QCOMPARE(rows[1][5], QString("hedgehog"));
+    QCOMPARE(rows[1][6].toDouble(), 2.0 / 20);  // last val_loss, step 20
+    QCOMPARE(rows[1][7].toDouble(), 0.125);
+    QCOMPARE(rows[1][8].toDouble(), 1.0 / 20);
+    QCOMPARE(rows[2][0], QString("run-b"));
+    QCOMPARE(rows[2][6], QString());  // no val_loss
+    QCOMPARE(rows[2][7], QString());  // no kl_mean
+    QVERIFY(std::abs(rows[2][8].toDouble() - 1.0 / 12) < 1e-9);
+    QCOMPARE(rows[3][0], QString("run-c"));
+    QVERIFY(std::abs(rows[3][8].toDouble() - 1.0 / 7) < 1e-9);
+  }
+
+  void fieldsAreQuotedOnlyWhenNeeded() {
+    QCOMPARE(hh::gui::csvField("plain"), QString("plain"));
+    QCOMPARE(hh::gui::csvField("a,b"), QString("\"a,b\""));
+    QCOMPARE(hh::gui::csvField("say \"hi\""), QString("\"say \"\"hi\"\"\""));
+    QCOMPARE(hh::gui::csvField("two\nlines"), QString("\"two\nlines\""));
+    QCOMPARE(hh::gui::csvField(" padded"), QString("\" padded\""));
+  }
+};
+
+HH_TEST_SUITE(TestRunBrowserExport, "app.gui.run_browser_export", &TestRunBrowserExport::overlayAndCsvOfSelectedRuns,
+              &TestRunBrowserExport::fieldsAreQuotedOnlyWhenNeeded)
+
+#if HH_HAVE_QTEST
+#include "test_run_browser_export.moc"
+#endif

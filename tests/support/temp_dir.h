@@ -1,0 +1,42 @@
+// Temporary folders and small files for the suites (no Torch: Torch-free suites include this).
+#pragma once
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace hh::test {
+
+// A fresh folder under the system temp dir, removed when the object goes away.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    namespace fs = std::filesystem;
+    path_ = fs::temp_directory_path() / ("hh_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string path() const { return path_.string(); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  std::filesystem::path path_;
+};
+
+inline void writeJson(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << j.dump(2);
+}
+
+}  // namespace hh::test
