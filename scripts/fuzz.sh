@@ -129,6 +129,16 @@ for vocab_path in sorted(glob.glob(os.path.join(data, "*", "vocab.txt"))):
     cfg = os.path.join(folder, "tokenizer_config.json")
     if os.path.exists(cfg): put("fuzz_tokenizer_wordpiece", name + "-with-config.txt", blob + SEP + open(cfg, "rb").read())
 
+# tokenizer.model: stories260K's whole (7.6 KB; Llama 2's 500 KB model is too large a seed).
+for model_path in sorted(glob.glob(os.path.join(data, "*", "tokenizer.model"))):
+    folder = os.path.dirname(model_path)
+    blob = open(model_path, "rb").read()
+    if len(blob) > 65536: continue
+    name = os.path.basename(folder)
+    put("fuzz_tokenizer_sentencepiece", name + ".model", blob)
+    cfg = os.path.join(folder, "tokenizer_config.json")
+    if os.path.exists(cfg): put("fuzz_tokenizer_sentencepiece", name + "-with-config.model", blob + SEP + open(cfg, "rb").read())
+
 # config.json of every fixture and project; the project files themselves.
 for path in sorted(glob.glob(os.path.join(data, "*", "config.json")) + glob.glob(os.path.join(repo, "projects", "**", "config.json"), recursive=True)):
     put("fuzz_model_config", os.path.relpath(path, repo).replace(os.sep, "_"), open(path, "rb").read())

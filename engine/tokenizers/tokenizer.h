@@ -1,5 +1,6 @@
 // Tokenizers (docs/design.md, "Checkpoints, tokenizers, data"): UTF-8 text <-> token ids for GPT-2
-// (byte-level BPE), BERT (WordPiece) and Llama (SentencePiece-style BPE with byte fallback).
+// (byte-level BPE), BERT (WordPiece) and Llama (SentencePiece-style BPE with byte fallback, from
+// tokenizer.json by hand, or from tokenizer.model through the SentencePiece library).
 //
 // encode(text, addSpecialTokens):
 //   1. added tokens ("<|endoftext|>", "[CLS]", "<s>", ...) are found as whole units in the raw
@@ -13,7 +14,10 @@
 // decode(encode(s)) == s for any s.
 //
 // Files, by loadTokenizer(modelDir), in this order of preference:
-//   tokenizer.json  Hugging Face `tokenizers` format:
+//   tokenizer.json  Hugging Face `tokenizers` format (see below);
+//   tokenizer.model a SentencePiece model, through the SentencePiece library
+//     (sentencepiece_model.h), when there is no tokenizer.json;
+//   tokenizer.json's layout:
 //     {"added_tokens": [{"id", "content", "special", "lstrip", "rstrip", "single_word", ...}],
 //      "normalizer", "pre_tokenizer", "post_processor", "decoder": {"type": ...} or null,
 //      "model": {"type": "BPE" | "WordPiece", "vocab": {token: id},
@@ -53,7 +57,8 @@ struct SpecialTokenIds {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // "bytelevel-bpe" (GPT-2), "wordpiece" (BERT) or "sentencepiece-bpe" (Llama).
+  // "bytelevel-bpe" (GPT-2), "wordpiece" (BERT), "sentencepiece-bpe" (Llama's tokenizer.json) or
+  // "sentencepiece" (a tokenizer.model, through the SentencePiece library).
   virtual std::string kind() const = 0;
 
   std::vector<int64_t> encode(const std::string& utf8, bool addSpecialTokens = false) const;
@@ -105,7 +110,8 @@ class Tokenizer {
   std::vector<int64_t> prefix_, suffix_;
 };
 
-// tokenizer.json if present, else vocab.json + merges.txt, else vocab.txt (see above).
+// tokenizer.json if present, else tokenizer.model, else vocab.json + merges.txt, else vocab.txt
+// (see above); `modelDir` may also name a tokenizer.json or a *.model file itself.
 std::unique_ptr<Tokenizer> loadTokenizer(const std::string& modelDir);
 // One Hugging Face tokenizer.json; special-token roles from the config files beside it.
 std::unique_ptr<Tokenizer> loadTokenizerJson(const std::string& path);

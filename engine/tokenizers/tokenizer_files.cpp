@@ -9,6 +9,7 @@
 
 #include "engine/io/safetensors.h"
 #include "engine/tokenizers/byte_level_bpe.h"
+#include "engine/tokenizers/sentencepiece_model.h"
 #include "engine/tokenizers/unicode_text.h"
 #include "engine/tokenizers/wordpiece.h"
 #include "engine/io/text_file.h"
@@ -298,11 +299,14 @@ std::unique_ptr<Tokenizer> loadWordPieceVocab(const std::string& vocabTxt) {
 }
 
 std::unique_ptr<Tokenizer> loadTokenizer(const std::string& modelDir) {
-  if (files::exists(modelDir)) {  // a file: tokenizer.json itself
-    return loadTokenizerJson(modelDir);
+  if (files::exists(modelDir)) {  // a file: tokenizer.json or tokenizer.model itself
+    const bool model = modelDir.size() >= 6 && modelDir.compare(modelDir.size() - 6, 6, ".model") == 0;
+    return model ? loadSentencePieceModel(modelDir) : loadTokenizerJson(modelDir);
   }
   const std::string json = files::join(modelDir, "tokenizer.json");
   if (files::exists(json)) return loadTokenizerJson(json);
+  const std::string spModel = files::join(modelDir, "tokenizer.model");
+  if (files::exists(spModel)) return loadSentencePieceModel(spModel);
   const std::string vocabJson = files::join(modelDir, "vocab.json"), merges = files::join(modelDir, "merges.txt");
   if (files::exists(vocabJson) && files::exists(merges)) {
     ByteLevelOptions options;
@@ -315,7 +319,7 @@ std::unique_ptr<Tokenizer> loadTokenizer(const std::string& modelDir) {
   }
   const std::string vocabTxt = files::join(modelDir, "vocab.txt");
   if (files::exists(vocabTxt)) return loadWordPieceVocab(vocabTxt);
-  throw io::FormatError(modelDir + ": no tokenizer files (looked for tokenizer.json, vocab.json + merges.txt, vocab.txt)");
+  throw io::FormatError(modelDir + ": no tokenizer files (looked for tokenizer.json, tokenizer.model, vocab.json + merges.txt, vocab.txt)");
 }
 
 }  // namespace hh::tok
