@@ -4,6 +4,12 @@
 // Linear layers decode in the recurrent form (constant memory); softmax layers keep a KV cache.
 // --compare DIR runs the same prompt and settings on a second model (e.g. the original) after
 // the first, and prints the two summaries side by side. --timings CSV writes one row per token.
+// --samples N --output FILE.jsonl writes N texts instead (seeds seed .. seed+N-1), each the prompt
+// and what the model wrote after it, as {"text": ...} lines: a corpus the jobs read as they read
+// any .jsonl (the stories demo distils on one, projects/stories/README.md).
+#include <nlohmann/json.hpp>
+
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -20,7 +26,8 @@ namespace hh::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, compare, prompt, timings;
+  std::string model, compare, prompt, timings, output;
+  int64_t samples = 0;
   std::vector<std::string> stops;
   gen::GenerateOptions options;
   bool teacher = false, ignoreEos = false, quiet = false;
@@ -39,23 +46,29 @@ std::string megabytes(int64_t bytes) {
   return b;
 }
 
-Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std::ofstream* csv) {
-  Summary s;
-  auto model = models::loadModel(dir);
-  const auto tokenizer = tok::loadTokenizer(dir);
+// The arguments' options for this model: its end-of-text tokens (unless --ignore-eos) and --stop.
+gen::GenerateOptions optionsFor(const GenerateArgs& a, const models::ModelConfig& config, const tok::Tokenizer& tokenizer) {
   auto options = a.options;
-  options.teacher = teacher;
-  const auto& config = model->config();
   if (!a.ignoreEos) {
-    for (const int64_t id : gen::endOfTextTokens(config, *tokenizer)) options.stopTokens.push_back(id);
+    for (const int64_t id : gen::endOfTextTokens(config, tokenizer)) options.stopTokens.push_back(id);
   }
   for (const auto& text : a.stops) {
-    const auto ids = tokenizer->encode(text);
+    const auto ids = tokenizer.encode(text);
     if (ids.size() != 1)
       throw std::invalid_argument("--stop \"" + text + "\" is " + std::to_string(ids.size()) +
                                   " tokens for this tokenizer; a stop must be a single token");
     options.stopTokens.push_back(ids.front());
   }
+  return options;
+}
+
+Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std::ofstream* csv) {
+  Summary s;
+  auto model = models::loadModel(dir);
+  const auto tokenizer = tok::loadTokenizer(dir);
+  const auto& config = model->config();
+  auto options = optionsFor(a, config, *tokenizer);
+  options.teacher = teacher;
   const auto prompt = tokenizer->encode(a.prompt, /*addSpecialTokens=*/true);
   auto name = dir;
   while (name.size() > 1 && name.back() == '/') name.pop_back();
@@ -89,6 +102,38 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
   s.meanTokenMs = s.result.tokens.size() > 1 ? sumMs / double(s.result.tokens.size() - 1) : 0;
   s.peakRss = peakResidentBytes();
   return s;
+}
+
+// --samples N --output FILE: N texts, one JSON line each; progress and a summary on stdout.
+void writeSamples(const GenerateArgs& a) {
+  auto model = models::loadModel(a.model);
+  const auto tokenizer = tok::loadTokenizer(a.model);
+  auto options = optionsFor(a, model->config(), *tokenizer);
+  options.teacher = a.teacher;
+  const auto prompt = tokenizer->encode(a.prompt, /*addSpecialTokens=*/true);
+  std::ofstream out(a.output, std::ios::trunc);
+  if (!out) throw std::runtime_error(a.output + ": cannot write the samples file");
+  const auto start = std::chrono::steady_clock::now();
+  int64_t tokens = 0, stopped = 0;
+  for (int64_t k = 0; k < a.samples; ++k) {
+    options.sampling.seed = a.options.sampling.seed + uint64_t(k);
+    const auto result = gen::generate(*model, prompt, options);
+    std::vector<int64_t> ids = prompt;
+    ids.insert(ids.end(), result.tokens.begin(), result.tokens.end());
+    out << nlohmann::json{{"text", tokenizer->decode(ids, /*skipSpecialTokens=*/true)}}.dump() << "\n";
+    tokens += int64_t(result.tokens.size());
+    stopped += result.stopReason == "stop token" ? 1 : 0;
+    if ((k + 1) % 50 == 0 || k + 1 == a.samples)
+      std::printf("%lld/%lld samples, %lld tokens\n", (long long)(k + 1), (long long)a.samples, (long long)tokens);
+    std::fflush(stdout);
+  }
+  out.close();
+  if (!out) throw std::runtime_error(a.output + ": writing the samples failed");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("wrote %lld samples to %s: %lld generated tokens (%.0f a sample; %lld ended at an end-of-text token, the "
+              "rest at %lld tokens) in %.1f s (%.0f tokens/s)\n",
+              (long long)a.samples, a.output.c_str(), (long long)tokens, double(tokens) / double(a.samples),
+              (long long)stopped, (long long)a.options.maxNewTokens, seconds, double(tokens) / seconds);
 }
 
 void printSummaries(const std::vector<Summary>& all) {
@@ -138,9 +183,18 @@ void addGenerateCommand(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--timings", a->timings, "CSV file: one row per token (latency, cache bytes, RSS)");
   cmd->add_flag("--quiet,-q", a->quiet, "Print only the summary");
+  cmd->add_option("--samples", a->samples, "Write this many texts (seeds --seed, --seed + 1, ...) to --output")
+      ->check(CLI::Range(int64_t(1), int64_t(1000000)));
+  cmd->add_option("--output,-o", a->output, "With --samples: a .jsonl file, one {\"text\": ...} line per sample");
   cmd->callback([a] {
     hh::initRuntime();
     a->options.sampling.validate();
+    if ((a->samples > 0) != !a->output.empty()) throw std::invalid_argument("--samples and --output go together");
+    if (a->samples > 0) {
+      if (!a->compare.empty() || !a->timings.empty())
+        throw std::invalid_argument("--samples writes texts; --compare and --timings are for one generation");
+      return writeSamples(*a);
+    }
     std::ofstream csv;
     if (!a->timings.empty()) {
       csv.open(a->timings, std::ios::trunc);

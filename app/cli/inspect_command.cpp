@@ -1,15 +1,20 @@
-// `hedgehog inspect MODEL_DIR [--text "..."] [--adapters FILE] [--out maps.safetensors]`:
+// `hedgehog inspect MODEL_DIR [--text "..." | --text-file FILE] [--adapters FILE] [--out maps.safetensors]`:
 // runs the model on a text and prints, per layer and head, the softmax entropy and — for
 // converted layers — KL(softmax || linear), the linear entropy and the monotonicity (Spearman);
+// for causal models also what kind of head each softmax head is (metrics::headPatterns: its
+// weight on the previous token, on the first token, and to what followed the current token last
+// time, induction), then the most distinctive head of each kind.
 // --out writes the tokens' ids and every layer's softmax (and linear) weights for other tools.
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "app/cli/commands.h"
 #include "engine/core/runtime.h"
 #include "engine/io/safetensors.h"
+#include "engine/io/text_file.h"
 #include "engine/jobs/attention_probe.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
@@ -19,12 +24,14 @@ namespace hh::cli {
 
 void addInspectCommand(CLI::App& app) {
   struct Args {
-    std::string model, text = "The quick brown fox jumps over the lazy dog, and then it runs back home again.", adapters, out;
+    std::string model, text = "The quick brown fox jumps over the lazy dog, and then it runs back home again.", textFile,
+                adapters, out;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("inspect", "Per-layer, per-head attention statistics of a model on a text");
   cmd->add_option("model", a->model, "Model folder (original or converted)")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--text", a->text, "Text to run (default: a short English sentence)");
+  cmd->add_option("--text-file", a->textFile, "Read the text from this file instead")->check(CLI::ExistingFile);
   cmd->add_option("--adapters", a->adapters, "Adapter file (feature maps) to apply on top of the model")->check(CLI::ExistingFile);
   cmd->add_option("--out", a->out, "Write input_ids and attentions (softmax, and linear for converted layers) to this safetensors file");
   cmd->callback([a] {
@@ -32,16 +39,24 @@ void addInspectCommand(CLI::App& app) {
     auto model = models::loadModel(a->model);
     if (!a->adapters.empty()) models::loadAdaptersFile(*model, a->adapters);
     const auto tokenizer = tok::loadTokenizer(a->model);
-    auto ids = tokenizer->encode(a->text, /*addSpecialTokens=*/!model->config().causal);
+    if (!a->textFile.empty()) {
+      auto text = io::readWholeFile(a->textFile);
+      if (!text) throw std::runtime_error(a->textFile + ": cannot read the text file");
+      a->text = std::move(*text);
+    }
+    // The text framed as the model saw texts in training (Llama: <s> first; BERT: [CLS] ... [SEP]).
+    auto ids = tokenizer->encode(a->text, /*addSpecialTokens=*/true);
     if (ids.size() < 2) throw std::runtime_error("the text gives fewer than 2 tokens");
     if (static_cast<int64_t>(ids.size()) > model->config().maxPositions) ids.resize(static_cast<size_t>(model->config().maxPositions));
     const auto input = torch::tensor(ids, torch::kLong).unsqueeze(0);  // [1,T]
     jobs::ProbeRequest request;
+    request.patterns = model->config().causal;
     const auto probe = jobs::probeAttention(*model, input, {}, request);
     std::printf("%s | %zu tokens\n", model->config().describe().c_str(), ids.size());
     const auto& m = probe.heads;
     const int L = m.kl.layers, H = m.kl.heads;
-    std::printf("%5s %4s %12s %12s %12s %12s\n", "layer", "head", "H(softmax)", "H(linear)", "KL", "spearman");
+    std::printf("%5s %4s %12s %12s %12s %12s %9s %9s %9s\n", "layer", "head", "H(softmax)", "H(linear)", "KL", "spearman",
+                "previous", "first", "induction");
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < H; ++h) {
         const auto at = [&](const jobs::HeadTable& t) { return t.values[static_cast<size_t>(l * H + h)]; };
@@ -51,10 +66,28 @@ void addInspectCommand(CLI::App& app) {
           else std::snprintf(b, sizeof b, "%12.5g", x);
           return std::string(b);
         };
-        std::printf("%5d %4d %s %s %s %s\n", l, h, cell(at(m.entropySoftmax)).c_str(), cell(at(m.entropyLinear)).c_str(),
-                    cell(at(m.kl)).c_str(), cell(at(m.monotonicity)).c_str());
+        auto share = [](double x) {
+          char b[16];
+          if (std::isnan(x)) std::snprintf(b, sizeof b, "%9s", "-");
+          else std::snprintf(b, sizeof b, "%9.3f", x);
+          return std::string(b);
+        };
+        std::printf("%5d %4d %s %s %s %s %s %s %s\n", l, h, cell(at(m.entropySoftmax)).c_str(), cell(at(m.entropyLinear)).c_str(),
+                    cell(at(m.kl)).c_str(), cell(at(m.monotonicity)).c_str(), share(at(probe.previousToken)).c_str(),
+                    share(at(probe.firstToken)).c_str(), share(at(probe.induction)).c_str());
       }
     if (!std::isnan(m.meanKl())) std::printf("mean KL over converted heads: %.4g\n", m.meanKl());
+    if (request.patterns) {
+      std::printf("most distinctive softmax heads (layer, head: mean weight on the pattern):\n");
+      for (const auto* t : {&probe.previousToken, &probe.firstToken, &probe.induction}) {
+        const auto best = std::max_element(t->values.begin(), t->values.end(), [](double x, double y) {
+          return std::isnan(x) || (!std::isnan(y) && y > x);
+        });
+        if (best == t->values.end() || std::isnan(*best)) continue;
+        const auto i = int(best - t->values.begin());
+        std::printf("  %-15s layer %d, head %d: %.3f\n", t->name.c_str(), i / H, i % H, *best);
+      }
+    }
     if (!a->out.empty()) {
       at::NoGradGuard noGrad;
       models::CaptureRequest capture;

@@ -1,5 +1,7 @@
 #include "engine/config/attention_types.h"
 
+#include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <utility>
 
@@ -55,6 +57,34 @@ std::string toString(UpdateRule rule) { return nameOf(kRuleNames, rule); }
 std::string toString(AttentionForm form) { return nameOf(kFormNames, form); }
 
 FeatureMapKind parseFeatureMapKind(const std::string& name) { return parse(kFeatureMapNames, name, "feature map"); }
+
+FeatureMapConfig parseFeatureMapSpec(const std::string& spec) {
+  FeatureMapConfig config;
+  const auto eq = spec.find('=');
+  config.kind = parseFeatureMapKind(spec.substr(0, eq));
+  if (eq == std::string::npos) return config;
+  if (config.kind != FeatureMapKind::ExpT)
+    throw std::invalid_argument("feature map '" + spec + "': only exp_t takes a value (exp_t=<t>)");
+  const std::string value = spec.substr(eq + 1);
+  size_t used = 0;
+  double t = 0;
+  try {
+    t = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || !(t > 0) || !std::isfinite(t))
+    throw std::invalid_argument("feature map '" + spec + "': t must be a positive number");
+  config.expT = t;
+  return config;
+}
+
+std::string featureMapSpec(const FeatureMapConfig& config) {
+  if (config.kind != FeatureMapKind::ExpT || config.expT == 1.0) return toString(config.kind);
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "exp_t=%g", config.expT);
+  return buffer;
+}
 UpdateRule parseUpdateRule(const std::string& name) { return parse(kRuleNames, name, "update rule"); }
 AttentionForm parseAttentionForm(const std::string& name) { return parse(kFormNames, name, "attention form"); }
 

@@ -67,6 +67,10 @@ std::string toString(AttentionForm form);
 FeatureMapKind parseFeatureMapKind(const std::string& name);
 UpdateRule parseUpdateRule(const std::string& name);
 AttentionForm parseAttentionForm(const std::string& name);
+// A feature map with its parameter, as tables and experiments name it: a kind name, or
+// "exp_t=<t>" (t > 0; "exp_t" alone is t = 1). featureMapSpec writes it back ("exp_t=2").
+FeatureMapConfig parseFeatureMapSpec(const std::string& spec);
+std::string featureMapSpec(const FeatureMapConfig& config);
 
 const std::vector<FeatureMapKind>& allFeatureMapKinds();
 const std::vector<UpdateRule>& allUpdateRules();

@@ -43,6 +43,7 @@ nlohmann::json toJson(const ConvertConfig& c) {
           {"layers", c.layers},
           {"seed", c.seed},
           {"data", toJson(c.data)},
+          {"eval_data", c.evalData ? toJson(*c.evalData) : nlohmann::json()},
           {"distill", stageSection(toJson(c.distill))},
           {"finetune", stageSection(toJson(c.finetune))},
           {"evaluate", stageSection(toJson(c.evaluate))},
@@ -60,8 +61,10 @@ ConvertConfig convertConfigFromJson(const nlohmann::json& j) {
   r.read("rule", c.rule);
   r.read("layers", c.layers);
   r.read("seed", c.seed);
-  for (const char* key : {"data", "distill", "finetune", "evaluate", "export"}) r.seen.insert(key);
+  for (const char* key : {"data", "eval_data", "distill", "finetune", "evaluate", "export"}) r.seen.insert(key);
   if (j.contains("data")) c.data = dataConfigFromJson(j.at("data"), "convert config \"data\"");
+  if (j.contains("eval_data") && !j.at("eval_data").is_null())
+    c.evalData = dataConfigFromJson(j.at("eval_data"), "convert config \"eval_data\"");
   c.distill = distillConfigFromJson(checkedSection(j, "distill"));
   c.finetune = finetuneConfigFromJson(checkedSection(j, "finetune"));
   // The converted model exists once the stages before have run ("trained" rows need it).
@@ -116,7 +119,7 @@ EvaluateConfig evaluateStage(const ConvertConfig& c) {
   e.featureMap = c.featureMap;
   e.layers = c.layers;
   e.runDir = c.runDir + "/evaluate";
-  e.data = c.data;
+  e.data = c.evalData ? *c.evalData : c.data;
   e.seed = c.seed;
   return e;
 }

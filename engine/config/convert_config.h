@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct ConvertConfig {
   std::vector<int64_t> layers;  // converted layers; empty = all
   uint64_t seed = 0;
   DataConfig data;           // shared by every stage
+  // The evaluate stage's data when it should differ (e.g. distil and finetune on text the teacher
+  // generated, evaluate on real text); unset = `data`. "eval_data" in the file, null when unset.
+  std::optional<DataConfig> evalData;
   DistillConfig distill;     // stage settings; the shared keys above override theirs
   FinetuneConfig finetune;
   EvaluateConfig evaluate;

@@ -65,7 +65,7 @@ std::vector<std::string> evaluateFeatureMapNames(const EvaluateConfig& c) {
         throw std::invalid_argument("evaluate config: feature map \"trained\" needs a converted model (\"converted\")");
     } else {
       try {
-        canonical = attn::toString(attn::parseFeatureMapKind(name));
+        canonical = attn::featureMapSpec(attn::parseFeatureMapSpec(name));
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument(std::string("evaluate config: \"feature_maps\": ") + e.what());
       }

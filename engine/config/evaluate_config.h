@@ -17,7 +17,7 @@ struct EvaluateConfig {
   std::string featureMap = "hedgehog";   // the converted model's map when `converted` is empty
   std::string runDir;                    // where run.h5 goes
   std::string task = "lm";               // lm | classification
-  std::vector<std::string> featureMaps;  // table rows; empty = every kind + "trained" (if converted)
+  std::vector<std::string> featureMaps;  // table rows: kinds, "exp_t=<t>", "trained"; empty = every kind + "trained" (if converted)
   std::vector<int64_t> layers;           // layers the table's maps go into; empty = the converted model's linear layers
   int64_t maxSequences = 64;             // held-out sequences for perplexity / accuracy (0 = all)
   int64_t tableSequences = 16;           // of those, how many the attention table uses (0 = all)

@@ -138,8 +138,8 @@ std::vector<Document> readTextDocuments(const std::string& path) {
 LmDataset buildLmDataset(const std::vector<Document>& documents, const tok::Tokenizer& tokenizer,
                          const LmDataOptions& options) {
   if (options.sequenceLength < 2) throw std::invalid_argument("sequence length must be at least 2");
-  if (options.validationFraction < 0 || options.validationFraction >= 1)
-    throw std::invalid_argument("validation fraction must be in [0, 1)");
+  if (options.validationFraction < 0 || options.validationFraction > 1)
+    throw std::invalid_argument("validation fraction must be in [0, 1]");
   std::vector<size_t> order(documents.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::mt19937_64 rng(options.seed);
@@ -148,12 +148,15 @@ LmDataset buildLmDataset(const std::vector<Document>& documents, const tok::Toke
   if (options.validationFraction > 0 && heldOut == 0 && documents.size() > 1) heldOut = 1;
   LmDataset out;
   const int64_t T = options.sequenceLength;
+  // Documents framed as the tokenizer frames a text (Llama: <s> first); one that frames nothing
+  // (GPT-2) gets its eos after each document instead.
+  const bool framed = !tokenizer.prefixIds().empty() || !tokenizer.suffixIds().empty();
   auto build = [&](size_t begin, size_t end, int64_t limit) {
     std::vector<int64_t> stream;
     for (size_t i = begin; i < end; ++i) {
-      const auto ids = tokenizer.encode(documents[order[i]].text);
+      const auto ids = tokenizer.encode(documents[order[i]].text, /*addSpecialTokens=*/framed);
       stream.insert(stream.end(), ids.begin(), ids.end());
-      if (tokenizer.eosId() >= 0) stream.push_back(tokenizer.eosId());
+      if (!framed && tokenizer.eosId() >= 0) stream.push_back(tokenizer.eosId());
       if (limit > 0 && static_cast<int64_t>(stream.size()) >= limit * T) break;
     }
     out.tokens += static_cast<int64_t>(stream.size());

@@ -4,9 +4,11 @@
 //     joined into plain text with natural spacing around punctuation (sentences joined by a
 //     space), one document per file.
 //   - Any folder of .txt files, or one .txt/.jsonl file ({"text": ...} per line).
-// Sequences: documents are tokenized, separated by the tokenizer's eos (when it has one), and
-// concatenated per split; the stream is cut into rows of `sequenceLength` ids (the last partial
-// row is dropped). Rows of a split: ids [N, T] int64.
+// Sequences: documents are tokenized as the tokenizer frames a text (its prefix and suffix ids,
+// e.g. Llama's <s> before each document, as Llama-family models were trained) or, for a tokenizer
+// that frames nothing (GPT-2), followed by its eos; then concatenated per split; the stream is cut
+// into rows of `sequenceLength` ids (the last partial row is dropped). Rows of a split: ids
+// [N, T] int64. validationFraction 1 holds every document out (an evaluation corpus).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -32,7 +34,7 @@ std::vector<Document> readTextDocuments(const std::string& path);
 
 struct LmDataOptions {
   int64_t sequenceLength = 128;      // T
-  double validationFraction = 0.1;   // share of documents held out
+  double validationFraction = 0.1;   // share of documents held out, in [0, 1]
   uint64_t seed = 0;                 // document shuffle before the split
   int64_t maxTrainSequences = 0;     // 0 = all
   int64_t maxValidationSequences = 0;

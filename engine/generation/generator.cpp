@@ -25,7 +25,9 @@ double GenerateResult::decodeTokensPerSecond() const {
 
 std::vector<int64_t> endOfTextTokens(const models::ModelConfig& config, const tok::Tokenizer& tokenizer) {
   std::vector<int64_t> ids;
-  for (const int64_t id : {config.eosTokenId, tokenizer.eosId()})
+  const bool framedByBos = tokenizer.bosId() >= 0 && !tokenizer.prefixIds().empty() &&
+                           tokenizer.prefixIds().front() == tokenizer.bosId();
+  for (const int64_t id : {config.eosTokenId, tokenizer.eosId(), framedByBos ? tokenizer.bosId() : int64_t(-1)})
     if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
   return ids;
 }

@@ -86,12 +86,25 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
 
   ProbeResult result;
   result.heads = HeadMeasures(L, H);
+  const auto empty = [&](const char* name) { return HeadTable{name, L, H, std::vector<double>(size_t(L * H), kNaN)}; };
+  result.previousToken = empty("previous_token");
+  result.firstToken = empty("first_token");
+  result.induction = empty("induction");
   const int64_t T = ids.size(1);
   // Each layer is reduced to its numbers as soon as it has run (one layer's maps alive at a time).
   capture.consume = [&](const models::LayerCapture& c) {
     const int l = static_cast<int>(c.layer);
     const auto valid = attn::validPairs(T, T, config.causal, mask.defined() ? mask.to(torch::kBool) : torch::Tensor(),
                                         ids.device());  // [B|1,1,T,T]
+    if (request.patterns) {
+      const auto patterns = metrics::headPatterns(c.softmaxWeights, ids);
+      for (int h = 0; h < H; ++h) {
+        const size_t i = static_cast<size_t>(l * H + h);
+        result.previousToken.values[i] = patterns.previousToken[h].item<double>();
+        result.firstToken.values[i] = patterns.firstToken[h].item<double>();
+        result.induction.values[i] = patterns.induction[h].item<double>();
+      }
+    }
     if (request.tables)
       result.heads.measureLayer(l, c.softmaxWeights, c.linearWeights,
                                 c.linearWeights.defined() ? attn::attentionScores(c.queries, c.keys) : torch::Tensor(), valid);

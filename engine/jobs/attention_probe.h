@@ -17,6 +17,9 @@ namespace hh::jobs {
 
 struct ProbeResult {
   HeadMeasures heads;                      // with ProbeRequest::tables
+  // With ProbeRequest::patterns, the softmax heads' patterns (metrics::headPatterns), [L, H]
+  // each: previous_token, first_token, induction.
+  HeadTable previousToken, firstToken, induction;
   std::vector<AttentionSnapshot> snapshots;
   // With curveBins > 0: per snapshot pair (in the order of `snapshots`) the monotonicity curve of
   // the softmax weights, then of the linear weights (all-NaN on a softmax layer), over the first
@@ -29,6 +32,7 @@ struct ProbeRequest {
   int snapshotSize = 64;                           // S; maps are pooled to min(T, S)
   bool tables = true;
   int curveBins = 0;                               // 0 = no monotonicity curves
+  bool patterns = false;                           // previous-token, first-token, induction scores
 };
 
 // ids [B, T], mask [B, T] or undefined. Runs without gradients; restores nothing (no state).

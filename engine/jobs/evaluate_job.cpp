@@ -266,7 +266,9 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
         tables = measure(*converted, name);
       } else {
         attn::LinearAttentionConfig linear;
-        linear.featureMap.kind = attn::parseFeatureMapKind(name);
+        const auto spec = attn::parseFeatureMapSpec(name);  // a kind, or exp_t=<t>
+        linear.featureMap.kind = spec.kind;
+        linear.featureMap.expT = spec.expT;
         linear.featureMap.seed = config.seed;
         teacher->setAttentionPlan(models::AttentionPlan::hybrid(L, tableLayers, linear));
         tables = measure(*teacher, name);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <unordered_map>
 
 namespace hh::metrics {
 namespace {
@@ -313,6 +314,44 @@ MonotonicityCurve monotonicityCurve(const torch::Tensor& scores, const torch::Te
     }
   }
   return curve;
+}
+
+HeadPatterns headPatterns(const torch::Tensor& weights, const torch::Tensor& ids) {
+  TORCH_CHECK(weights.dim() == 4 && ids.dim() == 2 && weights.size(0) == ids.size(0) &&
+                  weights.size(2) == ids.size(1) && weights.size(3) == ids.size(1),
+              "headPatterns: weights must be [B, H, T, T] and ids [B, T]");
+  const auto w = weights.to(torch::kDouble).cpu().contiguous();  // [B, H, T, T]
+  const int64_t B = w.size(0), H = w.size(1), T = w.size(2);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  HeadPatterns out;
+  if (T < 2) {
+    out.previousToken = out.firstToken = out.induction = torch::full({H}, nan, torch::kDouble);
+    return out;
+  }
+  out.previousToken = w.diagonal(-1, 2, 3).mean(std::vector<int64_t>{0, 2});              // a_{i,i-1}
+  out.firstToken = w.select(3, 0).narrow(2, 1, T - 1).mean(std::vector<int64_t>{0, 2});  // a_{i,0}, i >= 1
+  const auto a = w.accessor<double, 4>();
+  const auto tokens = ids.to(torch::kLong).cpu().contiguous();
+  const auto t = tokens.accessor<int64_t, 2>();
+  std::vector<double> sum(static_cast<size_t>(H), 0.0);
+  int64_t rows = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    std::unordered_map<int64_t, std::vector<int64_t>> seen;  // token -> earlier positions
+    for (int64_t i = 0; i < T; ++i) {
+      auto& positions = seen[t[b][i]];
+      for (auto j = positions.rbegin(); j != positions.rend(); ++j) {
+        if (*j + 1 >= i) continue;  // what followed it is the query itself
+        for (int64_t h = 0; h < H; ++h) sum[static_cast<size_t>(h)] += a[b][h][i][*j + 1];
+        ++rows;
+        break;
+      }
+      positions.push_back(i);
+    }
+  }
+  out.induction = torch::full({H}, nan, torch::kDouble);
+  if (rows > 0)
+    for (int64_t h = 0; h < H; ++h) out.induction[h] = sum[static_cast<size_t>(h)] / double(rows);
+  return out;
 }
 
 }  // namespace hh::metrics

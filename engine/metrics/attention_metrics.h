@@ -64,4 +64,17 @@ struct MonotonicityCurve {
 MonotonicityCurve monotonicityCurve(const at::Tensor& scores, const at::Tensor& weights,
                                     const at::Tensor& valid = {}, int bins = 32);
 
+// What kind of head a causal head is, from its weights on a text (the patterns the Hedgehog paper
+// shows), each the mean over the rows that have the pattern, per head [H] float64:
+//   previousToken  a_{i,i-1} over rows i >= 1;
+//   firstToken     a_{i,0} over rows i >= 1 (the attention sink: <s> or the text's first token);
+//   induction      a_{i,j+1} over rows i whose token occurred before, j < i - 1 its latest earlier
+//                  occurrence with j + 1 < i: attention to what followed the token last time (NaN
+//                  where no row has one).
+// weights [B, H, T, T] (causal rows summing to 1), ids [B, T] int64.
+struct HeadPatterns {
+  at::Tensor previousToken, firstToken, induction;  // [H] each
+};
+HeadPatterns headPatterns(const at::Tensor& weights, const at::Tensor& ids);
+
 }  // namespace hh::metrics

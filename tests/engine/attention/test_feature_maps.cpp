@@ -177,6 +177,17 @@ class TestFeatureMaps : public QObject {
       threw = std::string(e.what()).find("allowed: hedgehog") != std::string::npos;
     }
     QVERIFY(threw);
+    // Specs: a kind, or exp_t with its t.
+    QVERIFY(hh::attn::parseFeatureMapSpec("elu").kind == FeatureMapKind::Elu);
+    const auto exp2 = hh::attn::parseFeatureMapSpec("exp_t=2");
+    QVERIFY(exp2.kind == FeatureMapKind::ExpT && exp2.expT == 2.0);
+    QCOMPARE(hh::attn::featureMapSpec(exp2), std::string("exp_t=2"));
+    QCOMPARE(hh::attn::featureMapSpec(hh::attn::parseFeatureMapSpec("exp_t")), std::string("exp_t"));
+    QCOMPARE(hh::attn::featureMapSpec(hh::attn::parseFeatureMapSpec("exp_t=0.5")), std::string("exp_t=0.5"));
+    HH_VERIFY_THROWS_WITH(hh::attn::parseFeatureMapSpec("elu=2"), "only exp_t takes a value");
+    HH_VERIFY_THROWS_WITH(hh::attn::parseFeatureMapSpec("exp_t=-1"), "positive");
+    HH_VERIFY_THROWS_WITH(hh::attn::parseFeatureMapSpec("exp_t=2x"), "positive");
+    HH_VERIFY_THROWS_WITH(hh::attn::parseFeatureMapSpec("exp_t=nan"), "positive");
   }
 };
 

@@ -1,8 +1,9 @@
 // engine.data.text_corpus: Brown detagging on hand examples (quotes, punctuation spacing, 's,
 // n't, $, parentheses, single quotes, slashes inside words), the real npm corpus when installed
 // (500 documents, no tag left), text/JSONL readers with errors naming file:line, and the LM
-// dataset: rows exactly T long, eos after every document, document-level split (no document in
-// both), deterministic for a seed and different for another, limits respected.
+// dataset: rows exactly T long, eos after every document (GPT-2) or <s> before it (a Llama
+// SentencePiece tokenizer, which frames its texts), document-level split (no document in both),
+// deterministic for a seed and different for another, limits respected.
 
 #include <torch/types.h>
 
@@ -197,6 +198,33 @@ class TestTextCorpus : public QObject {
     QVERIFY(std::set<std::string>(train.begin(), train.end()).size() == train.size());
   }
 
+  void framedTokenizerStartsEachDocumentWithBos() {
+    // stories260K's SentencePiece tokenizer adds <s> (1) and no eos, as its model was trained:
+    // each document starts with 1 and no 2 appears; everything held out with fraction 1.
+    const auto tokenizer = hh::tok::loadTokenizer(std::string(HH_FIXTURES_DIR) + "/stories260K");
+    std::vector<d::Document> docs;
+    std::vector<int64_t> expected;
+    for (int i = 0; i < 4; ++i) {
+      docs.push_back({"d" + std::to_string(i), "Lily saw a big dog number " + std::to_string(i) + "."});
+      const auto ids = tokenizer->encode(docs.back().text, true);
+      expected.insert(expected.end(), ids.begin(), ids.end());
+    }
+    d::LmDataOptions options;
+    options.sequenceLength = int64_t(expected.size());  // one row holds every document
+    options.validationFraction = 1.0;
+    const auto data = d::buildLmDataset(docs, *tokenizer, options);
+    QCOMPARE(data.train.size(0), int64_t(0));
+    QCOMPARE(data.validation.size(0), int64_t(1));
+    const auto row = data.validation[0].contiguous();
+    std::vector<int64_t> got(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
+    QCOMPARE(std::count(got.begin(), got.end(), int64_t(1)), std::ptrdiff_t(4));
+    QCOMPARE(std::count(got.begin(), got.end(), int64_t(2)), std::ptrdiff_t(0));
+    QCOMPARE(got.front(), int64_t(1));
+    std::sort(got.begin(), got.end());
+    std::sort(expected.begin(), expected.end());
+    QCOMPARE(got, expected);  // the same tokens, in the shuffled document order
+  }
+
   void lmDatasetDeterministicBySeed() {
     const auto tokenizer = hh::tok::loadTokenizer(kModel);
     const auto docs = makeDocuments(20);
@@ -227,12 +255,17 @@ class TestTextCorpus : public QObject {
     options.sequenceLength = 1;
     HH_VERIFY_THROWS_WITH(d::buildLmDataset(docs, *tokenizer, options), "sequence length");
     options.sequenceLength = 16;
-    options.validationFraction = 1.0;
+    options.validationFraction = 1.0;  // every document held out: an evaluation corpus
+    const auto held = d::buildLmDataset(docs, *tokenizer, options);
+    QCOMPARE(held.trainDocuments, int64_t(0));
+    QCOMPARE(held.train.size(0), int64_t(0));
+    QCOMPARE(held.validationDocuments, int64_t(20));
+    options.validationFraction = 1.5;
     HH_VERIFY_THROWS_WITH(d::buildLmDataset(docs, *tokenizer, options), "validation fraction");
   }
 };
 
-HH_TEST_SUITE(TestTextCorpus, "engine.data.text_corpus", &TestTextCorpus::detagQuotesAndPunctuation, &TestTextCorpus::detagContractionsMoneyParentheses, &TestTextCorpus::detagSingleQuotes, &TestTextCorpus::realBrownCorpus, &TestTextCorpus::readTextFoldersAndJsonl, &TestTextCorpus::lmDatasetRowsSplitAndEos, &TestTextCorpus::lmDatasetDeterministicBySeed)
+HH_TEST_SUITE(TestTextCorpus, "engine.data.text_corpus", &TestTextCorpus::detagQuotesAndPunctuation, &TestTextCorpus::detagContractionsMoneyParentheses, &TestTextCorpus::detagSingleQuotes, &TestTextCorpus::realBrownCorpus, &TestTextCorpus::readTextFoldersAndJsonl, &TestTextCorpus::lmDatasetRowsSplitAndEos, &TestTextCorpus::framedTokenizerStartsEachDocumentWithBos, &TestTextCorpus::lmDatasetDeterministicBySeed)
 
 #if HH_HAVE_QTEST
 #include "test_text_corpus.moc"

@@ -12,6 +12,7 @@
 
 #include "engine/generation/generator.h"
 #include "engine/models/model_io.h"
+#include "engine/tokenizers/tokenizer.h"
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -252,6 +253,32 @@ class TestDecoding : public QObject {
     QCOMPARE(full.tokens.size(), size_t(13));
   }
 
+  void storiesEndWhereTheNextWouldBegin() {
+    // stories260K: eos 2 from the config and the tokenizer, and its tokenizer starts every text
+    // with <s> (1), as the model was trained: 1 ends a story too. GPT-2 frames nothing: its
+    // end-of-text ids (config and tokenizer), not its bos.
+    const std::string stories = std::string(HH_FIXTURES_DIR) + "/stories260K";
+    const auto model = m::loadModel(stories);
+    const auto tok = hh::tok::loadTokenizer(stories);
+    QCOMPARE(hh::gen::endOfTextTokens(model->config(), *tok), (std::vector<int64_t>{2, 1}));
+    const std::string gpt2 = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
+    const auto gpt2Tok = hh::tok::loadTokenizer(gpt2);
+    const auto gpt2Config = m::loadModel(gpt2)->config();
+    const auto ids = hh::gen::endOfTextTokens(gpt2Config, *gpt2Tok);
+    QCOMPARE(ids, (std::vector<int64_t>{gpt2Config.eosTokenId, gpt2Tok->eosId()}));  // 98 and 0 in this fixture
+    // A story sampled from "<s>Once upon a time" (seed 1) ends on one of them before 400 tokens.
+    hh::gen::GenerateOptions o;
+    o.maxNewTokens = 400;
+    o.sampling.temperature = 1.0;
+    o.sampling.seed = 1;
+    o.stopTokens = hh::gen::endOfTextTokens(model->config(), *tok);
+    const auto story = hh::gen::generate(*model, tok->encode("Once upon a time", true), o);
+    qInfo("a sampled story: %zu tokens, stopped by %s (token %lld)", story.tokens.size(), story.stopReason.c_str(),
+          (long long)story.tokens.back());
+    QCOMPARE(story.stopReason, std::string("stop token"));
+    QVERIFY(story.tokens.back() == 1 || story.tokens.back() == 2);
+  }
+
   void badInputsAreRefused() {
     auto model = tinyLlama(1);
     HH_VERIFY_THROWS(std::invalid_argument, hh::gen::generate(*model, {}, {}));
@@ -272,7 +299,7 @@ HH_TEST_SUITE(TestDecoding, "engine.generation.decoding", &TestDecoding::initTes
               &TestDecoding::hybridPlanAndTeacherUseKvCaches, &TestDecoding::gpt2FixtureDecodes,
               &TestDecoding::identityNormaliserInFp64,
               &TestDecoding::recurrentMemoryIsFlatAndKvGrows, &TestDecoding::generateStopsWhereItShould,
-              &TestDecoding::badInputsAreRefused)
+              &TestDecoding::storiesEndWhereTheNextWouldBegin, &TestDecoding::badInputsAreRefused)
 
 #if HH_HAVE_QTEST
 #include "test_decoding.moc"

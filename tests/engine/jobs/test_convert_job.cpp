@@ -160,6 +160,26 @@ class TestConvertJob : public QObject {
     HH_VERIFY_THROWS_WITH(j::convertConfigFromJson(bad), "stepz");
   }
 
+  void evalDataIsTheEvaluateStagesOwn() {
+    j::ConvertConfig c;
+    c.data.corpus = "generated.jsonl";
+    QVERIFY(j::toJson(c).at("eval_data").is_null());
+    QCOMPARE(j::evaluateStage(j::convertConfigFromJson(j::toJson(c))).data.corpus, std::string("generated.jsonl"));
+    j::DataConfig real;
+    real.corpus = "real.jsonl";
+    real.validationFraction = 1.0;
+    c.evalData = real;
+    const auto back = j::convertConfigFromJson(j::toJson(c));
+    QCOMPARE(j::toJson(back).dump(), j::toJson(c).dump());
+    QCOMPARE(j::evaluateStage(back).data.corpus, std::string("real.jsonl"));
+    QCOMPARE(j::evaluateStage(back).data.validationFraction, 1.0);
+    QCOMPARE(j::distillStage(back).data.corpus, std::string("generated.jsonl"));
+    QCOMPARE(j::finetuneStage(back).data.corpus, std::string("generated.jsonl"));
+    auto bad = j::toJson(c);
+    bad["eval_data"]["corpuz"] = "x";
+    HH_VERIFY_THROWS_WITH(j::convertConfigFromJson(bad), "corpuz");
+  }
+
   void cancelInFinetuningStopsTheJob() {
     hh::test::TempDir dir("convert_cancel");
     const auto config = smallConvert(dir);
@@ -177,7 +197,7 @@ class TestConvertJob : public QObject {
 HH_TEST_SUITE(TestConvertJob, "engine.jobs.convert", &TestConvertJob::initTestCase, &TestConvertJob::runsEveryStageAndExports,
               &TestConvertJob::exportedFolderReloadsToTheInMemoryModel,
               &TestConvertJob::projectJsonRoundTripsAndRefusesSharedKeysInStages,
-              &TestConvertJob::cancelInFinetuningStopsTheJob)
+              &TestConvertJob::evalDataIsTheEvaluateStagesOwn, &TestConvertJob::cancelInFinetuningStopsTheJob)
 
 #if HH_HAVE_QTEST
 #include "test_convert_job.moc"

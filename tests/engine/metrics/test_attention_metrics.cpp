@@ -125,6 +125,7 @@ class TestAttentionMetrics : public QObject {
   void validBroadcasts();
   void nonContiguousAndBlockedInputs();
   void badArgumentsThrow();
+  void headPatternsByHand();
 };
 
 void TestAttentionMetrics::causalMaskRows() {
@@ -577,6 +578,32 @@ void TestAttentionMetrics::badArgumentsThrow() {
   QVERIFY2(throwsError([&] { m::monotonicityCurve(w, w, {}, 0); }), "0 bins throws");
 }
 
+void TestAttentionMetrics::headPatternsByHand() {
+  // ids 7 8 9 7 8. Head 0 looks at the previous token; head 1 at what followed the current
+  // token last time (rows 3 and 4: keys 1 and 2), else at the first token.
+  const auto ids = torch::tensor(std::vector<int64_t>{7, 8, 9, 7, 8}).view({1, 5});
+  auto w = torch::zeros({1, 2, 5, 5}, torch::kDouble);
+  w[0][0][0][0] = 1;
+  for (int i = 1; i < 5; ++i) w[0][0][i][i - 1] = 1;
+  for (int i = 0; i < 3; ++i) w[0][1][i][0] = 1;
+  w[0][1][3][1] = 1;
+  w[0][1][4][2] = 1;
+  const auto p = m::headPatterns(w.to(torch::kFloat), ids);
+  auto at = [](const torch::Tensor& t, int h) { return t[h].item<double>(); };
+  QCOMPARE(at(p.previousToken, 0), 1.0);
+  QCOMPARE(at(p.firstToken, 0), 0.25);   // rows 1-4: only row 1's previous token is the first
+  QCOMPARE(at(p.induction, 0), 0.0);
+  QCOMPARE(at(p.previousToken, 1), 0.25);
+  QCOMPARE(at(p.firstToken, 1), 0.5);
+  QCOMPARE(at(p.induction, 1), 1.0);
+  // A token repeated at once has nothing earlier to copy from: no induction row, NaN.
+  const auto twice = m::headPatterns(torch::tensor(std::vector<float>{1, 0, 1, 0}).view({1, 1, 2, 2}),
+                                     torch::tensor(std::vector<int64_t>{5, 5}).view({1, 2}));
+  QVERIFY(std::isnan(twice.induction[0].item<double>()));
+  QCOMPARE(twice.previousToken[0].item<double>(), 1.0);
+  QVERIFY2(throwsError([&] { m::headPatterns(w, torch::zeros({1, 4}, torch::kLong)); }), "ids of the wrong length throw");
+}
+
 HH_TEST_SUITE(TestAttentionMetrics, "engine.metrics.attention", &TestAttentionMetrics::causalMaskRows,
               &TestAttentionMetrics::entropyUniformOneHotAndHandRow, &TestAttentionMetrics::entropyCausalAndMaskedGarbage,
               &TestAttentionMetrics::entropyEmptyRowsLeftOut, &TestAttentionMetrics::entropyNaNPropagates,
@@ -589,7 +616,7 @@ HH_TEST_SUITE(TestAttentionMetrics, "engine.metrics.attention", &TestAttentionMe
               &TestAttentionMetrics::monotonicityCurveNoPairs, &TestAttentionMetrics::headReductionsMatchManualMean,
               &TestAttentionMetrics::dtypesAgree, &TestAttentionMetrics::validBroadcasts,
               &TestAttentionMetrics::nonContiguousAndBlockedInputs,
-              &TestAttentionMetrics::badArgumentsThrow)
+              &TestAttentionMetrics::badArgumentsThrow, &TestAttentionMetrics::headPatternsByHand)
 
 #if HH_HAVE_QTEST
 #include "test_attention_metrics.moc"
