@@ -29,27 +29,29 @@ torch::Tensor orthogonalGaussian(int64_t m, int64_t d, uint64_t seed) {
   auto norms = at::normal(0.0, 1.0, {m, d}, gen, torch::TensorOptions().dtype(torch::kDouble)).norm(2, 1, true);
   return (w * norms).to(torch::kFloat);
 }
-// Hedgehog's [exp(u), exp(-u)], u = x W^T + b per head, with a backward that needs one product
-// forward and two backward and saves only x and e = exp(u) (exp(-u) = 1 / e).
+// Hedgehog's [exp(u), exp(-u)], u = clamp(x W^T + b, +-kHedgehogClamp) per head, with a backward
+// that needs one product forward and two backward and saves x, e = exp(u) (exp(-u) = 1 / e) and
+// where u was inside the clamp (the gradient is 0 elsewhere).
 struct HedgehogFunction : public torch::autograd::Function<HedgehogFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
                                const torch::Tensor& b) {
     // x [B,H,T,D]; w [H,D,D]; b [H,D] -> [B,H,T,2D]
     auto u = torch::matmul(x, w.transpose(-2, -1).unsqueeze(0));
     u.add_(b.unsqueeze(0).unsqueeze(2));
-    const auto e = u.exp_();
-    ctx->save_for_backward({x, w, e});
+    const auto inside = u.abs().lt(kHedgehogClamp);
+    const auto e = u.clamp_(-kHedgehogClamp, kHedgehogClamp).exp_();
+    ctx->save_for_backward({x, w, e, inside});
     return torch::cat({e, e.reciprocal()}, -1);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &x = saved[0], &w = saved[1], &e = saved[2];
+    const auto &x = saved[0], &w = saved[1], &e = saved[2], &inside = saved[3];
     const int64_t d = e.size(-1);
     const auto g = grads[0];
-    // d/du: g1 * e - g2 * exp(-u) = g1 * e - g2 / e
-    const auto gu = g.narrow(-1, 0, d) * e - g.narrow(-1, d, d) / e;  // [B,H,T,D]
+    // d/du: g1 * e - g2 * exp(-u) = g1 * e - g2 / e, inside the clamp
+    const auto gu = (g.narrow(-1, 0, d) * e - g.narrow(-1, d, d) / e) * inside;  // [B,H,T,D]
     const auto gx = torch::matmul(gu, w.unsqueeze(0));                 // [B,H,T,D]
     const auto gw = torch::matmul(gu.transpose(-2, -1), x).sum(0);     // [H,D,D]
     const auto gb = gu.sum(std::vector<int64_t>{0, 2});                 // [H,D]

@@ -3,12 +3,14 @@
 #include <ATen/Parallel.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
 #include "engine/attention/blas_kernels.h"
+#include "engine/config/attention_types.h"
 
 namespace hh::attn {
 
@@ -53,14 +55,19 @@ __attribute__((always_inline)) inline Floats8 exp8(Floats8 x) {
   return p * scale;
 }
 
-// u [rows, d] (bias added) -> features [rows, 2d] = [exp(u), exp(-u)]; d a multiple of 8.
+// u [rows, d] (bias added) -> features [rows, 2d] = [exp(u), exp(-u)], u clamped to
+// +-kHedgehogClamp as the feature map does; d a multiple of 8.
 __attribute__((target_clones("avx2", "default"))) void hedgehogFeatures(const float* u, int rows, int d, float* out) {
+  const float c = static_cast<float>(kHedgehogClamp);
+  const Floats8 lo = {-c, -c, -c, -c, -c, -c, -c, -c}, hi = -lo;
   for (int r = 0; r < rows; ++r) {
     const float* ur = u + static_cast<int64_t>(r) * d;
     float* o = out + static_cast<int64_t>(r) * 2 * d;
     for (int j = 0; j < d; j += 8) {
       Floats8 x;
       std::memcpy(&x, ur + j, sizeof x);
+      x = x < lo ? lo : x;
+      x = x > hi ? hi : x;
       const Floats8 e = exp8(x);
       const Floats8 inv = 1.0f / e;
       std::memcpy(o + j, &e, sizeof e);
@@ -176,13 +183,15 @@ torch::Tensor fusedHedgehogCausalForward(const torch::Tensor&, const torch::Tens
 #endif
 
 namespace {
-// u = W x + b, then features [exp(u), 1 / exp(u)]: x [D], W [D, D] row-major, b [D] -> f [2D]
+// u = W x + b clamped to +-kHedgehogClamp, then features [exp(u), 1 / exp(u)]: x [D], W [D, D]
+// row-major, b [D] -> f [2D]
 void hedgehogFeatures(const float* x, const float* w, const float* b, int64_t d, float* f) {
+  const float c = static_cast<float>(kHedgehogClamp);
   for (int64_t i = 0; i < d; ++i) {
     const float* row = w + i * d;
     float u = b[i];
     for (int64_t j = 0; j < d; ++j) u += row[j] * x[j];
-    const float e = std::exp(u);
+    const float e = std::exp(std::clamp(u, -c, c));
     f[i] = e;
     f[d + i] = 1.0f / e;
   }

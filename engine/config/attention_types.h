@@ -9,8 +9,14 @@
 namespace hh::attn {
 
 // phi, applied per head to queries and keys (docs/design.md, "The math").
+// Hedgehog's u = Wx + b is clamped to [-kHedgehogClamp, kHedgehogClamp] before exp: a product of
+// a query's and a key's features then stays below e^60 and a sum over 10^12 of them within fp32
+// (unclamped, distilling a real Llama ended in NaN: docs/jobs.md, "The stories demo"). Where |u| < 30
+// the map is exactly [exp(u), exp(-u)]; past the clamp its gradient is 0.
+constexpr double kHedgehogClamp = 30.0;
+
 enum class FeatureMapKind {
-  Hedgehog,         // [exp(Wx+b), exp(-(Wx+b))], W per head init identity, b = 0; F = 2D
+  Hedgehog,         // [exp(u), exp(-u)], u = clamp(Wx+b, +-kHedgehogClamp), W per head init identity, b = 0; F = 2D
   HedgehogSoftmax,  // [softmax(Wx+b), softmax(-(Wx+b))] over the feature dim; F = 2D
   T2R,              // ReLU(Wx+b), learnable per head, init identity; F = D
   Elu,              // elu(x) + 1; F = D

@@ -83,6 +83,32 @@ class TestFeatureMaps : public QObject {
     QVERIFY(maxAbs(fm->bias().grad() - b2.grad()) < 1e-12);
   }
 
+  void hedgehogClampsLargeInputs() {
+    // u = x W^T + b beyond +-kHedgehogClamp (30): the features are exp(clamp(u)) and its inverse,
+    // finite where exp(u) would overflow fp32, and the gradient is that of the clamped definition
+    // (0 past the clamp), against autograd in fp64.
+    auto fm = makeMap(FeatureMapKind::Hedgehog, 2, 4);
+    fm->to(torch::kDouble);
+    const auto x0 = torch::randn({1, 2, 6, 4}, torch::kDouble) * 40;  // about half the entries past 30
+    const auto gy = torch::randn({1, 2, 6, 8}, torch::kDouble);
+    auto x = x0.clone().requires_grad_(true);
+    const auto y = fm->forward(x);
+    (y * gy).sum().backward();
+    auto x2 = x0.clone().requires_grad_(true);
+    const auto u = torch::matmul(x2, fm->weight().detach().transpose(-2, -1).unsqueeze(0)) + fm->bias().detach().unsqueeze(0).unsqueeze(2);
+    const auto clamped = u.clamp(-hh::attn::kHedgehogClamp, hh::attn::kHedgehogClamp);
+    const auto expected = torch::cat({torch::exp(clamped), torch::exp(-clamped)}, -1);
+    (expected * gy).sum().backward();
+    const double outside = u.detach().abs().gt(hh::attn::kHedgehogClamp).to(torch::kDouble).mean().item<double>();
+    qInfo("%.0f %% of u past the clamp; max feature %.3g", 100 * outside, y.max().item<double>());
+    QVERIFY(outside > 0.2);
+    QVERIFY(maxAbs((y - expected) / expected) < 1e-12);
+    QVERIFY(maxAbs(x.grad() - x2.grad()) < 1e-9 * x2.grad().abs().max().item<double>());
+    // In fp32 the features stay finite where exp(u) overflows.
+    auto fm32 = makeMap(FeatureMapKind::Hedgehog, 2, 4);
+    QVERIFY(torch::isfinite(fm32->forward(x0.to(torch::kFloat) * 5)).all().item<bool>());
+  }
+
   void hedgehogSoftmaxHalvesSumToOne() {
     auto fm = makeMap(FeatureMapKind::HedgehogSoftmax);
     const auto y = fm->forward(torch::randn({1, 2, 4, 8}, torch::kDouble));
@@ -193,7 +219,7 @@ class TestFeatureMaps : public QObject {
 
 HH_TEST_SUITE(TestFeatureMaps, "engine.attention.feature_maps", &TestFeatureMaps::shapesAndFeatureDims,
               &TestFeatureMaps::hedgehogStartsAtIdentity, &TestFeatureMaps::hedgehogUsesOneMlpPerHead,
-              &TestFeatureMaps::hedgehogBackwardMatchesAutogradOfDefinition,
+              &TestFeatureMaps::hedgehogBackwardMatchesAutogradOfDefinition, &TestFeatureMaps::hedgehogClampsLargeInputs,
               &TestFeatureMaps::hedgehogSoftmaxHalvesSumToOne, &TestFeatureMaps::taylorKernelIsSecondOrderExpansion,
               &TestFeatureMaps::performerApproximatesSoftmaxKernel, &TestFeatureMaps::cosformerReweightsByPositionDistance,
               &TestFeatureMaps::elementwiseMaps, &TestFeatureMaps::namesRoundTrip)

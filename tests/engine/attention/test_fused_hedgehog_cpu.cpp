@@ -71,6 +71,39 @@ class TestFusedHedgehogCpu : public QObject {
     QVERIFY(((fusedState.z - genericState.z).abs().max() / genericState.z.abs().max()).item<double>() < 1e-5);
   }
 
+  void clampedFeaturesAgreeAndStayFinite() {
+    // A map whose u = Wx + b runs far past the clamp (+-30): the fused prefill and the fused step
+    // clamp as the module does, so they agree with the generic path on its clamped features, and
+    // everything stays finite where exp(u) would overflow fp32.
+    if (!hh::attn::fusedHedgehogAvailable()) QSKIP("built without BLAS");
+    hh::attn::LinearAttentionConfig cfg;
+    cfg.featureMap.heads = 2;
+    cfg.featureMap.headDim = 8;
+    cfg.rule.chunkSize = 16;
+    hh::attn::LinearAttention la(cfg);
+    at::NoGradGuard g;
+    la->featureMap()->weight().mul_(25.0);
+    torch::manual_seed(9);
+    const auto q = torch::randn({1, 2, 37, 8}) * 3, k = torch::randn({1, 2, 37, 8}) * 3, v = torch::randn({1, 2, 37, 8});
+    const auto fq = la->featureMap()->forward(q), fk = la->featureMap()->forward(k);
+    QVERIFY(fq.max().item<double>() > 1e12);  // the clamp is reached
+    const auto fused = la->forward(q, k, v);
+    const auto generic = hh::attn::linearChunked(fq, fk, v, {}, cfg.rule);
+    QVERIFY(torch::isfinite(fused).all().item<bool>());
+    const double rel = ((fused - generic).abs().max() / generic.abs().max()).item<double>();
+    QVERIFY2(rel < 1e-4, ("prefill rel " + std::to_string(rel)).c_str());
+    auto fusedState = la->initialState(1), genericState = la->initialState(1);
+    for (int t = 0; t < 10; ++t) {
+      const auto qt = q.narrow(2, t, 1), kt = k.narrow(2, t, 1), vt = v.narrow(2, t, 1);
+      const auto a = la->step(fusedState, qt, kt, vt).select(2, 0);
+      const auto b = hh::attn::linearStep(genericState, fq.narrow(2, t, 1).select(2, 0), fk.narrow(2, t, 1).select(2, 0),
+                                          vt.select(2, 0), {}, cfg.rule);
+      QVERIFY(torch::isfinite(a).all().item<bool>());
+      const double r = ((a - b).abs().max() / b.abs().max()).item<double>();
+      QVERIFY2(r < 1e-4, ("step " + std::to_string(t) + " rel " + std::to_string(r)).c_str());
+    }
+  }
+
   void gradientsStillFlowThroughGenericPath() {
     hh::attn::LinearAttentionConfig cfg;
     cfg.featureMap.heads = 2;
@@ -84,7 +117,8 @@ class TestFusedHedgehogCpu : public QObject {
 };
 
 HH_TEST_SUITE(TestFusedHedgehogCpu, "engine.attention.fused_hedgehog_cpu", &TestFusedHedgehogCpu::matchesBruteForce,
-              &TestFusedHedgehogCpu::fusedStepMatchesGenericSteps, &TestFusedHedgehogCpu::gradientsStillFlowThroughGenericPath)
+              &TestFusedHedgehogCpu::fusedStepMatchesGenericSteps, &TestFusedHedgehogCpu::clampedFeaturesAgreeAndStayFinite,
+              &TestFusedHedgehogCpu::gradientsStillFlowThroughGenericPath)
 
 #if HH_HAVE_QTEST
 #include "test_fused_hedgehog_cpu.moc"
