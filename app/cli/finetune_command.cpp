@@ -13,7 +13,7 @@ namespace hh::cli {
 
 void addFinetuneCommand(CLI::App& app) {
   struct Args {
-    std::string model, adapters, configFile, runDir, outputDir, mode, task, corpus, classData;
+    std::string model, adapters, configFile, runDir, outputDir, mode, task, loss, corpus, classData;
     int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1, rank = -1;
     double lr = -1, alpha = -1;
     bool resume = false, printConfig = false;
@@ -30,6 +30,7 @@ void addFinetuneCommand(CLI::App& app) {
   cmd->add_option("--lora-rank", a->rank, "LoRA rank r");
   cmd->add_option("--lora-alpha", a->alpha, "LoRA alpha (scale alpha / r)");
   cmd->add_option("--task", a->task, "lm | classification (default lm)");
+  cmd->add_option("--loss", a->loss, "lm: next_token | teacher_kl (KL to the original model's next-token distribution)");
   cmd->add_option("--corpus", a->corpus, "LM data: brown, or a .txt/.jsonl file or folder of .txt");
   cmd->add_option("--classification-data", a->classData, "Classification data: a .tsv/.jsonl file or spam_assassin");
   cmd->add_option("--steps", a->steps, "Optimizer steps");
@@ -54,6 +55,7 @@ void addFinetuneCommand(CLI::App& app) {
     if (a->rank > 0) c.loraRank = a->rank;
     if (a->alpha > 0) c.loraAlpha = a->alpha;
     if (!a->task.empty()) c.task = a->task;
+    if (!a->loss.empty()) c.loss = a->loss;
     if (!a->corpus.empty()) c.data.corpus = a->corpus;
     if (!a->classData.empty()) c.classification.path = a->classData;
     if (a->steps >= 0) c.steps = a->steps;

@@ -33,6 +33,7 @@ nlohmann::json toJson(const FinetuneConfig& c) {
           {"lora_rank", c.loraRank},
           {"lora_alpha", c.loraAlpha},
           {"task", c.task},
+          {"loss", c.loss},
           {"lr", c.lr},
           {"min_lr_ratio", c.minLrRatio},
           {"warmup_steps", c.warmupSteps},
@@ -60,6 +61,7 @@ FinetuneConfig finetuneConfigFromJson(const nlohmann::json& j) {
   r.read("lora_rank", c.loraRank);
   r.read("lora_alpha", c.loraAlpha);
   r.read("task", c.task);
+  r.read("loss", c.loss);
   r.read("lr", c.lr);
   r.read("min_lr_ratio", c.minLrRatio);
   r.read("warmup_steps", c.warmupSteps);
@@ -82,6 +84,10 @@ FinetuneConfig finetuneConfigFromJson(const nlohmann::json& j) {
   if (c.mode != "full" && c.mode != "lora") throw std::invalid_argument("finetune config: mode must be \"full\" or \"lora\"");
   if (c.task != "lm" && c.task != "classification")
     throw std::invalid_argument("finetune config: task must be \"lm\" or \"classification\"");
+  if (c.loss != "next_token" && c.loss != "teacher_kl")
+    throw std::invalid_argument("finetune config: loss must be \"next_token\" or \"teacher_kl\"");
+  if (c.loss == "teacher_kl" && c.task != "lm")
+    throw std::invalid_argument("finetune config: loss \"teacher_kl\" is for task \"lm\"");
   if (c.loraRank < 1 || !(c.loraAlpha > 0)) throw std::invalid_argument("finetune config: lora_rank >= 1, lora_alpha > 0");
   if (c.steps < 0 || c.batchSize <= 0 || c.evalEvery <= 0 || c.evalBatches < 0 || c.warmupSteps < 0 || c.patience < 0)
     throw std::invalid_argument("finetune config: steps, warmup_steps, eval_batches, patience >= 0; batch_size, eval_every > 0");

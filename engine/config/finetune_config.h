@@ -31,6 +31,11 @@ struct FinetuneConfig {
   int64_t loraRank = 8;
   double loraAlpha = 16;
   std::string task = "lm";            // lm | classification
+  // lm: next_token (cross-entropy on the text's next tokens) or teacher_kl (KL from the teacher's
+  // next-token distribution at every position: the model folder run with every layer softmax,
+  // frozen; what to use when the text is the teacher's own, since the whole distribution says
+  // more than the one token that was sampled). Held-out val_loss and perplexity stay next-token.
+  std::string loss = "next_token";
   double lr = 1e-4;
   double minLrRatio = 0.1;
   int64_t warmupSteps = 20;

@@ -2,6 +2,7 @@
 
 #include <torch/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -38,7 +39,7 @@ struct HeldOut {
 HeldOut loadHeldOut(const EvaluateConfig& c, const tok::Tokenizer& tokenizer) {
   HeldOut out;
   if (c.task == "lm") {
-    out.ids = loadLmData(c.data, tokenizer).validation;
+    out.ids = loadLmData(c.data, tokenizer, /*needTraining=*/false).validation;
   } else {
     if (c.data.corpus == "brown")
       throw std::invalid_argument("evaluate: task \"classification\" needs a labelled corpus (\"spamassassin\" or a .tsv/.jsonl file), not \"brown\"");
@@ -177,7 +178,9 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
 
   const int64_t batches = (heldOut.rows() + config.batchSize - 1) / config.batchSize;
   const int64_t tableBatches = (tableRows + config.batchSize - 1) / config.batchSize;
-  const int64_t total = 2 * batches + static_cast<int64_t>(mapNames.size()) * tableBatches;
+  // Every row's table batches, and the teacher's own when no row measures the teacher.
+  const bool teacherMeasured = std::any_of(mapNames.begin(), mapNames.end(), [](const auto& n) { return n != "trained"; });
+  const int64_t total = 2 * batches + (static_cast<int64_t>(mapNames.size()) + (teacherMeasured ? 0 : 1)) * tableBatches;
   int64_t done = 0;
   observer.started(result.runFile, total);
   auto log = [&](const std::string& line) {
@@ -260,6 +263,15 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
     writer.appendScalars(0, scalars);
     observer.scalars(0, scalars);
 
+    // The original teacher's softmax entropy (a "trained" row measures the converted model, whose
+    // q and k full finetuning has changed): from the first row measured on the teacher, else from
+    // the teacher alone after the rows.
+    auto recordSoftmaxEntropy = [&](const HeadTable& entropy) {
+      result.softmaxEntropyTable = entropy;
+      result.softmaxEntropy = meanOver(entropy, tableLayers);
+      writer.appendTable(0, "entropy_softmax", entropy.values);
+      writer.appendScalar(0, "entropy_softmax_mean", result.softmaxEntropy);
+    };
     for (const auto& name : mapNames) {
       HeadMeasures tables;
       if (name == "trained") {
@@ -274,12 +286,7 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
         tables = measure(*teacher, name);
         teacher->setAttentionPlan(models::AttentionPlan{});
       }
-      if (!result.softmaxEntropyTable.heads) {
-        result.softmaxEntropyTable = tables.entropySoftmax;
-        result.softmaxEntropy = meanOver(tables.entropySoftmax, tableLayers);
-        writer.appendTable(0, "entropy_softmax", tables.entropySoftmax.values);
-        writer.appendScalar(0, "entropy_softmax_mean", result.softmaxEntropy);
-      }
+      if (!result.softmaxEntropyTable.heads && name != "trained") recordSoftmaxEntropy(tables.entropySoftmax);
       FeatureMapEvaluation row;
       row.name = name;
       row.klTable = tables.kl;
@@ -301,6 +308,7 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
       result.featureMaps.push_back(std::move(row));
       writer.flush();
     }
+    if (!result.softmaxEntropyTable.heads) recordSoftmaxEntropy(measure(*teacher, "softmax").entropySoftmax);
     result.status = JobStatus::Completed;
   } catch (const JobCancelled&) {
     result.status = JobStatus::Cancelled;

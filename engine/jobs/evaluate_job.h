@@ -7,7 +7,8 @@
 //   2. The per-head attention table of each feature map against softmax (the Hedgehog paper's
 //      Table 4 for this model): every listed feature map is put into the converted layers at its
 //      initialisation (hedgehog / t2r at identity, performer seeded) and measured on the
-//      teacher's activations; "trained" measures the converted model's own feature maps. Per map:
+//      teacher's activations; "trained" measures the converted model's own feature maps (against
+//      its own softmax: full finetuning changes q and k). Per map:
 //      [L, H] tables of KL(softmax || linear), entropy of the linear weights and monotonicity
 //      (Spearman's rho against q.k/sqrt(d)); scalars = their mean over the converted layers' heads
 //      (layers that stay softmax are NaN in the tables and left out of the means).

@@ -55,6 +55,7 @@ struct Setup {
   data::LmDataset lm;                      // task lm
   data::ClassificationDataset classes;     // task classification
   models::ModelPtr model;
+  models::ModelPtr teacher;                // loss teacher_kl: the model folder, frozen, run as softmax
   std::unique_ptr<models::LoraAdapters> lora;
   std::vector<torch::Tensor> params;
   int64_t trainableParameters = 0;
@@ -77,6 +78,11 @@ Setup prepare(const FinetuneConfig& config) {
     s.model = models::loadModel(config.modelDir);
     if (s.model->config().head != models::HeadKind::CausalLM || !s.model->config().causal)
       throw std::invalid_argument("finetune: task \"lm\" needs a causal LM (gpt2 or llama), not " + s.model->config().describe());
+    if (config.loss == "teacher_kl") {
+      s.teacher = models::loadModel(config.modelDir);
+      s.teacher->eval();
+      for (auto& p : s.teacher->parameters()) p.set_requires_grad(false);
+    }
   }
   auto& model = *s.model;
   if (!config.adapters.empty()) models::loadAdaptersFile(model, config.adapters);
@@ -109,7 +115,16 @@ torch::Tensor batchLoss(Setup& s, const torch::Tensor& rows) {
   if (s.lora) s.lora->apply();
   if (!s.classification) {
     const auto ids = s.lm.train.index_select(0, rows);  // [B,T]
-    return nextTokenLoss(s.model->forward(ids).logits, ids);
+    const auto logits = s.model->forward(ids).logits;   // [B,T,V]
+    if (!s.teacher) return nextTokenLoss(logits, ids);
+    at::Tensor teacherLogits;
+    {
+      at::NoGradGuard noGrad;
+      models::ForwardOptions options;
+      options.teacher = true;  // every layer softmax: the original model
+      teacherLogits = s.teacher->forward(ids, options).logits;
+    }
+    return teacherKlLoss(logits, teacherLogits);
   }
   models::ForwardOptions options;
   options.attentionMask = s.classes.train.mask.index_select(0, rows);  // [B,T]
@@ -188,7 +203,8 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
   header.device = deviceName(deviceOf(*s.model), world);
   header.layout.scalars = {{"loss", "nats"}, {"lr"}, {"grad_norm"}, {"val_loss", "nats"}, {metric}};
   session.open(header, config.resume, config.steps);
-  session.log("finetune " + s.model->config().describe() + " | " + config.mode + " | task " + config.task + " | " +
+  session.log("finetune " + s.model->config().describe() + " | " + config.mode + " | task " + config.task +
+              (s.teacher ? " (loss: KL to the teacher)" : "") + " | " +
               std::to_string(result.trainableParameters) + " of " + std::to_string(s.model->parameterCount()) +
               " parameters train | train " + std::to_string(s.trainRows()) + " rows, validation " +
               std::to_string(s.validationRows()) + (resuming ? " | resumed at step " + std::to_string(session.step) : "") +

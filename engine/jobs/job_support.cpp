@@ -10,7 +10,7 @@
 
 namespace hh::jobs {
 
-data::LmDataset loadLmData(const DataConfig& c, const tok::Tokenizer& tokenizer) {
+data::LmDataset loadLmData(const DataConfig& c, const tok::Tokenizer& tokenizer, bool needTraining) {
   const auto documents = c.corpus == "brown" ? data::readBrownCorpus(data::brownCorpusDir()) : data::readTextDocuments(c.corpus);
   data::LmDataOptions options;
   options.sequenceLength = c.sequenceLength;
@@ -19,7 +19,7 @@ data::LmDataset loadLmData(const DataConfig& c, const tok::Tokenizer& tokenizer)
   options.maxTrainSequences = c.maxTrainSequences;
   options.maxValidationSequences = c.maxValidationSequences;
   auto dataset = data::buildLmDataset(documents, tokenizer, options);
-  if (dataset.train.size(0) == 0)
+  if (needTraining && dataset.train.size(0) == 0)
     throw std::invalid_argument("corpus \"" + c.corpus + "\" gives no training sequence of " + std::to_string(c.sequenceLength) + " tokens");
   if (dataset.validation.size(0) == 0)
     throw std::invalid_argument("corpus \"" + c.corpus + "\" gives no validation sequence; lower sequence_length or raise validation_fraction");

@@ -22,7 +22,9 @@
 
 namespace hh::jobs {
 
-data::LmDataset loadLmData(const DataConfig& config, const tok::Tokenizer& tokenizer);
+// The corpus of `config` as training and validation rows; each split must give at least one row,
+// unless `needTraining` is false (evaluation, which reads only the validation split).
+data::LmDataset loadLmData(const DataConfig& config, const tok::Tokenizer& tokenizer, bool needTraining = true);
 
 // Rows of [N, T] in a fresh seeded permutation per epoch.
 class BatchSampler {

@@ -32,6 +32,13 @@ torch::Tensor nextTokenLoss(const torch::Tensor& logits, const torch::Tensor& id
   return torch::nn::functional::cross_entropy(predicted, targets);
 }
 
+torch::Tensor teacherKlLoss(const torch::Tensor& studentLogits, const torch::Tensor& teacherLogits) {
+  const int64_t V = studentLogits.size(-1);
+  const auto logS = torch::log_softmax(studentLogits.reshape({-1, V}).to(torch::kFloat), -1);  // [B*T, V]
+  const auto logT = torch::log_softmax(teacherLogits.reshape({-1, V}).to(torch::kFloat), -1).detach();
+  return (logT.exp() * (logT - logS)).sum(-1).mean();
+}
+
 double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows, int64_t batchSize, int64_t maxBatches,
                      JobObserver& observer, dist::Communicator* world) {
   at::NoGradGuard noGrad;

@@ -27,6 +27,10 @@ void setLr(torch::optim::Optimizer& optimizer, double lr);
 // (nats per token).
 torch::Tensor nextTokenLoss(const torch::Tensor& logits, const torch::Tensor& ids);
 
+// Mean over positions of KL(teacher || student) between the next-token distributions of two
+// logits [B, T, V] (the teacher's without gradient), in fp32: sum_v p_t (log p_t - log p_s).
+torch::Tensor teacherKlLoss(const torch::Tensor& studentLogits, const torch::Tensor& teacherLogits);
+
 // Mean next-token loss over up to `maxBatches` batches of `rows` (0 = all), in eval mode and
 // without gradients; polls the observer's cancel flag between batches (throws JobCancelled).
 // With a distributed `world` each rank evaluates its rows of every batch and the token-weighted

@@ -17,6 +17,7 @@
 #include "engine/jobs/evaluate_job.h"
 #include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
+#include "engine/jobs/attention_probe.h"
 #include "engine/runs/run_reader.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "tests/support/temp_dir.h"
@@ -129,6 +130,59 @@ class TestEvaluateJob : public QObject {
     const auto table = run.table("kl_t2r");
     QCOMPARE(table.at(0, 2, 1), r.featureMaps[2].klTable.values[2 * H + 1]);
     QCOMPARE(run.tableRows("entropy_softmax"), int64_t(1));
+  }
+
+  void wholeCorpusHeldOutAndExpTRows() {
+    // An evaluation corpus held out whole (validation_fraction 1: no training split), and table
+    // rows with exp_t's parameter.
+    hh::test::TempDir dir("evaluate_heldout");
+    auto c = smallConfig(dir);
+    c.data.validationFraction = 1.0;
+    c.featureMaps = {"exp_t", "exp_t=2"};
+    j::JobObserver observer;
+    const auto r = j::runEvaluate(c, observer);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    QCOMPARE(r.featureMaps.size(), size_t(2));
+    QCOMPARE(r.featureMaps[1].name, std::string("exp_t=2"));
+    QVERIFY(std::isfinite(r.featureMaps[1].kl) && std::abs(r.featureMaps[1].kl - r.featureMaps[0].kl) > 1e-9);
+    QCOMPARE(hh::runs::RunReader::open(r.runFile).tableRows("kl_exp_t=2"), int64_t(1));
+  }
+
+  void softmaxEntropyIsTheTeachersWhateverTheOrder() {
+    // A converted folder whose attention weights moved away from the teacher's (as full
+    // finetuning moves them): the reported softmax entropy is the teacher's whether "trained"
+    // comes first, last or alone.
+    hh::test::TempDir dir("evaluate_softmax_entropy");
+    auto model = hh::models::loadModel(kModel);
+    hh::attn::LinearAttentionConfig linear;
+    model->setAttentionPlan(hh::models::AttentionPlan::uniform(5, linear));
+    {
+      at::NoGradGuard noGrad;
+      torch::manual_seed(5);
+      for (auto& item : model->named_parameters(true))
+        if (item.key().find("c_attn.weight") != std::string::npos) item.value().mul_(8.0);  // sharper softmax
+    }
+    hh::models::saveModel(*model, dir.file("moved"), kModel);
+    auto c = smallConfig(dir);
+    c.converted = dir.file("moved");
+    std::vector<double> entropies;
+    for (const auto& maps : std::vector<std::vector<std::string>>{{"trained", "elu"}, {"elu", "trained"}, {"trained"}, {"elu"}}) {
+      c.featureMaps = maps;
+      c.runDir = dir.file("eval_" + std::to_string(entropies.size()));
+      j::JobObserver observer;
+      const auto r = j::runEvaluate(c, observer);
+      QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+      entropies.push_back(r.softmaxEntropy);
+    }
+    qInfo("softmax entropy %.6f (trained first), %.6f, %.6f, %.6f", entropies[0], entropies[1], entropies[2], entropies[3]);
+    for (const double e : entropies) QVERIFY(std::abs(e - entropies[3]) < 1e-12);
+    // The moved model's own softmax is far from the teacher's: taking it instead would show.
+    const auto ids = j::loadLmData(c.data, *hh::tok::loadTokenizer(kModel), false).validation.narrow(0, 0, 4);
+    const auto own = j::probeAttention(*hh::models::loadModel(dir.file("moved")), ids, {}, j::ProbeRequest{}).heads;
+    double mean = 0;
+    for (const double v : own.entropySoftmax.values) mean += v / double(own.entropySoftmax.values.size());
+    qInfo("the moved model's own softmax entropy: %.4f", mean);
+    QVERIFY(std::abs(mean - entropies[3]) > 0.05);
   }
 
   void trainedAdaptersBeatUntrainedHedgehog() {
@@ -267,7 +321,7 @@ class TestEvaluateJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestEvaluateJob, "engine.jobs.evaluate", &TestEvaluateJob::initTestCase, &TestEvaluateJob::perplexityAndTable, &TestEvaluateJob::trainedAdaptersBeatUntrainedHedgehog, &TestEvaluateJob::classificationAccuracy, &TestEvaluateJob::cancelStopsWithinASecond, &TestEvaluateJob::configJsonRoundTripAndErrors)
+HH_TEST_SUITE(TestEvaluateJob, "engine.jobs.evaluate", &TestEvaluateJob::initTestCase, &TestEvaluateJob::perplexityAndTable, &TestEvaluateJob::wholeCorpusHeldOutAndExpTRows, &TestEvaluateJob::softmaxEntropyIsTheTeachersWhateverTheOrder, &TestEvaluateJob::trainedAdaptersBeatUntrainedHedgehog, &TestEvaluateJob::classificationAccuracy, &TestEvaluateJob::cancelStopsWithinASecond, &TestEvaluateJob::configJsonRoundTripAndErrors)
 
 #if HH_HAVE_QTEST
 #include "test_evaluate_job.moc"

@@ -186,6 +186,64 @@ class TestFinetuneJob : public QObject {
     QVERIFY(hh::runs::RunReader::open(cancelled.runFile).status() == hh::runs::RunStatus::Cancelled);
   }
 
+  void teacherKlLossByHand() {
+    // sum_v p_t (log p_t - log p_s), mean over positions, against a float64 loop.
+    torch::manual_seed(11);
+    const auto student = torch::randn({2, 3, 7}), teacher = 2 * torch::randn({2, 3, 7});
+    const auto pt = torch::softmax(teacher.to(torch::kDouble), -1), ps = torch::softmax(student.to(torch::kDouble), -1);
+    double sum = 0;
+    for (int b = 0; b < 2; ++b)
+      for (int t = 0; t < 3; ++t)
+        for (int v = 0; v < 7; ++v) {
+          const double p = pt[b][t][v].item<double>(), q = ps[b][t][v].item<double>();
+          sum += p * (std::log(p) - std::log(q));
+        }
+    const double loss = j::teacherKlLoss(student, teacher).item<double>();
+    qInfo("teacher KL %.9f, by hand %.9f", loss, sum / 6);
+    QVERIFY(std::abs(loss - sum / 6) < 1e-6);
+    QVERIFY(std::abs(j::teacherKlLoss(teacher, teacher).item<double>()) < 1e-7);
+  }
+
+  void teacherKlFinetuneApproachesTheTeacher() {
+    // stories260K (a real model: converted, it is far from its teacher) + untrained Hedgehog
+    // adapters, every weight finetuned towards the teacher's next-token distribution: the KL of
+    // the first step is large and falls. The teacher alone as the student (no adapters, every
+    // layer softmax) starts at KL 0. (The tiny random GPT-2's attention is nearly uniform: its
+    // converted model starts 5e-8 from the teacher, too close to test this.)
+    hh::test::TempDir dir("finetune_teacher_kl");
+    const std::string stories = std::string(HH_FIXTURES_DIR) + "/stories260K";
+    auto c = lmConfig(dir);
+    {
+      auto model = m::loadModel(stories);
+      hh::attn::LinearAttentionConfig linear;
+      linear.featureMap.kind = hh::attn::FeatureMapKind::HedgehogSoftmax;
+      model->setAttentionPlan(m::AttentionPlan::uniform(model->layerCount(), linear));
+      c.adapters = dir.file("stories_adapters.safetensors");
+      m::saveAdapters(*model, c.adapters);
+    }
+    c.modelDir = stories;
+    c.lr = 1e-3;
+    c.loss = "teacher_kl";
+    StepObserver observer;
+    const auto r = j::runFinetune(c, observer);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    const auto losses = hh::runs::RunReader::open(r.runFile).scalars("loss").values;
+    qInfo("teacher KL: step 1 %.4g -> step %zu %.4g", losses.front(), losses.size(), losses.back());
+    QVERIFY(losses.front() > 0.1);
+    QVERIFY(losses.back() < 0.7 * losses.front());
+
+    hh::test::TempDir same("finetune_teacher_kl_same");
+    auto t = lmConfig(same);
+    t.modelDir = kModel;
+    t.loss = "teacher_kl";
+    t.steps = 1;
+    const auto first = j::runFinetune(t, observer);
+    QVERIFY2(first.status == j::JobStatus::Completed, first.message.c_str());
+    QVERIFY(std::abs(hh::runs::RunReader::open(first.runFile).scalars("loss").values.at(0)) < 1e-6);
+    HH_VERIFY_THROWS_WITH(j::finetuneConfigFromJson({{"loss", "mse"}}), "loss must be");
+    HH_VERIFY_THROWS_WITH(j::finetuneConfigFromJson({{"loss", "teacher_kl"}, {"task", "classification"}}), "is for task");
+  }
+
   void configJsonRoundTripAndErrors() {
     j::FinetuneConfig c;
     c.mode = "lora";
@@ -208,7 +266,7 @@ class TestFinetuneJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestFinetuneJob, "engine.jobs.finetune", &TestFinetuneJob::initTestCase, &TestFinetuneJob::fullLmFinetuneLowersLoss, &TestFinetuneJob::loraFromTeacherAndAdaptersSavesAPlainModel, &TestFinetuneJob::classificationReachesHighAccuracy, &TestFinetuneJob::nanStopsAndCancelMarksRun, &TestFinetuneJob::configJsonRoundTripAndErrors)
+HH_TEST_SUITE(TestFinetuneJob, "engine.jobs.finetune", &TestFinetuneJob::initTestCase, &TestFinetuneJob::fullLmFinetuneLowersLoss, &TestFinetuneJob::loraFromTeacherAndAdaptersSavesAPlainModel, &TestFinetuneJob::classificationReachesHighAccuracy, &TestFinetuneJob::nanStopsAndCancelMarksRun, &TestFinetuneJob::teacherKlLossByHand, &TestFinetuneJob::teacherKlFinetuneApproachesTheTeacher, &TestFinetuneJob::configJsonRoundTripAndErrors)
 
 #if HH_HAVE_QTEST
 #include "test_finetune_job.moc"
