@@ -125,9 +125,13 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   connect(rebuildTimer_, &QTimer::timeout, this, [this] { rebuildDisplay(false); });
 
   connect(plot_, &QCustomPlot::beforeReplot, this, &HeatmapView::updateTickDensity);
-  // The axis rect gets its final size during a replot: re-plan the display when it changed.
+  // The axis rect gets its final size during a replot: re-plan the display when it changed, and
+  // replot once more when the tick labels were fitted to another size (a view laid out while
+  // hidden fitted them to a few pixels: one label per axis until the next replot).
   connect(plot_, &QCustomPlot::afterReplot, this, [this] {
-    if (!values_.empty() && plot_->axisRect()->rect().size() != plannedFor_) scheduleRebuild();
+    const QSize size = plot_->axisRect()->rect().size();
+    if (!values_.empty() && size != plannedFor_) scheduleRebuild();
+    if (size != tickedFor_) requestReplot();
   });
   connect(plot_, &QCustomPlot::mouseMove, this, &HeatmapView::onMouseMove);
   connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) { resetView(); });
@@ -403,6 +407,7 @@ void HeatmapView::applyColorRange() {
 void HeatmapView::updateTickDensity() {
   const QFontMetrics fm(plot_->xAxis->tickLabelFont());
   const QRect rect = plot_->axisRect()->rect();
+  tickedFor_ = rect.size();
   const double xLabel = keyLabels_.isEmpty() ? fm.horizontalAdvance(QString::number(cols_)) + 14.0
                                              : fm.height() * 1.25;
   xTicker_->fitTickCount(rect.width(), xLabel);

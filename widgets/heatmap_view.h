@@ -127,6 +127,7 @@ class HeatmapView : public QWidget {
   BlockReduce displayReduce_ = BlockReduce::Max;
   MatrixRegion displayRegion_;  // the source region display_ reduces
   QSize plannedFor_;  // axis rect size the display was planned for
+  QSize tickedFor_;   // axis rect size the tick labels were fitted to
   double dataLo_ = 0.0, dataHi_ = 1.0;  // finite range of the full values
   bool clamping_ = false;
 };

@@ -137,9 +137,11 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
     StageObserver distillObserver(observer, "1/4 distill");
     result.distill = runDistill(distill, distillObserver, world);
     ranks.barrier();  // the adapters are saved: the other ranks may finetune from them
-    writer.appendScalars(0, {{"distill_seconds", secondsSince(t)},
-                             {"kl_untrained", result.distill.initialKl},
-                             {"kl_distilled", result.distill.finalKl}});
+    // What the stage measured: a cancelled or failed distillation has no final KL (no row, not 0).
+    std::map<std::string, double> distillScalars{{"distill_seconds", secondsSince(t)}};
+    if (std::isfinite(result.distill.initialKl)) distillScalars["kl_untrained"] = result.distill.initialKl;
+    if (std::isfinite(result.distill.finalKl)) distillScalars["kl_distilled"] = result.distill.finalKl;
+    writer.appendScalars(0, distillScalars);
     if (result.distill.status != JobStatus::Completed) return stop("distill", result.distill.status, result.distill.message);
 
     // 2. finetune (optional)

@@ -207,7 +207,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
   hooks.start = [&] {
     if (!std::isnan(initialKl)) return;  // resumed after the first evaluation
     observer.progress(session.step, config.steps, "evaluating the untrained feature maps");
-    initialKl = session.main() ? probe(config, s, *session.writer(), session.step, true) : 0.0;
+    initialKl = session.main() ? probe(config, s, *session.writer(), session.step, true) : kNaN;
     const double val = validationLoss(config, s, session);
     session.record(session.step, session.main() ? std::map<std::string, double>{{"val_loss", val}, {"kl_mean", initialKl}}
                                                 : std::map<std::string, double>{{"val_loss", val}});

@@ -11,6 +11,7 @@
 // weights; cancel stops within a step; resume continues from the run folder's checkpoint.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,9 @@ struct DistillResult {
   std::string message;
   int64_t steps = 0;                  // optimizer steps done (including resumed ones)
   int64_t bestStep = 0;
-  double initialKl = 0, finalKl = 0;  // mean KL on held-out text before and after
+  // Mean KL on held-out text before and after; NaN where not measured (cancelled or failed
+  // before the first evaluation or the end, or a rank other than 0).
+  double initialKl = std::numeric_limits<double>::quiet_NaN(), finalKl = std::numeric_limits<double>::quiet_NaN();
   double bestValidationLoss = 0;
   std::string runFile, adaptersFile;
   double seconds = 0;

@@ -175,6 +175,26 @@ class TestHeatmapView : public QObject {
     QCOMPARE(view.plot()->yAxis->tickVectorLabels().front(), QStringLiteral("tok100"));
   }
 
+  void labelsRefitWhenAHiddenViewIsShown() {
+    // A view filled while hidden (as the inspector's is in a background tab) has fitted its
+    // labels to the few pixels a never-shown widget has; once shown at full size it must label
+    // more than one token per axis without waiting for another change.
+    HeatmapView view;
+    const int n = 24;
+    QStringList tokens;
+    for (int i = 0; i < n; ++i) tokens << QStringLiteral("t%1").arg(i);
+    view.setMatrix(n, n, std::vector<float>(size_t(n) * n, 0.5f));
+    view.setTokenLabels(tokens, tokens);
+    view.replotNow();
+    view.resize(600, 500);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    for (int i = 0; i < 10; ++i) QTest::qWait(20);
+    const int shown = view.plot()->yAxis->tickVectorLabels().size();
+    qInfo("labels on the y axis once shown: %d", shown);
+    QVERIFY2(shown >= 5, qPrintable(QString::number(shown)));
+  }
+
   void zoomIsClampedToTheMatrix() {
     HeatmapView view;
     view.resize(400, 400);
@@ -254,7 +274,7 @@ class TestHeatmapView : public QObject {
 HH_TEST_SUITE(TestHeatmapView, "widgets.heatmap",
               &TestHeatmapView::extremesGetTheEndColours, &TestHeatmapView::maskedCellsAreNeutral,
               &TestHeatmapView::divergingIsSymmetricAroundZero, &TestHeatmapView::cellAtMapsPositionsToCells,
-              &TestHeatmapView::hoverEmitsAndShowsTheReadout, &TestHeatmapView::manyTokenLabelsAreThinned,
+              &TestHeatmapView::hoverEmitsAndShowsTheReadout, &TestHeatmapView::manyTokenLabelsAreThinned, &TestHeatmapView::labelsRefitWhenAHiddenViewIsShown,
               &TestHeatmapView::zoomIsClampedToTheMatrix, &TestHeatmapView::largeMatrixIsFastAndDownsampled,
               &TestHeatmapView::badSizesClearTheView)
 #if HH_HAVE_QTEST

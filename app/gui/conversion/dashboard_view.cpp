@@ -222,12 +222,22 @@ void DashboardView::setSmoothing(double weight) {
 
 void DashboardView::setJobProgress(int64_t step, int64_t total, const QString& phase, double etaSeconds) {
   jobProgress_ = true;
+  jobStep_ = step, jobTotal_ = total, jobPhase_ = phase;
   const int value = total > 0 ? int(1000.0 * double(step) / double(total)) : 0;
   const QString format = QStringLiteral("%1  %2/%3  ETA %4").arg(phase).arg(step).arg(total).arg(formatEta(etaSeconds));
   // Ten calls a second: repaint the bar only when what it shows changed.
   if (progress_->value() != value) progress_->setValue(value);
   if (progress_->format() != format) progress_->setFormat(format);
 }
+
+void DashboardView::setJobEnded(const QString& status) {
+  if (!jobProgress_) return;
+  const bool completed = status == QLatin1String("completed");
+  progress_->setValue(completed ? 1000 : (jobTotal_ > 0 ? int(1000.0 * double(jobStep_) / double(jobTotal_)) : 0));
+  progress_->setFormat(completed ? tr("completed") : tr("%1 in %2 at %3/%4").arg(status, jobPhase_).arg(jobStep_).arg(jobTotal_));
+}
+
+QString DashboardView::progressText() const { return progress_->text(); }
 
 void DashboardView::setJobRunning(bool running) {
   jobRunning_ = running;

@@ -53,6 +53,10 @@ class DashboardView : public QWidget {
 
   // Progress reported by a job this process runs (overrides the step / planned-steps estimate).
   void setJobProgress(int64_t step, int64_t total, const QString& phase, double etaSeconds);
+  // The job ended (completed | failed | cancelled): the bar says so at the last step it reached,
+  // with no ETA left on it.
+  void setJobEnded(const QString& status);
+  QString progressText() const;
   void clear();
 
   // For tests and screenshots.
@@ -124,6 +128,8 @@ class DashboardView : public QWidget {
 
   QString path_, fileStatus_;
   bool jobProgress_ = false, jobRunning_ = false, paused_ = false;
+  int64_t jobStep_ = 0, jobTotal_ = 0;  // the job's last progress report
+  QString jobPhase_;
   int64_t plannedSteps_ = 0, lastStep_ = 0;
   double smoothingWeight_ = 0.9, ema_ = 0.0;
   QVector<double> lossSteps_, lossValues_;

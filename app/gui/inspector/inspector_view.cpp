@@ -16,6 +16,7 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 
 #include "widgets/head_grid.h"
@@ -136,6 +137,8 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
 void InspectorView::setText(const QString& text) { textEdit_->setPlainText(text); }
 QString InspectorView::text() const { return textEdit_->toPlainText(); }
 void InspectorView::setMaxTokens(int tokens) { maxTokens_->setValue(tokens); }
+int InspectorView::maxTokensLimit() const { return maxTokens_->maximum(); }
+QString InspectorView::infoText() const { return info_->text(); }
 
 void InspectorView::modelLoaded(const ModelSummary& summary) {
   model_ = summary;
@@ -146,6 +149,11 @@ void InspectorView::modelLoaded(const ModelSummary& summary) {
   compareButton_->setEnabled(false);
   runButton_->setEnabled(true);
   summaryChoice_->setCurrentIndex(summary.converted() ? Kl : EntropySoftmax);
+  // The box goes no further than the model's positions (a model that does not say keeps the
+  // inspector's own limit).
+  const int positions = summary.maxPositions > 1 ? std::min(summary.maxPositions, kMaxTokens) : kMaxTokens;
+  maxTokens_->setMaximum(positions);
+  maxTokens_->setToolTip(tr("Longer texts are cut here; this model has %1 positions").arg(positions));
   info_->setText(tr("%1 \u00b7 %2").arg(summary.folder, summary.description));
 }
 
@@ -197,7 +205,10 @@ void InspectorView::onInspected(InspectResult result) {
                      .arg(r.layers)
                      .arg(r.heads)
                      .arg(r.milliseconds, 0, 'f', 0);
-  if (r.truncated) text += tr(" \u00b7 cut from %1 tokens").arg(r.textTokens);
+  if (r.truncated && r.cutByModel)
+    text += tr(" \u00b7 cut from %1 tokens: the model has %2 positions").arg(r.textTokens).arg(r.length);
+  else if (r.truncated)
+    text += tr(" \u00b7 cut from %1 tokens by the max-tokens setting").arg(r.textTokens);
   info_->setText(text);
   grid_->setGridSize(r.layers, r.heads);
   applySummary();

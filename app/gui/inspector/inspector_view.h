@@ -46,6 +46,8 @@ class InspectorView : public QWidget {
   // What the large map shows on a converted layer: 0 softmax, 1 linear, 2 linear - softmax.
   void setHeadView(int index);
   bool busy() const { return pending_ > 0; }
+  int maxTokensLimit() const;  // the max-tokens box's maximum (the model's positions)
+  QString infoText() const;    // the line above the grid: tokens, layers x heads, where a text was cut
 
   const InspectResult& result() const { return result_; }
   // The open head (its scores are handed to headView() once shown: read them there).

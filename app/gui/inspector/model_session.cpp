@@ -148,6 +148,7 @@ InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thum
     if (int64_t(ids.size()) > limit) {
       ids.resize(size_t(limit));
       result.truncated = true;
+      result.cutByModel = config.maxPositions > 0 && limit >= config.maxPositions;
     }
     if (ids.empty()) throw std::runtime_error("the text has no tokens");
     const int64_t t = int64_t(ids.size());

@@ -47,6 +47,7 @@ struct InspectResult {
   int layers = 0, heads = 0, length = 0;
   bool converted = false;
   bool truncated = false;    // the text had more tokens than were used
+  bool cutByModel = false;   // ... because of the model's position limit (not the max-tokens setting)
   int textTokens = 0;        // tokens in the text before truncation
   int thumbSize = 0;         // S: thumbnails are S x S
   // Layer-major, L * H entries.

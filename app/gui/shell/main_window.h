@@ -58,8 +58,10 @@ class MainWindow : public QMainWindow {
   ModelTree* modelTree() const { return modelTree_; }
 
   // Loads a model folder on the worker (modelLoaded follows); its tree fills the Model dock and
-  // the inspector and comparison can use it.
-  void openModel(const QString& folder);
+  // the inspector and comparison can use it. Opening one shows the inspector at once, whatever
+  // tab the window reopened on; a project opens its model without leaving the tab its layout
+  // restored (showInspector false).
+  void openModel(const QString& folder, bool showInspector = true);
   // A project file (the convert config): loads its model and makes it the current project
   // (its dock layout is restored; Run > Convert runs it).
   QString openProject(const QString& path);

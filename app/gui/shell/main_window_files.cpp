@@ -55,7 +55,8 @@ void MainWindow::updateMemory() {
   if (bytes > 0) memory_->setText(tr("memory %1 MB").arg(double(bytes) / (1024.0 * 1024.0), 0, 'f', 0));
 }
 
-void MainWindow::openModel(const QString& folder) {
+void MainWindow::openModel(const QString& folder, bool showInspector) {
+  if (showInspector) tabs_->setCurrentWidget(inspector_);
   ++loading_;
   statusBar()->showMessage(tr("Loading %1\u2026").arg(folder));
   modelTree_->showError(tr("Loading %1\u2026").arg(folder));
@@ -101,7 +102,7 @@ QString MainWindow::openProject(const QString& path) {
   project_ = path;
   restoreLayout();
   recent_->add(QStringLiteral("project"), path);
-  openModel(QString::fromStdString(config.modelDir));
+  openModel(QString::fromStdString(config.modelDir), /*showInspector=*/false);
   return {};
 }
 

@@ -116,6 +116,7 @@ void MainWindow::jobRunFileStarted(const QString& path) {
 void MainWindow::jobEnded(const QString& status, const QString& message, const QString& runFile,
                           const QString& exportPath) {
   cancelAction_->setEnabled(false);
+  dashboard_->setJobEnded(status);
   QString text = tr("Conversion %1: %2").arg(status, message);
   if (!exportPath.isEmpty()) text += tr(" | exported model: %1").arg(exportPath);
   statusBar()->showMessage(text);

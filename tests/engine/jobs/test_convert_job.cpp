@@ -192,12 +192,31 @@ class TestConvertJob : public QObject {
     auto run = hh::runs::RunReader::open(r.runFile);
     QCOMPARE(std::string(hh::runs::statusName(run.status())), std::string("cancelled"));
   }
+
+  void cancelInDistillRecordsOnlyWhatWasMeasured() {
+    // Cancelled at its first training step: the untrained maps' KL was measured, the distilled
+    // maps' never was, so the convert run file has a kl_untrained row and no kl_distilled row
+    // (it recorded 0 before).
+    hh::test::TempDir dir("convert_cancel_distill");
+    const auto config = smallConvert(dir);
+    CancelInStage observer("distilling");
+    const auto r = j::runConvert(config, observer);
+    QCOMPARE(std::string(j::toString(r.status)), std::string("cancelled"));
+    QCOMPARE(r.failedStage, std::string("distill"));
+    QVERIFY(std::isfinite(r.distill.initialKl));
+    QVERIFY(std::isnan(r.distill.finalKl));
+    auto run = hh::runs::RunReader::open(r.runFile);
+    QCOMPARE(run.scalarRows("kl_untrained"), int64_t(1));
+    QCOMPARE(run.scalarRows("kl_distilled"), int64_t(0));
+    QCOMPARE(run.scalarRows("distill_seconds"), int64_t(1));
+  }
 };
 
 HH_TEST_SUITE(TestConvertJob, "engine.jobs.convert", &TestConvertJob::initTestCase, &TestConvertJob::runsEveryStageAndExports,
               &TestConvertJob::exportedFolderReloadsToTheInMemoryModel,
               &TestConvertJob::projectJsonRoundTripsAndRefusesSharedKeysInStages,
-              &TestConvertJob::evalDataIsTheEvaluateStagesOwn, &TestConvertJob::cancelInFinetuningStopsTheJob)
+              &TestConvertJob::evalDataIsTheEvaluateStagesOwn, &TestConvertJob::cancelInFinetuningStopsTheJob,
+              &TestConvertJob::cancelInDistillRecordsOnlyWhatWasMeasured)
 
 #if HH_HAVE_QTEST
 #include "test_convert_job.moc"

@@ -5,7 +5,8 @@
 //     dashboard follows the stage run files while the job writes them and shows their steps, and
 //     the GUI thread stays responsive: the longest gap between 10 ms timer ticks while the job
 //     runs is under 100 ms;
-//   - cancel from the GUI stops the job within 2 s and the run file says cancelled;
+//   - cancel from the GUI stops the job within 2 s, the run file says cancelled, and the progress
+//     bar says "cancelled in <stage> at <step>/<total>" with no ETA left on it;
 //   - a project file that is not valid is refused with a message naming the key.
 #include <QApplication>
 #include <QElapsedTimer>
@@ -141,6 +142,10 @@ class TestDashboard : public QObject {
     QVERIFY(clock.elapsed() < 2000);
     auto run = r::RunReader::open(dir.file("run") + "/run.h5");
     QCOMPARE(std::string(r::statusName(run.status())), std::string("cancelled"));
+    // The bar says how the job ended, where, and no ETA is left on it.
+    const QString bar = window.dashboard()->progressText();
+    qInfo("progress bar after cancel: %s", qPrintable(bar));
+    QVERIFY2(bar.startsWith("cancelled in ") && !bar.contains("ETA"), qPrintable(bar));
   }
 
   void refusesABadProjectFile() {
