@@ -18,6 +18,7 @@
 #include <QSettings>
 #include <QShortcut>
 #include <QStatusBar>
+#include <QStackedWidget>
 #include <QTabWidget>
 #include <QThread>
 #include <QThreadPool>
@@ -29,6 +30,7 @@
 #include "app/gui/comparison/comparison_view.h"
 #include "app/gui/common/error_dialog.h"
 #include "app/gui/conversion/config_form.h"
+#include "app/gui/conversion/conversion_summary.h"
 #include "app/gui/conversion/dashboard_view.h"
 #include "app/gui/experiments/experiment_view.h"
 #include "app/gui/common/export_dialogs.h"
@@ -87,12 +89,19 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     auto* f5 = new QShortcut(QKeySequence(Qt::Key_F5), comparisonPage_);
     connect(f5, &QShortcut::activated, this, &MainWindow::startCompute);
   }
+  // The conversion tab: the dashboard while a run goes on, a finished conversion's summary after.
   dashboard_ = new DashboardView;
+  summary_ = new ConversionSummaryView;
+  conversionPage_ = new QStackedWidget;
+  conversionPage_->addWidget(dashboard_);
+  conversionPage_->addWidget(summary_);
+  connect(summary_, &ConversionSummaryView::openModelRequested, this, [this](const QString& folder) { openModel(folder); });
+  connect(summary_, &ConversionSummaryView::openRunRequested, this, &MainWindow::openRun);
   browser_ = new RunBrowser;
   tabs_ = new QTabWidget;
   tabs_->addTab(inspector_, tr("Attention inspector"));
   tabs_->addTab(comparisonPage_, tr("Feature-map comparison"));
-  tabs_->addTab(dashboard_, tr("Conversion dashboard"));
+  tabs_->addTab(conversionPage_, tr("Conversion dashboard"));
   tabs_->addTab(browser_, tr("Runs"));
   experiments_ = new ExperimentView;
   tabs_->addTab(experiments_, tr("Experiments"));
@@ -189,7 +198,7 @@ void MainWindow::buildMenus() {
   QAction* quit = file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows);
   quit->setShortcut(QKeySequence::Quit);
   QMenu* view = menuBar()->addMenu(tr("&View"));
-  const QList<QWidget*> pages{inspector_, comparisonPage_, dashboard_, browser_, experiments_};
+  const QList<QWidget*> pages{inspector_, comparisonPage_, conversionPage_, browser_, experiments_};
   for (int i = 0; i < pages.size(); ++i) {
     QAction* a = view->addAction(tabs_->tabText(i), this, [this, page = pages[i]] { tabs_->setCurrentWidget(page); });
     a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));

@@ -22,6 +22,7 @@
 
 class QDockWidget;
 class QLabel;
+class QStackedWidget;
 class QTabWidget;
 class QThread;
 class QThreadPool;
@@ -31,6 +32,7 @@ namespace hh::gui {
 
 class ComparisonControls;
 class ComparisonView;
+class ConversionSummaryView;
 class DashboardView;
 class InspectorView;
 class JobRunner;
@@ -91,6 +93,12 @@ class MainWindow : public QMainWindow {
   void openRun(const QString& path);
   void cancelJob();
   DashboardView* dashboard() const { return dashboard_; }
+  ConversionSummaryView* conversionSummary() const { return summary_; }
+  // Shows the summary of the convert run file `path` on the conversion tab; returns an error or
+  // empty.
+  QString showConversionSummary(const QString& path);
+  // Whether the conversion tab shows the summary (else the dashboard).
+  bool showingSummary() const;
   JobRunner* jobRunner() const { return runner_; }
   ProcessJobRunner* processJobRunner() const { return processRunner_; }
   RunBrowser* runBrowser() const { return browser_; }
@@ -148,7 +156,9 @@ class MainWindow : public QMainWindow {
   QTimer* computeTimer_ = nullptr;
   QThreadPool* pool_ = nullptr;
   QTabWidget* tabs_ = nullptr;
+  QStackedWidget* conversionPage_ = nullptr;  // the dashboard, or the summary of a finished conversion
   DashboardView* dashboard_ = nullptr;
+  ConversionSummaryView* summary_ = nullptr;
   RunBrowser* browser_ = nullptr;
   ExperimentView* experiments_ = nullptr;
   GenerationView* generationView_ = nullptr;

@@ -5,6 +5,7 @@
 #include <QCloseEvent>
 #include <QFile>
 #include <QFileDialog>
+#include <QStackedWidget>
 #include <QFileInfo>
 #include <QLabel>
 #include <QMessageBox>
@@ -31,7 +32,7 @@ namespace hh::gui {
 
 void MainWindow::exportFigure() {
   QWidget* page = tabs_->currentWidget();
-  const QString name = page == inspector_ ? QStringLiteral("inspector") : page == dashboard_ ? QStringLiteral("dashboard")
+  const QString name = page == inspector_ ? QStringLiteral("inspector") : page == conversionPage_ ? QStringLiteral("conversion")
                        : page == browser_ ? QStringLiteral("runs") : QStringLiteral("comparison");
   const QString path = QFileDialog::getSaveFileName(this, tr("Export the view"), name + QStringLiteral(".png"),
                                                     tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"));

@@ -11,10 +11,12 @@
 #include <QMenuBar>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QStackedWidget>
 #include <QThread>
 #include <QToolBar>
 
 #include "app/gui/conversion/config_form.h"
+#include "app/gui/conversion/conversion_summary.h"
 #include "app/gui/conversion/dashboard_view.h"
 #include "app/gui/common/error_dialog.h"
 #include "app/gui/conversion/job_runner.h"
@@ -121,6 +123,8 @@ void MainWindow::jobEnded(const QString& status, const QString& message, const Q
   if (!exportPath.isEmpty()) text += tr(" | exported model: %1").arg(exportPath);
   statusBar()->showMessage(text);
   if (status == QLatin1String("failed")) showErrorDialog(this, tr("Conversion failed"), message);
+  // A completed conversion ends on its summary (the stages' curves stay a click away).
+  if (status == QLatin1String("completed") && !runFile.isEmpty()) showConversionSummary(runFile);
   if (!runFile.isEmpty()) std::fprintf(stdout, "run file: %s\n", qPrintable(runFile));
   if (!exportPath.isEmpty()) std::fprintf(stdout, "exported model: %s\n", qPrintable(exportPath));
   std::fflush(stdout);
@@ -142,8 +146,21 @@ bool MainWindow::jobRunning() const {
 }
 
 void MainWindow::showDashboard() {
-  tabs_->setCurrentWidget(dashboard_);
+  conversionPage_->setCurrentWidget(dashboard_);
+  tabs_->setCurrentWidget(conversionPage_);
 }
+
+QString MainWindow::showConversionSummary(const QString& path) {
+  QString error;
+  const ConversionResult result = readConversionResult(path, &error);
+  if (result.runFile.isEmpty()) return error;
+  summary_->setResult(result);
+  conversionPage_->setCurrentWidget(summary_);
+  tabs_->setCurrentWidget(conversionPage_);
+  return {};
+}
+
+bool MainWindow::showingSummary() const { return conversionPage_->currentWidget() == summary_; }
 
 void MainWindow::showRuns() {
   tabs_->setCurrentWidget(browser_);
@@ -206,13 +223,20 @@ void MainWindow::openRun(const QString& path) {
   // follower waits for it and reports it (also by a dialog) if it never becomes readable.
   const QFileInfo info(path);
   const bool settled = info.exists() && info.lastModified().secsTo(QDateTime::currentDateTime()) > 5;
-  if (settled) {
+  if (info.exists()) {
     try {
-      runs::RunReader::open(path.toStdString());
+      const auto run = runs::RunReader::open(path.toStdString());
+      // A conversion that has ended opens on its summary.
+      if (run.header().kind == "convert" && runs::isTerminal(run.status()) && showConversionSummary(path).isEmpty()) {
+        recent_->add(QStringLiteral("run"), path);
+        return;
+      }
     } catch (const std::exception& e) {
-      const QString what = QString::fromStdString(e.what());
-      showErrorDialog(this, tr("Open a run file"), what.contains(path) ? what : tr("%1: %2").arg(path, what));
-      return;
+      if (settled) {
+        const QString what = QString::fromStdString(e.what());
+        showErrorDialog(this, tr("Open a run file"), what.contains(path) ? what : tr("%1: %2").arg(path, what));
+        return;
+      }
     }
   }
   recent_->add(QStringLiteral("run"), path);

@@ -5,18 +5,25 @@
 //     dashboard follows the stage run files while the job writes them and shows their steps, and
 //     the GUI thread stays responsive: the longest gap between 10 ms timer ticks while the job
 //     runs is under 100 ms;
+//   - the finished conversion ends on its summary (quality before and after, the evaluated maps,
+//     the per-head KL); its distillation curves are a click away, and opening the convert run
+//     file again shows the summary;
 //   - cancel from the GUI stops the job within 2 s, the run file says cancelled, and the progress
 //     bar says "cancelled in <stage> at <step>/<total>" with no ETA left on it;
 //   - a project file that is not valid is refused with a message naming the key.
 #include <QApplication>
 #include <QElapsedTimer>
+#include <QPushButton>
 #include <QSignalSpy>
+#include <QTableWidget>
 #include <QTest>
 #include <QTimer>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 
+#include "app/gui/conversion/conversion_summary.h"
 #include "app/gui/conversion/dashboard_view.h"
 #include "app/gui/conversion/job_runner.h"
 #include "app/gui/shell/main_window.h"
@@ -122,6 +129,36 @@ class TestDashboard : public QObject {
     QVERIFY(worstGapMs < 100.0);
     auto run = r::RunReader::open(dir.file("run") + "/run.h5");
     QCOMPARE(std::string(r::statusName(run.status())), std::string("completed"));
+    checkTheSummary(window, QString::fromStdString(dir.file("run") + "/run.h5"));
+  }
+
+  // A completed conversion ends on its summary: the quality before and after, every evaluated map,
+  // the per-head KL of the converted model, and the stages' curves a click away.
+  static void checkTheSummary(hh::gui::MainWindow& window, const QString& runFile) {
+    QVERIFY(window.showingSummary());
+    const auto* summary = window.conversionSummary();
+    const auto& result = summary->result();
+    qInfo("summary: %s | %s | %s", qPrintable(summary->headlineText()), qPrintable(summary->qualityText()),
+          qPrintable(summary->headsText()));
+    QCOMPARE(result.status, QString("completed"));
+    QVERIFY(std::isfinite(result.qualityOriginal) && std::isfinite(result.qualityConverted));
+    QVERIFY(summary->qualityText().contains(QString::number(result.qualityConverted, 'f', 2)));
+    QVERIFY(std::isfinite(result.klUntrained) && std::isfinite(result.klDistilled));
+    QCOMPARE(int(result.maps.size()), 2);  // hedgehog and trained, as the project asks
+    QCOMPARE(summary->mapTable()->rowCount(), 3);  // and softmax itself
+    QCOMPARE(summary->headMap()->rows(), result.layers);
+    QCOMPARE(summary->headMap()->cols(), result.heads);
+    QVERIFY(result.layers > 0 && int(result.bestHeads.size()) == std::min(3, result.layers * result.heads));
+    QVERIFY(result.bestHeads.front().kl <= result.worstHeads.front().kl);
+    QVERIFY(summary->inspectButton()->isEnabled());
+    // The distillation's curves: the dashboard again, on the distill stage's run file.
+    QTest::mouseClick(summary->distillCurvesButton(), Qt::LeftButton);
+    QVERIFY(!window.showingSummary());
+    QVERIFY(QTest::qWaitFor([&] { return window.dashboard()->lossPointCount() > 0; }, 10000));
+    QVERIFY(window.dashboard()->path().endsWith("distill/run.h5"));
+    // Opening the convert run file again (File > Open a run file) shows the summary.
+    window.openRun(runFile);
+    QVERIFY(window.showingSummary());
   }
 
   void cancelFromTheGuiStopsTheJob() {
