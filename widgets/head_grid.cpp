@@ -22,6 +22,7 @@ constexpr int kGap = 6;          // space between cells
 constexpr int kTextH = 16;       // summary number under the thumbnail
 constexpr int kMinThumb = 24;
 constexpr int kMaxThumb = 160;
+constexpr int kLegendH = 18;     // bottom row: what the frame colour means
 
 QImage makeThumbnail(int rows, int cols, const std::vector<float>& values) {
   if (rows <= 0 || cols <= 0 || values.size() != std::size_t(rows) * std::size_t(cols)) return {};
@@ -123,13 +124,28 @@ QImage HeadGrid::thumbnail(int layer, int head) const {
   return cell ? cell->image : QImage();
 }
 
+// The frame colour at badness t in [0, 1]: light grey for the best heads, through amber, to red
+// for the worst, so the heads that need a look are the ones that stand out.
+namespace {
+QColor badnessColor(double t) {
+  static const QColor stops[] = {QColor(0xdd, 0xdf, 0xe3), QColor(0xf9, 0xab, 0x00), QColor(0xd9, 0x30, 0x25)};
+  t = std::clamp(t, 0.0, 1.0) * 2.0;
+  const int i = std::min(1, int(t));
+  const double f = t - i;
+  const QColor& a = stops[i];
+  const QColor& b = stops[i + 1];
+  return QColor::fromRgbF(float(a.redF() + f * (b.redF() - a.redF())), float(a.greenF() + f * (b.greenF() - a.greenF())),
+                          float(a.blueF() + f * (b.blueF() - a.blueF())));
+}
+}  // namespace
+
 QColor HeadGrid::summaryColor(int layer, int head) const {
   const double v = summary(layer, head);
   if (std::isnan(v)) return {};
   const auto [lo, hi] = summaryRange();
-  double t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
-  if (!higherIsBetter_) t = 1.0 - t;
-  return viridisAt(std::clamp(t, 0.0, 1.0));
+  double t = hi > lo ? (v - lo) / (hi - lo) : 0.5;  // 1 = the highest value
+  if (higherIsBetter_) t = 1.0 - t;                 // now 1 = the worst head
+  return badnessColor(t);
 }
 
 std::optional<QPoint> HeadGrid::cellAt(QPoint pos) const {
@@ -152,12 +168,12 @@ QRect HeadGrid::thumbnailRect(int layer, int head) const {
 QSize HeadGrid::sizeHint() const {
   const int thumb = 56;
   return QSize(kHeaderW + std::max(heads_, 1) * (thumb + 2 * kFrame + kGap),
-               kHeaderH + std::max(layers_, 1) * (thumb + 2 * kFrame + kGap + kTextH));
+               kHeaderH + std::max(layers_, 1) * (thumb + 2 * kFrame + kGap + kTextH) + kLegendH);
 }
 
 QSize HeadGrid::minimumSizeHint() const {
   return QSize(kHeaderW + std::max(heads_, 1) * (kMinThumb + 2 * kFrame + kGap),
-               kHeaderH + std::max(layers_, 1) * (kMinThumb + 2 * kFrame + kGap + kTextH));
+               kHeaderH + std::max(layers_, 1) * (kMinThumb + 2 * kFrame + kGap + kTextH) + kLegendH);
 }
 
 HeadGrid::Geometry HeadGrid::geometry() const {
@@ -166,7 +182,7 @@ HeadGrid::Geometry HeadGrid::geometry() const {
   g.top = kHeaderH;
   const int heads = std::max(heads_, 1), layers = std::max(layers_, 1);
   const int byWidth = (width() - kHeaderW) / heads - 2 * kFrame - kGap;
-  const int byHeight = (height() - kHeaderH) / layers - 2 * kFrame - kGap - kTextH;
+  const int byHeight = (height() - kHeaderH - kLegendH) / layers - 2 * kFrame - kGap - kTextH;
   g.thumb = std::clamp(std::min(byWidth, byHeight), kMinThumb, kMaxThumb);
   g.cellW = g.thumb + 2 * kFrame + kGap;
   g.cellH = g.thumb + 2 * kFrame + kGap + kTextH;
@@ -232,10 +248,31 @@ void HeadGrid::paintEvent(QPaintEvent* /*event*/) {
                  formatSummary(cell.summary));
     }
   }
-  if (layers_ > 0 && heads_ > 0) {
-    p.setPen(palette().placeholderText().color());
-    p.drawText(QRect(0, 0, kHeaderW, kHeaderH), Qt::AlignCenter, summaryName_.left(5));
+  if (layers_ > 0 && heads_ > 0) paintLegend(p, QRect(g.left, g.top + layers_ * g.cellH, width() - g.left, kLegendH));
+}
+
+void HeadGrid::paintLegend(QPainter& p, const QRect& area) const {
+  // "frame: KL  0.012 [grey ... red] 1.73  (worse)": what the frame colour says, and its range.
+  const auto [lo, hi] = summaryRange();
+  const double best = higherIsBetter_ ? hi : lo, worst = higherIsBetter_ ? lo : hi;
+  const QFontMetrics fm(p.font());
+  p.setPen(palette().placeholderText().color());
+  int x = area.left();
+  const int y = area.top() + 2, h = area.height() - 4;
+  auto text = [&](const QString& s) {
+    p.drawText(QRect(x, area.top(), fm.horizontalAdvance(s) + 2, area.height()), Qt::AlignVCenter, s);
+    x += fm.horizontalAdvance(s) + 6;
+  };
+  text(tr("frame: %1").arg(summaryName_));
+  text(formatSummary(best) + tr(" best"));
+  const int barW = 90;
+  for (int i = 0; i < barW; ++i) {
+    p.setPen(badnessColor(double(i) / (barW - 1)));
+    p.drawLine(x + i, y, x + i, y + h);
   }
+  x += barW + 6;
+  p.setPen(palette().placeholderText().color());
+  text(formatSummary(worst) + tr(" worst"));
 }
 
 void HeadGrid::mousePressEvent(QMouseEvent* event) {

@@ -8,6 +8,7 @@
 // so that "good" is always the bright end. Plain data only.
 #pragma once
 #include <QImage>
+#include <QPainter>
 #include <QString>
 #include <QVector>
 #include <QWidget>
@@ -45,6 +46,8 @@ class HeadGrid : public QWidget {
   double summary(int layer, int head) const;
   QImage thumbnail(int layer, int head) const;
   // Frame colour of a head's summary (invalid colour when it has none).
+  // The frame colour of a head: light grey for the best summary, amber, red for the worst (a
+  // legend under the grid says which summary and its range).
   QColor summaryColor(int layer, int head) const;
   // Cell under a position in widget coordinates: x = head, y = layer.
   std::optional<QPoint> cellAt(QPoint pos) const;
@@ -59,6 +62,7 @@ class HeadGrid : public QWidget {
 
  protected:
   void paintEvent(QPaintEvent* event) override;
+  void paintLegend(QPainter& p, const QRect& area) const;
   void mousePressEvent(QMouseEvent* event) override;
   bool event(QEvent* event) override;  // tooltips
 

@@ -46,6 +46,37 @@ torch::Tensor softmaxAttention(const torch::Tensor& q, const torch::Tensor& k, c
   return torch::matmul(weights, v.to(weights.scalar_type())).to(v.scalar_type());
 }
 
+torch::Tensor softmaxAttentionInBlocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
+                                       const torch::Tensor& keyMask, int64_t blockBytes) {
+  // q [B,H,Tq,D], k [B,H,Tk,D], v [B,H,Tk,Dv] -> [B,H,Tq,Dv]
+  const int64_t B = q.size(0), H = q.size(1), tq = q.size(2), tk = k.size(2);
+  const auto computeType = q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  const int64_t rowBytes = std::max<int64_t>(1, B * H * tk * int64_t(c10::elementSize(computeType)));
+  const int64_t rows = std::max<int64_t>(16, blockBytes / rowBytes);
+  if (rows >= tq) return softmaxAttention(q, k, v, causal, keyMask);
+  TORCH_CHECK(!causal || tq == tk, "causal attention needs as many keys as queries");
+  TORCH_CHECK(!keyMask.defined() || (keyMask.dim() == 2 && keyMask.size(1) == tk), "keyMask must be [B, Tk]");
+  const auto opts = torch::TensorOptions(torch::kLong).device(q.device());
+  auto out = torch::empty({B, H, tq, v.size(3)}, v.options());
+  for (int64_t i0 = 0; i0 < tq; i0 += rows) {
+    const int64_t n = std::min(rows, tq - i0);
+    const int64_t keys = causal ? i0 + n : tk;  // a causal block sees keys 0 .. i0 + n - 1
+    auto scores = attentionScores(q.narrow(2, i0, n).to(computeType), k.narrow(2, 0, keys).to(computeType));
+    torch::Tensor valid;  // [1 or B, 1, n, keys]
+    if (causal) valid = (torch::arange(keys, opts).unsqueeze(0) <= torch::arange(i0, i0 + n, opts).unsqueeze(1)).view({1, 1, n, keys});
+    if (keyMask.defined()) {
+      const auto m = keyMask.narrow(1, 0, keys).to(torch::kBool).to(q.device()).view({keyMask.size(0), 1, 1, keys});
+      valid = valid.defined() ? valid & m : m;
+    }
+    if (valid.defined()) scores.masked_fill_(valid.logical_not(), -std::numeric_limits<double>::infinity());
+    auto weights = torch::softmax(scores, -1);
+    scores = torch::Tensor();
+    weights.nan_to_num_(0.0);  // a row with no valid key (fully padded) is all zeros
+    out.narrow(2, i0, n).copy_(torch::matmul(weights, v.narrow(2, 0, keys).to(computeType)));
+  }
+  return out;
+}
+
 torch::Tensor cachedSoftmaxAttention(const torch::Tensor& qIn, const torch::Tensor& keys, const torch::Tensor& values,
                                      double scale) {
   // qIn [B,H,T,D]; keys, values [B,Hkv,N,D] -> [B,H,T,D]

@@ -18,6 +18,14 @@ at::Tensor softmaxWeights(const at::Tensor& q, const at::Tensor& k, bool causal,
 at::Tensor softmaxAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                                const at::Tensor& keyMask = {});
 
+// softmaxAttention computed a block of query rows at a time, for inference on long texts: about
+// `blockBytes` of fp32 scores alive ([B, H, rows, keys]) instead of [B, H, Tq, Tk] and its
+// masked, softmaxed and cleaned copies; causal blocks read only the keys their rows can see.
+// Equals softmaxAttention to rounding (the same per-row arithmetic); when one block would hold
+// every row it is softmaxAttention.
+at::Tensor softmaxAttentionInBlocks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                                       const at::Tensor& keyMask = {}, int64_t blockBytes = int64_t(8) << 20);
+
 // Decoding against a KV cache: the last T of the N cached positions are the queries' own, so
 // query t (absolute position N - T + t) sees keys 0 .. N - T + t. Grouped heads: query heads
 // j*g .. (j+1)*g - 1 share cached head j (g = H / H_kv), without copying the cache.

@@ -1,5 +1,8 @@
 #include "engine/core/process_memory.h"
 
+#include <dlfcn.h>
+#include <malloc.h>
+
 #include <fstream>
 #include <string>
 
@@ -26,5 +29,19 @@ int64_t statusFieldBytes(const std::string& key) {
 int64_t residentBytes() { return statusFieldBytes("VmRSS:"); }
 int64_t peakResidentBytes() { return statusFieldBytes("VmHWM:"); }
 void resetPeakResident() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+void releaseFreeMemory() {
+  // tcmalloc (linked into the executables when installed) keeps freed pages for reuse; its C
+  // entry point returns them. Looked up at run time: the engine does not link tcmalloc itself.
+  using Release = void (*)();
+  static const auto tcmalloc = reinterpret_cast<Release>(::dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
+  if (tcmalloc != nullptr) {
+    tcmalloc();
+    return;
+  }
+#if defined(__GLIBC__)
+  ::malloc_trim(0);
+#endif
+}
 
 }  // namespace hh

@@ -52,9 +52,17 @@ std::vector<HeadTable*> HeadMeasures::tables() { return {&kl, &entropySoftmax, &
 
 void HeadMeasures::measureLayer(int layer, const torch::Tensor& p, const torch::Tensor& a, const torch::Tensor& scores,
                                 const torch::Tensor& valid) {
-  auto put = [&](HeadTable& table, const torch::Tensor& perHead) {  // perHead [H] float64
+  measureHeads(layer, 0, p, a, scores, valid);
+}
+
+void HeadMeasures::measureHeads(int layer, int firstHead, const torch::Tensor& p, const torch::Tensor& a,
+                                const torch::Tensor& scores, const torch::Tensor& valid) {
+  TORCH_CHECK(firstHead >= 0 && firstHead + p.size(1) <= entropySoftmax.heads, "measureHeads: heads ", firstHead, " + ",
+              p.size(1), " of ", entropySoftmax.heads);
+  auto put = [&](HeadTable& table, const torch::Tensor& perHead) {  // perHead [h] float64
     const auto v = perHead.cpu();
-    for (int h = 0; h < table.heads; ++h) table.values[static_cast<size_t>(layer * table.heads + h)] = v[h].item<double>();
+    for (int h = 0; h < int(v.size(0)); ++h)
+      table.values[static_cast<size_t>(layer * table.heads + firstHead + h)] = v[h].item<double>();
   };
   put(entropySoftmax, metrics::headEntropy(p, valid));
   if (!a.defined()) return;
@@ -62,7 +70,7 @@ void HeadMeasures::measureLayer(int layer, const torch::Tensor& p, const torch::
   put(kl, klPerHead);
   put(entropyLinear, metrics::headEntropy(a, valid));
   if (scores.defined()) put(monotonicity, metrics::headSpearman(scores, a, valid));
-  for (int h = 0; h < kl.heads; ++h) {
+  for (int h = 0; h < int(klPerHead.size(0)); ++h) {
     const double v = klPerHead[h].item<double>();
     klSum_ = std::isfinite(v) ? klSum_ + v : kNaN;
     ++klCount_;

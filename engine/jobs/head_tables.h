@@ -34,6 +34,10 @@ struct HeadMeasures {
   // [B, H, T, T] (defined) monotonicity. valid [B|1, 1, T, T]: the pairs that count.
   void measureLayer(int layer, const at::Tensor& p, const at::Tensor& a, const at::Tensor& scores,
                     const at::Tensor& valid);
+  // As measureLayer, on heads firstHead .. firstHead + h - 1 of the layer only (p, a, scores
+  // [B, h, T, T]): the inspector measures one head at a time to hold one [T, T] map, not H.
+  void measureHeads(int layer, int firstHead, const at::Tensor& p, const at::Tensor& a, const at::Tensor& scores,
+                    const at::Tensor& valid);
   // Mean KL over the heads of the layers measured with linear weights; NaN when there are none
   // or when one of them is not finite.
   double meanKl() const;

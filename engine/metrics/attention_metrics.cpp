@@ -262,6 +262,9 @@ torch::Tensor headSpearman(const torch::Tensor& scores, const torch::Tensor& wei
   return headMean(rows, skipped.logical_not(), scores.dim());
 }
 
+// From this many pairs on, monotonicityCurve bins the central 99.8 % of the scores.
+constexpr int64_t kCurveTrimMinPairs = 2000;
+
 MonotonicityCurve monotonicityCurve(const torch::Tensor& scores, const torch::Tensor& weights,
                                     const torch::Tensor& valid, int bins) {
   // scores, weights [..., Tq, Tk] -> `bins` bins over the valid pairs with a finite score
@@ -282,7 +285,17 @@ MonotonicityCurve monotonicityCurve(const torch::Tensor& scores, const torch::Te
   curve.count.assign(bins, 0);
   if (sv.numel() == 0) return curve;
 
-  const double lo = sv.min().item<double>(), hi = sv.max().item<double>();
+  // The bins span the scores' central range: with many pairs, from the 0.1th to the 99.9th
+  // percentile, the few beyond counted in the edge bins. A handful of outlying scores (a token
+  // attending to itself) would otherwise stretch the axis into bins of one or two pairs, drawn
+  // as stray points far from the curve.
+  double lo = sv.min().item<double>(), hi = sv.max().item<double>();
+  const int64_t n = sv.numel();
+  if (n >= kCurveTrimMinPairs) {
+    const int64_t tail = n / 1000;
+    lo = std::get<0>(sv.kthvalue(tail + 1)).item<double>();
+    hi = std::get<0>(sv.kthvalue(n - tail)).item<double>();
+  }
   double width = (hi - lo) / bins;
   torch::Tensor idx;  // [N] bin of each pair
   if (width > 0.0) {

@@ -49,10 +49,12 @@ at::Tensor rowSpearman(const at::Tensor& scores, const at::Tensor& weights, cons
 at::Tensor headSpearman(const at::Tensor& scores, const at::Tensor& weights, const at::Tensor& valid = {});
 
 // Binned monotonicity curve: weights against scores over all valid pairs of the given tensors
-// (pass one head's slice for a per-head curve). Bins are equal-width over [min, max] of the valid
-// scores; empty bins have count 0 and NaN mean/std. The curve always has `bins` entries (bins >= 1).
-// Bin b holds lo + b*w <= s < lo + (b+1)*w with w = (max - min) / bins; the maximum goes into the
-// last bin. Pairs whose score is not finite (e.g. -inf from a mask) are ignored. If all scores are
+// (pass one head's slice for a per-head curve). Bins are equal-width over [lo, hi] of the valid
+// scores: [min, max] below 2,000 pairs; from 2,000 on, the 0.1th to the 99.9th percentile, the
+// pairs beyond counted in the first or last bin (outliers would otherwise stretch the axis into
+// near-empty bins). Empty bins have count 0 and NaN mean/std. The curve always has `bins` entries
+// (bins >= 1). Bin b holds lo + b*w <= s < lo + (b+1)*w with w = (hi - lo) / bins; the maximum
+// goes into the last bin. Pairs whose score is not finite (e.g. -inf from a mask) are ignored. If all scores are
 // equal, every pair goes into bin bins/2, centred on that score, and the others (1/bins wide) stay
 // empty. No usable pair: all counts 0 and every field NaN. Computed on the CPU.
 struct MonotonicityCurve {

@@ -1,5 +1,6 @@
 #include "engine/models/transformer_model.h"
 
+#include <ATen/core/grad_mode.h>
 #include <torch/types.h>
 
 #include <cmath>
@@ -130,8 +131,13 @@ torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Te
   const bool wantOutputs = capturing && request->outputs;
   torch::Tensor softmaxW, softmaxOut, linearOut;
   if (!useLinear || (capturing && request->softmaxWeights) || wantOutputs) {
-    softmaxW = attn::softmaxWeights(q, k, config_.causal, context.keyMask);  // [B,H,T,T], >= fp32
-    softmaxOut = torch::matmul(softmaxW.to(v.scalar_type()), v);
+    if (!at::GradMode::is_enabled() && !(capturing && request->softmaxWeights)) {
+      // Inference that keeps no weights: a block of query rows at a time, not [B,H,T,T] at once.
+      softmaxOut = attn::softmaxAttentionInBlocks(q, k, v, config_.causal, context.keyMask);
+    } else {
+      softmaxW = attn::softmaxWeights(q, k, config_.causal, context.keyMask);  // [B,H,T,T], >= fp32
+      softmaxOut = torch::matmul(softmaxW.to(v.scalar_type()), v);
+    }
   }
   if (linear && (useLinear || wantOutputs))
     linearOut = linear->forward(q, k, v, hidden, options.form, context.keyMask);

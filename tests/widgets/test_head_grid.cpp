@@ -62,12 +62,16 @@ class TestHeadGrid : public QObject {
     // Diagonal pixel is the top colour, off-diagonal the bottom.
     QCOMPARE(grid.thumbnail(0, 1).pixel(3, 3), hh::widgets::ColorMap::viridis().rgbAt(1.0));
     QCOMPARE(grid.thumbnail(0, 1).pixel(3, 4), hh::widgets::ColorMap::viridis().rgbAt(0.0));
-    QCOMPARE(grid.summaryColor(0, 1), hh::widgets::viridisAt(1.0));
-    QCOMPARE(grid.summaryColor(0, 0), hh::widgets::viridisAt(0.0));
-    grid.setSummaryHigherIsBetter(false);  // e.g. KL: small is good and bright
-    QCOMPARE(grid.summaryColor(0, 0), hh::widgets::viridisAt(1.0));
+    // Frames: light grey for the best head, amber in the middle, red for the worst (the heads that
+    // need a look stand out).
+    const QColor best(0xdd, 0xdf, 0xe3), middle(0xf9, 0xab, 0x00), worst(0xd9, 0x30, 0x25);
+    QCOMPARE(grid.summaryColor(0, 1), best);   // 1.0: the highest, and higher is better
+    QCOMPARE(grid.summaryColor(0, 0), worst);  // 0.0
+    grid.setSummaryHigherIsBetter(false);      // e.g. KL: small is good
+    QCOMPARE(grid.summaryColor(0, 0), best);
+    QCOMPARE(grid.summaryColor(0, 1), worst);
     grid.setSummaryRange(0.0, 2.0);
-    QCOMPARE(grid.summaryColor(0, 1), hh::widgets::viridisAt(0.5));
+    QCOMPARE(grid.summaryColor(0, 1), middle);
     grid.setSummary(0, 1, 2.0);
     QCOMPARE(grid.summary(0, 1), 2.0);
     // Painting works offscreen.

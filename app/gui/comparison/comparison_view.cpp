@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "widgets/color_bar.h"
 #include "widgets/curve_plot.h"
 #include "widgets/heatmap_view.h"
 
@@ -67,10 +68,18 @@ QString num(double v, int precision = 3) {
 }  // namespace
 
 ComparisonView::ComparisonView(QWidget* parent) : QWidget(parent) {
+  // The maps share one colour scale, drawn once beside them: inside one map it would take that
+  // map's width.
   mapsBox_ = new QWidget;
-  mapsGrid_ = new QGridLayout(mapsBox_);
+  auto* mapsRow = new QHBoxLayout(mapsBox_);
+  mapsRow->setContentsMargins(0, 0, 0, 0);
+  mapsGrid_ = new QGridLayout;
   mapsGrid_->setContentsMargins(0, 0, 0, 0);
   mapsGrid_->setSpacing(6);
+  mapsRow->addLayout(mapsGrid_, 1);
+  colorBar_ = new hh::widgets::ColorBar;
+  colorBar_->setLabel(QStringLiteral("weight"));
+  mapsRow->addWidget(colorBar_);
 
   difference_ = new hh::widgets::HeatmapView;
   difference_->setColorMode(hh::widgets::HeatmapView::ColorMode::Diverging);
@@ -89,7 +98,8 @@ ComparisonView::ComparisonView(QWidget* parent) : QWidget(parent) {
   table_->setHorizontalHeaderLabels({tr("attention"), tr("F"), tr("KL(softmax \u2016 map)"), tr("entropy H"),
                                      tr("Spearman \u03c1")});
   table_->verticalHeader()->hide();
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionMode(QAbstractItemView::NoSelection);
   source_ = new QLabel;
@@ -114,11 +124,13 @@ ComparisonView::ComparisonView(QWidget* parent) : QWidget(parent) {
   auto* grid = new QGridLayout(this);
   grid->setContentsMargins(8, 8, 8, 8);
   grid->setSpacing(8);
+  // The maps take the whole first row (up to six side by side); below them the difference map,
+  // the monotonicity curves and the metrics.
   grid->addWidget(panel(mapsBox_, tr("Softmax and linear attention weights (one colour scale, clipped at p99)")), 0,
-                  0, 1, 2);
-  grid->addWidget(panel(difference_, tr("Difference to softmax of"), focusBox_), 0, 2);
-  grid->addWidget(panel(curves_, tr("Monotonicity: mean weight per score bin \u00b1 std")), 1, 0);
-  grid->addWidget(panel(metricsBox, tr("Head metrics")), 1, 1, 1, 2);
+                  0, 1, 3);
+  grid->addWidget(panel(difference_, tr("Difference to softmax of"), focusBox_), 1, 0);
+  grid->addWidget(panel(curves_, tr("Monotonicity: mean weight per score bin \u00b1 std")), 1, 1);
+  grid->addWidget(panel(metricsBox, tr("Head metrics")), 1, 2);
   grid->setRowStretch(0, 3);
   grid->setRowStretch(1, 2);
   for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);
@@ -140,7 +152,7 @@ void ComparisonView::ensureMapViews(int count) {
     view->setValueLabel(QStringLiteral("weight"));
     view->setMinimumSize(160, 150);  // several side by side must fit a laptop screen
     view->setAxisTitles(QString(), QString());
-    view->setColorScaleVisible(maps_.isEmpty());  // one colour bar (softmax's) for the shared scale
+    view->setColorScaleVisible(false);  // the shared scale is colorBar_
     connect(view, &hh::widgets::HeatmapView::cellHovered, this, [this](int r, int c, double) { onHover(r, c); });
     connect(view, &hh::widgets::HeatmapView::hoverLeft, this, [this] {
       hover_->clear();
@@ -151,8 +163,8 @@ void ComparisonView::ensureMapViews(int count) {
 }
 
 void ComparisonView::layoutMaps() {
-  // Up to 4 side by side; more wrap into two rows.
-  const int columns = visibleMaps_ <= 4 ? std::max(visibleMaps_, 1) : (visibleMaps_ + 1) / 2;
+  // Up to 6 side by side; more wrap into two rows.
+  const int columns = visibleMaps_ <= 6 ? std::max(visibleMaps_, 1) : (visibleMaps_ + 1) / 2;
   for (auto* view : maps_) mapsGrid_->removeWidget(view);
   for (int i = 0; i < maps_.size(); ++i) {
     maps_[i]->setVisible(i < visibleMaps_);
@@ -181,6 +193,10 @@ void ComparisonView::setResult(const ComparisonResult& result) {
     view->setTokenLabels(result.tokens, result.tokens);
     if (hi > 0.0) view->setValueRange(0.0, hi);
     else view->setAutoValueRange();
+    if (i == 0) {
+      const auto [lo, top] = view->valueRange();
+      colorBar_->setRange(lo, top);
+    }
     if (i == 0) {
       view->setTitle(tr("softmax \u00b7 H %1").arg(num(result.entropySoftmax, 2)));
     } else {

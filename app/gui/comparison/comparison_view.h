@@ -15,6 +15,7 @@ class QLabel;
 class QTableWidget;
 
 namespace hh::widgets {
+class ColorBar;
 class CurvePlot;
 class HeatmapView;
 }  // namespace hh::widgets
@@ -56,6 +57,7 @@ class ComparisonView : public QWidget {
 
   QWidget* mapsBox_ = nullptr;
   QGridLayout* mapsGrid_ = nullptr;
+  hh::widgets::ColorBar* colorBar_ = nullptr;
   QList<hh::widgets::HeatmapView*> maps_;  // reused between results; the first visibleMaps_ are shown
   int visibleMaps_ = 0;
   hh::widgets::HeatmapView* difference_ = nullptr;

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
 
 namespace hh::gui {
@@ -108,6 +109,9 @@ bool JobRunner::startConvert(const jobs::ConvertConfig& config) {
   // Queued from the worker's finished(): by then the job has returned (running() is false).
   connect(thread_, &QThread::finished, this, [this, control] {
     if (control != control_) return;  // an older job's thread
+    // The job's models, optimiser state and activations are gone with its thread: give the
+    // allocator's free pages back, so a finished conversion does not hold them.
+    hh::releaseFreeMemory();
     if (control->isPaused()) {
       control->setPaused(false);
       Q_EMIT pausedChanged(false);

@@ -13,6 +13,7 @@
 #include "app/gui/comparison/head_comparison.h"
 #include "app/gui/common/session_tensors.h"
 #include "engine/attention/softmax_attention.h"
+#include "engine/core/process_memory.h"
 #include "engine/metrics/attention_metrics.h"
 #include "engine/models/model_io.h"
 #include "engine/models/preflight.h"
@@ -46,15 +47,20 @@ QString tokenLabel(const tok::Tokenizer& tokenizer, int64_t id) {
   return text;
 }
 
-// Block max of one head's weights to at most S x S; blocks with no valid pair are NaN.
-// p [T, T] float, valid [T, T] bool -> S' x S' row-major, S' = min(S, T).
-std::vector<float> thumbnail(const torch::Tensor& p, const torch::Tensor& valid, int size) {
-  const int64_t t = p.size(0);
+// The S' x S' blocks of a T x T map that hold no valid pair (bool [1, 1, S', S']), S' = min(S, T):
+// the same for every head of a text, computed once.
+torch::Tensor emptyBlocks(const torch::Tensor& valid, int size) {
+  const int64_t t = valid.size(-1);
   const int64_t s = std::min<int64_t>(size, t);
-  const auto pooled = torch::adaptive_max_pool2d(p.view({1, 1, t, t}), {s, s});  // (values, indices)
-  const auto any = torch::adaptive_max_pool2d(valid.to(torch::kFloat).view({1, 1, t, t}), {s, s});
-  const auto masked = std::get<0>(pooled).masked_fill(std::get<0>(any) <= 0, kNaN);
-  return toFloatVector(masked);
+  return std::get<0>(torch::adaptive_max_pool2d(valid.to(torch::kFloat).view({1, 1, t, t}), {s, s})) <= 0;
+}
+
+// Block max of one head's weights to the blocks of `empty` ([1, 1, S', S']), NaN where a block
+// has no valid pair. p [T, T] float -> S' x S' row-major.
+std::vector<float> thumbnail(const torch::Tensor& p, const torch::Tensor& empty) {
+  const int64_t t = p.size(0);
+  const auto pooled = torch::adaptive_max_pool2d(p.view({1, 1, t, t}), {empty.size(2), empty.size(3)});
+  return toFloatVector(std::get<0>(pooled).masked_fill(empty, kNaN));
 }
 
 // The 99th percentile of the valid entries of a [.., T, T] matrix (0 when there are none).
@@ -73,7 +79,10 @@ bool ModelSummary::converted() const {
 }
 
 ModelSession::ModelSession() : state_(std::make_unique<State>()) {}
-ModelSession::~ModelSession() = default;
+ModelSession::~ModelSession() {
+  state_.reset();
+  hh::releaseFreeMemory();
+}
 
 bool ModelSession::loaded() const {
   std::lock_guard lock(mutex_);
@@ -123,6 +132,7 @@ ModelSummary ModelSession::load(const QString& folder, QString* error) {
     state_->summary = summary;
     state_->model = std::move(model);
     state_->tokenizer = std::move(tokenizer);
+    hh::releaseFreeMemory();  // what loading held beside the weights (and a model this one replaced)
   } catch (const std::exception& e) {
     const QString what = QString::fromUtf8(e.what()).section(QLatin1Char('\n'), 0, 0);  // engine errors are one line
     if (error) *error = what.contains(folder) ? what : QStringLiteral("%1: %2").arg(folder, what);
@@ -139,6 +149,11 @@ InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thum
   State& st = *state_;
   try {
     if (!st.model) throw std::runtime_error("no model loaded (File > Open model folder)");
+    // The previous text's q, k go before this forward pass, not after it (75 MB at T = 1024 on
+    // a 124M model); a failure below leaves "nothing inspected".
+    st.queries.clear();
+    st.keys.clear();
+    st.tokens.clear();
     at::NoGradGuard noGrad;
     const auto& config = st.model->config();
     std::vector<int64_t> ids = st.tokenizer->encode(text.toStdString(), /*addSpecialTokens=*/true);
@@ -178,13 +193,11 @@ InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thum
     result.measures = jobs::HeadMeasures(L, H);
     result.thumbnails.assign(size_t(L * H), {});
     const auto valid = attn::validPairs(t, t, config.causal);  // [1, 1, T, T]
+    const auto empty = emptyBlocks(valid, result.thumbSize);
     for (const auto& c : out.captures) {
       const int l = int(c.layer);
       st.queries[size_t(l)] = c.queries;
       st.keys[size_t(l)] = c.keys;
-      const auto p = attn::softmaxWeights(c.queries, c.keys, config.causal);  // [1, H, T, T]
-      const auto validTT = valid[0][0];
-      for (int h = 0; h < H; ++h) result.thumbnails[size_t(l * H + h)] = thumbnail(p[0][h], validTT, result.thumbSize);
       torch::Tensor a;  // [1, H, T, T], the linear weights of a converted layer
       if (auto linear = st.model->linearAttention(l)) {
         result.converted = true;
@@ -194,12 +207,20 @@ InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thum
           // Rules whose weights need the layer input (gated, delta, decay): no KL for this layer.
         }
       }
-      result.measures.measureLayer(l, p, a, torch::Tensor(), valid);
+      // One head at a time: one [T, T] softmax map alive, not the layer's H (48 MB at T = 1024,
+      // H = 12), and the allocator reuses the same block for every head.
+      for (int h = 0; h < H; ++h) {
+        const auto qh = c.queries.narrow(1, h, 1), kh = c.keys.narrow(1, h, 1);  // [1, 1, T, D]
+        const auto p = attn::softmaxWeights(qh, kh, config.causal);               // [1, 1, T, T]
+        result.thumbnails[size_t(l * H + h)] = thumbnail(p[0][0], empty);
+        result.measures.measureHeads(l, h, p, a.defined() ? a.narrow(1, h, 1) : a, torch::Tensor(), valid);
+      }
     }
   } catch (const std::exception& e) {
     result = InspectResult{};
     result.error = QString::fromLocal8Bit(e.what()).section('\n', 0, 1);
   }
+  hh::releaseFreeMemory();  // the forward pass's activations, back to the system
   result.milliseconds = double(timer.nsecsElapsed()) / 1e6;
   return result;
 }

@@ -120,6 +120,7 @@ class TestAttentionMetrics : public QObject {
   void monotonicityCurveByHand();
   void monotonicityCurveConstantScores();
   void monotonicityCurveNoPairs();
+  void monotonicityCurveTrimsOutliers();
   void headReductionsMatchManualMean();
   void dtypesAgree();
   void validBroadcasts();
@@ -457,6 +458,28 @@ void TestAttentionMetrics::monotonicityCurveNoPairs() {
   }
 }
 
+void TestAttentionMetrics::monotonicityCurveTrimsOutliers() {
+  // 5,000 scores evenly in [0, 1) and 3 outliers at 100 (a token on itself): the bins span the
+  // central range, not [0, 100] with 30 empty bins between the curve and 3 stray pairs; the
+  // outliers are counted in the last bin.
+  const int64_t n = 5000;
+  auto s = torch::cat({torch::arange(n, torch::kDouble) / double(n), torch::full({3}, 100.0, torch::kDouble)}).view({1, -1});
+  const auto w = torch::full_like(s, 0.5);
+  const auto c = m::monotonicityCurve(s, w, {}, 10);
+  QVERIFY2(c.binCenters.back() < 1.0, std::to_string(c.binCenters.back()).c_str());
+  int64_t total = 0, empty = 0;
+  for (int b = 0; b < 10; ++b) {
+    total += c.count[b];
+    empty += c.count[b] == 0;
+  }
+  QCOMPARE(total, n + 3);
+  QCOMPARE(empty, int64_t(0));
+  QVERIFY(c.count[9] >= 3 + 400);
+  // Below 2,000 pairs the range is [min, max] as before.
+  const auto small = m::monotonicityCurve(s.narrow(1, n - 100, 103), w.narrow(1, n - 100, 103), {}, 10);
+  QVERIFY(small.binCenters.back() > 90.0);
+}
+
 void TestAttentionMetrics::headReductionsMatchManualMean() {
   // [B, H, T, T] -> [H]: the mean over b and rows i of the row values for each head h.
   torch::manual_seed(7);
@@ -613,7 +636,7 @@ HH_TEST_SUITE(TestAttentionMetrics, "engine.metrics.attention", &TestAttentionMe
               &TestAttentionMetrics::spearmanSkippedRows, &TestAttentionMetrics::spearmanValidSubset,
               &TestAttentionMetrics::spearmanNaNPropagates, &TestAttentionMetrics::spearmanRandomAgainstReference,
               &TestAttentionMetrics::monotonicityCurveByHand, &TestAttentionMetrics::monotonicityCurveConstantScores,
-              &TestAttentionMetrics::monotonicityCurveNoPairs, &TestAttentionMetrics::headReductionsMatchManualMean,
+              &TestAttentionMetrics::monotonicityCurveNoPairs, &TestAttentionMetrics::monotonicityCurveTrimsOutliers, &TestAttentionMetrics::headReductionsMatchManualMean,
               &TestAttentionMetrics::dtypesAgree, &TestAttentionMetrics::validBroadcasts,
               &TestAttentionMetrics::nonContiguousAndBlockedInputs,
               &TestAttentionMetrics::badArgumentsThrow, &TestAttentionMetrics::headPatternsByHand)
