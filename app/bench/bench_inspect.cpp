@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   }
 
   const int64_t base = hh::residentBytes();
+  hh::resetPeakResident();
   auto session = std::make_unique<hh::gui::ModelSession>();
   auto start = std::chrono::steady_clock::now();
   QString error;
@@ -60,10 +61,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", qPrintable(error));
     return 1;
   }
-  const int64_t loaded = hh::residentBytes();
+  const int64_t loaded = hh::residentBytes(), loadPeak = hh::peakResidentBytes();
   std::printf("model: %s (%lld parameters)\n", qPrintable(summary.description), (long long)summary.parameters);
-  std::printf("load: %.2f s, resident %.0f MB (%.0f MB above the process before it)\n", secondsSince(start), mb(loaded),
-              mb(loaded - base));
+  std::printf("load: %.2f s, resident %.0f MB (%.0f MB above the process before it), peak %.0f MB\n", secondsSince(start),
+              mb(loaded), mb(loaded - base), mb(loadPeak));
 
   for (int r = 0; r < repeat; ++r) {
     const int64_t before = hh::residentBytes();

@@ -21,6 +21,11 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Tells the kernel the pages wholly inside [begin, begin + size) are not needed for now: they
+  // leave this process's resident memory (the page cache keeps them; reading them again faults
+  // them back in from the file). For a reader that copies each tensor once, so a loaded model
+  // does not also hold its file's pages.
+  void dropPages(const uint8_t* begin, size_t size) const noexcept;
 
  private:
   void release() noexcept;

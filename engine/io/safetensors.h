@@ -60,6 +60,9 @@ class SafetensorsFile {
   // The tensor's info(name).size bytes inside the mapping (little-endian, at any alignment); valid
   // while this object lives.
   const uint8_t* bytes(const std::string& name) const;
+  // The mapped pages of tensor `name` leave resident memory (MappedFile::dropPages): call after
+  // copying it out.
+  void dropPages(const std::string& name) const { file_.dropPages(bytes(name), info(name).size); }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t dataStart() const { return dataStart_; }  // 8 + header length
 

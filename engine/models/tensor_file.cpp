@@ -47,7 +47,10 @@ at::Tensor readTensor(const io::SafetensorsFile& file, const std::string& name, 
                         "tensor '" + name + "' holds " + info.dtype + " data and cannot be read as " + std::string(c10::toString(as)),
                         "ask for a floating type (kFloat, kHalf, kBFloat16, kDouble)");
   auto out = at::empty(info.shape, at::TensorOptions().dtype(scalarTypeOf(info.dtype)));
-  if (info.size > 0) std::memcpy(out.data_ptr(), file.bytes(name), info.size);
+  if (info.size > 0) {
+    std::memcpy(out.data_ptr(), file.bytes(name), info.size);
+    file.dropPages(name);  // the copy is what stays: a loaded model does not hold its file twice
+  }
   if (sourceFloat || !targetFloat) return out.scalar_type() == as ? out : out.to(as);
   return out;  // integer data asked as a float type: kept as it is
 }

@@ -2,6 +2,7 @@
 #include "app/gui/conversion/config_form.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleValidator>
 #include <QFileDialog>
@@ -21,6 +22,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "engine/config/attention_types.h"
 #include "engine/config/config_file.h"
 
 namespace hh::gui {
@@ -89,18 +91,72 @@ void ConfigForm::addObject(const Json& object, const QString& prefix, QWidget* i
         editor = edit;
         break;
       }
-      case Json::value_t::string:
-        editor = new QLineEdit(QString::fromStdString(value.get<std::string>()));
+      case Json::value_t::string: {
+        const QString text = QString::fromStdString(value.get<std::string>());
+        const QStringList options = choicesFor(key);
+        if (options.isEmpty()) {
+          editor = new QLineEdit(text);
+        } else {  // the engine's names to pick from; still editable ("exp_t=3", a map spec)
+          auto* combo = new QComboBox;
+          combo->setEditable(true);
+          combo->addItems(options);
+          combo->setCurrentText(text);
+          editor = combo;
+        }
         break;
+      }
       default:  // arrays (and null): their JSON text
         editor = new QLineEdit(QString::fromStdString(value.dump()));
         break;
     }
     editor->setObjectName(key);
     editor->setToolTip(key);
-    form->addRow(label(it.key()), editor);
+    form->addRow(label(it.key()), withBrowseButton(key, editor));
     fields_.push_back({key, value.type(), editor});
   }
+}
+
+QStringList ConfigForm::choicesFor(const QString& key) {
+  using attn::FeatureMapKind;
+  using attn::UpdateRule;
+  QStringList out;
+  if (key == QLatin1String("feature_map")) {
+    for (auto kind : {FeatureMapKind::Hedgehog, FeatureMapKind::HedgehogSoftmax, FeatureMapKind::T2R, FeatureMapKind::Elu,
+                      FeatureMapKind::Performer, FeatureMapKind::CosFormer, FeatureMapKind::Taylor, FeatureMapKind::ExpT,
+                      FeatureMapKind::Identity})
+      out << QString::fromStdString(attn::toString(kind));
+  } else if (key == QLatin1String("rule")) {
+    for (auto rule : {UpdateRule::Additive, UpdateRule::Gated, UpdateRule::Delta, UpdateRule::Decay})
+      out << QString::fromStdString(attn::toString(rule));
+  } else if (key == QLatin1String("export.dtype")) {
+    out << QStringLiteral("float32") << QStringLiteral("float16") << QStringLiteral("bfloat16");
+  }
+  return out;
+}
+
+QWidget* ConfigForm::withBrowseButton(const QString& key, QWidget* editor) {
+  // Folders: the model, where runs and the converted model go. A button beside the field picks one.
+  static const QStringList folders{QStringLiteral("model"), QStringLiteral("run_dir"), QStringLiteral("output_dir")};
+  auto* edit = qobject_cast<QLineEdit*>(editor);
+  if (!edit || !folders.contains(key)) return editor;
+  auto* row = new QWidget;
+  auto* layout = new QHBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(edit, 1);
+  auto* browse = new QPushButton(tr("Browse\u2026"));
+  browse->setObjectName(key + QStringLiteral(".browse"));
+  connect(browse, &QPushButton::clicked, this, [this, edit, key] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Choose a folder for %1").arg(key), edit->text());
+    if (!dir.isEmpty()) edit->setText(dir);
+  });
+  layout->addWidget(browse);
+  return row;
+}
+
+QString ConfigForm::textOf(const QWidget* editor) {
+  if (auto* combo = qobject_cast<const QComboBox*>(editor)) return combo->currentText();
+  if (auto* edit = qobject_cast<const QLineEdit*>(editor)) return edit->text();
+  return {};
 }
 
 Json ConfigForm::json() const {
@@ -123,7 +179,7 @@ Json ConfigForm::json() const {
         break;
       }
       case Json::value_t::string:
-        slot = static_cast<QLineEdit*>(f.editor)->text().toStdString();
+        slot = textOf(f.editor).toStdString();
         break;
       default: {
         const std::string text = static_cast<QLineEdit*>(f.editor)->text().toStdString();

@@ -12,6 +12,7 @@
 // workbench; more run it data-parallel through the CLI (`hedgehog convert --nproc N`).
 #pragma once
 #include <QDialog>
+#include <QStringList>
 #include <QWidget>
 
 #include <functional>
@@ -44,6 +45,11 @@ class ConfigForm : public QWidget {
     QWidget* editor;
   };
   void addObject(const nlohmann::json& object, const QString& prefix, QWidget* into, int depth);
+  // The engine's names for a key that takes one (feature_map, rule, export.dtype), else empty.
+  static QStringList choicesFor(const QString& key);
+  // The editor of a folder key (model, run_dir, output_dir) with a Browse button beside it.
+  QWidget* withBrowseButton(const QString& key, QWidget* editor);
+  static QString textOf(const QWidget* editor);
 
   QVBoxLayout* layout_ = nullptr;
   QWidget* content_ = nullptr;

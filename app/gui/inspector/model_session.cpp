@@ -105,7 +105,9 @@ ModelSummary ModelSession::load(const QString& folder, QString* error) {
       if (f.severity == models::PreflightFinding::Severity::Warning) summary.warnings << fromStd(f.message);
     }
     if (!report.ready()) {
-      if (error) *error = QStringLiteral("%1: %2").arg(folder, summary.blockers.join(QStringLiteral("; ")));
+      // One error naming the folder once: the pre-flight's findings usually name it already.
+      const QString blockers = summary.blockers.join(QStringLiteral("; "));
+      if (error) *error = blockers.startsWith(folder) ? blockers : QStringLiteral("%1: %2").arg(folder, blockers);
       return ModelSummary{};
     }
     auto model = models::loadModel(folder.toStdString());

@@ -8,7 +8,7 @@
 //   --model FOLDER           open a model folder (inspector, comparison on its heads)
 //   --project FILE.json      open a project file (its model; Run > Convert runs it)
 //   --text TEXT | --text-file PATH   the inspector's text (inspected once the model is loaded)
-//   --tab inspector | comparison | dashboard | runs   the tab shown first
+//   --tab inspector | comparison | dashboard | runs   the tab shown first (another name is an error)
 //   --experiment DIR [--export-figures OUT]          an experiment's results (and its PNG figures, then quit)
 //   --generate ORIGINAL,CONVERTED [--prompt TEXT] [--max-tokens N]   the generation tab with both
 //                            models loaded (either may be left empty); with --prompt it starts
@@ -24,6 +24,8 @@
 #include <QMessageBox>
 #include <QPainter>
 #include <QTimer>
+
+#include <memory>
 
 #include <algorithm>
 #include <csignal>
@@ -98,7 +100,7 @@ int main(int argc, char** argv) {
   const QCommandLineOption text(QStringLiteral("text"), QStringLiteral("The inspector's text."), QStringLiteral("text"));
   const QCommandLineOption textFile(QStringLiteral("text-file"), QStringLiteral("Read the inspector's text from a file."),
                                     QStringLiteral("path"));
-  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("First tab: inspector, comparison, dashboard or runs."),
+  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("First tab: inspector, comparison, dashboard, runs, experiments or generation."),
                                QStringLiteral("name"));
   const QCommandLineOption experiment(QStringLiteral("experiment"), QStringLiteral("Open an experiment folder (summary.json)."),
                                       QStringLiteral("folder"));
@@ -113,6 +115,12 @@ int main(int argc, char** argv) {
                      inspectHead, inspectView,
                      length, headDim, seed, bidirectional});
   parser.process(app);
+  const QStringList tabs{"inspector", "comparison", "dashboard", "runs", "experiments", "generation"};
+  if (parser.isSet(tab) && !tabs.contains(parser.value(tab))) {
+    std::fprintf(stderr, "hedgehog-workbench: --tab %s: not a tab (one of %s)\n", qPrintable(parser.value(tab)),
+                 qPrintable(tabs.join(QStringLiteral(", "))));
+    return 2;
+  }
 
   loadStyleSheet(app);
   hh::gui::MainWindow window;
@@ -204,6 +212,7 @@ int main(int argc, char** argv) {
   else if (firstTab == QLatin1String("dashboard")) window.showDashboard();
   else if (firstTab == QLatin1String("comparison")) window.showComparison();
   else if (firstTab == QLatin1String("inspector")) window.showInspector();
+  else if (firstTab == QLatin1String("experiments")) window.showExperiments();
   bool generating = false;
   if (parser.isSet(generateOpt) || firstTab == QLatin1String("generation")) {
     window.showGeneration();
@@ -250,8 +259,12 @@ int main(int argc, char** argv) {
     } else {
       auto* poll = new QTimer(&window);
       const bool needModel = parser.isSet(model) || parser.isSet(project);
-      QObject::connect(poll, &QTimer::timeout, &window, [&window, poll, delayMs, grab, needModel] {
-        const bool ready = !window.busy() && (!needModel || window.inspector()->result().length > 0 ||
+      // A model that fails to load ends the wait too: its error dialog is the picture.
+      auto loadFailed = std::make_shared<bool>(false);
+      QObject::connect(&window, &hh::gui::MainWindow::modelLoaded, &window,
+                       [loadFailed](const QString& error) { *loadFailed = *loadFailed || !error.isEmpty(); });
+      QObject::connect(poll, &QTimer::timeout, &window, [&window, poll, delayMs, grab, needModel, loadFailed] {
+        const bool ready = !window.busy() && (!needModel || *loadFailed || window.inspector()->result().length > 0 ||
                                               !window.inspector()->result().error.isEmpty());
         if (!ready) return;
         poll->stop();

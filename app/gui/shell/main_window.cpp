@@ -198,7 +198,7 @@ void MainWindow::buildMenus() {
   QAction* quit = file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows);
   quit->setShortcut(QKeySequence::Quit);
   QMenu* view = menuBar()->addMenu(tr("&View"));
-  const QList<QWidget*> pages{inspector_, comparisonPage_, conversionPage_, browser_, experiments_};
+  const QList<QWidget*> pages{inspector_, comparisonPage_, conversionPage_, browser_, experiments_, generationView_};
   for (int i = 0; i < pages.size(); ++i) {
     QAction* a = view->addAction(tabs_->tabText(i), this, [this, page = pages[i]] { tabs_->setCurrentWidget(page); });
     a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
@@ -294,5 +294,6 @@ QString MainWindow::openExperiment(const QString& path) {
 void MainWindow::showInspector() { tabs_->setCurrentWidget(inspector_); }
 void MainWindow::showComparison() { tabs_->setCurrentWidget(comparisonPage_); }
 void MainWindow::showGeneration() { tabs_->setCurrentWidget(generationView_); }
+void MainWindow::showExperiments() { tabs_->setCurrentWidget(experiments_); }
 
 }  // namespace hh::gui

@@ -105,6 +105,7 @@ class MainWindow : public QMainWindow {
   void showDashboard();
   void showRuns();
   void showGeneration();
+  void showExperiments();
   // Opens an experiment folder (summary.json) on the Experiments tab; returns an error or empty.
   QString openExperiment(const QString& path);
   ExperimentView* experiments() const { return experiments_; }

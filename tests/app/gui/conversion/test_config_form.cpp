@@ -6,7 +6,9 @@
 //     a model with the engine's message and stays open.
 #include <QCheckBox>
 #include <QLabel>
+#include <QComboBox>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QTest>
 
@@ -32,17 +34,25 @@ class TestConfigForm : public QObject {
     auto* steps = qobject_cast<QSpinBox*>(form.editor("distill.steps"));
     auto* lr = qobject_cast<QLineEdit*>(form.editor("distill.lr"));
     auto* layers = qobject_cast<QLineEdit*>(form.editor("layers"));
-    auto* map = qobject_cast<QLineEdit*>(form.editor("feature_map"));
-    QVERIFY(steps && lr && layers && map);
+    auto* map = qobject_cast<QComboBox*>(form.editor("feature_map"));
+    auto* rule = qobject_cast<QComboBox*>(form.editor("rule"));
+    QVERIFY(steps && lr && layers && map && rule);
+    // The map and the rule are choices from the engine's names (still editable for a spec).
+    QVERIFY(map->findText("hedgehog") >= 0 && map->findText("t2r") >= 0 && map->findText("cosformer") >= 0);
+    QCOMPARE(rule->count(), 4);
+    // The model folder has a Browse button beside it.
+    QVERIFY(form.findChild<QPushButton*>("model.browse") != nullptr);
     steps->setValue(42);
     lr->setText("0.0025");
     layers->setText("[1, 3]");
-    map->setText("t2r");
+    map->setCurrentText("t2r");
+    rule->setCurrentText("gated");
     const auto c = hh::jobs::convertConfigFromJson(form.json());
     QCOMPARE(c.distill.steps, int64_t(42));
     QCOMPARE(c.distill.lr, 0.0025);
     QCOMPARE(c.layers, (std::vector<int64_t>{1, 3}));
     QCOMPARE(c.featureMap, std::string("t2r"));
+    QCOMPARE(c.rule, std::string("gated"));
   }
 
   void badInputIsRefused() {

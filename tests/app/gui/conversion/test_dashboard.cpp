@@ -28,6 +28,7 @@
 #include "app/gui/conversion/job_runner.h"
 #include "app/gui/shell/main_window.h"
 #include "app/gui/conversion/run_follower.h"
+#include "engine/core/process_memory.h"
 #include "engine/jobs/convert_job.h"
 #include "engine/runs/run_reader.h"
 #include "engine/runs/run_writer.h"
@@ -116,6 +117,7 @@ class TestDashboard : public QObject {
     hh::gui::MainWindow window;
     window.show();
     QSignalSpy finished(&window, &hh::gui::MainWindow::jobFinished);
+    const int64_t residentBefore = hh::residentBytes();
     QCOMPARE(window.startConversion(QString::fromStdString(project)), QString());
     int64_t stepsSeen = 0;
     const double worstGapMs = hh::test::spinMeasuringLatency(180'000, [&] {
@@ -124,6 +126,10 @@ class TestDashboard : public QObject {
     });
     QCOMPARE(finished.count(), 1);
     QCOMPARE(finished.at(0).at(0).toString(), QString("completed"));
+    QVERIFY(QTest::qWaitFor([&] { return !window.jobRunning(); }, 10000));
+    QTest::qWait(50);  // the runner's thread-finished handler returns the job's memory
+    qInfo("resident %.0f MB before the conversion, %.0f MB at its peak, %.0f MB after it", residentBefore / 1048576.0,
+          hh::peakResidentBytes() / 1048576.0, hh::residentBytes() / 1048576.0);
     qInfo("dashboard saw up to step %lld; longest event-loop gap %.1f ms", (long long)stepsSeen, worstGapMs);
     QVERIFY(stepsSeen >= 10);
     QVERIFY(worstGapMs < 100.0);
