@@ -11,19 +11,23 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QPushButton>
 #include <QSaveFile>
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QThread>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 #include "engine/config/attention_types.h"
 #include "engine/config/config_file.h"
+#include "engine/config/model_config.h"
 
 namespace hh::gui {
 namespace {
@@ -111,7 +115,7 @@ void ConfigForm::addObject(const Json& object, const QString& prefix, QWidget* i
     }
     editor->setObjectName(key);
     editor->setToolTip(key);
-    form->addRow(label(it.key()), withBrowseButton(key, editor));
+    form->addRow(label(it.key()), withLayerMenu(key, withBrowseButton(key, editor)));
     fields_.push_back({key, value.type(), editor});
   }
 }
@@ -151,6 +155,70 @@ QWidget* ConfigForm::withBrowseButton(const QString& key, QWidget* editor) {
   });
   layout->addWidget(browse);
   return row;
+}
+
+int ConfigForm::modelLayerCount() const {
+  const auto* model = qobject_cast<const QLineEdit*>(editor(QStringLiteral("model")));
+  if (!model || model->text().isEmpty()) return 0;
+  try {
+    return int(models::loadModelConfig(model->text().toStdString()).layers);
+  } catch (const std::exception&) {
+    return 0;  // not a model folder (yet): the menu says so
+  }
+}
+
+QWidget* ConfigForm::withLayerMenu(const QString& key, QWidget* editor) {
+  // "layers" (the converted layers, [] = all): a menu of the model's layers beside the JSON text.
+  auto* edit = qobject_cast<QLineEdit*>(editor);
+  if (!edit || !(key == QLatin1String("layers") || key.endsWith(QLatin1String(".layers")))) return editor;
+  auto* row = new QWidget;
+  auto* layout = new QHBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(edit, 1);
+  auto* button = new QToolButton;
+  button->setObjectName(key + QStringLiteral(".choose"));
+  button->setText(tr("Layers"));
+  button->setPopupMode(QToolButton::InstantPopup);
+  auto* menu = new QMenu(button);
+  button->setMenu(menu);
+  connect(menu, &QMenu::aboutToShow, this, [this, menu, edit] { fillLayerMenu(menu, edit); });
+  layout->addWidget(button);
+  return row;
+}
+
+void ConfigForm::fillLayerMenu(QMenu* menu, QLineEdit* edit) const {
+  menu->clear();
+  const int count = modelLayerCount();
+  if (count <= 0) {
+    menu->addAction(tr("Choose a model folder first: its layers are listed here"))->setEnabled(false);
+    return;
+  }
+  std::set<int64_t> chosen;
+  const Json parsed = Json::parse(edit->text().toStdString(), nullptr, false);
+  if (parsed.is_array())
+    for (const auto& v : parsed)
+      if (v.is_number_integer()) chosen.insert(v.get<int64_t>());
+  QAction* all = menu->addAction(tr("All %1 layers").arg(count));
+  all->setCheckable(true);
+  all->setChecked(chosen.empty());
+  connect(all, &QAction::triggered, edit, [edit] { edit->setText(QStringLiteral("[]")); });
+  menu->addSeparator();
+  for (int layer = 0; layer < count; ++layer) {
+    QAction* action = menu->addAction(tr("Layer %1").arg(layer));
+    action->setObjectName(QStringLiteral("layer%1").arg(layer));
+    action->setCheckable(true);
+    action->setChecked(chosen.count(layer) > 0);
+    connect(action, &QAction::toggled, edit, [edit, layer, count](bool on) {
+      std::set<int64_t> now;
+      const Json current = Json::parse(edit->text().toStdString(), nullptr, false);
+      if (current.is_array())
+        for (const auto& v : current)
+          if (v.is_number_integer()) now.insert(v.get<int64_t>());
+      if (on) now.insert(layer); else now.erase(layer);
+      if (int(now.size()) == count) now.clear();  // every layer: the same as all
+      edit->setText(QString::fromStdString(Json(std::vector<int64_t>(now.begin(), now.end())).dump()));
+    });
+  }
 }
 
 QString ConfigForm::textOf(const QWidget* editor) {

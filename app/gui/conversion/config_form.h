@@ -2,7 +2,9 @@
 // and --print-config writes), so the GUI starts jobs from exactly what the CLI would run.
 // Every key gets an editor by its value's type: true/false a check box, integers a spin box,
 // other numbers a line edit that keeps their notation (3e-05 stays 3e-05), strings a line edit,
-// arrays a line edit holding their JSON ("[0, 2]"); objects become titled groups, nested.
+// arrays a line edit holding their JSON ("[0, 2]"), with a menu of the model's layers beside
+// "layers"; objects become titled groups, nested. Folder keys have a Browse button; feature_map,
+// rule and export.dtype are editable combo boxes of the engine's names.
 // json() reads the editors back into the same shape; an array that is not valid JSON throws
 // std::invalid_argument naming its key.
 // ConversionDialog: "Run > New conversion": the form over the convert config (defaults written
@@ -22,6 +24,8 @@
 #include "engine/jobs/convert_job.h"
 
 class QLabel;
+class QLineEdit;
+class QMenu;
 class QSpinBox;
 class QVBoxLayout;
 
@@ -50,6 +54,11 @@ class ConfigForm : public QWidget {
   // The editor of a folder key (model, run_dir, output_dir) with a Browse button beside it.
   QWidget* withBrowseButton(const QString& key, QWidget* editor);
   static QString textOf(const QWidget* editor);
+  // The editor of a "layers" key with a menu beside it: "All N layers" and one check per layer of
+  // the model named in the "model" field (read from its config.json when the menu opens).
+  QWidget* withLayerMenu(const QString& key, QWidget* editor);
+  void fillLayerMenu(QMenu* menu, QLineEdit* edit) const;
+  int modelLayerCount() const;  // 0 when the model field names no readable model
 
   QVBoxLayout* layout_ = nullptr;
   QWidget* content_ = nullptr;

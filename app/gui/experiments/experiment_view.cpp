@@ -51,7 +51,7 @@ QComboBox* combo(QWidget* parent) {
 }  // namespace
 
 ExperimentView::ExperimentView(QWidget* parent) : QWidget(parent) {
-  title_ = new QLabel(tr("No experiment. File > Open experiment (a folder with summary.json)"), this);
+  title_ = new QLabel(tr("No experiment open. Run > Open an experiment\u2026 opens the folder that <tt>hedgehog experiment</tt> wrote (it holds summary.json)."), this);
   title_->setWordWrap(true);
   table_ = new QTableWidget(this);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);

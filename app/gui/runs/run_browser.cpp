@@ -8,6 +8,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QPushButton>
 #include <QSplitter>
 #include <QTableWidget>
@@ -110,8 +111,16 @@ RunBrowser::RunBrowser(QWidget* parent) : QWidget(parent) {
   pool_->setMaxThreadCount(1);
   overlayButton_ = new QPushButton(tr("Overlay"), this);
   overlayButton_->setToolTip(tr("Draw the selected runs' loss (or KL) curves on one plot"));
-  csvButton_ = new QPushButton(tr("Export CSV\u2026"), this);
-  csvButton_->setToolTip(tr("One row per selected run: kind, status, model, feature map and last metric values"));
+  csvButton_ = new QPushButton(tr("Export CSV"), this);
+  csvButton_->setToolTip(tr("The selected runs as one CSV: their last values, or their whole traces"));
+  auto* csvMenu = new QMenu(csvButton_);
+  QAction* lastValues = csvMenu->addAction(tr("Last values: one row per run\u2026"));
+  lastValues->setObjectName(QStringLiteral("csvLastValues"));
+  lastValues->setToolTip(tr("run id, kind, status, model, feature map and the last value of every series"));
+  QAction* traces = csvMenu->addAction(tr("Whole traces: one row per step\u2026"));
+  traces->setObjectName(QStringLiteral("csvTraces"));
+  traces->setToolTip(tr("step, then a column per run and series (\"run:loss\"), blank where a run logged nothing"));
+  csvButton_->setMenu(csvMenu);
   overlayButton_->setEnabled(false);
   csvButton_->setEnabled(false);
   overlay_ = new RunOverlay(this);
@@ -138,7 +147,8 @@ RunBrowser::RunBrowser(QWidget* parent) : QWidget(parent) {
     csvButton_->setEnabled(any);
   });
   connect(overlayButton_, &QPushButton::clicked, this, [this] { overlayRuns(selectedPaths()); });
-  connect(csvButton_, &QPushButton::clicked, this, &RunBrowser::chooseCsvFile);
+  connect(lastValues, &QAction::triggered, this, [this] { chooseCsvFile(CsvShape::LastValues); });
+  connect(traces, &QAction::triggered, this, [this] { chooseCsvFile(CsvShape::Traces); });
   connect(rescan, &QPushButton::clicked, this, &RunBrowser::refresh);
   connect(folder_, &QLineEdit::returnPressed, this, &RunBrowser::refresh);
   connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
@@ -249,15 +259,24 @@ void RunBrowser::overlayRuns(const QStringList& paths) {
       });
 }
 
-QString RunBrowser::exportCsv(const QString& file, const QStringList& paths) const {
-  return writeRunsCsv(file, summariesOf(paths));
+QString RunBrowser::exportCsv(const QString& file, const QStringList& paths, CsvShape shape) const {
+  if (shape == CsvShape::LastValues) return writeRunsCsv(file, summariesOf(paths));
+  std::vector<RunTraces> traces;
+  QStringList unreadable;
+  for (const QString& path : paths) {
+    traces.push_back(readRunTraces(path, shownName(path)));
+    if (!traces.back().error.isEmpty()) unreadable << traces.back().error;
+  }
+  if (!unreadable.isEmpty()) return unreadable.join(QLatin1Char('\n'));  // nothing written: no silent gaps
+  return writeTracesCsv(file, traces);
 }
 
-void RunBrowser::chooseCsvFile() {
+void RunBrowser::chooseCsvFile(CsvShape shape) {
   const QStringList paths = selectedPaths();
   if (paths.isEmpty()) return;
-  const QString file = QFileDialog::getSaveFileName(this, tr("Export runs as CSV"), QStringLiteral("runs.csv"),
-                                                    tr("CSV files (*.csv)"));
+  const QString file = QFileDialog::getSaveFileName(
+      this, tr("Export runs as CSV"), shape == CsvShape::LastValues ? QStringLiteral("runs.csv") : QStringLiteral("traces.csv"),
+      tr("CSV files (*.csv)"));
   if (file.isEmpty()) return;
   const QString error = exportCsv(file, paths);
   if (!error.isEmpty()) {

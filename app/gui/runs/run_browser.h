@@ -5,7 +5,8 @@
 // run on the dashboard. Files that are not run files are listed with the reason instead.
 // With several rows selected: "Overlay" draws their loss / val_loss (or kl_mean) curves on one
 // plot under the table (RunOverlay, curves read on the worker thread), and "Export CSV..." writes
-// one row per selected run with its last metric values (run_table_csv.h).
+// one row per selected run with its last metric values, or their whole traces with one row per
+// step (run_table_csv.h).
 #pragma once
 #include <QString>
 #include <QWidget>
@@ -57,8 +58,10 @@ class RunBrowser : public QWidget {
   std::vector<RunSummary> summariesOf(const QStringList& paths) const;
   // Overlays these runs' curves (read on the worker thread; overlayReady() when drawn).
   void overlayRuns(const QStringList& paths);
-  // Writes the CSV of these runs to `file`; an empty string, or why it failed.
-  QString exportCsv(const QString& file, const QStringList& paths) const;
+  // Writes the CSV of these runs to `file`; an empty string, or why it failed (a run file that
+  // cannot be read fails the traces export, naming it, and nothing is written).
+  enum class CsvShape { LastValues, Traces };
+  QString exportCsv(const QString& file, const QStringList& paths, CsvShape shape = CsvShape::LastValues) const;
 
  public Q_SLOTS:
   void refresh();
@@ -70,7 +73,7 @@ class RunBrowser : public QWidget {
 
  private:
   void show(const std::vector<RunSummary>& runs);
-  void chooseCsvFile();
+  void chooseCsvFile(CsvShape shape);
   QString shownName(const QString& path) const;
 
   QLineEdit* folder_ = nullptr;

@@ -1,10 +1,14 @@
 // Several runs' curves on one plot (see run_overlay.h).
 #include "app/gui/runs/run_overlay.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QSignalBlocker>
 #include <QVBoxLayout>
+
+#include <cmath>
 
 #include "engine/runs/run_reader.h"
 #include "widgets/curve_plot.h"
@@ -22,6 +26,7 @@ RunCurves readRunCurves(const QString& path, const QString& label) {
   out.label = label;
   try {
     const auto reader = runs::RunReader::open(path.toStdString());
+    out.kind = QString::fromStdString(reader.header().kind);
     for (const auto& spec : reader.header().layout.scalars) {
       const QString name = QString::fromStdString(spec.name);
       if (!overlayScalars().contains(name)) continue;
@@ -43,12 +48,18 @@ RunOverlay::RunOverlay(QWidget* parent) : QWidget(parent) {
   metric_->addItem(tr("loss and val_loss"));
   metric_->addItem(tr("kl_mean"));
   connect(metric_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] { redraw(); });
+  relative_ = new QCheckBox(tr("relative to each run's first loss"), this);
+  relative_->setObjectName(QStringLiteral("overlayRelative"));
+  relative_->setToolTip(tr("Divide each run's loss and held-out loss by its first loss, so runs of different kinds "
+                           "(a distillation near 55, a finetuning near 6) share one axis"));
+  connect(relative_, &QCheckBox::toggled, this, [this] { redraw(); });
   note_ = new QLabel(this);
   plot_ = new widgets::CurvePlot(this);
   plot_->setAxisLabels(tr("step"), tr("value"));
   auto* row = new QHBoxLayout;
   row->addWidget(new QLabel(tr("Overlay of the selected runs:"), this));
   row->addWidget(metric_);
+  row->addWidget(relative_);
   row->addWidget(note_, 1);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -56,10 +67,34 @@ RunOverlay::RunOverlay(QWidget* parent) : QWidget(parent) {
   layout->addWidget(plot_, 1);
 }
 
+namespace {
+
+QStringList kindsOf(const std::vector<RunCurves>& runs) {
+  QStringList kinds;
+  for (const auto& run : runs)
+    if (run.error.isEmpty() && !kinds.contains(run.kind)) kinds << run.kind;
+  return kinds;
+}
+
+// The first finite non-zero value of a curve (1 when there is none: the curve is drawn as is).
+double firstScale(const RunCurves::Curve& curve) {
+  for (const double v : curve.values)
+    if (std::isfinite(v) && v != 0) return std::abs(v);
+  return 1.0;
+}
+
+}  // namespace
+
 void RunOverlay::setRuns(std::vector<RunCurves> runs) {
   runs_ = std::move(runs);
+  const QSignalBlocker block(relative_);  // one redraw
+  relative_->setChecked(kindsOf(runs_).size() > 1);
   redraw();
 }
+
+void RunOverlay::setRelative(bool relative) { relative_->setChecked(relative); }
+
+bool RunOverlay::relative() const { return relative_->isChecked(); }
 
 void RunOverlay::setMetric(Metric metric) {
   metric_->setCurrentIndex(metric == Metric::Loss ? 0 : 1);
@@ -78,8 +113,10 @@ void RunOverlay::redraw() {
   plot_->clear();
   series_.clear();
   const bool loss = metric() == Metric::Loss;
+  const bool relative = loss && relative_->isChecked();
+  relative_->setEnabled(loss);
   plot_->setTitle(loss ? tr("Loss (lines) and held-out loss (points)") : tr("Mean KL(softmax || linear)"));
-  plot_->setAxisLabels(tr("step"), loss ? tr("loss") : tr("KL"));
+  plot_->setAxisLabels(tr("step"), loss ? (relative ? tr("loss / the run's first loss") : tr("loss")) : tr("KL"));
   QStringList unreadable, without;
   for (int r = 0; r < int(runs_.size()); ++r) {
     const auto& run = runs_[size_t(r)];
@@ -88,10 +125,14 @@ void RunOverlay::redraw() {
       continue;
     }
     const QColor color = widgets::seriesPaletteColor(r);  // one colour per run, whatever it draws
+    const auto first = run.curves.find(QStringLiteral("loss"));
+    const double scale = relative && first != run.curves.end() ? firstScale(first->second) : 1.0;
     auto draw = [&](const QString& scalar, const QString& name, widgets::CurvePlot::SeriesStyle style) {
       const auto it = run.curves.find(scalar);
       if (it == run.curves.end()) return false;
-      const int index = plot_->addSeries(name, it->second.steps, it->second.values, {}, color);
+      QVector<double> values = it->second.values;
+      for (double& v : values) v /= scale;
+      const int index = plot_->addSeries(name, it->second.steps, values, {}, color);
       plot_->setSeriesStyle(index, style, style == widgets::CurvePlot::SeriesStyle::Points ? 1.5 : 1.8);
       series_[{r, scalar}] = index;
       return true;
@@ -106,6 +147,10 @@ void RunOverlay::redraw() {
     if (!any) without << run.label;
   }
   QStringList notes;
+  const QStringList kinds = kindsOf(runs_);
+  if (loss && kinds.size() > 1)
+    notes << (relative ? tr("runs of different kinds (%1): each divided by its first loss").arg(kinds.join(QStringLiteral(", ")))
+                       : tr("runs of different kinds (%1) on one scale").arg(kinds.join(QStringLiteral(", "))));
   if (!without.isEmpty()) notes << tr("not in these runs: %1").arg(without.join(QStringLiteral(", ")));
   if (!unreadable.isEmpty()) notes << tr("unreadable: %1").arg(unreadable.join(QStringLiteral(", ")));
   note_->setText(notes.join(QStringLiteral("; ")));

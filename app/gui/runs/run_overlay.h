@@ -3,8 +3,12 @@
 //   - "loss and val_loss": per run its loss as a line and, if it has one, its held-out loss as
 //     points in the same colour;
 //   - "kl_mean": per run its mean KL to softmax (runs without it are left out);
-// (the two have different scales, hence one at a time). The curves are read off the GUI thread
-// with readRunCurves() and handed over as plain data.
+// (the two have different scales, hence one at a time). Losses of different kinds of run are on
+// different scales (a distillation's KL-plus-CE near 55, a finetuning's cross-entropy near 6):
+// "relative to each run's first loss" divides every run's loss and held-out loss by its first
+// finite non-zero loss, so they share one axis; it is ticked by itself when the runs shown are of
+// more than one kind, and the note says so. The curves are read off the GUI thread with
+// readRunCurves() and handed over as plain data.
 #pragma once
 #include <QString>
 #include <QVector>
@@ -13,6 +17,7 @@
 #include <map>
 #include <vector>
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 
@@ -24,6 +29,7 @@ namespace hh::gui {
 
 struct RunCurves {
   QString path, label;  // label: what the legend calls the run
+  QString kind;         // the run file's kind (distill, finetune, train, ...)
   QString error;        // non-empty: the file could not be read
   struct Curve {
     QVector<double> steps, values;  // [N]
@@ -47,6 +53,8 @@ class RunOverlay : public QWidget {
   void setRuns(std::vector<RunCurves> runs);
   void setMetric(Metric metric);
   Metric metric() const;
+  void setRelative(bool relative);
+  bool relative() const;
   widgets::CurvePlot* plot() const { return plot_; }
   int runCount() const { return int(runs_.size()); }
   // Series index of a run's curve in plot() (-1 when not drawn), e.g. for tests.
@@ -56,6 +64,7 @@ class RunOverlay : public QWidget {
   void redraw();
 
   QComboBox* metric_ = nullptr;
+  QCheckBox* relative_ = nullptr;
   QLabel* note_ = nullptr;
   widgets::CurvePlot* plot_ = nullptr;
   std::vector<RunCurves> runs_;

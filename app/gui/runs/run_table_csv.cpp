@@ -6,6 +6,8 @@
 #include <cmath>
 #include <set>
 
+#include "engine/runs/run_reader.h"
+
 namespace hh::gui {
 namespace {
 
@@ -13,6 +15,20 @@ QString number(double v) {
   if (std::isnan(v)) return QStringLiteral("nan");
   if (std::isinf(v)) return v > 0 ? QStringLiteral("inf") : QStringLiteral("-inf");
   return QString::number(v, 'g', 10);
+}
+
+QString writeText(const QString& path, const QString& text) {
+  QSaveFile file(path);  // written whole or not at all
+  if (!file.open(QIODevice::WriteOnly)) return QStringLiteral("%1: %2").arg(path, file.errorString());
+  file.write(text.toUtf8());
+  if (!file.commit()) return QStringLiteral("%1: %2").arg(path, file.errorString());
+  return {};
+}
+
+QString csvLine(const QStringList& fields) {
+  QStringList quoted;
+  for (const QString& f : fields) quoted << csvField(f);
+  return quoted.join(QLatin1Char(','));
 }
 
 }  // namespace
@@ -43,28 +59,64 @@ QString runsCsv(const std::vector<RunSummary>& runs) {
   QStringList header{QStringLiteral("run_id"), QStringLiteral("file"),  QStringLiteral("kind"),
                      QStringLiteral("status"), QStringLiteral("model"), QStringLiteral("feature_map")};
   header << metrics;
-  QStringList lines;
-  QStringList fields;
-  for (const QString& h : header) fields << csvField(h);
-  lines << fields.join(QLatin1Char(','));
+  QStringList lines{csvLine(header)};
   for (const auto& run : runs) {
-    fields = QStringList{run.runId, run.path, run.kind, run.status, run.model, run.featureMap};
-    for (QString& f : fields) f = csvField(f);
+    QStringList fields{run.runId, run.path, run.kind, run.status, run.model, run.featureMap};
     for (const QString& metric : metrics) {
       const auto it = run.lastValues.find(metric);
       fields << (it == run.lastValues.end() ? QString() : number(it->second));
     }
-    lines << fields.join(QLatin1Char(','));
+    lines << csvLine(fields);
   }
   return lines.join(QStringLiteral("\r\n")) + QStringLiteral("\r\n");
 }
 
 QString writeRunsCsv(const QString& path, const std::vector<RunSummary>& runs) {
-  QSaveFile file(path);  // written whole or not at all
-  if (!file.open(QIODevice::WriteOnly)) return QStringLiteral("%1: %2").arg(path, file.errorString());
-  file.write(runsCsv(runs).toUtf8());
-  if (!file.commit()) return QStringLiteral("%1: %2").arg(path, file.errorString());
-  return {};
+  return writeText(path, runsCsv(runs));
+}
+
+RunTraces readRunTraces(const QString& path, const QString& label) {
+  RunTraces out;
+  out.label = label;
+  try {
+    const auto reader = runs::RunReader::open(path.toStdString());
+    for (const auto& spec : reader.header().layout.scalars) {
+      const auto series = reader.scalars(spec.name);
+      auto& trace = out.series[QString::fromStdString(spec.name)];
+      for (size_t i = 0; i < series.steps.size(); ++i) trace[series.steps[i]] = series.values[i];  // a repeated step: its last value
+    }
+  } catch (const std::exception& e) {
+    out.error = QString::fromStdString(e.what());
+  }
+  return out;
+}
+
+QString tracesCsv(const std::vector<RunTraces>& runs) {
+  std::set<int64_t> steps;
+  QStringList header{QStringLiteral("step")};
+  std::vector<const std::map<int64_t, double>*> columns;
+  for (const auto& run : runs) {
+    if (!run.error.isEmpty()) continue;
+    for (const auto& [name, trace] : run.series) {  // std::map: in name order
+      header << run.label + QLatin1Char(':') + name;
+      columns.push_back(&trace);
+      for (const auto& [step, value] : trace) steps.insert(step);
+    }
+  }
+  QStringList lines{csvLine(header)};
+  for (const int64_t step : steps) {
+    QStringList fields{QString::number(step)};
+    for (const auto* trace : columns) {
+      const auto it = trace->find(step);
+      fields << (it == trace->end() ? QString() : number(it->second));
+    }
+    lines << csvLine(fields);
+  }
+  return lines.join(QStringLiteral("\r\n")) + QStringLiteral("\r\n");
+}
+
+QString writeTracesCsv(const QString& path, const std::vector<RunTraces>& runs) {
+  return writeText(path, tracesCsv(runs));
 }
 
 }  // namespace hh::gui

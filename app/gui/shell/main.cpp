@@ -36,6 +36,7 @@
 #include "app/gui/experiments/experiment_view.h"
 #include "app/gui/generation/generation_view.h"
 #include "app/gui/inspector/inspector_view.h"
+#include "app/gui/runs/run_browser.h"
 #include "app/gui/shell/main_window.h"
 #include "engine/core/runtime.h"
 
@@ -81,6 +82,7 @@ int main(int argc, char** argv) {
   const auto headDim = hidden(QStringLiteral("head-dim"), QStringLiteral("Head dim."), "D");
   const auto seed = hidden(QStringLiteral("seed"), QStringLiteral("Random seed."), "S");
   const auto runsTab = hidden(QStringLiteral("runs-tab"), QStringLiteral("Open on the run browser."));
+  const auto overlayOpt = hidden(QStringLiteral("overlay"), QStringLiteral("Run browser: overlay these run files."), "a.h5,b.h5");
   const auto bidirectional = hidden(QStringLiteral("bidirectional"), QStringLiteral("Non-causal attention."));
   const QCommandLineOption generateOpt(QStringLiteral("generate"),
                                        QStringLiteral("Open the generation tab with these model folders."),
@@ -111,7 +113,7 @@ int main(int argc, char** argv) {
   const auto curve = hidden(QStringLiteral("curve"), QStringLiteral("Experiment scalar over steps."), "name");
   const auto mapPair = hidden(QStringLiteral("map-pair"), QStringLiteral("Experiment snapshot pair."), "L,H");
   parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, generateOpt, promptOpt, maxTokensOpt});
-  parser.addOptions({convert, processes, run, model, project, text, textFile, tab, runsTab, shot, delay, featureMap, modelHead,
+  parser.addOptions({convert, processes, run, model, project, text, textFile, tab, runsTab, overlayOpt, shot, delay, featureMap, modelHead,
                      inspectHead, inspectView,
                      length, headDim, seed, bidirectional});
   parser.process(app);
@@ -207,7 +209,8 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
-  const QString firstTab = parser.isSet(runsTab) ? QStringLiteral("runs") : parser.value(tab);
+  const QString firstTab = parser.isSet(runsTab) || parser.isSet(overlayOpt) ? QStringLiteral("runs") : parser.value(tab);
+  if (parser.isSet(overlayOpt)) window.runBrowser()->overlayRuns(parser.value(overlayOpt).split(QLatin1Char(',')));
   if (firstTab == QLatin1String("runs")) window.showRuns();
   else if (firstTab == QLatin1String("dashboard")) window.showDashboard();
   else if (firstTab == QLatin1String("comparison")) window.showComparison();

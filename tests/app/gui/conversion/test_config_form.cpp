@@ -2,12 +2,16 @@
 //   - the defaults round-trip: setJson(toJson(c)) then json() gives the same JSON back, float
 //     notation and arrays included;
 //   - edits reach the parsed config (distill.steps, distill.lr, layers, feature_map);
+//   - the layers menu lists the model's layers (tiny-random-gpt2: 5) once a model is named, and
+//     ticking layers writes the JSON list the parser reads ([] when all are ticked);
 //   - an array that is not JSON is refused naming its key; the dialog refuses a config without
 //     a model with the engine's message and stays open.
 #include <QCheckBox>
 #include <QLabel>
 #include <QComboBox>
 #include <QLineEdit>
+#include <QMenu>
+#include <QToolButton>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTest>
@@ -55,6 +59,32 @@ class TestConfigForm : public QObject {
     QCOMPARE(c.rule, std::string("gated"));
   }
 
+  void layersAreChosenFromTheModel() {
+    hh::gui::ConfigForm form;
+    form.setJson(hh::jobs::toJson(hh::jobs::ConvertConfig{}));
+    auto* layers = qobject_cast<QLineEdit*>(form.editor("layers"));
+    auto* button = form.findChild<QToolButton*>("layers.choose");
+    QVERIFY(layers && button && button->menu());
+    QMenu* menu = button->menu();
+    Q_EMIT menu->aboutToShow();  // no model yet: one disabled line says why
+    QCOMPARE(menu->actions().size(), 1);
+    QVERIFY(!menu->actions()[0]->isEnabled());
+    qobject_cast<QLineEdit*>(form.editor("model"))->setText(QString(HH_FIXTURES_DIR) + "/tiny-random-gpt2");
+    Q_EMIT menu->aboutToShow();
+    QCOMPARE(menu->actions().size(), 2 + 5);  // all, separator, five layers
+    QVERIFY(menu->actions()[0]->isChecked());  // [] = all
+    menu->findChild<QAction*>("layer3")->setChecked(true);
+    QCOMPARE(layers->text(), QString("[3]"));
+    menu->findChild<QAction*>("layer1")->setChecked(true);
+    QCOMPARE(layers->text(), QString("[1,3]"));
+    QCOMPARE(hh::jobs::convertConfigFromJson(form.json()).layers, (std::vector<int64_t>{1, 3}));
+    Q_EMIT menu->aboutToShow();  // reopened: the ticks follow the text
+    QVERIFY(!menu->actions()[0]->isChecked());
+    QVERIFY(menu->findChild<QAction*>("layer1")->isChecked() && !menu->findChild<QAction*>("layer0")->isChecked());
+    for (const char* name : {"layer0", "layer2", "layer4"}) menu->findChild<QAction*>(name)->setChecked(true);
+    QCOMPARE(layers->text(), QString("[]"));  // every layer ticked: all
+  }
+
   void badInputIsRefused() {
     hh::gui::ConfigForm form;
     form.setJson(hh::jobs::toJson(hh::jobs::ConvertConfig{}));
@@ -75,7 +105,8 @@ class TestConfigForm : public QObject {
 };
 
 HH_TEST_SUITE(TestConfigForm, "app.gui.config_form", &TestConfigForm::defaultsRoundTrip,
-              &TestConfigForm::editsReachTheConfig, &TestConfigForm::badInputIsRefused)
+              &TestConfigForm::editsReachTheConfig, &TestConfigForm::layersAreChosenFromTheModel,
+              &TestConfigForm::badInputIsRefused)
 
 #if HH_HAVE_QTEST
 #include "test_config_form.moc"

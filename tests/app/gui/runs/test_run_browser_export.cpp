@@ -5,8 +5,15 @@
 //   - Export CSV: parsed back with an RFC 4180 reader, the header is run_id, file, kind, status,
 //     model, feature_map, then the union of the runs' scalar series (headline metrics first), one
 //     row per selected run in table order with its last values, blank where a run lacks a series;
-//     a model name with a comma and quotes survives the round trip.
+//     a model name with a comma and quotes survives the round trip;
+//   - Export CSV, whole traces: one row per step any run logged (ascending), a column per run and
+//     series, every value of every trace back (blank where a run logged nothing at that step);
+//     an unreadable run file fails the export naming it and writes nothing;
+//   - Overlay of a distillation and a finetuning (losses 50x apart): ticked by itself to divide
+//     each run by its first loss (both start at 1), the note names the two kinds; unticked, the
+//     raw values come back.
 #include <QFile>
+#include <QLabel>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTest>
@@ -30,10 +37,11 @@ namespace {
 namespace r = hh::runs;
 
 // rows loss rows (1/s), val_loss every 5 steps when withVal, kl_mean at the end when withKl.
-void writeRun(const std::string& path, const std::string& id, const std::string& model, int rows, bool withVal, bool withKl) {
+void writeRun(const std::string& path, const std::string& id, const std::string& model, int rows, bool withVal, bool withKl,
+              const std::string& kind = "distill", double scale = 1.0) {
   r::RunHeader header;
   header.runId = id;
-  header.kind = "distill";
+  header.kind = kind;
   nlohmann::json config{{"model", model}, {"feature_map", "hedgehog"}, {"steps", rows}};
   header.configJson = config.dump();
   header.layout.scalars = {"loss"};
@@ -41,7 +49,7 @@ void writeRun(const std::string& path, const std::string& id, const std::string&
   if (withKl) header.layout.scalars.push_back({"kl_mean"});
   auto w = r::RunWriter::create(path, header);
   for (int s = 1; s <= rows; ++s) {
-    w.appendScalar(s, "loss", 1.0 / s);
+    w.appendScalar(s, "loss", scale / s);
     if (withVal && s % 5 == 0) w.appendScalar(s, "val_loss", 2.0 / s);
   }
   if (withKl) w.appendScalar(rows, "kl_mean", 0.125);
@@ -160,6 +168,73 @@ class TestRunBrowserExport : public QObject {
     QVERIFY(std::abs(rows[3][8].toDouble() - 1.0 / 7) < 1e-9);
   }
 
+  void wholeTracesAsOneWideCsv() {
+    hh::test::TempDir dir("run_browser_traces");
+    writeRun(dir.file("a.h5"), "run-a", "m", 20, true, true);
+    writeRun(dir.file("b.h5"), "run-b", "m", 12, false, false);
+    hh::gui::RunBrowser browser;
+    QSignalSpy scanned(&browser, &hh::gui::RunBrowser::scanned);
+    browser.setFolder(QString::fromStdString(dir.path()));
+    QVERIFY(scanned.wait(10000));
+    browser.table()->sortItems(0);
+    browser.table()->selectAll();
+    const QString csvPath = QString::fromStdString(dir.file("traces.csv"));
+    QCOMPARE(browser.exportCsv(csvPath, browser.selectedPaths(), hh::gui::RunBrowser::CsvShape::Traces), QString());
+    QFile file(csvPath);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const auto rows = parseCsv(QString::fromUtf8(file.readAll()));
+    const QStringList header{"step", "a.h5:kl_mean", "a.h5:loss", "a.h5:val_loss", "b.h5:loss"};
+    QCOMPARE(rows[0], header);
+    QCOMPARE(rows.size(), size_t(1 + 20));  // steps 1..20
+    for (int s = 1; s <= 20; ++s) {
+      const QStringList& row = rows[size_t(s)];
+      QCOMPARE(row.size(), header.size());
+      QCOMPARE(row[0].toInt(), s);
+      QVERIFY(std::abs(row[2].toDouble() - 1.0 / s) < 1e-9);
+      QCOMPARE(row[1].isEmpty(), s != 20);          // kl_mean only at the end
+      QCOMPARE(row[3].isEmpty(), s % 5 != 0);       // val_loss every 5 steps
+      if (s % 5 == 0) QVERIFY(std::abs(row[3].toDouble() - 2.0 / s) < 1e-9);
+      QCOMPARE(row[4].isEmpty(), s > 12);            // b stops at 12
+      if (s <= 12) QVERIFY(std::abs(row[4].toDouble() - 1.0 / s) < 1e-9);
+    }
+    // An unreadable file among the selection: the export fails naming it and writes nothing.
+    const QString broken = QString::fromStdString(dir.file("broken.h5"));
+    QFile junk(broken);
+    QVERIFY(junk.open(QIODevice::WriteOnly));
+    junk.write("not a run file");
+    junk.close();
+    const QString second = QString::fromStdString(dir.file("second.csv"));
+    const QString error = browser.exportCsv(second, {browser.selectedPaths()[0], broken}, hh::gui::RunBrowser::CsvShape::Traces);
+    QVERIFY2(error.contains("broken.h5"), qPrintable(error));
+    QVERIFY(!QFile::exists(second));
+  }
+
+  void runsOfDifferentKindsAreDrawnRelative() {
+    hh::test::TempDir dir("run_browser_kinds");
+    writeRun(dir.file("distill.h5"), "d", "m", 10, true, false, "distill", 50.0);
+    writeRun(dir.file("finetune.h5"), "f", "m", 10, false, false, "finetune", 1.0);
+    hh::gui::RunOverlay overlay;
+    std::vector<hh::gui::RunCurves> curves;
+    curves.push_back(hh::gui::readRunCurves(QString::fromStdString(dir.file("distill.h5")), "distill"));
+    curves.push_back(hh::gui::readRunCurves(QString::fromStdString(dir.file("finetune.h5")), "finetune"));
+    QCOMPARE(curves[0].kind, QString("distill"));
+    overlay.setRuns(std::move(curves));
+    QVERIFY(overlay.relative());
+    auto* plot = overlay.plot();
+    const auto d = plot->seriesValues(overlay.seriesOf(0, "loss"));
+    const auto f = plot->seriesValues(overlay.seriesOf(1, "loss"));
+    QCOMPARE(d.front(), 1.0);
+    QCOMPARE(f.front(), 1.0);
+    QVERIFY(std::abs(d.back() - 0.1) < 1e-12 && std::abs(f.back() - 0.1) < 1e-12);
+    // The held-out loss is divided by the same run's first loss: (2/5) / 50.
+    QVERIFY(std::abs(plot->seriesValues(overlay.seriesOf(0, "val_loss")).front() - 2.0 / 5 / 50) < 1e-12);
+    bool named = false;
+    for (auto* label : overlay.findChildren<QLabel*>()) named |= label->text().contains("distill, finetune");
+    QVERIFY(named);
+    overlay.setRelative(false);
+    QCOMPARE(plot->seriesValues(overlay.seriesOf(0, "loss")).front(), 50.0);
+  }
+
   void fieldsAreQuotedOnlyWhenNeeded() {
     QCOMPARE(hh::gui::csvField("plain"), QString("plain"));
     QCOMPARE(hh::gui::csvField("a,b"), QString("\"a,b\""));
@@ -170,6 +245,7 @@ class TestRunBrowserExport : public QObject {
 };
 
 HH_TEST_SUITE(TestRunBrowserExport, "app.gui.run_browser_export", &TestRunBrowserExport::overlayAndCsvOfSelectedRuns,
+              &TestRunBrowserExport::wholeTracesAsOneWideCsv, &TestRunBrowserExport::runsOfDifferentKindsAreDrawnRelative,
               &TestRunBrowserExport::fieldsAreQuotedOnlyWhenNeeded)
 
 #if HH_HAVE_QTEST

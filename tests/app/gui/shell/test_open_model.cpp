@@ -3,7 +3,11 @@
 //     lands on the inspector, which inspects the default text and shows a head with its token
 //     labels (several per axis, not the one a view laid out while hidden had);
 //   - the max-tokens box is bounded by the model's positions (the tiny GPT-2 has 512), and a text
-//     longer than that says the model's limit cut it; a text cut by the box says so instead.
+//     longer than that says the model's limit cut it; a text cut by the box says so instead;
+//   - the empty Experiments tab names the menu entry that opens an experiment, and that entry is
+//     where it says (Run > Open an experiment...).
+#include <QLabel>
+#include <QMenuBar>
 #include <QRegularExpression>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -111,11 +115,27 @@ class TestOpenModel : public QObject {
     QVERIFY2(window.inspector()->infoText().contains(QRegularExpression("cut from \\d+ tokens by the max-tokens setting")),
              qPrintable(window.inspector()->infoText()));
   }
+
+  void emptyExperimentsTabNamesItsMenu() {
+    hh::gui::MainWindow window;
+    window.showExperiments();
+    QWidget* page = window.findChild<QTabWidget*>()->currentWidget();
+    QString pointer;
+    for (auto* label : page->findChildren<QLabel*>())
+      if (label->text().contains("Open an experiment")) pointer = label->text();
+    QVERIFY2(pointer.contains("Run > Open an experiment"), qPrintable(pointer));
+    bool found = false;
+    for (QAction* menu : window.menuBar()->actions()) {
+      if (menu->text().remove('&') != "Run" || !menu->menu()) continue;
+      for (QAction* action : menu->menu()->actions()) found |= action->text().remove('&') == QString("Open an experiment\u2026");
+    }
+    QVERIFY(found);
+  }
 };
 
 HH_TEST_SUITE(TestOpenModel, "app.gui.open_model", &TestOpenModel::initTestCase, &TestOpenModel::openingAModelShowsTheInspector,
               &TestOpenModel::aHeadInspectedHiddenIsLabelledWhenShown,
-              &TestOpenModel::positionLimitIsSaid)
+              &TestOpenModel::positionLimitIsSaid, &TestOpenModel::emptyExperimentsTabNamesItsMenu)
 
 #if HH_HAVE_QTEST
 #include "test_open_model.moc"
