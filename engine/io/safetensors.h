@@ -63,6 +63,8 @@ class SafetensorsFile {
   // The mapped pages of tensor `name` leave resident memory (MappedFile::dropPages): call after
   // copying it out.
   void dropPages(const std::string& name) const { file_.dropPages(bytes(name), info(name).size); }
+  // The same for bytes [offset, offset + size) of tensor `name` (a copy made piece by piece).
+  void dropPages(const std::string& name, size_t offset, size_t size) const { file_.dropPages(bytes(name) + offset, size); }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t dataStart() const { return dataStart_; }  // 8 + header length
 

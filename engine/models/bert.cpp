@@ -92,18 +92,18 @@ void BertModel::loadWeights(WeightSource& s) {
   const int64_t C = c.hiddenSize, I = c.intermediateSize;
   s.detectPrefix("embeddings.word_embeddings.weight", {"bert.", ""});
   auto linear = [&](nn::Linear& m, const std::string& name, int64_t in, int64_t out, const char* what) {
-    m->weight.copy_(s.take(s.body(name + ".weight"), {out, in}, what));
-    m->bias.copy_(s.take(s.body(name + ".bias"), {out}, what));
+    s.load(m->weight, s.body(name + ".weight"), {out, in}, what);
+    s.load(m->bias, s.body(name + ".bias"), {out}, what);
   };
   auto norm = [&](nn::LayerNorm& ln, const std::string& name) {
-    ln->weight.copy_(s.take(name + ".weight", {C}, "hidden_size"));
-    ln->bias.copy_(s.take(name + ".bias", {C}, "hidden_size"));
+    s.load(ln->weight, name + ".weight", {C}, "hidden_size");
+    s.load(ln->bias, name + ".bias", {C}, "hidden_size");
   };
-  words_->weight.copy_(s.take(s.body("embeddings.word_embeddings.weight"), {c.vocabSize, C}, "vocab_size x hidden_size"));
-  positions_->weight.copy_(s.take(s.body("embeddings.position_embeddings.weight"), {c.maxPositions, C},
-                                  "max_position_embeddings x hidden_size"));
-  types_->weight.copy_(s.take(s.body("embeddings.token_type_embeddings.weight"), {c.typeVocabSize, C},
-                              "type_vocab_size x hidden_size"));
+  s.load(words_->weight, s.body("embeddings.word_embeddings.weight"), {c.vocabSize, C}, "vocab_size x hidden_size");
+  s.load(positions_->weight, s.body("embeddings.position_embeddings.weight"), {c.maxPositions, C},
+         "max_position_embeddings x hidden_size");
+  s.load(types_->weight, s.body("embeddings.token_type_embeddings.weight"), {c.typeVocabSize, C},
+         "type_vocab_size x hidden_size");
   norm(embedNorm_, s.body("embeddings.LayerNorm"));
   for (int64_t l = 0; l < c.layers; ++l) {
     auto& L = layers_[static_cast<size_t>(l)];
@@ -118,8 +118,8 @@ void BertModel::loadWeights(WeightSource& s) {
     norm(L.outNorm, s.body(p + "output.LayerNorm"));
   }
   if (transform_) {
-    transform_->weight.copy_(s.take("cls.predictions.transform.dense.weight", {C, C}, "hidden_size x hidden_size"));
-    transform_->bias.copy_(s.take("cls.predictions.transform.dense.bias", {C}, "hidden_size"));
+    s.load(transform_->weight, "cls.predictions.transform.dense.weight", {C, C}, "hidden_size x hidden_size");
+    s.load(transform_->bias, "cls.predictions.transform.dense.bias", {C}, "hidden_size");
     norm(transformNorm_, "cls.predictions.transform.LayerNorm");
     auto bias = s.takeOptional("cls.predictions.bias", {c.vocabSize}, "vocab_size");
     if (!bias.defined()) bias = s.take("cls.predictions.decoder.bias", {c.vocabSize}, "vocab_size");
@@ -131,10 +131,10 @@ void BertModel::loadWeights(WeightSource& s) {
                                        "decoders are not supported");
   }
   if (classifier_) {
-    pooler_->weight.copy_(s.take(s.body("pooler.dense.weight"), {C, C}, "hidden_size x hidden_size"));
-    pooler_->bias.copy_(s.take(s.body("pooler.dense.bias"), {C}, "hidden_size"));
-    classifier_->weight.copy_(s.take("classifier.weight", {c.numLabels, C}, "num_labels x hidden_size"));
-    classifier_->bias.copy_(s.take("classifier.bias", {c.numLabels}, "num_labels"));
+    s.load(pooler_->weight, s.body("pooler.dense.weight"), {C, C}, "hidden_size x hidden_size");
+    s.load(pooler_->bias, s.body("pooler.dense.bias"), {C}, "hidden_size");
+    s.load(classifier_->weight, "classifier.weight", {c.numLabels, C}, "num_labels x hidden_size");
+    s.load(classifier_->bias, "classifier.bias", {c.numLabels}, "num_labels");
   }
   if (c.plan.anyLinear()) loadAdapters(s);
 }

@@ -77,15 +77,15 @@ void Gpt2Model::loadWeights(WeightSource& s) {
   const auto& c = config_;
   const int64_t C = c.hiddenSize, I = c.intermediateSize;
   s.detectPrefix("wte.weight", {"", "transformer."});
-  wte_->weight.copy_(s.take(s.body("wte.weight"), {c.vocabSize, C}, "vocab_size x n_embd"));
-  wpe_->weight.copy_(s.take(s.body("wpe.weight"), {c.maxPositions, C}, "n_positions x n_embd"));
+  s.load(wte_->weight, s.body("wte.weight"), {c.vocabSize, C}, "vocab_size x n_embd");
+  s.load(wpe_->weight, s.body("wpe.weight"), {c.maxPositions, C}, "n_positions x n_embd");
   auto conv1d = [&](nn::Linear& linear, const std::string& name, int64_t in, int64_t out, const char* what) {
-    linear->weight.copy_(s.take(s.body(name + ".weight"), {in, out}, what).t());  // Conv1D [in,out]
-    linear->bias.copy_(s.take(s.body(name + ".bias"), {out}, what));
+    s.load(linear->weight.t(), s.body(name + ".weight"), {in, out}, what);  // Conv1D [in,out]
+    s.load(linear->bias, s.body(name + ".bias"), {out}, what);
   };
   auto norm = [&](nn::LayerNorm& ln, const std::string& name) {
-    ln->weight.copy_(s.take(s.body(name + ".weight"), {C}, "n_embd"));
-    ln->bias.copy_(s.take(s.body(name + ".bias"), {C}, "n_embd"));
+    s.load(ln->weight, s.body(name + ".weight"), {C}, "n_embd");
+    s.load(ln->bias, s.body(name + ".bias"), {C}, "n_embd");
   };
   for (int64_t l = 0; l < c.layers; ++l) {
     auto& b = blocks_[static_cast<size_t>(l)];
@@ -108,7 +108,7 @@ void Gpt2Model::loadWeights(WeightSource& s) {
     if (!head.defined()) throw io::FormatError(s.path() + ": missing tensor \"lm_head.weight\" (tie_word_embeddings is false)");
     lmHead_->weight.copy_(head);
   }
-  if (classifier_) classifier_->weight.copy_(s.take("score.weight", {c.numLabels, C}, "num_labels x n_embd"));
+  if (classifier_) s.load(classifier_->weight, "score.weight", {c.numLabels, C}, "num_labels x n_embd");
   if (c.plan.anyLinear()) loadAdapters(s);
 }
 

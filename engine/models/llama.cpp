@@ -79,24 +79,24 @@ void LlamaModel::loadWeights(WeightSource& s) {
   const int64_t C = c.hiddenSize, I = c.intermediateSize, HD = c.heads * c.headDim, KD = c.kvHeads * c.headDim;
   s.detectPrefix("embed_tokens.weight", {"model.", ""});
   auto linear = [&](nn::Linear& m, const std::string& name, int64_t in, int64_t out, bool bias, const char* what) {
-    m->weight.copy_(s.take(s.body(name + ".weight"), {out, in}, what));
-    if (bias) m->bias.copy_(s.take(s.body(name + ".bias"), {out}, what));
+    s.load(m->weight, s.body(name + ".weight"), {out, in}, what);
+    if (bias) s.load(m->bias, s.body(name + ".bias"), {out}, what);
   };
-  embed_->weight.copy_(s.take(s.body("embed_tokens.weight"), {c.vocabSize, C}, "vocab_size x hidden_size"));
+  s.load(embed_->weight, s.body("embed_tokens.weight"), {c.vocabSize, C}, "vocab_size x hidden_size");
   for (int64_t l = 0; l < c.layers; ++l) {
     auto& L = layers_[static_cast<size_t>(l)];
     const auto p = "layers." + std::to_string(l) + ".";
-    L.inputNorm.copy_(s.take(s.body(p + "input_layernorm.weight"), {C}, "hidden_size"));
+    s.load(L.inputNorm, s.body(p + "input_layernorm.weight"), {C}, "hidden_size");
     linear(L.q, p + "self_attn.q_proj", C, HD, c.attentionBias, "num_attention_heads*head_dim x hidden_size");
     linear(L.k, p + "self_attn.k_proj", C, KD, c.attentionBias, "num_key_value_heads*head_dim x hidden_size");
     linear(L.v, p + "self_attn.v_proj", C, KD, c.attentionBias, "num_key_value_heads*head_dim x hidden_size");
     linear(L.o, p + "self_attn.o_proj", HD, C, c.attentionBias, "hidden_size x num_attention_heads*head_dim");
-    L.postNorm.copy_(s.take(s.body(p + "post_attention_layernorm.weight"), {C}, "hidden_size"));
+    s.load(L.postNorm, s.body(p + "post_attention_layernorm.weight"), {C}, "hidden_size");
     linear(L.gate, p + "mlp.gate_proj", C, I, c.mlpBias, "intermediate_size x hidden_size");
     linear(L.up, p + "mlp.up_proj", C, I, c.mlpBias, "intermediate_size x hidden_size");
     linear(L.down, p + "mlp.down_proj", I, C, c.mlpBias, "hidden_size x intermediate_size");
   }
-  norm_.copy_(s.take(s.body("norm.weight"), {C}, "hidden_size"));
+  s.load(norm_, s.body("norm.weight"), {C}, "hidden_size");
   auto head = s.takeOptional("lm_head.weight", {c.vocabSize, C}, "vocab_size x hidden_size");
   if (head.defined() && !lmHead_ && !torch::equal(head, embed_->weight)) {
     lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, c.vocabSize).bias(false)));
@@ -106,7 +106,7 @@ void LlamaModel::loadWeights(WeightSource& s) {
     if (!head.defined()) throw io::FormatError(s.path() + ": missing tensor \"lm_head.weight\" (tie_word_embeddings is false)");
     lmHead_->weight.copy_(head);
   }
-  if (classifier_) classifier_->weight.copy_(s.take("score.weight", {c.numLabels, C}, "num_labels x hidden_size"));
+  if (classifier_) s.load(classifier_->weight, "score.weight", {c.numLabels, C}, "num_labels x hidden_size");
   if (c.plan.anyLinear()) loadAdapters(s);
 }
 

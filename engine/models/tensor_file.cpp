@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace hh::models {
@@ -47,12 +48,47 @@ at::Tensor readTensor(const io::SafetensorsFile& file, const std::string& name, 
                         "tensor '" + name + "' holds " + info.dtype + " data and cannot be read as " + std::string(c10::toString(as)),
                         "ask for a floating type (kFloat, kHalf, kBFloat16, kDouble)");
   auto out = at::empty(info.shape, at::TensorOptions().dtype(scalarTypeOf(info.dtype)));
-  if (info.size > 0) {
-    std::memcpy(out.data_ptr(), file.bytes(name), info.size);
-    file.dropPages(name);  // the copy is what stays: a loaded model does not hold its file twice
+  // Copied piece by piece, each piece's file pages dropped once copied: the copy is what stays,
+  // and a large tensor (a 154 MB embedding) never has its file pages and its copy resident whole.
+  constexpr size_t kPiece = size_t(16) << 20;
+  auto* to = static_cast<uint8_t*>(out.data_ptr());
+  for (size_t offset = 0; offset < info.size; offset += kPiece) {
+    const size_t size = std::min(kPiece, size_t(info.size) - offset);
+    std::memcpy(to + offset, file.bytes(name) + offset, size);
+    file.dropPages(name, offset, size);
   }
+  if (info.size > 0) file.dropPages(name);  // the pages that straddled two pieces
   if (sourceFloat || !targetFloat) return out.scalar_type() == as ? out : out.to(as);
   return out;  // integer data asked as a float type: kept as it is
+}
+
+int64_t readTensorInto(const io::SafetensorsFile& file, const std::string& name, at::Tensor into) {
+  const io::TensorInfo& info = file.info(name);
+  const at::ScalarType type = scalarTypeOf(info.dtype);
+  TORCH_CHECK(io::isFloatDtype(info.dtype) && into.is_floating_point(), name, ": readTensorInto copies float data only");
+  TORCH_CHECK(into.sizes().vec() == info.shape, name, ": readTensorInto into a tensor of another shape");
+  auto countBad = [](const at::Tensor& t) { return t.numel() == 0 ? int64_t(0) : (~at::isfinite(t)).sum().item<int64_t>(); };
+  const uint8_t* bytes = file.bytes(name);
+  const bool aligned = reinterpret_cast<uintptr_t>(bytes) % c10::elementSize(type) == 0;
+  if (info.shape.empty() || info.size == 0 || !aligned) {  // a scalar, nothing, or data the kernels may not read in place
+    into.copy_(readTensor(file, name, into.scalar_type()));
+    return countBad(into);
+  }
+  // A read-only view of the mapping: only ever read from (copy_ below).
+  const auto source = at::from_blob(const_cast<uint8_t*>(bytes), info.shape, at::TensorOptions().dtype(type));
+  constexpr int64_t kPiece = int64_t(4) << 20;  // the NaN check holds about 2.5x a run on top
+  const int64_t rows = info.shape[0], rowBytes = int64_t(info.size) / rows;
+  const int64_t step = std::max<int64_t>(1, kPiece / std::max<int64_t>(1, rowBytes));
+  int64_t bad = 0;
+  for (int64_t row = 0; row < rows; row += step) {
+    const int64_t n = std::min(step, rows - row);
+    auto to = into.narrow(0, row, n);
+    to.copy_(source.narrow(0, row, n));
+    bad += countBad(to);
+    file.dropPages(name, size_t(row * rowBytes), size_t(n * rowBytes));
+  }
+  file.dropPages(name);  // the pages that straddled two runs
+  return bad;
 }
 
 at::Tensor readTensor(const io::ShardedSafetensors& file, const std::string& name, at::ScalarType as) {

@@ -19,6 +19,12 @@ namespace hh::models {
 at::Tensor readTensor(const io::SafetensorsFile& file, const std::string& name, at::ScalarType as = at::kFloat);
 at::Tensor readTensor(const io::ShardedSafetensors& file, const std::string& name, at::ScalarType as = at::kFloat);
 
+// Copies float tensor `name` into `into` (same shape; any float dtype, any strides, e.g. the
+// transpose of a parameter), converting the dtype, straight from the mapping: 4 MB of rows at a
+// time, each run's file pages dropped once copied, so no copy of the whole tensor is made and its
+// file pages are never resident whole. Returns how many of the copied values are NaN or infinite.
+int64_t readTensorInto(const io::SafetensorsFile& file, const std::string& name, at::Tensor into);
+
 // Writes F32/F16/BF16/F64/I64/I32 tensors (any device, any layout: copied to contiguous CPU
 // memory first) with io::writeSafetensors.
 void writeTensorFile(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,

@@ -58,9 +58,7 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerModel::adapterTens
 void TransformerModel::loadAdapters(WeightSource& source) {
   at::NoGradGuard noGrad;
   for (auto& [name, tensor] : adapterTensors()) {
-    auto shape = tensor.sizes().vec();
-    auto loaded = source.take(name, shape, "the attention plan in config.json", tensor.scalar_type());
-    tensor.copy_(loaded);
+    source.load(tensor, name, tensor.sizes().vec(), "the attention plan in config.json");
   }
 }
 

@@ -70,9 +70,8 @@ std::string WeightSource::detectPrefix(const std::string& anchor, const std::vec
                         " (is this checkpoint of the architecture its config.json names?)");
 }
 
-torch::Tensor WeightSource::takeOptional(const std::string& name, const std::vector<int64_t>& shape,
-                                         const std::string& what, torch::ScalarType dtype) {
-  if (!file_.contains(name)) return {};
+bool WeightSource::check(const std::string& name, const std::vector<int64_t>& shape, const std::string& what) {
+  if (!file_.contains(name)) return false;
   const auto& info = file_.info(name);
   if (info.shape != shape)
     throw io::FormatError(path_ + ": tensor \"" + name + "\" has shape " + shapeString(info.shape) + ", the config implies " +
@@ -81,16 +80,36 @@ torch::Tensor WeightSource::takeOptional(const std::string& name, const std::vec
     throw io::FormatError(path_ + ": tensor \"" + name + "\" has dtype " + info.dtype +
                           ", a weight must be F32, F16, BF16 or F64");
   used_.insert(name);
-  auto t = readTensor(file_, name, dtype);
+  return true;
+}
+
+io::FormatError WeightSource::nonFinite(const std::string& name, int64_t bad, int64_t total) const {
   // A NaN or infinite weight (a diverged training run saved as it was, a corrupt export) would
-  // only show up later as NaN logits or a NaN loss: refuse it here, where the tensor is known.
-  if (t.is_floating_point() && t.numel() > 0 && !torch::isfinite(t).all().item<bool>()) {
-    const auto bad = (~torch::isfinite(t)).sum().item<int64_t>();
-    throw io::FormatError(path_ + ": tensor \"" + name + "\" holds " + std::to_string(bad) + " of " +
-                          std::to_string(t.numel()) + " values that are NaN or infinite (a corrupt checkpoint, or "
-                          "one saved from a diverged training run)");
-  }
+  // only show up later as NaN logits or a NaN loss: refused here, where the tensor is known.
+  return io::FormatError(path_ + ": tensor \"" + name + "\" holds " + std::to_string(bad) + " of " + std::to_string(total) +
+                         " values that are NaN or infinite (a corrupt checkpoint, or one saved from a diverged training run)");
+}
+
+torch::Tensor WeightSource::takeOptional(const std::string& name, const std::vector<int64_t>& shape,
+                                         const std::string& what, torch::ScalarType dtype) {
+  if (!check(name, shape, what)) return {};
+  auto t = readTensor(file_, name, dtype);
+  if (t.is_floating_point() && t.numel() > 0 && !torch::isfinite(t).all().item<bool>())
+    throw nonFinite(name, (~torch::isfinite(t)).sum().item<int64_t>(), t.numel());
   return t;
+}
+
+bool WeightSource::loadOptional(at::Tensor into, const std::string& name, const std::vector<int64_t>& shape,
+                                const std::string& what) {
+  if (!check(name, shape, what)) return false;
+  const int64_t bad = readTensorInto(file_.shardFor(name), name, into);
+  if (bad > 0) throw nonFinite(name, bad, into.numel());
+  return true;
+}
+
+void WeightSource::load(at::Tensor into, const std::string& name, const std::vector<int64_t>& shape, const std::string& what) {
+  if (!loadOptional(into, name, shape, what))
+    throw io::FormatError(path_ + ": missing tensor \"" + name + "\"" + (what.empty() ? "" : " (" + what + ")"));
 }
 
 torch::Tensor WeightSource::take(const std::string& name, const std::vector<int64_t>& shape, const std::string& what,

@@ -41,6 +41,12 @@ class WeightSource {
   // As take(), but returns an undefined tensor when the name is absent.
   at::Tensor takeOptional(const std::string& name, const std::vector<int64_t>& shape,
                              const std::string& what = "", at::ScalarType dtype = at::kFloat);
+  // Reads tensor `name`, checked as take() checks it, straight into `into` (a parameter, or a view
+  // of one such as its transpose; shape `shape`): no copy of the whole tensor is made on the way
+  // (readTensorInto), so loading a model holds its weights and a few MB, not a second copy of the
+  // largest tensor. loadOptional returns false when the name is absent.
+  void load(at::Tensor into, const std::string& name, const std::vector<int64_t>& shape, const std::string& what = "");
+  bool loadOptional(at::Tensor into, const std::string& name, const std::vector<int64_t>& shape, const std::string& what = "");
   // Names never taken (buffers excluded): shown by preflight as "unused tensors".
   std::vector<std::string> unused() const;
   // The most common floating dtype among the tensors ("F32", "BF16", ...).
@@ -48,6 +54,11 @@ class WeightSource {
 
  private:
   WeightSource(std::string path, io::ShardedSafetensors file) : path_(std::move(path)), file_(std::move(file)) {}
+  // Checks a present tensor's shape and dtype (FormatError otherwise) and marks it used; false
+  // when absent.
+  bool check(const std::string& name, const std::vector<int64_t>& shape, const std::string& what);
+  // The error for a tensor holding `bad` non-finite values of `total`.
+  io::FormatError nonFinite(const std::string& name, int64_t bad, int64_t total) const;
   std::string path_;
   io::ShardedSafetensors file_;
   std::string prefix_;
