@@ -19,7 +19,8 @@ torch::Tensor activate(const torch::Tensor& x, const std::string& name) {
 }
 
 torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  const auto x32 = x.to(torch::kFloat);
+  // At least fp32 (bf16 / fp16 activations are normalised in fp32); an fp64 model stays fp64.
+  const auto x32 = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
   const auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return weight * normed.to(x.scalar_type());
 }
@@ -48,12 +49,15 @@ torch::Tensor ropeInverseFrequencies(const ModelConfig& c) {
       }
     }
   }
-  return inv.to(torch::kFloat);
+  return inv;  // float64; ropeTables rounds it to fp32 except for an fp64 model
 }
 
-RopeTables ropeTables(const ModelConfig& config, int64_t length, int64_t offset, torch::Device device) {
-  const auto inv = ropeInverseFrequencies(config).to(device);                              // [D/2]
-  const auto pos = torch::arange(offset, offset + length, torch::TensorOptions(torch::kFloat).device(device));  // [T]
+RopeTables ropeTables(const ModelConfig& config, int64_t length, int64_t offset, torch::Device device,
+                      torch::ScalarType dtype) {
+  // fp32 as Hugging Face computes them (the references match it); fp64 for an fp64 model.
+  const auto type = dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
+  const auto inv = ropeInverseFrequencies(config).to(device, type);                        // [D/2]
+  const auto pos = torch::arange(offset, offset + length, torch::TensorOptions(type).device(device));  // [T]
   const auto freqs = torch::outer(pos, inv);                                               // [T, D/2]
   const auto emb = torch::cat({freqs, freqs}, -1);                                         // [T, D]
   return {emb.cos(), emb.sin()};

@@ -13,19 +13,21 @@ namespace hh::models {
 // gelu_new / gelu_pytorch_tanh / gelu_fast: tanh approximation; gelu: exact erf; relu; silu/swish.
 torch::Tensor activate(const torch::Tensor& x, const std::string& name);
 
-// x / sqrt(mean(x^2) + eps) computed in fp32, cast back to x's dtype, then * weight.
+// x / sqrt(mean(x^2) + eps) computed in fp32 (fp64 for fp64 x), cast back to x's dtype, then * weight.
 // x [..., C], weight [C].
 torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
-// Rotary tables for positions [offset, offset + T): cos, sin [T, D] (fp32), with the inverse
-// frequencies theta^(-2i/D) (adjusted by linear or llama3 scaling), each repeated for both halves.
+// Rotary tables for positions [offset, offset + T): cos, sin [T, D], with the inverse
+// frequencies theta^(-2i/D) (adjusted by linear or llama3 scaling), each repeated for both halves;
+// computed in fp32 as Hugging Face does, in fp64 for an fp64 model (dtype: the model's).
 struct RopeTables {
   torch::Tensor cos, sin;
 };
-RopeTables ropeTables(const ModelConfig& config, int64_t length, int64_t offset, torch::Device device);
+RopeTables ropeTables(const ModelConfig& config, int64_t length, int64_t offset, torch::Device device,
+                      torch::ScalarType dtype = torch::kFloat);
 // x [B, H, T, D]: x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1] (halves of D).
 torch::Tensor applyRope(const torch::Tensor& x, const RopeTables& tables);
-// The inverse frequencies [D/2] (exposed for tests).
+// The inverse frequencies [D/2], float64 (exposed for tests).
 torch::Tensor ropeInverseFrequencies(const ModelConfig& config);
 
 // x [..., in] @ weight [out, in]^T + bias [out] (bias may be undefined). A single row (decoding

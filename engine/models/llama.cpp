@@ -45,7 +45,7 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
   const int64_t T = ids.size(1);
   ModelOutput out;
   const auto context = makeContext(ids, options, &out.captures);
-  const auto rope = ropeTables(config_, T, context.positionOffset, ids.device());  // cos, sin [T,D]
+  const auto rope = ropeTables(config_, T, context.positionOffset, ids.device(), embed_->weight.scalar_type());  // cos, sin [T,D]
   auto x = embed_->forward(ids);                               // [B,T,C]
   const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
   for (int64_t l = 0; l <= lastLayer; ++l) {

@@ -147,6 +147,7 @@ torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Te
     if (request->queriesKeys) {
       c.queries = q.detach();
       c.keys = k.detach();
+      c.values = v.detach();
     }
     if (request->softmaxWeights) c.softmaxWeights = softmaxW.detach();
     if (linear && request->linearWeights) {

@@ -31,7 +31,7 @@ struct LayerCapture;
 
 struct CaptureRequest {
   std::vector<int64_t> layers;   // empty = every layer
-  bool queriesKeys = false;      // q, k after projection (and RoPE), k expanded to H heads
+  bool queriesKeys = false;      // q, k after projection (and RoPE), and v; k, v expanded to H heads
   bool softmaxWeights = true;    // [B, H, T, T], also for converted layers (the reference)
   bool linearWeights = true;     // [B, H, T, T], converted layers only (quadratic form)
   bool outputs = false;          // per-head attention outputs of both kinds (output-MSE loss)
@@ -47,6 +47,7 @@ struct LayerCapture {
   int64_t layer = -1;
   torch::Tensor queries;         // [B, H, T, D]
   torch::Tensor keys;            // [B, H, T, D]
+  torch::Tensor values;          // [B, H, T, D]
   torch::Tensor softmaxWeights;  // [B, H, T, T] (masked entries 0)
   torch::Tensor linearWeights;   // [B, H, T, T] or undefined for softmax layers
   torch::Tensor softmaxOutput;   // [B, H, T, D] (outputs requested)
