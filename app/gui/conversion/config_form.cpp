@@ -43,6 +43,16 @@ Json& at(Json& root, const QString& dotted) {
   return *node;
 }
 
+// The layer numbers in a "layers" field's JSON text (anything else in it ignored).
+std::set<int64_t> layersIn(const QString& text) {
+  std::set<int64_t> layers;
+  const Json parsed = Json::parse(text.toStdString(), nullptr, false);
+  if (parsed.is_array())
+    for (const auto& v : parsed)
+      if (v.is_number_integer()) layers.insert(v.get<int64_t>());
+  return layers;
+}
+
 }  // namespace
 
 ConfigForm::ConfigForm(QWidget* parent) : QWidget(parent) {
@@ -193,11 +203,7 @@ void ConfigForm::fillLayerMenu(QMenu* menu, QLineEdit* edit) const {
     menu->addAction(tr("Choose a model folder first: its layers are listed here"))->setEnabled(false);
     return;
   }
-  std::set<int64_t> chosen;
-  const Json parsed = Json::parse(edit->text().toStdString(), nullptr, false);
-  if (parsed.is_array())
-    for (const auto& v : parsed)
-      if (v.is_number_integer()) chosen.insert(v.get<int64_t>());
+  const std::set<int64_t> chosen = layersIn(edit->text());
   QAction* all = menu->addAction(tr("All %1 layers").arg(count));
   all->setCheckable(true);
   all->setChecked(chosen.empty());
@@ -209,11 +215,7 @@ void ConfigForm::fillLayerMenu(QMenu* menu, QLineEdit* edit) const {
     action->setCheckable(true);
     action->setChecked(chosen.count(layer) > 0);
     connect(action, &QAction::toggled, edit, [edit, layer, count](bool on) {
-      std::set<int64_t> now;
-      const Json current = Json::parse(edit->text().toStdString(), nullptr, false);
-      if (current.is_array())
-        for (const auto& v : current)
-          if (v.is_number_integer()) now.insert(v.get<int64_t>());
+      std::set<int64_t> now = layersIn(edit->text());
       if (on) now.insert(layer); else now.erase(layer);
       if (int(now.size()) == count) now.clear();  // every layer: the same as all
       edit->setText(QString::fromStdString(Json(std::vector<int64_t>(now.begin(), now.end())).dump()));

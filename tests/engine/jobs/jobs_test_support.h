@@ -1,11 +1,13 @@
-// Small text corpora the job tests train on (a folder of .txt documents under a TempDir), and the
-// tiny conversion the convert, dashboard and pause tests start from.
+// Small text corpora the job tests train on (a folder of .txt documents under a TempDir), the
+// tiny conversion the convert, dashboard and pause tests start from, and the small associative
+// recall setting the train and recall-check tests train on.
 #pragma once
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "engine/jobs/convert_job.h"
+#include "engine/jobs/train_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
@@ -57,6 +59,34 @@ inline std::string writeProjectFile(const TempDir& dir, const jobs::ConvertConfi
   const auto path = dir.file("project.json");
   std::ofstream(path) << jobs::toJson(config).dump(2);
   return path;
+}
+
+// Associative recall from scratch: llama (rotary), 2 layers, 2 heads of 32 (C = 64), V = 16,
+// T = 32, 2000 training rows, 500 test rows, lr 3e-3, 400 steps of 32 (tests change what they need).
+inline jobs::TrainConfig recallConfig(const TempDir& dir, const std::string& featureMap) {
+  jobs::TrainConfig c;
+  c.architecture.modelType = "llama";
+  c.architecture.nEmbd = 64;
+  c.architecture.nLayer = 2;
+  c.architecture.nHead = 2;
+  c.architecture.nPositions = 32;
+  c.featureMap = featureMap;
+  c.runDir = dir.file("run-" + featureMap);
+  c.task.kind = "associative_recall";
+  c.task.vocabSize = 16;
+  c.task.sequenceLength = 32;
+  c.task.trainSamples = 2000;
+  c.task.testSamples = 500;
+  c.task.seed = 1;
+  c.lr = 3e-3;
+  c.warmupSteps = 20;
+  c.weightDecay = 0.0;
+  c.steps = 400;
+  c.batchSize = 32;
+  c.evalEvery = 100;
+  c.evalBatches = 4;
+  c.seed = 0;
+  return c;
 }
 
 }  // namespace hh::test

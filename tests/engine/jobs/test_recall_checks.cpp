@@ -24,6 +24,7 @@
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/train_job.h"
 #include "engine/models/model_io.h"
+#include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
@@ -33,29 +34,13 @@ namespace j = hh::jobs;
 namespace m = hh::models;
 
 j::TrainConfig hedgehogRecall(const hh::test::TempDir& dir) {
-  j::TrainConfig c;
-  c.architecture.modelType = "llama";
-  c.architecture.nEmbd = 64;
-  c.architecture.nLayer = 2;
-  c.architecture.nHead = 2;
-  c.architecture.nPositions = 32;
-  c.featureMap = "hedgehog";
-  c.runDir = dir.file("run");
-  c.task.kind = "associative_recall";
-  c.task.vocabSize = 16;
-  c.task.sequenceLength = 32;
-  c.task.trainSamples = 2000;
+  auto c = hh::test::recallConfig(dir, "hedgehog");
   c.task.testSamples = 64;
-  c.task.seed = 1;
   c.task.supervision = "every_recall";
   c.lr = 1e-3;
-  c.warmupSteps = 20;
-  c.weightDecay = 0.0;
   c.steps = 300;
-  c.batchSize = 32;
   c.evalEvery = 300;
   c.evalBatches = 1;
-  c.seed = 0;
   return c;
 }
 

@@ -16,35 +16,20 @@
 #include <vector>
 
 #include "engine/metrics/attention_metrics.h"
+#include "tests/engine/metrics/metrics_test_support.h"
 #include "tests/support/hh_test.h"
 
 namespace {
 
 namespace m = hh::metrics;
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
+using hh::test::diff;
+using hh::test::f64;
+using hh::test::kNaN;
+using hh::test::mask;
+using hh::test::near;
 const double kLog2 = std::log(2.0);
 
-torch::Tensor f64(std::vector<double> values, std::vector<int64_t> shape) {
-  return torch::tensor(values, torch::kDouble).reshape(shape);
-}
-
-torch::Tensor mask(std::vector<int> values, std::vector<int64_t> shape) {
-  std::vector<int64_t> v(values.begin(), values.end());
-  return torch::tensor(v, torch::kLong).reshape(shape).to(torch::kBool);
-}
-
 double valueAt(const torch::Tensor& t, int64_t i) { return t.reshape({-1})[i].item<double>(); }
-
-bool near(double got, double want, double tol) {
-  if (std::isnan(want)) return std::isnan(got);
-  return std::abs(got - want) <= tol;
-}
-
-std::string diff(double got, double want, double tol) {
-  char text[160];
-  std::snprintf(text, sizeof text, "got %.17g, want %.17g (off by %.3g, tolerance %.3g)", got, want, got - want, tol);
-  return text;
-}
 
 // Largest |a - b| over two tensors of the same shape; NaN in exactly one of them counts as infinity.
 double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {

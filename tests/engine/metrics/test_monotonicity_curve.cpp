@@ -13,32 +13,17 @@
 #include <vector>
 
 #include "engine/metrics/attention_metrics.h"
+#include "tests/engine/metrics/metrics_test_support.h"
 #include "tests/support/hh_test.h"
 
 namespace {
 
 namespace m = hh::metrics;
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-torch::Tensor f64(std::vector<double> values, std::vector<int64_t> shape) {
-  return torch::tensor(values, torch::kDouble).reshape(shape);
-}
-
-torch::Tensor mask(std::vector<int> values, std::vector<int64_t> shape) {
-  std::vector<int64_t> v(values.begin(), values.end());
-  return torch::tensor(v, torch::kLong).reshape(shape).to(torch::kBool);
-}
-
-bool near(double got, double want, double tol) {
-  if (std::isnan(want)) return std::isnan(got);
-  return std::abs(got - want) <= tol;
-}
-
-std::string diff(double got, double want, double tol) {
-  char text[160];
-  std::snprintf(text, sizeof text, "got %.17g, want %.17g (off by %.3g, tolerance %.3g)", got, want, got - want, tol);
-  return text;
-}
+using hh::test::diff;
+using hh::test::f64;
+using hh::test::kNaN;
+using hh::test::mask;
+using hh::test::near;
 
 }  // namespace
 
