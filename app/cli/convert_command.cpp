@@ -27,7 +27,7 @@ void addConvertCommand(CLI::App& app) {
   cmd->add_option("--run-dir", a->runDir, "Folder for the run files of every stage (default runs/convert)");
   cmd->add_option("--output", a->outputDir, "Folder for the exported model (default: <run-dir>/model)");
   cmd->add_option("--feature-map", a->featureMap, "hedgehog | hedgehog_softmax | t2r | ... (default hedgehog)");
-  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay (default additive)");
+  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay | decay_mao (default additive)");
   cmd->add_option("--layers", a->layers, "Layers to convert (default: all)")->delimiter(',');
   cmd->add_option("--distill-steps", a->distillSteps, "Stage 1 optimizer steps");
   cmd->add_option("--finetune-steps", a->finetuneSteps, "Stage 2 optimizer steps (0 skips finetuning)");

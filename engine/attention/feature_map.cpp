@@ -68,7 +68,7 @@ FeatureMapImpl::FeatureMapImpl(FeatureMapConfig config) : config_(config) {
   featureDim_ = featureDimOf(config_);
   const int64_t h = config_.heads, d = config_.headDim;
   if (trainable()) {
-    // One MLP per head, initialised to the identity map (Hedgehog); T2R likewise.
+    // One MLP per head, initialised to the identity map (Hedgehog); T2R and Linear likewise.
     weight_ = register_parameter("weight", torch::eye(d).unsqueeze(0).repeat({h, 1, 1}));  // [H,D,D]
     bias_ = register_parameter("bias", torch::zeros({h, d}));                              // [H,D]
   }
@@ -100,6 +100,8 @@ torch::Tensor FeatureMapImpl::forward(const torch::Tensor& x, int64_t positionOf
     }
     case FeatureMapKind::T2R:
       return torch::relu(linearPerHead(x));
+    case FeatureMapKind::Linear:
+      return linearPerHead(x);
     case FeatureMapKind::Elu:
       return torch::elu(x) + 1.0;
     case FeatureMapKind::ExpT:

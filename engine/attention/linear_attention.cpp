@@ -58,6 +58,7 @@ void validateLinearInputs(const torch::Tensor& fq, const torch::Tensor& fk, cons
       requireGate(gates.beta, {b, h, t}, "delta rule's beta");
       break;
     case UpdateRule::Decay:
+    case UpdateRule::DecayMao:  // Decay on values LinearAttention has scaled
       requireGate(gates.keyDecay, {b, h, t, f}, "decay rule's key-side");
       if (v.defined()) requireGate(gates.valueDecay, {b, h, t, v.size(3)}, "decay rule's value-side");
       break;
@@ -116,7 +117,8 @@ torch::Tensor linearStep(RecurrentState& state, const torch::Tensor& fq, const t
       y = torch::matmul(q.unsqueeze(-2), state.S).squeeze(-2);
       break;
     }
-    case UpdateRule::Decay: {
+    case UpdateRule::Decay:
+    case UpdateRule::DecayMao: {  // Decay on values LinearAttention has scaled
       const auto a = gates.keyDecay.to(type).reshape({q.size(0), q.size(1), q.size(2), 1});
       const auto b = gates.valueDecay.to(type).reshape({q.size(0), q.size(1), 1, vv.size(2)});
       state.S = a * b * state.S + k.unsqueeze(-1) * vv.unsqueeze(-2);
@@ -164,13 +166,35 @@ RuleGatesImpl::RuleGatesImpl(UpdateRule rule, int64_t hiddenSize, int64_t heads,
     : rule_(rule), heads_(heads), featureDim_(featureDim), headDim_(headDim) {
   if (rule == UpdateRule::Additive) return;
   if (hiddenSize < 1) throw std::invalid_argument("the " + toString(rule) + " rule needs the model width");
-  const int64_t out = rule == UpdateRule::Decay ? heads * featureDim : heads;
+  const bool decay = formRule(rule) == UpdateRule::Decay;
+  const int64_t out = decay ? heads * featureDim : heads;
   first_ = register_module("first", torch::nn::Linear(hiddenSize, out));
   torch::nn::init::constant_(first_->bias, 4.0);
-  if (rule == UpdateRule::Decay) {
+  if (decay) {
     second_ = register_module("second", torch::nn::Linear(hiddenSize, heads * headDim));
     torch::nn::init::constant_(second_->bias, 4.0);
   }
+  if (rule == UpdateRule::DecayMao) {
+    torch::NoGradGuard noGrad;
+    uniformGateBias(first_->bias, featureDim);   // b_f
+    uniformGateBias(second_->bias, headDim);     // b_z
+    // Mao's W_v rescaling: v times 1 - sigmoid(b_z) as initialised, per head and channel.
+    valueScale_ = register_buffer("value_scale", (1 - torch::sigmoid(second_->bias.detach())).view({heads, headDim}));
+  }
+}
+
+void RuleGatesImpl::uniformGateBias(torch::Tensor& bias, int64_t channels) {
+  // Uniform gate initialisation: sigmoid(b) = u, u uniform in [1/n, 1 - 1/n], so the gates span
+  // memories of every length from about one token to about n.
+  const double n = double(std::max<int64_t>(channels, 2));
+  const auto u = torch::rand(bias.sizes(), bias.options()) * (1 - 2 / n) + 1 / n;
+  bias.copy_(torch::log(u / (1 - u)));
+}
+
+torch::Tensor RuleGatesImpl::scaleValues(const torch::Tensor& v) const {
+  // v [B,H,T,D]
+  if (!valueScale_.defined()) return v;
+  return v * valueScale_.to(v.scalar_type()).unsqueeze(0).unsqueeze(2);
 }
 
 RuleInputs RuleGatesImpl::forward(const torch::Tensor& hidden) {
@@ -188,6 +212,7 @@ RuleInputs RuleGatesImpl::forward(const torch::Tensor& hidden) {
       in.beta = first.transpose(1, 2).contiguous();  // [B,H,T]
       break;
     case UpdateRule::Decay:
+    case UpdateRule::DecayMao:  // Decay on values LinearAttention has scaled
       in.keyDecay = first.view({b, t, heads_, featureDim_}).transpose(1, 2).contiguous();  // [B,H,T,F]
       in.valueDecay =
           torch::sigmoid(second_->forward(hidden)).view({b, t, heads_, headDim_}).transpose(1, 2).contiguous();
@@ -228,8 +253,10 @@ torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& q, const torch::
   if (form == AttentionForm::Chunked && !keyMask.defined() && canUseFusedKernel(q, k, v))
     return fusedHedgehogCausalForward(q, k, v, featureMap_->weight(), featureMap_->bias(), config_.rule.chunkSize,
                                       config_.rule.eps);
-  return linearAttention(form, featureMap_->forward(q), maskedKeyFeatures(k, keyMask), v, gates, config_.rule);
+  return linearAttention(form, featureMap_->forward(q), maskedKeyFeatures(k, keyMask), scaled(v), gates, config_.rule);
 }
+
+torch::Tensor LinearAttentionImpl::scaled(const torch::Tensor& v) const { return gates_ ? gates_->scaleValues(v) : v; }
 
 bool LinearAttentionImpl::canUseFusedKernel(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v) const {
@@ -268,15 +295,15 @@ torch::Tensor LinearAttentionImpl::step(RecurrentState& state, const torch::Tens
   }
   const auto fq = featureMap_->forward(q, state.position).select(2, 0);
   const auto fk = featureMap_->forward(k, state.position).select(2, 0);
-  return linearStep(state, fq, fk, v.select(2, 0), gates.slice(0, 1), config_.rule).unsqueeze(2);
+  return linearStep(state, fq, fk, scaled(v).select(2, 0), gates.slice(0, 1), config_.rule).unsqueeze(2);
 }
 
 torch::Tensor LinearAttentionImpl::prefill(RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& v, const torch::Tensor& hidden) {
   // q, k, v [B,H,T,D]
   const auto gates = gatesFor(hidden, q.size(0), q.size(2));
-  return linearPrefill(state, featureMap_->forward(q, state.position), featureMap_->forward(k, state.position), v, gates,
-                       config_.rule);
+  return linearPrefill(state, featureMap_->forward(q, state.position), featureMap_->forward(k, state.position), scaled(v),
+                       gates, config_.rule);
 }
 
 }  // namespace hh::attn

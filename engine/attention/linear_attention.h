@@ -81,11 +81,15 @@ class RuleGatesImpl : public torch::nn::Module {
  public:
   RuleGatesImpl(UpdateRule rule, int64_t hiddenSize, int64_t heads, int64_t featureDim, int64_t headDim);
   RuleInputs forward(const torch::Tensor& hidden);  // hidden [B, T, C]
+  // DecayMao: v [B,H,T,D] times its fixed per-channel scale 1 - sigmoid(b_z); other rules: v.
+  torch::Tensor scaleValues(const torch::Tensor& v) const;
 
  private:
+  static void uniformGateBias(torch::Tensor& bias, int64_t channels);
   UpdateRule rule_;
   int64_t heads_, featureDim_, headDim_;
   torch::nn::Linear first_{nullptr}, second_{nullptr};
+  torch::Tensor valueScale_;  // [H, D], DecayMao only
 };
 TORCH_MODULE(RuleGates);
 
@@ -119,6 +123,7 @@ class LinearAttentionImpl : public torch::nn::Module {
  private:
   RuleInputs gatesFor(const torch::Tensor& hidden, int64_t batch, int64_t length);
   torch::Tensor maskedKeyFeatures(const torch::Tensor& k, const torch::Tensor& keyMask);  // [B,H,T,F]
+  torch::Tensor scaled(const torch::Tensor& v) const;  // the rule's value scaling (DecayMao)
   // Whether the fused CPU kernel (Hedgehog, additive, causal, fp32, no gradient) can serve forward().
   bool canUseFusedKernel(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
 

@@ -78,7 +78,8 @@ torch::Tensor linearWeights(const torch::Tensor& fq, const torch::Tensor& fk, co
       // The weights are the block output for V = I: y = A V for every V.
       return deltaBlock(q, k, eyeValues, beta, torch::Tensor()).first;
     }
-    case UpdateRule::Decay: {
+    case UpdateRule::Decay:
+    case UpdateRule::DecayMao: {  // Decay on values LinearAttention has scaled
       const auto causal = lowerMask(t, q);
       const auto logA = torch::log(gates.keyDecay.to(type)).cumsum(2);  // [B,H,T,F]
       auto diff = logA.unsqueeze(3) - logA.unsqueeze(2);                // [B,H,T,T,F]
@@ -94,7 +95,7 @@ torch::Tensor linearQuadratic(const torch::Tensor& fq, const torch::Tensor& fk, 
   // -> [B,H,T,D]
   validateLinearInputs(fq, fk, v, gates, options);
   const auto type = accumulateType(fq);
-  if (options.rule != UpdateRule::Decay) {
+  if (formRule(options.rule) != UpdateRule::Decay) {
     return torch::matmul(linearWeights(fq, fk, gates, options), v.to(type)).to(v.scalar_type());
   }
   // Decay: the value-side gates make the weight depend on the output channel, so build the
@@ -215,6 +216,7 @@ torch::Tensor linearChunked(const torch::Tensor& fq, const torch::Tensor& fk, co
         y = gatedChunked(q, k, vv, gates.gate.to(type), options);
         break;
       case UpdateRule::Decay:
+      case UpdateRule::DecayMao:  // Decay on values LinearAttention has scaled
         y = decayChunked(q, k, vv, gates.keyDecay.to(type), gates.valueDecay.to(type), options);
         break;
       case UpdateRule::Delta:
@@ -246,7 +248,8 @@ torch::Tensor linearPrefill(RecurrentState& state, const torch::Tensor& fq, cons
       if (gate.defined()) state.lastDecay = gate.select(2, t - 1).to(torch::kFloat);
       break;
     }
-    case UpdateRule::Decay: {
+    case UpdateRule::Decay:
+    case UpdateRule::DecayMao: {  // Decay on values LinearAttention has scaled
       y = decayChunked(q, k, vv, gates.keyDecay.to(type), gates.valueDecay.to(type), options, &state.S);
       state.lastDecay = (gates.keyDecay.select(2, t - 1).mean(-1) * gates.valueDecay.select(2, t - 1).mean(-1))
                             .to(torch::kFloat);

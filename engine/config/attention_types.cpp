@@ -19,13 +19,14 @@ const NamedValue<FeatureMapKind> kFeatureMapNames[] = {
     {FeatureMapKind::T2R, "t2r"},             {FeatureMapKind::Elu, "elu"},
     {FeatureMapKind::Performer, "performer"}, {FeatureMapKind::CosFormer, "cosformer"},
     {FeatureMapKind::Taylor, "taylor"},       {FeatureMapKind::ExpT, "exp_t"},
-    {FeatureMapKind::Identity, "identity"},
+    {FeatureMapKind::Identity, "identity"},   {FeatureMapKind::Linear, "linear"},
 };
 const NamedValue<UpdateRule> kRuleNames[] = {
     {UpdateRule::Additive, "additive"},
     {UpdateRule::Gated, "gated"},
     {UpdateRule::Delta, "delta"},
     {UpdateRule::Decay, "decay"},
+    {UpdateRule::DecayMao, "decay_mao"},
 };
 const NamedValue<AttentionForm> kFormNames[] = {
     {AttentionForm::Quadratic, "quadratic"},
@@ -99,7 +100,7 @@ const std::vector<FeatureMapKind>& allFeatureMapKinds() {
 
 const std::vector<UpdateRule>& allUpdateRules() {
   static const std::vector<UpdateRule> rules = {UpdateRule::Additive, UpdateRule::Gated, UpdateRule::Delta,
-                                                UpdateRule::Decay};
+                                                UpdateRule::Decay, UpdateRule::DecayMao};
   return rules;
 }
 
@@ -118,13 +119,17 @@ int64_t featureDimOf(const FeatureMapConfig& config) {
     case FeatureMapKind::Elu:
     case FeatureMapKind::ExpT:
     case FeatureMapKind::Identity:
+    case FeatureMapKind::Linear:
       return d;
   }
   return d;
 }
 
 bool isTrainable(FeatureMapKind kind) {
-  return kind == FeatureMapKind::Hedgehog || kind == FeatureMapKind::HedgehogSoftmax || kind == FeatureMapKind::T2R;
+  return kind == FeatureMapKind::Hedgehog || kind == FeatureMapKind::HedgehogSoftmax || kind == FeatureMapKind::T2R ||
+         kind == FeatureMapKind::Linear;
 }
+
+UpdateRule formRule(UpdateRule rule) { return rule == UpdateRule::DecayMao ? UpdateRule::Decay : rule; }
 
 }  // namespace hh::attn

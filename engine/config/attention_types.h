@@ -25,6 +25,7 @@ enum class FeatureMapKind {
   Taylor,           // [1, x / d^(1/4), vec(x x^T) / (sqrt(2) sqrt(d))]; F = 1 + D + D^2
   ExpT,             // exp(t x) element-wise; F = D
   Identity,         // x; F = D
+  Linear,           // Wx+b, learnable per head, init identity (Mao 2022's projection, no positivity); F = D
 };
 
 // How the causal state S (F x D) and normalizer z (F) evolve from token to token.
@@ -33,6 +34,12 @@ enum class UpdateRule {
   Gated,     // S_t = g_t S_{t-1} + phi(k_t) v_t^T, z likewise, g_t in (0,1) a scalar per head
   Delta,     // S_t = S_{t-1} + beta_t phi(k_t) (v_t - S_{t-1}^T phi(k_t))^T, features L2-normalised, no z
   Decay,     // S_t = (a_t b_t^T) * S_{t-1} + phi(k_t) v_t^T, a_t in (0,1)^F, b_t in (0,1)^D, no z
+  // Mao 2022's decaying fast weights: Decay with its gate biases b_f (key side) and b_z (value
+  // side) from uniform gate initialisation (sigmoid(b) uniform in [1/n, 1 - 1/n], n the channels)
+  // and v scaled per channel by 1 - sigmoid(b_z) as initialised (his W_v rescaling), so the state
+  // starts as a moving average of the values rather than a sum. The forms compute it as Decay
+  // on the scaled values (LinearAttentionImpl does the scaling).
+  DecayMao,
 };
 
 // Three ways to compute the same causal output (tested equal to an fp64 brute force).
@@ -85,5 +92,7 @@ const std::vector<UpdateRule>& allUpdateRules();
 int64_t featureDimOf(const FeatureMapConfig& config);
 // Whether the map has trainable parameters (hedgehog, hedgehog_softmax, t2r).
 bool isTrainable(FeatureMapKind kind);
+// The rule the forms compute for `rule` (DecayMao is Decay on scaled values).
+UpdateRule formRule(UpdateRule rule);
 
 }  // namespace hh::attn

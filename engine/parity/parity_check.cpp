@@ -25,12 +25,13 @@ struct Inputs {
   attn::RuleInputs gates;  // float64
 };
 
-// Random inputs; the identity map needs a positive kernel, so its q, k are drawn in (0.1, 1).
+// Random inputs; the identity and linear maps need a positive kernel (their features are signed,
+// and a normaliser near zero would amplify rounding), so their q, k are drawn in (0.1, 1).
 Inputs makeInputs(const ParityOptions& o, int64_t t, FeatureMapKind kind, int64_t featureDim, uint64_t seed) {
   torch::manual_seed(seed);
   const auto opts = torch::TensorOptions().dtype(torch::kDouble);
   Inputs in;
-  if (kind == FeatureMapKind::Identity) {
+  if (kind == FeatureMapKind::Identity || kind == FeatureMapKind::Linear) {
     in.q = torch::rand({o.batch, o.heads, t, o.headDim}, opts) * 0.9 + 0.1;
     in.k = torch::rand({o.batch, o.heads, t, o.headDim}, opts) * 0.9 + 0.1;
   } else {
@@ -55,13 +56,16 @@ void compare(ParityRow& row, const torch::Tensor& got, const torch::Tensor& ref)
   row.relError = row.maxAbsError / std::max(ref.abs().max().item<double>(), 1e-300);
 }
 
-// Perturb trainable maps away from identity so the per-head MLP is exercised.
+// Perturb trainable maps away from identity so the per-head MLP is exercised (the linear map by
+// non-negative amounts, so that its features stay positive on positive inputs).
 void randomizeTrainable(attn::FeatureMap& fm, uint64_t seed) {
   if (!fm->trainable()) return;
   at::NoGradGuard guard;
   torch::manual_seed(seed);
-  fm->weight().add_(torch::randn_like(fm->weight()) * 0.2);
-  fm->bias().add_(torch::randn_like(fm->bias()) * 0.1);
+  auto w = torch::randn_like(fm->weight()) * 0.2, b = torch::randn_like(fm->bias()) * 0.1;
+  if (fm->config().kind == FeatureMapKind::Linear) w = w.abs(), b = b.abs();
+  fm->weight().add_(w);
+  fm->bias().add_(b);
 }
 }  // namespace
 

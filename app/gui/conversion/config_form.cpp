@@ -131,17 +131,11 @@ void ConfigForm::addObject(const Json& object, const QString& prefix, QWidget* i
 }
 
 QStringList ConfigForm::choicesFor(const QString& key) {
-  using attn::FeatureMapKind;
-  using attn::UpdateRule;
   QStringList out;
   if (key == QLatin1String("feature_map")) {
-    for (auto kind : {FeatureMapKind::Hedgehog, FeatureMapKind::HedgehogSoftmax, FeatureMapKind::T2R, FeatureMapKind::Elu,
-                      FeatureMapKind::Performer, FeatureMapKind::CosFormer, FeatureMapKind::Taylor, FeatureMapKind::ExpT,
-                      FeatureMapKind::Identity})
-      out << QString::fromStdString(attn::toString(kind));
+    for (auto kind : attn::allFeatureMapKinds()) out << QString::fromStdString(attn::toString(kind));
   } else if (key == QLatin1String("rule")) {
-    for (auto rule : {UpdateRule::Additive, UpdateRule::Gated, UpdateRule::Delta, UpdateRule::Decay})
-      out << QString::fromStdString(attn::toString(rule));
+    for (auto rule : attn::allUpdateRules()) out << QString::fromStdString(attn::toString(rule));
   } else if (key == QLatin1String("export.dtype")) {
     out << QStringLiteral("float32") << QStringLiteral("float16") << QStringLiteral("bfloat16");
   }

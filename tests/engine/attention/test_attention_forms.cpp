@@ -25,8 +25,8 @@ class TestAttentionForms : public QObject {
                                " rel=" + std::to_string(r.relError);
       QVERIFY2(std::isfinite(r.relError) && r.relError <= tol, what.c_str());
     }
-    // 9 maps x (4 causal rules x 3 forms + 2 weights rows + full: 2 forms + 1 weights) + softmax 2, x 2 dtypes x 2 lengths.
-    QCOMPARE(rows, 2 * 2 * (2 + 9 * (4 * 3 + 2 + 3)));
+    // 10 maps x (5 causal rules x 3 forms + 2 weights rows + full: 2 forms + 1 weights) + softmax 2, x 2 dtypes x 2 lengths.
+    QCOMPARE(rows, 2 * 2 * (2 + 10 * (5 * 3 + 2 + 3)));
   }
 
   void defaultChunkSizeAtLengthsAroundIt() {

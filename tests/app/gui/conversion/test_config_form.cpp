@@ -17,6 +17,7 @@
 #include <QTest>
 
 #include "app/gui/conversion/config_form.h"
+#include "engine/config/attention_types.h"
 #include "tests/support/hh_test.h"
 
 class TestConfigForm : public QObject {
@@ -43,7 +44,7 @@ class TestConfigForm : public QObject {
     QVERIFY(steps && lr && layers && map && rule);
     // The map and the rule are choices from the engine's names (still editable for a spec).
     QVERIFY(map->findText("hedgehog") >= 0 && map->findText("t2r") >= 0 && map->findText("cosformer") >= 0);
-    QCOMPARE(rule->count(), 4);
+    QCOMPARE(rule->count(), int(hh::attn::allUpdateRules().size()));
     // The model folder has a Browse button beside it.
     QVERIFY(form.findChild<QPushButton*>("model.browse") != nullptr);
     steps->setValue(42);
