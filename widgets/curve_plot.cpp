@@ -14,14 +14,14 @@ namespace hh::widgets {
 namespace {
 
 constexpr int kBandAlpha = 50;  // of 255: the spread band's fill
+// Okabe & Ito (2008), without black and yellow (too faint on white).
+constexpr QRgb kPalette[] = {0xff0072b2, 0xffd55e00, 0xff009e73, 0xffcc79a7, 0xff56b4e9, 0xffe69f00};
+constexpr int kPaletteSize = int(std::size(kPalette));
 
 }  // namespace
 
 QColor seriesPaletteColor(int i) {
-  // Okabe & Ito (2008), without black and yellow (too faint on white).
-  static const QRgb kPalette[] = {0xff0072b2, 0xffd55e00, 0xff009e73, 0xffcc79a7, 0xff56b4e9, 0xffe69f00};
-  const int n = int(std::size(kPalette));
-  return QColor::fromRgb(kPalette[((i % n) + n) % n]);
+  return QColor::fromRgb(kPalette[((i % kPaletteSize) + kPaletteSize) % kPaletteSize]);
 }
 
 CurvePlot::CurvePlot(QWidget* parent) : QWidget(parent) {
@@ -53,14 +53,32 @@ CurvePlot::CurvePlot(QWidget* parent) : QWidget(parent) {
   connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) { rescaleAxes(); });
 }
 
+namespace {
+// Past the palette's six colours, the next series of a colour differ by dash and marker: the
+// first six solid with circles, the next six dashed with squares, then dotted with triangles.
+Qt::PenStyle dashOf(int cycle) {
+  static const Qt::PenStyle styles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine};
+  return styles[cycle % 3];
+}
+QCPScatterStyle::ScatterShape shapeOf(int cycle) {
+  static const QCPScatterStyle::ScatterShape shapes[] = {QCPScatterStyle::ssCircle, QCPScatterStyle::ssSquare,
+                                                         QCPScatterStyle::ssTriangle};
+  return shapes[cycle % 3];
+}
+}  // namespace
+
 int CurvePlot::addSeries(const QString& name, const QVector<double>& xs, const QVector<double>& ys,
                          const QVector<double>& spread, QColor color) {
-  if (!color.isValid()) color = seriesPaletteColor(paletteNext_++);
+  int cycle = 0;
+  if (!color.isValid()) {
+    cycle = paletteNext_ / kPaletteSize;
+    color = seriesPaletteColor(paletteNext_++);
+  }
   Series s;
   s.line = plot_->addGraph();
   s.line->setName(name);
-  s.line->setPen(QPen(color, 2.0));
-  s.line->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, color, color, 4));
+  s.line->setPen(QPen(color, 2.0, dashOf(cycle)));
+  s.line->setScatterStyle(QCPScatterStyle(shapeOf(cycle), color, color, 4));
   series_.append(s);
   const int index = int(series_.size()) - 1;
   setSeriesData(index, xs, ys, spread);
@@ -71,10 +89,13 @@ void CurvePlot::setSeriesStyle(int index, SeriesStyle style, double width) {
   if (index < 0 || index >= series_.size()) return;
   QCPGraph* g = series_[index].line;
   const QColor color = g->pen().color();
-  g->setPen(QPen(color, width));
+  QPen pen = g->pen();  // keeps its dash
+  pen.setWidthF(width);
+  g->setPen(pen);
   g->setLineStyle(style == SeriesStyle::Points ? QCPGraph::lsNone : QCPGraph::lsLine);
+  const auto shape = g->scatterStyle().shape() == QCPScatterStyle::ssNone ? QCPScatterStyle::ssCircle : g->scatterStyle().shape();
   g->setScatterStyle(style == SeriesStyle::Line ? QCPScatterStyle(QCPScatterStyle::ssNone)
-                                                : QCPScatterStyle(QCPScatterStyle::ssCircle, color, color, 5));
+                                                : QCPScatterStyle(shape, color, color, 5));
   scheduleReplot();
 }
 

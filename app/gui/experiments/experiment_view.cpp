@@ -300,7 +300,8 @@ void ExperimentView::refreshMaps() {
         std::vector<float> shown = isLinear ? linear
                                             : std::vector<float>(snap.softmax.begin() + long(p * cell), snap.softmax.begin() + long((p + 1) * cell));
         view->setMatrix(snap.size, snap.size, std::move(shown));
-        view->setTitle(tr("%1 (%2, step %3)").arg(v.name, isLinear ? tr("linear") : tr("softmax")).arg(snap.step));
+        // Two lines: a long variant name and its details do not fit a narrow panel on one.
+        view->setTitle(tr("%1\n%2, step %3").arg(v.name, isLinear ? tr("linear") : tr("softmax")).arg(snap.step));
         break;
       } catch (const std::exception&) {
       }
