@@ -323,6 +323,7 @@ QString ExperimentView::exportFigures(const QString& dir, int width, int height)
     const auto r = widgets::exportFigure(widget, QDir(dir).filePath(name), options);
     if (!r) return r.error;
   }
+  if (maps_.empty()) return {};  // no run has attention snapshots (a language-model experiment): no maps.png
   const int rows = (int(maps_.size()) + 3) / 4;
   // 320 px a row, laid out at that size (the scroll area would otherwise fit the panel to its
   // viewport and the render would be scaled).

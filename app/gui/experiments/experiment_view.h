@@ -37,7 +37,8 @@ class ExperimentView : public QWidget {
 
   // Opens <dir>/summary.json (or a summary.json path). Returns an error message, empty on success.
   QString open(const QString& path);
-  // Writes scatter.png, curves.png and maps.png into `dir` (created); returns an error or empty.
+  // Writes scatter.png, curves.png and maps.png (only when the runs have attention snapshots)
+  // into `dir` (created); returns an error or empty.
   QString exportFigures(const QString& dir, int width = 1200, int height = 700);
   // Picks the plotted quantities by name (metric keys, scalar names, "layer,head"); false if absent.
   bool setScatterAxes(const QString& x, const QString& y);

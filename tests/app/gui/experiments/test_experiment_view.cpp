@@ -3,6 +3,7 @@
 // metrics, one curve per variant equal to its run file's scalar, each variant's last snapshot of
 // the chosen head (the linear weights), and PNG export of the three figures. A folder without a
 // summary is refused with a message.
+#include <QFile>
 #include <QImage>
 #include <QTableWidget>
 #include <QTest>
@@ -85,10 +86,38 @@ class TestExperimentView : public QObject {
       QVERIFY(image.width() >= 800);
     }
   }
+
+  void noSnapshotsNoMapsFigure() {
+    // A language-model experiment records no attention snapshots: no empty maps.png.
+    hh::test::TempDir dir("experiment_view_lm");
+    const json e = {{"name", "lm"},
+                    {"job", "train"},
+                    {"run_dir", dir.file("exp")},
+                    {"base",
+                     {{"architecture", {{"n_embd", 32}, {"n_layer", 2}, {"n_head", 4}, {"n_positions", 32}}},
+                      {"tokenizer", std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2"},
+                      {"steps", 4},
+                      {"batch_size", 4},
+                      {"eval_every", 2},
+                      {"eval_batches", 1},
+                      {"data", {{"corpus", hh::test::writeWordCorpus(dir)}, {"sequence_length", 32}, {"validation_fraction", 0.25}}}}},
+                    {"variants", json::array({{{"name", "softmax"}}})}};
+    j::JobObserver quiet;
+    const auto result = j::runExperiment(j::experimentConfigFromJson(e), quiet);
+    QVERIFY2(result.status == j::JobStatus::Completed, result.message.c_str());
+    hh::gui::ExperimentView view;
+    view.resize(1200, 900);
+    QCOMPARE(view.open(QString::fromStdString(dir.file("exp"))), QString());
+    QVERIFY(view.maps().empty());
+    const QString out = QString::fromStdString(dir.file("figures"));
+    QCOMPARE(view.exportFigures(out, 800, 500), QString());
+    QVERIFY(QFile::exists(out + "/curves.png"));
+    QVERIFY(!QFile::exists(out + "/maps.png"));
+  }
 };
 
 HH_TEST_SUITE(TestExperimentView, "app.gui.experiment_view", &TestExperimentView::initTestCase,
-              &TestExperimentView::showsAndExportsAnExperiment)
+              &TestExperimentView::showsAndExportsAnExperiment, &TestExperimentView::noSnapshotsNoMapsFigure)
 
 #if HH_HAVE_QTEST
 #include "test_experiment_view.moc"
