@@ -10,6 +10,20 @@
 #include <functional>
 #include <string>
 
+// HH_UNDER_SANITIZER: 1 in the AddressSanitizer build (scripts/test.sh's second stage), whose
+// allocator keeps freed blocks (resident memory means nothing there) and runs training several
+// times slower (learning guards skip themselves there: their code runs in the shorter suites).
+#if defined(__SANITIZE_ADDRESS__)
+#define HH_UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HH_UNDER_SANITIZER 1
+#endif
+#endif
+#ifndef HH_UNDER_SANITIZER
+#define HH_UNDER_SANITIZER 0
+#endif
+
 namespace hh::test {
 using SuiteRunner = std::function<int(int argc, char** argv)>;
 bool registerSuite(const char* name, SuiteRunner runner);

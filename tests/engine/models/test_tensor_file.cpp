@@ -20,14 +20,6 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define HH_UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HH_UNDER_SANITIZER 1
-#endif
-#endif
-
 namespace {
 
 namespace m = hh::models;
@@ -105,7 +97,7 @@ class TestTensorFile : public QObject {
   }
 
   void readingIntoATensorHoldsNoSecondCopy() {
-#ifdef HH_UNDER_SANITIZER
+#if HH_UNDER_SANITIZER
     QSKIP("the sanitizer's allocator keeps freed blocks: resident memory says nothing here");
 #else
     hh::test::TempDir dir("tensor_file_memory");
