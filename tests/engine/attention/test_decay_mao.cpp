@@ -8,12 +8,21 @@
 //     adapters;
 //   - the module's output in all three forms equals the fp64 brute force of the decay rule fed
 //     with the values scaled by it (T = 37, chunk 8: the chunk does not divide T), within 1e-10;
+//   - on the demo teacher, every layer swapped for decay at initialisation: Mao's recipe starts
+//     within a few nats of the teacher's loss on TinyStories text, the plain decay rule on
+//     Hedgehog maps far off (8.3 against 11.6 nats on Brown in docs/experiments.md; the guard of
+//     the recipe's point, a conversion that does not start broken);
 //   - the arithmetic of the rescaling: with constant gates a = b = 0.9 and phi(q).phi(k) = 1, the
 //     decay rule's output tends to 1 / (1 - ab) = 5.26 times the value; scaled by 1 - b it is 0.53.
 #include <torch/torch.h>
 
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/reference.h"
+#include "engine/models/model_io.h"
+#include "engine/tokenizers/tokenizer.h"
+
+#include <fstream>
+#include <sstream>
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -28,6 +37,15 @@ a::LinearAttention decayMao(int64_t heads, int64_t dim, int64_t hidden) {
   c.rule.rule = a::UpdateRule::DecayMao;
   c.rule.chunkSize = 8;
   return a::LinearAttention(c, hidden);
+}
+
+// Next-token loss of `model` on ids [B, T].
+double lmLoss(hh::models::TransformerModel& model, const torch::Tensor& ids) {
+  torch::NoGradGuard noGrad;
+  const auto logits = model.forward(ids).logits;  // [B, T, V]
+  return torch::nn::functional::cross_entropy(logits.narrow(1, 0, ids.size(1) - 1).reshape({-1, logits.size(-1)}),
+                                              ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}))
+      .item<double>();
 }
 
 double maxRelative(const torch::Tensor& got, const torch::Tensor& want) {
@@ -101,6 +119,33 @@ class TestDecayMao : public QObject {
     }
   }
 
+  void decayMaoStartsNearTheTeacher() {
+    const std::string folder = std::string(HH_SOURCE_DIR) + "/projects/demo/teacher";
+    auto model = hh::models::loadModel(folder);
+    const auto tokenizer = hh::tok::loadTokenizer(folder);
+    std::ifstream in(std::string(HH_FIXTURES_DIR) + "/tinystories/valid-sample.txt");
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto all = tokenizer->encode(text.str());
+    QVERIFY(all.size() >= 256);
+    const auto ids = torch::tensor(std::vector<int64_t>(all.begin(), all.begin() + 256)).view({2, 128});
+    const double teacher = lmLoss(*model, ids);
+    auto lossWith = [&](a::FeatureMapKind kind, a::UpdateRule rule) {
+      a::LinearAttentionConfig c;
+      c.featureMap.kind = kind;
+      c.rule.rule = rule;
+      torch::manual_seed(0);
+      model->setAttentionPlan(hh::models::AttentionPlan::uniform(model->layerCount(), c));
+      return lmLoss(*model, ids);
+    };
+    const double decay = lossWith(a::FeatureMapKind::Hedgehog, a::UpdateRule::Decay);
+    const double mao = lossWith(a::FeatureMapKind::Linear, a::UpdateRule::DecayMao);
+    qInfo("loss at initialisation: teacher %.2f, decay on Hedgehog maps %.2f, decay_mao on the linear map %.2f", teacher,
+          decay, mao);
+    QVERIFY(mao < decay - 2.0);
+    QVERIFY(mao < teacher + 4.0);
+  }
+
   void scaledValuesMakeAMovingAverage() {
     // Constant gates a = b = 0.9 and features phi(q) . phi(k) = 1 at every step, v = 1: the state
     // sums (ab)^s over s, tending to 1 / (1 - 0.81) = 5.26; scaled by 1 - b = 0.1, to 0.53.
@@ -121,7 +166,7 @@ class TestDecayMao : public QObject {
 
 HH_TEST_SUITE(TestDecayMao, "engine.attention.decay_mao", &TestDecayMao::linearMapStartsAsTheIdentity,
               &TestDecayMao::gatesStartUniformAndValuesScaled, &TestDecayMao::everyFormEqualsTheReferenceOnScaledValues,
-              &TestDecayMao::scaledValuesMakeAMovingAverage)
+              &TestDecayMao::decayMaoStartsNearTheTeacher, &TestDecayMao::scaledValuesMakeAMovingAverage)
 
 #if HH_HAVE_QTEST
 #include "test_decay_mao.moc"
