@@ -56,7 +56,7 @@ int runCompare(const CompareArgs& a) {
   std::printf("%-18s %12s %10s %10s\n", "attention", "KL(sm||a)", "entropy", "spearman");
   std::printf("%-18s %12.4f %10.4f %10.4f\n", "softmax", 0.0, ps.entropy, ps.spearman);
   attn::RuleOptions ro;
-  for (const auto kind : attn::allFeatureMapKinds()) {
+  for (const auto kind : attn::untrainedComparisonKinds()) {
     attn::FeatureMapConfig fc;
     fc.kind = kind;
     fc.headDim = d;

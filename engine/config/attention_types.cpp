@@ -98,6 +98,16 @@ const std::vector<FeatureMapKind>& allFeatureMapKinds() {
   return kinds;
 }
 
+const std::vector<FeatureMapKind>& untrainedComparisonKinds() {
+  static const std::vector<FeatureMapKind> kinds = [] {
+    std::vector<FeatureMapKind> out;
+    for (const auto kind : allFeatureMapKinds())
+      if (kind != FeatureMapKind::Linear) out.push_back(kind);
+    return out;
+  }();
+  return kinds;
+}
+
 const std::vector<UpdateRule>& allUpdateRules() {
   static const std::vector<UpdateRule> rules = {UpdateRule::Additive, UpdateRule::Gated, UpdateRule::Delta,
                                                 UpdateRule::Decay, UpdateRule::DecayMao};

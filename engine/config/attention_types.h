@@ -86,6 +86,9 @@ FeatureMapConfig parseFeatureMapSpec(const std::string& spec);
 std::string featureMapSpec(const FeatureMapConfig& config);
 
 const std::vector<FeatureMapKind>& allFeatureMapKinds();
+// The maps worth comparing untrained (evaluate's default table, `hedgehog compare`, the
+// comparison view): every kind but linear, which starts as the identity and would repeat its row.
+const std::vector<FeatureMapKind>& untrainedComparisonKinds();
 const std::vector<UpdateRule>& allUpdateRules();
 
 // Feature dimension F that a map produces for head dim D.

@@ -53,7 +53,7 @@ EvaluateConfig evaluateConfigFromJson(const nlohmann::json& j) {
 std::vector<std::string> evaluateFeatureMapNames(const EvaluateConfig& c) {
   std::vector<std::string> names;
   if (c.featureMaps.empty()) {
-    for (const auto kind : attn::allFeatureMapKinds()) names.push_back(attn::toString(kind));
+    for (const auto kind : attn::untrainedComparisonKinds()) names.push_back(attn::toString(kind));
     if (!c.converted.empty()) names.push_back("trained");
     return names;
   }

@@ -57,7 +57,7 @@ std::pair<torch::Tensor, torch::Tensor> features(const QString& name, const torc
 
 QStringList featureMapNames() {
   QStringList names;
-  for (const auto kind : hh::attn::allFeatureMapKinds()) names << QString::fromStdString(hh::attn::toString(kind));
+  for (const auto kind : hh::attn::untrainedComparisonKinds()) names << QString::fromStdString(hh::attn::toString(kind));
   return names;
 }
 

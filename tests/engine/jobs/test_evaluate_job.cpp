@@ -98,7 +98,7 @@ class TestEvaluateJob : public QObject {
 
     // One row per feature map kind, in order; KL finite and >= 0 where the map's weights are a
     // distribution (identity features can give negative weights, hence NaN KL: reported as is).
-    const auto& kinds = hh::attn::allFeatureMapKinds();
+    const auto& kinds = hh::attn::untrainedComparisonKinds();
     QCOMPARE(r.featureMaps.size(), kinds.size());
     const int L = 5, H = 4;
     for (size_t i = 0; i < kinds.size(); ++i) {
@@ -223,7 +223,7 @@ class TestEvaluateJob : public QObject {
     // The default list with a converted model ends with "trained".
     QCOMPARE(j::evaluateFeatureMapNames(c).back(), std::string("trained"));
     c.featureMaps.clear();
-    QCOMPARE(j::evaluateFeatureMapNames(c).size(), hh::attn::allFeatureMapKinds().size() + 1);
+    QCOMPARE(j::evaluateFeatureMapNames(c).size(), hh::attn::untrainedComparisonKinds().size() + 1);
   }
 
   void classificationAccuracy() {
