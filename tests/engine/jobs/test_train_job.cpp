@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 
@@ -67,6 +68,21 @@ double reloadedValidationLoss(const j::TrainConfig& c, const std::string& folder
   const auto data = j::loadLmData(c.data, *tokenizer);
   j::JobObserver quiet;
   return j::heldOutLmLoss(*model, data.validation, c.batchSize, c.evalBatches, quiet);
+}
+
+// A recall learning guard's run: the small setting with every repeat scored, 10,000 training
+// rows, lr 1e-3, `steps` steps; `adjust` changes what the guard is about. Returns the result.
+j::TrainResult trainRecall(const hh::test::TempDir& dir, const std::string& featureMap, int64_t steps,
+                           const std::function<void(j::TrainConfig&)>& adjust = {}) {
+  auto c = hh::test::recallConfig(dir, featureMap);
+  c.task.supervision = "every_recall";
+  c.task.trainSamples = 10000;
+  c.lr = 1e-3;
+  c.steps = steps;
+  c.evalEvery = steps;
+  if (adjust) adjust(c);
+  j::JobObserver quiet;
+  return j::runTrain(c, quiet);
 }
 
 }  // namespace
@@ -380,14 +396,7 @@ class TestTrainJob : public QObject {
     hh::test::TempDir dir("train_task_learning");
     std::map<std::string, double> accuracy;
     for (const std::string featureMap : {"softmax", "elu"}) {
-      auto c = hh::test::recallConfig(dir, featureMap);
-      c.task.supervision = "every_recall";
-      c.task.trainSamples = 10000;
-      c.lr = 1e-3;
-      c.steps = 1000;
-      c.evalEvery = 1000;
-      j::JobObserver quiet;
-      const auto r = j::runTrain(c, quiet);
+      const auto r = trainRecall(dir, featureMap, 1000);
       QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
       accuracy[featureMap] = r.testAccuracy;
       qInfo("%s: test accuracy %.3f, attention entropy %.3f nats (%.1f s)", featureMap.c_str(), r.testAccuracy,
@@ -403,15 +412,7 @@ class TestTrainJob : public QObject {
   void hedgehogLearnsThePreviousTokenStep() {
     if (HH_UNDER_SANITIZER) QSKIP("a learning guard: minutes under the sanitizer; its code runs in the shorter suites");
     hh::test::TempDir dir("train_task_hedgehog_layer0");
-    auto c = hh::test::recallConfig(dir, "hedgehog");
-    c.layers = {0};
-    c.task.supervision = "every_recall";
-    c.task.trainSamples = 10000;
-    c.lr = 1e-3;
-    c.steps = 1500;
-    c.evalEvery = 1500;
-    j::JobObserver quiet;
-    const auto r = j::runTrain(c, quiet);
+    const auto r = trainRecall(dir, "hedgehog", 1500, [](j::TrainConfig& c) { c.layers = {0}; });
     QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
     qInfo("hedgehog in layer 0, softmax in layer 1: test accuracy %.3f (%.1f s)", r.testAccuracy, r.seconds);
     QVERIFY2(r.testAccuracy > 0.9, std::to_string(r.testAccuracy).c_str());
@@ -422,15 +423,7 @@ class TestTrainJob : public QObject {
   void hedgehogWithHeadDim64LeavesThePlateau() {
     if (HH_UNDER_SANITIZER) QSKIP("a learning guard: minutes under the sanitizer; its code runs in the shorter suites");
     hh::test::TempDir dir("train_task_hedgehog_d64");
-    auto c = hh::test::recallConfig(dir, "hedgehog");
-    c.architecture.nHead = 1;
-    c.task.supervision = "every_recall";
-    c.task.trainSamples = 10000;
-    c.lr = 1e-3;
-    c.steps = 4000;
-    c.evalEvery = 4000;
-    j::JobObserver quiet;
-    const auto r = j::runTrain(c, quiet);
+    const auto r = trainRecall(dir, "hedgehog", 4000, [](j::TrainConfig& c) { c.architecture.nHead = 1; });
     QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
     qInfo("hedgehog, 1 head of 64: test accuracy %.3f (%.1f s)", r.testAccuracy, r.seconds);
     QVERIFY2(r.testAccuracy > 0.7, std::to_string(r.testAccuracy).c_str());
