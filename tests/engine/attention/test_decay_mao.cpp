@@ -23,6 +23,7 @@
 
 #include <fstream>
 #include <sstream>
+#include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -46,10 +47,6 @@ double lmLoss(hh::models::TransformerModel& model, const torch::Tensor& ids) {
   return torch::nn::functional::cross_entropy(logits.narrow(1, 0, ids.size(1) - 1).reshape({-1, logits.size(-1)}),
                                               ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}))
       .item<double>();
-}
-
-double maxRelative(const torch::Tensor& got, const torch::Tensor& want) {
-  return (got.to(torch::kDouble) - want).abs().max().item<double>() / want.abs().max().item<double>();
 }
 
 }  // namespace
@@ -114,7 +111,7 @@ class TestDecayMao : public QObject {
     const auto fq = attention->featureMap()->forward(q), fk = attention->featureMap()->forward(k);
     const auto want = a::referenceLinearAttention(fq, fk, v * scale.unsqueeze(0).unsqueeze(2), inputs, decay);
     for (const auto form : {a::AttentionForm::Quadratic, a::AttentionForm::Chunked, a::AttentionForm::Recurrent}) {
-      const double error = maxRelative(attention->forward(q, k, v, hidden, form), want);
+      const double error = hh::test::relativeError(attention->forward(q, k, v, hidden, form), want);
       QVERIFY2(error < 1e-10, (a::toString(form) + " " + std::to_string(error)).c_str());
     }
   }

@@ -25,6 +25,7 @@
 #include "engine/jobs/train_job.h"
 #include "engine/models/model_io.h"
 #include "tests/engine/jobs/jobs_test_support.h"
+#include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
@@ -50,10 +51,6 @@ torch::Tensor hedgehogFeatures64(const torch::Tensor& x, const hh::attn::Feature
            map->bias().to(torch::kDouble).unsqueeze(0).unsqueeze(2);
   u = u.clamp(-hh::attn::kHedgehogClamp, hh::attn::kHedgehogClamp);
   return torch::cat({u.exp(), (-u).exp()}, -1);
-}
-
-double relativeError(const torch::Tensor& got, const torch::Tensor& want) {
-  return (got.to(torch::kDouble) - want).abs().max().item<double>() / want.abs().max().item<double>();
 }
 
 struct Trained {
@@ -113,7 +110,7 @@ class TestRecallChecks : public QObject {
         const auto fq = hedgehogFeatures64(c.queries, linear->featureMap());
         const auto fk = hedgehogFeatures64(c.keys, linear->featureMap());
         const auto want = hh::attn::referenceLinearAttention(fq, fk, c.values, {}, linear->config().rule);
-        const double error = relativeError(c.linearOutput.detach(), want);
+        const double error = hh::test::relativeError(c.linearOutput.detach(), want);
         qInfo("layer %ld (%s path): relative error to fp64 %.2e", long(c.layer), training ? "training" : "inference", error);
         QVERIFY2(error < 1e-5, std::to_string(error).c_str());
         // Scale before the exponential and the normaliser.

@@ -6,7 +6,7 @@
 //   - NaN and infinite values counted, and WeightSource::load refusing them with the count;
 //   - memory: reading a 128 MB tensor into an allocated one raises the process's peak by less
 //     than 40 MB (a few runs of rows, not a second copy of the tensor and not all its file pages;
-//     readTensor + copy_ raises it by 256 MB). Not checked under a sanitizer, whose allocator
+//     readTensor + copy_ makes a whole 128 MB copy on its own). Not checked under a sanitizer, whose allocator
 //     keeps freed blocks.
 #include <torch/torch.h>
 
