@@ -15,6 +15,8 @@ void addDistillCommand(CLI::App& app) {
   struct Args {
     std::string model, configFile, runDir, featureMap, rule, corpus, loss;
     std::vector<int64_t> layers;
+    std::vector<std::string> plan;
+    int64_t window = -1;
     int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1;
     double lr = -1;
     bool resume = false, printConfig = false;
@@ -28,6 +30,10 @@ void addDistillCommand(CLI::App& app) {
   cmd->add_option("--feature-map", a->featureMap, "hedgehog | hedgehog_softmax | t2r | ... (default hedgehog)");
   cmd->add_option("--rule", a->rule, "additive | gated | delta | decay | decay_mao (default additive)");
   cmd->add_option("--layers", a->layers, "Layers to convert (default: all)")->delimiter(',');
+  cmd->add_option("--window", a->window, "hedgehog_window: softmax over the last W keys, the map before them (0 = none)");
+  cmd->add_option("--plan", a->plan,
+                  "One attention per layer, e.g. softmax,hedgehog_window(16),hedgehog (replaces the four flags above)")
+      ->delimiter(',');
   cmd->add_option("--loss", a->loss, "soft_ce | kl (default soft_ce)");
   cmd->add_option("--steps", a->steps, "Maximum optimizer steps");
   cmd->add_option("--batch-size", a->batch, "Sequences per step");
@@ -49,6 +55,8 @@ void addDistillCommand(CLI::App& app) {
     if (!a->featureMap.empty()) c.featureMap = a->featureMap;
     if (!a->rule.empty()) c.rule = a->rule;
     if (!a->layers.empty()) c.layers = a->layers;
+    if (a->window >= 0) c.window = a->window;
+    if (!a->plan.empty()) c.plan = a->plan;
     if (!a->loss.empty()) c.loss = a->loss;
     if (!a->corpus.empty()) c.data.corpus = a->corpus;
     if (a->steps >= 0) c.steps = a->steps;

@@ -7,7 +7,9 @@
 
 #include "engine/attention/form_helpers.h"
 #include "engine/attention/fused_hedgehog_cpu.h"
+#include "engine/attention/window_attention.h"
 
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
@@ -67,7 +69,7 @@ void validateLinearInputs(const torch::Tensor& fq, const torch::Tensor& fk, cons
 
 int64_t RecurrentState::bytes() const {
   int64_t n = 0;
-  for (const auto& t : {S, z})
+  for (const auto& t : {S, z, ringKeys, ringValues, ringFeatures})
     if (t.defined()) n += t.numel() * static_cast<int64_t>(t.element_size());
   return n;
 }
@@ -225,6 +227,13 @@ RuleInputs RuleGatesImpl::forward(const torch::Tensor& hidden) {
 
 LinearAttentionImpl::LinearAttentionImpl(LinearAttentionConfig config, int64_t hiddenSize) : config_(config) {
   featureMap_ = register_module("feature_map", FeatureMap(config.featureMap));
+  if (config.window > 0) {
+    if (config.rule.rule != UpdateRule::Additive)
+      throw std::invalid_argument("the window hybrid takes the additive rule, not " + toString(config.rule.rule));
+    // gamma = sigmoid(logit) per head, 0.5 at the start: the window's softmax and the feature map
+    // share each row by their own weights.
+    windowMix_ = register_parameter("window_mix", torch::zeros({config.featureMap.heads}));
+  }
   if (config.rule.rule != UpdateRule::Additive) {
     gates_ = register_module("gates", RuleGates(config.rule.rule, hiddenSize, config.featureMap.heads,
                                                 featureMap_->featureDim(), config.featureMap.headDim));
@@ -249,6 +258,7 @@ torch::Tensor LinearAttentionImpl::maskedKeyFeatures(const torch::Tensor& k, con
 torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                            const torch::Tensor& hidden, AttentionForm form,
                                            const torch::Tensor& keyMask) {
+  if (windowMix_.defined()) return windowAttention(form, windowInputs(q, k, v, keyMask), windowOptions(config_));
   const auto gates = gatesFor(hidden, q.size(0), q.size(2));
   if (form == AttentionForm::Chunked && !keyMask.defined() && canUseFusedKernel(q, k, v))
     return fusedHedgehogCausalForward(q, k, v, featureMap_->weight(), featureMap_->bias(), config_.rule.chunkSize,
@@ -258,13 +268,20 @@ torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& q, const torch::
 
 torch::Tensor LinearAttentionImpl::scaled(const torch::Tensor& v) const { return gates_ ? gates_->scaleValues(v) : v; }
 
+WindowInputs LinearAttentionImpl::windowInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                               const torch::Tensor& keyMask, int64_t position) {
+  WindowInputs in{q, k, featureMap_->forward(q, position), {}, v, torch::sigmoid(windowMix_), keyMask};
+  in.fk = keyMask.defined() ? maskedKeyFeatures(k, keyMask) : featureMap_->forward(k, position);
+  return in;
+}
+
 bool LinearAttentionImpl::canUseFusedKernel(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v) const {
   // The fused kernel has no backward: only when nothing needs a gradient.
   const bool needsGrad = torch::GradMode::is_enabled() &&
                          (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
                           featureMap_->weight().requires_grad() || featureMap_->bias().requires_grad());
-  return fusedHedgehogAvailable() && !needsGrad && config_.featureMap.kind == FeatureMapKind::Hedgehog &&
+  return fusedHedgehogAvailable() && !needsGrad && !windowMix_.defined() && config_.featureMap.kind == FeatureMapKind::Hedgehog &&
          config_.rule.rule == UpdateRule::Additive && config_.rule.causal && q.device().is_cpu() &&
          q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat &&
          v.size(-1) == q.size(-1) && q.size(-1) % 8 == 0;
@@ -272,11 +289,33 @@ bool LinearAttentionImpl::canUseFusedKernel(const torch::Tensor& q, const torch:
 
 torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& hidden, const torch::Tensor& keyMask) {
+  if (windowMix_.defined()) return windowWeights(windowInputs(q, k, q, keyMask), windowOptions(config_));
   const auto gates = gatesFor(hidden, q.size(0), q.size(2));
   return linearWeights(featureMap_->forward(q), maskedKeyFeatures(k, keyMask), gates, config_.rule);
 }
 
+torch::Tensor LinearAttentionImpl::calibrateWindowMix(const torch::Tensor& q, const torch::Tensor& k) {
+  // q, k [B,H,T,D]
+  const int64_t t = q.size(2), window = config_.window;
+  if (!windowMix_.defined() || t <= window) return {};
+  torch::NoGradGuard noGrad;
+  const auto positions = torch::arange(t, q.options().dtype(torch::kLong));
+  const auto distance = positions.unsqueeze(1) - positions.unsqueeze(0);  // i - j
+  const auto far = config_.rule.causal ? distance >= window : distance.abs() >= window;  // [T,T]
+  const auto scores = torch::matmul(q.to(torch::kFloat), k.to(torch::kFloat).transpose(-1, -2)) / std::sqrt(double(q.size(3)));
+  const auto logSoftmax = scores.masked_fill(far.logical_not(), -INFINITY).logsumexp(-1);  // [B,H,T]
+  const auto linear = torch::matmul(featureMap_->forward(q).to(torch::kFloat), featureMap_->forward(k).to(torch::kFloat).transpose(-1, -2));
+  const auto logLinear = linear.masked_fill(far.logical_not(), 0.0).sum(-1).log();          // [B,H,T]
+  const auto rows = far.any(-1);                                                              // queries with far keys
+  const auto logits = (logLinear - logSoftmax).index({torch::indexing::Slice(), torch::indexing::Slice(), rows}).mean(at::IntArrayRef{0, 2});
+  windowMix_.copy_(logits.to(windowMix_.scalar_type()));
+  return logits;
+}
+
 RecurrentState LinearAttentionImpl::initialState(int64_t batch, torch::Device device, torch::ScalarType dtype) const {
+  if (windowMix_.defined())
+    return initialWindowState(batch, config_.featureMap.heads, featureMap_->featureDim(), config_.featureMap.headDim,
+                              windowOptions(config_), dtype, device);
   return hh::attn::initialState(batch, config_.featureMap.heads, featureMap_->featureDim(),
                                 config_.featureMap.headDim, config_.rule, dtype, device);
 }
@@ -284,6 +323,7 @@ RecurrentState LinearAttentionImpl::initialState(int64_t batch, torch::Device de
 torch::Tensor LinearAttentionImpl::step(RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, const torch::Tensor& hidden) {
   // q, k, v [B,H,1,D]
+  if (windowMix_.defined()) return windowStep(state, windowInputs(q, k, v, {}, state.position), windowOptions(config_));
   const auto gates = gatesFor(hidden, q.size(0), 1);
   // Hedgehog, additive: the fused step (same conditions as the fused chunked kernel, fp32 state).
   if (canUseFusedKernel(q, k, v) && state.S.scalar_type() == torch::kFloat && state.S.is_contiguous() &&
@@ -301,6 +341,7 @@ torch::Tensor LinearAttentionImpl::step(RecurrentState& state, const torch::Tens
 torch::Tensor LinearAttentionImpl::prefill(RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& v, const torch::Tensor& hidden) {
   // q, k, v [B,H,T,D]
+  if (windowMix_.defined()) return windowPrefill(state, windowInputs(q, k, v, {}, state.position), windowOptions(config_));
   const auto gates = gatesFor(hidden, q.size(0), q.size(2));
   return linearPrefill(state, featureMap_->forward(q, state.position), featureMap_->forward(k, state.position), scaled(v),
                        gates, config_.rule);

@@ -45,6 +45,9 @@ struct RecurrentState {
   torch::Tensor z;
   int64_t position = 0;    // tokens consumed so far
   torch::Tensor lastDecay; // gated, decay: [B, H] float, the mean factor S was scaled by at the last token
+  // Window-hybrid layers (window_attention.h): the last W keys, values [B, H, W, D] and key
+  // features [B, H, W, F]; slot p % W holds token p.
+  torch::Tensor ringKeys, ringValues, ringFeatures;
   int64_t bytes() const;
 };
 RecurrentState initialState(int64_t batch, int64_t heads, int64_t featureDim, int64_t valueDim,
@@ -93,7 +96,10 @@ class RuleGatesImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RuleGates);
 
-// What a model layer calls: feature map + rule + form, with the gates it needs.
+struct WindowInputs;  // window_attention.h
+
+// What a model layer calls: feature map + rule + form, with the gates it needs; with
+// config.window > 0 the window hybrid of window_attention.h (the map's features for the far keys).
 class LinearAttentionImpl : public torch::nn::Module {
  public:
   // hiddenSize is the model width C (needed by the gated, delta and decay rules; ignored otherwise).
@@ -119,17 +125,26 @@ class LinearAttentionImpl : public torch::nn::Module {
 
   const LinearAttentionConfig& config() const { return config_; }
   FeatureMap featureMap() const { return featureMap_; }
+  // Window layers: sets each head's mix so that on q, k [B,H,T,D] (T > window) the far term's
+  // total per query equals softmax's over the same keys, log gamma/(1-gamma) = mean over queries
+  // of log sum_far phi(q).phi(k) - log sum_far exp(s): both terms start on one scale. Returns the
+  // logits [H]; undefined (nothing done) for other layers or T <= window.
+  torch::Tensor calibrateWindowMix(const torch::Tensor& q, const torch::Tensor& k);
 
  private:
   RuleInputs gatesFor(const torch::Tensor& hidden, int64_t batch, int64_t length);
   torch::Tensor maskedKeyFeatures(const torch::Tensor& k, const torch::Tensor& keyMask);  // [B,H,T,F]
   torch::Tensor scaled(const torch::Tensor& v) const;  // the rule's value scaling (DecayMao)
+  // The window hybrid's inputs (features at `position` for cosFormer; keyMask zeroes padded keys).
+  struct WindowInputs windowInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const torch::Tensor& keyMask, int64_t position = 0);
   // Whether the fused CPU kernel (Hedgehog, additive, causal, fp32, no gradient) can serve forward().
   bool canUseFusedKernel(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
 
   LinearAttentionConfig config_;
   FeatureMap featureMap_{nullptr};
   RuleGates gates_{nullptr};
+  torch::Tensor windowMix_;  // [H] logits of gamma (window > 0 only): "window_mix" in the adapters
 };
 TORCH_MODULE(LinearAttention);
 

@@ -3,6 +3,7 @@
 #include <torch/types.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 namespace hh::attn {
@@ -141,6 +142,41 @@ torch::Tensor referenceSoftmaxAttention(const torch::Tensor& qIn, const torch::T
         for (int64_t j = 0; j <= last; ++j) sum += (s[j] = std::exp(s[j] - mx));
         for (int64_t j = 0; j <= last; ++j)
           for (int64_t e = 0; e < d; ++e) o[b][h][i][e] += s[j] / sum * v[b][h][j][e];
+      }
+  return out;
+}
+
+torch::Tensor referenceWindowAttention(const WindowInputs& in, const WindowOptions& o) {
+  const auto q = toCpuDouble(in.q), k = toCpuDouble(in.k), fq = toCpuDouble(in.fq), fk = toCpuDouble(in.fk);
+  const auto v = toCpuDouble(in.v), mix = toCpuDouble(in.mix);
+  const auto mask = in.keyMask.defined() ? in.keyMask.to(torch::kCPU, torch::kBool) : torch::ones({q.size(0), q.size(2)}, torch::kBool);
+  const int64_t nb = q.size(0), nh = q.size(1), t = q.size(2), d = q.size(3), f = fq.size(3), e = v.size(3);
+  auto out = torch::zeros({nb, nh, t, e}, torch::kDouble);
+  auto qa = q.accessor<double, 4>(), ka = k.accessor<double, 4>(), fqa = fq.accessor<double, 4>(), fka = fk.accessor<double, 4>();
+  auto va = v.accessor<double, 4>(), ya = out.accessor<double, 4>();
+  auto real = mask.accessor<bool, 2>();
+  auto gammas = mix.accessor<double, 1>();
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t h = 0; h < nh; ++h)
+      for (int64_t i = 0; i < t; ++i) {
+        const auto near = [&](int64_t j) { return o.causal ? (i - j >= 0 && i - j < o.window) : std::abs(i - j) < o.window; };
+        const auto far = [&](int64_t j) { return o.causal ? i - j >= o.window : std::abs(i - j) >= o.window; };
+        double m = -INFINITY;
+        for (int64_t j = 0; j < t; ++j)
+          if (near(j) && real[b][j]) m = std::max(m, dot(qa, ka, b, h, i, j, d) / std::sqrt(double(d)));
+        const double gamma = gammas[h], shift = std::max(m, 0.0);
+        double den = o.eps;
+        std::vector<double> num(e, 0.0);
+        for (int64_t j = 0; j < t; ++j) {
+          if (!real[b][j]) continue;
+          double a = 0.0;
+          if (near(j)) a = gamma * std::exp(dot(qa, ka, b, h, i, j, d) / std::sqrt(double(d)));
+          else if (far(j)) a = (1 - gamma) * dot(fqa, fka, b, h, i, j, f);
+          a *= std::exp(-shift);  // the guard eps applies to the shifted sums
+          den += a;
+          for (int64_t x = 0; x < e; ++x) num[x] += a * va[b][h][j][x];
+        }
+        for (int64_t x = 0; x < e; ++x) ya[b][h][i][x] = num[x] / den;
       }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "engine/attention/linear_attention.h"
+#include "engine/attention/window_attention.h"
 
 namespace hh::attn {
 
@@ -19,5 +20,9 @@ at::Tensor referenceLinearWeights(const at::Tensor& fq, const at::Tensor& fk, co
 // Reference softmax attention output [B,H,T,D] float64, scores q.k / sqrt(D).
 at::Tensor referenceSoftmaxAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         bool causal);
+
+// Reference window-hybrid output [B,H,T,D] float64, from the definition in window_attention.h:
+// per query the window max, the near and far sums, one normaliser.
+at::Tensor referenceWindowAttention(const WindowInputs& in, const WindowOptions& options);
 
 }  // namespace hh::attn

@@ -142,4 +142,40 @@ bool isTrainable(FeatureMapKind kind) {
 
 UpdateRule formRule(UpdateRule rule) { return rule == UpdateRule::DecayMao ? UpdateRule::Decay : rule; }
 
+std::string describe(const LinearAttentionConfig& config) {
+  std::string name = featureMapSpec(config.featureMap);
+  if (config.window > 0) name += "_window(" + std::to_string(config.window) + ")";
+  if (config.rule.rule != UpdateRule::Additive) name += "/" + toString(config.rule.rule);
+  return name;
+}
+
+std::optional<LinearAttentionConfig> parseLayerAttention(const std::string& spec) {
+  if (spec == "softmax") return std::nullopt;
+  LinearAttentionConfig config;
+  std::string map = spec;
+  if (const auto slash = map.find('/'); slash != std::string::npos) {
+    config.rule.rule = parseUpdateRule(map.substr(slash + 1));
+    map = map.substr(0, slash);
+  }
+  if (const auto at = map.find("_window"); at != std::string::npos) {
+    const std::string size = map.substr(at + 7);  // "" or "(W)"
+    config.window = kDefaultWindow;
+    if (!size.empty()) {
+      size_t used = 0;
+      try {
+        if (size.size() > 2 && size.front() == '(' && size.back() == ')') config.window = std::stoll(size.substr(1), &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used + 2 != size.size() || config.window < 1)
+        throw std::invalid_argument("attention '" + spec + "': the window is written _window(W), W >= 1");
+    }
+    if (config.rule.rule != UpdateRule::Additive)
+      throw std::invalid_argument("attention '" + spec + "': the window hybrid takes the additive rule");
+    map = map.substr(0, at);
+  }
+  config.featureMap = parseFeatureMapSpec(map);
+  return config;
+}
+
 }  // namespace hh::attn

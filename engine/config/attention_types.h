@@ -3,6 +3,7 @@
 // Shapes everywhere in engine/attention: B batch, H heads, T length, D head dim, F feature dim.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,19 @@ struct RuleOptions {
 struct LinearAttentionConfig {
   FeatureMapConfig featureMap;
   RuleOptions rule;
+  // > 0: the window hybrid (hedgehog_window, engine/attention/window_attention.h): softmax over
+  // the last `window` keys, the feature map over every key before them; additive rule only.
+  int64_t window = 0;
 };
+// The name of the attention a linear config describes, for logs and tables: "hedgehog",
+// "hedgehog_window(64)", "t2r/gated" (the map, the window, the rule when it is not additive).
+std::string describe(const LinearAttentionConfig& config);
+// The window a new hedgehog_window layer gets when none is named.
+constexpr int64_t kDefaultWindow = 64;
+// One layer's attention as plans write it: "softmax" (nullopt), or "<map>[_window[(W)]][/<rule>]",
+// e.g. "hedgehog", "hedgehog_window" (W = kDefaultWindow), "hedgehog_window(16)", "t2r/gated",
+// "exp_t=2". describe() writes this form back. Throws std::invalid_argument naming the problem.
+std::optional<LinearAttentionConfig> parseLayerAttention(const std::string& spec);
 
 std::string toString(FeatureMapKind kind);
 std::string toString(UpdateRule rule);

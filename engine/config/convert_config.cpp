@@ -11,7 +11,7 @@ namespace {
 // Keys of a stage's own config that the convert job sets from the shared ones (or its folders).
 const std::set<std::string>& stageOwnedKeys() {
   static const std::set<std::string> keys{"model",   "run_dir", "output_dir", "adapters", "converted",
-                                          "feature_map", "rule", "layers",  "data",     "seed", "resume"};
+                                          "feature_map", "rule", "layers",  "window", "plan", "data", "seed", "resume"};
   return keys;
 }
 
@@ -41,6 +41,8 @@ nlohmann::json toJson(const ConvertConfig& c) {
           {"feature_map", c.featureMap},
           {"rule", c.rule},
           {"layers", c.layers},
+          {"window", c.window},
+          {"plan", c.plan},
           {"seed", c.seed},
           {"data", toJson(c.data)},
           {"eval_data", c.evalData ? toJson(*c.evalData) : nlohmann::json()},
@@ -60,6 +62,8 @@ ConvertConfig convertConfigFromJson(const nlohmann::json& j) {
   r.read("feature_map", c.featureMap);
   r.read("rule", c.rule);
   r.read("layers", c.layers);
+  r.read("window", c.window);
+  r.read("plan", c.plan);
   r.read("seed", c.seed);
   for (const char* key : {"data", "eval_data", "distill", "finetune", "evaluate", "export"}) r.seen.insert(key);
   if (j.contains("data")) c.data = dataConfigFromJson(j.at("data"), "convert config \"data\"");
@@ -95,6 +99,8 @@ DistillConfig distillStage(const ConvertConfig& c) {
   d.featureMap = c.featureMap;
   d.rule = c.rule;
   d.layers = c.layers;
+  d.window = c.window;
+  d.plan = c.plan;
   d.data = c.data;
   d.seed = c.seed;
   d.resume = false;

@@ -26,6 +26,8 @@ struct ConvertConfig {
   std::string featureMap = "hedgehog";
   std::string rule = "additive";
   std::vector<int64_t> layers;  // converted layers; empty = all
+  int64_t window = 0;           // > 0: hedgehog_window layers (DistillConfig::window)
+  std::vector<std::string> plan;  // one attention per layer; replaces the four keys above (DistillConfig::plan)
   uint64_t seed = 0;
   DataConfig data;           // shared by every stage
   // The evaluate stage's data when it should differ (e.g. distil and finetune on text the teacher

@@ -28,7 +28,7 @@ DataConfig dataConfigFromJson(const nlohmann::json& j, const std::string& where)
 
 nlohmann::json toJson(const DistillConfig& c) {
   return {{"model", c.modelDir}, {"run_dir", c.runDir}, {"feature_map", c.featureMap}, {"rule", c.rule},
-          {"layers", c.layers}, {"loss", c.loss}, {"output_mse", c.outputMse}, {"lr", c.lr},
+          {"layers", c.layers}, {"window", c.window}, {"plan", c.plan}, {"loss", c.loss}, {"output_mse", c.outputMse}, {"lr", c.lr},
           {"weight_decay", c.weightDecay}, {"steps", c.steps}, {"batch_size", c.batchSize},
           {"eval_every", c.evalEvery}, {"eval_batches", c.evalBatches}, {"patience", c.patience},
           {"snapshot_every", c.snapshotEvery}, {"snapshot_pairs", c.snapshotPairs}, {"snapshot_size", c.snapshotSize},
@@ -44,6 +44,8 @@ DistillConfig distillConfigFromJson(const nlohmann::json& j) {
   r.read("feature_map", c.featureMap);
   r.read("rule", c.rule);
   r.read("layers", c.layers);
+  r.read("window", c.window);
+  r.read("plan", c.plan);
   r.read("loss", c.loss);
   r.read("output_mse", c.outputMse);
   r.read("lr", c.lr);

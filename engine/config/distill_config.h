@@ -28,6 +28,10 @@ struct DistillConfig {
   std::string featureMap = "hedgehog";
   std::string rule = "additive";
   std::vector<int64_t> layers;        // converted layers; empty = all
+  int64_t window = 0;                 // > 0: hedgehog_window (softmax over the last `window` keys)
+  // One attention per layer ("softmax", "hedgehog", "hedgehog_window(16)", "t2r/gated", ...;
+  // attn::parseLayerAttention); when given it replaces feature_map, rule, window and layers.
+  std::vector<std::string> plan;
   std::string loss = "soft_ce";       // soft_ce | kl
   double outputMse = 0.0;             // weight of the optional output MSE term
   double lr = 1e-2;

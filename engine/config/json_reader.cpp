@@ -55,6 +55,7 @@ template void JsonReader::read(const char*, double&);
 template void JsonReader::read(const char*, bool&);
 template void JsonReader::read(const char*, std::vector<int64_t>&);
 template void JsonReader::read(const char*, std::vector<std::pair<int, int>>&);
+template void JsonReader::read(const char*, std::vector<std::string>&);
 
 void JsonReader::checkUnknownKeys() const {
   if (!json.is_object()) throw std::invalid_argument(where + ": must be a JSON object");

@@ -1,6 +1,7 @@
 #include "engine/config/model_config.h"
 #include "engine/io/text_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -247,6 +248,57 @@ AttentionPlan AttentionPlan::hybrid(int64_t layers, const std::vector<int64_t>& 
   return plan;
 }
 
+AttentionPlan AttentionPlan::fromSpecs(const std::vector<std::string>& specs) {
+  AttentionPlan plan;
+  for (size_t l = 0; l < specs.size(); ++l) {
+    try {
+      const auto linear = attn::parseLayerAttention(specs[l]);
+      plan.layers.push_back(linear ? LayerAttentionSpec{true, *linear} : LayerAttentionSpec{});
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("plan, layer " + std::to_string(l) + ": " + e.what());
+    }
+  }
+  return plan;
+}
+
+std::vector<std::string> AttentionPlan::specs() const {
+  std::vector<std::string> out;
+  for (const auto& l : layers) out.push_back(l.linear ? attn::describe(l.config) : "softmax");
+  return out;
+}
+
+std::string AttentionPlan::summary() const {
+  const auto all = specs();
+  if (all.empty()) return "softmax";
+  if (std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == all.front(); }))
+    return all.front() + " in all " + std::to_string(all.size()) + " layers";
+  std::string out;
+  for (const auto& s : all) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+AttentionPlan planFromKeys(const PlanKeys& keys, int64_t layerCount) {
+  AttentionPlan plan;
+  if (!keys.specs.empty()) {
+    if (static_cast<int64_t>(keys.specs.size()) != layerCount)
+      throw std::invalid_argument("the plan lists " + std::to_string(keys.specs.size()) + " layers, the model has " +
+                                  std::to_string(layerCount));
+    plan = AttentionPlan::fromSpecs(keys.specs);
+  } else {
+    attn::LinearAttentionConfig linear;
+    linear.featureMap = attn::parseFeatureMapSpec(keys.featureMap);
+    linear.rule.rule = attn::parseUpdateRule(keys.rule);
+    linear.window = keys.window;
+    if (keys.window < 0) throw std::invalid_argument("window must be 0 (none) or positive");
+    if (keys.window > 0 && linear.rule.rule != attn::UpdateRule::Additive)
+      throw std::invalid_argument("the window hybrid takes the additive rule, not " + keys.rule);
+    plan = keys.layers.empty() ? AttentionPlan::uniform(layerCount, linear)
+                               : AttentionPlan::hybrid(layerCount, keys.layers, linear);
+  }
+  for (auto& l : plan.layers) l.config.featureMap.seed = keys.seed;
+  return plan;
+}
+
 std::string ModelConfig::describe() const {
   std::ostringstream s;
   s << modelType << ", " << layers << " layers, " << heads << " heads";
@@ -378,7 +430,7 @@ json modelConfigToJson(const ModelConfig& c) {
 }
 
 json linearConfigToJson(const attn::LinearAttentionConfig& c) {
-  return json{{"attention", "linear"},
+  json j{{"attention", c.window > 0 ? "hedgehog_window" : "linear"},
               {"feature_map", attn::toString(c.featureMap.kind)},
               {"rule", attn::toString(c.rule.rule)},
               {"causal", c.rule.causal},
@@ -388,6 +440,8 @@ json linearConfigToJson(const attn::LinearAttentionConfig& c) {
               {"exp_t", c.featureMap.expT},
               {"cosformer_max_length", c.featureMap.cosformerMaxLength},
               {"seed", c.featureMap.seed}};
+  if (c.window > 0) j["window"] = c.window;
+  return j;
 }
 
 attn::LinearAttentionConfig parseLinearConfig(const json& j, const std::string& source) {
@@ -407,6 +461,11 @@ attn::LinearAttentionConfig parseLinearConfig(const json& j, const std::string& 
   c.featureMap.cosformerMaxLength = intOr(j, "cosformer_max_length", 4096, source);
   c.featureMap.seed = static_cast<uint64_t>(intOr(j, "seed", 0, source));
   if (c.rule.chunkSize <= 0) fail(source, "chunk_size must be positive");
+  if (stringOr(j, "attention", "linear", source) == "hedgehog_window") {
+    c.window = intOr(j, "window", attn::kDefaultWindow, source);
+    if (c.window < 1) fail(source, "window must be at least 1");
+    if (c.rule.rule != attn::UpdateRule::Additive) fail(source, "the window hybrid takes the additive rule");
+  }
   return c;
 }
 
@@ -428,8 +487,8 @@ AttentionPlan parseAttentionPlan(const json& j, int64_t layerCount, const std::s
     const auto where = source + " (hedgehog_attention layer " + std::to_string(i) + ")";
     const auto kind = stringOr(layers[i], "attention", "softmax", where);
     if (kind == "softmax") plan.layers.push_back({false, {}});
-    else if (kind == "linear") plan.layers.push_back({true, parseLinearConfig(layers[i], where)});
-    else fail(where, "attention must be \"softmax\" or \"linear\", got \"" + kind + "\"");
+    else if (kind == "linear" || kind == "hedgehog_window") plan.layers.push_back({true, parseLinearConfig(layers[i], where)});
+    else fail(where, "attention must be \"softmax\", \"linear\" or \"hedgehog_window\", got \"" + kind + "\"");
   }
   return plan;
 }

@@ -59,7 +59,26 @@ struct AttentionPlan {
   // Only the named layers linear; the others keep softmax.
   static AttentionPlan hybrid(int64_t layers, const std::vector<int64_t>& linearLayers,
                               const attn::LinearAttentionConfig& config);
+  // One spec per layer in attn::parseLayerAttention's form ("softmax", "hedgehog_window(16)", ...)
+  // and back. fromSpecs throws std::invalid_argument naming the layer.
+  static AttentionPlan fromSpecs(const std::vector<std::string>& specs);
+  std::vector<std::string> specs() const;
+  // For logs: "hedgehog_window(64) in all 4 layers", or the specs joined by ", ".
+  std::string summary() const;
 };
+
+// The keys a job's config uses to describe its plan: either `specs`, one per layer, or one
+// attention (feature_map, rule, window) on `layers` (empty = all) with softmax elsewhere.
+struct PlanKeys {
+  std::string featureMap = "hedgehog";
+  std::string rule = "additive";
+  int64_t window = 0;                 // > 0: hedgehog_window with this many keys
+  std::vector<int64_t> layers;
+  std::vector<std::string> specs;     // wins when not empty; must list every layer
+  uint64_t seed = 0;                  // the maps' seed (Performer)
+};
+// Throws std::invalid_argument naming the problem (a spec count that is not the model's layers).
+AttentionPlan planFromKeys(const PlanKeys& keys, int64_t layerCount);
 
 struct RopeScaling {
   std::string type = "default";  // default | linear | llama3

@@ -115,8 +115,12 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   runs::RunWriterOptions writerOptions;
   writerOptions.overwrite = true;
   auto writer = runs::RunWriter::create(result.runFile, header, writerOptions);
-  observer.log("conversion of " + config.modelDir + " to " + config.featureMap + " (" + config.rule +
-               "): run file " + result.runFile);
+  const std::string target = !config.plan.empty() ? "the plan [" + [&] {
+    std::string joined;
+    for (const auto& spec : config.plan) joined += (joined.empty() ? "" : ", ") + spec;
+    return joined;
+  }() + "]" : config.featureMap + (config.window > 0 ? "_window(" + std::to_string(config.window) + ")" : "") + " (" + config.rule + ")";
+  observer.log("conversion of " + config.modelDir + " to " + target + ": run file " + result.runFile);
 
   auto stop = [&](const std::string& stage, JobStatus status, const std::string& message) {
     result.status = status;

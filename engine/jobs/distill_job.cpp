@@ -50,25 +50,25 @@ struct Setup {
   models::CaptureRequest capture;      // the converted layers' weights, with their graph
 };
 
+models::PlanKeys planKeys(const DistillConfig& c) {
+  return {c.featureMap, c.rule, c.window, c.layers, c.plan, c.seed};
+}
+
 // Errors here are configuration errors: thrown before anything starts.
 Setup prepare(const DistillConfig& config) {
   Setup s;
   s.model = models::loadModel(config.modelDir);
   const int64_t L = s.model->layerCount();
-  attn::LinearAttentionConfig linear;
-  linear.featureMap.kind = attn::parseFeatureMapKind(config.featureMap);
-  linear.featureMap.seed = config.seed;
-  linear.rule.rule = attn::parseUpdateRule(config.rule);
-  s.model->setAttentionPlan(config.layers.empty() ? models::AttentionPlan::uniform(L, linear)
-                                                  : models::AttentionPlan::hybrid(L, config.layers, linear));
+  s.model->setAttentionPlan(models::planFromKeys(planKeys(config), L));
   s.model->freezeAllBut(true);
   for (auto& [name, t] : s.model->adapterTensors())
     if (t.requires_grad()) s.params.push_back(t);
   if (s.params.empty())
-    throw std::invalid_argument("feature map \"" + config.featureMap + "\" with rule \"" + config.rule +
+    throw std::invalid_argument(s.model->config().plan.summary() + ": nothing to train; feature map \"" + config.featureMap + "\" with rule \"" + config.rule +
                                 "\" has nothing to train (choose hedgehog, hedgehog_softmax or t2r, or a gated rule)");
   const auto tokenizer = tok::loadTokenizer(config.modelDir);
   s.dataset = loadLmData(config.data, *tokenizer);
+  calibrateWindowMix(*s.model, s.dataset.train.narrow(0, 0, std::min<int64_t>(2, s.dataset.train.size(0))));
   s.probeIds = torch::tensor(tokenizer->encode(config.probeText), torch::kLong).unsqueeze(0);
   for (int64_t i = 0; i < s.probeIds.size(1); ++i) s.probeTokens.push_back(tokenizer->decode({s.probeIds[0][i].item<int64_t>()}));
   s.pairs = config.snapshotPairs;
@@ -184,7 +184,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
   startTogether(world, s.params, session.step);
   session.open(runHeader(config, s, world), config.resume, config.steps);
   if (session.main())
-    session.log("distill " + model.config().describe() + " | " + config.featureMap + "/" + config.rule + " | " +
+    session.log("distill " + model.config().describe() + " | " + model.config().plan.summary() + " | " +
                 std::to_string(s.params.size()) + " trainable tensors | train " + std::to_string(s.dataset.train.size(0)) +
                 " x " + std::to_string(s.dataset.train.size(1)) + " tokens, validation " +
                 std::to_string(s.dataset.validation.size(0)) + dataParallelNote(world, config.batchSize, "sequences"));

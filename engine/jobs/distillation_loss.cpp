@@ -58,4 +58,22 @@ double distillLayerByLayer(models::TransformerModel& model, const torch::Tensor&
   return total;
 }
 
+void calibrateWindowMix(models::TransformerModel& model, const torch::Tensor& ids) {
+  models::CaptureRequest capture;
+  for (int64_t l = 0; l < model.layerCount(); ++l)
+    if (auto linear = model.linearAttention(l); linear && linear->config().window > 0) capture.layers.push_back(l);
+  if (capture.layers.empty()) return;
+  at::NoGradGuard noGrad;
+  capture.queriesKeys = true;
+  capture.softmaxWeights = false;
+  capture.linearWeights = false;
+  capture.consume = [&](models::LayerCapture& c) { model.linearAttention(c.layer)->calibrateWindowMix(c.queries, c.keys); };
+  models::ForwardOptions options;
+  options.capture = &capture;
+  options.teacher = true;
+  options.computeLogits = false;
+  options.stopAfterLayer = capture.layers.back();
+  model.forward(ids, options);
+}
+
 }  // namespace hh::jobs

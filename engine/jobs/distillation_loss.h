@@ -27,4 +27,9 @@ double distillLayerByLayer(models::TransformerModel& model, const torch::Tensor&
                            models::ForwardOptions options, const std::string& loss, double outputMse, LayerPass pass,
                            bool poison = false);
 
+// Window layers (hedgehog_window): each head's mix set on ids [B, T] by
+// LinearAttentionImpl::calibrateWindowMix from the teacher's queries and keys, so that the window's
+// softmax and the far feature-map term start on one scale. A no-op without window layers.
+void calibrateWindowMix(models::TransformerModel& model, const torch::Tensor& ids);
+
 }  // namespace hh::jobs
