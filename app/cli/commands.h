@@ -41,5 +41,6 @@ void addBenchCommand(CLI::App& app);
 void addExperimentCommand(CLI::App& app);
 void addGenerateCommand(CLI::App& app);
 void addRunInfoCommand(CLI::App& app);
+void addRankCommand(CLI::App& app);
 
 }  // namespace hh::cli

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   hh::cli::addForwardCommand(app);
   hh::cli::addPreflightCommand(app);
   hh::cli::addDistillCommand(app);
+  hh::cli::addRankCommand(app);
   hh::cli::addInspectCommand(app);
   hh::cli::addTrainCommand(app);
   hh::cli::addFinetuneCommand(app);

@@ -34,6 +34,19 @@ runs::CurveRow emptyCurve(int bins) {
           std::vector<int64_t>(bins, 0)};
 }
 
+// Per head: sum ||lin - soft||^2 / sum ||soft||^2 over the rows mask keeps. soft, lin [B,H,T,D];
+// mask [B,T] or undefined. -> [H] float64
+torch::Tensor relativeOutputError(const torch::Tensor& soft, const torch::Tensor& lin, const torch::Tensor& mask) {
+  auto diff = (lin.to(torch::kDouble) - soft.to(torch::kDouble)).pow(2).sum(-1);  // [B,H,T]
+  auto norm = soft.to(torch::kDouble).pow(2).sum(-1);
+  if (mask.defined()) {
+    const auto keep = mask.to(torch::kDouble).unsqueeze(1);  // [B,1,T]
+    diff = diff * keep;
+    norm = norm * keep;
+  }
+  return diff.sum(at::IntArrayRef{0, 2}) / norm.sum(at::IntArrayRef{0, 2}).clamp_min(1e-300);
+}
+
 std::vector<float> toFloats(const torch::Tensor& t) {
   const auto c = t.to(torch::kFloat).contiguous().cpu();
   return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
@@ -98,6 +111,8 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
   result.previousToken = empty("previous_token");
   result.firstToken = empty("first_token");
   result.induction = empty("induction");
+  result.outputError = empty("output_error");
+  capture.outputs = request.outputs;
   const int64_t T = ids.size(1);
   // Each layer is reduced to its numbers as soon as it has run (one layer's maps alive at a time).
   capture.consume = [&](const models::LayerCapture& c) {
@@ -112,6 +127,10 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
         result.firstToken.values[i] = patterns.firstToken[h].item<double>();
         result.induction.values[i] = patterns.induction[h].item<double>();
       }
+    }
+    if (request.outputs && c.linearOutput.defined()) {
+      const auto perHead = relativeOutputError(c.softmaxOutput, c.linearOutput, mask);  // [H]
+      for (int h = 0; h < H; ++h) result.outputError.values[static_cast<size_t>(l * H + h)] = perHead[h].item<double>();
     }
     if (request.tables)
       result.heads.measureLayer(l, c.softmaxWeights, c.linearWeights,

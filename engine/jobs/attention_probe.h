@@ -20,6 +20,10 @@ struct ProbeResult {
   // With ProbeRequest::patterns, the softmax heads' patterns (metrics::headPatterns), [L, H]
   // each: previous_token, first_token, induction.
   HeadTable previousToken, firstToken, induction;
+  // With ProbeRequest::outputs, per head of a converted layer the relative error of its attention
+  // output, sum ||y_linear - y_softmax||^2 / sum ||y_softmax||^2 over the real query rows
+  // ("output_error", NaN for softmax layers).
+  HeadTable outputError;
   std::vector<AttentionSnapshot> snapshots;
   // With curveBins > 0: per snapshot pair (in the order of `snapshots`) the monotonicity curve of
   // the softmax weights, then of the linear weights (all-NaN on a softmax layer), over the first
@@ -33,6 +37,7 @@ struct ProbeRequest {
   bool tables = true;
   int curveBins = 0;                               // 0 = no monotonicity curves
   bool patterns = false;                           // previous-token, first-token, induction scores
+  bool outputs = false;                            // outputError
 };
 
 // ids [B, T], mask [B, T] or undefined. Runs without gradients; restores nothing (no state).

@@ -25,6 +25,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "app/gui/common/error_dialog.h"
+#include "app/gui/conversion/plan_dialog.h"
 #include "engine/config/attention_types.h"
 #include "engine/config/config_file.h"
 #include "engine/config/model_config.h"
@@ -125,7 +127,7 @@ void ConfigForm::addObject(const Json& object, const QString& prefix, QWidget* i
     }
     editor->setObjectName(key);
     editor->setToolTip(key);
-    form->addRow(label(it.key()), withLayerMenu(key, withBrowseButton(key, editor)));
+    form->addRow(label(it.key()), withPlanButton(key, withLayerMenu(key, withBrowseButton(key, editor))));
     fields_.push_back({key, value.type(), editor});
   }
 }
@@ -215,6 +217,62 @@ void ConfigForm::fillLayerMenu(QMenu* menu, QLineEdit* edit) const {
       edit->setText(QString::fromStdString(Json(std::vector<int64_t>(now.begin(), now.end())).dump()));
     });
   }
+}
+
+QWidget* ConfigForm::withPlanButton(const QString& key, QWidget* editor) {
+  // "plan" (one attention per layer, [] = none): a dialog of the model's layers beside the JSON text.
+  auto* edit = qobject_cast<QLineEdit*>(editor);
+  if (!edit || !(key == QLatin1String("plan") || key.endsWith(QLatin1String(".plan")))) return editor;
+  auto* row = new QWidget;
+  auto* layout = new QHBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(edit, 1);
+  auto* button = new QPushButton(tr("Plan\u2026"));
+  button->setObjectName(key + QStringLiteral(".edit"));
+  button->setToolTip(tr("Choose the attention of each layer of the model"));
+  connect(button, &QPushButton::clicked, this, [this, key, edit] { openPlanDialog(key, edit); });
+  layout->addWidget(button);
+  return row;
+}
+
+void ConfigForm::openPlanDialog(const QString& key, QLineEdit* edit) {
+  const int count = modelLayerCount();
+  if (count <= 0) {
+    showErrorDialog(this, tr("Attention plan"), tr("Choose a model folder first: the plan lists its layers."));
+    return;
+  }
+  const QString map = textOf(siblingEditor(key, QStringLiteral("feature_map")));
+  // Non-blocking (open(), not exec()), so tests and the rest of the workbench go on while it is up.
+  auto* dialog = new PlanDialog(count, initialPlan(key, edit, count), map, this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(dialog, &QDialog::accepted, edit, [dialog, edit] { edit->setText(dialog->planJson()); });
+  dialog->open();
+}
+
+QStringList ConfigForm::initialPlan(const QString& key, const QLineEdit* edit, int layerCount) const {
+  const Json current = Json::parse(edit->text().toStdString(), nullptr, false);
+  if (current.is_array() && int(current.size()) == layerCount) {
+    QStringList specs;
+    for (const auto& v : current) specs << (v.is_string() ? QString::fromStdString(v.get<std::string>()) : QString());
+    return specs;
+  }
+  int64_t window = 0;
+  if (auto* box = qobject_cast<const QSpinBox*>(siblingEditor(key, QStringLiteral("window")))) window = box->value();
+  std::vector<int64_t> layers;
+  if (auto* layersEdit = qobject_cast<const QLineEdit*>(siblingEditor(key, QStringLiteral("layers")))) {
+    const std::set<int64_t> chosen = layersIn(layersEdit->text());
+    layers.assign(chosen.begin(), chosen.end());
+  }
+  QString map = textOf(siblingEditor(key, QStringLiteral("feature_map")));
+  if (map.trimmed().isEmpty()) map = QStringLiteral("hedgehog");
+  return PlanDialog::specsFromKeys(layerCount, map, textOf(siblingEditor(key, QStringLiteral("rule"))), window, layers);
+}
+
+QWidget* ConfigForm::siblingEditor(const QString& key, const QString& name) const {
+  const int dot = key.lastIndexOf(QLatin1Char('.'));
+  if (dot >= 0)
+    if (QWidget* beside = editor(key.left(dot + 1) + name)) return beside;
+  return editor(name);
 }
 
 QString ConfigForm::textOf(const QWidget* editor) {

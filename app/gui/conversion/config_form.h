@@ -3,7 +3,8 @@
 // Every key gets an editor by its value's type: true/false a check box, integers a spin box,
 // other numbers a line edit that keeps their notation (3e-05 stays 3e-05), strings a line edit,
 // arrays a line edit holding their JSON ("[0, 2]"), with a menu of the model's layers beside
-// "layers"; objects become titled groups, nested. Folder keys have a Browse button; feature_map,
+// "layers" and a "Plan…" button beside "plan" (PlanDialog, one attention per layer); objects
+// become titled groups, nested. Folder keys have a Browse button; feature_map,
 // rule and export.dtype are editable combo boxes of the engine's names.
 // json() reads the editors back into the same shape; an array that is not valid JSON throws
 // std::invalid_argument naming its key.
@@ -58,6 +59,16 @@ class ConfigForm : public QWidget {
   // the model named in the "model" field (read from its config.json when the menu opens).
   QWidget* withLayerMenu(const QString& key, QWidget* editor);
   void fillLayerMenu(QMenu* menu, QLineEdit* edit) const;
+  // The editor of a "plan" key with a "Plan…" button beside it (object name "<key>.edit") that
+  // opens a PlanDialog over the model's layers; its OK writes the JSON array into the field.
+  QWidget* withPlanButton(const QString& key, QWidget* editor);
+  void openPlanDialog(const QString& key, QLineEdit* edit);
+  // The rows the dialog starts from: the field's plan when it lists every layer, else the plan
+  // that the feature_map / rule / window / layers beside it describe.
+  QStringList initialPlan(const QString& key, const QLineEdit* edit, int layerCount) const;
+  // The editor of `name` beside a dotted key ("distill.plan" -> "distill.<name>"), else the
+  // top-level one, or nullptr.
+  QWidget* siblingEditor(const QString& key, const QString& name) const;
   int modelLayerCount() const;  // 0 when the model field names no readable model
 
   QVBoxLayout* layout_ = nullptr;

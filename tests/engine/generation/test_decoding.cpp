@@ -160,6 +160,33 @@ class TestDecoding : public QObject {
     QVERIFY2(hh::test::relativeError(decoded, reference) < 1e-4, "one-token prompt");
   }
 
+  void windowHybridDecodesWithAFlatRingBuffer() {
+    // hedgehog_window(5) in layers 0 and 2 (GQA), softmax in layer 1: a 9-token prefill (longer
+    // than the window) and a 1-token prompt, then steps; generation's state stays one size.
+    auto model = tinyLlama();
+    torch::manual_seed(12);
+    const auto ids = torch::randint(61, {1, 40});
+    model->setAttentionPlan(m::AttentionPlan::fromSpecs({"hedgehog_window(5)", "softmax", "hedgehog_window(5)"}));
+    perturbAdapters(*model);
+    for (const int64_t prompt : {9, 1}) {
+      const auto [reference, decoded] = fullAndDecoded(*model, ids, prompt);
+      QVERIFY2(hh::test::relativeError(decoded, reference) < 1e-4, ("prompt " + std::to_string(prompt)).c_str());
+    }
+    model->setAttentionPlan(m::AttentionPlan::fromSpecs({"hedgehog_window(5)", "hedgehog_window(5)", "hedgehog"}));
+    hh::gen::GenerateOptions o;
+    o.maxNewTokens = 60;
+    std::vector<int64_t> bytes;
+    hh::gen::generate(*model, {1, 2, 3}, o, [&](const hh::gen::TokenEvent& e) {
+      bytes.push_back(e.cacheBytes);
+      return true;
+    });
+    for (const auto b : bytes) QCOMPARE(b, bytes.front());
+    // Per window layer: S (F 16 x D 8), z (16), ring keys and values (5 x 8 each), ring features
+    // (5 x 16), 4 heads, fp32; the Hedgehog layer S and z.
+    const int64_t window = 4 * (16 * 8 + 16 + 5 * 8 * 2 + 5 * 16) * 4, plain = 4 * (16 * 8 + 16) * 4;
+    QCOMPARE(bytes.front(), 2 * window + plain);
+  }
+
   void gpt2FixtureDecodes() {
     // Learned positions read at the cache's offset; a softmax GPT-2 and a converted one.
     auto model = m::loadModel(std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2");
@@ -298,7 +325,8 @@ class TestDecoding : public QObject {
 
 HH_TEST_SUITE(TestDecoding, "engine.generation.decoding", &TestDecoding::initTestCase,
               &TestDecoding::prefillContinuesAStateLikeSteps, &TestDecoding::everyFeatureMapAndRuleDecodesLikeTheFullForward,
-              &TestDecoding::hybridPlanAndTeacherUseKvCaches, &TestDecoding::gpt2FixtureDecodes,
+              &TestDecoding::hybridPlanAndTeacherUseKvCaches, &TestDecoding::windowHybridDecodesWithAFlatRingBuffer,
+              &TestDecoding::gpt2FixtureDecodes,
               &TestDecoding::identityNormaliserInFp64,
               &TestDecoding::recurrentMemoryIsFlatAndKvGrows, &TestDecoding::generateStopsWhereItShould,
               &TestDecoding::storiesEndWhereTheNextWouldBegin, &TestDecoding::badInputsAreRefused)

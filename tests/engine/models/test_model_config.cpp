@@ -82,7 +82,7 @@ bool sameLinearConfig(const attn::LinearAttentionConfig& a, const attn::LinearAt
   return a.featureMap.kind == b.featureMap.kind && a.featureMap.randomFeatures == b.featureMap.randomFeatures &&
          a.featureMap.expT == b.featureMap.expT && a.featureMap.cosformerMaxLength == b.featureMap.cosformerMaxLength &&
          a.featureMap.seed == b.featureMap.seed && a.rule.rule == b.rule.rule && a.rule.causal == b.rule.causal &&
-         a.rule.chunkSize == b.rule.chunkSize && a.rule.eps == b.rule.eps;
+         a.rule.chunkSize == b.rule.chunkSize && a.rule.eps == b.rule.eps && a.window == b.window;
 }
 
 // A hybrid plan over 4 layers: 0 hedgehog (chunk 32, eps 1e-5), 2 performer (16 features,
@@ -315,6 +315,43 @@ class TestModelConfig : public QObject {
     HH_VERIFY_THROWS(std::invalid_argument, m::AttentionPlan::hybrid(4, {4}, linearConfig(attn::FeatureMapKind::Elu)));
   }
 
+  void layerSpecsAndWindowPlans() {
+    // The short per-layer form configs and --plan use, and describe() writing it back.
+    const std::vector<std::string> specs{"softmax", "hedgehog_window(16)", "t2r/gated", "exp_t=2", "hedgehog_window"};
+    const auto plan = m::AttentionPlan::fromSpecs(specs);
+    QCOMPARE(plan.linearLayerCount(), int64_t(4));
+    QCOMPARE(plan.layers[1].config.window, int64_t(16));
+    QCOMPARE(plan.layers[4].config.window, attn::kDefaultWindow);
+    QVERIFY(plan.layers[2].config.rule.rule == attn::UpdateRule::Gated);
+    QCOMPARE(plan.layers[3].config.featureMap.expT, 2.0);
+    auto written = specs;
+    written[4] = "hedgehog_window(64)";
+    QVERIFY(plan.specs() == written);
+    QCOMPARE(plan.summary(), std::string("softmax, hedgehog_window(16), t2r/gated, exp_t=2, hedgehog_window(64)"));
+    QCOMPARE(m::AttentionPlan::fromSpecs({"hedgehog", "hedgehog"}).summary(), std::string("hedgehog in all 2 layers"));
+    // The window survives config.json: "attention": "hedgehog_window" with its "window".
+    const auto j = m::attentionPlanToJson(plan);
+    QCOMPARE(j.at("layers")[1].at("attention").get<std::string>(), std::string("hedgehog_window"));
+    QCOMPARE(j.at("layers")[1].at("window").get<int64_t>(), int64_t(16));
+    QVERIFY(m::parseAttentionPlan(j, 5, "plan").specs() == written);
+    // A job's keys: the specs win; otherwise map, rule and window on the chosen layers.
+    m::PlanKeys keys;
+    keys.window = 8;
+    keys.layers = {1};
+    QVERIFY((m::planFromKeys(keys, 3).specs() == std::vector<std::string>{"softmax", "hedgehog_window(8)", "softmax"}));
+    keys.specs = {"softmax", "hedgehog", "softmax"};
+    QVERIFY(m::planFromKeys(keys, 3).specs() == keys.specs);
+    HH_VERIFY_THROWS_WITH(m::planFromKeys(keys, 4), "the plan lists 3 layers, the model has 4");
+    // Bad specs name the layer and the problem.
+    HH_VERIFY_THROWS_WITH(m::AttentionPlan::fromSpecs({"hedgehog", "fourier"}), "layer 1");
+    HH_VERIFY_THROWS_WITH(m::AttentionPlan::fromSpecs({"hedgehog_window(0)"}), "_window(W), W >= 1");
+    HH_VERIFY_THROWS_WITH(m::AttentionPlan::fromSpecs({"hedgehog_window(8)/gated"}), "additive rule");
+    HH_VERIFY_THROWS_WITH(m::AttentionPlan::fromSpecs({"hedgehog_window(x)"}), "_window(W)");
+    auto badWindow = j;
+    badWindow["layers"][1]["window"] = 0;
+    HH_VERIFY_THROWS_WITH(m::parseAttentionPlan(badWindow, 5, "plan.json"), "window must be at least 1");
+  }
+
   // Found by fuzz/fuzz_model_config (docs/reliability.md): an integer key spelled as a float
   // beyond int64's range was converted to int64 before any range check (undefined behaviour,
   // reported by UBSan; plain x86 builds happened to reject it). Now it is the ordinary "must be an
@@ -370,7 +407,7 @@ class TestModelConfig : public QObject {
 };
 
 // clang-format off
-HH_TEST_SUITE(TestModelConfig, "engine.models.config", &TestModelConfig::gpt2FixtureDefaults, &TestModelConfig::gpt2ActivationKept, &TestModelConfig::llamaDefaults, &TestModelConfig::llamaExplicitKeys, &TestModelConfig::tokenIds, &TestModelConfig::bertHeads, &TestModelConfig::errorsNameFileAndKey, &TestModelConfig::attentionPlanRoundTrip, &TestModelConfig::badAttentionPlans, &TestModelConfig::fuzzHugeFloatForIntegerKey)
+HH_TEST_SUITE(TestModelConfig, "engine.models.config", &TestModelConfig::gpt2FixtureDefaults, &TestModelConfig::gpt2ActivationKept, &TestModelConfig::llamaDefaults, &TestModelConfig::llamaExplicitKeys, &TestModelConfig::tokenIds, &TestModelConfig::bertHeads, &TestModelConfig::errorsNameFileAndKey, &TestModelConfig::attentionPlanRoundTrip, &TestModelConfig::layerSpecsAndWindowPlans, &TestModelConfig::badAttentionPlans, &TestModelConfig::fuzzHugeFloatForIntegerKey)
 // clang-format on
 
 #if HH_HAVE_QTEST

@@ -1,0 +1,154 @@
+// The rank job (declared in rank_job.h).
+#include "engine/jobs/rank_job.h"
+
+#include <torch/types.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "engine/io/durable_file.h"
+#include "engine/jobs/attention_probe.h"
+#include "engine/jobs/distill_job.h"
+#include "engine/jobs/job_support.h"
+#include "engine/models/model_io.h"
+#include "engine/tokenizers/tokenizer.h"
+
+namespace hh::jobs {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+DistillConfig distillConfigOf(const RankConfig& c, int64_t layers) {
+  DistillConfig d;
+  d.modelDir = c.modelDir;
+  d.runDir = c.runDir + "/distill";
+  d.plan.assign(static_cast<size_t>(layers), c.attention);
+  d.steps = c.steps;
+  d.batchSize = c.batchSize;
+  d.lr = c.lr;
+  d.evalEvery = c.steps;  // one evaluation, at the end
+  d.patience = 0;
+  d.snapshotEvery = c.steps;
+  d.curveBins = 0;
+  d.seed = c.seed;
+  d.data = c.data;
+  return d;
+}
+
+// Mean of each layer's row of `table`, NaN heads skipped.
+std::vector<double> layerMeans(const HeadTable& table) {
+  std::vector<double> out;
+  for (int l = 0; l < table.layers; ++l) {
+    double sum = 0;
+    int n = 0;
+    for (int h = 0; h < table.heads; ++h) {
+      const double v = table.values[static_cast<size_t>(l * table.heads + h)];
+      if (std::isfinite(v)) sum += v, ++n;
+    }
+    out.push_back(n > 0 ? sum / n : std::nan(""));
+  }
+  return out;
+}
+
+// The distilled model measured on the first probe_rows held-out rows.
+void measure(const RankConfig& c, const std::string& adapters, RankResult& result) {
+  auto model = models::loadModel(c.modelDir);
+  models::loadAdaptersFile(*model, adapters);
+  const auto tokenizer = tok::loadTokenizer(c.modelDir);
+  const auto data = loadLmData(c.data, *tokenizer, /*needTraining=*/false);
+  const auto rows = data.validation.narrow(0, 0, std::min<int64_t>(c.probeRows, data.validation.size(0)));
+  ProbeRequest request;
+  request.outputs = true;
+  const auto probe = probeAttention(*model, rows, {}, request);
+  result.kl = probe.heads.kl;
+  result.outputError = probe.outputError;
+  result.layerScore = layerMeans(result.outputError);
+  result.layerKl = layerMeans(result.kl);
+}
+
+nlohmann::json tableJson(const HeadTable& t) {
+  return {{"name", t.name}, {"layers", t.layers}, {"heads", t.heads}, {"values", t.values}};
+}
+
+HeadTable tableFromJson(const nlohmann::json& j) {
+  HeadTable t{j.at("name").get<std::string>(), j.at("layers").get<int>(), j.at("heads").get<int>(),
+              j.at("values").get<std::vector<double>>()};
+  if (t.layers < 0 || t.heads < 0 || t.values.size() != static_cast<size_t>(t.layers) * static_cast<size_t>(t.heads))
+    throw std::invalid_argument("table \"" + t.name + "\" has " + std::to_string(t.values.size()) + " values for " +
+                                std::to_string(t.layers) + " x " + std::to_string(t.heads));
+  return t;
+}
+
+}  // namespace
+
+std::vector<int64_t> hardestFirst(const std::vector<double>& scores) {
+  std::vector<int64_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  const auto key = [&](int64_t l) { return std::isfinite(scores[l]) ? scores[l] : -INFINITY; };
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return key(a) > key(b); });
+  return order;
+}
+
+std::vector<std::string> proposePlan(const std::vector<int64_t>& order, int64_t keep, const std::string& keepAs,
+                                     const std::string& attention) {
+  std::vector<std::string> plan(order.size(), attention);
+  for (size_t i = 0; i < order.size() && static_cast<int64_t>(i) < keep; ++i) plan[static_cast<size_t>(order[i])] = keepAs;
+  return plan;
+}
+
+RankResult runRank(const RankConfig& config, JobObserver& observer) {
+  const auto start = std::chrono::steady_clock::now();
+  if (config.modelDir.empty() || config.runDir.empty()) throw std::invalid_argument("rank: model and run_dir are required");
+  const int64_t layers = models::loadModelConfig(config.modelDir).layers;
+  const auto distillConfig = distillConfigOf(config, layers);
+  observer.log("rank " + config.modelDir + ": every layer " + config.attention + ", " + std::to_string(config.steps) +
+               " distillation steps, then " + std::to_string(config.probeRows) + " held-out rows measured");
+  const auto distilled = runDistill(distillConfig, observer);
+  RankResult result;
+  result.distillRunFile = distilled.runFile;
+  if (distilled.status != JobStatus::Completed) {
+    result.status = distilled.status;
+    result.message = "the distillation " + std::string(toString(distilled.status)) + ": " + distilled.message;
+    return result;
+  }
+  observer.progress(config.steps, config.steps, "measuring");
+  measure(config, distilled.adaptersFile, result);
+  result.hardestFirst = hardestFirst(result.layerScore);
+  result.plan = proposePlan(result.hardestFirst, config.keep, config.keepAs, config.attention);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.rankFile = (fs::path(config.runDir) / "rank.json").string();
+  io::writeFileAtomically(result.rankFile, toJson(result, config).dump(2) + "\n");
+  result.message = "ranked " + std::to_string(layers) + " layers in " + std::to_string(int(result.seconds)) + " s";
+  return result;
+}
+
+nlohmann::json toJson(const RankResult& r, const RankConfig& config) {
+  return {{"config", toJson(config)},  {"kl", tableJson(r.kl)},        {"output_error", tableJson(r.outputError)},
+          {"layer_score", r.layerScore}, {"layer_kl", r.layerKl},      {"hardest_first", r.hardestFirst},
+          {"plan", r.plan},              {"distill_run", r.distillRunFile}, {"seconds", r.seconds}};
+}
+
+RankResult rankResultFromJson(const nlohmann::json& j) {
+  try {
+    RankResult r;
+    r.kl = tableFromJson(j.at("kl"));
+    r.outputError = tableFromJson(j.at("output_error"));
+    r.layerScore = j.at("layer_score").get<std::vector<double>>();
+    r.layerKl = j.at("layer_kl").get<std::vector<double>>();
+    r.hardestFirst = j.at("hardest_first").get<std::vector<int64_t>>();
+    r.plan = j.at("plan").get<std::vector<std::string>>();
+    r.distillRunFile = j.value("distill_run", std::string());
+    r.seconds = j.value("seconds", 0.0);
+    if (static_cast<int>(r.layerScore.size()) != r.outputError.layers || r.plan.size() != r.layerScore.size())
+      throw std::invalid_argument("layer_score, plan and the tables disagree on the layer count");
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("not a ranking written by hedgehog rank: ") + e.what());
+  }
+}
+
+}  // namespace hh::jobs

@@ -1,0 +1,48 @@
+// The rank job (`hedgehog rank`, the workbench's Rank view): how hard each layer and head is to
+// convert. Every layer is given the same linear attention (RankConfig::attention), distilled for a
+// few steps (stage 1, the distill job), and measured on held-out rows: per layer x head the
+// KL(softmax || linear) of the attention weights and the relative error of the attention output,
+// sum ||y_linear - y_softmax||^2 / sum ||y_softmax||^2. Layers are ranked by their heads' mean
+// output error (what the next layer sees), and the job proposes a plan for a budget of k layers:
+// the k hardest keep `keep_as` (softmax, or a window hybrid), the others get `attention`.
+// Writes <run_dir>/distill/ (the distillation's run file and adapters) and <run_dir>/rank.json.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "engine/config/rank_config.h"
+#include "engine/jobs/head_tables.h"
+#include "engine/jobs/job_observer.h"
+
+namespace hh::jobs {
+
+struct RankResult {
+  JobStatus status = JobStatus::Completed;
+  std::string message;
+  HeadTable kl, outputError;          // [L, H]
+  std::vector<double> layerScore;     // [L]: mean output error over the layer's heads
+  std::vector<double> layerKl;        // [L]: mean KL over the layer's heads
+  std::vector<int64_t> hardestFirst;  // the layers by score, hardest first
+  std::vector<std::string> plan;      // the proposed plan, one spec per layer
+  std::string distillRunFile, rankFile;
+  double seconds = 0;
+};
+
+// Runs on the calling thread. Throws for bad configuration before anything starts; a cancelled
+// or failed distillation is reported in the result.
+RankResult runRank(const RankConfig& config, JobObserver& observer);
+
+// Layer indices by score, largest first (ties: the lower layer first; NaN scores last).
+std::vector<int64_t> hardestFirst(const std::vector<double>& scores);
+// The first `keep` layers of `order` run `keepAs`, the others `attention`: one spec per layer.
+std::vector<std::string> proposePlan(const std::vector<int64_t>& order, int64_t keep, const std::string& keepAs,
+                                     const std::string& attention);
+
+// rank.json: the config, both tables, the layer scores, the order and the plan; and back (the
+// workbench opens a saved ranking). Parse errors throw std::invalid_argument.
+nlohmann::json toJson(const RankResult& result, const RankConfig& config);
+RankResult rankResultFromJson(const nlohmann::json& json);
+
+}  // namespace hh::jobs
