@@ -1,5 +1,6 @@
 // hh_bench_decode: per-token decode latency and memory at a given context position, softmax with a
-// KV cache against Hedgehog in the recurrent form, for whole models and for one attention layer.
+// KV cache against Hedgehog in the recurrent form and the hedgehog_window(64) hybrid (recurrent
+// state plus a ring buffer of the last 64 keys), for whole models and for one attention layer.
 //   hh_bench_decode [--positions 512,2048,8192,32768] [--steps 16] [--shapes demo,gpt2-small]
 // Shapes (GPT-2 family, random weights: latency does not depend on their values):
 //   demo        4 layers, 4 heads, 128 wide, vocab 50257 (the demo teacher's shape)
@@ -85,6 +86,9 @@ m::DecodeCache cacheAt(m::TransformerModel& model, int64_t position, int64_t ext
     if (layer.linear) {
       layer.state.S.uniform_(0.0, 1.0);
       if (layer.state.z.defined()) layer.state.z.uniform_(1.0, 2.0);
+      for (auto* ring : {&layer.state.ringKeys, &layer.state.ringValues, &layer.state.ringFeatures})
+        if (ring->defined()) ring->uniform_(0.0, 1.0);  // a full window (position >= W)
+      layer.state.position = position;
       continue;
     }
     for (int64_t t0 = 0; t0 < position; t0 += 4096) {
@@ -134,11 +138,14 @@ int main(int argc, char** argv) {
     hh::attn::LinearAttentionConfig hedgehog;
     hedgehog.featureMap.kind = hh::attn::FeatureMapKind::Hedgehog;
     const auto plan = m::AttentionPlan::uniform(c.layers, hedgehog);
+    auto windowed = hedgehog;
+    windowed.window = 64;
+    const auto windowPlan = m::AttentionPlan::uniform(c.layers, windowed);
     std::printf("\n## %s: %lld layers, %lld heads, head dim %lld, %.1f M parameters (%.0f MB of weights)\n", shape.c_str(),
                 (long long)c.layers, (long long)c.heads, (long long)c.headDim, model->parameterCount() / 1e6,
                 weightBytes(*model) / 1e6);
     std::printf("\n| position | softmax + KV cache ms/token | KV cache MB | floor ms | hedgehog recurrent ms/token | state MB "
-                "| floor ms | softmax / hedgehog |\n|---|---|---|---|---|---|---|---|\n");
+                "| floor ms | softmax / hedgehog | window(64) ms/token | window state MB |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (const int64_t p : positions) {
       const auto token = torch::full({1, 1}, 464, torch::kLong);
       m::ForwardOptions options;
@@ -153,11 +160,17 @@ int main(int argc, char** argv) {
       options.cache = &state;
       const auto hh = time([&] { model->forward(token, options); }, steps);
       const int64_t stateBytes = state.bytes();
+      state = {};
+      model->setAttentionPlan(windowPlan);
+      auto windowState = cacheAt(*model, p, 0);
+      options.cache = &windowState;
+      const auto window = time([&] { model->forward(token, options); }, steps);
+      const int64_t windowBytes = windowState.bytes();
       const double softFloor = double(weightBytes(*model) + kvBytes * (p + 1) / (p + steps + 4)) / bandwidth / 1e6;
       const double hhFloor = double(weightBytes(*model) + stateBytes) / bandwidth / 1e6;
-      std::printf("| %lld | %.2f (%.2f) | %.1f | %.2f | %.2f (%.2f) | %.2f | %.2f | %.1fx |\n", (long long)p, soft.medianMs,
-                  soft.bestMs, kvBytes / 1e6, softFloor, hh.medianMs, hh.bestMs, stateBytes / 1e6, hhFloor,
-                  soft.medianMs / hh.medianMs);
+      std::printf("| %lld | %.2f (%.2f) | %.1f | %.2f | %.2f (%.2f) | %.2f | %.2f | %.1fx | %.2f (%.2f) | %.2f |\n", (long long)p,
+                  soft.medianMs, soft.bestMs, kvBytes / 1e6, softFloor, hh.medianMs, hh.bestMs, stateBytes / 1e6, hhFloor,
+                  soft.medianMs / hh.medianMs, window.medianMs, window.bestMs, windowBytes / 1e6);
       std::fflush(stdout);
     }
 

@@ -42,5 +42,6 @@ void addExperimentCommand(CLI::App& app);
 void addGenerateCommand(CLI::App& app);
 void addRunInfoCommand(CLI::App& app);
 void addRankCommand(CLI::App& app);
+void addProbeCommand(CLI::App& app);
 
 }  // namespace hh::cli

@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   hh::cli::addPreflightCommand(app);
   hh::cli::addDistillCommand(app);
   hh::cli::addRankCommand(app);
+  hh::cli::addProbeCommand(app);
   hh::cli::addInspectCommand(app);
   hh::cli::addTrainCommand(app);
   hh::cli::addFinetuneCommand(app);
