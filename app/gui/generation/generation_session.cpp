@@ -35,17 +35,16 @@ QString GenerationSession::load(int side, const QString& folder, GenerationSideI
     s->info.heads = int(c.heads);
     s->info.recurrent = c.plan.anyLinear();
     if (s->info.recurrent) {
-      QString map;
       for (const auto& spec : c.plan.layers)
         if (spec.linear) {
-          map = QString::fromStdString(attn::toString(spec.config.featureMap.kind));
           s->info.rule = QString::fromStdString(attn::toString(spec.config.rule.rule));
           break;
         }
-      s->info.attention = QStringLiteral("%1 of %2 layers recurrent (%3, %4)")
+      // "5 of 5 layers recurrent: hedgehog_window(64) in all 5 layers" (the window keeps a ring buffer)
+      s->info.attention = QStringLiteral("%1 of %2 layers recurrent: %3")
                               .arg(c.plan.linearLayerCount())
                               .arg(c.layers)
-                              .arg(map, s->info.rule);
+                              .arg(QString::fromStdString(c.plan.summary()));
     } else {
       s->info.attention = QStringLiteral("softmax + KV cache");
     }

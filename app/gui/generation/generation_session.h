@@ -31,7 +31,7 @@ struct GenerationSettings {
 struct GenerationSideInfo {
   QString folder;
   QString description;    // the model's one-line description
-  QString attention;      // "softmax + KV cache" or "4 of 4 layers recurrent (hedgehog, additive)"
+  QString attention;      // "softmax + KV cache" or "4 of 4 layers recurrent: hedgehog in all 4 layers"
   QString rule;           // update rule of the linear layers ("" when none)
   int layers = 0, heads = 0;
   bool recurrent = false; // any linear layer

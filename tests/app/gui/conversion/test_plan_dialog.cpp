@@ -96,12 +96,12 @@ class TestPlanDialog : public QObject {
   void prefillsFromAPlanOfTheModelsLength() {
     hh::gui::ConfigForm form;
     setUpForm(form);
-    planField(form)->setText(R"(["softmax", "elu", "softmax", "hedgehog_window(8)", "t2r"])");
+    planField(form)->setText(R"json(["softmax", "elu", "softmax", "hedgehog_window(8)", "t2r"])json");
     QPointer<hh::gui::PlanDialog> dialog = openPlanDialog(form);
     QVERIFY(dialog);
     QCOMPARE(dialog->specs(), (QStringList{"softmax", "elu", "softmax", "hedgehog_window(8)", "t2r"}));
     dialog->reject();
-    planField(form)->setText(R"(["softmax", "elu"])");  // another model's plan: the keys decide
+    planField(form)->setText(R"json(["softmax", "elu"])json");  // another model's plan: the keys decide
     dialog = openPlanDialog(form);
     QVERIFY(dialog);
     QCOMPARE(dialog->specs(), QStringList(kFixtureLayers, QString("hedgehog")));
@@ -122,7 +122,7 @@ class TestPlanDialog : public QObject {
     dialog->acceptIfValid();
     QVERIFY(errorDialogOf(dialog) == nullptr);
     QCOMPARE(planField(form)->text(),
-             QString(R"(["softmax", "hedgehog_window(64)", "hedgehog", "hedgehog", "t2r/gated"])"));
+             QString(R"json(["softmax", "hedgehog_window(64)", "hedgehog", "hedgehog", "t2r/gated"])json"));
     const auto config = hh::jobs::convertConfigFromJson(form.json());
     QCOMPARE(config.plan, (std::vector<std::string>{"softmax", "hedgehog_window(64)", "hedgehog", "hedgehog", "t2r/gated"}));
     QTRY_VERIFY(dialog.isNull());  // closed and deleted
