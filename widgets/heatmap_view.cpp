@@ -251,6 +251,11 @@ void HeatmapView::setAxisTitles(const QString& keys, const QString& queries) {
   requestReplot();
 }
 
+void HeatmapView::setReadoutNames(const QString& row, const QString& col) {
+  rowName_ = row;
+  colName_ = col;
+}
+
 void HeatmapView::clear() {
   rows_ = cols_ = 0;
   values_.clear();
@@ -306,13 +311,12 @@ QString HeatmapView::readoutText(int row, int col) const {
     if (i < 0 || i >= labels.size()) return QString();
     return QStringLiteral("  \u201c%1\u201d").arg(labels.at(i).toHtmlEscaped());
   };
-  QString text = QStringLiteral("query %1%2<br>key %3%4<br>%5 <b>%6</b>")
-                     .arg(row)
-                     .arg(token(queryLabels_, row))
-                     .arg(col)
-                     .arg(token(keyLabels_, col))
-                     .arg(valueLabel_.isEmpty() ? QStringLiteral("value") : valueLabel_.toHtmlEscaped())
-                     .arg(formatNumber(valueAt(row, col)));
+  // One pass (multi-argument arg): a label holding "%1" is not substituted again.
+  QString text = QStringLiteral("%1 %2%3<br>%4 %5%6<br>%7 <b>%8</b>")
+                     .arg(rowName_.toHtmlEscaped(), QString::number(row), token(queryLabels_, row),
+                          colName_.toHtmlEscaped(), QString::number(col), token(keyLabels_, col),
+                          valueLabel_.isEmpty() ? QStringLiteral("value") : valueLabel_.toHtmlEscaped(),
+                          formatNumber(valueAt(row, col)));
   if (auto score = scoreAt(row, col)) text += QStringLiteral("<br>q\u00b7k/\u221ad %1").arg(formatNumber(*score));
   return text;
 }

@@ -59,6 +59,8 @@ class HeatmapView : public QWidget {
   void setTitle(const QString& title);
   void setValueLabel(const QString& label);  // colour bar label, e.g. "weight"
   void setAxisTitles(const QString& keys, const QString& queries);
+  // What the hover readout calls a row and a column (default "query", "key"; e.g. "layer", "head").
+  void setReadoutNames(const QString& row, const QString& col);
   // Hides the colour bar (e.g. several maps on one shared scale with one legend elsewhere).
   void setColorScaleVisible(bool visible);
   void clear();
@@ -120,6 +122,7 @@ class HeatmapView : public QWidget {
   std::vector<float> scores_;
   QStringList queryLabels_, keyLabels_;
   QString valueLabel_;
+  QString rowName_ = QStringLiteral("query"), colName_ = QStringLiteral("key");
   ColorMode mode_ = ColorMode::Sequential;
   std::optional<BlockReduce> reduce_;
   std::optional<std::pair<double, double>> fixedRange_;

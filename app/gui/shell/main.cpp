@@ -12,10 +12,11 @@
 //   --experiment DIR [--export-figures OUT]          an experiment's results (and its PNG figures, then quit)
 //   --generate ORIGINAL,CONVERTED [--prompt TEXT] [--max-tokens N]   the generation tab with both
 //                            models loaded (either may be left empty); with --prompt it starts
-//   --tab generation | experiments                   also accepted
+//   --tab generation | experiments | rank            also accepted
 // Hidden options for documentation and CI screenshots (scripts/screenshot.sh):
 //   --screenshot PATH          grab the main window into PATH (PNG) and quit
 //   --screenshot-delay-ms N    wait N ms after the first comparison is on screen (default 800)
+//   --rank FILE                open a saved rank.json on the Layer ranking tab
 // and the first comparison's settings: --feature-maps A,B,C --length T --head-dim D --seed S
 // --bidirectional --head L,H (a model head; needs --model or --project).
 #include <QApplication>
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
   const auto headDim = hidden(QStringLiteral("head-dim"), QStringLiteral("Head dim."), "D");
   const auto seed = hidden(QStringLiteral("seed"), QStringLiteral("Random seed."), "S");
   const auto runsTab = hidden(QStringLiteral("runs-tab"), QStringLiteral("Open on the run browser."));
+  const auto rankOpt = hidden(QStringLiteral("rank"), QStringLiteral("Open a saved rank.json on the Layer ranking tab."), "rank.json");
   const auto overlayOpt = hidden(QStringLiteral("overlay"), QStringLiteral("Run browser: overlay these run files."), "a.h5,b.h5");
   const auto bidirectional = hidden(QStringLiteral("bidirectional"), QStringLiteral("Non-causal attention."));
   const QCommandLineOption generateOpt(QStringLiteral("generate"),
@@ -102,7 +104,7 @@ int main(int argc, char** argv) {
   const QCommandLineOption text(QStringLiteral("text"), QStringLiteral("The inspector's text."), QStringLiteral("text"));
   const QCommandLineOption textFile(QStringLiteral("text-file"), QStringLiteral("Read the inspector's text from a file."),
                                     QStringLiteral("path"));
-  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("First tab: inspector, comparison, dashboard, runs, experiments or generation."),
+  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("First tab: inspector, comparison, dashboard, runs, experiments, generation or rank."),
                                QStringLiteral("name"));
   const QCommandLineOption experiment(QStringLiteral("experiment"), QStringLiteral("Open an experiment folder (summary.json)."),
                                       QStringLiteral("folder"));
@@ -112,12 +114,12 @@ int main(int argc, char** argv) {
   const auto scatter = hidden(QStringLiteral("scatter"), QStringLiteral("Experiment scatter axes."), "x,y");
   const auto curve = hidden(QStringLiteral("curve"), QStringLiteral("Experiment scalar over steps."), "name");
   const auto mapPair = hidden(QStringLiteral("map-pair"), QStringLiteral("Experiment snapshot pair."), "L,H");
-  parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, generateOpt, promptOpt, maxTokensOpt});
+  parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, generateOpt, promptOpt, maxTokensOpt, rankOpt});
   parser.addOptions({convert, processes, run, model, project, text, textFile, tab, runsTab, overlayOpt, shot, delay, featureMap, modelHead,
                      inspectHead, inspectView,
                      length, headDim, seed, bidirectional});
   parser.process(app);
-  const QStringList tabs{"inspector", "comparison", "dashboard", "runs", "experiments", "generation"};
+  const QStringList tabs{"inspector", "comparison", "dashboard", "runs", "experiments", "generation", "rank"};
   if (parser.isSet(tab) && !tabs.contains(parser.value(tab))) {
     std::fprintf(stderr, "hedgehog-workbench: --tab %s: not a tab (one of %s)\n", qPrintable(parser.value(tab)),
                  qPrintable(tabs.join(QStringLiteral(", "))));
@@ -216,6 +218,14 @@ int main(int argc, char** argv) {
   else if (firstTab == QLatin1String("comparison")) window.showComparison();
   else if (firstTab == QLatin1String("inspector")) window.showInspector();
   else if (firstTab == QLatin1String("experiments")) window.showExperiments();
+  else if (firstTab == QLatin1String("rank")) window.showRank();
+  if (parser.isSet(rankOpt)) {
+    const QString error = window.openRanking(parser.value(rankOpt));
+    if (!error.isEmpty()) {
+      std::fprintf(stderr, "hedgehog-workbench: --rank %s\n", qPrintable(error));
+      return 1;
+    }
+  }
   bool generating = false;
   if (parser.isSet(generateOpt) || firstTab == QLatin1String("generation")) {
     window.showGeneration();
@@ -234,7 +244,8 @@ int main(int argc, char** argv) {
     }
   }
   const bool onDashboard = parser.isSet(convert) || parser.isSet(run) || firstTab == QLatin1String("runs") ||
-                           firstTab == QLatin1String("dashboard");
+                           firstTab == QLatin1String("dashboard") || firstTab == QLatin1String("rank") ||
+                           parser.isSet(rankOpt);
 
   if (parser.isSet(shot)) {
     const QString path = parser.value(shot);

@@ -38,6 +38,7 @@
 #include "app/gui/inspector/inspector_view.h"
 #include "app/gui/conversion/job_runner.h"
 #include "app/gui/conversion/process_job_runner.h"
+#include "app/gui/rank/rank_view.h"
 #include "app/gui/inspector/model_session.h"
 #include "app/gui/shell/model_tree.h"
 #include "app/gui/shell/recent_files.h"
@@ -110,6 +111,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(generationView_, &GenerationView::statusMessage, this, [this](const QString& text) {
     statusBar()->showMessage(text, 8000);
   });
+  rank_ = new RankView;
+  tabs_->addTab(rank_, tr("Layer ranking"));
+  connect(rank_, &RankView::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 8000); });
   connect(browser_, &RunBrowser::runActivated, this, &MainWindow::openRun);
   browser_->refresh();
   setCentralWidget(tabs_);
@@ -198,7 +202,7 @@ void MainWindow::buildMenus() {
   QAction* quit = file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows);
   quit->setShortcut(QKeySequence::Quit);
   QMenu* view = menuBar()->addMenu(tr("&View"));
-  const QList<QWidget*> pages{inspector_, comparisonPage_, conversionPage_, browser_, experiments_, generationView_};
+  const QList<QWidget*> pages{inspector_, comparisonPage_, conversionPage_, browser_, experiments_, generationView_, rank_};
   for (int i = 0; i < pages.size(); ++i) {
     QAction* a = view->addAction(tabs_->tabText(i), this, [this, page = pages[i]] { tabs_->setCurrentWidget(page); });
     a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));

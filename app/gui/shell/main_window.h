@@ -6,6 +6,9 @@
 // `hedgehog convert` config), open a run file, pause / cancel the job. A conversion runs in this
 // process on a worker thread (JobRunner), or, on several processes, as `hedgehog convert --nproc N`
 // (ProcessJobRunner; no pause); the dashboard follows either's run files (main_window_runs.cpp).
+// Layer ranking tab (Run > Rank layers…, Open a ranking…): the rank job on the model, a
+// layers x heads heatmap of how hard each head is to convert, and a per-layer plan whose
+// "Convert with this plan…" opens the New conversion form prefilled (app/gui/rank/rank_view.h).
 // Status bar: compute device, Torch threads, resident memory, "Converting on N processes".
 // Window geometry and the dock layout are kept in QSettings, the layout per project (or model
 // folder).
@@ -37,6 +40,7 @@ class DashboardView;
 class InspectorView;
 class JobRunner;
 class ProcessJobRunner;
+class RankView;
 class ModelSession;
 class ModelTree;
 class RecentFiles;
@@ -89,6 +93,11 @@ class MainWindow : public QMainWindow {
   bool jobRunning() const;
   // Run > New conversion: the config form, prefilled from the project and the loaded model.
   void newConversion();
+  // The form prefilled with `initial` (e.g. a plan from the Layer ranking tab); its Start starts
+  // the conversion as startConversionWith does.
+  void newConversionWith(const jobs::ConvertConfig& initial);
+  // What the New conversion form starts from: the project's config, the loaded model in it.
+  jobs::ConvertConfig conversionDefaults() const;
   // Shows a run file on the dashboard (following it while it grows).
   void openRun(const QString& path);
   void cancelJob();
@@ -109,6 +118,12 @@ class MainWindow : public QMainWindow {
   // Opens an experiment folder (summary.json) on the Experiments tab; returns an error or empty.
   QString openExperiment(const QString& path);
   ExperimentView* experiments() const { return experiments_; }
+  // Run > Rank layers…: the Layer ranking tab, its model folder set to the loaded model (unless
+  // a ranking runs).
+  void showRank();
+  // Shows a saved rank.json on the Layer ranking tab; returns an error or empty.
+  QString openRanking(const QString& path);
+  RankView* rankView() const { return rank_; }
   GenerationView* generation() const { return generationView_; }
 
  Q_SIGNALS:
@@ -163,6 +178,7 @@ class MainWindow : public QMainWindow {
   RunBrowser* browser_ = nullptr;
   ExperimentView* experiments_ = nullptr;
   GenerationView* generationView_ = nullptr;
+  RankView* rank_ = nullptr;
   JobRunner* runner_ = nullptr;
   ProcessJobRunner* processRunner_ = nullptr;
   QAction* pauseAction_ = nullptr;

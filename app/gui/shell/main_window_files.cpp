@@ -21,6 +21,7 @@
 #include "app/gui/common/export_dialogs.h"
 #include "app/gui/inspector/inspector_view.h"
 #include "app/gui/inspector/model_session.h"
+#include "app/gui/rank/rank_view.h"
 #include "app/gui/shell/model_tree.h"
 #include "app/gui/shell/recent_files.h"
 #include "app/gui/runs/run_browser.h"
@@ -77,6 +78,7 @@ void MainWindow::openModel(const QString& folder, bool showInspector) {
             return;
           }
           modelFolder_ = folder;
+          if (rank_->modelFolder().isEmpty() && !rank_->running()) rank_->setModelFolder(folder);
           modelTree_->setSummary(summary);
           inspector_->modelLoaded(summary);
           controls_->setModel(summary.layers, summary.heads, summary.converted());

@@ -1,6 +1,6 @@
 // MainWindow's run side (see main_window.h): the Run menu and tool bar, starting conversions in
 // this process (JobRunner) or on several processes through the CLI (ProcessJobRunner), pause and
-// cancel, and following run files on the dashboard.
+// cancel, following run files on the dashboard, and the Layer ranking tab's entries.
 #include "app/gui/shell/main_window.h"
 
 #include <QAction>
@@ -21,6 +21,8 @@
 #include "app/gui/common/error_dialog.h"
 #include "app/gui/conversion/job_runner.h"
 #include "app/gui/conversion/process_job_runner.h"
+#include "app/gui/rank/rank_results.h"
+#include "app/gui/rank/rank_view.h"
 #include "app/gui/shell/recent_files.h"
 #include "app/gui/runs/run_browser.h"
 #include "app/gui/conversion/run_follower.h"
@@ -72,6 +74,19 @@ void MainWindow::buildRunControls() {
     const QString error = openExperiment(dir);
     if (!error.isEmpty()) showErrorDialog(this, tr("Open an experiment"), error);
   });
+  run->addSeparator();
+  QAction* rank = run->addAction(tr("Ran&k layers\u2026"), this, &MainWindow::showRank);
+  rank->setToolTip(tr("Rank the model's layers by how hard they are to convert, and choose a per-layer plan"));
+  run->addAction(tr("Open a ran&king\u2026"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a ranking"), QStringLiteral("runs/rank"),
+                                                      tr("Rankings (rank.json);;JSON files (*.json)"));
+    if (path.isEmpty()) return;
+    const QString error = openRanking(path);
+    if (!error.isEmpty()) showErrorDialog(this, tr("Open a ranking"), error);
+  });
+  connect(rank_, &RankView::convertRequested, this,
+          [this] { newConversionWith(rank_->results()->conversionConfig()); });
+  run->addSeparator();
   cancelAction_ = run->addAction(tr("C&ancel the job"), this, &MainWindow::cancelJob);
   cancelAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
   cancelAction_->setEnabled(false);
@@ -200,7 +215,7 @@ QString MainWindow::startConversionWith(const jobs::ConvertConfig& config, const
   return {};
 }
 
-void MainWindow::newConversion() {
+jobs::ConvertConfig MainWindow::conversionDefaults() const {
   jobs::ConvertConfig initial;
   if (!project_.isEmpty()) {
     try {
@@ -211,10 +226,27 @@ void MainWindow::newConversion() {
   }
   if (!modelFolder_.isEmpty()) initial.modelDir = modelFolder_.toStdString();
   if (initial.runDir.empty()) initial.runDir = "runs/convert";
+  return initial;
+}
+
+void MainWindow::newConversion() { newConversionWith(conversionDefaults()); }
+
+void MainWindow::newConversionWith(const jobs::ConvertConfig& initial) {
   ConversionDialog dialog(initial, this);
   if (dialog.exec() != QDialog::Accepted) return;
   const QString error = startConversionWith(dialog.config(), tr("from the form"), dialog.processes());
   if (!error.isEmpty()) showErrorDialog(this, tr("Convert"), error);
+}
+
+void MainWindow::showRank() {
+  if (!rank_->running() && !modelFolder_.isEmpty()) rank_->setModelFolder(modelFolder_);
+  tabs_->setCurrentWidget(rank_);
+}
+
+QString MainWindow::openRanking(const QString& path) {
+  const QString error = rank_->openRanking(path);
+  if (error.isEmpty()) tabs_->setCurrentWidget(rank_);
+  return error;
 }
 
 void MainWindow::openRun(const QString& path) {

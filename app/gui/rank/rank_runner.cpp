@@ -1,0 +1,89 @@
+// RankRunner: the rank job on a worker thread (see rank_runner.h).
+#include "app/gui/rank/rank_runner.h"
+
+#include <QDeadlineTimer>
+#include <QThread>
+
+#include <chrono>
+
+#include "engine/core/process_memory.h"
+#include "engine/core/runtime.h"
+
+namespace hh::gui {
+namespace {
+
+// The job's observer: forwards to the runner's signals (queued to the GUI thread by Qt, since
+// they are emitted on the worker thread), throttling progress; polls the cancel flag.
+class RankObserver : public jobs::JobObserver {
+ public:
+  RankObserver(RankRunner* runner, const std::atomic<bool>* cancel) : runner_(runner), cancel_(cancel) {}
+
+  void progress(int64_t step, int64_t total, const std::string& phase) override {
+    const auto now = Clock::now();
+    if (step < total && now - last_ < std::chrono::milliseconds(RankRunner::kProgressMs)) return;
+    last_ = now;
+    Q_EMIT runner_->progress(step, total, QString::fromStdString(phase));
+  }
+  void log(const std::string& line) override { Q_EMIT runner_->logLine(QString::fromStdString(line)); }
+  bool cancelled() override { return cancel_->load(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  RankRunner* runner_;
+  const std::atomic<bool>* cancel_;
+  Clock::time_point last_{};
+};
+
+}  // namespace
+
+RankRunner::RankRunner(QObject* parent) : QObject(parent) {}
+
+RankRunner::~RankRunner() {
+  cancel();
+  wait(-1);
+}
+
+bool RankRunner::running() const { return thread_ && thread_->isRunning(); }
+
+bool RankRunner::start(const jobs::RankConfig& config) {
+  if (running()) return false;
+  if (thread_) thread_->deleteLater();
+  config_ = config;
+  outcome_ = std::make_shared<Outcome>();
+  auto outcome = outcome_;
+  const int threads = hh::runtimeInfo().intraOpThreads;
+  thread_ = QThread::create([this, config, outcome, threads] {
+    hh::applyThreadCount(threads);  // OpenMP and OpenBLAS settings do not carry over to a new thread
+    RankObserver observer(this, &outcome->cancel);
+    try {
+      outcome->result = jobs::runRank(config, observer);
+    } catch (const std::exception& e) {
+      outcome->result = {};
+      outcome->result.status = jobs::JobStatus::Failed;
+      outcome->result.message = e.what();
+    }
+  });
+  thread_->setParent(this);  // deleted with the runner, after the destructor has waited for it
+  // Queued from the worker thread: by then the job has returned and its result is written.
+  connect(thread_, &QThread::finished, this, [this, outcome] {
+    if (outcome != outcome_) return;  // an older job's thread
+    hh::releaseFreeMemory();          // the job's models and activations are gone with its thread
+    result_ = outcome->result;
+    Q_EMIT runningChanged(false);
+    Q_EMIT finished(QString::fromLatin1(jobs::toString(result_.status)), QString::fromStdString(result_.message));
+  });
+  thread_->start();
+  Q_EMIT runningChanged(true);
+  return true;
+}
+
+void RankRunner::cancel() {
+  if (outcome_) outcome_->cancel = true;
+}
+
+bool RankRunner::wait(int ms) {
+  if (!thread_) return true;
+  return ms < 0 ? thread_->wait() : thread_->wait(QDeadlineTimer(ms));
+}
+
+}  // namespace hh::gui
