@@ -27,9 +27,10 @@ shot comparison-model-head.png 500 --model runs/demo/model --tab comparison --te
   --feature-maps trained,hedgehog,t2r,elu,performer,cosformer,taylor
 shot comparison-taylor.png 500 --tab comparison --feature-maps taylor,hedgehog --length 128 --head-dim 16
 shot run-browser.png 1500 --tab runs
-# The Layer ranking tab on a fresh ranking of the demo teacher (the CLI beside the workbench).
-"$(dirname "$bin")/hedgehog" rank projects/demo/teacher --steps 30 --run-dir runs/screenshot-rank >/dev/null
-shot rank-view.png 3000 --model projects/demo/teacher --rank runs/screenshot-rank/rank.json
+# The Layer ranking tab on a fresh ranking of stories260K (the CLI beside the workbench; about 70 s).
+"$(dirname "$bin")/hedgehog" rank projects/stories/teacher --corpus projects/stories/generated.jsonl --seq-len 256 \
+  --steps 100 --run-dir runs/screenshot-rank >/dev/null
+shot rank-view.png 3000 --model projects/stories/teacher --rank runs/screenshot-rank/rank.json
 project=$(mktemp --suffix=.json)
 /usr/bin/python3 - "$project" <<'PY'
 import json, sys
