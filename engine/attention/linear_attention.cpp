@@ -289,6 +289,7 @@ bool LinearAttentionImpl::canUseFusedKernel(const torch::Tensor& q, const torch:
 
 torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& hidden, const torch::Tensor& keyMask) {
+  // The weights need no values: q stands in for v (same [B,H,T,D] shape, only checked).
   if (windowMix_.defined()) return windowWeights(windowInputs(q, k, q, keyMask), windowOptions(config_));
   const auto gates = gatesFor(hidden, q.size(0), q.size(2));
   return linearWeights(featureMap_->forward(q), maskedKeyFeatures(k, keyMask), gates, config_.rule);
