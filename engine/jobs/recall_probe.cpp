@@ -133,6 +133,14 @@ RecallPrompts makeRecallPrompts(const at::Tensor& filler, int64_t length, int64_
   return p;
 }
 
+RecallProbePoint scoreRecallPrompts(models::TransformerModel& model, const RecallPrompts& prompts) {
+  RecallProbePoint point;
+  point.length = prompts.ids.size(1);
+  std::tie(point.teacherAccuracy, point.teacherMass) = score(model, prompts, true);
+  std::tie(point.convertedAccuracy, point.convertedMass) = score(model, prompts, false);
+  return point;
+}
+
 std::vector<RecallProbePoint> runRecallProbe(models::TransformerModel& model, const at::Tensor& filler,
                                              const RecallProbeOptions& options) {
   std::vector<RecallProbePoint> out;
@@ -141,11 +149,7 @@ std::vector<RecallProbePoint> runRecallProbe(models::TransformerModel& model, co
       throw std::invalid_argument("recall probe: length " + std::to_string(length) + " is past the model's " +
                                   std::to_string(model.config().maxPositions) + " positions");
     const auto prompts = makeRecallPrompts(filler, length, model.config().vocabSize, options, options.seed + uint64_t(length));
-    RecallProbePoint point;
-    point.length = length;
-    std::tie(point.teacherAccuracy, point.teacherMass) = score(model, prompts, true);
-    std::tie(point.convertedAccuracy, point.convertedMass) = score(model, prompts, false);
-    out.push_back(std::move(point));
+    out.push_back(scoreRecallPrompts(model, prompts));
   }
   return out;
 }

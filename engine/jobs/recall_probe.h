@@ -50,6 +50,10 @@ struct RecallPrompts {
 RecallPrompts makeRecallPrompts(const at::Tensor& filler, int64_t length, int64_t vocab, const RecallProbeOptions& options,
                                 uint64_t seed);
 
+// Scores one prompt set (length = its T): accuracies and the needle mass of every head, for the
+// teacher and the converted model.
+RecallProbePoint scoreRecallPrompts(models::TransformerModel& model, const RecallPrompts& prompts);
+
 // Runs the probe at every length (each <= filler's T); throws std::invalid_argument for bad
 // options (unknown task, a length the filler or the model's positions cannot hold, too short for
 // the needle). `cancelled` is polled between lengths.

@@ -30,7 +30,7 @@ constexpr int kMaxTokens = 8192;
 constexpr qint64 kMaxTextFileBytes = 8 << 20;  // a text file larger than this is refused
 
 // Per-head summaries the grid can be coloured by.
-enum Summary { EntropySoftmax = 0, Kl = 1, EntropyLinear = 2 };
+enum Summary { EntropySoftmax = 0, Kl = 1, EntropyLinear = 2, NeedleSoftmax = 3, NeedleConverted = 4 };
 
 const char* kDefaultText =
     "The committee met on Monday to discuss the budget. After a long debate, the members agreed that the "
@@ -62,7 +62,8 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   maxTokens_->setSuffix(tr(" tokens"));
   maxTokens_->setToolTip(tr("Longer texts are cut here (and at the model's position limit)"));
   summaryChoice_ = new QComboBox;
-  summaryChoice_->addItems({tr("entropy of softmax"), tr("KL(softmax \u2016 linear)"), tr("entropy of linear")});
+  summaryChoice_->addItems({tr("entropy of softmax"), tr("KL(softmax \u2016 linear)"), tr("entropy of linear"),
+                            tr("weight on the needle, softmax"), tr("weight on the needle, converted")});
   summaryChoice_->setToolTip(tr("What the frame colour and number under each head show"));
   info_ = new QLabel(tr("Open a model folder (File > Open model, Ctrl+Shift+O), then Inspect."));
   info_->setWordWrap(true);
@@ -92,6 +93,7 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   textEdit_->setMaximumHeight(140);
   leftLayout->addWidget(textEdit_);
   leftLayout->addLayout(controls);
+  leftLayout->addLayout(buildProbeControls());
   leftLayout->addWidget(info_);
   leftLayout->addWidget(panel(grid_), 3);
 
@@ -134,6 +136,47 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   connect(large_, &hh::widgets::HeatmapView::hoverLeft, hover_, &QLabel::clear);
 }
 
+QHBoxLayout* InspectorView::buildProbeControls() {
+  probeTask_ = new QComboBox;
+  probeTask_->addItems({QStringLiteral("passkey"), QStringLiteral("mqar")});
+  probeTask_->setToolTip(tr("passkey: random tokens hidden in the text, asked for at its end; "
+                            "mqar: random key-value pairs, every key asked again"));
+  probeLength_ = new QSpinBox;
+  probeLength_->setRange(32, kMaxTokens);
+  probeLength_->setValue(256);
+  probeLength_->setSuffix(tr(" tokens"));
+  probeButton_ = new QPushButton(tr("Hide a needle"));
+  probeButton_->setToolTip(tr("Recall probe: hide a needle in this text (repeated to the length), score 16 prompts "
+                              "for softmax and the converted model, inspect the first, and colour each head by "
+                              "the weight its answer positions put on the needle"));
+  probeButton_->setEnabled(false);
+  connect(probeButton_, &QPushButton::clicked, this, &InspectorView::runRecallProbe);
+  auto* row = new QHBoxLayout;
+  row->addWidget(new QLabel(tr("recall probe")));
+  row->addWidget(probeTask_);
+  row->addWidget(probeLength_);
+  row->addWidget(probeButton_);
+  row->addStretch(1);
+  return row;
+}
+
+void InspectorView::runRecallProbe() {
+  ++pending_;
+  info_->setText(tr("Hiding a needle and scoring 16 prompts\u2026"));
+  probeButton_->setEnabled(false);
+  const QString text = textEdit_->toPlainText(), task = probeTask_->currentText();
+  int length = probeLength_->value();
+  if (model_.maxPositions > 0) length = std::min(length, model_.maxPositions);
+  auto session = session_;
+  inspectRequests_.run(
+      pool_, this, [session, text, task, length] { return session->recallProbe(text, task, length); },
+      [this](InspectResult result) { onInspected(std::move(result)); },
+      [this] {
+        --pending_;
+        probeButton_->setEnabled(true);
+      });
+}
+
 void InspectorView::setText(const QString& text) { textEdit_->setPlainText(text); }
 QString InspectorView::text() const { return textEdit_->toPlainText(); }
 void InspectorView::setMaxTokens(int tokens) { maxTokens_->setValue(tokens); }
@@ -148,6 +191,7 @@ void InspectorView::modelLoaded(const ModelSummary& summary) {
   large_->clear();
   compareButton_->setEnabled(false);
   runButton_->setEnabled(true);
+  probeButton_->setEnabled(true);
   summaryChoice_->setCurrentIndex(summary.converted() ? Kl : EntropySoftmax);
   // The box goes no further than the model's positions (a model that does not say keeps the
   // inspector's own limit).
@@ -209,6 +253,21 @@ void InspectorView::onInspected(InspectResult result) {
     text += tr(" \u00b7 cut from %1 tokens: the model has %2 positions").arg(r.textTokens).arg(r.length);
   else if (r.truncated)
     text += tr(" \u00b7 cut from %1 tokens by the max-tokens setting").arg(r.textTokens);
+  if (r.recall) {
+    const auto& p = *r.recall;
+    const int answers = int(p.answerPositions.size()) * p.prompts;
+    text = tr("%1 at %2 tokens, %3 prompts: answer tokens right, softmax %4 of %5, converted %6 \u00b7 the first prompt "
+              "below; frames: weight from the answer positions to the needle")
+               .arg(p.task)
+               .arg(p.length)
+               .arg(p.prompts)
+               .arg(qRound(p.teacherAccuracy * answers))
+               .arg(answers)
+               .arg(qRound(p.convertedAccuracy * answers));
+    summaryChoice_->setCurrentIndex(r.converted ? NeedleConverted : NeedleSoftmax);
+  } else if (summaryChoice_->currentIndex() >= NeedleSoftmax) {
+    summaryChoice_->setCurrentIndex(r.converted ? Kl : EntropySoftmax);
+  }
   info_->setText(text);
   grid_->setGridSize(r.layers, r.heads);
   applySummary();
@@ -226,9 +285,13 @@ void InspectorView::applySummary() {
   const InspectResult& r = result_;
   if (r.layers == 0) return;
   const int choice = summaryChoice_->currentIndex();
-  const auto& values = (choice == Kl ? r.measures.kl : choice == EntropyLinear ? r.measures.entropyLinear : r.measures.entropySoftmax).values;
-  grid_->setSummaryName(choice == Kl ? tr("KL") : tr("entropy"));
-  grid_->setSummaryHigherIsBetter(false);  // low KL is good; low entropy is sharp (bright)
+  const bool needle = choice >= NeedleSoftmax;
+  const std::vector<double> none(size_t(r.layers * r.heads), std::nan(""));
+  const auto& values = needle ? (!r.recall ? none : choice == NeedleSoftmax ? r.recall->teacherMass : r.recall->convertedMass)
+                       : (choice == Kl ? r.measures.kl : choice == EntropyLinear ? r.measures.entropyLinear : r.measures.entropySoftmax).values;
+  grid_->setSummaryName(needle ? tr("needle weight") : choice == Kl ? tr("KL") : tr("entropy"));
+  // Low KL is good and low entropy sharp (bright); a head that looks at the needle is bright.
+  grid_->setSummaryHigherIsBetter(needle);
   for (int l = 0; l < r.layers; ++l)
     for (int h = 0; h < r.heads; ++h) {
       const size_t i = size_t(l * r.heads + h);

@@ -5,6 +5,8 @@
 // token, weight, q.k/sqrt(d)), zoom and pan, and on a converted layer the linear weights or their
 // difference to softmax. Long texts (thousands of tokens) stay responsive: the engine runs on the
 // worker pool, the grid holds block-max thumbnails and the large map reduces for display.
+// "Hide a needle" runs the recall probe (model_session.h) with the text as filler and colours the
+// frames by the weight each head's answer positions put on the needle.
 // Torch-free: it drives a ModelSession on the given pool and drops results an edit overtook.
 #pragma once
 #include <QWidget>
@@ -15,6 +17,7 @@
 #include "app/gui/inspector/model_session.h"
 
 class QComboBox;
+class QHBoxLayout;
 class QLabel;
 class QPlainTextEdit;
 class QPushButton;
@@ -41,6 +44,8 @@ class InspectorView : public QWidget {
   void modelLoaded(const ModelSummary& summary);
   // Runs the model on the text (asynchronously; inspected() follows).
   void inspect();
+  // The recall probe on the text (asynchronously; inspected() follows with result().recall set).
+  void runRecallProbe();
   // Opens a head large (asynchronously; headShown() follows).
   void showHead(int layer, int head);
   // What the large map shows on a converted layer: 0 softmax, 1 linear, 2 linear - softmax.
@@ -64,6 +69,7 @@ class InspectorView : public QWidget {
 
  private:
   void loadTextFile();
+  QHBoxLayout* buildProbeControls();
   void onInspected(InspectResult result);
   void onHeadMaps(HeadMaps maps);
   void applySummary();
@@ -77,6 +83,9 @@ class InspectorView : public QWidget {
   QComboBox* summaryChoice_ = nullptr;
   QComboBox* viewChoice_ = nullptr;
   QPushButton* compareButton_ = nullptr;
+  QComboBox* probeTask_ = nullptr;
+  QSpinBox* probeLength_ = nullptr;
+  QPushButton* probeButton_ = nullptr;
   QLabel* info_ = nullptr;
   QLabel* hover_ = nullptr;
   hh::widgets::HeadGrid* grid_ = nullptr;

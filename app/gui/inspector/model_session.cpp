@@ -14,6 +14,7 @@
 #include "app/gui/common/session_tensors.h"
 #include "engine/attention/softmax_attention.h"
 #include "engine/core/process_memory.h"
+#include "engine/jobs/recall_probe.h"
 #include "engine/metrics/attention_metrics.h"
 #include "engine/models/model_io.h"
 #include "engine/models/preflight.h"
@@ -127,7 +128,7 @@ ModelSummary ModelSession::load(const QString& folder, QString* error) {
     summary.parameters = model->parameterCount();
     for (int64_t l = 0; l < c.layers; ++l) {
       const auto linear = model->linearAttention(l);
-      summary.layerAttention << (linear ? fromStd(attn::toString(linear->config().featureMap.kind))
+      summary.layerAttention << (linear ? fromStd(attn::describe(linear->config()))
                                         : QStringLiteral("softmax"));
     }
     *state_ = State{};
@@ -146,6 +147,67 @@ ModelSummary ModelSession::load(const QString& folder, QString* error) {
 InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thumbSize) {
   std::lock_guard lock(mutex_);
   InspectResult result;
+  std::vector<int64_t> ids;
+  try {
+    State& st = *state_;
+    if (!st.model) throw std::runtime_error("no model loaded (File > Open model folder)");
+    const auto& config = st.model->config();
+    ids = st.tokenizer->encode(text.toStdString(), /*addSpecialTokens=*/true);
+    result.textTokens = int(ids.size());
+    int64_t limit = std::max(1, maxTokens);
+    if (config.maxPositions > 0) limit = std::min(limit, config.maxPositions);
+    if (int64_t(ids.size()) > limit) {
+      ids.resize(size_t(limit));
+      result.truncated = true;
+      result.cutByModel = config.maxPositions > 0 && limit >= config.maxPositions;
+    }
+  } catch (const std::exception& e) {
+    result.error = QString::fromLocal8Bit(e.what()).section('\n', 0, 1);
+    return result;
+  }
+  return inspectTokens(std::move(ids), std::move(result), thumbSize);
+}
+
+InspectResult ModelSession::recallProbe(const QString& text, const QString& task, int length, int prompts, int thumbSize) {
+  std::lock_guard lock(mutex_);
+  try {
+    State& st = *state_;
+    if (!st.model) throw std::runtime_error("no model loaded (File > Open model folder)");
+    const auto textIds = st.tokenizer->encode(text.toStdString(), /*addSpecialTokens=*/false);
+    if (textIds.empty()) throw std::runtime_error("the text has no tokens to hide the needle in");
+    std::vector<int64_t> filler;  // the text repeated to `length` tokens
+    while (int64_t(filler.size()) < length) filler.push_back(textIds[filler.size() % textIds.size()]);
+    jobs::RecallProbeOptions options;
+    options.task = task.toStdString();
+    options.trials = std::max(1, prompts);
+    at::NoGradGuard noGrad;
+    const auto recall = jobs::makeRecallPrompts(torch::tensor(filler, torch::kLong).unsqueeze(0), length,
+                                                st.model->config().vocabSize, options, options.seed);
+    const auto point = jobs::scoreRecallPrompts(*st.model, recall);
+    auto summary = std::make_shared<RecallSummary>();
+    summary->task = task;
+    summary->length = length;
+    summary->prompts = options.trials;
+    summary->teacherAccuracy = point.teacherAccuracy;
+    summary->convertedAccuracy = point.convertedAccuracy;
+    summary->teacherMass = point.teacherMass.values;
+    summary->convertedMass = point.convertedMass.values;
+    summary->answerPositions.assign(recall.answerPositions[0].begin(), recall.answerPositions[0].end());
+    summary->needlePositions.assign(recall.needlePositions[0].begin(), recall.needlePositions[0].end());
+    const auto first = recall.ids[0].contiguous();
+    InspectResult result;
+    result.recall = summary;
+    result.textTokens = length;
+    return inspectTokens(std::vector<int64_t>(first.data_ptr<int64_t>(), first.data_ptr<int64_t>() + length),
+                         std::move(result), thumbSize);
+  } catch (const std::exception& e) {
+    InspectResult result;
+    result.error = QString::fromLocal8Bit(e.what()).section('\n', 0, 1);
+    return result;
+  }
+}
+
+InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResult result, int thumbSize) {
   QElapsedTimer timer;
   timer.start();
   State& st = *state_;
@@ -158,15 +220,6 @@ InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thum
     st.tokens.clear();
     at::NoGradGuard noGrad;
     const auto& config = st.model->config();
-    std::vector<int64_t> ids = st.tokenizer->encode(text.toStdString(), /*addSpecialTokens=*/true);
-    result.textTokens = int(ids.size());
-    int64_t limit = std::max(1, maxTokens);
-    if (config.maxPositions > 0) limit = std::min(limit, config.maxPositions);
-    if (int64_t(ids.size()) > limit) {
-      ids.resize(size_t(limit));
-      result.truncated = true;
-      result.cutByModel = config.maxPositions > 0 && limit >= config.maxPositions;
-    }
     if (ids.empty()) throw std::runtime_error("the text has no tokens");
     const int64_t t = int64_t(ids.size());
     const int L = int(config.layers), H = int(config.heads);
@@ -252,7 +305,7 @@ HeadMaps ModelSession::headMaps(int layer, int head) {
     maps.softmaxTop = top99(p, valid);
     maps.scores = toMaskedMatrix(attn::attentionScores(qh, kh), valid);
     if (auto linear = st.model->linearAttention(layer)) {
-      maps.featureMap = fromStd(attn::toString(linear->config().featureMap.kind));
+      maps.featureMap = fromStd(attn::describe(linear->config()));
       const auto a = linear->weights(q, k).narrow(1, head, 1);  // [1, 1, T, T]
       maps.linear = toMaskedMatrix(a, valid);
       maps.linearTop = top99(a, valid);

@@ -12,6 +12,10 @@
 //                  linear weights' entropy. Keeps q, k for the calls below.
 //   headMaps(l,h)  the full T x T softmax weights, scores q.k/sqrt(D) and (converted layers) the
 //                  linear weights of one head of the last inspected text.
+//   recallProbe(text, task, length)  a passkey or multi-query recall prompt set hidden in the
+//                  text (engine/jobs/recall_probe.h), scored for the teacher and the converted
+//                  model; the first prompt is then inspected like a text, and the result carries
+//                  per head the weight the answer positions put on the needle.
 //   headComparison(l,h,maps)  the feature-map comparison (comparison_session.h) on that head's
 //                  real q, k; "trained" is the layer's own feature map when it is converted.
 #pragma once
@@ -19,6 +23,7 @@
 #include <QStringList>
 
 #include <memory>
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -41,8 +46,19 @@ struct ModelSummary {
   bool converted() const;    // any linear layer
 };
 
+// What recallProbe adds to an inspection: its prompts' scores and, per head (layer-major, L * H),
+// the mean weight from an answer position to the needle token it must copy.
+struct RecallSummary {
+  QString task;                  // passkey | mqar
+  int length = 0, prompts = 0;
+  double teacherAccuracy = 0, convertedAccuracy = 0;  // fraction of answer tokens right
+  std::vector<double> teacherMass, convertedMass;    // the teacher's softmax; the converted layers' own
+  std::vector<int> answerPositions, needlePositions; // of the inspected (first) prompt
+};
+
 struct InspectResult {
   QString error;             // non-empty: nothing else is valid
+  std::shared_ptr<RecallSummary> recall;  // set by recallProbe only
   QStringList tokens;        // display label per token
   int layers = 0, heads = 0, length = 0;
   bool converted = false;
@@ -83,6 +99,8 @@ class ModelSession {
   ModelSummary summary() const;
 
   InspectResult inspect(const QString& text, int maxTokens = 4096, int thumbSize = 48);
+  // `text` is the filler (repeated to `length` tokens); `prompts` prompts are scored.
+  InspectResult recallProbe(const QString& text, const QString& task, int length, int prompts = 16, int thumbSize = 48);
   HeadMaps headMaps(int layer, int head);
   // Writes the loaded model with the engine's writer: a Hugging Face-style folder (floating
   // weights as dtype "float32" | "float16" | "bfloat16", feature maps kept in float32, tokenizer
@@ -94,6 +112,8 @@ class ModelSession {
 
  private:
   struct State;
+  // inspect() after tokenizing: one forward pass over ids, the grid's numbers (mutex held).
+  InspectResult inspectTokens(std::vector<int64_t> ids, InspectResult result, int thumbSize);
   std::unique_ptr<State> state_;
   mutable std::mutex mutex_;
 };

@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
   const auto featureMap = hidden(QStringLiteral("feature-maps"), QStringLiteral("Feature maps, comma-separated."), "names");
   const auto inspectHead = hidden(QStringLiteral("inspect-head"), QStringLiteral("Open this head in the inspector."), "L,H");
   const auto inspectView = hidden(QStringLiteral("inspect-view"), QStringLiteral("softmax, linear or difference."), "view");
+  QCommandLineOption recallProbe(QStringLiteral("recall-probe"),
+                                 QStringLiteral("Inspector: hide a passkey in the text once it is inspected."));
+  recallProbe.setFlags(QCommandLineOption::HiddenFromHelp);
   const auto modelHead = hidden(QStringLiteral("head"), QStringLiteral("Compare this model head."), "L,H");
   const auto length = hidden(QStringLiteral("length"), QStringLiteral("Sequence length."), "T");
   const auto headDim = hidden(QStringLiteral("head-dim"), QStringLiteral("Head dim."), "D");
@@ -116,7 +119,7 @@ int main(int argc, char** argv) {
   const auto mapPair = hidden(QStringLiteral("map-pair"), QStringLiteral("Experiment snapshot pair."), "L,H");
   parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, generateOpt, promptOpt, maxTokensOpt, rankOpt});
   parser.addOptions({convert, processes, run, model, project, text, textFile, tab, runsTab, overlayOpt, shot, delay, featureMap, modelHead,
-                     inspectHead, inspectView,
+                     inspectHead, inspectView, recallProbe,
                      length, headDim, seed, bidirectional});
   parser.process(app);
   const QStringList tabs{"inspector", "comparison", "dashboard", "runs", "experiments", "generation", "rank"};
@@ -169,6 +172,10 @@ int main(int argc, char** argv) {
         window.inspector()->showHead(lh.value(0).toInt(), lh.value(1).toInt());
       }, Qt::SingleShotConnection);
     }
+  }
+  if (parser.isSet(recallProbe)) {
+    QObject::connect(window.inspector(), &hh::gui::InspectorView::inspected, &window,
+                     [&window] { window.inspector()->runRecallProbe(); }, Qt::SingleShotConnection);
   }
   if (settings.modelHead) {
     // Compare the model head once the model is loaded and the text inspected.

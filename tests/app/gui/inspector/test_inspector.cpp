@@ -8,6 +8,10 @@
 //   - the main window opens the model, inspects the text, fills the layer x head grid, opens a
 //     head large; hovering a cell reads that query/key token pair, its weight and q.k/sqrt(d);
 //     the brightest cell of the large map is drawn in the colour map's top colour;
+//   - the recall probe: the session hides a passkey in the text, the inspected first prompt holds
+//     the needle twice (each answer's next token is the needle token at its target), the needle
+//     weights are in [0, 1] and differ between softmax and the converted layers; through the
+//     window, "Hide a needle" colours every frame by the converted heads' needle weight;
 //   - 4096 tokens on a tiny Llama (RoPE, 4096 positions): inspected in the background while the
 //     GUI thread keeps ticking (longest gap < 250 ms: no freeze), the large map reduces for display.
 #include <torch/types.h>
@@ -276,6 +280,46 @@ class TestInspector : public QObject {
     QVERIFY(window.comparisonView()->mapCount() >= 2);
   }
 
+  void recallProbeColoursHeadsByTheNeedle() {
+    hh::test::TempDir dir("inspector_recall");
+    const auto converted = QString::fromStdString(writeConverted(dir));
+    hh::gui::ModelSession session;
+    QString error;
+    QVERIFY(!session.load(converted, &error).folder.isEmpty());
+    const auto r = session.recallProbe(kText, QStringLiteral("passkey"), 48, 4);
+    QVERIFY2(r.error.isEmpty(), qPrintable(r.error));
+    QVERIFY(r.recall);
+    QCOMPARE(r.length, 48);
+    const auto& p = *r.recall;
+    QCOMPARE(int(p.teacherMass.size()), r.layers * r.heads);
+    QCOMPARE(p.answerPositions.size(), size_t(4));  // needle 6, cue 2
+    for (size_t i = 0; i < p.answerPositions.size(); ++i)
+      QCOMPARE(r.tokens[p.answerPositions[i] + 1], r.tokens[p.needlePositions[i]]);
+    bool differs = false;
+    for (size_t i = 0; i < p.teacherMass.size(); ++i) {
+      QVERIFY(p.teacherMass[i] >= 0 && p.teacherMass[i] <= 1 && p.convertedMass[i] >= 0 && p.convertedMass[i] <= 1);
+      differs = differs || p.teacherMass[i] != p.convertedMass[i];
+    }
+    QVERIFY(differs);
+    QVERIFY(p.teacherAccuracy >= 0 && p.teacherAccuracy <= 1);
+
+    hh::gui::MainWindow window;
+    window.show();
+    QSignalSpy loaded(&window, &hh::gui::MainWindow::modelLoaded);
+    window.openModel(converted);
+    QVERIFY(loaded.wait(30000));
+    auto* inspector = window.inspector();
+    QTRY_VERIFY_WITH_TIMEOUT(inspector->result().length > 0 && !inspector->busy(), 30000);
+    inspector->setText(kText);
+    inspector->runRecallProbe();
+    QTRY_VERIFY_WITH_TIMEOUT(inspector->result().recall && !inspector->busy(), 30000);
+    const auto& shown = *inspector->result().recall;
+    QVERIFY(inspector->infoText().contains(QStringLiteral("passkey at 256 tokens")));
+    for (int l = 0; l < inspector->grid()->layers(); ++l)
+      for (int h = 0; h < inspector->grid()->heads(); ++h)
+        QCOMPARE(inspector->grid()->summary(l, h), shown.convertedMass[size_t(l * inspector->grid()->heads() + h)]);
+  }
+
   void fourThousandTokensStayResponsive() {
     hh::test::TempDir dir("inspector_long");
     hh::jobs::ArchitectureConfig a;
@@ -327,7 +371,7 @@ class TestInspector : public QObject {
 
 HH_TEST_SUITE(TestInspector, "app.gui.inspector", &TestInspector::initTestCase, &TestInspector::sessionMatchesTheEngine,
               &TestInspector::convertedModelHasKlAndItsTrainedMap, &TestInspector::exportsWeightsWithTheEngineWriter,
-              &TestInspector::windowInspectsAndReadsTheHoveredPair,
+              &TestInspector::windowInspectsAndReadsTheHoveredPair, &TestInspector::recallProbeColoursHeadsByTheNeedle,
               &TestInspector::fourThousandTokensStayResponsive)
 
 #if HH_HAVE_QTEST
