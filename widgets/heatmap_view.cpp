@@ -205,6 +205,8 @@ void HeatmapView::setAutoValueRange() {
   applyColorRange();
 }
 
+QString HeatmapView::title() const { return title_ ? title_->text() : QString(); }
+
 void HeatmapView::setTitle(const QString& title) {
   if (title.isEmpty()) {
     if (title_) {

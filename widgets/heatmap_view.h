@@ -57,6 +57,7 @@ class HeatmapView : public QWidget {
   void setValueRange(double lo, double hi);
   void setAutoValueRange();
   void setTitle(const QString& title);
+  QString title() const;  // empty when none
   void setValueLabel(const QString& label);  // colour bar label, e.g. "weight"
   void setAxisTitles(const QString& keys, const QString& queries);
   // What the hover readout calls a row and a column (default "query", "key"; e.g. "layer", "head").

@@ -1,4 +1,4 @@
-// `hedgehog experiment --config FILE [--only a,b] [--force] [--list] [--jobs N]`: runs an
+// `hedgehog experiment --config FILE [--only a,b] [--force] [--resume] [--list] [--jobs N]`: runs an
 // experiment project (engine/jobs/experiment_job.h: one job kind, a base config, named variants)
 // variant after variant, reusing variants already completed with the same config, then prints the
 // summary table and where summary.json / summary.csv are. With --jobs N > 1 the pending variants
@@ -42,7 +42,7 @@ void addExperimentCommand(CLI::App& app) {
   struct Args {
     std::string configFile;
     std::vector<std::string> only;
-    bool force = false, list = false;
+    bool force = false, resume = false, list = false;
     int jobs = 1;
   };
   auto a = std::make_shared<Args>();
@@ -50,6 +50,8 @@ void addExperimentCommand(CLI::App& app) {
   cmd->add_option("--config", a->configFile, "Experiment project (projects/experiments/*.json)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--only", a->only, "Run only these variants (the others are reused when done)")->delimiter(',');
   cmd->add_flag("--force", a->force, "Run the chosen variants again even if done with the same config");
+  cmd->add_flag("--resume", a->resume,
+                "Continue a variant left unfinished (killed, cancelled) from its checkpoint instead of starting it again");
   cmd->add_option("--jobs", a->jobs, "Run this many variants at once, each in its own process (cores shared out)")
       ->check(CLI::Range(1, 64));
   cmd->add_flag("--list", a->list, "Print the variants and their merged configs, run nothing");
@@ -64,12 +66,16 @@ void addExperimentCommand(CLI::App& app) {
     jobs::ExperimentOptions options;
     options.force = a->force;
     options.only = a->only;
+    options.resume = a->resume;
     int childFailures = 0;
     std::string childError;  // one line for stderr naming the first failed variant
     if (a->jobs > 1) {
       const auto pending = jobs::pendingVariants(config, options);
       if (pending.size() > 1) {
-        const auto spawned = runVariantsInProcesses(a->configFile, config, pending, a->jobs, a->force);
+        std::vector<std::string> flags;
+        if (a->force) flags.push_back("--force");
+        if (a->resume) flags.push_back("--resume");
+        const auto spawned = runVariantsInProcesses(a->configFile, config, pending, a->jobs, flags);
         if (spawned.interrupted) throw CLI::RuntimeError(130);
         options.summaryOnly = true;  // the children ran them: summarise what they completed
         childFailures = spawned.failed;

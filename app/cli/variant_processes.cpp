@@ -31,11 +31,11 @@ struct Child {
   std::chrono::steady_clock::time_point started;
 };
 
-// fork + exec of `self experiment --config FILE --only NAME [--force]`, output to `log`.
+// fork + exec of `self experiment --config FILE --only NAME [flags]`, output to `log`.
 pid_t launch(const std::string& self, const std::string& configFile, const std::string& name, const std::string& log,
-             bool force, int threads) {
+             const std::vector<std::string>& flags, int threads) {
   std::vector<std::string> args{self, "experiment", "--config", configFile, "--only", name};
-  if (force) args.push_back("--force");
+  args.insert(args.end(), flags.begin(), flags.end());
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("experiment --jobs: fork failed");
   if (pid == 0) {  // child: only async-signal-safe calls until exec
@@ -71,7 +71,8 @@ std::string variantFailure(const std::string& log) {
 }  // namespace
 
 VariantProcessesResult runVariantsInProcesses(const std::string& configFile, const jobs::ExperimentConfig& config,
-                                              const std::vector<std::string>& names, int jobs, bool force) {
+                                              const std::vector<std::string>& names, int jobs,
+                                              const std::vector<std::string>& flags) {
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = std::max(1, static_cast<int>(cores) / std::max(1, jobs));
@@ -86,7 +87,7 @@ VariantProcessesResult runVariantsInProcesses(const std::string& configFile, con
       const fs::path dir = jobs::variantConfig(config, name).at("run_dir").get<std::string>();
       fs::create_directories(dir);
       const std::string log = (dir / "experiment.log").string();
-      const pid_t pid = launch(self, configFile, name, log, force, threads);
+      const pid_t pid = launch(self, configFile, name, log, flags, threads);
       running[pid] = {name, log, std::chrono::steady_clock::now()};
       std::printf("[%s] started (process %d, %d thread%s; log %s)\n", name.c_str(), static_cast<int>(pid), threads,
                   threads == 1 ? "" : "s", log.c_str());

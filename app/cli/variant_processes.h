@@ -1,5 +1,5 @@
 // `hedgehog experiment --jobs N`: the pending variants run as N child processes of this
-// executable at a time, one variant each (`experiment --config FILE --only NAME [--force]`), so
+// executable at a time, one variant each (`experiment --config FILE --only NAME [--force] [--resume]`), so
 // a machine with several cores trains several small models at once. Each child gets
 // HH_NUM_THREADS = max(1, cores / N) unless the variable is set, and writes its output to
 // <variant run_dir>/experiment.log. Ctrl-C reaches the children (same process group): each
@@ -19,7 +19,9 @@ struct VariantProcessesResult {
   std::string firstFailed, firstFailedLog, firstFailedError;  // the first that failed: name, log, its error line
 };
 
+// `flags` go to every child as they are (--force, --resume).
 VariantProcessesResult runVariantsInProcesses(const std::string& configFile, const jobs::ExperimentConfig& config,
-                                              const std::vector<std::string>& names, int jobs, bool force);
+                                              const std::vector<std::string>& names, int jobs,
+                                              const std::vector<std::string>& flags);
 
 }  // namespace hh::cli

@@ -13,6 +13,7 @@
 #include "engine/jobs/convert_job.h"
 #include "engine/jobs/run_support.h"
 #include "engine/jobs/train_job.h"
+#include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
 
 namespace hh::jobs {
@@ -32,6 +33,13 @@ Outcome runJob(const std::string& job, const nlohmann::json& config, JobObserver
   if (job == "distill") return outcome(runDistill(distillConfigFromJson(config), observer));
   if (job == "finetune") return outcome(runFinetune(finetuneConfigFromJson(config), observer));
   return outcome(runEvaluate(evaluateConfigFromJson(config), observer));
+}
+
+// The config the job runs with: the variant's, plus "resume" when asked for and the job has it.
+// The record keeps the variant's own config, so a resumed variant is reused like any other.
+nlohmann::json jobConfig(const std::string& job, nlohmann::json config, const ExperimentOptions& options) {
+  if (options.resume && job != "evaluate") config["resume"] = true;
+  return config;
 }
 
 // Passes everything through, naming the variant in progress phases and log lines.
@@ -63,21 +71,23 @@ std::string csvNumber(double v) {
 
 std::map<std::string, double> finalMetrics(const std::string& dir) {
   std::map<std::string, double> out;
-  std::vector<std::pair<std::string, fs::path>> files;  // (prefix, run file)
+  std::vector<std::pair<std::string, fs::path>> folders{{"", fs::path(dir)}};  // (prefix, a job's run folder)
   std::error_code ec;
-  if (fs::exists(fs::path(dir) / "run.h5", ec)) files.emplace_back("", fs::path(dir) / "run.h5");
   if (fs::is_directory(dir, ec)) {
     std::vector<fs::path> subdirs;
     for (const auto& entry : fs::directory_iterator(dir, ec))
       if (entry.is_directory(ec) && fs::exists(entry.path() / "run.h5", ec)) subdirs.push_back(entry.path());
     std::sort(subdirs.begin(), subdirs.end());
-    for (const auto& d : subdirs) files.emplace_back(d.filename().string() + "/", d / "run.h5");
+    for (const auto& d : subdirs) folders.emplace_back(d.filename().string() + "/", d);
   }
-  for (const auto& [prefix, file] : files) {
+  for (const auto& [prefix, folder] : folders) {
+    // A resumed job's last values are in its last continuation (engine/runs/run_chain.h).
+    const auto chain = runs::runChain(folder.string());
+    if (chain.empty()) continue;
     try {
-      const auto reader = runs::RunReader::open(file.string());
-      for (const auto& spec : reader.header().layout.scalars) {
-        const auto series = reader.scalars(spec.name);
+      const auto last = runs::RunReader::open(chain.back());
+      for (const auto& spec : last.header().layout.scalars) {
+        const auto series = runs::chainedScalars(chain, spec.name);
         if (!series.values.empty()) out[prefix + spec.name] = series.values.back();
       }
     } catch (const std::exception&) {
@@ -186,7 +196,7 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
       VariantObserver inner(observer, prefix);
       Outcome outcome{JobStatus::Failed, ""};
       try {
-        outcome = runJob(c.job, config, inner);
+        outcome = runJob(c.job, jobConfig(c.job, config, options), inner);
       } catch (const std::exception& e) {
         outcome = {JobStatus::Failed, e.what()};
       }

@@ -43,6 +43,8 @@ struct ExperimentOptions {
   bool force = false;               // run every variant again
   std::vector<std::string> only;    // run only these variants (the others are reused if done)
   bool summaryOnly = false;         // run nothing: summarise the variants completed earlier
+  bool resume = false;              // a variant left unfinished continues from its checkpoint (train,
+                                    // distill, finetune, convert); it starts afresh where there is none
 };
 
 struct ExperimentResult {

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <set>
 
+#include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
 #include "widgets/curve_plot.h"
 #include "widgets/figure_export.h"
@@ -30,15 +31,15 @@ namespace {
 
 const QSize kMapMinimumSize(260, 230);  // a map below this is too small to read
 
-// The run files of a variant folder, keyed as the summary's metrics are: "" for <dir>/run.h5,
-// "<sub>/" for <dir>/<sub>/run.h5.
-std::vector<std::pair<QString, QString>> runFiles(const QString& dir) {
+// The job run folders of a variant folder, keyed as the summary's metrics are: "" for <dir>
+// itself, "<sub>/" for <dir>/<sub> (a convert job's stages). Each has a run.h5 and maybe
+// continuations after a resume (engine/runs/run_chain.h).
+std::vector<std::pair<QString, QString>> runFolders(const QString& dir) {
   std::vector<std::pair<QString, QString>> out;
   const QDir d(dir);
-  if (QFileInfo::exists(d.filePath(QStringLiteral("run.h5")))) out.emplace_back(QString(), d.filePath(QStringLiteral("run.h5")));
+  if (QFileInfo::exists(d.filePath(QStringLiteral("run.h5")))) out.emplace_back(QString(), dir);
   for (const auto& sub : d.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
-    if (QFileInfo::exists(d.filePath(sub + QStringLiteral("/run.h5"))))
-      out.emplace_back(sub + QLatin1Char('/'), d.filePath(sub + QStringLiteral("/run.h5")));
+    if (QFileInfo::exists(d.filePath(sub + QStringLiteral("/run.h5")))) out.emplace_back(sub + QLatin1Char('/'), d.filePath(sub));
   return out;
 }
 
@@ -158,9 +159,9 @@ QString ExperimentView::open(const QString& path) {
   for (const auto& v : variants_)
     for (auto it = metricKeys.begin(); it != metricKeys.end();) it = v.metrics.count(*it) ? std::next(it) : metricKeys.erase(it);
   QStringList scalars, pairs;
-  for (const auto& [prefix, path] : runFiles(variants_.front().runDir)) {
+  for (const auto& [prefix, folder] : runFolders(variants_.front().runDir)) {
     try {
-      const auto reader = runs::RunReader::open(path.toStdString());
+      const auto reader = runs::RunReader::open(QDir(folder).filePath(QStringLiteral("run.h5")).toStdString());
       for (const auto& s : reader.header().layout.scalars) scalars << prefix + QString::fromStdString(s.name);
       if (pairs.isEmpty())
         for (const auto& p : reader.header().layout.snapshots.pairs) pairs << QStringLiteral("%1,%2").arg(p.layer).arg(p.head);
@@ -258,16 +259,14 @@ void ExperimentView::refreshCurves() {
   const int slash = name.lastIndexOf(QLatin1Char('/'));
   const QString sub = slash >= 0 ? name.left(slash) : QString(), scalar = slash >= 0 ? name.mid(slash + 1) : name;
   for (const auto& v : variants_) {
-    try {
-      const auto reader = runs::RunReader::open(QDir(v.runDir).filePath(sub.isEmpty() ? QStringLiteral("run.h5") : sub + QStringLiteral("/run.h5")).toStdString());
-      const auto series = reader.scalars(scalar.toStdString());
-      QVector<double> xs, ys;
-      for (size_t i = 0; i < series.steps.size(); ++i) xs << double(series.steps[i]), ys << series.values[i];
-      const int index = curves_->addSeries(v.name, xs, ys);
-      curves_->setSeriesStyle(index, xs.size() > 60 ? widgets::CurvePlot::SeriesStyle::Line : widgets::CurvePlot::SeriesStyle::LineAndPoints, 1.5);
-    } catch (const std::exception&) {
-      // A variant without this scalar (or not run yet) has no curve.
-    }
+    // run.h5 and its continuations when the variant was resumed: one curve from start to end.
+    const auto chain = runs::runChain((sub.isEmpty() ? v.runDir : QDir(v.runDir).filePath(sub)).toStdString());
+    const auto series = runs::chainedScalars(chain, scalar.toStdString());
+    if (series.steps.empty()) continue;  // a variant without this scalar (or not run yet) has no curve
+    QVector<double> xs, ys;
+    for (size_t i = 0; i < series.steps.size(); ++i) xs << double(series.steps[i]), ys << series.values[i];
+    const int index = curves_->addSeries(v.name, xs, ys);
+    curves_->setSeriesStyle(index, xs.size() > 60 ? widgets::CurvePlot::SeriesStyle::Line : widgets::CurvePlot::SeriesStyle::LineAndPoints, 1.5);
   }
   curves_->setAxisLabels(tr("step"), name);
   curves_->setTitle(tr("%1 over steps").arg(name));
@@ -286,9 +285,14 @@ void ExperimentView::refreshMaps() {
     view->setMinimumSize(kMapMinimumSize);
     view->setValueLabel(tr("weight"));
     view->setTitle(tr("%1: no snapshot").arg(v.name));
-    for (const auto& [prefix, path] : runFiles(v.runDir)) {
+    std::vector<std::string> files;  // every stage's run files, each stage's latest first
+    for (const auto& [prefix, folder] : runFolders(v.runDir)) {
+      const auto chain = runs::runChain(folder.toStdString());
+      files.insert(files.end(), chain.rbegin(), chain.rend());
+    }
+    for (const auto& path : files) {
       try {
-        const auto reader = runs::RunReader::open(path.toStdString());
+        const auto reader = runs::RunReader::open(path);
         const auto& pairs = reader.header().layout.snapshots.pairs;
         size_t p = 0;
         while (p < pairs.size() && (pairs[p].layer != layer || pairs[p].head != head)) ++p;

@@ -8,6 +8,8 @@
 //   - a second run reuses completed variants (no new run file), --force and --only run again,
 //     a changed config runs that variant again;
 //   - a failing variant is recorded and the next one still runs; a cancel stops the experiment;
+//   - resume continues a cancelled variant from its checkpoint (a continuation run file; the
+//     summary's numbers are the continuation's) and starts one without a checkpoint afresh;
 //   - pendingVariants lists what would run; summaryOnly runs nothing;
 //   - the CLI's `experiment --jobs 2` runs the variants in two processes, each with its log (a
 //     failed one is named on stderr in one line, with its error and log), and
@@ -18,6 +20,7 @@
 #include <fstream>
 
 #include "engine/jobs/experiment_job.h"
+#include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/temp_dir.h"
@@ -50,6 +53,13 @@ struct Cancelling : j::JobObserver {
   int logs = 0, cancelAfterLogs = -1;
   void log(const std::string&) override { ++logs; }
   bool cancelled() override { return cancelAfterLogs >= 0 && logs >= cancelAfterLogs; }
+};
+
+// Cancels once the job has reported step `at` (its progress calls come after each step).
+struct CancelAtStep : j::JobObserver {
+  int64_t at = 0, reached = 0;
+  void progress(int64_t step, int64_t, const std::string&) override { reached = std::max(reached, step); }
+  bool cancelled() override { return reached >= at; }
 };
 
 std::filesystem::file_time_type mtime(const std::string& path) { return fs::last_write_time(path); }
@@ -181,6 +191,32 @@ class TestExperimentJob : public QObject {
     QVERIFY(fs::exists(cancelled.summaryJson));
   }
 
+  void resumeContinuesAnInterruptedVariant() {
+    hh::test::TempDir dir("experiment_resume");
+    const auto c = j::experimentConfigFromJson(tinyExperiment(dir));  // 4 steps of distillation
+    CancelAtStep cancel;
+    cancel.at = 3;
+    QVERIFY(j::runExperiment(c, cancel).status == j::JobStatus::Cancelled);
+    const std::string first = dir.file("exp") + "/hedgehog";
+    QVERIFY(fs::exists(first + "/checkpoint.safetensors"));
+    QCOMPARE(hh::runs::RunReader::open(first + "/run.h5").scalars("loss").steps.back(), int64_t(3));
+    j::ExperimentOptions resume;
+    resume.resume = true;
+    j::JobObserver quiet;
+    const auto r = j::runExperiment(c, quiet, resume);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    // A cancel saves a checkpoint at the step it stopped at; the continuation starts after it and
+    // the summary reads the whole chain.
+    const auto continuation = hh::runs::RunReader::open(first + "/run-resumed-3.h5");
+    QCOMPARE(continuation.scalars("loss").steps, (std::vector<int64_t>{4}));
+    QCOMPARE(r.variants[0].metrics.at("loss"), continuation.scalars("loss").values.back());
+    QCOMPARE(hh::runs::chainedScalars(hh::runs::runChain(first), "loss").steps, (std::vector<int64_t>{1, 2, 3, 4}));
+    // The other variant had no checkpoint: it ran from the start. Both are now reused as done.
+    QVERIFY(!fs::exists(dir.file("exp") + "/t2r/run-resumed-0.h5"));
+    QCOMPARE(hh::runs::RunReader::open(dir.file("exp") + "/t2r/run.h5").scalars("loss").steps.front(), int64_t(1));
+    QVERIFY(j::pendingVariants(c).empty());
+  }
+
   void pendingAndSummaryOnly() {
     hh::test::TempDir dir("experiment_pending");
     const auto c = j::experimentConfigFromJson(tinyExperiment(dir));
@@ -247,7 +283,8 @@ class TestExperimentJob : public QObject {
 HH_TEST_SUITE(TestExperimentJob, "engine.jobs.experiment", &TestExperimentJob::initTestCase,
               &TestExperimentJob::configErrorsNameTheProblem, &TestExperimentJob::variantsAreMergePatches,
               &TestExperimentJob::runsSummarizesAndReuses, &TestExperimentJob::failureIsRecordedAndCancelStops,
-              &TestExperimentJob::pendingAndSummaryOnly, &TestExperimentJob::cliRunsVariantsInProcesses)
+              &TestExperimentJob::resumeContinuesAnInterruptedVariant, &TestExperimentJob::pendingAndSummaryOnly,
+              &TestExperimentJob::cliRunsVariantsInProcesses)
 
 #if HH_HAVE_QTEST
 #include "test_experiment_job.moc"

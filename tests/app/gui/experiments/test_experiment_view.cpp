@@ -2,7 +2,8 @@
 // runner, then opened: one table row per variant, a scatter point per variant at its summary
 // metrics, one curve per variant equal to its run file's scalar, each variant's last snapshot of
 // the chosen head (the linear weights), and PNG export of the three figures. A folder without a
-// summary is refused with a message.
+// summary is refused with a message. A variant cancelled and resumed shows as one run (its
+// run.h5 and continuation joined).
 #include <QFile>
 #include <QImage>
 #include <QTableWidget>
@@ -22,6 +23,30 @@
 namespace {
 namespace j = hh::jobs;
 using nlohmann::json;
+
+json tinyExperiment(const hh::test::TempDir& dir) {
+  return {{"name", "tiny"},
+          {"job", "distill"},
+          {"run_dir", dir.file("exp")},
+          {"base",
+           {{"model", std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2"},
+            {"steps", 4},
+            {"batch_size", 4},
+            {"eval_every", 2},
+            {"eval_batches", 1},
+            {"snapshot_every", 2},
+            {"snapshot_pairs", json::array({json::array({1, 0})})},
+            {"patience", 0},
+            {"data", {{"corpus", hh::test::writeWordCorpus(dir)}, {"sequence_length", 32}, {"validation_fraction", 0.25}}}}},
+          {"variants", json::array({{{"name", "hedgehog"}}, {{"name", "t2r"}, {"set", {{"feature_map", "t2r"}}}}})}};
+}
+
+// Cancels once the job has reported step `at`.
+struct CancelAtStep : j::JobObserver {
+  int64_t at = 0, reached = 0;
+  void progress(int64_t step, int64_t, const std::string&) override { reached = std::max(reached, step); }
+  bool cancelled() override { return reached >= at; }
+};
 }  // namespace
 
 class TestExperimentView : public QObject {
@@ -31,20 +56,7 @@ class TestExperimentView : public QObject {
 
   void showsAndExportsAnExperiment() {
     hh::test::TempDir dir("experiment_view");
-    const json e = {{"name", "tiny"},
-                    {"job", "distill"},
-                    {"run_dir", dir.file("exp")},
-                    {"base",
-                     {{"model", std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2"},
-                      {"steps", 4},
-                      {"batch_size", 4},
-                      {"eval_every", 2},
-                      {"eval_batches", 1},
-                      {"snapshot_every", 2},
-                      {"snapshot_pairs", json::array({json::array({1, 0})})},
-                      {"patience", 0},
-                      {"data", {{"corpus", hh::test::writeWordCorpus(dir)}, {"sequence_length", 32}, {"validation_fraction", 0.25}}}}},
-                    {"variants", json::array({{{"name", "hedgehog"}}, {{"name", "t2r"}, {"set", {{"feature_map", "t2r"}}}}})}};
+    const json e = tinyExperiment(dir);
     j::JobObserver quiet;
     const auto result = j::runExperiment(j::experimentConfigFromJson(e), quiet);
     QVERIFY2(result.status == j::JobStatus::Completed, result.message.c_str());
@@ -87,6 +99,34 @@ class TestExperimentView : public QObject {
     }
   }
 
+  void resumedVariantIsOneRun() {
+    // A variant cancelled at step 3 and resumed: run.h5 up to 3, run-resumed-3.h5 after. The
+    // view shows one curve over steps 1-4 and the continuation's last snapshot.
+    hh::test::TempDir dir("experiment_view_resumed");
+    const auto config = j::experimentConfigFromJson(tinyExperiment(dir));
+    CancelAtStep cancel;
+    cancel.at = 3;
+    QVERIFY(j::runExperiment(config, cancel).status == j::JobStatus::Cancelled);
+    j::ExperimentOptions resume;
+    resume.resume = true;
+    j::JobObserver quiet;
+    const auto result = j::runExperiment(config, quiet, resume);
+    QVERIFY2(result.status == j::JobStatus::Completed, result.message.c_str());
+    const auto first = hh::runs::RunReader::open(result.variants[0].runDir + "/run.h5");
+    const auto continuation = hh::runs::RunReader::open(result.variants[0].runDir + "/run-resumed-3.h5");
+
+    hh::gui::ExperimentView view;
+    view.resize(1200, 900);
+    QCOMPARE(view.open(QString::fromStdString(dir.file("exp"))), QString());
+    QVERIFY(view.setCurveScalar("loss"));
+    QVector<double> expected;
+    for (double v : first.scalars("loss").values) expected << v;
+    expected << continuation.scalars("loss").values.back();
+    QCOMPARE(view.curvePlot()->seriesValues(0), expected);
+    QVERIFY(view.setMapPair(1, 0));
+    QVERIFY2(view.maps()[0]->title().contains("step 4"), qPrintable(view.maps()[0]->title()));
+  }
+
   void noSnapshotsNoMapsFigure() {
     // A language-model experiment records no attention snapshots: no empty maps.png.
     hh::test::TempDir dir("experiment_view_lm");
@@ -117,7 +157,8 @@ class TestExperimentView : public QObject {
 };
 
 HH_TEST_SUITE(TestExperimentView, "app.gui.experiment_view", &TestExperimentView::initTestCase,
-              &TestExperimentView::showsAndExportsAnExperiment, &TestExperimentView::noSnapshotsNoMapsFigure)
+              &TestExperimentView::showsAndExportsAnExperiment, &TestExperimentView::resumedVariantIsOneRun,
+              &TestExperimentView::noSnapshotsNoMapsFigure)
 
 #if HH_HAVE_QTEST
 #include "test_experiment_view.moc"

@@ -1,0 +1,62 @@
+#include "engine/runs/run_chain.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+
+namespace hh::runs {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr char kPrefix[] = "run-resumed-";
+constexpr char kSuffix[] = ".h5";
+}  // namespace
+
+int64_t resumedAfter(const std::string& file) {
+  const std::string name = fs::path(file).filename().string();
+  const size_t prefix = sizeof kPrefix - 1, suffix = sizeof kSuffix - 1;
+  if (name.size() <= prefix + suffix || name.compare(0, prefix, kPrefix) != 0 ||
+      name.compare(name.size() - suffix, suffix, kSuffix) != 0)
+    return 0;
+  const std::string digits = name.substr(prefix, name.size() - prefix - suffix);
+  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return 0;
+  return std::stoll(digits);
+}
+
+std::vector<std::string> runChain(const std::string& dir) {
+  std::vector<std::string> chain;
+  std::error_code ec;
+  if (fs::is_regular_file(fs::path(dir) / "run.h5", ec)) chain.push_back((fs::path(dir) / "run.h5").string());
+  std::vector<std::pair<int64_t, std::string>> continuations;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string path = entry.path().string();
+    if (entry.is_regular_file(ec) && resumedAfter(path) > 0) continuations.emplace_back(resumedAfter(path), path);
+  }
+  std::sort(continuations.begin(), continuations.end());
+  for (const auto& [step, path] : continuations) chain.push_back(path);
+  return chain;
+}
+
+ScalarSeries chainedScalars(const std::vector<std::string>& files, const std::string& name) {
+  ScalarSeries out;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const int64_t until = i + 1 < files.size() ? resumedAfter(files[i + 1]) : std::numeric_limits<int64_t>::max();
+    ScalarSeries part;
+    try {
+      part = RunReader::open(files[i]).scalars(name);
+    } catch (const std::exception&) {
+      continue;
+    }
+    for (size_t r = 0; r < part.steps.size(); ++r) {
+      if (part.steps[r] > until) break;
+      out.steps.push_back(part.steps[r]);
+      out.times.push_back(part.times[r]);
+      out.values.push_back(part.values[r]);
+    }
+  }
+  return out;
+}
+
+}  // namespace hh::runs

@@ -1,0 +1,26 @@
+// The run files of one job's run folder, in the order they were written. A resumed job cannot
+// reopen its HDF5 run file for writing, so it writes a continuation beside it
+// (run-resumed-<S>.h5, starting after step S; docs/jobs.md). Readers that show a job from start
+// to end (the experiment view, the experiment summary) read the chain, not run.h5 alone.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/runs/run_reader.h"
+
+namespace hh::runs {
+
+// <dir>/run.h5 (if present), then <dir>/run-resumed-<S>.h5 by increasing S. Empty when the folder
+// holds neither.
+std::vector<std::string> runChain(const std::string& dir);
+
+// S of a run-resumed-<S>.h5 path; 0 for any other name.
+int64_t resumedAfter(const std::string& file);
+
+// One scalar over the whole chain: each file's rows up to the step its continuation resumed
+// from (a killed run may have logged steps past its last checkpoint, which the continuation
+// redoes). A file without the scalar, or unreadable, contributes nothing.
+ScalarSeries chainedScalars(const std::vector<std::string>& files, const std::string& name);
+
+}  // namespace hh::runs

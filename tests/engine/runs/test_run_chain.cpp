@@ -1,0 +1,91 @@
+// engine.runs.chain: a resumed job's run files read as one run (engine/runs/run_chain.h).
+//   - runChain lists run.h5, then run-resumed-<S>.h5 by S as a number (10 after 9), and nothing
+//     else in the folder (other .h5 files, a non-numeric S, a folder named like a run file);
+//   - chainedScalars keeps each file's rows up to the step its continuation resumed from, so the
+//     rows a killed run logged past its checkpoint are replaced by the continuation's;
+//   - a file lacking the scalar, or not a run file at all, contributes nothing.
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/runs/run_chain.h"
+#include "engine/runs/run_writer.h"
+#include "tests/engine/runs/run_test_support.h"
+#include "tests/support/hh_test.h"
+
+using namespace hh::runs;
+using namespace hh::runs::testing;
+
+namespace {
+
+// A run file with `loss` (and `lr` when `withLr`) at steps first..last, the loss tagged by `tag`
+// so a reader can tell which file a row came from: tag * 1000 + step.
+void writeRun(const std::string& path, int64_t first, int64_t last, double tag, bool withLr = true) {
+  RunHeader h = sampleHeader();
+  if (!withLr) h.layout.scalars = {{"loss", "nat"}};
+  auto writer = RunWriter::create(path, h);
+  for (int64_t s = first; s <= last; ++s) {
+    std::map<std::string, double> row{{"loss", tag * 1000 + double(s)}};
+    if (withLr) row["lr"] = lrAt(s);
+    writer.appendScalars(s, row);
+  }
+  writer.close();
+}
+
+}  // namespace
+
+class TestRunChain : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void listsTheContinuationsInOrder() {
+    ScratchDir dir;
+    for (const char* name : {"run-resumed-10.h5", "run-resumed-9.h5", "run.h5"}) std::ofstream(dir.file(name)) << "x";
+    for (const char* name : {"other.h5", "run-resumed-x.h5", "run-resumed-.h5", "run-resumed-12.h5.bak"})
+      std::ofstream(dir.file(name)) << "x";
+    std::filesystem::create_directory(dir.file("run-resumed-11.h5"));
+    const std::vector<std::string> expected{dir.file("run.h5"), dir.file("run-resumed-9.h5"), dir.file("run-resumed-10.h5")};
+    QCOMPARE(runChain(dir.file("")), expected);
+    QCOMPARE(resumedAfter(dir.file("run-resumed-10.h5")), int64_t(10));
+    QCOMPARE(resumedAfter(dir.file("run.h5")), int64_t(0));
+    QCOMPARE(resumedAfter("run-resumed-x.h5"), int64_t(0));
+    QVERIFY(runChain(dir.file("missing")).empty());
+  }
+
+  void joinsTheScalarsAtTheResumeSteps() {
+    ScratchDir dir;
+    writeRun(dir.file("run.h5"), 1, 8, 1);               // killed at step 8, checkpoint at 6
+    writeRun(dir.file("run-resumed-6.h5"), 7, 12, 2);    // killed at 12, checkpoint at 10
+    writeRun(dir.file("run-resumed-10.h5"), 11, 15, 3);  // completed
+    const auto loss = chainedScalars(runChain(dir.file("")), "loss");
+    std::vector<int64_t> steps;
+    std::vector<double> values;
+    for (int64_t s = 1; s <= 15; ++s) {
+      steps.push_back(s);
+      values.push_back((s <= 6 ? 1 : s <= 10 ? 2 : 3) * 1000.0 + double(s));
+    }
+    QCOMPARE(loss.steps, steps);
+    QCOMPARE(loss.values, values);
+    QCOMPARE(loss.times.size(), steps.size());
+    QVERIFY(chainedScalars(runChain(dir.file("")), "no_such_scalar").steps.empty());
+  }
+
+  void skipsFilesWithoutTheScalarOrUnreadable() {
+    ScratchDir dir;
+    writeRun(dir.file("run.h5"), 1, 4, 1);
+    writeRun(dir.file("run-resumed-4.h5"), 5, 6, 2, /*withLr=*/false);
+    std::ofstream(dir.file("run-resumed-6.h5")) << "not an HDF5 file";
+    const auto chain = runChain(dir.file(""));
+    QCOMPARE(chain.size(), size_t(3));
+    QCOMPARE(chainedScalars(chain, "lr").steps, (std::vector<int64_t>{1, 2, 3, 4}));
+    QCOMPARE(chainedScalars(chain, "loss").steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  }
+};
+
+HH_TEST_SUITE(TestRunChain, "engine.runs.chain", &TestRunChain::listsTheContinuationsInOrder,
+              &TestRunChain::joinsTheScalarsAtTheResumeSteps, &TestRunChain::skipsFilesWithoutTheScalarOrUnreadable)
+
+#if HH_HAVE_QTEST
+#include "test_run_chain.moc"
+#endif
