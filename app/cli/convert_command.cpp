@@ -29,7 +29,7 @@ void addConvertCommand(CLI::App& app) {
   cmd->add_option("--run-dir", a->runDir, "Folder for the run files of every stage (default runs/convert)");
   cmd->add_option("--output", a->outputDir, "Folder for the exported model (default: <run-dir>/model)");
   cmd->add_option("--feature-map", a->featureMap, "hedgehog | hedgehog_softmax | t2r | ... (default hedgehog)");
-  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay | decay_mao (default additive)");
+  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay | decay_mao | delta_mao (default additive)");
   cmd->add_option("--layers", a->layers, "Layers to convert (default: all)")->delimiter(',');
   cmd->add_option("--window", a->window, "hedgehog_window: softmax over the last W keys, the map before them (0 = none)");
   cmd->add_option("--plan", a->plan,

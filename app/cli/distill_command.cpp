@@ -28,7 +28,7 @@ void addDistillCommand(CLI::App& app) {
   cmd->add_option("--config", a->configFile, "JSON config (see --print-config); flags override it")->check(CLI::ExistingFile);
   cmd->add_option("--run-dir", a->runDir, "Folder for run.h5, adapters.safetensors and the checkpoint");
   cmd->add_option("--feature-map", a->featureMap, "hedgehog | hedgehog_softmax | t2r | ... (default hedgehog)");
-  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay | decay_mao (default additive)");
+  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay | decay_mao | delta_mao (default additive)");
   cmd->add_option("--layers", a->layers, "Layers to convert (default: all)")->delimiter(',');
   cmd->add_option("--window", a->window, "hedgehog_window: softmax over the last W keys, the map before them (0 = none)");
   cmd->add_option("--plan", a->plan,

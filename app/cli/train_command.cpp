@@ -33,7 +33,7 @@ void addTrainCommand(CLI::App& app) {
   cmd->add_option("--n-head", a->nHead, "Attention heads (new model)");
   cmd->add_option("--n-positions", a->nPositions, "Maximum sequence length (new model)");
   cmd->add_option("--feature-map", a->featureMap, "softmax | hedgehog | hedgehog_softmax | t2r | elu | ... (default: softmax)");
-  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay | decay_mao (default additive)");
+  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay | decay_mao | delta_mao (default additive)");
   cmd->add_option("--layers", a->layers, "Linear-attention layers (default: all)")->delimiter(',');
   cmd->add_option("--steps", a->steps, "Optimizer steps");
   cmd->add_option("--batch-size", a->batch, "Sequences per step");

@@ -2,6 +2,8 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include "engine/config/attention_types.h"
+
 namespace hh::attn::detail {
 
 // States and normalisers accumulate in fp64 for fp64 inputs and in fp32 otherwise (fp16/bf16
@@ -15,8 +17,11 @@ inline at::Tensor withOnes(const at::Tensor& v) {
   return at::cat({v, at::ones_like(v.narrow(-1, 0, 1))}, -1);
 }
 
-// Delta-rule features: L2-normalised over the feature dim so that ||phi|| = 1 and beta in (0,1)
-// keeps the state bounded. [..., F] -> [..., F]
-inline at::Tensor deltaNormalize(const at::Tensor& f) { return f / (f.norm(2, -1, true) + 1e-6); }
+// Delta-rule features, normalised over the feature dim so that beta in (0,1) keeps the state
+// bounded: delta L2-normalises (||phi|| = 1); delta_mao divides by the sum (phi >= 0, so
+// ||phi||_2 <= ||phi||_1 = 1). [..., F] -> [..., F]
+inline at::Tensor deltaNormalize(const at::Tensor& f, UpdateRule rule) {
+  return rule == UpdateRule::DeltaMao ? f / (f.sum(-1, true) + 1e-6) : f / (f.norm(2, -1, true) + 1e-6);
+}
 
 }  // namespace hh::attn::detail

@@ -57,6 +57,7 @@ void validateLinearInputs(const torch::Tensor& fq, const torch::Tensor& fk, cons
       requireGate(gates.gate, {b, h, t}, "gated rule's g");
       break;
     case UpdateRule::Delta:
+    case UpdateRule::DeltaMao:
       requireGate(gates.beta, {b, h, t}, "delta rule's beta");
       break;
     case UpdateRule::Decay:
@@ -109,9 +110,10 @@ torch::Tensor linearStep(RecurrentState& state, const torch::Tensor& fq, const t
       y = num / den;
       break;
     }
-    case UpdateRule::Delta: {
-      q = detail::deltaNormalize(q);
-      k = detail::deltaNormalize(k);
+    case UpdateRule::Delta:
+    case UpdateRule::DeltaMao: {
+      q = detail::deltaNormalize(q, options.rule);
+      k = detail::deltaNormalize(k, options.rule);
       const auto beta = gates.beta.to(type).reshape({q.size(0), q.size(1), 1});
       const auto recalled = torch::matmul(k.unsqueeze(-2), state.S).squeeze(-2);  // S^T k: [B,H,D]
       const auto u = beta * (vv - recalled);
@@ -176,6 +178,8 @@ RuleGatesImpl::RuleGatesImpl(UpdateRule rule, int64_t hiddenSize, int64_t heads,
     second_ = register_module("second", torch::nn::Linear(hiddenSize, heads * headDim));
     torch::nn::init::constant_(second_->bias, 4.0);
   }
+  if (rule == UpdateRule::DeltaMao)  // beta = sigmoid(b_b) = 0.007 at the start: small, slow writes
+    torch::nn::init::constant_(first_->bias, std::log(kDeltaMaoInitialBeta / (1 - kDeltaMaoInitialBeta)));
   if (rule == UpdateRule::DecayMao) {
     torch::NoGradGuard noGrad;
     uniformGateBias(first_->bias, featureDim);   // b_f
@@ -211,6 +215,7 @@ RuleInputs RuleGatesImpl::forward(const torch::Tensor& hidden) {
       in.gate = first.transpose(1, 2).contiguous();  // [B,H,T]
       break;
     case UpdateRule::Delta:
+    case UpdateRule::DeltaMao:
       in.beta = first.transpose(1, 2).contiguous();  // [B,H,T]
       break;
     case UpdateRule::Decay:
@@ -226,6 +231,7 @@ RuleInputs RuleGatesImpl::forward(const torch::Tensor& hidden) {
 }
 
 LinearAttentionImpl::LinearAttentionImpl(LinearAttentionConfig config, int64_t hiddenSize) : config_(config) {
+  if (const auto conflict = ruleFeatureMapConflict(config); !conflict.empty()) throw std::invalid_argument(conflict);
   featureMap_ = register_module("feature_map", FeatureMap(config.featureMap));
   if (config.window > 0) {
     if (config.rule.rule != UpdateRule::Additive)

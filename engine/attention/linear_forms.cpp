@@ -70,9 +70,10 @@ torch::Tensor linearWeights(const torch::Tensor& fq, const torch::Tensor& fk, co
       }
       return scores / (scores.sum(-1, true) + options.eps);
     }
-    case UpdateRule::Delta: {
-      q = deltaNormalize(q);
-      k = deltaNormalize(k);
+    case UpdateRule::Delta:
+    case UpdateRule::DeltaMao: {
+      q = deltaNormalize(q, options.rule);
+      k = deltaNormalize(k, options.rule);
       const auto beta = gates.beta.to(type);
       const auto eyeValues = torch::eye(t, q.options()).expand({q.size(0), q.size(1), t, t});
       // The weights are the block output for V = I: y = A V for every V.
@@ -220,7 +221,9 @@ torch::Tensor linearChunked(const torch::Tensor& fq, const torch::Tensor& fk, co
         y = decayChunked(q, k, vv, gates.keyDecay.to(type), gates.valueDecay.to(type), options);
         break;
       case UpdateRule::Delta:
-        y = deltaChunked(deltaNormalize(q), deltaNormalize(k), vv, gates.beta.to(type), options);
+      case UpdateRule::DeltaMao:
+        y = deltaChunked(deltaNormalize(q, options.rule), deltaNormalize(k, options.rule), vv, gates.beta.to(type),
+                         options);
         break;
     }
   }
@@ -256,7 +259,9 @@ torch::Tensor linearPrefill(RecurrentState& state, const torch::Tensor& fq, cons
       break;
     }
     case UpdateRule::Delta:
-      y = deltaChunked(deltaNormalize(q), deltaNormalize(k), vv, gates.beta.to(type), options, &state.S);
+    case UpdateRule::DeltaMao:
+      y = deltaChunked(deltaNormalize(q, options.rule), deltaNormalize(k, options.rule), vv, gates.beta.to(type),
+                       options, &state.S);
       break;
   }
   state.position += t;

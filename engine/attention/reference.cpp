@@ -22,11 +22,12 @@ double dot(const Acc4& a, const Acc4& b, int64_t bi, int64_t h, int64_t i, int64
   return s;
 }
 
-std::vector<double> l2Normalized(const Acc4& a, int64_t bi, int64_t h, int64_t i, int64_t f) {
+// The delta rule's feature normalisation: L2 (delta) or the sum (delta_mao).
+std::vector<double> deltaNormalized(const Acc4& a, int64_t bi, int64_t h, int64_t i, int64_t f, UpdateRule rule) {
   std::vector<double> out(f);
   double n = 0.0;
-  for (int64_t x = 0; x < f; ++x) n += a[bi][h][i][x] * a[bi][h][i][x];
-  n = std::sqrt(n) + 1e-6;
+  for (int64_t x = 0; x < f; ++x) n += rule == UpdateRule::DeltaMao ? a[bi][h][i][x] : a[bi][h][i][x] * a[bi][h][i][x];
+  n = (rule == UpdateRule::DeltaMao ? n : std::sqrt(n)) + 1e-6;
   for (int64_t x = 0; x < f; ++x) out[x] = a[bi][h][i][x] / n;
   return out;
 }
@@ -94,8 +95,8 @@ torch::Tensor referenceLinearAttention(const torch::Tensor& fqIn, const torch::T
     for (int64_t h = 0; h < nh; ++h) {
       std::vector<double> S(f * d, 0.0);  // S[x * d + e], F x D
       for (int64_t i = 0; i < t; ++i) {
-        if (options.rule == UpdateRule::Delta) {
-          const auto kn = l2Normalized(k, b, h, i, f), qn = l2Normalized(q, b, h, i, f);
+        if (options.rule == UpdateRule::Delta || options.rule == UpdateRule::DeltaMao) {
+          const auto kn = deltaNormalized(k, b, h, i, f, options.rule), qn = deltaNormalized(q, b, h, i, f, options.rule);
           const double bt = beta.accessor<double, 3>()[b][h][i];
           std::vector<double> u(d);
           for (int64_t e = 0; e < d; ++e) {

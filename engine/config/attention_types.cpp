@@ -27,6 +27,7 @@ const NamedValue<UpdateRule> kRuleNames[] = {
     {UpdateRule::Delta, "delta"},
     {UpdateRule::Decay, "decay"},
     {UpdateRule::DecayMao, "decay_mao"},
+    {UpdateRule::DeltaMao, "delta_mao"},
 };
 const NamedValue<AttentionForm> kFormNames[] = {
     {AttentionForm::Quadratic, "quadratic"},
@@ -110,7 +111,7 @@ const std::vector<FeatureMapKind>& untrainedComparisonKinds() {
 
 const std::vector<UpdateRule>& allUpdateRules() {
   static const std::vector<UpdateRule> rules = {UpdateRule::Additive, UpdateRule::Gated, UpdateRule::Delta,
-                                                UpdateRule::Decay, UpdateRule::DecayMao};
+                                                UpdateRule::Decay, UpdateRule::DecayMao, UpdateRule::DeltaMao};
   return rules;
 }
 
@@ -141,6 +142,16 @@ bool isTrainable(FeatureMapKind kind) {
 }
 
 UpdateRule formRule(UpdateRule rule) { return rule == UpdateRule::DecayMao ? UpdateRule::Decay : rule; }
+
+bool hasNonNegativeFeatures(FeatureMapKind kind) {
+  return kind != FeatureMapKind::Taylor && kind != FeatureMapKind::Identity && kind != FeatureMapKind::Linear;
+}
+
+std::string ruleFeatureMapConflict(const LinearAttentionConfig& config) {
+  if (config.rule.rule != UpdateRule::DeltaMao || hasNonNegativeFeatures(config.featureMap.kind)) return "";
+  return "the delta_mao rule divides features by their sum, which the signed " + toString(config.featureMap.kind) +
+         " map can bring to zero: use a map with non-negative features (hedgehog, elu, t2r, ...)";
+}
 
 std::string describe(const LinearAttentionConfig& config) {
   std::string name = featureMapSpec(config.featureMap);

@@ -41,6 +41,12 @@ enum class UpdateRule {
   // starts as a moving average of the values rather than a sum. The forms compute it as Decay
   // on the scaled values (LinearAttentionImpl does the scaling).
   DecayMao,
+  // Mao 2022's delta rule: Delta with the features sum-normalised (phi / sum phi, Schlag et al.
+  // 2021's choice for positive maps; it keeps beta |phi|^2 <= 1, so the update stays contractive)
+  // and the write strength beta = sigmoid(x W_b + b_b) starting near 0.007 (b_b = logit(0.007)):
+  // the state starts as a small, slowly written memory. Needs a feature map with non-negative
+  // features (ruleFeatureMapConflict).
+  DeltaMao,
 };
 
 // Three ways to compute the same causal output (tested equal to an fp64 brute force).
@@ -88,7 +94,8 @@ std::string toString(FeatureMapKind kind);
 std::string toString(UpdateRule rule);
 std::string toString(AttentionForm form);
 // Parse names as written by toString ("hedgehog", "hedgehog_softmax", "t2r", "elu", "performer",
-// "cosformer", "taylor", "exp_t", "identity"; "additive", "gated", "delta", "decay";
+// "cosformer", "taylor", "exp_t", "identity", "linear"; "additive", "gated", "delta", "decay",
+// "decay_mao", "delta_mao";
 // "quadratic", "chunked", "recurrent"). Throws std::invalid_argument naming the allowed values.
 FeatureMapKind parseFeatureMapKind(const std::string& name);
 UpdateRule parseUpdateRule(const std::string& name);
@@ -108,7 +115,16 @@ const std::vector<UpdateRule>& allUpdateRules();
 int64_t featureDimOf(const FeatureMapConfig& config);
 // Whether the map has trainable parameters (hedgehog, hedgehog_softmax, t2r).
 bool isTrainable(FeatureMapKind kind);
-// The rule the forms compute for `rule` (DecayMao is Decay on scaled values).
+// The rule the forms compute for `rule` (DecayMao is Decay on scaled values; DeltaMao is its
+// own form, Delta with sum-normalised features).
 UpdateRule formRule(UpdateRule rule);
+// Whether the map's features are never negative (what sum normalisation needs): every kind but
+// taylor, identity and linear.
+bool hasNonNegativeFeatures(FeatureMapKind kind);
+// Why this rule cannot run on this feature map ("" when it can): delta_mao divides features by
+// their sum, which a signed map can bring to zero.
+std::string ruleFeatureMapConflict(const LinearAttentionConfig& config);
+// The starting write strength of delta_mao, sigmoid(b_b).
+constexpr double kDeltaMaoInitialBeta = 0.007;
 
 }  // namespace hh::attn

@@ -292,6 +292,7 @@ AttentionPlan planFromKeys(const PlanKeys& keys, int64_t layerCount) {
     if (keys.window < 0) throw std::invalid_argument("window must be 0 (none) or positive");
     if (keys.window > 0 && linear.rule.rule != attn::UpdateRule::Additive)
       throw std::invalid_argument("the window hybrid takes the additive rule, not " + keys.rule);
+    if (const auto conflict = attn::ruleFeatureMapConflict(linear); !conflict.empty()) throw std::invalid_argument(conflict);
     plan = keys.layers.empty() ? AttentionPlan::uniform(layerCount, linear)
                                : AttentionPlan::hybrid(layerCount, keys.layers, linear);
   }
@@ -466,6 +467,7 @@ attn::LinearAttentionConfig parseLinearConfig(const json& j, const std::string& 
     if (c.window < 1) fail(source, "window must be at least 1");
     if (c.rule.rule != attn::UpdateRule::Additive) fail(source, "the window hybrid takes the additive rule");
   }
+  if (const auto conflict = attn::ruleFeatureMapConflict(c); !conflict.empty()) fail(source, conflict);
   return c;
 }
 

@@ -110,6 +110,7 @@ std::vector<ParityRow> runParity(const ParityOptions& o, const std::function<voi
       const auto in = makeInputs(o, t, kind, fm->featureDim(), ++seed);
       const auto fq64 = fm->forward(in.q), fk64 = fm->forward(in.k);
       for (const auto rule : o.rules) {
+        if (rule == UpdateRule::DeltaMao && !attn::hasNonNegativeFeatures(kind)) continue;  // refused by the engine
         for (const bool causal : {true, false}) {
           if (!causal && rule != UpdateRule::Additive) continue;
           attn::RuleOptions ro;

@@ -25,8 +25,9 @@ class TestAttentionForms : public QObject {
                                " rel=" + std::to_string(r.relError);
       QVERIFY2(std::isfinite(r.relError) && r.relError <= tol, what.c_str());
     }
-    // 10 maps x (5 causal rules x 3 forms + 2 weights rows + full: 2 forms + 1 weights) + softmax 2, x 2 dtypes x 2 lengths.
-    QCOMPARE(rows, 2 * 2 * (2 + 10 * (5 * 3 + 2 + 3)));
+    // 10 maps x (5 causal rules x 3 forms + 2 weights rows + full: 2 forms + 1 weights), delta_mao
+    // on the 7 maps with non-negative features x 3 forms, softmax 2; x 2 dtypes x 2 lengths.
+    QCOMPARE(rows, 2 * 2 * (2 + 10 * (5 * 3 + 2 + 3) + 7 * 3));
   }
 
   void defaultChunkSizeAtLengthsAroundIt() {
