@@ -25,6 +25,10 @@ struct JobFailed : std::runtime_error {
 // The evaluation report (perplexity or accuracy, then the per-feature-map table) on stdout.
 void printEvaluation(const jobs::EvaluateResult& result);
 
+// --device on the verbs that run a model: auto | cpu | cuda | cuda:N (engine/core/device.h).
+// Empty when not given (the config's "device" stands, "auto" by default).
+void addDeviceOption(CLI::App* command, std::string& device);
+
 void addParityCommand(CLI::App& app);
 void addCompareCommand(CLI::App& app);
 void addTokenizeCommand(CLI::App& app);

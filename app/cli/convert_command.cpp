@@ -14,7 +14,7 @@ namespace hh::cli {
 
 void addConvertCommand(CLI::App& app) {
   struct Args {
-    std::string model, configFile, runDir, outputDir, featureMap, rule, corpus, dtype;
+    std::string model, configFile, runDir, outputDir, featureMap, rule, corpus, dtype, device;
     std::vector<int64_t> layers;
     std::vector<std::string> plan;
     int64_t window = -1;
@@ -44,10 +44,12 @@ void addConvertCommand(CLI::App& app) {
   cmd->add_flag("--adapters-only", a->adaptersOnly, "Export only the trained feature maps (adapters.safetensors)");
   cmd->add_flag("--print-config", a->printConfig, "Print the full project file as JSON and exit");
   addProcessCountOption(cmd, a->processes);
+  addDeviceOption(cmd, a->device);
   cmd->callback([a] {
     jobs::ConvertConfig c;
     if (!a->configFile.empty()) c = jobs::parseConfigFile(a->configFile, "convert", jobs::convertConfigFromJson);
     if (!a->model.empty()) c.modelDir = a->model;
+    if (!a->device.empty()) c.device = a->device;
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->outputDir.empty()) c.outputDir = a->outputDir;
     if (!a->featureMap.empty()) c.featureMap = a->featureMap;
@@ -94,6 +96,7 @@ void addConvertCommand(CLI::App& app) {
       std::printf("run file: %s\n", r.runFile.c_str());
       if (!r.exportPath.empty()) std::printf("exported model: %s\n", r.exportPath.c_str());
     };
+    end.device = r.device;
     reportJobEnd(end);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });

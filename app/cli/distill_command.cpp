@@ -13,7 +13,7 @@ namespace hh::cli {
 
 void addDistillCommand(CLI::App& app) {
   struct Args {
-    std::string model, configFile, runDir, featureMap, rule, corpus, loss;
+    std::string model, configFile, runDir, featureMap, rule, corpus, loss, device;
     std::vector<int64_t> layers;
     std::vector<std::string> plan;
     int64_t window = -1;
@@ -45,12 +45,14 @@ void addDistillCommand(CLI::App& app) {
   cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addProcessCountOption(cmd, a->processes);
+  addDeviceOption(cmd, a->device);
   cmd->callback([a] {
     jobs::DistillConfig c;
     if (!a->configFile.empty()) {
       c = jobs::parseConfigFile(a->configFile, "distill", jobs::distillConfigFromJson);
     }
     if (!a->model.empty()) c.modelDir = a->model;
+    if (!a->device.empty()) c.device = a->device;
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->featureMap.empty()) c.featureMap = a->featureMap;
     if (!a->rule.empty()) c.rule = a->rule;
@@ -76,7 +78,11 @@ void addDistillCommand(CLI::App& app) {
     if (!rank) return;  // this process launched the ranks; they did the job
     CliObserver observer;
     const auto r = jobs::runDistill(c, observer, rank->communicator.get());
-    if (rank->main()) reportJobEnd({r.status, r.message, r.seconds, r.steps, r.runFile, {{"adapters", r.adaptersFile}}});
+    if (rank->main()) {
+      JobEnd end{r.status, r.message, r.seconds, r.steps, r.runFile, {{"adapters", r.adaptersFile}}};
+      end.device = r.device;
+      reportJobEnd(end);
+    }
     printRankEnd(*rank, jobs::toString(r.status), r.steps, r.seconds);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });

@@ -51,7 +51,7 @@ void printEvaluation(const jobs::EvaluateResult& r) {
 
 void addEvaluateCommand(CLI::App& app) {
   struct Args {
-    std::string model, converted, featureMap, configFile, runDir, task, corpus;
+    std::string model, converted, featureMap, configFile, runDir, task, corpus, device;
     std::vector<std::string> featureMaps;
     std::vector<int64_t> layers;
     int64_t maxSequences = -1, tableSequences = -1, batch = -1, seqLen = -1;
@@ -73,12 +73,14 @@ void addEvaluateCommand(CLI::App& app) {
   cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence");
   cmd->add_option("--corpus", a->corpus, "lm: brown or a .txt/.jsonl file or folder; classification: spamassassin or .tsv/.jsonl");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
+  addDeviceOption(cmd, a->device);
   cmd->callback([a] {
     jobs::EvaluateConfig c;
     if (!a->configFile.empty()) {
       c = jobs::parseConfigFile(a->configFile, "evaluate", jobs::evaluateConfigFromJson);
     }
     if (!a->model.empty()) c.modelDir = a->model;
+    if (!a->device.empty()) c.device = a->device;
     if (!a->converted.empty()) c.converted = a->converted;
     if (!a->featureMap.empty()) c.featureMap = a->featureMap;
     if (!a->runDir.empty()) c.runDir = a->runDir;
@@ -105,6 +107,7 @@ void addEvaluateCommand(CLI::App& app) {
       if (r.status == jobs::JobStatus::Completed) printEvaluation(r);
       std::printf("\n%s (%.1f s): %s\nrun file: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(), r.runFile.c_str());
     };
+    end.device = r.device;
     reportJobEnd(end);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });

@@ -13,7 +13,7 @@ namespace hh::cli {
 
 void addFinetuneCommand(CLI::App& app) {
   struct Args {
-    std::string model, adapters, configFile, runDir, outputDir, mode, task, loss, corpus, classData;
+    std::string model, adapters, configFile, runDir, outputDir, mode, task, loss, corpus, classData, device;
     int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1, rank = -1;
     double lr = -1, alpha = -1;
     bool resume = false, printConfig = false;
@@ -42,12 +42,14 @@ void addFinetuneCommand(CLI::App& app) {
   cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addProcessCountOption(cmd, a->processes);
+  addDeviceOption(cmd, a->device);
   cmd->callback([a] {
     jobs::FinetuneConfig c;
     if (!a->configFile.empty()) {
       c = jobs::parseConfigFile(a->configFile, "finetune", jobs::finetuneConfigFromJson);
     }
     if (!a->model.empty()) c.modelDir = a->model;
+    if (!a->device.empty()) c.device = a->device;
     if (!a->adapters.empty()) c.adapters = a->adapters;
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->outputDir.empty()) c.outputDir = a->outputDir;
@@ -78,7 +80,11 @@ void addFinetuneCommand(CLI::App& app) {
     if (!rank) return;  // this process launched the ranks; they did the job
     CliObserver observer;
     const auto r = jobs::runFinetune(c, observer, rank->communicator.get());
-    if (rank->main()) reportJobEnd({r.status, r.message, r.seconds, r.steps, r.runFile, {{"model", r.modelDir}}});
+    if (rank->main()) {
+      JobEnd end{r.status, r.message, r.seconds, r.steps, r.runFile, {{"model", r.modelDir}}};
+      end.device = r.device;
+      reportJobEnd(end);
+    }
     printRankEnd(*rank, jobs::toString(r.status), r.steps, r.seconds);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });

@@ -41,11 +41,13 @@ void reportJobEnd(const JobEnd& end) {
   if (!jsonlProgress()) {
     if (end.printHuman) end.printHuman();
     else printTrainingEnd(end);
+    if (!end.device.empty()) std::printf("device: %s\n", end.device.c_str());
     return;
   }
   nlohmann::json event = {{"event", "end"},      {"status", jobs::toString(end.status)},
                           {"message", end.message}, {"seconds", end.seconds}, {"run_file", end.runFile}};
   if (end.steps >= 0) event["steps"] = end.steps;
+  if (!end.device.empty()) event["device"] = end.device;
   nlohmann::json outputs = nlohmann::json::object();
   for (const auto& [key, path] : end.outputs)
     if (!path.empty()) outputs[key] = path;

@@ -30,6 +30,7 @@ struct JobEnd {
   Outputs outputs;
   const jobs::EvaluateResult* evaluation;  // shown when the job completed
   nlohmann::json extra = nlohmann::json::object();   // more keys of the end event ("stages")
+  std::string device;  // where the job computed ("cpu", "cuda:0 (NAME)"); shown when set
   // The human lines; default: "STATUS after N steps (S s): MESSAGE", "run file: P", "KEY: P"...
   std::function<void()> printHuman;
 };

@@ -111,6 +111,12 @@ int exitCodeOf(int status) {
 
 void recordCommandLine(int argc, char** argv) { gCommandLine.assign(argv, argv + argc); }
 
+void addDeviceOption(CLI::App* command, std::string& device) {
+  command->add_option("--device", device,
+                      "auto | cpu | cuda | cuda:N (default auto: the GPU when this build has CUDA and one is visible, "
+                      "else the CPU)");
+}
+
 void addProcessCountOption(CLI::App* command, int& processes) {
   command->add_option("--nproc", processes,
                       "Data-parallel processes on this machine (c10d/Gloo; batch size is the global batch; "

@@ -13,7 +13,7 @@ namespace hh::cli {
 
 void addTrainCommand(CLI::App& app) {
   struct Args {
-    std::string model, configFile, runDir, outputDir, tokenizer, modelType, featureMap, rule, corpus;
+    std::string model, configFile, runDir, outputDir, tokenizer, modelType, featureMap, rule, corpus, device;
     std::vector<int64_t> layers;
     int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1, warmup = -1;
     int64_t nEmbd = -1, nLayer = -1, nHead = -1, nPositions = -1;
@@ -45,12 +45,14 @@ void addTrainCommand(CLI::App& app) {
   cmd->add_option("--corpus", a->corpus, "brown, or a .txt/.jsonl file or folder of .txt");
   cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
+  addDeviceOption(cmd, a->device);
   cmd->callback([a] {
     jobs::TrainConfig c;
     if (!a->configFile.empty()) {
       c = jobs::parseConfigFile(a->configFile, "train", jobs::trainConfigFromJson);
     }
     if (!a->model.empty()) c.modelDir = a->model;
+    if (!a->device.empty()) c.device = a->device;
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->outputDir.empty()) c.outputDir = a->outputDir;
     if (!a->tokenizer.empty()) c.tokenizer = a->tokenizer;
@@ -83,7 +85,9 @@ void addTrainCommand(CLI::App& app) {
     }
     CliObserver observer;
     const auto r = jobs::runTrain(c, observer);
-    reportJobEnd({r.status, r.message, r.seconds, r.steps, r.runFile, {{"model", r.modelDir}}});
+    JobEnd end{r.status, r.message, r.seconds, r.steps, r.runFile, {{"model", r.modelDir}}};
+    end.device = r.device;
+    reportJobEnd(end);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
   });
 }

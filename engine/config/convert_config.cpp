@@ -11,7 +11,7 @@ namespace {
 // Keys of a stage's own config that the convert job sets from the shared ones (or its folders).
 const std::set<std::string>& stageOwnedKeys() {
   static const std::set<std::string> keys{"model",   "run_dir", "output_dir", "adapters", "converted",
-                                          "feature_map", "rule", "layers",  "window", "plan", "data", "seed", "resume"};
+                                          "feature_map", "rule", "layers",  "window", "plan", "data", "seed", "resume", "device"};
   return keys;
 }
 
@@ -44,6 +44,7 @@ nlohmann::json toJson(const ConvertConfig& c) {
           {"window", c.window},
           {"plan", c.plan},
           {"seed", c.seed},
+          {"device", c.device},
           {"data", toJson(c.data)},
           {"eval_data", c.evalData ? toJson(*c.evalData) : nlohmann::json()},
           {"distill", stageSection(toJson(c.distill))},
@@ -65,6 +66,7 @@ ConvertConfig convertConfigFromJson(const nlohmann::json& j) {
   r.read("window", c.window);
   r.read("plan", c.plan);
   r.read("seed", c.seed);
+  r.read("device", c.device);
   for (const char* key : {"data", "eval_data", "distill", "finetune", "evaluate", "export"}) r.seen.insert(key);
   if (j.contains("data")) c.data = dataConfigFromJson(j.at("data"), "convert config \"data\"");
   if (j.contains("eval_data") && !j.at("eval_data").is_null())
@@ -103,6 +105,7 @@ DistillConfig distillStage(const ConvertConfig& c) {
   d.plan = c.plan;
   d.data = c.data;
   d.seed = c.seed;
+  d.device = c.device;
   d.resume = false;
   return d;
 }
@@ -115,6 +118,7 @@ FinetuneConfig finetuneStage(const ConvertConfig& c) {
   f.outputDir = c.runDir + "/finetune/model";
   f.data = c.data;
   f.seed = c.seed;
+  f.device = c.device;
   return f;
 }
 
@@ -127,6 +131,7 @@ EvaluateConfig evaluateStage(const ConvertConfig& c) {
   e.runDir = c.runDir + "/evaluate";
   e.data = c.evalData ? *c.evalData : c.data;
   e.seed = c.seed;
+  e.device = c.device;
   return e;
 }
 

@@ -33,7 +33,7 @@ nlohmann::json toJson(const DistillConfig& c) {
           {"eval_every", c.evalEvery}, {"eval_batches", c.evalBatches}, {"patience", c.patience},
           {"snapshot_every", c.snapshotEvery}, {"snapshot_pairs", c.snapshotPairs}, {"snapshot_size", c.snapshotSize},
           {"curve_bins", c.curveBins}, {"probe_rows", c.probeRows},
-          {"probe_text", c.probeText}, {"seed", c.seed}, {"resume", c.resume}, {"data", toJson(c.data)}};
+          {"probe_text", c.probeText}, {"seed", c.seed}, {"resume", c.resume}, {"device", c.device}, {"data", toJson(c.data)}};
 }
 
 DistillConfig distillConfigFromJson(const nlohmann::json& j) {
@@ -63,6 +63,7 @@ DistillConfig distillConfigFromJson(const nlohmann::json& j) {
   r.read("probe_text", c.probeText);
   r.read("seed", c.seed);
   r.read("resume", c.resume);
+  r.read("device", c.device);
   r.read("debug_nan_at_step", c.debugNanAtStep);
   r.seen.insert("data");
   if (j.contains("data")) c.data = dataConfigFromJson(j.at("data"), "distill config \"data\"");

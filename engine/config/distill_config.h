@@ -50,6 +50,7 @@ struct DistillConfig {
   std::string probeText = "The quick brown fox jumps over the lazy dog because it is tired of running around the field all day.";
   uint64_t seed = 0;
   bool resume = false;
+  std::string device = "auto";         // auto | cpu | cuda | cuda:N (engine/core/device.h)
   int64_t debugNanAtStep = -1;        // testing aid: poison the loss at this step
   DataConfig data;
 };

@@ -12,7 +12,7 @@ nlohmann::json toJson(const EvaluateConfig& c) {
   return {{"model", c.modelDir},         {"converted", c.converted},   {"feature_map", c.featureMap},
           {"run_dir", c.runDir},         {"task", c.task},             {"feature_maps", c.featureMaps},
           {"layers", c.layers},          {"max_sequences", c.maxSequences}, {"table_sequences", c.tableSequences},
-          {"batch_size", c.batchSize},   {"seed", c.seed},             {"data", toJson(c.data)}};
+          {"batch_size", c.batchSize},   {"seed", c.seed},             {"device", c.device}, {"data", toJson(c.data)}};
 }
 
 EvaluateConfig evaluateConfigFromJson(const nlohmann::json& j) {
@@ -28,6 +28,7 @@ EvaluateConfig evaluateConfigFromJson(const nlohmann::json& j) {
   r.read("table_sequences", c.tableSequences);
   r.read("batch_size", c.batchSize);
   r.read("seed", c.seed);
+  r.read("device", c.device);
   r.seen.insert("feature_maps");
   if (j.is_object() && j.contains("feature_maps") && !j.at("feature_maps").is_null()) {
     const auto& list = j.at("feature_maps");

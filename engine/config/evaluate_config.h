@@ -23,6 +23,7 @@ struct EvaluateConfig {
   int64_t tableSequences = 16;           // of those, how many the attention table uses (0 = all)
   int64_t batchSize = 8;
   uint64_t seed = 0;                     // performer projections
+  std::string device = "auto";           // auto | cpu | cuda | cuda:N (engine/core/device.h)
   DataConfig data;                       // lm: brown or a text path; classification: spamassassin or .tsv/.jsonl
 };
 

@@ -46,6 +46,7 @@ nlohmann::json toJson(const FinetuneConfig& c) {
           {"patience", c.patience},
           {"seed", c.seed},
           {"resume", c.resume},
+          {"device", c.device},
           {"data", toJson(c.data)},
           {"classification", toJson(c.classification)}};
 }
@@ -74,6 +75,7 @@ FinetuneConfig finetuneConfigFromJson(const nlohmann::json& j) {
   r.read("patience", c.patience);
   r.read("seed", c.seed);
   r.read("resume", c.resume);
+  r.read("device", c.device);
   r.read("debug_nan_at_step", c.debugNanAtStep);
   r.seen.insert("data");
   r.seen.insert("classification");

@@ -48,6 +48,7 @@ struct FinetuneConfig {
   int64_t patience = 0;               // evaluations without improvement before stopping (0 = never)
   uint64_t seed = 0;
   bool resume = false;                // continue from <run_dir>/checkpoint.safetensors (when there)
+  std::string device = "auto";         // auto | cpu | cuda | cuda:N (engine/core/device.h)
   int64_t debugNanAtStep = -1;        // testing aid: poison the loss at this step
   DataConfig data;                    // task lm
   ClassificationDataConfig classification;  // task classification

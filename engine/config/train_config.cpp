@@ -114,6 +114,7 @@ nlohmann::json toJson(const TrainConfig& c) {
           {"patience", c.patience},
           {"seed", c.seed},
           {"resume", c.resume},
+          {"device", c.device},
           {"data", toJson(c.data)},
           {"task", toJson(c.task)}};
 }
@@ -143,6 +144,7 @@ TrainConfig trainConfigFromJson(const nlohmann::json& j) {
   r.read("patience", c.patience);
   r.read("seed", c.seed);
   r.read("resume", c.resume);
+  r.read("device", c.device);
   r.read("debug_nan_at_step", c.debugNanAtStep);
   r.seen.insert("architecture");
   r.seen.insert("data");

@@ -53,6 +53,7 @@ struct TrainConfig {
   int64_t patience = 0;               // evaluations without improvement before stopping (0 = never)
   uint64_t seed = 0;
   bool resume = false;
+  std::string device = "auto";         // auto | cpu | cuda | cuda:N (engine/core/device.h)
   int64_t debugNanAtStep = -1;        // testing aid: poison the loss at this step
   DataConfig data;                    // corpus runs
   data::SyntheticTaskConfig task;     // kind "" = a corpus run (`data`)

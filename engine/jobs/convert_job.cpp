@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "engine/core/device.h"
 #include "engine/core/runtime.h"
 #include "engine/distributed/communicator.h"
 #include "engine/jobs/data_parallel.h"
@@ -107,7 +108,8 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   header.kind = "convert";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceName(models::LoadOptions{}.device.str(), ranks);  // where the stages load their models
+  result.device = deviceLabel(resolveDevice(config.device));  // where the stages load their models
+  header.device = deviceName(result.device, ranks);
   header.layout.scalars = {{"distill_seconds", "s"},   {"finetune_seconds", "s"}, {"evaluate_seconds", "s"},
                            {"export_seconds", "s"},    {"kl_untrained"},         {"kl_distilled"},
                            {"perplexity_original"},    {"perplexity_converted"}, {"perplexity_ratio"},

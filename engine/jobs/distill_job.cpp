@@ -57,7 +57,9 @@ models::PlanKeys planKeys(const DistillConfig& c) {
 // Errors here are configuration errors: thrown before anything starts.
 Setup prepare(const DistillConfig& config) {
   Setup s;
-  s.model = models::loadModel(config.modelDir);
+  models::LoadOptions load;
+  load.device = jobDevice(config.device);
+  s.model = models::loadModel(config.modelDir, load);
   const int64_t L = s.model->layerCount();
   s.model->setAttentionPlan(models::planFromKeys(planKeys(config), L));
   s.model->freezeAllBut(true);
@@ -68,8 +70,9 @@ Setup prepare(const DistillConfig& config) {
                                 "\" has nothing to train (choose hedgehog, hedgehog_softmax or t2r, or a gated rule)");
   const auto tokenizer = tok::loadTokenizer(config.modelDir);
   s.dataset = loadLmData(config.data, *tokenizer);
+  moveTo(s.dataset, load.device);
   calibrateWindowMix(*s.model, s.dataset.train.narrow(0, 0, std::min<int64_t>(2, s.dataset.train.size(0))));
-  s.probeIds = torch::tensor(tokenizer->encode(config.probeText), torch::kLong).unsqueeze(0);
+  s.probeIds = torch::tensor(tokenizer->encode(config.probeText), torch::kLong).unsqueeze(0).to(load.device);
   for (int64_t i = 0; i < s.probeIds.size(1); ++i) s.probeTokens.push_back(tokenizer->decode({s.probeIds[0][i].item<int64_t>()}));
   s.pairs = config.snapshotPairs;
   const auto& plan = s.model->config().plan;
@@ -90,7 +93,7 @@ runs::RunHeader runHeader(const DistillConfig& config, const Setup& s, const dis
   runs::RunHeader header;
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceName(deviceOf(*s.model), world);
+  header.device = deviceName(deviceLabelOf(*s.model), world);
   auto& layout = header.layout;
   layout.scalars = {{"loss", "nats"}, {"lr"}, {"val_loss", "nats"}, {"kl_mean", "nats"}, {"step_seconds", "s"}};
   layout.layers = static_cast<int>(s.model->layerCount());
@@ -173,6 +176,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
   DistillResult result;
   result.adaptersFile = (fs::path(config.runDir) / "adapters.safetensors").string();
   Setup s = prepare(config);
+  result.device = deviceLabelOf(*s.model);
   auto& model = *s.model;
 
   torch::optim::AdamW optimizer(s.params, torch::optim::AdamWOptions(config.lr).weight_decay(config.weightDecay));
@@ -198,7 +202,7 @@ DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dis
       if (it != savedBest.end() && it->second.sizes() == best[i].sizes()) best[i] = it->second.to(best[i].dtype());
     }
 
-  BatchSampler sampler(s.dataset.train.size(0), config.batchSize, config.seed);
+  BatchSampler sampler(s.dataset.train.size(0), config.batchSize, config.seed, s.dataset.train.device());
   sampler.skip(session.step);
   TrainingHooks hooks;
   hooks.kept = "the feature maps";

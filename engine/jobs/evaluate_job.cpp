@@ -27,6 +27,13 @@ constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 struct HeldOut {
   torch::Tensor ids, mask, labels;
   int64_t rows() const { return ids.size(0); }
+  HeldOut to(c10::Device device) const {
+    HeldOut out;
+    out.ids = ids.to(device);
+    if (mask.defined()) out.mask = mask.to(device);
+    if (labels.defined()) out.labels = labels.to(device);
+    return out;
+  }
   HeldOut slice(int64_t start, int64_t count) const {
     HeldOut out;
     out.ids = ids.narrow(0, start, count);
@@ -64,11 +71,11 @@ HeldOut loadHeldOut(const EvaluateConfig& c, const tok::Tokenizer& tokenizer) {
 
 // The converted model: a converted folder, an adapters file on the teacher, or the teacher with
 // `featureMap` at its initialisation.
-models::ModelPtr loadConverted(const EvaluateConfig& c) {
+models::ModelPtr loadConverted(const EvaluateConfig& c, const models::LoadOptions& load) {
   std::error_code ec;
   models::ModelPtr model;
   if (c.converted.empty()) {
-    model = models::loadModel(c.modelDir);
+    model = models::loadModel(c.modelDir, load);
     attn::LinearAttentionConfig linear;
     linear.featureMap.kind = attn::parseFeatureMapKind(c.featureMap);
     linear.featureMap.seed = c.seed;
@@ -76,9 +83,9 @@ models::ModelPtr loadConverted(const EvaluateConfig& c) {
     model->setAttentionPlan(c.layers.empty() ? models::AttentionPlan::uniform(L, linear)
                                              : models::AttentionPlan::hybrid(L, c.layers, linear));
   } else if (fs::is_directory(c.converted, ec)) {
-    model = models::loadModel(c.converted);
+    model = models::loadModel(c.converted, load);
   } else if (fs::is_regular_file(c.converted, ec)) {
-    model = models::loadModel(c.modelDir);
+    model = models::loadModel(c.modelDir, load);
     models::loadAdaptersFile(*model, c.converted);
   } else {
     throw std::invalid_argument("evaluate: converted model \"" + c.converted + "\" is neither a folder nor an adapters file");
@@ -116,10 +123,12 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
   const bool lm = config.task == "lm";
 
   // ---- models, data (errors here are configuration errors: thrown) ----
-  auto teacher = models::loadModel(config.modelDir);
+  models::LoadOptions load;
+  load.device = jobDevice(config.device);
+  auto teacher = models::loadModel(config.modelDir, load);
   if (teacher->config().plan.anyLinear())
     throw std::invalid_argument("evaluate: the teacher \"" + config.modelDir + "\" already has linear layers; give the softmax original");
-  auto converted = loadConverted(config);
+  auto converted = loadConverted(config, load);
   const auto& mc = teacher->config();
   const int64_t L = mc.layers, H = mc.heads;
   if (converted->config().layers != L || converted->config().heads != H || converted->config().vocabSize != mc.vocabSize)
@@ -138,10 +147,11 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
   for (const auto l : tableLayers)
     if (l < 0 || l >= L) throw std::invalid_argument("evaluate: layer " + std::to_string(l) + " outside [0, " + std::to_string(L) + ")");
   const auto tokenizer = tok::loadTokenizer(config.modelDir);
-  const auto heldOut = loadHeldOut(config, *tokenizer);
+  const auto heldOut = loadHeldOut(config, *tokenizer).to(load.device);
   const int64_t tableRows = config.tableSequences > 0 ? std::min(config.tableSequences, heldOut.rows()) : heldOut.rows();
 
   EvaluateResult result;
+  result.device = deviceLabelOf(*teacher);
   result.task = config.task;
   result.sequences = heldOut.rows();
   result.runFile = (fs::path(config.runDir) / "run.h5").string();
@@ -153,7 +163,7 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
   header.kind = "evaluate";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceOf(*teacher);
+  header.device = deviceLabelOf(*teacher);
   auto& layout = header.layout;
   if (lm)
     layout.scalars = {{"nll_original", "nats"}, {"nll_converted", "nats"}, {"perplexity_original"}, {"perplexity_converted"},

@@ -66,20 +66,24 @@ struct Setup {
 
 Setup prepare(const FinetuneConfig& config) {
   Setup s;
+  models::LoadOptions load;
+  load.device = jobDevice(config.device);
   s.classification = config.task == "classification";
   s.tokenizer = tok::loadTokenizer(config.modelDir);
   if (s.classification) {
     s.classes = loadClassificationData(config.classification, *s.tokenizer);
     const int64_t labels = std::max<int64_t>(static_cast<int64_t>(s.classes.labelNames.size()),
                                              s.classes.train.labels.max().item<int64_t>() + 1);
-    s.model = models::loadModelForClassification(config.modelDir, std::max<int64_t>(labels, 2));
+    moveTo(s.classes, load.device);
+    s.model = models::loadModelForClassification(config.modelDir, std::max<int64_t>(labels, 2), load);
   } else {
     s.lm = loadLmData(config.data, *s.tokenizer);
-    s.model = models::loadModel(config.modelDir);
+    moveTo(s.lm, load.device);
+    s.model = models::loadModel(config.modelDir, load);
     if (s.model->config().head != models::HeadKind::CausalLM || !s.model->config().causal)
       throw std::invalid_argument("finetune: task \"lm\" needs a causal LM (gpt2 or llama), not " + s.model->config().describe());
     if (config.loss == "teacher_kl") {
-      s.teacher = models::loadModel(config.modelDir);
+      s.teacher = models::loadModel(config.modelDir, load);
       s.teacher->eval();
       for (auto& p : s.teacher->parameters()) p.set_requires_grad(false);
     }
@@ -181,6 +185,7 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
   FinetuneResult result;
   result.modelDir = config.outputDir.empty() ? (fs::path(config.runDir) / "model").string() : config.outputDir;
   Setup s = prepare(config);
+  result.device = deviceLabelOf(*s.model);
   result.trainableParameters = s.trainableParameters;
   const std::string metric = s.classification ? "accuracy" : "perplexity";
 
@@ -200,7 +205,7 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
   runs::RunHeader header;
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceName(deviceOf(*s.model), world);
+  header.device = deviceName(deviceLabelOf(*s.model), world);
   header.layout.scalars = {{"loss", "nats"}, {"lr"}, {"grad_norm"}, {"val_loss", "nats"}, {metric}};
   session.open(header, config.resume, config.steps);
   session.log("finetune " + s.model->config().describe() + " | " + config.mode + " | task " + config.task +
@@ -210,7 +215,7 @@ FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, 
               std::to_string(s.validationRows()) + (resuming ? " | resumed at step " + std::to_string(session.step) : "") +
               dataParallelNote(world, config.batchSize, "rows"));
 
-  BatchSampler sampler(s.trainRows(), config.batchSize, config.seed);
+  BatchSampler sampler(s.trainRows(), config.batchSize, config.seed, jobDevice(config.device));
   sampler.skip(session.step);
   TrainingHooks hooks;
   hooks.failureHint = " (try a lower lr)";

@@ -37,6 +37,7 @@ struct FinetuneResult {
   double initialMetric = 0, finalMetric = 0;  // perplexity (lm) or accuracy (classification)
   int64_t trainableParameters = 0;
   std::string runFile, modelDir;
+  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)" (engine/core/device.h)
   double seconds = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "engine/core/device.h"
 #include "engine/data/data_paths.h"
 
 namespace hh::jobs {
@@ -26,8 +27,8 @@ data::LmDataset loadLmData(const DataConfig& c, const tok::Tokenizer& tokenizer,
   return dataset;
 }
 
-BatchSampler::BatchSampler(int64_t rows, int64_t batchSize, uint64_t seed)
-    : rows_(rows), batch_(std::min(batchSize, rows)), rng_(seed) {
+BatchSampler::BatchSampler(int64_t rows, int64_t batchSize, uint64_t seed, c10::Device device)
+    : rows_(rows), batch_(std::min(batchSize, rows)), rng_(seed), device_(device) {
   if (rows <= 0 || batchSize <= 0) throw std::invalid_argument("batch sampler needs rows and a positive batch size");
   reshuffle();
 }
@@ -44,12 +45,36 @@ torch::Tensor BatchSampler::next() {
   std::vector<int64_t> rows(order_.begin() + static_cast<std::ptrdiff_t>(cursor_),
                             order_.begin() + static_cast<std::ptrdiff_t>(cursor_) + batch_);
   cursor_ += static_cast<size_t>(batch_);
-  return torch::tensor(rows, torch::kLong);
+  return torch::tensor(rows, torch::kLong).to(device_);
 }
 
 void BatchSampler::skip(int64_t batches) {
   for (int64_t i = 0; i < batches; ++i) next();
 }
+
+c10::Device jobDevice(const std::string& spec) { return c10::Device(resolveDevice(spec)); }
+
+void moveTo(data::LmDataset& dataset, c10::Device device) {
+  dataset.train = dataset.train.to(device);
+  dataset.validation = dataset.validation.to(device);
+}
+
+void moveTo(data::TaskDataset& dataset, c10::Device device) {
+  for (auto* split : {&dataset.train, &dataset.test}) {
+    split->ids = split->ids.to(device);
+    split->targets = split->targets.to(device);
+  }
+}
+
+void moveTo(data::ClassificationDataset& dataset, c10::Device device) {
+  for (auto* split : {&dataset.train, &dataset.validation}) {
+    split->ids = split->ids.to(device);
+    split->mask = split->mask.to(device);
+    split->labels = split->labels.to(device);
+  }
+}
+
+std::string deviceLabelOf(const models::TransformerModel& model) { return deviceLabel(deviceOf(model)); }
 
 std::string deviceOf(const models::TransformerModel& model) {
   const auto params = model.parameters();

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/data/classification_data.h"
+#include "engine/data/synthetic_tasks.h"
 #include "engine/data/text_corpus.h"
 #include "engine/jobs/distill_job.h"
 #include "engine/models/transformer_model.h"
@@ -29,7 +31,8 @@ data::LmDataset loadLmData(const DataConfig& config, const tok::Tokenizer& token
 // Rows of [N, T] in a fresh seeded permutation per epoch.
 class BatchSampler {
  public:
-  BatchSampler(int64_t rows, int64_t batchSize, uint64_t seed);
+  // Row indices come out on `device`, the device of the rows they index.
+  BatchSampler(int64_t rows, int64_t batchSize, uint64_t seed, c10::Device device = c10::kCPU);
   at::Tensor next();  // [batch] int64 row indices
   void skip(int64_t batches);  // resume: advance as if `batches` had been drawn
  private:
@@ -38,8 +41,19 @@ class BatchSampler {
   std::mt19937_64 rng_;
   std::vector<int64_t> order_;
   size_t cursor_ = 0;
+  c10::Device device_;
 };
 
+// The device a job runs on, from its config's "device" (engine/core/device.h: auto, cpu, cuda,
+// cuda:N). Throws std::invalid_argument when it cannot be had: a configuration error.
+c10::Device jobDevice(const std::string& spec);
+// A job's data, moved where its model computes (token ids are small next to a model).
+void moveTo(data::LmDataset& dataset, c10::Device device);
+void moveTo(data::TaskDataset& dataset, c10::Device device);
+void moveTo(data::ClassificationDataset& dataset, c10::Device device);
+// The run file's and the summary's name for the device: "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)".
+
+std::string deviceLabelOf(const models::TransformerModel& model);
 // The device a model computes on ("cpu", "cuda:0"): its parameters'.
 std::string deviceOf(const models::TransformerModel& model);
 std::map<std::string, std::vector<float>> adapterFloats(const models::TransformerModel& model);

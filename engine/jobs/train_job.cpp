@@ -91,7 +91,7 @@ runs::RunHeader runHeader(const TrainConfig& config, const models::TransformerMo
   runs::RunHeader header;
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceOf(model);
+  header.device = deviceLabelOf(model);
   auto& layout = header.layout;
   if (!task) {
     layout.scalars = {{"loss", "nats"}, {"lr"}, {"val_loss", "nats"}, {"perplexity"}, {"grad_norm"}, {"tokens_per_second", "tokens/s"}};
@@ -133,7 +133,9 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
 
   // ---- tokenizer (or task), model, plan, data (errors here are configuration errors: thrown) ----
   const auto tokenizer = isTask ? ResolvedTokenizer{} : resolveTokenizer(config);
-  const auto task = isTask ? data::buildSyntheticTask(config.task) : data::TaskDataset{};
+  const auto device = jobDevice(config.device);
+  auto task = isTask ? data::buildSyntheticTask(config.task) : data::TaskDataset{};
+  if (isTask) moveTo(task, device);
   const int64_t vocab = isTask ? task.vocabSize : tokenizer.tokenizer->vocabSize();
   const int64_t sequenceLength = isTask ? config.task.sequenceLength : config.data.sequenceLength;
   models::ModelPtr model;
@@ -156,10 +158,13 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
   if (sequenceLength > model->config().maxPositions)
     throw std::invalid_argument("train: sequence_length " + std::to_string(sequenceLength) +
                                 " is longer than the model's positions (" + std::to_string(model->config().maxPositions) + ")");
+  model->to(device);
   model->train();
   const auto params = trainableParameters(*model);
   result.parameters = model->parameterCount();
-  const auto dataset = isTask ? data::LmDataset{} : loadLmData(config.data, *tokenizer.tokenizer);
+  result.device = deviceLabelOf(*model);
+  auto dataset = isTask ? data::LmDataset{} : loadLmData(config.data, *tokenizer.tokenizer);
+  if (!isTask) moveTo(dataset, device);
   const torch::Tensor trainIds = isTask ? task.train.ids : dataset.train;  // [N,T]
 
   torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(config.lr)
@@ -206,7 +211,7 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
     return std::map<std::string, double>{{"val_loss", val}, {"perplexity", std::exp(val)}};
   };
 
-  BatchSampler sampler(trainIds.size(0), config.batchSize, config.seed);
+  BatchSampler sampler(trainIds.size(0), config.batchSize, config.seed, device);
   sampler.skip(session.step);
   TrainingHooks hooks;
   hooks.failureHint = " (try a lower lr or more warmup)";

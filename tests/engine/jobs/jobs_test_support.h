@@ -8,6 +8,7 @@
 
 #include "engine/jobs/convert_job.h"
 #include "engine/jobs/train_job.h"
+#include "tests/support/test_device.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
@@ -43,6 +44,7 @@ inline std::string writeSentenceCorpus(const TempDir& dir, int documents, int se
 // held-out sequences for validation and evaluation. Callers set the steps and the rest.
 inline jobs::ConvertConfig tinyConvertConfig(const TempDir& dir) {
   jobs::ConvertConfig c;
+  c.device = hh::test::testDevice();
   c.modelDir = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
   c.runDir = dir.file("run");
   c.data.corpus = writeWordCorpus(dir);
@@ -65,6 +67,7 @@ inline std::string writeProjectFile(const TempDir& dir, const jobs::ConvertConfi
 // T = 32, 2000 training rows, 500 test rows, lr 3e-3, 400 steps of 32 (tests change what they need).
 inline jobs::TrainConfig recallConfig(const TempDir& dir, const std::string& featureMap) {
   jobs::TrainConfig c;
+  c.device = hh::test::testDevice();
   c.architecture.modelType = "llama";
   c.architecture.nEmbd = 64;
   c.architecture.nLayer = 2;

@@ -15,6 +15,7 @@
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
 #include "tests/engine/jobs/jobs_test_support.h"
+#include "tests/support/test_device.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -59,7 +60,10 @@ torch::Tensor logitsOf(m::TransformerModel& model, const torch::Tensor& ids) {
 class TestConvertJob : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+  void initTestCase() {
+    HH_SKIP_UNLESS_TEST_DEVICE();  // HH_TEST_DEVICE: the jobs below run there
+    setenv("HH_NUM_THREADS", "1", 0);
+  }
 
   void runsEveryStageAndExports() {
     hh::test::TempDir dir("convert_ok");
@@ -134,6 +138,7 @@ class TestConvertJob : public QObject {
 
   void projectJsonRoundTripsAndRefusesSharedKeysInStages() {
     j::ConvertConfig c;
+    c.device = hh::test::testDevice();
     c.modelDir = "teacher";
     c.featureMap = "t2r";
     c.layers = {1};
@@ -162,6 +167,7 @@ class TestConvertJob : public QObject {
 
   void evalDataIsTheEvaluateStagesOwn() {
     j::ConvertConfig c;
+    c.device = hh::test::testDevice();
     c.data.corpus = "generated.jsonl";
     QVERIFY(j::toJson(c).at("eval_data").is_null());
     QCOMPARE(j::evaluateStage(j::convertConfigFromJson(j::toJson(c))).data.corpus, std::string("generated.jsonl"));

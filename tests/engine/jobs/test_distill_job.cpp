@@ -19,6 +19,7 @@
 #include "engine/tokenizers/tokenizer.h"
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
+#include "tests/support/test_device.h"
 #include "tests/support/temp_dir.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
@@ -31,6 +32,7 @@ const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
 // A corpus of plain sentences, enough for a few dozen 32-token rows.
 j::DistillConfig smallConfig(const hh::test::TempDir& dir) {
   j::DistillConfig c;
+  c.device = hh::test::testDevice();
   c.modelDir = kModel;
   c.runDir = dir.file("run");
   c.steps = 12;
@@ -57,7 +59,10 @@ struct CountingObserver : j::JobObserver {
 class TestDistillJob : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+  void initTestCase() {
+    HH_SKIP_UNLESS_TEST_DEVICE();  // HH_TEST_DEVICE: the jobs below run there
+    setenv("HH_NUM_THREADS", "1", 0);
+  }
 
   void completesAndLowersKl() {
     hh::test::TempDir dir("distill_ok");
@@ -261,6 +266,7 @@ class TestDistillJob : public QObject {
 
   void configJsonRoundTripAndErrors() {
     j::DistillConfig c;
+    c.device = hh::test::testDevice();
     c.featureMap = "t2r";
     c.layers = {1, 3};
     c.data.sequenceLength = 77;

@@ -20,6 +20,7 @@
 #include "engine/jobs/attention_probe.h"
 #include "engine/runs/run_reader.h"
 #include "engine/tokenizers/tokenizer.h"
+#include "tests/support/test_device.h"
 #include "tests/support/temp_dir.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
@@ -32,6 +33,7 @@ const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
 // Plain sentences, enough for a few dozen 32-token rows (as in the distill suite).
 j::EvaluateConfig smallConfig(const hh::test::TempDir& dir) {
   j::EvaluateConfig c;
+  c.device = hh::test::testDevice();
   c.modelDir = kModel;
   c.runDir = dir.file("eval");
   c.maxSequences = 8;
@@ -62,7 +64,10 @@ struct CancelObserver : j::JobObserver {
 class TestEvaluateJob : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+  void initTestCase() {
+    HH_SKIP_UNLESS_TEST_DEVICE();  // HH_TEST_DEVICE: the jobs below run there
+    setenv("HH_NUM_THREADS", "1", 0);
+  }
 
   void perplexityAndTable() {
     hh::test::TempDir dir("evaluate_ok");
@@ -295,6 +300,7 @@ class TestEvaluateJob : public QObject {
 
   void configJsonRoundTripAndErrors() {
     j::EvaluateConfig c;
+    c.device = hh::test::testDevice();
     c.converted = "some/folder";
     c.featureMaps = {"t2r", "trained"};
     c.task = "classification";

@@ -18,6 +18,7 @@
 #include "engine/jobs/training_support.h"
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
+#include "tests/support/test_device.h"
 #include "tests/support/temp_dir.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
@@ -60,6 +61,7 @@ std::string convertedFolder(const hh::test::TempDir& dir, std::string* adaptersF
 
 j::FinetuneConfig lmConfig(const hh::test::TempDir& dir) {
   j::FinetuneConfig c;
+  c.device = hh::test::testDevice();
   c.runDir = dir.file("run");
   c.outputDir = dir.file("finetuned");
   c.lr = 3e-3;
@@ -92,7 +94,10 @@ struct StepObserver : j::JobObserver {
 class TestFinetuneJob : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+  void initTestCase() {
+    HH_SKIP_UNLESS_TEST_DEVICE();  // HH_TEST_DEVICE: the jobs below run there
+    setenv("HH_NUM_THREADS", "1", 0);
+  }
 
   void fullLmFinetuneLowersLoss() {
     hh::test::TempDir dir("finetune_full");
@@ -141,6 +146,7 @@ class TestFinetuneJob : public QObject {
   void classificationReachesHighAccuracy() {
     hh::test::TempDir dir("finetune_cls");
     j::FinetuneConfig c;
+    c.device = hh::test::testDevice();
     c.modelDir = convertedFolder(dir);
     c.runDir = dir.file("run");
     c.task = "classification";
@@ -246,6 +252,7 @@ class TestFinetuneJob : public QObject {
 
   void configJsonRoundTripAndErrors() {
     j::FinetuneConfig c;
+    c.device = hh::test::testDevice();
     c.mode = "lora";
     c.loraRank = 16;
     c.task = "classification";

@@ -24,6 +24,7 @@
 #include "engine/models/model_io.h"
 #include "engine/runs/run_reader.h"
 #include "engine/tokenizers/tokenizer.h"
+#include "tests/support/test_device.h"
 #include "tests/support/temp_dir.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
@@ -36,6 +37,7 @@ const std::string kTokenizer = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2
 // A repetitive corpus: a few fixed sentences in a seeded order, so next tokens are predictable.
 j::TrainConfig smallConfig(const hh::test::TempDir& dir) {
   j::TrainConfig c;
+  c.device = hh::test::testDevice();
   c.architecture.nEmbd = 32;
   c.architecture.nLayer = 2;
   c.architecture.nHead = 4;
@@ -90,7 +92,10 @@ j::TrainResult trainRecall(const hh::test::TempDir& dir, const std::string& feat
 class TestTrainJob : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+  void initTestCase() {
+    HH_SKIP_UNLESS_TEST_DEVICE();  // HH_TEST_DEVICE: the jobs below run there
+    setenv("HH_NUM_THREADS", "1", 0);
+  }
 
   void softmaxLowersValidationLossAndReloads() {
     hh::test::TempDir dir("train_ok");
@@ -231,6 +236,7 @@ class TestTrainJob : public QObject {
 
   void configJsonRoundTripAndErrors() {
     j::TrainConfig c;
+    c.device = hh::test::testDevice();
     c.featureMap = "hedgehog";
     c.layers = {0, 2};
     c.architecture.modelType = "llama";
@@ -256,6 +262,7 @@ class TestTrainJob : public QObject {
 
   void taskConfigJsonRoundTripAndErrors() {
     j::TrainConfig c;
+    c.device = hh::test::testDevice();
     c.task.kind = "copy";
     c.task.vocabSize = 14;
     c.task.sequenceLength = 40;
