@@ -1,59 +1,88 @@
 // hh_bench_attention: softmax vs Hedgehog linear attention, causal, forward and forward+backward
-// time and peak memory, against the machine's measured matmul rate and the plain LibTorch way of
-// writing the same chunked loop (a Python-style loop over chunks with autograd).
-//   hh_bench_attention [--lengths 1024,2048,...] [--repeats N] [--softmax-max N] [--heads H] [--dim D]
-// Peak memory: the process's peak RSS (VmHWM), reset before each measurement through
-// /proc/self/clear_refs, minus the RSS before it; glibc's mmap threshold is pinned at 64 KiB so
-// freed tensors go back to the OS and the reading follows live allocations.
+// time and peak memory, against the machine's measured matmul rate, the plain LibTorch way of
+// writing the same chunked loop (a Python-style loop over chunks with autograd), and, where
+// LibTorch has it (2.0 and later), at::scaled_dot_product_attention (PyTorch's fused attention:
+// flash or memory-efficient kernels on a GPU).
+//   hh_bench_attention [--lengths 1024,2048,...] [--repeats N] [--softmax-max N] [--batch B]
+//                      [--heads H] [--dim D] [--chunk C] [--device auto|cpu|cuda[:N]]
+//                      [--dtype float32|bfloat16]
+// Peak memory: on the CPU the process's peak RSS (VmHWM), reset before each measurement through
+// /proc/self/clear_refs, minus the RSS before it (glibc's mmap threshold is pinned at 64 KiB so
+// freed tensors go back to the OS and the reading follows live allocations); on a GPU the caching
+// allocator's peak bytes since the reset, minus those allocated before it. GPU times are taken
+// after synchronising the device.
 #include <torch/types.h>
+#include <torch/version.h>
 
 #include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "app/bench/bench_args.h"
 #include "engine/attention/feature_map.h"
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/softmax_attention.h"
-#include "app/bench/bench_args.h"
+#include "engine/core/device.h"
 #include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
+
+#if TORCH_VERSION_MAJOR >= 2
+#define HH_HAVE_SDPA 1
+#else
+#define HH_HAVE_SDPA 0
+#endif
 
 namespace {
 using Clock = std::chrono::steady_clock;
 
+struct Options {
+  std::vector<int64_t> lengths = {1024, 2048, 4096, 8192, 16384};
+  int repeats = 3;
+  int64_t softmaxMax = 8192, batch = 1, heads = 12, dim = 64, chunk = 64;
+  std::string device = "auto", dtype = "float32";
+};
+
 struct Measure {
   double seconds = 0.0;  // median
   double best = 0.0;     // fastest run
-  double peakMiB = 0.0;  // peak RSS growth during one run
+  double peakMiB = 0.0;  // peak memory growth during one run
 };
 
-Measure measure(const std::function<void()>& fn, int repeats) {
+// Times `fn` on `device` (synchronised before and after) and reads its peak memory.
+Measure measure(const std::string& device, const std::function<void()>& fn, int repeats) {
+  const bool cpu = device == "cpu";
   fn();  // warm-up
+  hh::synchronizeDevice(device);
   std::vector<double> times;
   double peak = 0.0;
   for (int r = 0; r < repeats; ++r) {
-    const int64_t before = hh::residentBytes();
-    hh::resetPeakResident();
+    int64_t before = hh::residentBytes();
+    if (cpu) {
+      hh::resetPeakResident();
+    } else {
+      hh::resetDevicePeakMemory(device);
+      before = hh::devicePeakMemoryBytes(device);  // what is live now
+    }
     const auto t0 = Clock::now();
     fn();
+    hh::synchronizeDevice(device);
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    peak = std::max(peak, double(hh::peakResidentBytes() - before) / (1024.0 * 1024.0));
+    const int64_t after = cpu ? hh::peakResidentBytes() : hh::devicePeakMemoryBytes(device);
+    peak = std::max(peak, double(after - before) / (1024.0 * 1024.0));
   }
   std::sort(times.begin(), times.end());
   return {times[times.size() / 2], times.front(), peak};
 }
 
-double matmulRate(int64_t n) {
-  const auto a = torch::randn({n, n}), b = torch::randn({n, n});
-  // The peak the machine reaches: the fastest of 10 runs (timings on a shared VM jitter).
-  const auto m = measure([&] { torch::mm(a, b); }, 10);
+// The peak matrix rate the device reaches in this dtype: the fastest of 10 n^3 products.
+double matmulRate(const std::string& device, const torch::TensorOptions& options, int64_t n) {
+  const auto a = torch::randn({n, n}, options), b = torch::randn({n, n}, options);
+  const auto m = measure(device, [&] { torch::mm(a, b); }, 10);
   return 2.0 * n * n * n / m.best / 1e9;
 }
 
@@ -78,87 +107,124 @@ torch::Tensor plainChunkedLoop(const torch::Tensor& fq, const torch::Tensor& fk,
   return torch::cat(outs, 2);
 }
 
+// PyTorch's fused attention (causal), or an undefined tensor where LibTorch predates it.
+torch::Tensor fusedAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+#if HH_HAVE_SDPA
+  return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+#else
+  (void)q, (void)k, (void)v;
+  return {};
+#endif
+}
+
 std::string cell(const Measure& m) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%8.1f ms %7.0f MiB", m.seconds * 1e3, m.peakMiB);
   return buf;
 }
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], val = argv[i + 1];
+    if (key == "--lengths") o.lengths = hh::bench::parseIntegers(val);
+    else if (key == "--repeats") o.repeats = std::stoi(val);
+    else if (key == "--softmax-max") o.softmaxMax = std::stoll(val);
+    else if (key == "--batch") o.batch = std::stoll(val);
+    else if (key == "--heads") o.heads = std::stoll(val);
+    else if (key == "--dim") o.dim = std::stoll(val);
+    else if (key == "--chunk") o.chunk = std::stoll(val);
+    else if (key == "--device") o.device = val;
+    else if (key == "--dtype") o.dtype = val;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", key.c_str());
+      return false;
+    }
+  }
+  if (o.dtype != "float32" && o.dtype != "bfloat16") {
+    std::fprintf(stderr, "--dtype must be float32 or bfloat16\n");
+    return false;
+  }
+  return true;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int64_t> lengths = {1024, 2048, 4096, 8192, 16384};
-  int repeats = 3;
-  int64_t softmaxMax = 8192, heads = 12, dim = 64, chunk = 64;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i], val = argv[i + 1];
-    if (key == "--lengths") lengths = hh::bench::parseIntegers(val);
-    else if (key == "--repeats") repeats = std::stoi(val);
-    else if (key == "--softmax-max") softmaxMax = std::stoll(val);
-    else if (key == "--heads") heads = std::stoll(val);
-    else if (key == "--dim") dim = std::stoll(val);
-    else if (key == "--chunk") chunk = std::stoll(val);
-    else {
-      std::fprintf(stderr, "unknown option %s\n", key.c_str());
-      return 2;
-    }
-  }
+  Options o;
+  if (!parse(argc, argv, o)) return 2;
   mallopt(M_MMAP_THRESHOLD, 64 * 1024);
   const auto rt = hh::initRuntime();
-  const double rate = matmulRate(1024);
-  std::printf("# hh_bench_attention: B=1 H=%lld D=%lld causal, chunk %lld, torch %s, %d threads\n", (long long)heads,
-              (long long)dim, (long long)chunk, rt.torchVersion.c_str(), rt.intraOpThreads);
-  std::printf("# matmul rate (1024^3 fp32, best of 10): %.1f GFLOP/s\n", rate);
-  std::printf("# times: median of the repeats (peak RSS growth); fwd/floor compares the fastest hedgehog forward with "
-              "the floor at the best matmul rate\n");
+  const std::string device = hh::resolveDevice(o.device);
+  const auto options = torch::TensorOptions()
+                           .device(torch::Device(device))
+                           .dtype(o.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat);
+  const double rate = matmulRate(device, options, device == "cpu" ? 1024 : 8192);
+  std::printf("# hh_bench_attention: B=%lld H=%lld D=%lld causal, chunk %lld, %s, %s, torch %s, %d threads\n",
+              (long long)o.batch, (long long)o.heads, (long long)o.dim, (long long)o.chunk, o.dtype.c_str(),
+              hh::deviceLabel(device).c_str(), rt.torchVersion.c_str(), rt.intraOpThreads);
+  std::printf("# matmul rate (%s, best of 10): %.1f GFLOP/s\n", o.dtype.c_str(), rate);
+  std::printf("# times: median of the repeats (peak memory growth); fwd/floor compares the fastest hedgehog forward "
+              "with the floor at the best matmul rate; fused: at::scaled_dot_product_attention%s\n",
+              HH_HAVE_SDPA ? "" : " (not in this LibTorch)");
 
   hh::attn::LinearAttentionConfig cfg;
-  cfg.featureMap.heads = heads;
-  cfg.featureMap.headDim = dim;
-  cfg.rule.chunkSize = chunk;
+  cfg.featureMap.heads = o.heads;
+  cfg.featureMap.headDim = o.dim;
+  cfg.rule.chunkSize = o.chunk;
   hh::attn::LinearAttention hedgehog(cfg);
-  const int64_t f = hedgehog->featureMap()->featureDim(), e = dim + 1;
+  hedgehog->to(options.device(), options.dtype().toScalarType());
+  const int64_t f = hedgehog->featureMap()->featureDim(), e = o.dim + 1;
 
-  std::printf("\n| n | softmax fwd | softmax fwd+bwd | hedgehog fwd | hedgehog fwd+bwd | plain loop fwd | plain loop fwd+bwd "
-              "| hedgehog GFLOP | floor | fwd/floor | softmax/hedgehog fwd | fwd+bwd |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  for (const int64_t n : lengths) {
+  std::printf("\n| n | softmax fwd | softmax fwd+bwd | fused fwd | fused fwd+bwd | hedgehog fwd | hedgehog fwd+bwd "
+              "| plain loop fwd | plain loop fwd+bwd | hedgehog GFLOP | floor | fwd/floor | softmax/hedgehog fwd | fwd+bwd "
+              "| fused/hedgehog fwd | fwd+bwd |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const int64_t n : o.lengths) {
     torch::manual_seed(0);
-    const auto q = torch::randn({1, heads, n, dim}) * 0.5, k = torch::randn({1, heads, n, dim}) * 0.5,
-               v = torch::randn({1, heads, n, dim});
+    const auto q = torch::randn({o.batch, o.heads, n, o.dim}, options) * 0.5,
+               k = torch::randn({o.batch, o.heads, n, o.dim}, options) * 0.5,
+               v = torch::randn({o.batch, o.heads, n, o.dim}, options);
     const auto qg = q.clone().requires_grad_(true), kg = k.clone().requires_grad_(true), vg = v.clone().requires_grad_(true);
     auto fmap = hedgehog->featureMap();
+    const int reps = n >= 8192 && device == "cpu" ? 1 : o.repeats;
 
-    Measure smF, smFB;
-    const bool runSoftmax = n <= softmaxMax;
+    Measure smF, smFB, fuF, fuFB;
+    const bool runSoftmax = n <= o.softmaxMax;
     if (runSoftmax) {
-      const int reps = n >= 8192 ? 1 : repeats;
-      smF = measure([&] { at::NoGradGuard g; hh::attn::softmaxAttention(q, k, v, true); }, reps);
-      smFB = measure([&] { hh::attn::softmaxAttention(qg, kg, vg, true).sum().backward(); }, reps);
+      smF = measure(device, [&] { at::NoGradGuard g; hh::attn::softmaxAttention(q, k, v, true); }, reps);
+      smFB = measure(device, [&] { hh::attn::softmaxAttention(qg, kg, vg, true).sum().backward(); }, reps);
     }
-    const auto hhF = measure([&] { at::NoGradGuard g; hedgehog->forward(q, k, v); }, repeats);
-    const auto hhFB = measure([&] { hedgehog->forward(qg, kg, vg).sum().backward(); }, repeats);
-    const auto plF = measure([&] {
+    if (HH_HAVE_SDPA) {
+      fuF = measure(device, [&] { at::NoGradGuard g; fusedAttention(q, k, v); }, reps);
+      fuFB = measure(device, [&] { fusedAttention(qg, kg, vg).sum().backward(); }, reps);
+    }
+    const auto hhF = measure(device, [&] { at::NoGradGuard g; hedgehog->forward(q, k, v); }, o.repeats);
+    const auto hhFB = measure(device, [&] { hedgehog->forward(qg, kg, vg).sum().backward(); }, o.repeats);
+    const auto plF = measure(device, [&] {
       at::NoGradGuard g;
-      plainChunkedLoop(fmap->forward(q), fmap->forward(k), v, chunk, cfg.rule.eps);
-    }, repeats);
-    const auto plFB = measure([&] {
-      plainChunkedLoop(fmap->forward(qg), fmap->forward(kg), vg, chunk, cfg.rule.eps).sum().backward();
-    }, repeats);
+      plainChunkedLoop(fmap->forward(q), fmap->forward(k), v, o.chunk, cfg.rule.eps);
+    }, o.repeats);
+    const auto plFB = measure(device, [&] {
+      plainChunkedLoop(fmap->forward(qg), fmap->forward(kg), vg, o.chunk, cfg.rule.eps).sum().backward();
+    }, o.repeats);
 
     // FLOPs of the chunked forward as computed: feature map (two D x D products per token, q and k)
     // + per chunk: scores C x C x F, scores x [V,1], chunk states F x E, carried-state product F x E.
-    const double flops = heads * (4.0 * n * dim * dim + 2.0 * n * (chunk * f + chunk * e + 2.0 * f * e));
+    const double flops = double(o.batch) * o.heads *
+                         (4.0 * n * o.dim * o.dim + 2.0 * n * (o.chunk * f + o.chunk * e + 2.0 * f * e));
     const double floorSec = flops / (rate * 1e9);
-    char smCol[64] = "skipped (memory)", smFbCol[64] = "skipped (memory)", ratioF[32] = "-", ratioFB[32] = "-";
-    if (runSoftmax) {
-      std::snprintf(smCol, sizeof smCol, "%s", cell(smF).c_str());
-      std::snprintf(smFbCol, sizeof smFbCol, "%s", cell(smFB).c_str());
-      std::snprintf(ratioF, sizeof ratioF, "%.1fx", smF.seconds / hhF.seconds);
-      std::snprintf(ratioFB, sizeof ratioFB, "%.1fx", smFB.seconds / hhFB.seconds);
-    }
-    std::printf("| %lld | %s | %s | %s | %s | %s | %s | %.2f | %.1f ms | %.2fx | %s | %s |\n", (long long)n, smCol, smFbCol,
+    const std::string skipped = "skipped (memory)", absent = "n/a (torch < 2)";
+    const auto ratio = [](bool ran, const Measure& a, const Measure& b) {
+      char buf[32] = "-";
+      if (ran) std::snprintf(buf, sizeof buf, "%.2fx", a.seconds / b.seconds);
+      return std::string(buf);
+    };
+    std::printf("| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f ms | %.2fx | %s | %s | %s | %s |\n",
+                (long long)n, (runSoftmax ? cell(smF) : skipped).c_str(), (runSoftmax ? cell(smFB) : skipped).c_str(),
+                (HH_HAVE_SDPA ? cell(fuF) : absent).c_str(), (HH_HAVE_SDPA ? cell(fuFB) : absent).c_str(),
                 cell(hhF).c_str(), cell(hhFB).c_str(), cell(plF).c_str(), cell(plFB).c_str(), flops / 1e9,
-                floorSec * 1e3, hhF.best / floorSec, ratioF, ratioFB);
+                floorSec * 1e3, hhF.best / floorSec, ratio(runSoftmax, smF, hhF).c_str(),
+                ratio(runSoftmax, smFB, hhFB).c_str(), ratio(HH_HAVE_SDPA, fuF, hhF).c_str(),
+                ratio(HH_HAVE_SDPA, fuFB, hhFB).c_str());
     std::fflush(stdout);
   }
   return 0;

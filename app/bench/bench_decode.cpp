@@ -2,10 +2,14 @@
 // KV cache against Hedgehog in the recurrent form and the hedgehog_window(64) hybrid (recurrent
 // state plus a ring buffer of the last 64 keys), for whole models and for one attention layer.
 //   hh_bench_decode [--positions 512,2048,8192,32768] [--steps 16] [--shapes demo,gpt2-small]
-// Shapes (GPT-2 family, random weights: latency does not depend on their values):
-//   demo        4 layers, 4 heads, 128 wide, vocab 50257 (the demo teacher's shape)
-//   gpt2-small 12 layers, 12 heads, 768 wide, vocab 50257
-// Both get learned positions up to the largest position asked for (the demo teacher itself has 256).
+//                   [--batch B] [--device auto|cpu|cuda[:N]] [--dtype float32|bfloat16]
+// Shapes (random weights: latency does not depend on their values):
+//   demo        GPT-2, 4 layers, 4 heads, 128 wide, vocab 50257 (the demo teacher's shape)
+//   gpt2-small  GPT-2, 12 layers, 12 heads, 768 wide, vocab 50257
+//   llama-1b    Llama-3.2-1B: 16 layers, 32 query heads over 8 kv heads of 64, 2048 wide,
+//               MLP 8192, vocab 128256, tied embeddings (5 GB of fp32 weights)
+// The GPT-2 shapes get learned positions up to the largest position asked for (the demo teacher
+// itself has 256). On a GPU every step is timed after synchronising the device.
 // At position p the cache is set up as if p tokens had been read: the KV cache holds p random keys
 // and values per layer (reserved up front, as generate() does), the recurrent state is a random
 // positive S and z at position p. Filling it by a real prefill of 32K tokens through softmax
@@ -29,6 +33,7 @@
 
 #include "engine/attention/softmax_attention.h"
 #include "app/bench/bench_args.h"
+#include "engine/core/device.h"
 #include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
 #include "engine/generation/generator.h"
@@ -42,34 +47,48 @@ struct Timing {
   double medianMs = 0, bestMs = 0;
 };
 
+std::string gDevice = "cpu";  // the canonical device the run uses (main sets it)
+
 Timing time(const std::function<void()>& fn, int steps, int warmups = 2) {
   for (int i = 0; i < warmups; ++i) fn();
+  hh::synchronizeDevice(gDevice);
   std::vector<double> ms;
   for (int i = 0; i < steps; ++i) {
     const auto t0 = Clock::now();
     fn();
+    hh::synchronizeDevice(gDevice);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   return {ms[ms.size() / 2], ms.front()};
 }
 
-double readBandwidthGBs() {
+double readBandwidthGBs(const torch::TensorOptions& options) {
   // A matrix-vector product streams the matrix once: the access pattern of a decoding step.
-  const auto big = torch::rand({32768, 4096});  // 512 MiB
-  const auto x = torch::rand({4096});
+  const auto big = torch::rand({32768, 4096}, options.dtype(torch::kFloat));  // 512 MiB
+  const auto x = torch::rand({4096}, options.dtype(torch::kFloat));
   double best = 1e9;
   for (int i = 0; i < 5; ++i) {
+    hh::synchronizeDevice(gDevice);
     const auto t0 = Clock::now();
     const auto y = torch::mv(big, x);
+    hh::synchronizeDevice(gDevice);
     best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   return double(big.numel() * 4) / best / 1e9;
 }
 
 nlohmann::json shapeConfig(const std::string& shape, int64_t positions) {
+  if (shape == "llama-1b")
+    return {{"model_type", "llama"},          {"architectures", {"LlamaForCausalLM"}},
+            {"vocab_size", 128256},           {"hidden_size", 2048},
+            {"intermediate_size", 8192},      {"num_hidden_layers", 16},
+            {"num_attention_heads", 32},      {"num_key_value_heads", 8},
+            {"max_position_embeddings", std::max<int64_t>(positions, 131072)},
+            {"rms_norm_eps", 1e-5},           {"rope_theta", 500000.0},
+            {"hidden_act", "silu"},           {"tie_word_embeddings", true}};
   const bool small = shape == "gpt2-small";
-  if (!small && shape != "demo") throw std::invalid_argument("unknown shape " + shape + " (demo, gpt2-small)");
+  if (!small && shape != "demo") throw std::invalid_argument("unknown shape " + shape + " (demo, gpt2-small, llama-1b)");
   return {{"model_type", "gpt2"},       {"architectures", {"GPT2LMHeadModel"}},
           {"vocab_size", 50257},        {"n_embd", small ? 768 : 128},
           {"n_layer", small ? 12 : 4},  {"n_head", small ? 12 : 4},
@@ -79,9 +98,10 @@ nlohmann::json shapeConfig(const std::string& shape, int64_t positions) {
 }
 
 // A cache as if `position` tokens had been read (see the header).
-m::DecodeCache cacheAt(m::TransformerModel& model, int64_t position, int64_t extra) {
+m::DecodeCache cacheAt(m::TransformerModel& model, int64_t batch, int64_t position, int64_t extra) {
   const auto& c = model.config();
-  auto cache = model.newCache(1, position + extra);
+  const auto like = model.parameters().front();
+  auto cache = model.newCache(batch, position + extra);
   for (auto& layer : cache.layers) {
     if (layer.linear) {
       layer.state.S.uniform_(0.0, 1.0);
@@ -93,7 +113,8 @@ m::DecodeCache cacheAt(m::TransformerModel& model, int64_t position, int64_t ext
     }
     for (int64_t t0 = 0; t0 < position; t0 += 4096) {
       const int64_t len = std::min<int64_t>(4096, position - t0);
-      layer.kv.append(torch::randn({1, c.kvHeads, len, c.headDim}), torch::randn({1, c.kvHeads, len, c.headDim}));
+      layer.kv.append(torch::randn({batch, c.kvHeads, len, c.headDim}, like.options()),
+                      torch::randn({batch, c.kvHeads, len, c.headDim}, like.options()));
     }
   }
   cache.position = position;
@@ -112,27 +133,42 @@ int main(int argc, char** argv) {
   std::vector<int64_t> positions = {512, 2048, 8192, 32768};
   std::vector<std::string> shapes = {"demo", "gpt2-small"};
   int steps = 16;
+  int64_t batch = 1;
+  std::string device = "auto", dtype = "float32";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], val = argv[i + 1];
     if (key == "--positions") positions = hh::bench::parseIntegers(val);
     else if (key == "--steps") steps = std::stoi(val);
     else if (key == "--shapes") shapes = hh::bench::parseNames(val);
+    else if (key == "--batch") batch = std::stoll(val);
+    else if (key == "--device") device = val;
+    else if (key == "--dtype") dtype = val;
     else {
       std::fprintf(stderr, "unknown option %s\n", key.c_str());
       return 2;
     }
   }
   mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+  if (dtype != "float32" && dtype != "bfloat16") {
+    std::fprintf(stderr, "--dtype must be float32 or bfloat16\n");
+    return 2;
+  }
   const auto rt = hh::initRuntime();
   at::NoGradGuard noGrad;
-  const double bandwidth = readBandwidthGBs();
-  std::printf("# hh_bench_decode: batch 1, fp32, torch %s, %d threads; %d timed steps per cell (median, fastest)\n",
-              rt.torchVersion.c_str(), rt.intraOpThreads, steps);
+  gDevice = hh::resolveDevice(device);
+  const auto options = torch::TensorOptions()
+                           .device(torch::Device(gDevice))
+                           .dtype(dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat);
+  const double bandwidth = readBandwidthGBs(options);
+  std::printf("# hh_bench_decode: batch %lld, %s, %s, torch %s, %d threads; %d timed steps per cell (median, fastest)\n",
+              (long long)batch, dtype.c_str(), hh::deviceLabel(gDevice).c_str(), rt.torchVersion.c_str(),
+              rt.intraOpThreads, steps);
   std::printf("# read rate (matrix-vector product over 512 MiB, best of 5): %.1f GB/s\n", bandwidth);
   const int64_t maxPosition = *std::max_element(positions.begin(), positions.end()) + steps + 8;
 
   for (const auto& shape : shapes) {
     auto model = m::createModel(m::parseModelConfig(shapeConfig(shape, maxPosition), shape));
+    model->to(options.device(), options.dtype().toScalarType());
     model->eval();
     const auto& c = model->config();
     hh::attn::LinearAttentionConfig hedgehog;
@@ -147,22 +183,22 @@ int main(int argc, char** argv) {
     std::printf("\n| position | softmax + KV cache ms/token | KV cache MB | floor ms | hedgehog recurrent ms/token | state MB "
                 "| floor ms | softmax / hedgehog | window(64) ms/token | window state MB |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (const int64_t p : positions) {
-      const auto token = torch::full({1, 1}, 464, torch::kLong);
+      const auto token = torch::full({batch, 1}, 464, options.dtype(torch::kLong));
       m::ForwardOptions options;
       model->setAttentionPlan({});
-      auto kv = cacheAt(*model, p, steps + 4);
+      auto kv = cacheAt(*model, batch, p, steps + 4);
       options.cache = &kv;
       const auto soft = time([&] { model->forward(token, options); }, steps);
       const int64_t kvBytes = kv.bytes();
       kv = {};
       model->setAttentionPlan(plan);
-      auto state = cacheAt(*model, p, 0);
+      auto state = cacheAt(*model, batch, p, 0);
       options.cache = &state;
       const auto hh = time([&] { model->forward(token, options); }, steps);
       const int64_t stateBytes = state.bytes();
       state = {};
       model->setAttentionPlan(windowPlan);
-      auto windowState = cacheAt(*model, p, 0);
+      auto windowState = cacheAt(*model, batch, p, 0);
       options.cache = &windowState;
       const auto window = time([&] { model->forward(token, options); }, steps);
       const int64_t windowBytes = windowState.bytes();
@@ -181,13 +217,16 @@ int main(int argc, char** argv) {
     hedgehog.featureMap.heads = c.heads;
     hedgehog.featureMap.headDim = c.headDim;
     hh::attn::LinearAttention layer(hedgehog);
-    auto layerState = layer->initialState(1);
+    layer->to(options.device(), options.dtype().toScalarType());
+    auto layerState = layer->initialState(batch, options.device(), options.dtype().toScalarType());
     layerState.S.uniform_(0.0, 1.0);
     layerState.z.uniform_(1.0, 2.0);
-    const auto q = torch::randn({1, c.heads, 1, c.headDim}), k = torch::randn({1, c.heads, 1, c.headDim}),
-               v = torch::randn({1, c.heads, 1, c.headDim});
+    const auto q = torch::randn({batch, c.heads, 1, c.headDim}, options),
+               k = torch::randn({batch, c.heads, 1, c.headDim}, options),
+               v = torch::randn({batch, c.heads, 1, c.headDim}, options);
     for (const int64_t p : positions) {
-      const auto keys = torch::randn({1, c.heads, p, c.headDim}), values = torch::randn({1, c.heads, p, c.headDim});
+      const auto keys = torch::randn({batch, c.heads, p, c.headDim}, options),
+                 values = torch::randn({batch, c.heads, p, c.headDim}, options);
       const double scale = 1.0 / std::sqrt(double(c.headDim));
       const auto soft = time([&] { hh::attn::cachedSoftmaxAttention(q, keys, values, scale); }, steps * 4);
       const auto step = time([&] { layer->step(layerState, q, k, v); }, steps * 4);

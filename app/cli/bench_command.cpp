@@ -18,6 +18,7 @@
 #include <fstream>
 
 #include "app/cli/commands.h"
+#include "engine/core/device.h"
 #include "engine/core/runtime.h"
 #include "engine/io/safetensors.h"
 #include "engine/jobs/distillation_loss.h"
@@ -58,8 +59,8 @@ Timing timeSteps(const std::string& name, int warmup, int repeats, int64_t token
   return t;
 }
 
-models::ModelPtr convertedModel(const std::string& dir, const std::string& featureMap) {
-  auto model = models::loadModel(dir);
+models::ModelPtr convertedModel(const std::string& dir, const std::string& featureMap, const models::LoadOptions& load) {
+  auto model = models::loadModel(dir, load);
   attn::LinearAttentionConfig linear;
   linear.featureMap.kind = attn::parseFeatureMapKind(featureMap);
   model->setAttentionPlan(models::AttentionPlan::uniform(model->layerCount(), linear));
@@ -70,7 +71,7 @@ models::ModelPtr convertedModel(const std::string& dir, const std::string& featu
 
 void addBenchCommand(CLI::App& app) {
   struct Args {
-    std::string model, featureMap = "hedgehog", saveBatch, json, only;
+    std::string model, featureMap = "hedgehog", saveBatch, json, only, device;
     int64_t batch = 8, seqLen = 128;
     int warmup = 2, repeats = 10, threads = 0;
   };
@@ -86,6 +87,7 @@ void addBenchCommand(CLI::App& app) {
   cmd->add_option("--only", a->only, "distill | finetune | forward (default: all three)");
   cmd->add_option("--save-batch", a->saveBatch, "Write the batch's input_ids here (safetensors)");
   cmd->add_option("--json", a->json, "Also write the timings here as JSON");
+  addDeviceOption(cmd, a->device);
   cmd->callback([a] {
     initRuntime();
     if (a->threads > 0) torch::set_num_threads(a->threads);
@@ -97,14 +99,17 @@ void addBenchCommand(CLI::App& app) {
     const auto dataset = jobs::loadLmData(data, *tokenizer);
     if (dataset.validation.size(0) < a->batch)
       throw std::runtime_error("bench: the corpus gives fewer than --batch-size validation sequences");
-    const auto ids = dataset.validation.narrow(0, 0, a->batch).contiguous();  // [B, T]
-    if (!a->saveBatch.empty()) models::writeTensorFile(a->saveBatch, {{"input_ids", ids}}, {{"format", "pt"}});
+    const auto cpuIds = dataset.validation.narrow(0, 0, a->batch).contiguous();  // [B, T]
+    if (!a->saveBatch.empty()) models::writeTensorFile(a->saveBatch, {{"input_ids", cpuIds}}, {{"format", "pt"}});
+    models::LoadOptions load;
+    load.device = jobs::jobDevice(a->device.empty() ? "auto" : a->device);
+    const auto ids = cpuIds.to(load.device);
     const int64_t tokens = ids.numel();
     std::vector<Timing> timings;
     const bool all = a->only.empty();
 
     if (all || a->only == "distill") {
-      auto model = convertedModel(a->model, a->featureMap);
+      auto model = convertedModel(a->model, a->featureMap, load);
       model->freezeAllBut(true);
       std::vector<torch::Tensor> params;
       for (auto& [name, t] : model->adapterTensors())
@@ -125,7 +130,7 @@ void addBenchCommand(CLI::App& app) {
       }));
     }
     if (all || a->only == "finetune") {
-      auto model = convertedModel(a->model, a->featureMap);
+      auto model = convertedModel(a->model, a->featureMap, load);
       torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4));
       timings.push_back(timeSteps("finetune step", a->warmup, a->repeats, tokens, [&] {
         optimizer.zero_grad();
@@ -140,18 +145,19 @@ void addBenchCommand(CLI::App& app) {
     }
     if (all || a->only == "forward") {
       at::NoGradGuard noGrad;
-      auto teacher = models::loadModel(a->model);
+      auto teacher = models::loadModel(a->model, load);
       timings.push_back(timeSteps("forward softmax", a->warmup, a->repeats, tokens,
                                   [&] { return teacher->forward(ids).logits.sum().item<double>(); }));
-      auto converted = convertedModel(a->model, a->featureMap);
+      auto converted = convertedModel(a->model, a->featureMap, load);
       timings.push_back(timeSteps("forward " + a->featureMap, a->warmup, a->repeats, tokens,
                                   [&] { return converted->forward(ids).logits.sum().item<double>(); }));
     }
     if (timings.empty()) throw std::runtime_error("bench: --only must be distill, finetune or forward");
 
     const auto info = runtimeInfo();
-    std::printf("%s | batch %lld x %lld tokens | %d threads | torch %s\n", a->model.c_str(), (long long)a->batch,
-                (long long)a->seqLen, info.intraOpThreads, info.torchVersion.c_str());
+    const std::string device = deviceLabel(load.device.str());
+    std::printf("%s | batch %lld x %lld tokens | %s | %d threads | torch %s\n", a->model.c_str(), (long long)a->batch,
+                (long long)a->seqLen, device.c_str(), info.intraOpThreads, info.torchVersion.c_str());
     std::printf("%-20s %12s %12s %14s %12s\n", "step", "median ms", "best ms", "tokens/s", "loss");
     nlohmann::json out = nlohmann::json::array();
     for (const auto& t : timings) {
@@ -162,7 +168,7 @@ void addBenchCommand(CLI::App& app) {
     if (!a->json.empty()) {
       std::ofstream file(a->json);
       file << nlohmann::json{{"model", a->model}, {"batch", a->batch}, {"seq_len", a->seqLen},
-                             {"threads", info.intraOpThreads}, {"torch", info.torchVersion}, {"timings", out}}
+                             {"threads", info.intraOpThreads}, {"device", device}, {"torch", info.torchVersion}, {"timings", out}}
                   .dump(2)
            << "\n";
       if (!file) throw std::runtime_error("bench: cannot write " + a->json);

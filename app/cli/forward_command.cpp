@@ -11,6 +11,7 @@
 #include "app/cli/commands.h"
 #include "engine/core/runtime.h"
 #include "engine/io/safetensors.h"
+#include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
 #include "engine/models/tensor_file.h"
 
@@ -18,7 +19,7 @@ namespace hh::cli {
 namespace {
 
 struct ForwardArgs {
-  std::string modelDir, idsPath, outPath, comparePath;
+  std::string modelDir, idsPath, outPath, comparePath, device;
   bool softmaxOnly = false;
 };
 
@@ -31,7 +32,9 @@ double relativeError(const torch::Tensor& a, const torch::Tensor& b) {
 
 int runForward(const ForwardArgs& a) {
   hh::initRuntime();
-  auto model = models::loadModel(a.modelDir);
+  models::LoadOptions load;
+  load.device = jobs::jobDevice(a.device.empty() ? "auto" : a.device);
+  auto model = models::loadModel(a.modelDir, load);
   const auto idsFile = io::SafetensorsFile::open(a.idsPath);
   if (!idsFile.contains("input_ids")) throw io::FormatError(a.idsPath + ": no tensor \"input_ids\"");
   if (idsFile.info("input_ids").dtype != "I64" && idsFile.info("input_ids").dtype != "I32")
@@ -49,17 +52,20 @@ int runForward(const ForwardArgs& a) {
   request.linearWeights = !a.softmaxOnly;
   options.capture = &request;
   at::NoGradGuard noGrad;
-  const auto out = model->forward(ids, options);
+  if (options.attentionMask.defined()) options.attentionMask = options.attentionMask.to(load.device);
+  if (options.tokenTypes.defined()) options.tokenTypes = options.tokenTypes.to(load.device);
+  const auto out = model->forward(ids.to(load.device), options);
   std::vector<torch::Tensor> layers;
   for (const auto& c : out.captures)
     layers.push_back((c.linearWeights.defined() && !a.softmaxOnly ? c.linearWeights : c.softmaxWeights).to(torch::kFloat));
-  const auto attentions = torch::stack(layers, 1).contiguous();  // [B,L,H,T,T]
-  const auto logits = out.logits.to(torch::kFloat).contiguous();
+  const auto attentions = torch::stack(layers, 1).cpu().contiguous();  // [B,L,H,T,T]
+  const auto logits = out.logits.to(torch::kFloat).cpu().contiguous();
   models::writeTensorFile(a.outPath, {{"input_ids", ids}, {"logits", logits}, {"attentions", attentions}},
                        {{"producer", std::string("hedgehog ") + engineVersion()},
                         {"model", model->config().describe()},
                         {"note", "logits [B,T,V]; attentions [B,L,H,T,T]: softmax weights, linear weights for converted layers"}});
-  std::printf("%s: logits %s, attentions %s -> %s\n", model->config().describe().c_str(),
+  std::printf("%s on %s: logits %s, attentions %s -> %s\n", model->config().describe().c_str(),
+              jobs::deviceLabelOf(*model).c_str(),
               models::shapeString(logits.sizes().vec()).c_str(), models::shapeString(attentions.sizes().vec()).c_str(),
               a.outPath.c_str());
   if (a.comparePath.empty()) return 0;
@@ -96,6 +102,7 @@ void addForwardCommand(CLI::App& app) {
   cmd->add_option("--compare", args->comparePath, "Reference safetensors to diff logits/attentions against (exit 2 on mismatch)")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--softmax-attentions", args->softmaxOnly, "Write softmax weights for converted layers too");
+  addDeviceOption(cmd, args->device);
   cmd->callback([args] {
     const int rc = runForward(*args);
     if (rc != 0) throw CLI::RuntimeError(rc);

@@ -19,6 +19,7 @@
 #include "engine/core/runtime.h"
 #include "engine/generation/generator.h"
 #include "engine/generation/text_stream.h"
+#include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
 
@@ -26,7 +27,7 @@ namespace hh::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, compare, prompt, timings, output;
+  std::string model, compare, prompt, timings, output, device;
   int64_t samples = 0;
   std::vector<std::string> stops;
   gen::GenerateOptions options;
@@ -62,9 +63,16 @@ gen::GenerateOptions optionsFor(const GenerateArgs& a, const models::ModelConfig
   return options;
 }
 
+// The model folder loaded on the arguments' device.
+models::ModelPtr loadOn(const std::string& dir, const GenerateArgs& a) {
+  models::LoadOptions load;
+  load.device = jobs::jobDevice(a.device.empty() ? "auto" : a.device);
+  return models::loadModel(dir, load);
+}
+
 Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std::ofstream* csv) {
   Summary s;
-  auto model = models::loadModel(dir);
+  auto model = loadOn(dir, a);
   const auto tokenizer = tok::loadTokenizer(dir);
   const auto& config = model->config();
   auto options = optionsFor(a, config, *tokenizer);
@@ -79,8 +87,8 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
                                ? std::to_string(config.plan.linearLayerCount()) + " of " + std::to_string(config.layers) +
                                      " layers linear (recurrent state)"
                                : "softmax (KV cache)";
-  std::fprintf(stderr, "%s: %s, %lld prompt tokens, %s\n", config.describe().c_str(), kind.c_str(),
-               (long long)prompt.size(), options.sampling.describe().c_str());
+  std::fprintf(stderr, "%s: %s, %lld prompt tokens, %s, on %s\n", config.describe().c_str(), kind.c_str(),
+               (long long)prompt.size(), options.sampling.describe().c_str(), jobs::deviceLabelOf(*model).c_str());
   if (!a.quiet) std::printf("%s", a.prompt.c_str());
   std::fflush(stdout);
   gen::TextStream stream(*tokenizer);
@@ -106,7 +114,7 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
 
 // --samples N --output FILE: N texts, one JSON line each; progress and a summary on stdout.
 void writeSamples(const GenerateArgs& a) {
-  auto model = models::loadModel(a.model);
+  auto model = loadOn(a.model, a);
   const auto tokenizer = tok::loadTokenizer(a.model);
   auto options = optionsFor(a, model->config(), *tokenizer);
   options.teacher = a.teacher;
@@ -186,6 +194,7 @@ void addGenerateCommand(CLI::App& app) {
   cmd->add_option("--samples", a->samples, "Write this many texts (seeds --seed, --seed + 1, ...) to --output")
       ->check(CLI::Range(int64_t(1), int64_t(1000000)));
   cmd->add_option("--output,-o", a->output, "With --samples: a .jsonl file, one {\"text\": ...} line per sample");
+  addDeviceOption(cmd, a->device);
   cmd->callback([a] {
     hh::initRuntime();
     a->options.sampling.validate();

@@ -16,6 +16,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/io/text_file.h"
 #include "engine/jobs/attention_probe.h"
+#include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "engine/models/tensor_file.h"
@@ -25,7 +26,7 @@ namespace hh::cli {
 void addInspectCommand(CLI::App& app) {
   struct Args {
     std::string model, text = "The quick brown fox jumps over the lazy dog, and then it runs back home again.", textFile,
-                adapters, out;
+                adapters, out, device;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("inspect", "Per-layer, per-head attention statistics of a model on a text");
@@ -34,9 +35,12 @@ void addInspectCommand(CLI::App& app) {
   cmd->add_option("--text-file", a->textFile, "Read the text from this file instead")->check(CLI::ExistingFile);
   cmd->add_option("--adapters", a->adapters, "Adapter file (feature maps) to apply on top of the model")->check(CLI::ExistingFile);
   cmd->add_option("--out", a->out, "Write input_ids and attentions (softmax, and linear for converted layers) to this safetensors file");
+  addDeviceOption(cmd, a->device);
   cmd->callback([a] {
     hh::initRuntime();
-    auto model = models::loadModel(a->model);
+    models::LoadOptions load;
+    load.device = jobs::jobDevice(a->device.empty() ? "auto" : a->device);
+    auto model = models::loadModel(a->model, load);
     if (!a->adapters.empty()) models::loadAdaptersFile(*model, a->adapters);
     const auto tokenizer = tok::loadTokenizer(a->model);
     if (!a->textFile.empty()) {
@@ -48,11 +52,12 @@ void addInspectCommand(CLI::App& app) {
     auto ids = tokenizer->encode(a->text, /*addSpecialTokens=*/true);
     if (ids.size() < 2) throw std::runtime_error("the text gives fewer than 2 tokens");
     if (static_cast<int64_t>(ids.size()) > model->config().maxPositions) ids.resize(static_cast<size_t>(model->config().maxPositions));
-    const auto input = torch::tensor(ids, torch::kLong).unsqueeze(0);  // [1,T]
+    const auto input = torch::tensor(ids, torch::kLong).unsqueeze(0).to(load.device);  // [1,T]
     jobs::ProbeRequest request;
     request.patterns = model->config().causal;
     const auto probe = jobs::probeAttention(*model, input, {}, request);
-    std::printf("%s | %zu tokens\n", model->config().describe().c_str(), ids.size());
+    std::printf("%s | %zu tokens | %s\n", model->config().describe().c_str(), ids.size(),
+                jobs::deviceLabelOf(*model).c_str());
     const auto& m = probe.heads;
     const int L = m.kl.layers, H = m.kl.heads;
     std::printf("%5s %4s %12s %12s %12s %12s %9s %9s %9s\n", "layer", "head", "H(softmax)", "H(linear)", "KL", "spearman",

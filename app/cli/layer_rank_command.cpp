@@ -37,7 +37,7 @@ void printRanking(const jobs::RankResult& r) {
 
 void addRankCommand(CLI::App& app) {
   struct Args {
-    std::string model, configFile, runDir, attention, keepAs, corpus;
+    std::string model, configFile, runDir, attention, keepAs, corpus, device;
     int64_t steps = -1, keep = -1, probeRows = -1, seqLen = -1, maxTrain = -1;
     bool printConfig = false;
   };
@@ -55,10 +55,12 @@ void addRankCommand(CLI::App& app) {
   cmd->add_option("--max-train", a->maxTrain, "Use at most this many training sequences");
   cmd->add_option("--corpus", a->corpus, "brown, or a .txt/.jsonl file or folder of .txt");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
+  addDeviceOption(cmd, a->device);
   cmd->callback([a] {
     jobs::RankConfig c;
     if (!a->configFile.empty()) c = jobs::parseConfigFile(a->configFile, "rank", jobs::rankConfigFromJson);
     if (!a->model.empty()) c.modelDir = a->model;
+    if (!a->device.empty()) c.device = a->device;
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->attention.empty()) c.attention = a->attention;
     if (!a->keepAs.empty()) c.keepAs = a->keepAs;
@@ -79,7 +81,7 @@ void addRankCommand(CLI::App& app) {
     const auto r = jobs::runRank(c, observer);
     if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
     printRanking(r);
-    std::printf("%s; written to %s\n", r.message.c_str(), r.rankFile.c_str());
+    std::printf("%s; written to %s\ndevice: %s\n", r.message.c_str(), r.rankFile.c_str(), r.device.c_str());
   });
 }
 

@@ -46,7 +46,7 @@ nlohmann::json pointJson(const jobs::RecallProbePoint& p) {
 
 void addProbeCommand(CLI::App& app) {
   struct Args {
-    std::string model, corpus = "brown", json;
+    std::string model, corpus = "brown", json, device;
     jobs::RecallProbeOptions options;
   };
   auto a = std::make_shared<Args>();
@@ -61,18 +61,22 @@ void addProbeCommand(CLI::App& app) {
   cmd->add_option("--corpus", a->corpus, "Text the needle is hidden in: brown, or a .txt/.jsonl file or folder");
   cmd->add_option("--seed", a->options.seed, "Seed of the needles and their places");
   cmd->add_option("--json", a->json, "Also write every number (and the per-head tables) to this file");
+  addDeviceOption(cmd, a->device);
   cmd->callback([a] {
-    auto model = models::loadModel(a->model);
+    models::LoadOptions load;
+    load.device = jobs::jobDevice(a->device.empty() ? "auto" : a->device);
+    auto model = models::loadModel(a->model, load);
     const auto tokenizer = tok::loadTokenizer(a->model);
     jobs::DataConfig data;
     data.corpus = a->corpus;
     data.sequenceLength = *std::max_element(a->options.lengths.begin(), a->options.lengths.end());
     data.validationFraction = 1.0;
     data.maxValidationSequences = a->options.trials;
-    const auto filler = jobs::loadLmData(data, *tokenizer, /*needTraining=*/false).validation;
+    const auto filler = jobs::loadLmData(data, *tokenizer, /*needTraining=*/false).validation.to(load.device);
     const auto points = jobs::runRecallProbe(*model, filler, a->options);
-    std::printf("%s, %s: %lld prompts per length (%s)\n", a->options.task.c_str(), a->model.c_str(),
-                static_cast<long long>(a->options.trials), model->config().plan.summary().c_str());
+    std::printf("%s, %s: %lld prompts per length (%s) on %s\n", a->options.task.c_str(), a->model.c_str(),
+                static_cast<long long>(a->options.trials), model->config().plan.summary().c_str(),
+                jobs::deviceLabelOf(*model).c_str());
     std::printf("%8s  %8s  %9s  heads on the needle (teacher | converted)\n", "length", "teacher", "converted");
     nlohmann::json out = nlohmann::json::array();
     for (const auto& p : points) {

@@ -9,7 +9,7 @@ namespace hh::jobs {
 nlohmann::json toJson(const RankConfig& c) {
   return {{"model", c.modelDir}, {"run_dir", c.runDir},       {"attention", c.attention}, {"steps", c.steps},
           {"batch_size", c.batchSize}, {"lr", c.lr},          {"probe_rows", c.probeRows}, {"keep", c.keep},
-          {"keep_as", c.keepAs},       {"seed", c.seed},      {"data", toJson(c.data)}};
+          {"keep_as", c.keepAs},       {"seed", c.seed},      {"device", c.device}, {"data", toJson(c.data)}};
 }
 
 RankConfig rankConfigFromJson(const nlohmann::json& j) {
@@ -26,6 +26,7 @@ RankConfig rankConfigFromJson(const nlohmann::json& j) {
   r.read("keep", c.keep);
   r.read("keep_as", c.keepAs);
   r.read("seed", c.seed);
+  r.read("device", c.device);
   r.seen.insert("data");
   if (j.contains("data")) c.data = dataConfigFromJson(j.at("data"), "rank config \"data\"");
   r.checkUnknownKeys();

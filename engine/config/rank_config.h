@@ -22,6 +22,7 @@ struct RankConfig {
   int64_t keep = 1;                    // the budget: layers the proposed plan does not convert to `attention`
   std::string keepAs = "softmax";      // what those layers run ("softmax", or "hedgehog_window(64)", ...)
   uint64_t seed = 0;
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N (engine/core/device.h)
   DataConfig data;
 };
 

@@ -6,6 +6,7 @@
 
 #if HH_CUDA
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
 namespace hh {
@@ -45,6 +46,34 @@ std::string resolveDevice(const std::string& spec) {
                                 (count == 1 ? " is" : "s are") + " visible (cuda:0" +
                                 (count > 1 ? " to cuda:" + std::to_string(count - 1) : std::string()) + ")");
   return "cuda:" + std::to_string(index);
+}
+
+namespace {
+// The GPU index of "cuda:N"; -1 for anything else.
+int cudaIndex(const std::string& device) { return device.rfind("cuda:", 0) == 0 ? std::stoi(device.substr(5)) : -1; }
+}  // namespace
+
+void synchronizeDevice(const std::string& device) {
+  if (cudaIndex(device) >= 0) torch::cuda::synchronize(cudaIndex(device));
+}
+
+void resetDevicePeakMemory(const std::string& device) {
+#if HH_CUDA
+  if (cudaIndex(device) >= 0)
+    c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(cudaIndex(device)));
+#endif
+  (void)device;
+}
+
+int64_t devicePeakMemoryBytes(const std::string& device) {
+#if HH_CUDA
+  if (cudaIndex(device) >= 0) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(cudaIndex(device)));
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE)].peak;
+  }
+#endif
+  (void)device;
+  return -1;
 }
 
 std::string deviceLabel(const std::string& device) {

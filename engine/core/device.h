@@ -6,6 +6,7 @@
 // default; docs/gpu.md). In the default CPU build "auto" is the CPU and "cuda" is refused with a
 // message that says so; nothing falls back to the CPU silently.
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace hh {
@@ -21,5 +22,13 @@ std::string deviceLabel(const std::string& device);
 // Whether this build was configured with CUDA (HH_CUDA), and how many GPUs it sees (0 without).
 bool cudaBuild();
 int cudaDeviceCount();
+
+// For timing and memory readings on a canonical device ("cpu" or "cuda:N"): waits until the
+// device's queued work is done (a no-op on the CPU); resets and reads the peak bytes the caching
+// allocator has handed out since (CUDA only; the CPU has no such allocator: -1, see
+// core/process_memory.h for the process's peak RSS).
+void synchronizeDevice(const std::string& device);
+void resetDevicePeakMemory(const std::string& device);
+int64_t devicePeakMemoryBytes(const std::string& device);
 
 }  // namespace hh

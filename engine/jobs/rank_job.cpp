@@ -13,6 +13,7 @@
 #include "engine/jobs/attention_probe.h"
 #include "engine/jobs/distill_job.h"
 #include "engine/jobs/job_support.h"
+#include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
 
@@ -35,6 +36,7 @@ DistillConfig distillConfigOf(const RankConfig& c, int64_t layers) {
   d.snapshotEvery = c.steps;
   d.curveBins = 0;
   d.seed = c.seed;
+  d.device = c.device;
   d.data = c.data;
   return d;
 }
@@ -56,11 +58,13 @@ std::vector<double> layerMeans(const HeadTable& table) {
 
 // The distilled model measured on the first probe_rows held-out rows.
 void measure(const RankConfig& c, const std::string& adapters, RankResult& result) {
-  auto model = models::loadModel(c.modelDir);
+  models::LoadOptions load;
+  load.device = jobDevice(c.device);
+  auto model = models::loadModel(c.modelDir, load);
   models::loadAdaptersFile(*model, adapters);
   const auto tokenizer = tok::loadTokenizer(c.modelDir);
   const auto data = loadLmData(c.data, *tokenizer, /*needTraining=*/false);
-  const auto rows = data.validation.narrow(0, 0, std::min<int64_t>(c.probeRows, data.validation.size(0)));
+  const auto rows = data.validation.narrow(0, 0, std::min<int64_t>(c.probeRows, data.validation.size(0))).to(load.device);
   ProbeRequest request;
   request.outputs = true;
   const auto probe = probeAttention(*model, rows, {}, request);
@@ -110,6 +114,7 @@ RankResult runRank(const RankConfig& config, JobObserver& observer) {
   const auto distilled = runDistill(distillConfig, observer);
   RankResult result;
   result.distillRunFile = distilled.runFile;
+  result.device = distilled.device;
   if (distilled.status != JobStatus::Completed) {
     result.status = distilled.status;
     result.message = "the distillation " + std::string(toString(distilled.status)) + ": " + distilled.message;

@@ -27,6 +27,7 @@ struct RankResult {
   std::vector<int64_t> hardestFirst;  // the layers by score, hardest first
   std::vector<std::string> plan;      // the proposed plan, one spec per layer
   std::string distillRunFile, rankFile;
+  std::string device;                 // where it computed (engine/core/device.h)
   double seconds = 0;
 };
 
