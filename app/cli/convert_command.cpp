@@ -14,7 +14,7 @@ namespace hh::cli {
 
 void addConvertCommand(CLI::App& app) {
   struct Args {
-    std::string model, configFile, runDir, outputDir, featureMap, rule, corpus, dtype, device;
+    std::string model, configFile, runDir, outputDir, featureMap, rule, corpus, dtype, device, computeDtype;
     std::vector<int64_t> layers;
     std::vector<std::string> plan;
     int64_t window = -1;
@@ -45,11 +45,13 @@ void addConvertCommand(CLI::App& app) {
   cmd->add_flag("--print-config", a->printConfig, "Print the full project file as JSON and exit");
   addProcessCountOption(cmd, a->processes);
   addDeviceOption(cmd, a->device);
+  addDtypeOption(cmd, a->computeDtype, "--compute-dtype");
   cmd->callback([a] {
     jobs::ConvertConfig c;
     if (!a->configFile.empty()) c = jobs::parseConfigFile(a->configFile, "convert", jobs::convertConfigFromJson);
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->device.empty()) c.device = a->device;
+    if (!a->computeDtype.empty()) c.dtype = a->computeDtype;
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->outputDir.empty()) c.outputDir = a->outputDir;
     if (!a->featureMap.empty()) c.featureMap = a->featureMap;

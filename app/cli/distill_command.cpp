@@ -13,7 +13,7 @@ namespace hh::cli {
 
 void addDistillCommand(CLI::App& app) {
   struct Args {
-    std::string model, configFile, runDir, featureMap, rule, corpus, loss, device;
+    std::string model, configFile, runDir, featureMap, rule, corpus, loss, device, dtype;
     std::vector<int64_t> layers;
     std::vector<std::string> plan;
     int64_t window = -1;
@@ -46,6 +46,7 @@ void addDistillCommand(CLI::App& app) {
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addProcessCountOption(cmd, a->processes);
   addDeviceOption(cmd, a->device);
+  addDtypeOption(cmd, a->dtype);
   cmd->callback([a] {
     jobs::DistillConfig c;
     if (!a->configFile.empty()) {
@@ -53,6 +54,7 @@ void addDistillCommand(CLI::App& app) {
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->device.empty()) c.device = a->device;
+    if (!a->dtype.empty()) c.dtype = a->dtype;
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->featureMap.empty()) c.featureMap = a->featureMap;
     if (!a->rule.empty()) c.rule = a->rule;

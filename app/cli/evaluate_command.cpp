@@ -51,7 +51,7 @@ void printEvaluation(const jobs::EvaluateResult& r) {
 
 void addEvaluateCommand(CLI::App& app) {
   struct Args {
-    std::string model, converted, featureMap, configFile, runDir, task, corpus, device;
+    std::string model, converted, featureMap, configFile, runDir, task, corpus, device, dtype;
     std::vector<std::string> featureMaps;
     std::vector<int64_t> layers;
     int64_t maxSequences = -1, tableSequences = -1, batch = -1, seqLen = -1;
@@ -74,6 +74,7 @@ void addEvaluateCommand(CLI::App& app) {
   cmd->add_option("--corpus", a->corpus, "lm: brown or a .txt/.jsonl file or folder; classification: spamassassin or .tsv/.jsonl");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addDeviceOption(cmd, a->device);
+  addDtypeOption(cmd, a->dtype);
   cmd->callback([a] {
     jobs::EvaluateConfig c;
     if (!a->configFile.empty()) {
@@ -81,6 +82,7 @@ void addEvaluateCommand(CLI::App& app) {
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->device.empty()) c.device = a->device;
+    if (!a->dtype.empty()) c.dtype = a->dtype;
     if (!a->converted.empty()) c.converted = a->converted;
     if (!a->featureMap.empty()) c.featureMap = a->featureMap;
     if (!a->runDir.empty()) c.runDir = a->runDir;

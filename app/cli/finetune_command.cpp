@@ -13,7 +13,7 @@ namespace hh::cli {
 
 void addFinetuneCommand(CLI::App& app) {
   struct Args {
-    std::string model, adapters, configFile, runDir, outputDir, mode, task, loss, corpus, classData, device;
+    std::string model, adapters, configFile, runDir, outputDir, mode, task, loss, corpus, classData, device, dtype;
     int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1, rank = -1;
     double lr = -1, alpha = -1;
     bool resume = false, printConfig = false;
@@ -43,6 +43,7 @@ void addFinetuneCommand(CLI::App& app) {
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addProcessCountOption(cmd, a->processes);
   addDeviceOption(cmd, a->device);
+  addDtypeOption(cmd, a->dtype);
   cmd->callback([a] {
     jobs::FinetuneConfig c;
     if (!a->configFile.empty()) {
@@ -50,6 +51,7 @@ void addFinetuneCommand(CLI::App& app) {
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->device.empty()) c.device = a->device;
+    if (!a->dtype.empty()) c.dtype = a->dtype;
     if (!a->adapters.empty()) c.adapters = a->adapters;
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->outputDir.empty()) c.outputDir = a->outputDir;

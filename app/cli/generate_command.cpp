@@ -27,7 +27,7 @@ namespace hh::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, compare, prompt, timings, output, device;
+  std::string model, compare, prompt, timings, output, device, dtype;
   int64_t samples = 0;
   std::vector<std::string> stops;
   gen::GenerateOptions options;
@@ -67,6 +67,7 @@ gen::GenerateOptions optionsFor(const GenerateArgs& a, const models::ModelConfig
 models::ModelPtr loadOn(const std::string& dir, const GenerateArgs& a) {
   models::LoadOptions load;
   load.device = jobs::jobDevice(a.device.empty() ? "auto" : a.device);
+  load.dtype = jobs::jobDtype(a.dtype.empty() ? "float32" : a.dtype);
   return models::loadModel(dir, load);
 }
 
@@ -195,6 +196,7 @@ void addGenerateCommand(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1000000)));
   cmd->add_option("--output,-o", a->output, "With --samples: a .jsonl file, one {\"text\": ...} line per sample");
   addDeviceOption(cmd, a->device);
+  addDtypeOption(cmd, a->dtype);
   cmd->callback([a] {
     hh::initRuntime();
     a->options.sampling.validate();

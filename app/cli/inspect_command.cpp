@@ -26,7 +26,7 @@ namespace hh::cli {
 void addInspectCommand(CLI::App& app) {
   struct Args {
     std::string model, text = "The quick brown fox jumps over the lazy dog, and then it runs back home again.", textFile,
-                adapters, out, device;
+                adapters, out, device, dtype;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("inspect", "Per-layer, per-head attention statistics of a model on a text");
@@ -36,10 +36,12 @@ void addInspectCommand(CLI::App& app) {
   cmd->add_option("--adapters", a->adapters, "Adapter file (feature maps) to apply on top of the model")->check(CLI::ExistingFile);
   cmd->add_option("--out", a->out, "Write input_ids and attentions (softmax, and linear for converted layers) to this safetensors file");
   addDeviceOption(cmd, a->device);
+  addDtypeOption(cmd, a->dtype);
   cmd->callback([a] {
     hh::initRuntime();
     models::LoadOptions load;
     load.device = jobs::jobDevice(a->device.empty() ? "auto" : a->device);
+    load.dtype = jobs::jobDtype(a->dtype.empty() ? "float32" : a->dtype);
     auto model = models::loadModel(a->model, load);
     if (!a->adapters.empty()) models::loadAdaptersFile(*model, a->adapters);
     const auto tokenizer = tok::loadTokenizer(a->model);

@@ -24,6 +24,7 @@
 
 #include "app/cli/child_logs.h"
 #include "app/cli/progress_format.h"
+#include "engine/config/compute_dtype.h"
 #include "engine/core/process_memory.h"
 #include "engine/distributed/communicator.h"
 
@@ -115,6 +116,13 @@ void addDeviceOption(CLI::App* command, std::string& device) {
   command->add_option("--device", device,
                       "auto | cpu | cuda | cuda:N (default auto: the GPU when this build has CUDA and one is visible, "
                       "else the CPU)");
+}
+
+void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& name) {
+  command->add_option(name, dtype,
+                      "float32 | bfloat16 (default float32): bfloat16 keeps frozen weights and activations in bf16, "
+                      "what trains in fp32, softmax, normalisers, states and losses in fp32")
+      ->check(CLI::IsMember(jobs::computeDtypeNames()));
 }
 
 void addProcessCountOption(CLI::App* command, int& processes) {

@@ -13,7 +13,7 @@ namespace hh::cli {
 
 void addTrainCommand(CLI::App& app) {
   struct Args {
-    std::string model, configFile, runDir, outputDir, tokenizer, modelType, featureMap, rule, corpus, device;
+    std::string model, configFile, runDir, outputDir, tokenizer, modelType, featureMap, rule, corpus, device, dtype;
     std::vector<int64_t> layers;
     int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1, warmup = -1;
     int64_t nEmbd = -1, nLayer = -1, nHead = -1, nPositions = -1;
@@ -46,6 +46,7 @@ void addTrainCommand(CLI::App& app) {
   cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addDeviceOption(cmd, a->device);
+  addDtypeOption(cmd, a->dtype);
   cmd->callback([a] {
     jobs::TrainConfig c;
     if (!a->configFile.empty()) {
@@ -53,6 +54,7 @@ void addTrainCommand(CLI::App& app) {
     }
     if (!a->model.empty()) c.modelDir = a->model;
     if (!a->device.empty()) c.device = a->device;
+    if (!a->dtype.empty()) c.dtype = a->dtype;
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->outputDir.empty()) c.outputDir = a->outputDir;
     if (!a->tokenizer.empty()) c.tokenizer = a->tokenizer;

@@ -209,7 +209,10 @@ RuleInputs RuleGatesImpl::forward(const torch::Tensor& hidden) {
   if (rule_ == UpdateRule::Additive) return in;
   TORCH_CHECK(hidden.defined() && hidden.dim() == 3, "the ", toString(rule_), " rule needs hidden states [B,T,C]");
   const int64_t b = hidden.size(0), t = hidden.size(1);
-  const auto first = torch::sigmoid(first_->forward(hidden));
+  // In the gates' own dtype (fp32 master weights under bf16 activations): the forms take the
+  // gates in fp32 anyway.
+  const auto h = hidden.to(first_->weight.scalar_type());  // [B,T,C]
+  const auto first = torch::sigmoid(first_->forward(h));
   switch (rule_) {
     case UpdateRule::Gated:
       in.gate = first.transpose(1, 2).contiguous();  // [B,H,T]
@@ -222,7 +225,7 @@ RuleInputs RuleGatesImpl::forward(const torch::Tensor& hidden) {
     case UpdateRule::DecayMao:  // Decay on values LinearAttention has scaled
       in.keyDecay = first.view({b, t, heads_, featureDim_}).transpose(1, 2).contiguous();  // [B,H,T,F]
       in.valueDecay =
-          torch::sigmoid(second_->forward(hidden)).view({b, t, heads_, headDim_}).transpose(1, 2).contiguous();
+          torch::sigmoid(second_->forward(h)).view({b, t, heads_, headDim_}).transpose(1, 2).contiguous();
       break;
     case UpdateRule::Additive:
       break;

@@ -4,6 +4,7 @@
 
 #include "engine/config/convert_config.h"
 #include "engine/config/json_reader.h"
+#include "engine/config/compute_dtype.h"
 
 namespace hh::jobs {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 // Keys of a stage's own config that the convert job sets from the shared ones (or its folders).
 const std::set<std::string>& stageOwnedKeys() {
   static const std::set<std::string> keys{"model",   "run_dir", "output_dir", "adapters", "converted",
-                                          "feature_map", "rule", "layers",  "window", "plan", "data", "seed", "resume", "device"};
+                                          "feature_map", "rule", "layers",  "window", "plan", "data", "seed", "resume", "device", "dtype"};
   return keys;
 }
 
@@ -44,7 +45,7 @@ nlohmann::json toJson(const ConvertConfig& c) {
           {"window", c.window},
           {"plan", c.plan},
           {"seed", c.seed},
-          {"device", c.device},
+          {"device", c.device}, {"dtype", c.dtype},
           {"data", toJson(c.data)},
           {"eval_data", c.evalData ? toJson(*c.evalData) : nlohmann::json()},
           {"distill", stageSection(toJson(c.distill))},
@@ -67,6 +68,8 @@ ConvertConfig convertConfigFromJson(const nlohmann::json& j) {
   r.read("plan", c.plan);
   r.read("seed", c.seed);
   r.read("device", c.device);
+  r.read("dtype", c.dtype);
+  checkComputeDtype(c.dtype, r.where);
   for (const char* key : {"data", "eval_data", "distill", "finetune", "evaluate", "export"}) r.seen.insert(key);
   if (j.contains("data")) c.data = dataConfigFromJson(j.at("data"), "convert config \"data\"");
   if (j.contains("eval_data") && !j.at("eval_data").is_null())
@@ -106,6 +109,7 @@ DistillConfig distillStage(const ConvertConfig& c) {
   d.data = c.data;
   d.seed = c.seed;
   d.device = c.device;
+  d.dtype = c.dtype;
   d.resume = false;
   return d;
 }
@@ -119,6 +123,7 @@ FinetuneConfig finetuneStage(const ConvertConfig& c) {
   f.data = c.data;
   f.seed = c.seed;
   f.device = c.device;
+  f.dtype = c.dtype;
   return f;
 }
 
@@ -132,6 +137,7 @@ EvaluateConfig evaluateStage(const ConvertConfig& c) {
   e.data = c.evalData ? *c.evalData : c.data;
   e.seed = c.seed;
   e.device = c.device;
+  e.dtype = c.dtype;
   return e;
 }
 

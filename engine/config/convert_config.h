@@ -30,6 +30,7 @@ struct ConvertConfig {
   std::vector<std::string> plan;  // one attention per layer; replaces the four keys above (DistillConfig::plan)
   uint64_t seed = 0;
   std::string device = "auto";  // every stage's (engine/core/device.h)
+  std::string dtype = "float32";  // every stage's compute dtype (engine/config/compute_dtype.h)
   DataConfig data;           // shared by every stage
   // The evaluate stage's data when it should differ (e.g. distil and finetune on text the teacher
   // generated, evaluate on real text); unset = `data`. "eval_data" in the file, null when unset.

@@ -2,6 +2,7 @@
 // written out by toJson so a project file documents itself.
 #include "engine/config/distill_config.h"
 #include "engine/config/json_reader.h"
+#include "engine/config/compute_dtype.h"
 
 namespace hh::jobs {
 
@@ -33,7 +34,7 @@ nlohmann::json toJson(const DistillConfig& c) {
           {"eval_every", c.evalEvery}, {"eval_batches", c.evalBatches}, {"patience", c.patience},
           {"snapshot_every", c.snapshotEvery}, {"snapshot_pairs", c.snapshotPairs}, {"snapshot_size", c.snapshotSize},
           {"curve_bins", c.curveBins}, {"probe_rows", c.probeRows},
-          {"probe_text", c.probeText}, {"seed", c.seed}, {"resume", c.resume}, {"device", c.device}, {"data", toJson(c.data)}};
+          {"probe_text", c.probeText}, {"seed", c.seed}, {"resume", c.resume}, {"device", c.device}, {"dtype", c.dtype}, {"data", toJson(c.data)}};
 }
 
 DistillConfig distillConfigFromJson(const nlohmann::json& j) {
@@ -64,6 +65,8 @@ DistillConfig distillConfigFromJson(const nlohmann::json& j) {
   r.read("seed", c.seed);
   r.read("resume", c.resume);
   r.read("device", c.device);
+  r.read("dtype", c.dtype);
+  checkComputeDtype(c.dtype, r.where);
   r.read("debug_nan_at_step", c.debugNanAtStep);
   r.seen.insert("data");
   if (j.contains("data")) c.data = dataConfigFromJson(j.at("data"), "distill config \"data\"");

@@ -5,6 +5,7 @@
 #include "engine/config/attention_types.h"
 #include "engine/config/evaluate_config.h"
 #include "engine/config/json_reader.h"
+#include "engine/config/compute_dtype.h"
 
 namespace hh::jobs {
 
@@ -12,7 +13,7 @@ nlohmann::json toJson(const EvaluateConfig& c) {
   return {{"model", c.modelDir},         {"converted", c.converted},   {"feature_map", c.featureMap},
           {"run_dir", c.runDir},         {"task", c.task},             {"feature_maps", c.featureMaps},
           {"layers", c.layers},          {"max_sequences", c.maxSequences}, {"table_sequences", c.tableSequences},
-          {"batch_size", c.batchSize},   {"seed", c.seed},             {"device", c.device}, {"data", toJson(c.data)}};
+          {"batch_size", c.batchSize},   {"seed", c.seed},             {"device", c.device}, {"dtype", c.dtype}, {"data", toJson(c.data)}};
 }
 
 EvaluateConfig evaluateConfigFromJson(const nlohmann::json& j) {
@@ -29,6 +30,8 @@ EvaluateConfig evaluateConfigFromJson(const nlohmann::json& j) {
   r.read("batch_size", c.batchSize);
   r.read("seed", c.seed);
   r.read("device", c.device);
+  r.read("dtype", c.dtype);
+  checkComputeDtype(c.dtype, r.where);
   r.seen.insert("feature_maps");
   if (j.is_object() && j.contains("feature_maps") && !j.at("feature_maps").is_null()) {
     const auto& list = j.at("feature_maps");

@@ -2,6 +2,7 @@
 // written out by toJson so a project file documents itself.
 #include "engine/config/finetune_config.h"
 #include "engine/config/json_reader.h"
+#include "engine/config/compute_dtype.h"
 
 namespace hh::jobs {
 
@@ -46,7 +47,7 @@ nlohmann::json toJson(const FinetuneConfig& c) {
           {"patience", c.patience},
           {"seed", c.seed},
           {"resume", c.resume},
-          {"device", c.device},
+          {"device", c.device}, {"dtype", c.dtype},
           {"data", toJson(c.data)},
           {"classification", toJson(c.classification)}};
 }
@@ -76,6 +77,8 @@ FinetuneConfig finetuneConfigFromJson(const nlohmann::json& j) {
   r.read("seed", c.seed);
   r.read("resume", c.resume);
   r.read("device", c.device);
+  r.read("dtype", c.dtype);
+  checkComputeDtype(c.dtype, r.where);
   r.read("debug_nan_at_step", c.debugNanAtStep);
   r.seen.insert("data");
   r.seen.insert("classification");

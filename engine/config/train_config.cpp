@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/config/json_reader.h"
+#include "engine/config/compute_dtype.h"
 #include "engine/config/train_config.h"
 
 namespace hh::jobs {
@@ -114,7 +115,7 @@ nlohmann::json toJson(const TrainConfig& c) {
           {"patience", c.patience},
           {"seed", c.seed},
           {"resume", c.resume},
-          {"device", c.device},
+          {"device", c.device}, {"dtype", c.dtype},
           {"data", toJson(c.data)},
           {"task", toJson(c.task)}};
 }
@@ -145,6 +146,8 @@ TrainConfig trainConfigFromJson(const nlohmann::json& j) {
   r.read("seed", c.seed);
   r.read("resume", c.resume);
   r.read("device", c.device);
+  r.read("dtype", c.dtype);
+  checkComputeDtype(c.dtype, r.where);
   r.read("debug_nan_at_step", c.debugNanAtStep);
   r.seen.insert("architecture");
   r.seen.insert("data");

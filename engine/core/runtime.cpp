@@ -1,5 +1,7 @@
 #include "engine/core/runtime.h"
 
+#include "engine/core/device.h"
+
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
@@ -60,7 +62,7 @@ RuntimeInfo runtimeInfo() {
   info.intraOpThreads = at::get_num_threads();
   const unsigned hw = std::thread::hardware_concurrency();
   info.hardwareThreads = hw > 0 ? static_cast<int>(hw) : 1;
-  info.device = torch::cuda::is_available() ? "cuda:0" : "cpu";
+  info.device = deviceLabel(resolveDevice("auto"));  // where jobs run unless told otherwise
   info.torchVersion = TORCH_VERSION;
   return info;
 }

@@ -9,7 +9,7 @@ namespace hh {
 struct RuntimeInfo {
   int intraOpThreads = 1;   // threads Torch uses inside one op
   int hardwareThreads = 1;  // std::thread::hardware_concurrency()
-  std::string device;       // "cpu" or "cuda:0 (NAME)"
+  std::string device;       // where jobs run by default (device "auto"): "cpu" or "cuda:0 (NAME)"
   std::string torchVersion; // e.g. "1.13.0"
 };
 

@@ -59,10 +59,12 @@ Setup prepare(const DistillConfig& config) {
   Setup s;
   models::LoadOptions load;
   load.device = jobDevice(config.device);
+  load.dtype = jobDtype(config.dtype);  // the frozen teacher's weights; the feature maps train in fp32
   s.model = models::loadModel(config.modelDir, load);
   const int64_t L = s.model->layerCount();
   s.model->setAttentionPlan(models::planFromKeys(planKeys(config), L));
   s.model->freezeAllBut(true);
+  applyComputeDtype(*s.model, config.dtype);
   for (auto& [name, t] : s.model->adapterTensors())
     if (t.requires_grad()) s.params.push_back(t);
   if (s.params.empty())

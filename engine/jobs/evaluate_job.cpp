@@ -125,6 +125,7 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
   // ---- models, data (errors here are configuration errors: thrown) ----
   models::LoadOptions load;
   load.device = jobDevice(config.device);
+  load.dtype = jobDtype(config.dtype);
   auto teacher = models::loadModel(config.modelDir, load);
   if (teacher->config().plan.anyLinear())
     throw std::invalid_argument("evaluate: the teacher \"" + config.modelDir + "\" already has linear layers; give the softmax original");

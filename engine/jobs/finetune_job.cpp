@@ -68,6 +68,7 @@ Setup prepare(const FinetuneConfig& config) {
   Setup s;
   models::LoadOptions load;
   load.device = jobDevice(config.device);
+  load.dtype = jobDtype(config.dtype);  // frozen weights (and the teacher) in it; what trains in fp32
   s.classification = config.task == "classification";
   s.tokenizer = tok::loadTokenizer(config.modelDir);
   if (s.classification) {
@@ -106,6 +107,7 @@ Setup prepare(const FinetuneConfig& config) {
     for (auto& item : model.named_parameters(true))
       if (isClassificationHead(item.key())) item.value().set_requires_grad(true);
   }
+  applyComputeDtype(model, config.dtype);
   for (auto& p : model.parameters())
     if (p.requires_grad()) s.params.push_back(p);
   if (s.lora)

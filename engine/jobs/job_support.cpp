@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "engine/config/compute_dtype.h"
 #include "engine/core/device.h"
 #include "engine/data/data_paths.h"
 
@@ -54,6 +55,18 @@ void BatchSampler::skip(int64_t batches) {
 
 c10::Device jobDevice(const std::string& spec) { return c10::Device(resolveDevice(spec)); }
 
+c10::ScalarType jobDtype(const std::string& name) {
+  checkComputeDtype(name, "dtype");
+  return name == "bfloat16" ? torch::kBFloat16 : torch::kFloat;
+}
+
+void applyComputeDtype(models::TransformerModel& model, const std::string& dtype) {
+  const auto type = jobDtype(dtype);
+  if (type == torch::kFloat) return;
+  model.keepTrainableInFloat32();
+  model.setComputeDtype(type);
+}
+
 void moveTo(data::LmDataset& dataset, c10::Device device) {
   dataset.train = dataset.train.to(device);
   dataset.validation = dataset.validation.to(device);
@@ -74,7 +87,12 @@ void moveTo(data::ClassificationDataset& dataset, c10::Device device) {
   }
 }
 
-std::string deviceLabelOf(const models::TransformerModel& model) { return deviceLabel(deviceOf(model)); }
+std::string deviceLabelOf(const models::TransformerModel& model) {
+  const auto params = model.parameters();
+  const auto weights = params.empty() ? torch::kFloat : params.front().scalar_type();
+  const auto activations = model.computeDtype().value_or(weights);
+  return deviceLabel(deviceOf(model)) + (activations == torch::kBFloat16 ? ", bfloat16" : "");
+}
 
 std::string deviceOf(const models::TransformerModel& model) {
   const auto params = model.parameters();

@@ -47,11 +47,18 @@ class BatchSampler {
 // The device a job runs on, from its config's "device" (engine/core/device.h: auto, cpu, cuda,
 // cuda:N). Throws std::invalid_argument when it cannot be had: a configuration error.
 c10::Device jobDevice(const std::string& spec);
+// The torch dtype of a config's "dtype" (engine/config/compute_dtype.h): kFloat or kBFloat16.
+c10::ScalarType jobDtype(const std::string& name);
+// Mixed precision for a job's model once what trains requires grad: that converted to fp32
+// (master weights), the activations in `dtype` (TransformerModel::setComputeDtype). Nothing
+// changes for float32.
+void applyComputeDtype(models::TransformerModel& model, const std::string& dtype);
 // A job's data, moved where its model computes (token ids are small next to a model).
 void moveTo(data::LmDataset& dataset, c10::Device device);
 void moveTo(data::TaskDataset& dataset, c10::Device device);
 void moveTo(data::ClassificationDataset& dataset, c10::Device device);
-// The run file's and the summary's name for the device: "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)".
+// The run file's and the summary's name for the device: "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)",
+// with ", bfloat16" when the model computes in bf16.
 
 std::string deviceLabelOf(const models::TransformerModel& model);
 // The device a model computes on ("cpu", "cuda:0"): its parameters'.

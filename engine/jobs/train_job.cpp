@@ -161,6 +161,7 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
   model->to(device);
   model->train();
   const auto params = trainableParameters(*model);
+  applyComputeDtype(*model, config.dtype);  // every weight trains: fp32 weights, bf16 activations
   result.parameters = model->parameterCount();
   result.device = deviceLabelOf(*model);
   auto dataset = isTask ? data::LmDataset{} : loadLmData(config.data, *tokenizer.tokenizer);

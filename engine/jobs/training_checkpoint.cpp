@@ -5,6 +5,10 @@
 #include <torch/types.h>
 
 #include <filesystem>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 #include "engine/io/durable_file.h"
 #include "engine/io/safetensors.h"
@@ -24,7 +28,22 @@ std::vector<torch::Tensor> allParameters(torch::optim::AdamW& optimizer) {
   return out;
 }
 
-std::string stateKey(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+// The optimizer keys its per-parameter state by the parameter's TensorImpl: printed as a string in
+// LibTorch 1.x, the pointer itself in 2.x.
+using StateKey = std::remove_reference_t<decltype(std::declval<torch::optim::AdamW&>().state())>::key_type;
+
+template <typename Key>
+Key stateKeyOf(const torch::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream text;  // as LibTorch 1.x writes it (c10::guts::to_string)
+    text << p.unsafeGetTensorImpl();
+    return text.str();
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
+}
+
+StateKey stateKey(const torch::Tensor& p) { return stateKeyOf<StateKey>(p); }
 
 std::string shapeText(c10::IntArrayRef shape) {
   std::string s = "[";

@@ -58,15 +58,15 @@ ModelOutput BertModel::forward(const torch::Tensor& ids, const ForwardOptions& o
   const auto positions = torch::arange(T, torch::TensorOptions(torch::kLong).device(ids.device()));
   const auto types = options.tokenTypes.defined() ? options.tokenTypes.to(torch::kLong) : torch::zeros_like(ids);
   TORCH_CHECK(types.sizes() == ids.sizes(), "token types must be [B,T] like the ids");
-  auto x = embedNorm_->forward(words_->forward(ids) + positions_->forward(positions).unsqueeze(0) +
-                               types_->forward(types));  // [B,T,C]
+  auto x = layerNorm(embedNorm_, toCompute(words_->forward(ids) + positions_->forward(positions).unsqueeze(0) +
+                                           types_->forward(types)));  // [B,T,C]
   const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
   for (int64_t l = 0; l <= lastLayer; ++l) {
     auto& L = layers_[static_cast<size_t>(l)];
-    const auto y = attend(l, splitHeads(L.query->forward(x), config_.heads), splitHeads(L.key->forward(x), config_.heads),
-                          splitHeads(L.value->forward(x), config_.heads), x, context);  // [B,H,T,D]
-    const auto a = L.attnNorm->forward(L.attnOut->forward(mergeHeads(y)) + x);
-    x = L.outNorm->forward(L.out->forward(activate(L.inter->forward(a), config_.activation)) + a);
+    const auto y = attend(l, splitHeads(applyLinear(L.query, x), config_.heads), splitHeads(applyLinear(L.key, x), config_.heads),
+                          splitHeads(applyLinear(L.value, x), config_.heads), x, context);  // [B,H,T,D]
+    const auto a = layerNorm(L.attnNorm, applyLinear(L.attnOut, mergeHeads(y)) + x);
+    x = layerNorm(L.outNorm, applyLinear(L.out, activate(applyLinear(L.inter, a), config_.activation)) + a);
   }
   if (lastLayer < config_.layers - 1) {
     out.hidden = x;
@@ -75,11 +75,11 @@ ModelOutput BertModel::forward(const torch::Tensor& ids, const ForwardOptions& o
   out.hidden = x;
   if (!options.computeLogits) return out;
   if (transform_) {
-    const auto h = transformNorm_->forward(activate(transform_->forward(x), config_.activation));
-    out.logits = torch::matmul(h, words_->weight.t()) + decoderBias_;  // [B,T,V]
+    const auto h = layerNorm(transformNorm_, activate(applyLinear(transform_, x), config_.activation));
+    out.logits = projectRows(h, words_->weight, decoderBias_);  // [B,T,V]
   } else if (classifier_) {
-    const auto pooled = torch::tanh(pooler_->forward(x.select(1, 0)));  // [CLS]: [B,C]
-    out.logits = classifier_->forward(pooled);                         // [B,labels]
+    const auto pooled = torch::tanh(applyLinear(pooler_, x.select(1, 0)));  // [CLS]: [B,C]
+    out.logits = applyLinear(classifier_, pooled);                         // [B,labels]
   } else {
     out.logits = x;
   }

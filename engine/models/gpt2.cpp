@@ -46,26 +46,26 @@ ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& o
   TORCH_CHECK(offset + T <= config_.maxPositions, "sequence of ", offset + T, " tokens is longer than n_positions = ",
               config_.maxPositions);
   const auto positions = torch::arange(offset, offset + T, torch::TensorOptions(torch::kLong).device(ids.device()));
-  auto x = wte_->forward(ids) + wpe_->forward(positions).unsqueeze(0);  // [B,T,C]
+  auto x = toCompute(wte_->forward(ids) + wpe_->forward(positions).unsqueeze(0));  // [B,T,C]
   const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
   for (int64_t l = 0; l <= lastLayer; ++l) {
     auto& b = blocks_[static_cast<size_t>(l)];
-    const auto h = b.ln1->forward(x);
+    const auto h = layerNorm(b.ln1, x);
     const auto qkv = applyLinear(b.qkv, h).chunk(3, -1);  // q, k, v in that order, each [B,T,C]
     const auto y = attend(l, splitHeads(qkv[0], config_.heads), splitHeads(qkv[1], config_.heads),
                           splitHeads(qkv[2], config_.heads), h, context);  // [B,H,T,D]
     x = x + applyLinear(b.attnOut, mergeHeads(y));
-    x = x + applyLinear(b.mlpOut, activate(applyLinear(b.fc, b.ln2->forward(x)), config_.activation));
+    x = x + applyLinear(b.mlpOut, activate(applyLinear(b.fc, layerNorm(b.ln2, x)), config_.activation));
   }
   advanceCache(context, T);
   if (lastLayer < config_.layers - 1) {
     out.hidden = x;
     return out;
   }
-  out.hidden = lnF_->forward(x);
+  out.hidden = layerNorm(lnF_, x);
   if (!options.computeLogits) return out;
   if (classifier_) {
-    out.logits = lastTokenScores(classifier_->forward(out.hidden), options.attentionMask);  // [B,labels]
+    out.logits = lastTokenScores(applyLinear(classifier_, out.hidden), options.attentionMask);  // [B,labels]
   } else {
     out.logits = projectRows(out.hidden, lmHead_ ? lmHead_->weight : wte_->weight);
   }

@@ -2,6 +2,7 @@
 
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/linear.h>
+#include <torch/nn/functional/normalization.h>
 #include <torch/types.h>
 
 #include <cmath>
@@ -22,7 +23,17 @@ torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
   // At least fp32 (bf16 / fp16 activations are normalised in fp32); an fp64 model stays fp64.
   const auto x32 = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
   const auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return weight * normed.to(x.scalar_type());
+  return weight.to(x.scalar_type()) * normed.to(x.scalar_type());
+}
+
+torch::Tensor layerNorm(const torch::nn::LayerNorm& norm, const torch::Tensor& x) {
+  const auto type = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  const auto& o = norm->options;
+  const auto cast = [&](const torch::Tensor& t) { return t.defined() ? t.to(type) : t; };
+  return torch::nn::functional::layer_norm(
+             x.to(type), torch::nn::functional::LayerNormFuncOptions(o.normalized_shape())
+                             .weight(cast(norm->weight)).bias(cast(norm->bias)).eps(o.eps()))
+      .to(x.scalar_type());
 }
 
 torch::Tensor ropeInverseFrequencies(const ModelConfig& c) {
@@ -73,6 +84,8 @@ torch::Tensor applyRope(const torch::Tensor& x, const RopeTables& t) {
 
 torch::Tensor projectRows(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   // x [..., in] -> [..., out]
+  if (weight.scalar_type() != x.scalar_type())
+    return projectRows(x, weight.to(x.scalar_type()), bias.defined() ? bias.to(x.scalar_type()) : bias);
   if (x.numel() != x.size(-1) || !x.device().is_cpu()) {
     return bias.defined() ? torch::nn::functional::linear(x, weight, bias) : torch::matmul(x, weight.t());
   }

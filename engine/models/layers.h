@@ -3,6 +3,7 @@
 // reshape between [B, T, C] and per-head [B, H, T, D].
 #pragma once
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 
 #include <string>
 
@@ -13,9 +14,14 @@ namespace hh::models {
 // gelu_new / gelu_pytorch_tanh / gelu_fast: tanh approximation; gelu: exact erf; relu; silu/swish.
 torch::Tensor activate(const torch::Tensor& x, const std::string& name);
 
-// x / sqrt(mean(x^2) + eps) computed in fp32 (fp64 for fp64 x), cast back to x's dtype, then * weight.
+// x / sqrt(mean(x^2) + eps) computed in fp32 (fp64 for fp64 x), cast back to x's dtype, then * weight
+// (cast to x's dtype too: the result has x's dtype).
 // x [..., C], weight [C].
 torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// Layer norm computed in fp32 (fp64 for fp64 x) whatever the dtypes of x and the norm's weights,
+// cast back to x's dtype. x [..., C].
+torch::Tensor layerNorm(const torch::nn::LayerNorm& norm, const torch::Tensor& x);
 
 // Rotary tables for positions [offset, offset + T): cos, sin [T, D], with the inverse
 // frequencies theta^(-2i/D) (adjusted by linear or llama3 scaling), each repeated for both halves;
@@ -32,7 +38,9 @@ torch::Tensor ropeInverseFrequencies(const ModelConfig& config);
 
 // x [..., in] @ weight [out, in]^T + bias [out] (bias may be undefined). A single row (decoding
 // one token) goes through matrix-vector BLAS, which streams W once; the matrix product would first
-// copy (pack) all of W for one row. Works with autograd either way.
+// copy (pack) all of W for one row. Works with autograd either way. Weights of another dtype than
+// x (fp32 master weights under bf16 activations) are cast to x's, differentiably; the result has
+// x's dtype.
 torch::Tensor projectRows(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {});
 // An nn::Linear through projectRows (LoRA writes its effective weight into linear->weight).
 torch::Tensor applyLinear(const torch::nn::Linear& linear, const torch::Tensor& x);

@@ -46,7 +46,7 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
   ModelOutput out;
   const auto context = makeContext(ids, options, &out.captures);
   const auto rope = ropeTables(config_, T, context.positionOffset, ids.device(), embed_->weight.scalar_type());  // cos, sin [T,D]
-  auto x = embed_->forward(ids);                               // [B,T,C]
+  auto x = toCompute(embed_->forward(ids));                    // [B,T,C]
   const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
   for (int64_t l = 0; l <= lastLayer; ++l) {
     auto& L = layers_[static_cast<size_t>(l)];
@@ -66,7 +66,7 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
   out.hidden = rmsNorm(x, norm_, config_.normEps);
   if (!options.computeLogits) return out;
   if (classifier_) {
-    out.logits = lastTokenScores(classifier_->forward(out.hidden), options.attentionMask);  // [B,labels]
+    out.logits = lastTokenScores(applyLinear(classifier_, out.hidden), options.attentionMask);  // [B,labels]
   } else {
     out.logits = projectRows(out.hidden, lmHead_ ? lmHead_->weight : embed_->weight);
   }

@@ -22,6 +22,10 @@ std::vector<std::string> loraTargetNames(const TransformerModel& model) {
   return names;
 }
 
+namespace {
+bool isHalf(torch::ScalarType type) { return type == torch::kBFloat16 || type == torch::kHalf; }
+}  // namespace
+
 LoraAdapters::LoraAdapters(TransformerModel& model, const LoraOptions& options) {
   if (options.rank < 1) throw std::invalid_argument("LoRA rank must be at least 1");
   scale_ = options.alpha / double(options.rank);
@@ -35,11 +39,13 @@ LoraAdapters::LoraAdapters(TransformerModel& model, const LoraOptions& options) 
     t.linear = std::dynamic_pointer_cast<torch::nn::LinearImpl>(item.value());
     t.base = t.linear->named_parameters(false)["weight"];  // the registered W0
     const int64_t out = t.base.size(0), in = t.base.size(1);
+    // A and B train: fp32 (master weights) under a half-precision base, else the base's dtype.
+    const auto type = isHalf(t.base.scalar_type()) ? torch::kFloat : t.base.scalar_type();
     const auto options32 = torch::TensorOptions().dtype(torch::kFloat);
     t.a = (torch::randn({options.rank, in}, generator, options32) / std::sqrt(double(options.rank)))
-              .to(t.base.device(), t.base.scalar_type())
+              .to(t.base.device(), type)
               .set_requires_grad(true);
-    t.b = torch::zeros({out, options.rank}, t.base.options()).set_requires_grad(true);
+    t.b = torch::zeros({out, options.rank}, t.base.options().dtype(type)).set_requires_grad(true);
     t.base.set_requires_grad(false);
     targets_.push_back(std::move(t));
   }
@@ -47,14 +53,15 @@ LoraAdapters::LoraAdapters(TransformerModel& model, const LoraOptions& options) 
 
 void LoraAdapters::apply() {
   if (merged_) return;
-  for (auto& t : targets_) t.linear->weight = t.base + scale_ * torch::matmul(t.b, t.a);  // [out,in]
+  // [out,in] in the base's dtype (the cast is differentiable: A and B get fp32 gradients)
+  for (auto& t : targets_) t.linear->weight = t.base + (scale_ * torch::matmul(t.b, t.a)).to(t.base.scalar_type());
 }
 
 void LoraAdapters::merge() {
   if (merged_) return;
   at::NoGradGuard noGrad;
   for (auto& t : targets_) {
-    t.base.add_(scale_ * torch::matmul(t.b, t.a));
+    t.base.add_((scale_ * torch::matmul(t.b, t.a)).to(t.base.scalar_type()));
     t.linear->weight = t.base;
     t.b.zero_();
   }

@@ -75,6 +75,19 @@ void TransformerModel::freezeAllBut(bool adapters) {
       if (t.is_floating_point() && name.find("projection") == std::string::npos) t.set_requires_grad(true);
 }
 
+void TransformerModel::setComputeDtype(torch::ScalarType dtype) { computeDtype_ = dtype; }
+
+void TransformerModel::keepTrainableInFloat32() {
+  at::NoGradGuard noGrad;
+  for (auto& p : parameters())
+    if (p.requires_grad() && (p.scalar_type() == torch::kBFloat16 || p.scalar_type() == torch::kHalf))
+      p.set_data(p.data().to(torch::kFloat));
+}
+
+torch::Tensor TransformerModel::toCompute(const torch::Tensor& embedded) const {
+  return computeDtype_ ? embedded.to(*computeDtype_) : embedded;
+}
+
 torch::Tensor TransformerModel::lastTokenScores(const torch::Tensor& scores, const torch::Tensor& attentionMask) {
   // scores [B,T,labels]; HF pools the last non-pad token.
   const int64_t B = scores.size(0), T = scores.size(1);

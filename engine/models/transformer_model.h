@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -102,6 +103,17 @@ class TransformerModel : public torch::nn::Module {
   int64_t parameterCount() const;
   // Freezes (requires_grad = false) every parameter, then unfreezes the adapters if asked.
   void freezeAllBut(bool adapters);
+  // Mixed precision. Activations in `dtype` (e.g. bfloat16) whatever dtype the weights hold: the
+  // embeddings' output is cast to it, and weights of another dtype are cast where used (linear
+  // projections, norms), differentiably, so fp32 weights that train mix with bf16 frozen ones.
+  // Norms, softmax, the linear forms' normalisers and states, and the losses compute in fp32.
+  // Unset (the default): the activations follow the weights.
+  void setComputeDtype(torch::ScalarType dtype);
+  std::optional<torch::ScalarType> computeDtype() const { return computeDtype_; }
+  // Every parameter that requires grad and holds a half-precision dtype is converted to fp32 in
+  // place (its master weights: the optimizer updates fp32 values). Call after freezing and
+  // before building the optimizer.
+  void keepTrainableInFloat32();
   // An empty cache for generation: a recurrent state for every linear layer, a KV cache (with
   // room for `reservePositions` tokens, 0 = grow as needed) for every softmax layer. With
   // `teacher`, converted layers get KV caches too and run softmax (the original model).
@@ -128,9 +140,12 @@ class TransformerModel : public torch::nn::Module {
   static torch::Tensor lastTokenScores(const torch::Tensor& scores, const torch::Tensor& attentionMask);
   LayerContext makeContext(const torch::Tensor& ids, const ForwardOptions& options,
                            std::vector<LayerCapture>* captures) const;
+  // The embeddings' output [B, T, C] in the compute dtype (unchanged when none is set).
+  torch::Tensor toCompute(const torch::Tensor& embedded) const;
 
   ModelConfig config_;
   std::vector<attn::LinearAttention> linear_;  // [L], nullptr for softmax layers
+  std::optional<torch::ScalarType> computeDtype_;
 };
 
 using ModelPtr = std::shared_ptr<TransformerModel>;

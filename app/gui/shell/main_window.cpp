@@ -243,6 +243,7 @@ void MainWindow::buildStatusBar() {
   const hh::RuntimeInfo info = hh::runtimeInfo();
   computeStatus_ = new QLabel;
   auto* device = new QLabel(tr("device: %1").arg(QString::fromStdString(info.device)));
+  device->setToolTip(tr("Where conversions and training run unless their form says otherwise (device \"auto\")"));
   auto* threads = new QLabel(tr("Torch threads: %1 of %2").arg(info.intraOpThreads).arg(info.hardwareThreads));
   auto* version = new QLabel(tr("Torch %1").arg(QString::fromStdString(info.torchVersion)));
   memory_ = new QLabel;

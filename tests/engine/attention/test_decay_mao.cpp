@@ -18,11 +18,7 @@
 
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/reference.h"
-#include "engine/models/model_io.h"
-#include "engine/tokenizers/tokenizer.h"
 
-#include <fstream>
-#include <sstream>
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -38,15 +34,6 @@ a::LinearAttention decayMao(int64_t heads, int64_t dim, int64_t hidden) {
   c.rule.rule = a::UpdateRule::DecayMao;
   c.rule.chunkSize = 8;
   return a::LinearAttention(c, hidden);
-}
-
-// Next-token loss of `model` on ids [B, T].
-double lmLoss(hh::models::TransformerModel& model, const torch::Tensor& ids) {
-  torch::NoGradGuard noGrad;
-  const auto logits = model.forward(ids).logits;  // [B, T, V]
-  return torch::nn::functional::cross_entropy(logits.narrow(1, 0, ids.size(1) - 1).reshape({-1, logits.size(-1)}),
-                                              ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}))
-      .item<double>();
 }
 
 }  // namespace
@@ -117,26 +104,10 @@ class TestDecayMao : public QObject {
   }
 
   void decayMaoStartsNearTheTeacher() {
-    const std::string folder = std::string(HH_SOURCE_DIR) + "/projects/demo/teacher";
-    auto model = hh::models::loadModel(folder);
-    const auto tokenizer = hh::tok::loadTokenizer(folder);
-    std::ifstream in(std::string(HH_FIXTURES_DIR) + "/tinystories/valid-sample.txt");
-    std::stringstream text;
-    text << in.rdbuf();
-    const auto all = tokenizer->encode(text.str());
-    QVERIFY(all.size() >= 256);
-    const auto ids = torch::tensor(std::vector<int64_t>(all.begin(), all.begin() + 256)).view({2, 128});
-    const double teacher = lmLoss(*model, ids);
-    auto lossWith = [&](a::FeatureMapKind kind, a::UpdateRule rule) {
-      a::LinearAttentionConfig c;
-      c.featureMap.kind = kind;
-      c.rule.rule = rule;
-      torch::manual_seed(0);
-      model->setAttentionPlan(hh::models::AttentionPlan::uniform(model->layerCount(), c));
-      return lmLoss(*model, ids);
-    };
-    const double decay = lossWith(a::FeatureMapKind::Hedgehog, a::UpdateRule::Decay);
-    const double mao = lossWith(a::FeatureMapKind::Linear, a::UpdateRule::DecayMao);
+    auto [model, ids] = hh::test::demoTeacherOnTinyStories();
+    const double teacher = hh::test::lmLoss(*model, ids);
+    const double decay = hh::test::lossWithLinearLayers(*model, ids, a::FeatureMapKind::Hedgehog, a::UpdateRule::Decay);
+    const double mao = hh::test::lossWithLinearLayers(*model, ids, a::FeatureMapKind::Linear, a::UpdateRule::DecayMao);
     qInfo("loss at initialisation: teacher %.2f, decay on Hedgehog maps %.2f, decay_mao on the linear map %.2f", teacher,
           decay, mao);
     QVERIFY(mao < decay - 2.0);

@@ -11,14 +11,10 @@
 //     delta 5.34, delta_mao 5.37): a conversion that does not start broken, unlike plain decay.
 #include <torch/torch.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/reference.h"
 #include "engine/config/model_config.h"
-#include "engine/models/model_io.h"
-#include "engine/tokenizers/tokenizer.h"
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -48,15 +44,6 @@ a::RuleInputs gatesOf(a::LinearAttention& attention, const torch::Tensor& hidden
   for (const auto& child : attention->named_children())
     if (child.key() == "gates") return std::dynamic_pointer_cast<a::RuleGatesImpl>(child.value())->forward(hidden);
   return {};
-}
-
-// Next-token loss of `model` on ids [B, T].
-double lmLoss(hh::models::TransformerModel& model, const torch::Tensor& ids) {
-  torch::NoGradGuard noGrad;
-  const auto logits = model.forward(ids).logits;  // [B, T, V]
-  return torch::nn::functional::cross_entropy(logits.narrow(1, 0, ids.size(1) - 1).reshape({-1, logits.size(-1)}),
-                                              ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}))
-      .item<double>();
 }
 
 }  // namespace
@@ -134,25 +121,10 @@ class TestDeltaMao : public QObject {
   }
 
   void startsNearTheTeacher() {
-    const std::string folder = std::string(HH_SOURCE_DIR) + "/projects/demo/teacher";
-    auto model = hh::models::loadModel(folder);
-    const auto tokenizer = hh::tok::loadTokenizer(folder);
-    std::ifstream in(std::string(HH_FIXTURES_DIR) + "/tinystories/valid-sample.txt");
-    std::stringstream text;
-    text << in.rdbuf();
-    const auto all = tokenizer->encode(text.str());
-    QVERIFY(all.size() >= 256);
-    const auto ids = torch::tensor(std::vector<int64_t>(all.begin(), all.begin() + 256)).view({2, 128});
-    const double teacher = lmLoss(*model, ids);
-    auto lossWith = [&](a::UpdateRule rule) {
-      a::LinearAttentionConfig c;
-      c.featureMap.kind = a::FeatureMapKind::Hedgehog;
-      c.rule.rule = rule;
-      torch::manual_seed(0);
-      model->setAttentionPlan(hh::models::AttentionPlan::uniform(model->layerCount(), c));
-      return lmLoss(*model, ids);
-    };
-    const double delta = lossWith(a::UpdateRule::Delta), mao = lossWith(a::UpdateRule::DeltaMao);
+    auto [model, ids] = hh::test::demoTeacherOnTinyStories();
+    const double teacher = hh::test::lmLoss(*model, ids);
+    const double delta = hh::test::lossWithLinearLayers(*model, ids, a::FeatureMapKind::Hedgehog, a::UpdateRule::Delta);
+    const double mao = hh::test::lossWithLinearLayers(*model, ids, a::FeatureMapKind::Hedgehog, a::UpdateRule::DeltaMao);
     qInfo("loss at initialisation on Hedgehog maps: teacher %.3f, delta %.3f, delta_mao %.3f", teacher, delta, mao);
     QVERIFY(mao < teacher + 1.0);
     QVERIFY(delta < teacher + 1.0);

@@ -13,6 +13,7 @@
 
 #include "engine/attention/softmax_attention.h"
 #include "engine/config/config_file.h"
+#include "engine/io/safetensors.h"
 #include "engine/jobs/distill_job.h"
 #include "engine/jobs/distillation_loss.h"
 #include "engine/metrics/attention_metrics.h"
@@ -82,6 +83,23 @@ class TestDistillJob : public QObject {
     auto model = hh::models::loadModel(kModel);
     hh::models::loadAdaptersFile(*model, r.adaptersFile);
     QCOMPARE(model->config().plan.linearLayerCount(), int64_t(5));
+  }
+
+  // Mixed precision: the teacher in bf16, the feature maps in fp32 (engine.models.mixed_precision
+  // checks the numbers); the run completes, learns, says so, and saves fp32 adapters.
+  void bfloat16TeacherLowersKl() {
+    hh::test::TempDir dir("distill_bf16");
+    auto c = smallConfig(dir);
+    c.dtype = "bfloat16";
+    CountingObserver observer;
+    const auto r = j::runDistill(c, observer);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    qInfo("bf16: mean KL %.3g -> %.3g on %s", r.initialKl, r.finalKl, r.device.c_str());
+    QVERIFY(r.finalKl < r.initialKl);
+    QVERIFY(r.device.find(", bfloat16") != std::string::npos);
+    QCOMPARE(hh::runs::RunReader::open(r.runFile).header().device, r.device);
+    const auto adapters = hh::io::SafetensorsFile::open(r.adaptersFile);
+    for (const auto& name : adapters.names()) QCOMPARE(adapters.info(name).dtype, std::string("F32"));
   }
 
   void storesTeacherAndStudentCurves() {
@@ -279,6 +297,7 @@ class TestDistillJob : public QObject {
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"stpes", 3}}), "unknown key \"stpes\"");
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"steps", "many"}}), "\"steps\" has the wrong type");
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"loss", "mse"}}), "loss must be");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"dtype", "fp16"}}), "dtype must be float32 or bfloat16");
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"probe_rows", -1}}), "probe_rows must be >= 0");
   }
 
@@ -300,7 +319,7 @@ class TestDistillJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::layerByLayerBackwardEqualsSummedLoss, &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
+HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::bfloat16TeacherLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::layerByLayerBackwardEqualsSummedLoss, &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
 
 #if HH_HAVE_QTEST
 #include "test_distill_job.moc"

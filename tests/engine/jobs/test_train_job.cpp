@@ -118,6 +118,24 @@ class TestTrainJob : public QObject {
     QVERIFY(std::abs(reloadedValidationLoss(c, r.modelDir) - r.finalValidationLoss) < 1e-5);
   }
 
+  // Mixed precision: fp32 weights (all train), bf16 activations; learns like the fp32 run.
+  void bfloat16ActivationsLearn() {
+    hh::test::TempDir dir("train_bf16");
+    auto c = smallConfig(dir);
+    c.featureMap = "hedgehog";
+    c.layers = {1};
+    c.steps = 30;
+    c.dtype = "bfloat16";
+    StepObserver observer;
+    const auto r = j::runTrain(c, observer);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    qInfo("hedgehog (layer 1), bf16 activations: val_loss %.3f -> %.3f in %.1f s on %s", r.initialValidationLoss,
+          r.finalValidationLoss, r.seconds, r.device.c_str());
+    QVERIFY(r.initialValidationLoss - r.finalValidationLoss > 1.5);
+    QVERIFY(r.device.find(", bfloat16") != std::string::npos);
+    for (const auto& p : hh::models::loadModel(r.modelDir)->parameters()) QCOMPARE(p.scalar_type(), torch::kFloat);
+  }
+
   void hedgehogPlanTrains() {
     hh::test::TempDir dir("train_hedgehog");
     auto c = smallConfig(dir);
@@ -469,7 +487,7 @@ class TestTrainJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestTrainJob, "engine.jobs.train", &TestTrainJob::initTestCase, &TestTrainJob::softmaxLowersValidationLossAndReloads, &TestTrainJob::hedgehogPlanTrains, &TestTrainJob::cancelStopsAndMarksRun, &TestTrainJob::nanStopsWithFiniteSavedWeights, &TestTrainJob::resumeContinues, &TestTrainJob::gpt2TokenizerIsSavedWithTheModel, &TestTrainJob::llamaArchitectureBuilds, &TestTrainJob::scheduleWarmsUpAndDecays, &TestTrainJob::configJsonRoundTripAndErrors,
+HH_TEST_SUITE(TestTrainJob, "engine.jobs.train", &TestTrainJob::initTestCase, &TestTrainJob::softmaxLowersValidationLossAndReloads, &TestTrainJob::bfloat16ActivationsLearn, &TestTrainJob::hedgehogPlanTrains, &TestTrainJob::cancelStopsAndMarksRun, &TestTrainJob::nanStopsWithFiniteSavedWeights, &TestTrainJob::resumeContinues, &TestTrainJob::gpt2TokenizerIsSavedWithTheModel, &TestTrainJob::llamaArchitectureBuilds, &TestTrainJob::scheduleWarmsUpAndDecays, &TestTrainJob::configJsonRoundTripAndErrors,
               &TestTrainJob::taskConfigJsonRoundTripAndErrors, &TestTrainJob::taskRunRecordsAccuracyEntropyAndSnapshots,
               &TestTrainJob::taskRunCancelsAndResumes, &TestTrainJob::softmaxLearnsRecallAndEluDoesNot,
               &TestTrainJob::hedgehogLearnsThePreviousTokenStep, &TestTrainJob::hedgehogWithHeadDim64LeavesThePlateau,

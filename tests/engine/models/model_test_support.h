@@ -1,19 +1,25 @@
 // Helpers shared by the model suites: relative-error comparison, writing a config + weights
-// folder from tensors (temporary folders: tests/support/temp_dir.h).
+// folder from tensors (temporary folders: tests/support/temp_dir.h), the demo teacher's loss on
+// real text with every layer swapped for a linear attention at its initialisation.
 #pragma once
 
+#include <torch/nn/functional/loss.h>
 #include <torch/types.h>
 
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/io/safetensors.h"
+#include "engine/models/model_io.h"
 #include "engine/models/tensor_file.h"
+#include "engine/tokenizers/tokenizer.h"
 #include "tests/support/temp_dir.h"
 
 namespace hh::test {
@@ -24,6 +30,42 @@ inline double relativeError(const torch::Tensor& a, const torch::Tensor& b) {
   const double scale = bd.abs().max().item<double>();
   const double err = (ad - bd).abs().max().item<double>();
   return scale > 0 ? err / scale : err;
+}
+
+// Next-token loss of `model` on ids [B, T], without gradients.
+inline double lmLoss(hh::models::TransformerModel& model, const torch::Tensor& ids) {
+  torch::NoGradGuard noGrad;
+  const auto logits = model.forward(ids).logits.to(torch::kFloat);  // [B, T, V]
+  return torch::nn::functional::cross_entropy(logits.narrow(1, 0, ids.size(1) - 1).reshape({-1, logits.size(-1)}),
+                                              ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}))
+      .item<double>();
+}
+
+// The demo teacher (projects/demo/teacher) and the first 2 x 128 tokens of the TinyStories sample.
+struct DemoTeacherText {
+  hh::models::ModelPtr model;
+  torch::Tensor ids;  // [2, 128]
+};
+inline DemoTeacherText demoTeacherOnTinyStories() {
+  const std::string folder = std::string(HH_SOURCE_DIR) + "/projects/demo/teacher";
+  DemoTeacherText out{hh::models::loadModel(folder), {}};
+  std::ifstream in(std::string(HH_FIXTURES_DIR) + "/tinystories/valid-sample.txt");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto all = hh::tok::loadTokenizer(folder)->encode(text);
+  if (all.size() < 256) throw std::runtime_error("the TinyStories sample gives fewer than 256 tokens");
+  out.ids = torch::tensor(std::vector<int64_t>(all.begin(), all.begin() + 256)).view({2, 128});
+  return out;
+}
+
+// lmLoss with every layer of `model` running `kind` under `rule` at its initialisation (seed 0).
+inline double lossWithLinearLayers(hh::models::TransformerModel& model, const torch::Tensor& ids,
+                                   hh::attn::FeatureMapKind kind, hh::attn::UpdateRule rule) {
+  hh::attn::LinearAttentionConfig c;
+  c.featureMap.kind = kind;
+  c.rule.rule = rule;
+  torch::manual_seed(0);
+  model.setAttentionPlan(hh::models::AttentionPlan::uniform(model.layerCount(), c));
+  return lmLoss(model, ids);
 }
 
 inline void writeFolder(const std::string& dir, const nlohmann::json& config,

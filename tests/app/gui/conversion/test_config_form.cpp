@@ -17,6 +17,7 @@
 #include <QTest>
 
 #include "app/gui/conversion/config_form.h"
+#include "engine/core/device.h"
 #include "engine/config/attention_types.h"
 #include "tests/support/hh_test.h"
 
@@ -41,7 +42,12 @@ class TestConfigForm : public QObject {
     auto* layers = qobject_cast<QLineEdit*>(form.editor("layers"));
     auto* map = qobject_cast<QComboBox*>(form.editor("feature_map"));
     auto* rule = qobject_cast<QComboBox*>(form.editor("rule"));
-    QVERIFY(steps && lr && layers && map && rule);
+    auto* device = qobject_cast<QComboBox*>(form.editor("device"));
+    QVERIFY(steps && lr && layers && map && rule && device);
+    // The device: auto (the default), cpu, and each GPU the build sees.
+    QCOMPARE(device->currentText(), QString("auto"));
+    QCOMPARE(device->count(), 2 + hh::cudaDeviceCount());
+    QVERIFY(device->findText("cpu") >= 0);
     // The map and the rule are choices from the engine's names (still editable for a spec).
     QVERIFY(map->findText("hedgehog") >= 0 && map->findText("t2r") >= 0 && map->findText("cosformer") >= 0);
     QCOMPARE(rule->count(), int(hh::attn::allUpdateRules().size()));
@@ -52,7 +58,9 @@ class TestConfigForm : public QObject {
     layers->setText("[1, 3]");
     map->setCurrentText("t2r");
     rule->setCurrentText("gated");
+    device->setCurrentText("cpu");
     const auto c = hh::jobs::convertConfigFromJson(form.json());
+    QCOMPARE(c.device, std::string("cpu"));
     QCOMPARE(c.distill.steps, int64_t(42));
     QCOMPARE(c.distill.lr, 0.0025);
     QCOMPARE(c.layers, (std::vector<int64_t>{1, 3}));
