@@ -3,11 +3,8 @@
 // state plus a ring buffer of the last 64 keys), for whole models and for one attention layer.
 //   hh_bench_decode [--positions 512,2048,8192,32768] [--steps 16] [--shapes demo,gpt2-small]
 //                   [--batch B] [--device auto|cpu|cuda[:N]] [--dtype float32|bfloat16]
-// Shapes (random weights: latency does not depend on their values):
-//   demo        GPT-2, 4 layers, 4 heads, 128 wide, vocab 50257 (the demo teacher's shape)
-//   gpt2-small  GPT-2, 12 layers, 12 heads, 768 wide, vocab 50257
-//   llama-1b    Llama-3.2-1B: 16 layers, 32 query heads over 8 kv heads of 64, 2048 wide,
-//               MLP 8192, vocab 128256, tied embeddings (5 GB of fp32 weights)
+// Shapes (random weights: latency does not depend on their values): demo, gpt2-small, llama-1b
+// (engine/models/model_shapes.h; llama-1b is 5 GB of fp32 weights).
 // The GPT-2 shapes get learned positions up to the largest position asked for (the demo teacher
 // itself has 256). On a GPU every step is timed after synchronising the device.
 // At position p the cache is set up as if p tokens had been read: the KV cache holds p random keys
@@ -38,6 +35,7 @@
 #include "engine/core/runtime.h"
 #include "engine/generation/generator.h"
 #include "engine/models/model_io.h"
+#include "engine/models/model_shapes.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -76,25 +74,6 @@ double readBandwidthGBs(const torch::TensorOptions& options) {
     best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   return double(big.numel() * 4) / best / 1e9;
-}
-
-nlohmann::json shapeConfig(const std::string& shape, int64_t positions) {
-  if (shape == "llama-1b")
-    return {{"model_type", "llama"},          {"architectures", {"LlamaForCausalLM"}},
-            {"vocab_size", 128256},           {"hidden_size", 2048},
-            {"intermediate_size", 8192},      {"num_hidden_layers", 16},
-            {"num_attention_heads", 32},      {"num_key_value_heads", 8},
-            {"max_position_embeddings", std::max<int64_t>(positions, 131072)},
-            {"rms_norm_eps", 1e-5},           {"rope_theta", 500000.0},
-            {"hidden_act", "silu"},           {"tie_word_embeddings", true}};
-  const bool small = shape == "gpt2-small";
-  if (!small && shape != "demo") throw std::invalid_argument("unknown shape " + shape + " (demo, gpt2-small, llama-1b)");
-  return {{"model_type", "gpt2"},       {"architectures", {"GPT2LMHeadModel"}},
-          {"vocab_size", 50257},        {"n_embd", small ? 768 : 128},
-          {"n_layer", small ? 12 : 4},  {"n_head", small ? 12 : 4},
-          {"n_inner", small ? 3072 : 512}, {"n_positions", positions},
-          {"activation_function", "gelu_new"}, {"layer_norm_epsilon", 1e-5},
-          {"tie_word_embeddings", true}};
 }
 
 // A cache as if `position` tokens had been read (see the header).
@@ -167,7 +146,7 @@ int main(int argc, char** argv) {
   const int64_t maxPosition = *std::max_element(positions.begin(), positions.end()) + steps + 8;
 
   for (const auto& shape : shapes) {
-    auto model = m::createModel(m::parseModelConfig(shapeConfig(shape, maxPosition), shape));
+    auto model = m::createModel(m::parseModelConfig(m::benchmarkShapeConfig(shape, maxPosition), shape));
     model->to(options.device(), options.dtype().toScalarType());
     model->eval();
     const auto& c = model->config();

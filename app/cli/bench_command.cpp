@@ -6,7 +6,9 @@
 //             weight, AdamW
 //   forward   inference forward (logits) of the teacher (softmax) and of the converted model
 // Each is run `--warmup` times, then `--repeats` times; the median and the best are reported with
-// tokens per second. `--save-batch FILE` writes the batch's input_ids (safetensors, I64 [B, T]) so
+// tokens per second (and on a GPU the allocator's peak; every step ends synchronised). `--shape`
+// times a named shape with random weights and ids instead of a folder; `--dtype bfloat16` the
+// mixed-precision steps of the jobs (engine/config/compute_dtype.h). `--save-batch FILE` writes the batch's input_ids (safetensors, I64 [B, T]) so
 // that scripts/bench_distill_pytorch.py times the same step on the same tokens.
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adamw.h>
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include "app/cli/commands.h"
 #include "engine/core/device.h"
@@ -24,6 +27,7 @@
 #include "engine/jobs/distillation_loss.h"
 #include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
+#include "engine/models/model_shapes.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "engine/models/tensor_file.h"
 
@@ -33,6 +37,7 @@ namespace {
 struct Timing {
   std::string name;
   double medianMs = 0, bestMs = 0, tokensPerSecond = 0, loss = 0;
+  int64_t peakBytes = -1;  // the device allocator's peak over the step (-1 on the CPU)
 };
 
 template <typename Step>
@@ -59,25 +64,62 @@ Timing timeSteps(const std::string& name, int warmup, int repeats, int64_t token
   return t;
 }
 
-models::ModelPtr convertedModel(const std::string& dir, const std::string& featureMap, const models::LoadOptions& load) {
-  auto model = models::loadModel(dir, load);
+// The teacher: a model folder, or a named shape with random weights (engine/models/model_shapes.h).
+struct ModelSource {
+  std::string folder, shape;
+  int64_t positions = 0;
+  models::LoadOptions load;
+  models::ModelPtr make() const {
+    if (!folder.empty()) return models::loadModel(folder, load);
+    torch::manual_seed(0);
+    auto model = models::createModel(models::parseModelConfig(models::benchmarkShapeConfig(shape, positions), shape));
+    model->to(load.device, load.dtype);
+    return model;
+  }
+  std::string name() const { return folder.empty() ? shape + " (random weights)" : folder; }
+};
+
+models::ModelPtr convertedModel(const ModelSource& source, const std::string& featureMap) {
+  auto model = source.make();
   attn::LinearAttentionConfig linear;
   linear.featureMap.kind = attn::parseFeatureMapKind(featureMap);
   model->setAttentionPlan(models::AttentionPlan::uniform(model->layerCount(), linear));
   return model;
 }
 
+
+// The batch [B, T] on the CPU: held-out rows of the folder's tokenizer's corpus, or random ids
+// (seeded) for a shape.
+torch::Tensor benchBatch(const std::string& folder, int64_t vocab, int64_t batch, int64_t seqLen) {
+  if (folder.empty()) {
+    torch::manual_seed(1);
+    return torch::randint(vocab, {batch, seqLen}, torch::kLong);
+  }
+  const auto tokenizer = tok::loadTokenizer(folder);
+  jobs::DataConfig data;
+  data.sequenceLength = seqLen;
+  data.maxValidationSequences = batch;
+  data.maxTrainSequences = 1;
+  const auto dataset = jobs::loadLmData(data, *tokenizer);
+  if (dataset.validation.size(0) < batch)
+    throw std::runtime_error("bench: the corpus gives fewer than --batch-size validation sequences");
+  return dataset.validation.narrow(0, 0, batch).contiguous();
+}
+
 }  // namespace
 
 void addBenchCommand(CLI::App& app) {
   struct Args {
-    std::string model, featureMap = "hedgehog", saveBatch, json, only, device;
+    std::string model, shape, featureMap = "hedgehog", saveBatch, json, only, device, dtype;
     int64_t batch = 8, seqLen = 128;
     int warmup = 2, repeats = 10, threads = 0;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("bench", "Time a distillation step, a finetuning step and inference on a model folder");
-  cmd->add_option("model", a->model, "Teacher model folder")->required();
+  auto* model = cmd->add_option("model", a->model, "Teacher model folder");
+  auto* shape = cmd->add_option("--shape", a->shape, "Instead of a folder: demo | gpt2-small | llama-1b, random weights and ids")
+                    ->check(CLI::IsMember(models::benchmarkShapeNames()));
+  model->excludes(shape);
   cmd->add_option("--feature-map", a->featureMap, "Feature map put into every layer (default hedgehog)");
   cmd->add_option("--batch-size", a->batch, "Sequences per step (default 8)");
   cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence (default 128)");
@@ -88,29 +130,36 @@ void addBenchCommand(CLI::App& app) {
   cmd->add_option("--save-batch", a->saveBatch, "Write the batch's input_ids here (safetensors)");
   cmd->add_option("--json", a->json, "Also write the timings here as JSON");
   addDeviceOption(cmd, a->device);
+  addDtypeOption(cmd, a->dtype);
   cmd->callback([a] {
     initRuntime();
+    if (a->model.empty() && a->shape.empty()) throw std::invalid_argument("bench: give a model folder or --shape");
     if (a->threads > 0) torch::set_num_threads(a->threads);
-    const auto tokenizer = tok::loadTokenizer(a->model);
-    jobs::DataConfig data;
-    data.sequenceLength = a->seqLen;
-    data.maxValidationSequences = a->batch;
-    data.maxTrainSequences = 1;
-    const auto dataset = jobs::loadLmData(data, *tokenizer);
-    if (dataset.validation.size(0) < a->batch)
-      throw std::runtime_error("bench: the corpus gives fewer than --batch-size validation sequences");
-    const auto cpuIds = dataset.validation.narrow(0, 0, a->batch).contiguous();  // [B, T]
+    ModelSource source{a->model, a->shape, a->seqLen, {}};
+    source.load.device = jobs::jobDevice(a->device.empty() ? "auto" : a->device);
+    const std::string dtype = a->dtype.empty() ? "float32" : a->dtype;
+    source.load.dtype = jobs::jobDtype(dtype);
+    const int64_t vocab = a->shape.empty() ? 0 : models::benchmarkShapeConfig(a->shape, a->seqLen).at("vocab_size").get<int64_t>();
+    const auto cpuIds = benchBatch(a->model, vocab, a->batch, a->seqLen);  // [B, T]
     if (!a->saveBatch.empty()) models::writeTensorFile(a->saveBatch, {{"input_ids", cpuIds}}, {{"format", "pt"}});
-    models::LoadOptions load;
-    load.device = jobs::jobDevice(a->device.empty() ? "auto" : a->device);
-    const auto ids = cpuIds.to(load.device);
+    const auto ids = cpuIds.to(source.load.device);
     const int64_t tokens = ids.numel();
+    const std::string device = deviceLabel(source.load.device.str());
     std::vector<Timing> timings;
     const bool all = a->only.empty();
-
+    auto timed = [&](const std::string& name, const std::function<double()>& step) {
+      resetDevicePeakMemory(source.load.device.str());
+      timings.push_back(timeSteps(name, a->warmup, a->repeats, tokens, [&] {
+        const double loss = step();
+        synchronizeDevice(source.load.device.str());
+        return loss;
+      }));
+      timings.back().peakBytes = devicePeakMemoryBytes(source.load.device.str());
+    };
     if (all || a->only == "distill") {
-      auto model = convertedModel(a->model, a->featureMap, load);
+      auto model = convertedModel(source, a->featureMap);
       model->freezeAllBut(true);
+      jobs::applyComputeDtype(*model, dtype);  // the feature maps train in fp32
       std::vector<torch::Tensor> params;
       for (auto& [name, t] : model->adapterTensors())
         if (t.requires_grad()) params.push_back(t);
@@ -122,52 +171,54 @@ void addBenchCommand(CLI::App& app) {
       options.teacher = true;
       options.computeLogits = false;
       options.stopAfterLayer = model->layerCount() - 1;
-      timings.push_back(timeSteps("distill step", a->warmup, a->repeats, tokens, [&] {  // as the distill job steps
+      timed("distill step", [&] {  // as the distill job steps
         optimizer.zero_grad();
         const double loss = jobs::distillLayerByLayer(*model, ids, capture, options, "soft_ce", 0.0, jobs::LayerPass::Backward);
         optimizer.step();
         return loss;
-      }));
+      });
     }
     if (all || a->only == "finetune") {
-      auto model = convertedModel(a->model, a->featureMap, load);
+      auto model = convertedModel(source, a->featureMap);
+      jobs::applyComputeDtype(*model, dtype);  // every weight trains: fp32 master weights
       torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4));
-      timings.push_back(timeSteps("finetune step", a->warmup, a->repeats, tokens, [&] {
+      timed("finetune step", [&] {
         optimizer.zero_grad();
-        const auto logits = model->forward(ids).logits;  // [B, T, V]
+        const auto logits = model->forward(ids).logits.to(torch::kFloat);  // [B, T, V]
         const int64_t V = logits.size(-1);
         auto loss = torch::nn::functional::cross_entropy(logits.narrow(1, 0, ids.size(1) - 1).reshape({-1, V}),
                                                          ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}));
         loss.backward();
         optimizer.step();
         return loss.item<double>();
-      }));
+      });
     }
     if (all || a->only == "forward") {
       at::NoGradGuard noGrad;
-      auto teacher = models::loadModel(a->model, load);
-      timings.push_back(timeSteps("forward softmax", a->warmup, a->repeats, tokens,
-                                  [&] { return teacher->forward(ids).logits.sum().item<double>(); }));
-      auto converted = convertedModel(a->model, a->featureMap, load);
-      timings.push_back(timeSteps("forward " + a->featureMap, a->warmup, a->repeats, tokens,
-                                  [&] { return converted->forward(ids).logits.sum().item<double>(); }));
+      auto teacher = source.make();
+      timed("forward softmax", [&] { return teacher->forward(ids).logits.sum().item<double>(); });
+      teacher.reset();
+      auto converted = convertedModel(source, a->featureMap);
+      timed("forward " + a->featureMap, [&] { return converted->forward(ids).logits.sum().item<double>(); });
     }
     if (timings.empty()) throw std::runtime_error("bench: --only must be distill, finetune or forward");
 
     const auto info = runtimeInfo();
-    const std::string device = deviceLabel(load.device.str());
-    std::printf("%s | batch %lld x %lld tokens | %s | %d threads | torch %s\n", a->model.c_str(), (long long)a->batch,
-                (long long)a->seqLen, device.c_str(), info.intraOpThreads, info.torchVersion.c_str());
-    std::printf("%-20s %12s %12s %14s %12s\n", "step", "median ms", "best ms", "tokens/s", "loss");
+    std::printf("%s | batch %lld x %lld tokens | %s, %s | %d threads | torch %s\n", source.name().c_str(),
+                (long long)a->batch, (long long)a->seqLen, device.c_str(), dtype.c_str(), info.intraOpThreads,
+                info.torchVersion.c_str());
+    std::printf("%-20s %12s %12s %14s %12s %12s\n", "step", "median ms", "best ms", "tokens/s", "peak MiB", "loss");
     nlohmann::json out = nlohmann::json::array();
     for (const auto& t : timings) {
-      std::printf("%-20s %12.1f %12.1f %14.0f %12.6g\n", t.name.c_str(), t.medianMs, t.bestMs, t.tokensPerSecond, t.loss);
+      const std::string peak = t.peakBytes < 0 ? "-" : std::to_string(t.peakBytes >> 20);
+      std::printf("%-20s %12.1f %12.1f %14.0f %12s %12.6g\n", t.name.c_str(), t.medianMs, t.bestMs, t.tokensPerSecond,
+                  peak.c_str(), t.loss);
       out.push_back({{"step", t.name}, {"median_ms", t.medianMs}, {"best_ms", t.bestMs},
-                     {"tokens_per_second", t.tokensPerSecond}, {"loss", t.loss}});
+                     {"tokens_per_second", t.tokensPerSecond}, {"peak_bytes", t.peakBytes}, {"loss", t.loss}});
     }
     if (!a->json.empty()) {
       std::ofstream file(a->json);
-      file << nlohmann::json{{"model", a->model}, {"batch", a->batch}, {"seq_len", a->seqLen},
+      file << nlohmann::json{{"model", source.name()}, {"batch", a->batch}, {"seq_len", a->seqLen}, {"dtype", dtype},
                              {"threads", info.intraOpThreads}, {"device", device}, {"torch", info.torchVersion}, {"timings", out}}
                   .dump(2)
            << "\n";

@@ -25,9 +25,9 @@
 #include <set>
 #include <stdexcept>
 
+#include "app/gui/common/compute_choice.h"
 #include "app/gui/common/error_dialog.h"
 #include "app/gui/conversion/plan_dialog.h"
-#include "engine/core/device.h"
 #include "engine/config/attention_types.h"
 #include "engine/config/config_file.h"
 #include "engine/config/model_config.h"
@@ -139,9 +139,10 @@ QStringList ConfigForm::choicesFor(const QString& key) {
     for (auto kind : attn::allFeatureMapKinds()) out << QString::fromStdString(attn::toString(kind));
   } else if (key == QLatin1String("rule")) {
     for (auto rule : attn::allUpdateRules()) out << QString::fromStdString(attn::toString(rule));
-  } else if (key == QLatin1String("device")) {  // auto, cpu, and each GPU this build sees
-    out << QStringLiteral("auto") << QStringLiteral("cpu");
-    for (int i = 0; i < cudaDeviceCount(); ++i) out << QStringLiteral("cuda:%1").arg(i);
+  } else if (key == QLatin1String("device")) {
+    out = deviceChoices();
+  } else if (key == QLatin1String("dtype")) {
+    out = dtypeChoices();
   } else if (key == QLatin1String("export.dtype")) {
     out << QStringLiteral("float32") << QStringLiteral("float16") << QStringLiteral("bfloat16");
   }

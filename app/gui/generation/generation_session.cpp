@@ -4,6 +4,7 @@
 
 #include "engine/generation/generator.h"
 #include "engine/generation/text_stream.h"
+#include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
 
@@ -18,19 +19,23 @@ struct GenerationSession::Side {
 GenerationSession::GenerationSession() = default;
 GenerationSession::~GenerationSession() = default;
 
-QString GenerationSession::load(int side, const QString& folder, GenerationSideInfo* info) {
+QString GenerationSession::load(int side, const QString& folder, GenerationSideInfo* info, const ComputeChoice& choice) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (side < 0 || side > 1) return QStringLiteral("side must be 0 or 1");
   sides_[side].reset();
   try {
     auto s = std::make_unique<Side>();
-    s->model = models::loadModel(folder.toStdString());
+    models::LoadOptions load;
+    load.device = jobs::jobDevice(choice.device.toStdString());
+    load.dtype = jobs::jobDtype(choice.dtype.toStdString());
+    s->model = models::loadModel(folder.toStdString(), load);
     s->tokenizer = tok::loadTokenizer(folder.toStdString());
     const auto& c = s->model->config();
     if (!c.causal) return folder + QStringLiteral(": ") + QString::fromStdString(c.modelType) +
                           QStringLiteral(" is bidirectional; generation needs a decoder (GPT-2, Llama)");
     s->info.folder = folder;
     s->info.description = QString::fromStdString(c.describe());
+    s->info.device = QString::fromStdString(jobs::deviceLabelOf(*s->model));
     s->info.layers = int(c.layers);
     s->info.heads = int(c.heads);
     s->info.recurrent = c.plan.anyLinear();
@@ -69,7 +74,7 @@ GenerationSideInfo GenerationSession::info(int side) const {
 namespace {
 std::vector<float> toVector(const torch::Tensor& t) {
   if (!t.defined()) return {};
-  const auto flat = t.to(torch::kFloat).contiguous().view(-1);
+  const auto flat = t.to(torch::kCPU, torch::kFloat).contiguous().view(-1);
   return {flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()};
 }
 }  // namespace

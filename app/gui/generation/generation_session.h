@@ -16,6 +16,8 @@
 #include <mutex>
 #include <vector>
 
+#include "app/gui/common/compute_choice.h"
+
 namespace hh::gui {
 
 struct GenerationSettings {
@@ -33,6 +35,7 @@ struct GenerationSideInfo {
   QString description;    // the model's one-line description
   QString attention;      // "softmax + KV cache" or "4 of 4 layers recurrent: hedgehog in all 4 layers"
   QString rule;           // update rule of the linear layers ("" when none)
+  QString device;         // "cpu", "cuda:0 (NAME), bfloat16"
   int layers = 0, heads = 0;
   bool recurrent = false; // any linear layer
 };
@@ -61,7 +64,8 @@ class GenerationSession {
   ~GenerationSession();
 
   // Loads `folder` for `side` (0 or 1). Returns "" or the reason it failed; the side is then empty.
-  QString load(int side, const QString& folder, GenerationSideInfo* info = nullptr);
+  // `choice`: the device and precision the side loads and decodes in.
+  QString load(int side, const QString& folder, GenerationSideInfo* info = nullptr, const ComputeChoice& choice = {});
   bool loaded(int side) const;
   GenerationSideInfo info(int side) const;
 

@@ -50,6 +50,9 @@ GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std:
   load->setToolTip(tr("Load both folders (model and tokenizer)"));
   connect(load, &QPushButton::clicked, this, &GenerationView::loadModels);
   folders->addWidget(load, 0, 3, 2, 1);
+  compute_ = new ComputeChoiceBox;
+  compute_->setToolTip(tr("Where both models decode, and in what precision (applies on Load)"));
+  folders->addWidget(compute_, 0, 4, 2, 1);
 
   prompt_ = new QPlainTextEdit;
   prompt_->setPlaceholderText(tr("Prompt"));
@@ -210,15 +213,15 @@ void GenerationView::loadModels() {
       continue;
     }
     GenerationSideInfo info;
-    const QString error = session_->load(s, folder, &info);
+    const QString error = session_->load(s, folder, &info, compute_->choice());
     if (!error.isEmpty()) {
       problems << error;
       headers_[s]->setText(QStringLiteral("<b>%1</b>: <span style='color:#b00'>not loaded</span>").arg(tr(kSideNames[s])));
       continue;
     }
-    headers_[s]->setText(QStringLiteral("<b>%1</b>: %2<br><small>%3</small>")
+    headers_[s]->setText(QStringLiteral("<b>%1</b>: %2<br><small>%3 \u2014 %4</small>")
                              .arg(s == 0 ? tr("Original") : tr("Converted"), info.attention.toHtmlEscaped(),
-                                  info.description.toHtmlEscaped()));
+                                  info.description.toHtmlEscaped(), info.device.toHtmlEscaped()));
   }
   const QString message = problems.isEmpty() ? tr("Models loaded.") : problems.join(QStringLiteral("\n"));
   status_->setText(message);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "app/gui/common/compute_choice.h"
 #include "app/gui/generation/generation_session.h"
 
 class QCheckBox;
@@ -45,6 +46,7 @@ class GenerationView : public QWidget {
   void setFolders(const QString& original, const QString& converted);
   void loadModels();  // synchronous (a few hundred ms for the demo model)
   void setPrompt(const QString& prompt);
+  ComputeChoiceBox* computeChoiceBox() const { return compute_; }  // device and precision for Load
   void setSettings(const GenerationSettings& settings);
   GenerationSettings settings() const;
   void generate();  // starts a run (no-op while one runs)
@@ -88,6 +90,7 @@ class GenerationView : public QWidget {
   QPushButton* stop_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* status_ = nullptr;
+  ComputeChoiceBox* compute_ = nullptr;
   hh::widgets::CurvePlot* latency_ = nullptr;
   hh::widgets::CurvePlot* memory_ = nullptr;
   hh::widgets::HeatmapView* stateNorms_ = nullptr;

@@ -80,6 +80,10 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   hover_ = new QLabel;
   hover_->setObjectName(QStringLiteral("metrics"));
 
+  compute_ = new ComputeChoiceBox;
+  compute_->setToolTip(tr("Where the model computes, and in what precision (it is loaded again on a change)"));
+  connect(compute_, &ComputeChoiceBox::changed, this, &InspectorView::computeChoiceChanged);
+
   auto* controls = new QHBoxLayout;
   controls->addWidget(runButton_);
   controls->addWidget(loadButton);
@@ -157,6 +161,7 @@ QHBoxLayout* InspectorView::buildProbeControls() {
   row->addWidget(probeLength_);
   row->addWidget(probeButton_);
   row->addStretch(1);
+  row->addWidget(compute_);
   return row;
 }
 
@@ -181,6 +186,8 @@ void InspectorView::setText(const QString& text) { textEdit_->setPlainText(text)
 QString InspectorView::text() const { return textEdit_->toPlainText(); }
 void InspectorView::setMaxTokens(int tokens) { maxTokens_->setValue(tokens); }
 int InspectorView::maxTokensLimit() const { return maxTokens_->maximum(); }
+ComputeChoice InspectorView::computeChoice() const { return compute_->choice(); }
+
 QString InspectorView::infoText() const { return info_->text(); }
 
 void InspectorView::modelLoaded(const ModelSummary& summary) {
@@ -244,11 +251,12 @@ void InspectorView::onInspected(InspectResult result) {
   }
   result_ = std::move(result);
   const InspectResult& r = result_;
-  QString text = tr("%1 tokens \u00b7 %2 layers \u00d7 %3 heads \u00b7 %4 ms")
+  QString text = tr("%1 tokens \u00b7 %2 layers \u00d7 %3 heads \u00b7 %4 ms on %5")
                      .arg(r.length)
                      .arg(r.layers)
                      .arg(r.heads)
-                     .arg(r.milliseconds, 0, 'f', 0);
+                     .arg(r.milliseconds, 0, 'f', 0)
+                     .arg(model_.device);
   if (r.truncated && r.cutByModel)
     text += tr(" \u00b7 cut from %1 tokens: the model has %2 positions").arg(r.textTokens).arg(r.length);
   else if (r.truncated)

@@ -13,6 +13,7 @@
 
 #include <memory>
 
+#include "app/gui/common/compute_choice.h"
 #include "app/gui/common/latest_only.h"
 #include "app/gui/inspector/model_session.h"
 
@@ -53,6 +54,9 @@ class InspectorView : public QWidget {
   bool busy() const { return pending_ > 0; }
   int maxTokensLimit() const;  // the max-tokens box's maximum (the model's positions)
   QString infoText() const;    // the line above the grid: tokens, layers x heads, where a text was cut
+  // The device and precision models are opened in (the row's two boxes).
+  ComputeChoice computeChoice() const;
+  ComputeChoiceBox* computeChoiceBox() const { return compute_; }
 
   const InspectResult& result() const { return result_; }
   // The open head (its scores are handed to headView() once shown: read them there).
@@ -66,6 +70,8 @@ class InspectorView : public QWidget {
   // "Compare feature maps" on the open head.
   void compareRequested(int layer, int head);
   void statusMessage(const QString& text);
+  // The user picked another device or precision: the open model is to be loaded again.
+  void computeChoiceChanged();
 
  private:
   void loadTextFile();
@@ -81,6 +87,7 @@ class InspectorView : public QWidget {
   QPushButton* runButton_ = nullptr;
   QSpinBox* maxTokens_ = nullptr;
   QComboBox* summaryChoice_ = nullptr;
+  ComputeChoiceBox* compute_ = nullptr;
   QComboBox* viewChoice_ = nullptr;
   QPushButton* compareButton_ = nullptr;
   QComboBox* probeTask_ = nullptr;

@@ -14,6 +14,7 @@
 #include "app/gui/common/session_tensors.h"
 #include "engine/attention/softmax_attention.h"
 #include "engine/core/process_memory.h"
+#include "engine/jobs/job_support.h"
 #include "engine/jobs/recall_probe.h"
 #include "engine/metrics/attention_metrics.h"
 #include "engine/models/model_io.h"
@@ -95,7 +96,7 @@ ModelSummary ModelSession::summary() const {
   return state_->summary;
 }
 
-ModelSummary ModelSession::load(const QString& folder, QString* error) {
+ModelSummary ModelSession::load(const QString& folder, QString* error, const ComputeChoice& choice) {
   std::lock_guard lock(mutex_);
   ModelSummary summary;
   try {
@@ -111,12 +112,16 @@ ModelSummary ModelSession::load(const QString& folder, QString* error) {
       if (error) *error = blockers.startsWith(folder) ? blockers : QStringLiteral("%1: %2").arg(folder, blockers);
       return ModelSummary{};
     }
-    auto model = models::loadModel(folder.toStdString());
+    models::LoadOptions load;
+    load.device = jobs::jobDevice(choice.device.toStdString());
+    load.dtype = jobs::jobDtype(choice.dtype.toStdString());
+    auto model = models::loadModel(folder.toStdString(), load);
     auto tokenizer = tok::loadTokenizer(folder.toStdString());
     model->eval();
     const auto& c = model->config();
     summary.folder = folder;
     summary.description = fromStd(c.describe());
+    summary.device = fromStd(jobs::deviceLabelOf(*model));
     summary.modelType = fromStd(c.modelType);
     summary.layers = int(c.layers);
     summary.heads = int(c.heads);
@@ -232,7 +237,7 @@ InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResul
     options.capture = &capture;
     options.teacher = true;  // every layer sees the teacher's activations, as distillation does
     options.computeLogits = false;
-    const auto idTensor = torch::tensor(ids, torch::kLong).unsqueeze(0);  // [1, T]
+    const auto idTensor = torch::tensor(ids, torch::kLong).unsqueeze(0).to(jobs::deviceOf(*state_->model));  // [1, T]
     const auto out = st.model->forward(idTensor, options);
     result.forwardMilliseconds = double(timer.nsecsElapsed()) / 1e6;
 

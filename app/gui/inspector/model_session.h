@@ -27,6 +27,7 @@
 #include <mutex>
 #include <vector>
 
+#include "app/gui/common/compute_choice.h"
 #include "app/gui/comparison/comparison_session.h"
 #include "engine/jobs/head_tables.h"
 
@@ -35,6 +36,7 @@ namespace hh::gui {
 struct ModelSummary {
   QString folder;
   QString description;       // "gpt2, 4 layers, 4 heads x 32, C=128, vocab 50257"
+  QString device;            // where it computes: "cpu", "cuda:0 (NAME), bfloat16"
   QString modelType;
   int layers = 0, heads = 0, kvHeads = 0, headDim = 0, hiddenSize = 0, maxPositions = 0;
   bool causal = true;
@@ -94,7 +96,8 @@ class ModelSession {
 
   // Replaces any loaded model. Returns the summary; on failure summary.folder is empty and
   // `error` says why (the pre-flight blockers, or the loader's message).
-  ModelSummary load(const QString& folder, QString* error);
+  // `choice`: the device and the precision it is loaded in and computes in.
+  ModelSummary load(const QString& folder, QString* error, const ComputeChoice& choice = {});
   bool loaded() const;
   ModelSummary summary() const;
 

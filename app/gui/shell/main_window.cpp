@@ -131,6 +131,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     controls_->showModelHead(layer, head);
     showComparison();
   });
+  connect(inspector_, &InspectorView::computeChoiceChanged, this, [this] {
+    if (!modelFolder_.isEmpty() && !loading_) openModel(modelFolder_, false);
+  });
   connect(inspector_, &InspectorView::statusMessage, this, [this](const QString& text) {
     statusBar()->showMessage(text, 8000);
   });

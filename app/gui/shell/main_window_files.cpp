@@ -63,9 +63,10 @@ void MainWindow::openModel(const QString& folder, bool showInspector) {
   statusBar()->showMessage(tr("Loading %1\u2026").arg(folder));
   modelTree_->showError(tr("Loading %1\u2026").arg(folder));
   auto session = session_;
-  pool_->start([this, session, folder] {
+  const ComputeChoice choice = inspector_->computeChoice();
+  pool_->start([this, session, folder, choice] {
     QString error;
-    ModelSummary summary = session->load(folder, &error);
+    ModelSummary summary = session->load(folder, &error, choice);
     QMetaObject::invokeMethod(
         this,
         [this, summary = std::move(summary), error, folder] {
@@ -84,7 +85,7 @@ void MainWindow::openModel(const QString& folder, bool showInspector) {
           controls_->setModel(summary.layers, summary.heads, summary.converted());
           recent_->add(QStringLiteral("model"), folder);
           setWindowTitle(tr("%1 \u2014 Hedgehog Workbench").arg(QFileInfo(folder).fileName()));
-          statusBar()->showMessage(tr("Loaded %1: %2").arg(folder, summary.description), 8000);
+          statusBar()->showMessage(tr("Loaded %1: %2 on %3").arg(folder, summary.description, summary.device), 8000);
           Q_EMIT modelLoaded(QString());
           inspector_->inspect();  // show the default text's attention straight away
         },

@@ -8,7 +8,8 @@
 //   - "full disk" entries run under RLIMIT_FSIZE, permission entries (as root) under uid 65534.
 // All entries run, then the suite fails once with the list of those that broke a rule. Each
 // entry's error line is printed (QINFO, paths under the temporary folder shortened to <tmp>) for
-// the table in docs/reliability.md. Also: `hedgehog run-info` on a good run file.
+// the table in docs/reliability.md. Also: `hedgehog run-info` on a good run file, and `hedgehog
+// bench` on a named shape in bf16.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -16,7 +17,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -208,11 +212,29 @@ class TestBadInputsCli : public QObject {
                                "all steps done", "steps written: 12", "loss", "0.08333", "snapshots: 0"})
       QVERIFY2(r.out.find(needle) != std::string::npos, (std::string(needle) + " missing from:\n" + r.out).c_str());
   }
+
+  // bench on a named shape in bf16: random weights and ids, the header says what ran, the distill
+  // step's loss is finite; an unknown shape or dtype is refused by name.
+  void benchRunsAShapeInBf16() {
+    if (std::string(HH_CLI_BINARY).empty()) QSKIP("the hedgehog CLI is not built (CLI11 missing)");
+    Scratch scratch;
+    const auto r = runCli({"bench", "--shape", "demo", "--dtype", "bfloat16", "--only", "distill", "--batch-size", "1",
+                           "--seq-len", "16", "--warmup", "0", "--repeats", "1", "--json", scratch.path + "/b.json"},
+                          scratch.path, 0, false);
+    QVERIFY2(r.exited && r.status == 0, r.err.c_str());
+    for (const char* needle : {"demo (random weights) | batch 1 x 16 tokens | cpu, bfloat16", "distill step"})
+      QVERIFY2(r.out.find(needle) != std::string::npos, (std::string(needle) + " missing from:\n" + r.out).c_str());
+    const auto json = nlohmann::json::parse(slurp(scratch.path + "/b.json"));
+    QCOMPARE(json.at("dtype").get<std::string>(), std::string("bfloat16"));
+    QVERIFY(std::isfinite(json.at("timings").at(0).at("loss").get<double>()));
+    const auto bad = runCli({"bench", "--shape", "gpt3"}, scratch.path, 0, false);
+    QVERIFY(bad.exited && bad.status != 0 && bad.err.find("gpt3") != std::string::npos);
+  }
 };
 
 HH_TEST_SUITE(TestBadInputsCli, "app.cli.bad_inputs", &TestBadInputsCli::initTestCase,
               &TestBadInputsCli::catalogueIsWellFormed, &TestBadInputsCli::everyBadInputFailsWithOneLineNamingTheFile,
-              &TestBadInputsCli::runInfoDescribesARun)
+              &TestBadInputsCli::runInfoDescribesARun, &TestBadInputsCli::benchRunsAShapeInBf16)
 
 #if HH_HAVE_QTEST
 #include "test_bad_inputs_cli.moc"

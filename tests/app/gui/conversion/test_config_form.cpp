@@ -48,6 +48,11 @@ class TestConfigForm : public QObject {
     QCOMPARE(device->currentText(), QString("auto"));
     QCOMPARE(device->count(), 2 + hh::cudaDeviceCount());
     QVERIFY(device->findText("cpu") >= 0);
+    // The compute dtype: float32 (the default) or bfloat16.
+    auto* dtype = qobject_cast<QComboBox*>(form.editor("dtype"));
+    QVERIFY(dtype);
+    QCOMPARE(dtype->currentText(), QString("float32"));
+    QCOMPARE(dtype->count(), 2);
     // The map and the rule are choices from the engine's names (still editable for a spec).
     QVERIFY(map->findText("hedgehog") >= 0 && map->findText("t2r") >= 0 && map->findText("cosformer") >= 0);
     QCOMPARE(rule->count(), int(hh::attn::allUpdateRules().size()));
@@ -59,8 +64,10 @@ class TestConfigForm : public QObject {
     map->setCurrentText("t2r");
     rule->setCurrentText("gated");
     device->setCurrentText("cpu");
+    dtype->setCurrentText("bfloat16");
     const auto c = hh::jobs::convertConfigFromJson(form.json());
     QCOMPARE(c.device, std::string("cpu"));
+    QCOMPARE(c.dtype, std::string("bfloat16"));
     QCOMPARE(c.distill.steps, int64_t(42));
     QCOMPARE(c.distill.lr, 0.0025);
     QCOMPARE(c.layers, (std::vector<int64_t>{1, 3}));

@@ -74,6 +74,31 @@ class TestGenerationView : public QObject {
     QCOMPARE(view.decayPlot()->seriesCount(), 5);
   }
 
+  // The precision box: in bf16 the original's KV cache takes half the bytes of fp32's, the text
+  // still streams, and the pane's header says where the model decodes.
+  void bfloat16HalvesTheKvCache() {
+    std::vector<qint64> peaks;
+    for (const char* dtype : {"float32", "bfloat16"}) {
+      hh::gui::GenerationView view;
+      view.computeChoiceBox()->setChoice({QStringLiteral("cpu"), QString::fromLatin1(dtype)});
+      view.setFolders(QString::fromStdString(kFixture), QString());
+      view.loadModels();
+      hh::gui::GenerationSettings s;
+      s.prompt = QStringLiteral("The history of");
+      s.maxTokens = 12;
+      s.temperature = 0;
+      view.setSettings(s);
+      view.setPrompt(s.prompt);
+      view.generate();
+      QVERIFY(view.waitForRun(60000));
+      QCOMPARE(view.summaries()[0].tokens, 12);
+      QVERIFY(view.outputText(0).size() > s.prompt.size());
+      peaks.push_back(view.summaries()[0].peakCacheBytes);
+    }
+    qInfo("KV cache peak: float32 %lld bytes, bfloat16 %lld", (long long)peaks[0], (long long)peaks[1]);
+    QCOMPARE(peaks[1] * 2, peaks[0]);
+  }
+
   void stopEndsALongRunPromptly() {
     // The demo teacher (256 positions, a few ms a token): a run of 250 tokens takes over a second.
     hh::gui::GenerationView view;
@@ -130,7 +155,7 @@ class TestGenerationView : public QObject {
 };
 
 HH_TEST_SUITE(TestGenerationView, "app.gui.generation_view", &TestGenerationView::initTestCase,
-              &TestGenerationView::streamsBothModelsWithLivePlots, &TestGenerationView::stopEndsALongRunPromptly,
+              &TestGenerationView::streamsBothModelsWithLivePlots, &TestGenerationView::bfloat16HalvesTheKvCache, &TestGenerationView::stopEndsALongRunPromptly,
               &TestGenerationView::remembersFoldersAndSettings, &TestGenerationView::badFolderIsRefused)
 
 #if HH_HAVE_QTEST

@@ -66,6 +66,30 @@ class TestOpenModel : public QObject {
     QVERIFY2(x >= 4 && y >= 4, qPrintable(QStringLiteral("%1 x %2").arg(x).arg(y)));
   }
 
+  // The inspector's device and precision boxes: the model opens in bf16 (the line above the grid
+  // says where it ran), and picking float32 loads it again and inspects it again.
+  void precisionChoiceReloadsTheModel() {
+    hh::gui::MainWindow window;
+    window.resize(1400, 900);
+    window.show();
+    auto* box = window.inspector()->computeChoiceBox();
+    box->setChoice({QStringLiteral("cpu"), QStringLiteral("bfloat16")});
+    QSignalSpy loaded(&window, &hh::gui::MainWindow::modelLoaded);
+    window.openModel(kModel);
+    QVERIFY(loaded.wait(30000));
+    QCOMPARE(loaded.takeFirst().at(0).toString(), QString());
+    QVERIFY(waitInspected(window));
+    QVERIFY2(window.inspector()->infoText().contains(QStringLiteral("ms on cpu, bfloat16")),
+             qPrintable(window.inspector()->infoText()));
+    box->setChoice({QStringLiteral("cpu"), QStringLiteral("float32")});
+    Q_EMIT box->changed();  // what picking in the box does
+    QVERIFY(loaded.wait(30000));
+    QVERIFY(waitInspected(window));
+    QVERIFY2(window.inspector()->infoText().contains(QStringLiteral("ms on cpu")) &&
+                 !window.inspector()->infoText().contains(QStringLiteral("bfloat16")),
+             qPrintable(window.inspector()->infoText()));
+  }
+
   void aHeadInspectedHiddenIsLabelledWhenShown() {
     // A project opens its model without leaving the current tab (here before the window is even
     // shown): the inspector inspects hidden, and its head must be labelled once it is shown.
@@ -134,7 +158,7 @@ class TestOpenModel : public QObject {
 };
 
 HH_TEST_SUITE(TestOpenModel, "app.gui.open_model", &TestOpenModel::initTestCase, &TestOpenModel::openingAModelShowsTheInspector,
-              &TestOpenModel::aHeadInspectedHiddenIsLabelledWhenShown,
+              &TestOpenModel::precisionChoiceReloadsTheModel, &TestOpenModel::aHeadInspectedHiddenIsLabelledWhenShown,
               &TestOpenModel::positionLimitIsSaid, &TestOpenModel::emptyExperimentsTabNamesItsMenu)
 
 #if HH_HAVE_QTEST
