@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "app/cli/commands.h"
+#include "engine/core/device.h"
 #include "engine/core/runtime.h"
 #include "engine/parity/parity_check.h"
 
@@ -17,6 +18,7 @@ struct ParityArgs {
   int64_t headDim = 16;
   int64_t chunk = 16;
   uint64_t seed = 1234;
+  std::string device;
 };
 
 int runParityCommand(const ParityArgs& a) {
@@ -27,6 +29,7 @@ int runParityCommand(const ParityArgs& a) {
   o.headDim = a.headDim;
   o.chunkSize = a.chunk;
   o.seed = a.seed;
+  o.device = resolveDevice(a.device.empty() ? "cpu" : a.device);
   if (!a.maps.empty()) {
     o.featureMaps.clear();
     for (const auto& m : a.maps) o.featureMaps.push_back(attn::parseFeatureMapKind(m));
@@ -68,6 +71,9 @@ void addParityCommand(CLI::App& app) {
   cmd->add_option("--head-dim", args->headDim, "Head dimension D")->capture_default_str();
   cmd->add_option("--chunk", args->chunk, "Chunk size of the chunked form")->capture_default_str();
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
+  cmd->add_option("--device", args->device,
+                  "cpu (default) | cuda | cuda:N: where the forms run (the fp64 reference stays on the CPU); with "
+                  "--head-dim 64 or 128 the \"layer\" rows take the fused CUDA kernels of a HH_CUDA_KERNELS build");
   cmd->callback([args] {
     const int rc = runParityCommand(*args);
     if (rc != 0) throw CLI::RuntimeError(rc);

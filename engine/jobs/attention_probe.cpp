@@ -22,6 +22,13 @@ const std::vector<std::string>& probeCurveLabels() {
 }
 
 namespace {
+
+// q.k / sqrt(D) in at least fp32 (bf16 captures would round the scores the metrics rank):
+// q, k [B, H, T, D] -> [B, H, T, T].
+torch::Tensor fp32Scores(const torch::Tensor& q, const torch::Tensor& k) {
+  const auto type = q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  return attn::attentionScores(q.to(type), k.to(type));
+}
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 runs::CurveRow toRow(metrics::MonotonicityCurve curve) {
@@ -134,7 +141,7 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
     }
     if (request.tables)
       result.heads.measureLayer(l, c.softmaxWeights, c.linearWeights,
-                                c.linearWeights.defined() ? attn::attentionScores(c.queries, c.keys) : torch::Tensor(), valid);
+                                c.linearWeights.defined() ? fp32Scores(c.queries, c.keys) : torch::Tensor(), valid);
     for (const auto& [pl, ph] : request.snapshotPairs) {
       if (pl != l || ph < 0 || ph >= H) continue;
       AttentionSnapshot snap;
@@ -146,8 +153,8 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
         snap.linear = runs::poolMaps(toFloats(c.linearWeights[0][ph]), 1, static_cast<int>(T), snap.size);
       result.snapshots.push_back(std::move(snap));
       if (request.curveBins > 0) {
-        const auto scores = attn::attentionScores(c.queries.narrow(0, 0, 1).narrow(1, ph, 1),
-                                                  c.keys.narrow(0, 0, 1).narrow(1, ph, 1))[0][0];  // [T, T]
+        const auto scores = fp32Scores(c.queries.narrow(0, 0, 1).narrow(1, ph, 1),
+                                       c.keys.narrow(0, 0, 1).narrow(1, ph, 1))[0][0];  // [T, T]
         const auto pairValid = valid[0][0];                                                         // [T, T]
         result.curves.push_back(toRow(metrics::monotonicityCurve(scores, c.softmaxWeights[0][ph], pairValid, request.curveBins)));
         result.curves.push_back(c.linearWeights.defined()

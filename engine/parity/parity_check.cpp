@@ -46,12 +46,12 @@ Inputs makeInputs(const ParityOptions& o, int64_t t, FeatureMapKind kind, int64_
   return in;
 }
 
-attn::RuleInputs castGates(const attn::RuleInputs& g, torch::ScalarType type) {
-  return {g.gate.to(type), g.beta.to(type), g.keyDecay.to(type), g.valueDecay.to(type)};
+attn::RuleInputs castGates(const attn::RuleInputs& g, torch::Device device, torch::ScalarType type) {
+  return {g.gate.to(device, type), g.beta.to(device, type), g.keyDecay.to(device, type), g.valueDecay.to(device, type)};
 }
 
 void compare(ParityRow& row, const torch::Tensor& got, const torch::Tensor& ref) {
-  const auto diff = (got.to(torch::kDouble) - ref).abs();
+  const auto diff = (got.to(torch::kCPU, torch::kDouble) - ref).abs();
   row.maxAbsError = diff.max().item<double>();
   row.relError = row.maxAbsError / std::max(ref.abs().max().item<double>(), 1e-300);
 }
@@ -67,6 +67,22 @@ void randomizeTrainable(attn::FeatureMap& fm, uint64_t seed) {
   fm->weight().add_(w);
   fm->bias().add_(b);
 }
+// The causal additive Hedgehog layer's own chunked forward: LinearAttention dispatches to the
+// fused kernels where they apply (the CPU kernel for fp32 CPU tensors, the CUDA kernels in a
+// HH_CUDA_KERNELS build for fp32/bf16 CUDA tensors of head dim 64 or 128), else the generic forms.
+torch::Tensor layerForward(const attn::FeatureMap& fm, int64_t chunkSize, const torch::Tensor& q, const torch::Tensor& k,
+                           const torch::Tensor& v) {
+  attn::LinearAttentionConfig c;
+  c.featureMap = fm->config();
+  c.rule.rule = UpdateRule::Additive;
+  c.rule.causal = true;
+  c.rule.chunkSize = chunkSize;
+  attn::LinearAttention layer(c, q.size(1) * q.size(3));
+  layer->to(q.device());
+  layer->featureMap()->weight().copy_(fm->weight());
+  layer->featureMap()->bias().copy_(fm->bias());
+  return layer->forward(q, k, v, {}, attn::AttentionForm::Chunked);
+}
 }  // namespace
 
 double toleranceFor(const std::string& dtype) {
@@ -77,6 +93,7 @@ double toleranceFor(const std::string& dtype) {
 
 std::vector<ParityRow> runParity(const ParityOptions& o, const std::function<void(const ParityRow&)>& onRow) {
   at::NoGradGuard noGrad;
+  const torch::Device device(o.device);
   std::vector<ParityRow> rows;
   auto emit = [&](ParityRow row) {
     if (onRow) onRow(row);
@@ -92,7 +109,7 @@ std::vector<ParityRow> runParity(const ParityOptions& o, const std::function<voi
         for (const auto& dt : o.dtypes) {
           const auto type = dtypeOf(dt);
           ParityRow row{"softmax", "-", causal, "quadratic", dt, t};
-          compare(row, attn::softmaxAttention(in.q.to(type), in.k.to(type), in.v.to(type), causal), ref);
+          compare(row, attn::softmaxAttention(in.q.to(device, type), in.k.to(device, type), in.v.to(device, type), causal), ref);
           emit(row);
         }
       }
@@ -108,7 +125,8 @@ std::vector<ParityRow> runParity(const ParityOptions& o, const std::function<voi
       attn::FeatureMap fm(fc);
       randomizeTrainable(fm, ++seed);
       const auto in = makeInputs(o, t, kind, fm->featureDim(), ++seed);
-      const auto fq64 = fm->forward(in.q), fk64 = fm->forward(in.k);
+      const auto fq64 = fm->forward(in.q), fk64 = fm->forward(in.k);  // the reference's, on the CPU
+      fm->to(device);
       for (const auto rule : o.rules) {
         if (rule == UpdateRule::DeltaMao && !attn::hasNonNegativeFeatures(kind)) continue;  // refused by the engine
         for (const bool causal : {true, false}) {
@@ -123,14 +141,20 @@ std::vector<ParityRow> runParity(const ParityOptions& o, const std::function<voi
           for (const auto& dt : o.dtypes) {
             const auto type = dtypeOf(dt);
             // The whole pipeline in this dtype: inputs -> features -> form.
-            const auto fq = fm->forward(in.q.to(type)), fk = fm->forward(in.k.to(type));
-            const auto v = in.v.to(type);
-            const auto gates = castGates(in.gates, type);
+            const auto q = in.q.to(device, type), k = in.k.to(device, type);
+            const auto fq = fm->forward(q), fk = fm->forward(k);
+            const auto v = in.v.to(device, type);
+            const auto gates = castGates(in.gates, device, type);
             std::vector<attn::AttentionForm> forms = {attn::AttentionForm::Quadratic, attn::AttentionForm::Chunked};
             if (causal) forms.push_back(attn::AttentionForm::Recurrent);
             for (const auto form : forms) {
               ParityRow row{attn::toString(kind), attn::toString(rule), causal, attn::toString(form), dt, t};
               compare(row, attn::linearAttention(form, fq, fk, v, gates, ro), ref);
+              emit(row);
+            }
+            if (kind == FeatureMapKind::Hedgehog && rule == UpdateRule::Additive && causal && type != torch::kDouble) {
+              ParityRow row{attn::toString(kind), attn::toString(rule), causal, "layer", dt, t};
+              compare(row, layerForward(fm, o.chunkSize, q, k, v), ref);
               emit(row);
             }
             if (hasRefWeights) {

@@ -22,13 +22,15 @@ struct ParityOptions {
   std::vector<attn::FeatureMapKind> featureMaps = attn::allFeatureMapKinds();
   std::vector<attn::UpdateRule> rules = attn::allUpdateRules();
   uint64_t seed = 1234;
+  std::string device = "cpu";  // canonical (engine/core/device.h: cpu, cuda:N): where the forms run
 };
 
 struct ParityRow {
   std::string featureMap;  // "softmax" for the softmax row
   std::string rule;
   bool causal = true;
-  std::string form;        // quadratic | chunked | recurrent | weights
+  std::string form;        // quadratic | chunked | recurrent | weights | layer (Hedgehog additive
+                           // causal through LinearAttention: the fused kernels where they apply)
   std::string dtype;
   int64_t length = 0;
   double maxAbsError = 0.0;

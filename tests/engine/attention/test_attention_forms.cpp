@@ -1,18 +1,23 @@
 // Every feature map x update rule x causality x form against the fp64 brute force
 // (engine/attention/reference.h), at odd lengths that the chunk size does not divide.
-// Tolerance (relative, max-abs over the output): float32 1e-5, float64 1e-10.
+// Tolerance (relative, max-abs over the output): float32 1e-5, float64 1e-10. The forms run on
+// HH_TEST_DEVICE (the reference on the CPU).
 #include <torch/types.h>
 
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/reference.h"
 #include "engine/parity/parity_check.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/test_device.h"
 
 class TestAttentionForms : public QObject {
   Q_OBJECT
  private Q_SLOTS:
+  void initTestCase() { HH_SKIP_UNLESS_TEST_DEVICE(); }
+
   void allFormsMatchBruteForce() {
     hh::parity::ParityOptions o;
+    o.device = hh::resolveDevice(hh::test::testDevice());
     o.lengths = {37, 131};
     o.chunkSize = 16;
     o.dtypes = {"float32", "float64"};
@@ -26,8 +31,9 @@ class TestAttentionForms : public QObject {
       QVERIFY2(std::isfinite(r.relError) && r.relError <= tol, what.c_str());
     }
     // 10 maps x (5 causal rules x 3 forms + 2 weights rows + full: 2 forms + 1 weights), delta_mao
-    // on the 7 maps with non-negative features x 3 forms, softmax 2; x 2 dtypes x 2 lengths.
-    QCOMPARE(rows, 2 * 2 * (2 + 10 * (5 * 3 + 2 + 3) + 7 * 3));
+    // on the 7 maps with non-negative features x 3 forms, softmax 2; x 2 dtypes x 2 lengths; and the
+    // Hedgehog layer's own forward (the fused kernel) in float32 at both lengths.
+    QCOMPARE(rows, 2 * 2 * (2 + 10 * (5 * 3 + 2 + 3) + 7 * 3) + 2);
   }
 
   void defaultChunkSizeAtLengthsAroundIt() {
@@ -98,7 +104,7 @@ class TestAttentionForms : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestAttentionForms, "engine.attention.forms", &TestAttentionForms::allFormsMatchBruteForce,
+HH_TEST_SUITE(TestAttentionForms, "engine.attention.forms", &TestAttentionForms::initTestCase, &TestAttentionForms::allFormsMatchBruteForce,
               &TestAttentionForms::defaultChunkSizeAtLengthsAroundIt, &TestAttentionForms::halfPrecisionAccumulatesInFloat,
               &TestAttentionForms::recurrentStateDoesNotGrow, &TestAttentionForms::rejectsBadInputs)
 

@@ -35,6 +35,7 @@ m::ModelPtr tinyLlama(int64_t layers = 3) {
   torch::manual_seed(7);
   for (auto& p : model->parameters())
     if (p.dim() >= 2) p.normal_(0.0, 0.25);
+  model->to(hh::test::testTorchDevice());
   return model;
 }
 
@@ -55,9 +56,10 @@ a::LinearAttentionConfig linearConfig(a::FeatureMapKind kind, a::UpdateRule rule
 }
 
 // Logits [T, V] of a full forward pass and of prefill(prompt) + one step per later token.
-std::pair<torch::Tensor, torch::Tensor> fullAndDecoded(m::TransformerModel& model, const torch::Tensor& ids,
+std::pair<torch::Tensor, torch::Tensor> fullAndDecoded(m::TransformerModel& model, const torch::Tensor& idsIn,
                                                        int64_t prompt, bool teacher = false) {
   at::NoGradGuard noGrad;
+  const auto ids = idsIn.to(model.parameters().front().device());
   m::ForwardOptions full;
   full.teacher = teacher;
   const auto reference = model.forward(ids, full).logits[0];  // [T,V]
@@ -75,7 +77,10 @@ std::pair<torch::Tensor, torch::Tensor> fullAndDecoded(m::TransformerModel& mode
 class TestDecoding : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+  void initTestCase() {
+    HH_SKIP_UNLESS_TEST_DEVICE();  // the models decode on HH_TEST_DEVICE
+    setenv("HH_NUM_THREADS", "1", 0);
+  }
 
   void prefillContinuesAStateLikeSteps() {
     // fp64: 5 steps, then a 19-token prefill (chunk 4), against 24 steps.
@@ -193,7 +198,7 @@ class TestDecoding : public QObject {
 
   void gpt2FixtureDecodes() {
     // Learned positions read at the cache's offset; a softmax GPT-2 and a converted one.
-    auto model = m::loadModel(std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2");
+    auto model = hh::test::loadOnTestDevice(std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2");
     torch::manual_seed(8);
     const auto ids = torch::randint(1000, {1, 30});
     auto [reference, decoded] = fullAndDecoded(*model, ids, 7);
@@ -208,7 +213,7 @@ class TestDecoding : public QObject {
     // Identity features are signed, so sum_j q.k_j can come close to zero and amplify fp32
     // rounding (1.04e-4 relative in the fp32 Llama above). In fp64 (GPT-2: its LayerNorm runs in
     // the model's dtype; the recurrent state follows the model's dtype) decoding matches to ~1e-11.
-    auto model = m::loadModel(std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2");
+    auto model = hh::test::loadOnTestDevice(std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2");
     model->to(torch::kDouble);
     torch::manual_seed(9);
     const auto ids = torch::randint(1000, {1, 30});

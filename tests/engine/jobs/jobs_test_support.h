@@ -45,6 +45,7 @@ inline std::string writeSentenceCorpus(const TempDir& dir, int documents, int se
 inline jobs::ConvertConfig tinyConvertConfig(const TempDir& dir) {
   jobs::ConvertConfig c;
   c.device = hh::test::testDevice();
+  c.dtype = hh::test::testDtype();
   c.modelDir = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
   c.runDir = dir.file("run");
   c.data.corpus = writeWordCorpus(dir);
@@ -68,6 +69,7 @@ inline std::string writeProjectFile(const TempDir& dir, const jobs::ConvertConfi
 inline jobs::TrainConfig recallConfig(const TempDir& dir, const std::string& featureMap) {
   jobs::TrainConfig c;
   c.device = hh::test::testDevice();
+  c.dtype = hh::test::testDtype();
   c.architecture.modelType = "llama";
   c.architecture.nEmbd = 64;
   c.architecture.nLayer = 2;

@@ -139,6 +139,7 @@ class TestConvertJob : public QObject {
   void projectJsonRoundTripsAndRefusesSharedKeysInStages() {
     j::ConvertConfig c;
     c.device = hh::test::testDevice();
+    c.dtype = hh::test::testDtype();
     c.modelDir = "teacher";
     c.featureMap = "t2r";
     c.layers = {1};
@@ -168,6 +169,7 @@ class TestConvertJob : public QObject {
   void evalDataIsTheEvaluateStagesOwn() {
     j::ConvertConfig c;
     c.device = hh::test::testDevice();
+    c.dtype = hh::test::testDtype();
     c.data.corpus = "generated.jsonl";
     QVERIFY(j::toJson(c).at("eval_data").is_null());
     QCOMPARE(j::evaluateStage(j::convertConfigFromJson(j::toJson(c))).data.corpus, std::string("generated.jsonl"));

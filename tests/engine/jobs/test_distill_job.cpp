@@ -16,6 +16,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/jobs/distill_job.h"
 #include "engine/jobs/distillation_loss.h"
+#include "engine/jobs/job_support.h"
 #include "engine/metrics/attention_metrics.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "engine/models/model_io.h"
@@ -34,6 +35,7 @@ const std::string kModel = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
 j::DistillConfig smallConfig(const hh::test::TempDir& dir) {
   j::DistillConfig c;
   c.device = hh::test::testDevice();
+  c.dtype = hh::test::testDtype();
   c.modelDir = kModel;
   c.runDir = dir.file("run");
   c.steps = 12;
@@ -119,8 +121,10 @@ class TestDistillJob : public QObject {
     QCOMPARE(run.curveCount(), run.snapshotCount());
     QVERIFY(run.curveSteps() == run.snapshotSteps());
 
-    // The reloaded best feature maps on the probe text, measured here.
-    auto model = hh::models::loadModel(kModel);
+    // The reloaded best feature maps on the probe text, measured here (in the job's dtype).
+    hh::models::LoadOptions load;
+    load.dtype = j::jobDtype(c.dtype);
+    auto model = hh::models::loadModel(kModel, load);
     hh::models::loadAdaptersFile(*model, r.adaptersFile);
     const auto tokenizer = hh::tok::loadTokenizer(kModel);
     const auto ids = torch::tensor(tokenizer->encode(c.probeText), torch::kLong).unsqueeze(0);  // [1, T]
@@ -141,7 +145,7 @@ class TestDistillJob : public QObject {
       const int l = c.snapshotPairs[k].first, h = c.snapshotPairs[k].second;
       const auto& cap = out.captures[size_t(l)];
       // Scores in float32 as the model computes them, so that no pair changes bin by rounding.
-      const auto q = cap.queries[0][h], key = cap.keys[0][h];                                  // [T, D]
+      const auto q = cap.queries[0][h].to(torch::kFloat), key = cap.keys[0][h].to(torch::kFloat);  // [T, D]
       const auto scores = torch::matmul(q, key.t()) * (1.0 / std::sqrt(double(q.size(1))));  // [T, T]
       const auto teacher = hh::metrics::monotonicityCurve(scores, cap.softmaxWeights[0][h], valid, 12);
       const auto student = hh::metrics::monotonicityCurve(scores, cap.linearWeights[0][h], valid, 12);
@@ -285,6 +289,7 @@ class TestDistillJob : public QObject {
   void configJsonRoundTripAndErrors() {
     j::DistillConfig c;
     c.device = hh::test::testDevice();
+    c.dtype = hh::test::testDtype();
     c.featureMap = "t2r";
     c.layers = {1, 3};
     c.data.sequenceLength = 77;

@@ -62,6 +62,7 @@ std::string convertedFolder(const hh::test::TempDir& dir, std::string* adaptersF
 j::FinetuneConfig lmConfig(const hh::test::TempDir& dir) {
   j::FinetuneConfig c;
   c.device = hh::test::testDevice();
+  c.dtype = hh::test::testDtype();
   c.runDir = dir.file("run");
   c.outputDir = dir.file("finetuned");
   c.lr = 3e-3;
@@ -177,6 +178,7 @@ class TestFinetuneJob : public QObject {
     hh::test::TempDir dir("finetune_cls");
     j::FinetuneConfig c;
     c.device = hh::test::testDevice();
+    c.dtype = hh::test::testDtype();
     c.modelDir = convertedFolder(dir);
     c.runDir = dir.file("run");
     c.task = "classification";
@@ -263,6 +265,7 @@ class TestFinetuneJob : public QObject {
   void configJsonRoundTripAndErrors() {
     j::FinetuneConfig c;
     c.device = hh::test::testDevice();
+    c.dtype = hh::test::testDtype();
     c.mode = "lora";
     c.loraRank = 16;
     c.task = "classification";

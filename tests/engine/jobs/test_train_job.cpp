@@ -38,6 +38,7 @@ const std::string kTokenizer = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2
 j::TrainConfig smallConfig(const hh::test::TempDir& dir) {
   j::TrainConfig c;
   c.device = hh::test::testDevice();
+  c.dtype = hh::test::testDtype();
   c.architecture.nEmbd = 32;
   c.architecture.nLayer = 2;
   c.architecture.nHead = 4;
@@ -66,6 +67,7 @@ struct StepObserver : j::JobObserver {
 // The held-out loss of a saved folder on the job's own validation split.
 double reloadedValidationLoss(const j::TrainConfig& c, const std::string& folder) {
   auto model = hh::models::loadModel(folder);
+  j::applyComputeDtype(*model, c.dtype);  // as the job computed it
   const auto tokenizer = hh::tok::loadTokenizer(folder);
   const auto data = j::loadLmData(c.data, *tokenizer);
   j::JobObserver quiet;
@@ -255,6 +257,7 @@ class TestTrainJob : public QObject {
   void configJsonRoundTripAndErrors() {
     j::TrainConfig c;
     c.device = hh::test::testDevice();
+    c.dtype = hh::test::testDtype();
     c.featureMap = "hedgehog";
     c.layers = {0, 2};
     c.architecture.modelType = "llama";
@@ -281,6 +284,7 @@ class TestTrainJob : public QObject {
   void taskConfigJsonRoundTripAndErrors() {
     j::TrainConfig c;
     c.device = hh::test::testDevice();
+    c.dtype = hh::test::testDtype();
     c.task.kind = "copy";
     c.task.vocabSize = 14;
     c.task.sequenceLength = 40;

@@ -21,16 +21,27 @@
 #include "engine/models/tensor_file.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_device.h"
 
 namespace hh::test {
 
-// max |a - b| / max |b| (0 when both are zero).
+// max |a - b| / max |b| (0 when both are zero), on the CPU whatever device either is on.
 inline double relativeError(const torch::Tensor& a, const torch::Tensor& b) {
-  const auto ad = a.to(torch::kDouble), bd = b.to(torch::kDouble);
+  const auto ad = a.to(torch::kCPU, torch::kDouble), bd = b.to(torch::kCPU, torch::kDouble);
   const double scale = bd.abs().max().item<double>();
   const double err = (ad - bd).abs().max().item<double>();
   return scale > 0 ? err / scale : err;
 }
+
+// The model suites' device (HH_TEST_DEVICE, tests/support/test_device.h): a folder loaded there,
+// a tensor moved there. Results come back through relativeError or .cpu().
+inline c10::Device testTorchDevice() { return c10::Device(hh::resolveDevice(testDevice())); }
+inline hh::models::ModelPtr loadOnTestDevice(const std::string& dir) {
+  hh::models::LoadOptions options;
+  options.device = testTorchDevice();
+  return hh::models::loadModel(dir, options);
+}
+inline torch::Tensor onTestDevice(const torch::Tensor& t) { return t.to(testTorchDevice()); }
 
 // Next-token loss of `model` on ids [B, T], without gradients.
 inline double lmLoss(hh::models::TransformerModel& model, const torch::Tensor& ids) {

@@ -89,7 +89,7 @@ torch::Tensor asTensor(const std::vector<double>& values, const std::vector<int6
 // Engine softmax weights of every layer stacked: [L, B, H, T, T].
 torch::Tensor stackCaptures(const m::ModelOutput& out) {
   std::vector<torch::Tensor> layers;
-  for (const auto& c : out.captures) layers.push_back(c.softmaxWeights);
+  for (const auto& c : out.captures) layers.push_back(c.softmaxWeights.cpu());
   return torch::stack(layers, 0);
 }
 torch::Tensor stackReference(const ref::Output& r, int64_t heads) {
@@ -106,16 +106,16 @@ struct Errors {
 // selects the real tokens whose logits are compared.
 Errors compare(const std::string& dir, const ref::Output& expected, int64_t heads, const ref::Rows& ids,
                const ref::Rows& types = {}, const ref::Rows& mask = {}) {
-  auto model = m::loadModel(dir);
+  auto model = hh::test::loadOnTestDevice(dir);
   at::NoGradGuard noGrad;
   m::CaptureRequest request;
   m::ForwardOptions options;
   options.capture = &request;
-  if (!types.empty()) options.tokenTypes = idsTensor(types);
-  if (!mask.empty()) options.attentionMask = idsTensor(mask);
-  const auto out = model->forward(idsTensor(ids), options);
+  if (!types.empty()) options.tokenTypes = hh::test::onTestDevice(idsTensor(types));
+  if (!mask.empty()) options.attentionMask = hh::test::onTestDevice(idsTensor(mask));
+  const auto out = model->forward(hh::test::onTestDevice(idsTensor(ids)), options);
   auto refLogits = asTensor(expected.logits, {expected.batch, expected.length, expected.vocab});
-  auto logits = out.logits.to(torch::kDouble);
+  auto logits = out.logits.to(torch::kCPU, torch::kDouble);
   if (!mask.empty()) {  // padded positions set to 0 on both sides
     const auto keep = idsTensor(mask).to(torch::kDouble).unsqueeze(-1);
     refLogits = refLogits * keep;
@@ -205,6 +205,9 @@ const ref::Rows kLlamaIds{{3, 17, 42, 5, 29, 60, 11, 0, 33}, {8, 8, 51, 2, 19, 4
 class TestReferenceModels : public QObject {
   Q_OBJECT
  private Q_SLOTS:
+  // HH_TEST_DEVICE: the comparisons with the reference dumps run there (their tolerance is fp32's).
+  void initTestCase() { HH_SKIP_UNLESS_TEST_DEVICE(); }
+
   void bertWithTokenTypesAndPadding() {
     // C=16, 2 layers, 4 heads, vocab 50, 2 token types; row 1 has 3 padding tokens.
     ref::BertSpec spec;
@@ -477,7 +480,7 @@ class TestReferenceModels : public QObject {
 };
 
 // clang-format off
-HH_TEST_SUITE(TestReferenceModels, "engine.models.reference", &TestReferenceModels::bertWithTokenTypesAndPadding, &TestReferenceModels::bertTiniestFixture, &TestReferenceModels::llamaGqaRopeParameters, &TestReferenceModels::llamaExplicitHeadDimWithBiases, &TestReferenceModels::llamaTiedHead, &TestReferenceModels::ropeByHand, &TestReferenceModels::llama3RopeScaling)
+HH_TEST_SUITE(TestReferenceModels, "engine.models.reference", &TestReferenceModels::initTestCase, &TestReferenceModels::bertWithTokenTypesAndPadding, &TestReferenceModels::bertTiniestFixture, &TestReferenceModels::llamaGqaRopeParameters, &TestReferenceModels::llamaExplicitHeadDimWithBiases, &TestReferenceModels::llamaTiedHead, &TestReferenceModels::ropeByHand, &TestReferenceModels::llama3RopeScaling)
 // clang-format on
 
 #if HH_HAVE_QTEST

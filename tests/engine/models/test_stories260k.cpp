@@ -17,6 +17,7 @@
 #include "engine/models/model_io.h"
 #include "engine/models/tensor_file.h"
 #include "engine/tokenizers/tokenizer.h"
+#include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
 namespace {
@@ -31,7 +32,7 @@ torch::Tensor referenceTensor(const std::string& name) {
 }
 
 double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+  return (a.to(torch::kCPU, torch::kDouble) - b.to(torch::kCPU, torch::kDouble)).abs().max().item<double>();
 }
 
 }  // namespace
@@ -40,8 +41,10 @@ class TestStories260K : public QObject {
   Q_OBJECT
 
  private Q_SLOTS:
+  void initTestCase() { HH_SKIP_UNLESS_TEST_DEVICE(); }  // the model runs on HH_TEST_DEVICE
+
   void logitsAndAttentionsMatchLlama2c() {
-    auto model = m::loadModel(kDir);
+    auto model = hh::test::loadOnTestDevice(kDir);
     QCOMPARE(model->config().layers, int64_t(5));
     QCOMPARE(model->config().heads, int64_t(8));
     QCOMPARE(model->config().kvHeads, int64_t(4));
@@ -50,11 +53,11 @@ class TestStories260K : public QObject {
     m::CaptureRequest capture;
     m::ForwardOptions options;
     options.capture = &capture;
-    const auto out = model->forward(ids, options);
+    const auto out = model->forward(hh::test::onTestDevice(ids), options);
     const auto refLogits = referenceTensor("logits");  // [2, 48, 512]
     QCOMPARE(out.logits.sizes().vec(), refLogits.sizes().vec());
     std::vector<torch::Tensor> layers;
-    for (const auto& c : out.captures) layers.push_back(c.softmaxWeights);
+    for (const auto& c : out.captures) layers.push_back(c.softmaxWeights.cpu());
     const auto attentions = torch::stack(layers, 1);  // [2, 5, 8, 48, 48]
     const auto refAttentions = referenceTensor("attentions");
     QCOMPARE(attentions.sizes().vec(), refAttentions.sizes().vec());
@@ -66,10 +69,10 @@ class TestStories260K : public QObject {
   }
 
   void predictsTinyStoriesText() {
-    auto model = m::loadModel(kDir);
+    auto model = hh::test::loadOnTestDevice(kDir);
     const auto ids = referenceTensor("input_ids");
     at::NoGradGuard noGrad;
-    const auto logits = model->forward(ids).logits;  // [B, T, V]
+    const auto logits = model->forward(hh::test::onTestDevice(ids)).logits.cpu();  // [B, T, V]
     const int64_t T = ids.size(1);
     const auto logp = torch::log_softmax(logits.narrow(1, 0, T - 1).to(torch::kDouble), -1);
     const double loss = -logp.gather(-1, ids.narrow(1, 1, T - 1).unsqueeze(-1)).mean().item<double>();
@@ -90,7 +93,7 @@ class TestStories260K : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestStories260K, "engine.models.stories260k", &TestStories260K::logitsAndAttentionsMatchLlama2c,
+HH_TEST_SUITE(TestStories260K, "engine.models.stories260k", &TestStories260K::initTestCase, &TestStories260K::logitsAndAttentionsMatchLlama2c,
               &TestStories260K::predictsTinyStoriesText, &TestStories260K::tokenizerRoundTripsTheReferenceRows)
 
 #if HH_HAVE_QTEST
