@@ -20,6 +20,8 @@
 #   HH_TEST_DEVICE        the tests' device (default cuda)
 #   HH_DEVICE_CUDA        ON (default) / OFF: HH_CUDA; OFF with HH_TORCH_PREFIX rehearses the
 #                         script on a machine without a GPU (the Debian LibTorch here)
+#   HH_DEVICE_CUDA_KERNELS  ON (default) / OFF: HH_CUDA_KERNELS, the fused CUDA kernels (issue 27);
+#                         with HH_CUDA ON the test step also runs scripts/cuda_sanitize.sh
 #   HH_TORCH_PREFIX       Torch's CMake prefix (default: the python3 wheel's)
 #   HH_DEVICE_TARGETS     build only these targets (default: everything the build defines)
 set -euo pipefail
@@ -66,11 +68,12 @@ export HH_DATA_DIR="$dev/data"
 } 2>&1 | tee "$out/machine.txt"
 torch_prefix="${HH_TORCH_PREFIX:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')}"
 cuda="${HH_DEVICE_CUDA:-ON}"
+kernels="${HH_DEVICE_CUDA_KERNELS:-ON}"
 
 if [[ " ${steps[*]} " == *" build "* ]]; then
-  log "configure $build (HH_CUDA=$cuda, Torch from $torch_prefix)"
+  log "configure $build (HH_CUDA=$cuda, HH_CUDA_KERNELS=$kernels, Torch from $torch_prefix)"
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DHH_BUILD_GUI=OFF -DHH_BUILD_TESTS=ON -DHH_BUILD_BENCHMARKS=ON -DHH_CUDA="$cuda" -DHH_USE_CCACHE=OFF \
+    -DHH_BUILD_GUI=OFF -DHH_BUILD_TESTS=ON -DHH_BUILD_BENCHMARKS=ON -DHH_CUDA="$cuda" -DHH_CUDA_KERNELS="$kernels" -DHH_USE_CCACHE=OFF \
     -DCMAKE_PREFIX_PATH="$HH_DEPS/usr;$torch_prefix" \
     -DHDF5_ROOT="$HH_DEPS/usr/lib/x86_64-linux-gnu/hdf5/serial" -DICU_ROOT="$HH_DEPS/usr" \
     -DPKG_CONFIG_EXECUTABLE="$HH_DEPS/bin/pkg-config" \
@@ -96,5 +99,15 @@ if [[ " ${steps[*]} " == *" test "* ]]; then
   status=$?
   set -e
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$out/test.log" | tail -30 | tee -a "$out/summary.txt"
+  if [ "$kernels" = ON ] && [ "$cuda" = ON ]; then
+    # The fused kernels' suite (engine.cuda.hedgehog_cuda, in the ctest run above) under the sanitizers.
+    log "fused CUDA kernels under compute-sanitizer"
+    set +e
+    bash "$repo/scripts/cuda_sanitize.sh" "$build" > "$out/sanitize.log" 2>&1
+    sanitize=$?
+    set -e
+    grep -E "^== |ERROR SUMMARY" "$out/sanitize.log" | tee -a "$out/summary.txt"
+    [ "$sanitize" -eq 0 ] || status=1
+  fi
   exit "$status"
 fi

@@ -11,6 +11,10 @@
 // freed tensors go back to the OS and the reading follows live allocations); on a GPU the caching
 // allocator's peak bytes since the reset, minus those allocated before it. GPU times are taken
 // after synchronising the device.
+// Built with HH_CUDA_KERNELS (engine/cuda, issue 27), four more columns on CUDA: the fused CUDA
+// kernels called directly (hh::cuda::hedgehogCudaCausal) and the generic chunked path (feature
+// map + linearChunked) they replace; the "hedgehog" columns then take those kernels too (the
+// engine's dispatch).
 #include <torch/types.h>
 #include <torch/version.h>
 
@@ -30,7 +34,13 @@
 #include "engine/core/device.h"
 #include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
+#if HH_CUDA_KERNELS
+#include "engine/cuda/hedgehog_cuda_torch.h"
+#endif
 
+#ifndef HH_CUDA_KERNELS
+#define HH_CUDA_KERNELS 0
+#endif
 #if TORCH_VERSION_MAJOR >= 2
 #define HH_HAVE_SDPA 1
 #else
@@ -176,8 +186,10 @@ int main(int argc, char** argv) {
 
   std::printf("\n| n | softmax fwd | softmax fwd+bwd | fused fwd | fused fwd+bwd | hedgehog fwd | hedgehog fwd+bwd "
               "| plain loop fwd | plain loop fwd+bwd | hedgehog GFLOP | floor | fwd/floor | softmax/hedgehog fwd | fwd+bwd "
-              "| fused/hedgehog fwd | fwd+bwd |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "| fused/hedgehog fwd | fwd+bwd |%s\n",
+              HH_CUDA_KERNELS ? " cuda kernel fwd | fwd+bwd | generic fwd | fwd+bwd | kernel/generic fwd | fwd+bwd |" : "");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n",
+              HH_CUDA_KERNELS ? "---|---|---|---|---|---|" : "");
   for (const int64_t n : o.lengths) {
     torch::manual_seed(0);
     const auto q = torch::randn({o.batch, o.heads, n, o.dim}, options) * 0.5,
@@ -218,13 +230,33 @@ int main(int argc, char** argv) {
       if (ran) std::snprintf(buf, sizeof buf, "%.2fx", a.seconds / b.seconds);
       return std::string(buf);
     };
-    std::printf("| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f ms | %.2fx | %s | %s | %s | %s |\n",
+    std::string kernelCells;
+#if HH_CUDA_KERNELS
+    if (hh::cuda::hedgehogCudaAccepts(q, k, v)) {
+      const auto w = fmap->weight(), b = fmap->bias();
+      const auto run = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z) {
+        return hh::cuda::hedgehogCudaCausal(x, y, z, w, b, o.chunk, cfg.rule.eps);
+      };
+      const auto generic = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z) {
+        return hh::attn::linearChunked(fmap->forward(x), fmap->forward(y), z, {}, cfg.rule);
+      };
+      const auto ckF = measure(device, [&] { at::NoGradGuard g; run(q, k, v); }, o.repeats);
+      const auto ckFB = measure(device, [&] { run(qg, kg, vg).sum().backward(); }, o.repeats);
+      const auto geF = measure(device, [&] { at::NoGradGuard g; generic(q, k, v); }, o.repeats);
+      const auto geFB = measure(device, [&] { generic(qg, kg, vg).sum().backward(); }, o.repeats);
+      kernelCells = " " + cell(ckF) + " | " + cell(ckFB) + " | " + cell(geF) + " | " + cell(geFB) + " | " +
+                    ratio(true, ckF, geF) + " | " + ratio(true, ckFB, geFB) + " |";
+    } else {
+      kernelCells = " n/a | n/a | n/a | n/a | - | - |";
+    }
+#endif
+    std::printf("| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f ms | %.2fx | %s | %s | %s | %s |%s\n",
                 (long long)n, (runSoftmax ? cell(smF) : skipped).c_str(), (runSoftmax ? cell(smFB) : skipped).c_str(),
                 (HH_HAVE_SDPA ? cell(fuF) : absent).c_str(), (HH_HAVE_SDPA ? cell(fuFB) : absent).c_str(),
                 cell(hhF).c_str(), cell(hhFB).c_str(), cell(plF).c_str(), cell(plFB).c_str(), flops / 1e9,
                 floorSec * 1e3, hhF.best / floorSec, ratio(runSoftmax, smF, hhF).c_str(),
                 ratio(runSoftmax, smFB, hhFB).c_str(), ratio(HH_HAVE_SDPA, fuF, hhF).c_str(),
-                ratio(HH_HAVE_SDPA, fuFB, hhFB).c_str());
+                ratio(HH_HAVE_SDPA, fuFB, hhFB).c_str(), kernelCells.c_str());
     std::fflush(stdout);
   }
   return 0;

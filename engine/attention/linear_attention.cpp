@@ -8,6 +8,9 @@
 #include "engine/attention/form_helpers.h"
 #include "engine/attention/fused_hedgehog_cpu.h"
 #include "engine/attention/window_attention.h"
+#if HH_CUDA_KERNELS
+#include "engine/cuda/hedgehog_cuda_torch.h"
+#endif
 
 #include <cmath>
 #include <sstream>
@@ -16,6 +19,19 @@
 namespace hh::attn {
 
 namespace {
+#if HH_CUDA_KERNELS
+// The fused CUDA kernels (engine/cuda) serve Hedgehog, additive, causal, no window mix, CUDA fp32
+// or bf16 of a supported head dim. The chunked kernel has a backward (training takes it too); the
+// step has none, so it serves only when nothing needs a gradient.
+bool cudaKernelServes(const LinearAttentionConfig& config, bool windowMix, const FeatureMap& map, const torch::Tensor& q,
+                      const torch::Tensor& k, const torch::Tensor& v, bool step) {
+  const bool needsGrad = torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() ||
+                                                           v.requires_grad() || map->weight().requires_grad() ||
+                                                           map->bias().requires_grad());
+  return !windowMix && !(step && needsGrad) && config.featureMap.kind == FeatureMapKind::Hedgehog &&
+         config.rule.rule == UpdateRule::Additive && config.rule.causal && hh::cuda::hedgehogCudaAccepts(q, k, v);
+}
+#endif
 torch::Tensor sliceTime(const torch::Tensor& x, int64_t t0, int64_t len) {
   return x.defined() ? x.narrow(2, t0, len) : x;
 }
@@ -269,6 +285,12 @@ torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& q, const torch::
                                            const torch::Tensor& keyMask) {
   if (windowMix_.defined()) return windowAttention(form, windowInputs(q, k, v, keyMask), windowOptions(config_));
   const auto gates = gatesFor(hidden, q.size(0), q.size(2));
+#if HH_CUDA_KERNELS
+  if (form == AttentionForm::Chunked && !keyMask.defined() &&
+      cudaKernelServes(config_, windowMix_.defined(), featureMap_, q, k, v, false))
+    return hh::cuda::hedgehogCudaCausal(q, k, v, featureMap_->weight(), featureMap_->bias(), config_.rule.chunkSize,
+                                        config_.rule.eps);
+#endif
   if (form == AttentionForm::Chunked && !keyMask.defined() && canUseFusedKernel(q, k, v))
     return fusedHedgehogCausalForward(q, k, v, featureMap_->weight(), featureMap_->bias(), config_.rule.chunkSize,
                                       config_.rule.eps);
@@ -335,6 +357,16 @@ torch::Tensor LinearAttentionImpl::step(RecurrentState& state, const torch::Tens
   // q, k, v [B,H,1,D]
   if (windowMix_.defined()) return windowStep(state, windowInputs(q, k, v, {}, state.position), windowOptions(config_));
   const auto gates = gatesFor(hidden, q.size(0), 1);
+#if HH_CUDA_KERNELS
+  if (cudaKernelServes(config_, windowMix_.defined(), featureMap_, q, k, v, true) &&
+      state.S.scalar_type() == torch::kFloat && state.S.is_contiguous() && state.S.device() == q.device() &&
+      state.z.defined() && state.z.scalar_type() == torch::kFloat && state.z.is_contiguous()) {
+    state.position += 1;
+    return hh::cuda::hedgehogCudaStep(state.S, state.z, q.select(2, 0), k.select(2, 0), v.select(2, 0),
+                                      featureMap_->weight(), featureMap_->bias(), config_.rule.eps)
+        .unsqueeze(2);
+  }
+#endif
   // Hedgehog, additive: the fused step (same conditions as the fused chunked kernel, fp32 state).
   if (canUseFusedKernel(q, k, v) && state.S.scalar_type() == torch::kFloat && state.S.is_contiguous() &&
       state.z.defined() && state.z.is_contiguous()) {

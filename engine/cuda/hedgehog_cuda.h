@@ -1,0 +1,92 @@
+// Fused CUDA kernels for Hedgehog linear attention (issue 27), Torch-free and Qt-free.
+//
+// Computes, per (batch b, head h), with phi(x) = [exp(u), exp(-u)], u = clamp(x W_h^T + b_h, +-30)
+// (F = 2D features, the same map for queries and keys):
+//   forward   y_i = sum_{j<=i} (phi(q_i).phi(k_j)) v_j / (sum_{j<=i} phi(q_i).phi(k_j) + eps)
+//   backward  gq, gk, gv, gW, gb of that, recomputing features and chunk states (memory linear in T)
+//   step      S += phi(k) v^T, z += phi(k); y = phi(q)^T S / (phi(q).z + eps)   (one decode token)
+// The feature map is fused: phi never reaches global memory. Written for sm_80 and sm_90 (no
+// wgmma); NEVER RUN ON A GPU in its first version (docs/gpu.md, "Fused CUDA kernels").
+//
+// Conventions for every pointer below:
+//   - "rows" tensors are [B, H, T, D] (or [B, H, D] for the step) in the given dtype with any
+//     element strides for B, H and T, but the last dimension contiguous (stride 1);
+//   - weight [H, D, D] (out x in) and bias [H, D] are float32 contiguous (callers convert);
+//   - everything lives on the current device; calls are asynchronous on `stream`.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hh::cuda {
+
+enum class DType { F32, BF16 };
+
+// cuda != cudaSuccess: a CUDA call failed; message != nullptr: the arguments were refused.
+struct Status {
+  cudaError_t cuda = cudaSuccess;
+  const char* message = nullptr;  // static string
+  bool ok() const { return cuda == cudaSuccess && message == nullptr; }
+};
+
+// A [B, H, T, D] (or [B, H, D]) view; element (b, h, t, d) at data[b*sb + h*sh + t*st + d].
+struct Rows {
+  void* data = nullptr;
+  int64_t sb = 0, sh = 0, st = 0;
+};
+
+struct Problem {
+  int batch = 0, heads = 0;
+  int64_t length = 0;          // T >= 1
+  int headDim = 0;             // D, 64 or 128
+  DType dtype = DType::F32;    // q, k, v, y, gy, gq, gk, gv
+  float eps = 1e-6f;
+  cudaStream_t stream = nullptr;
+};
+
+// The kernels' tile height (rows per chunk): 64 for bf16, 32 for fp32 (whatever chunk size the
+// engine asks for: the result is the same up to rounding).
+int hedgehogCudaChunk(DType dtype);
+
+// True for D in {64, 128}, fp32 or bf16, T >= 1, 1 <= B*H, and a device of compute capability
+// 8.0 or newer with enough shared memory per block for these kernels.
+bool hedgehogCudaSupports(DType dtype, int headDim, int device);
+
+struct ForwardArgs {
+  Problem p;
+  Rows q, k, v;          // [B, H, T, D] dtype
+  const float* weight;   // [H, D, D] fp32
+  const float* bias;     // [H, D] fp32
+  Rows y;                // [B, H, T, D] dtype, written
+  float* den = nullptr;  // optional [B, H, T] fp32 contiguous: sum_{j<=i} phi(q_i).phi(k_j) + eps
+};
+Status hedgehogCudaForward(const ForwardArgs& a);
+
+struct BackwardArgs {
+  Problem p;
+  Rows q, k, v;            // [B, H, T, D] dtype, the forward's inputs
+  const float* weight;     // [H, D, D] fp32
+  const float* bias;       // [H, D] fp32
+  Rows y, gy;              // [B, H, T, D] dtype: the forward's output and its gradient
+  const float* den;        // [B, H, T] fp32 contiguous, written by the forward
+  Rows gq, gk, gv;         // [B, H, T, D] dtype, written
+  float* gweight;          // [H, D, D] fp32 contiguous, written (sum over batch and time)
+  float* gbias;            // [H, D] fp32 contiguous, written
+  void* workspace;         // hedgehogCudaBackwardWorkspace(p) bytes, 256-byte aligned
+};
+size_t hedgehogCudaBackwardWorkspace(const Problem& p);
+Status hedgehogCudaBackward(const BackwardArgs& a);
+
+struct StepArgs {
+  Problem p;             // length ignored (one token); batch 1..any
+  Rows q, k, v;          // [B, H, D] dtype (Rows::st unused)
+  const float* weight;   // [H, D, D] fp32
+  const float* bias;     // [H, D] fp32
+  float* S;              // [B, H, 2D, D] fp32 contiguous, updated in place
+  float* z;              // [B, H, 2D] fp32 contiguous, updated in place
+  Rows y;                // [B, H, D] dtype, written
+};
+Status hedgehogCudaStep(const StepArgs& a);
+
+}  // namespace hh::cuda

@@ -1,0 +1,29 @@
+// The Torch side of the fused CUDA Hedgehog kernels (hedgehog_cuda.h): checks at::Tensor inputs,
+// runs the kernels on the current CUDA stream, and wraps forward + backward in an autograd
+// Function. Compiled only when the project is configured with HH_CUDA_KERNELS=ON and HH_CUDA=ON
+// (HH_CUDA_KERNELS=1 is then defined for the attention library); never run on a GPU yet.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace hh::cuda {
+
+// True when hedgehogCudaCausal / hedgehogCudaStep take these tensors: CUDA, fp32 or bf16 (q, k, v
+// alike), v's head dim equal to q's, D in {64, 128}, a device of compute capability >= 8.0.
+bool hedgehogCudaAccepts(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+// q, k, v [B, H, T, D] (CUDA, fp32 or bf16, last dim contiguous or copied), weight [H, D, D],
+// bias [H, D] (any floating dtype; used in fp32) -> y [B, H, T, D] in q's dtype, with autograd
+// for all five inputs (the backward runs the fused backward kernels). chunkSize > 0 is only
+// checked: the kernels use their own tile (hedgehogCudaChunk), the same result up to rounding.
+// Throws std::invalid_argument on anything else.
+at::Tensor hedgehogCudaCausal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& weight,
+                              const at::Tensor& bias, int64_t chunkSize, double eps);
+
+// One decode step: q, k, v [B, H, D] (CUDA, fp32 or bf16); S [B, H, 2D, D] and z [B, H, 2D]
+// fp32 contiguous on the same device, updated in place. Returns y [B, H, D] in q's dtype. No autograd.
+at::Tensor hedgehogCudaStep(at::Tensor& S, at::Tensor& z, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, const at::Tensor& weight, const at::Tensor& bias, double eps);
+
+}  // namespace hh::cuda

@@ -1,0 +1,193 @@
+// Backward of causal Hedgehog linear attention, part 1: the three chunk scans (hedgehog_cuda.h).
+//
+// With gnum_i = gy_i / den_i, gden_i = -(gy_i . y_i) / den_i, s_ij = phi(q_i).phi(k_j) and
+// G_ij = gnum_i . v_j + gden_i (j <= i):
+//   gv_j      = sum_{i>=j} s_ij gnum_i              dvKernel: anti-causal, chunks in reverse
+//   gphi(q_i) = sum_{j<=i} G_ij phi(k_j)           dqkKernel<IsQ = true>: causal
+//   gphi(k_j) = sum_{i>=j} G_ij phi(q_i)           dqkKernel<IsQ = false>: anti-causal, reverse
+// Each is a ChunkScan (hh_cuda_scan.cuh); G = [gnum | gden] [v | 1]^T is an L Lk^T product with
+// K = D + 16 (one extra column, padded). Chunk states are recomputed, never stored.
+// dqkKernel carries the state of one block of DB = 32 feature indices u (phi columns u and D + u)
+// and turns gphi into gu = gphi[u] e - gphi[D+u] / e (0 where |u| >= 30) at once; gu goes to an
+// fp32 workspace [B*H, T, D] that hh_backward_params.cu turns into gq, gk, gW, gb.
+// Grids: dv (B*H, D/N) as the forward; dq, dk (B*H, D/32). 256 threads each.
+#include "engine/cuda/hh_cuda_kernels.h"
+#include "engine/cuda/hh_cuda_scan.cuh"
+
+namespace hh::cuda::detail {
+
+constexpr int kBlockU = 32;  // DB: feature indices per dq/dk CTA
+
+template <typename T, int D>
+struct DvCfg {
+  static constexpr int C = sizeof(T) == 2 ? 64 : 32;
+  static constexpr int N = sizeof(T) == 2 ? 64 : 32;
+  using Scan = ChunkScan<T, C, 2 * D, N, false>;
+  using Feat = FeatureRows<T, D, C>;
+  static_assert(Feat::scratchBytes(D) <= Scan::kScratchBytes, "feature scratch overflows");
+};
+
+template <typename T, int D, bool IsQ>
+struct DqkCfg {
+  static constexpr int C = sizeof(T) == 2 ? 64 : 32;
+  static constexpr int K = D + 16, N = 2 * kBlockU;
+  using Scan = ChunkScan<T, C, K, N, IsQ, kBlockU>;
+  using Feat = FeatureRows<T, D, C>;
+  static_assert(Feat::scratchBytes(kBlockU) <= Scan::kScratchBytes, "feature scratch overflows");
+};
+
+__device__ __forceinline__ int chunkLen(int64_t t0, int64_t length, int c) {
+  return static_cast<int>(length - t0 < c ? length - t0 : c);
+}
+__device__ __forceinline__ const float* denRow(const BackwardArgs& a, int b, int h) {
+  return a.den + (size_t(b) * a.p.heads + h) * a.p.length;
+}
+
+// dst [C][ld]: columns [0, D) = gy / den, column D = -(gy . y) / den, then zeros up to K;
+// rows >= len all zero. One warp per row.
+template <typename T, int D, int C, int K>
+__device__ void gradRows(T* dst, int ld, const BackwardArgs& a, int b, int h, int64_t t0, int len) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float* den = denRow(a, b, h);
+  for (int r = warp; r < C; r += kWarps) {
+    T* out = dst + r * ld;
+    if (r >= len) {
+      for (int c = lane; c < K; c += 32) out[c] = fromF<T>(0.0f);
+      continue;
+    }
+    const T* gy = rowPtr<const T>(a.gy, b, h, t0 + r);
+    const T* y = rowPtr<const T>(a.y, b, h, t0 + r);
+    const float inv = 1.0f / den[t0 + r];
+    float dot = 0.0f;
+    for (int c = lane; c < D; c += 32) {
+      const float g = toF(gy[c]);
+      dot += g * toF(y[c]);
+      out[c] = fromF<T>(g * inv);
+    }
+    dot = warpSum(dot);
+    for (int c = D + lane; c < K; c += 32) out[c] = fromF<T>(c == D ? -dot * inv : 0.0f);
+  }
+}
+
+// dst [C][ld]: columns [0, D) = v, column D = 1, then zeros up to K; rows >= len zero.
+template <typename T, int D, int C, int K>
+__device__ void valueRows(T* dst, int ld, const BackwardArgs& a, int b, int h, int64_t t0, int len) {
+  for (int idx = threadIdx.x; idx < C * K; idx += kThreads) {
+    const int r = idx / K, c = idx % K;
+    float x = 0.0f;
+    if (r < len) x = c < D ? toF(rowPtr<const T>(a.v, b, h, t0 + r)[c]) : (c == D ? 1.0f : 0.0f);
+    dst[r * ld + c] = fromF<T>(x);
+  }
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 1) dvKernel(BackwardArgs a) {
+  using Cfg = DvCfg<T, D>;
+  using Scan = typename Cfg::Scan;
+  constexpr int C = Cfg::C, N = Cfg::N;
+  extern __shared__ __align__(128) unsigned char smem[];
+  Scan s(smem);
+  const int b = blockIdx.x / a.p.heads, h = blockIdx.x % a.p.heads, n0 = blockIdx.y * N;
+  const float* W = a.weight + size_t(h) * D * D;
+  const float* bias = a.bias + size_t(h) * D;
+  const float* den = denRow(a, b, h);
+  const int64_t chunks = (a.p.length + C - 1) / C;
+  for (int64_t c = chunks - 1; c >= 0; --c) {
+    const int64_t t0 = c * C;
+    const int len = chunkLen(t0, a.p.length, C);
+    Cfg::Feat::run(s.scratch, s.stage, a.k, b, h, t0, len, W, bias, 0, D, s.L, Scan::LDK, 0, D, nullptr);
+    Cfg::Feat::run(s.scratch, s.stage, a.q, b, h, t0, len, W, bias, 0, D, s.Lk, Scan::LDK, 0, D, nullptr);
+    for (int idx = threadIdx.x; idx < C * N; idx += kThreads) {  // Vals = gy / den
+      const int r = idx / N, n = idx % N;
+      s.V[r * Scan::LDN + n] =
+          fromF<T>(r < len ? toF(rowPtr<const T>(a.gy, b, h, t0 + r)[n0 + n]) / den[t0 + r] : 0.0f);
+    }
+    s.step();
+    const float* out = s.out32();
+    for (int idx = threadIdx.x; idx < len * N; idx += kThreads) {
+      const int r = idx / N, n = idx % N;
+      rowPtr<T>(a.gv, b, h, t0 + r)[n0 + n] = fromF<T>(out[r * Scan::LDP + n]);
+    }
+    __syncthreads();
+  }
+}
+
+// gu[i][u0 + n] = gphi[i][n] e - gphi[i][DB + n] / e where |u| < 30, else 0 (eq holds +-e).
+template <class Scan>
+__device__ void gradFeatureEpilogue(const Scan& s, float* gu, int64_t t0, int len, int d, int u0) {
+  const float* out = s.out32();
+  for (int idx = threadIdx.x; idx < len * kBlockU; idx += kThreads) {
+    const int i = idx / kBlockU, n = idx % kBlockU;
+    const float es = s.eq[i * kBlockU + n], e = fabsf(es);
+    const float g = es > 0.0f ? out[i * Scan::LDP + n] * e - out[i * Scan::LDP + kBlockU + n] / e : 0.0f;
+    gu[(t0 + i) * d + u0 + n] = g;
+  }
+  __syncthreads();
+}
+
+// IsQ: L = [gnum|gden], Lk = [v|1], Vals = phi(k) block, eq = e(q) block; causal, time order.
+// else: L = [v|1], Lk = [gnum|gden], Vals = phi(q) block, eq = e(k) block; anti-causal, reverse.
+template <typename T, int D, bool IsQ>
+__global__ void __launch_bounds__(kThreads, 1) dqkKernel(BackwardArgs a, float* guOut) {
+  using Cfg = DqkCfg<T, D, IsQ>;
+  using Scan = typename Cfg::Scan;
+  constexpr int C = Cfg::C, K = Cfg::K;
+  extern __shared__ __align__(128) unsigned char smem[];
+  Scan s(smem);
+  const int b = blockIdx.x / a.p.heads, h = blockIdx.x % a.p.heads, u0 = blockIdx.y * kBlockU;
+  const float* W = a.weight + size_t(h) * D * D;
+  const float* bias = a.bias + size_t(h) * D;
+  float* gu = guOut + size_t(blockIdx.x) * a.p.length * D;
+  const int64_t chunks = (a.p.length + C - 1) / C;
+  for (int64_t step = 0; step < chunks; ++step) {
+    const int64_t t0 = (IsQ ? step : chunks - 1 - step) * C;
+    const int len = chunkLen(t0, a.p.length, C);
+    const Rows& featSide = IsQ ? a.k : a.q;  // its phi block are the Vals
+    const Rows& gradSide = IsQ ? a.q : a.k;  // its e block converts gphi into gu
+    Cfg::Feat::run(s.scratch, s.stage, featSide, b, h, t0, len, W, bias, u0, kBlockU, s.V, Scan::LDN, 0, kBlockU,
+                   nullptr);
+    Cfg::Feat::run(s.scratch, s.stage, gradSide, b, h, t0, len, W, bias, u0, kBlockU, nullptr, 0, 0, 0, s.eq);
+    gradRows<T, D, C, K>(IsQ ? s.L : s.Lk, Scan::LDK, a, b, h, t0, len);
+    valueRows<T, D, C, K>(IsQ ? s.Lk : s.L, Scan::LDK, a, b, h, t0, len);
+    s.step();
+    gradFeatureEpilogue(s, gu, t0, len, D, u0);
+  }
+}
+
+template <class Kernel>
+cudaError_t prepare(Kernel kernel, size_t bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+}
+
+template <typename T, int D>
+cudaError_t launchScans(const BackwardArgs& a, float* guQ, float* guK) {
+  const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads);
+  const size_t dvBytes = DvCfg<T, D>::Scan::kBytes;
+  const size_t dqBytes = DqkCfg<T, D, true>::Scan::kBytes, dkBytes = DqkCfg<T, D, false>::Scan::kBytes;
+  cudaError_t e;
+  if ((e = prepare(dvKernel<T, D>, dvBytes)) != cudaSuccess) return e;
+  dvKernel<T, D><<<dim3(bh, D / DvCfg<T, D>::N), kThreads, dvBytes, a.p.stream>>>(a);
+  if ((e = prepare(dqkKernel<T, D, true>, dqBytes)) != cudaSuccess) return e;
+  dqkKernel<T, D, true><<<dim3(bh, D / kBlockU), kThreads, dqBytes, a.p.stream>>>(a, guQ);
+  if ((e = prepare(dqkKernel<T, D, false>, dkBytes)) != cudaSuccess) return e;
+  dqkKernel<T, D, false><<<dim3(bh, D / kBlockU), kThreads, dkBytes, a.p.stream>>>(a, guK);
+  return cudaGetLastError();
+}
+
+cudaError_t launchBackwardScans(const BackwardArgs& a, float* guQ, float* guK) {
+  if (a.p.dtype == DType::BF16)
+    return a.p.headDim == 64 ? launchScans<bf16, 64>(a, guQ, guK) : launchScans<bf16, 128>(a, guQ, guK);
+  return a.p.headDim == 64 ? launchScans<float, 64>(a, guQ, guK) : launchScans<float, 128>(a, guQ, guK);
+}
+
+template <typename T, int D>
+size_t scanBytes() {
+  return std::max({DvCfg<T, D>::Scan::kBytes, DqkCfg<T, D, true>::Scan::kBytes, DqkCfg<T, D, false>::Scan::kBytes});
+}
+
+size_t backwardSmemBytes(DType dtype, int headDim) {
+  if (dtype == DType::BF16) return headDim == 64 ? scanBytes<bf16, 64>() : scanBytes<bf16, 128>();
+  return headDim == 64 ? scanBytes<float, 64>() : scanBytes<float, 128>();
+}
+
+}  // namespace hh::cuda::detail

@@ -1,0 +1,122 @@
+// Device helpers shared by the Hedgehog CUDA kernels: element conversion, strided row access, and
+// warp-level 16x16 tile products with fp32 accumulation:
+//   bf16: tensor cores through nvcuda::wmma (m16n16k16, bf16 operands, fp32 accumulators);
+//   fp32: plain FMA (no TF32), each lane owning a 2 x 4 block of the 16 x 16 tile.
+// All operands of the tile products are in shared memory (or, fp32 only, any memory).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "engine/cuda/hedgehog_cuda.h"
+
+namespace hh::cuda::detail {
+
+using bf16 = __nv_bfloat16;
+constexpr int kWarps = 8;  // every chunk kernel runs 8 warps (256 threads)
+constexpr int kThreads = kWarps * 32;
+constexpr float kClamp = 30.0f;  // kHedgehogClamp (engine/config/attention_types.h)
+
+__device__ __forceinline__ float toF(float x) { return x; }
+__device__ __forceinline__ float toF(bf16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T fromF(float x);
+template <>
+__device__ __forceinline__ float fromF<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ bf16 fromF<bf16>(float x) { return __float2bfloat16(x); }
+
+// Row t of head (b, h) of a strided [B, H, T, D] view.
+template <typename T>
+__device__ __forceinline__ T* rowPtr(const Rows& r, int b, int h, int64_t t) {
+  return static_cast<T*>(r.data) + b * r.sb + h * r.sh + t * r.st;
+}
+
+// Shared-memory row padding, in elements: 16 bytes, so that rows start in different banks and
+// WMMA tile pointers stay 32-byte aligned (tile rows are multiples of 16).
+template <typename T>
+__host__ __device__ constexpr int padOf() { return 16 / static_cast<int>(sizeof(T)); }
+__host__ __device__ constexpr size_t alignUp(size_t x) { return (x + 127) & ~size_t(127); }
+
+template <typename T>
+struct Mma;
+
+// Tensor cores. Tile pointers address the tile's first element; "Col" operands are stored
+// transposed (element (r, c) at p[c * ld + r]). k is a multiple of 16.
+template <>
+struct Mma<bf16> {
+  using Acc = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>;
+  static __device__ __forceinline__ void zero(Acc& c) { nvcuda::wmma::fill_fragment(c, 0.0f); }
+
+  // c[16,16] += A[16,k] B[k,16]
+  template <bool ColA, bool ColB>
+  static __device__ __forceinline__ void mac(Acc& c, const bf16* a, int lda, const bf16* b, int ldb, int k) {
+    using namespace nvcuda::wmma;
+    using LayA = typename std::conditional<ColA, col_major, row_major>::type;
+    using LayB = typename std::conditional<ColB, col_major, row_major>::type;
+    fragment<matrix_a, 16, 16, 16, bf16, LayA> fa;
+    fragment<matrix_b, 16, 16, 16, bf16, LayB> fb;
+#pragma unroll 2  // more unrolling hoists fragment loads and spills next to the state registers
+    for (int k0 = 0; k0 < k; k0 += 16) {
+      load_matrix_sync(fa, a + (ColA ? k0 * lda : k0), lda);
+      load_matrix_sync(fb, b + (ColB ? k0 : k0 * ldb), ldb);
+      mma_sync(c, fa, fb, c);
+    }
+  }
+  // c -> p[16,16] fp32 row-major (ld a multiple of 4, p 32-byte aligned)
+  static __device__ __forceinline__ void store(float* p, int ld, const Acc& c) {
+    nvcuda::wmma::store_matrix_sync(p, c, ld, nvcuda::wmma::mem_row_major);
+  }
+};
+
+// FMA. Lane l owns rows 2*(l/4) + {0,1}, columns 4*(l%4) + {0..3} of the tile.
+template <>
+struct Mma<float> {
+  struct Acc {
+    float v[2][4];
+  };
+  static __device__ __forceinline__ void zero(Acc& c) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c.v[i][j] = 0.0f;
+  }
+  template <bool ColA, bool ColB>
+  static __device__ __forceinline__ void mac(Acc& c, const float* a, int lda, const float* b, int ldb, int k) {
+    const int lane = threadIdx.x & 31, r0 = 2 * (lane >> 2), c0 = 4 * (lane & 3);
+#pragma unroll 4
+    for (int kk = 0; kk < k; ++kk) {
+      float av[2], bv[4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) av[i] = ColA ? a[kk * lda + r0 + i] : a[(r0 + i) * lda + kk];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) bv[j] = ColB ? b[(c0 + j) * ldb + kk] : b[kk * ldb + c0 + j];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) c.v[i][j] = fmaf(av[i], bv[j], c.v[i][j]);
+    }
+  }
+  static __device__ __forceinline__ void store(float* p, int ld, const Acc& c) {
+    const int lane = threadIdx.x & 31, r0 = 2 * (lane >> 2), c0 = 4 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) p[(r0 + i) * ld + c0 + j] = c.v[i][j];
+  }
+};
+
+__device__ __forceinline__ float warpSum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Per-warp fp32 staging tile [16][20] for turning accumulators into elements.
+constexpr int kStageLd = 20;
+constexpr size_t kStageBytes = size_t(kWarps) * 16 * kStageLd * sizeof(float);
+
+}  // namespace hh::cuda::detail
