@@ -120,41 +120,35 @@ class TestTrainJob : public QObject {
     QVERIFY(std::abs(reloadedValidationLoss(c, r.modelDir) - r.finalValidationLoss) < 1e-5);
   }
 
-  // Mixed precision: fp32 weights (all train), bf16 activations; learns like the fp32 run.
-  void bfloat16ActivationsLearn() {
-    hh::test::TempDir dir("train_bf16");
+  void hedgehogPlanTrains() { hedgehogLayerTrains(hh::test::testDtype()); }
+  // Mixed precision in every run of the suite (HH_TEST_DTYPE or not): fp32 weights (all train),
+  // bf16 activations; learns like the fp32 run, says so, saves fp32 weights.
+  void bfloat16ActivationsLearn() { hedgehogLayerTrains("bfloat16"); }
+
+ private:
+  // Hedgehog in layer 1 of the small GPT-2, 30 steps in `dtype`.
+  void hedgehogLayerTrains(const std::string& dtype) {
+    hh::test::TempDir dir("train_hedgehog_" + dtype);
     auto c = smallConfig(dir);
     c.featureMap = "hedgehog";
     c.layers = {1};
     c.steps = 30;
-    c.dtype = "bfloat16";
+    c.dtype = dtype;
     StepObserver observer;
     const auto r = j::runTrain(c, observer);
     QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
-    qInfo("hedgehog (layer 1), bf16 activations: val_loss %.3f -> %.3f in %.1f s on %s", r.initialValidationLoss,
+    qInfo("hedgehog (layer 1), %s: val_loss %.3f -> %.3f in %.1f s on %s", dtype.c_str(), r.initialValidationLoss,
           r.finalValidationLoss, r.seconds, r.device.c_str());
     QVERIFY(r.initialValidationLoss - r.finalValidationLoss > 1.5);
-    QVERIFY(r.device.find(", bfloat16") != std::string::npos);
-    for (const auto& p : hh::models::loadModel(r.modelDir)->parameters()) QCOMPARE(p.scalar_type(), torch::kFloat);
-  }
-
-  void hedgehogPlanTrains() {
-    hh::test::TempDir dir("train_hedgehog");
-    auto c = smallConfig(dir);
-    c.featureMap = "hedgehog";
-    c.layers = {1};
-    c.steps = 30;
-    StepObserver observer;
-    const auto r = j::runTrain(c, observer);
-    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
-    qInfo("hedgehog (layer 1): val_loss %.3f -> %.3f in %.1f s", r.initialValidationLoss, r.finalValidationLoss, r.seconds);
-    QVERIFY(r.initialValidationLoss - r.finalValidationLoss > 1.5);
+    QCOMPARE(r.device.find(", bfloat16") != std::string::npos, dtype == "bfloat16");
     auto model = hh::models::loadModel(r.modelDir);
     QCOMPARE(model->config().plan.linearLayerCount(), int64_t(1));
     QVERIFY(model->config().plan.layers[1].linear);
+    for (const auto& p : model->parameters()) QCOMPARE(p.scalar_type(), torch::kFloat);
     QVERIFY(std::abs(reloadedValidationLoss(c, r.modelDir) - r.finalValidationLoss) < 1e-5);
   }
 
+ private Q_SLOTS:
   void cancelStopsAndMarksRun() {
     hh::test::TempDir dir("train_cancel");
     StepObserver observer;
