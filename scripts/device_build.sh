@@ -9,9 +9,11 @@
 #                                         nlohmann_json, CLI11, sentencepiece, pkg-config
 #                                         (scripts/pack_device_deps.sh); .device/data.tar.gz: the
 #                                         Brown corpus and GPT-2's BPE files from the data cache
-#   bash scripts/device_build.sh [build] [test] [ctest args...]
+#   bash scripts/device_build.sh [build] [test] [bench] [ctest args...]
 #                                         (there) unpack, configure, build, then test; with no
-#                                         word, both. Logs and a summary go to $OUT (the device
+#                                         word, build and test. `bench` runs the measurements of
+#                                         issues 26 and 27 (scripts/device_bench.sh) into
+#                                         $OUT/bench. Logs and a summary go to $OUT (the device
 #                                         tool's folder that comes back) or .device/out.
 # Carry both tarballs (`carry: [".device/deps.tar.gz", ".device/data.tar.gz"]`); the tree and
 # they stay under the 64 MiB a call may send.
@@ -42,7 +44,7 @@ if [ "${1:-}" = "pack" ]; then
 fi
 
 steps=()
-while [ $# -gt 0 ] && { [ "$1" = build ] || [ "$1" = test ]; }; do steps+=("$1"); shift; done
+while [ $# -gt 0 ] && { [ "$1" = build ] || [ "$1" = test ] || [ "$1" = bench ]; }; do steps+=("$1"); shift; done
 [ ${#steps[@]} -gt 0 ] || steps=(build test)
 out="${OUT:-$dev/out}"
 mkdir -p "$out"
@@ -109,5 +111,10 @@ if [[ " ${steps[*]} " == *" test "* ]]; then
     grep -E "^== |ERROR SUMMARY" "$out/sanitize.log" | tee -a "$out/summary.txt"
     [ "$sanitize" -eq 0 ] || status=1
   fi
-  exit "$status"
+  test_status=$status
 fi
+
+if [[ " ${steps[*]} " == *" bench "* ]]; then
+  bash "$repo/scripts/device_bench.sh" "$build" "$out/bench"
+fi
+exit "${test_status:-0}"
