@@ -79,12 +79,14 @@ class GlooGroup final : public Communicator {
     options.reduceOp = c10d::ReduceOp::MAX;
     run([&] { group_->allreduce(one, options)->wait(); }, "all-reduce");
   }
+  // Gloo moves host memory: a tensor on a GPU goes through a host copy and back.
   void broadcast(std::vector<torch::Tensor>& tensors, int root) override {
     for (auto& t : tensors) {
-      std::vector<at::Tensor> one{t};
+      std::vector<at::Tensor> one{t.is_cpu() ? t : t.cpu()};
       c10d::BroadcastOptions options;
       options.rootRank = root;
       run([&] { group_->broadcast(one, options)->wait(); }, "broadcast");
+      if (!t.is_cpu()) t.copy_(one.front());
     }
   }
   void barrier() override {
@@ -186,7 +188,8 @@ std::vector<double> Communicator::reduceGradients(const std::vector<torch::Tenso
   pieces.reserve(params.size() + 1);
   for (const auto& p : params) {
     const auto g = p.grad();
-    pieces.push_back(g.defined() ? g.detach().reshape({-1}).to(torch::kDouble).mul(weight)
+    // On the host whatever device the gradient is on: Gloo reduces host memory.
+    pieces.push_back(g.defined() ? g.detach().reshape({-1}).to(torch::kCPU, torch::kDouble).mul(weight)
                                  : torch::zeros({p.numel()}, torch::kDouble));
   }
   pieces.push_back(torch::tensor(extra, torch::kDouble));
@@ -195,7 +198,7 @@ std::vector<double> Communicator::reduceGradients(const std::vector<torch::Tenso
   int64_t offset = 0;
   for (const auto& p : params) {
     const int64_t n = p.numel();
-    auto summed = flat.narrow(0, offset, n).view(p.sizes()).to(p.scalar_type());
+    auto summed = flat.narrow(0, offset, n).view(p.sizes()).to(p.device(), p.scalar_type());
     if (p.grad().defined()) p.mutable_grad().copy_(summed);
     else p.mutable_grad() = summed;
     offset += n;
