@@ -108,7 +108,8 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   header.kind = "convert";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  result.device = deviceLabel(resolveDevice(config.device));  // where the stages load their models
+  // Where the stages load their models, and in what (as the stages' own labels say it).
+  result.device = deviceLabel(resolveDevice(config.device)) + (config.dtype == "bfloat16" ? ", bfloat16" : "");
   header.device = deviceName(result.device, ranks);
   header.layout.scalars = {{"distill_seconds", "s"},   {"finetune_seconds", "s"}, {"evaluate_seconds", "s"},
                            {"export_seconds", "s"},    {"kl_untrained"},         {"kl_distilled"},

@@ -38,7 +38,7 @@ struct ConvertResult {
   FinetuneResult finetune;  // steps == 0 when skipped
   EvaluateResult evaluate;
   std::string runFile;      // <run_dir>/run.h5
-  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)" (engine/core/device.h)
+  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)", with ", bfloat16" in bf16 (engine/core/device.h)
   std::string exportPath;   // the exported folder (or adapters file)
   double seconds = 0;
 };

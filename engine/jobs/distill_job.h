@@ -34,7 +34,7 @@ struct DistillResult {
   double initialKl = std::numeric_limits<double>::quiet_NaN(), finalKl = std::numeric_limits<double>::quiet_NaN();
   double bestValidationLoss = 0;
   std::string runFile, adaptersFile;
-  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)" (engine/core/device.h)
+  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)", with ", bfloat16" in bf16 (engine/core/device.h)
   double seconds = 0;
 };
 

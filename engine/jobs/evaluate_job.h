@@ -53,7 +53,7 @@ struct EvaluateResult {
   HeadTable softmaxEntropyTable;
   std::vector<FeatureMapEvaluation> featureMaps;  // in the config's order
   std::string runFile;
-  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)" (engine/core/device.h)
+  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)", with ", bfloat16" in bf16 (engine/core/device.h)
   double seconds = 0;
 };
 

@@ -37,7 +37,7 @@ struct FinetuneResult {
   double initialMetric = 0, finalMetric = 0;  // perplexity (lm) or accuracy (classification)
   int64_t trainableParameters = 0;
   std::string runFile, modelDir;
-  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)" (engine/core/device.h)
+  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)", with ", bfloat16" in bf16 (engine/core/device.h)
   double seconds = 0;
 };
 

@@ -48,7 +48,7 @@ struct TrainResult {
   double testAccuracy = std::numeric_limits<double>::quiet_NaN();      // task runs: whole test split
   double attentionEntropy = std::numeric_limits<double>::quiet_NaN();  // task runs: mean over layers, heads (nats)
   std::string runFile, modelDir;      // run file, saved model folder
-  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)" (engine/core/device.h)
+  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)", with ", bfloat16" in bf16 (engine/core/device.h)
   double seconds = 0;
 };
 

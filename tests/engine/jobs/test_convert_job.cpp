@@ -75,6 +75,10 @@ class TestConvertJob : public QObject {
     QCOMPARE(r.finetune.steps, int64_t(4));
     QVERIFY(std::isfinite(r.evaluate.perplexityOriginal) && std::isfinite(r.evaluate.perplexityConverted));
     QCOMPARE(r.evaluate.featureMaps.size(), size_t(3));
+    // Every stage, and the convert job's own label, say where and in what they computed.
+    QCOMPARE(r.device, r.distill.device);
+    QCOMPARE(r.finetune.device, r.distill.device);
+    QCOMPARE(r.device.find(", bfloat16") != std::string::npos, hh::test::testInBf16());
     for (const char* stage : {"distill", "finetune", "evaluate"}) QVERIFY(fs::exists(config.runDir + "/" + stage + "/run.h5"));
     QCOMPARE(r.exportPath, config.runDir + "/model");
     QVERIFY(fs::exists(r.exportPath + "/config.json") && fs::exists(r.exportPath + "/model.safetensors"));
