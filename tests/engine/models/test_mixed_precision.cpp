@@ -10,6 +10,8 @@
 //     B on a bf16 base, and a whole fp32 model computing in bf16 (the train job) get fp32
 //     gradients, finite, pointing where the fp32 model's do (cosine > 0.99);
 //   - the configs take float32 and bfloat16 and refuse anything else by name.
+// The models run on HH_TEST_DEVICE (the numbers above are the CPU's; a GPU's matmuls round
+// differently, and the bounds are relative to the same device's fp32).
 #include <torch/nn/functional/loss.h>
 #include <torch/types.h>
 
@@ -26,9 +28,11 @@ namespace m = hh::models;
 
 const std::string kDemo = std::string(HH_SOURCE_DIR) + "/projects/demo/teacher";
 
+// `dir` loaded in `dtype` on HH_TEST_DEVICE.
 m::ModelPtr loadAs(const std::string& dir, torch::ScalarType dtype) {
   m::LoadOptions options;
   options.dtype = dtype;
+  options.device = hh::test::testTorchDevice();
   return m::loadModel(dir, options);
 }
 
@@ -37,6 +41,9 @@ int64_t weightBytes(const m::TransformerModel& model) {
   for (const auto& p : model.parameters()) n += p.numel() * static_cast<int64_t>(p.element_size());
   return n;
 }
+
+// The first 2 x 128 tokens of the TinyStories sample in the demo teacher's tokenizer (CPU).
+torch::Tensor textIds() { return hh::test::demoTeacherOnTinyStories().ids; }
 
 // Next-token cross-entropy in fp32, with gradients.
 torch::Tensor nextTokenLoss(m::TransformerModel& model, const torch::Tensor& ids) {
@@ -75,7 +82,10 @@ std::vector<torch::Tensor> adapters(const m::TransformerModel& model) {
 class TestMixedPrecision : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
+  void initTestCase() {
+    HH_SKIP_UNLESS_TEST_DEVICE();  // the models run on HH_TEST_DEVICE
+    setenv("HH_NUM_THREADS", "1", 0);
+  }
 
   void bf16FollowsFp32() {
     const std::vector<std::pair<std::string, bool>> folders{{kDemo, true},  // GPT-2, on TinyStories text
@@ -86,8 +96,8 @@ class TestMixedPrecision : public QObject {
       auto fp32 = loadAs(folder, torch::kFloat);
       auto bf16 = loadAs(folder, torch::kBFloat16);
       torch::manual_seed(0);
-      const auto ids = causal ? hh::test::demoTeacherOnTinyStories().ids.remainder(fp32->config().vocabSize)
-                              : torch::randint(fp32->config().vocabSize, {2, 24}, torch::kLong);
+      const auto ids = hh::test::onTestDevice(causal ? textIds().remainder(fp32->config().vocabSize)
+                                                     : torch::randint(fp32->config().vocabSize, {2, 24}, torch::kLong));
       const auto reference = fp32->forward(ids).logits;
       const auto got = bf16->forward(ids).logits;
       QCOMPARE(got.scalar_type(), torch::kBFloat16);
@@ -106,7 +116,7 @@ class TestMixedPrecision : public QObject {
 
   // Stage 1 on a bf16 teacher: the feature maps train in fp32.
   void featureMapsTrainInFp32OnABf16Teacher() {
-    const auto ids = hh::test::demoTeacherOnTinyStories().ids;
+    const auto ids = hh::test::onTestDevice(textIds());
     std::vector<torch::Tensor> grads;
     for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
       auto model = loadAs(kDemo, dtype);
@@ -129,7 +139,7 @@ class TestMixedPrecision : public QObject {
 
   // LoRA on a bf16 base: A and B are fp32, the effective weight stays bf16.
   void loraTrainsInFp32OnABf16Base() {
-    const auto ids = hh::test::demoTeacherOnTinyStories().ids;
+    const auto ids = hh::test::onTestDevice(textIds());
     std::vector<torch::Tensor> grads;
     for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
       auto model = loadAs(kDemo, dtype);
@@ -152,7 +162,7 @@ class TestMixedPrecision : public QObject {
 
   // The train job's case: every weight trains, fp32 weights, bf16 activations.
   void fp32WeightsUnderBf16Activations() {
-    const auto ids = hh::test::demoTeacherOnTinyStories().ids;
+    const auto ids = hh::test::onTestDevice(textIds());
     std::vector<torch::Tensor> grads;
     std::vector<double> losses;
     for (const bool bf16 : {false, true}) {
