@@ -135,10 +135,8 @@ void addBenchCommand(CLI::App& app) {
     initRuntime();
     if (a->model.empty() && a->shape.empty()) throw std::invalid_argument("bench: give a model folder or --shape");
     if (a->threads > 0) torch::set_num_threads(a->threads);
-    ModelSource source{a->model, a->shape, a->seqLen, {}};
-    source.load.device = jobs::jobDevice(a->device.empty() ? "auto" : a->device);
+    const ModelSource source{a->model, a->shape, a->seqLen, jobs::loadOptions(a->device, a->dtype)};
     const std::string dtype = a->dtype.empty() ? "float32" : a->dtype;
-    source.load.dtype = jobs::jobDtype(dtype);
     const int64_t vocab = a->shape.empty() ? 0 : models::benchmarkShapeConfig(a->shape, a->seqLen).at("vocab_size").get<int64_t>();
     const auto cpuIds = benchBatch(a->model, vocab, a->batch, a->seqLen);  // [B, T]
     if (!a->saveBatch.empty()) models::writeTensorFile(a->saveBatch, {{"input_ids", cpuIds}}, {{"format", "pt"}});

@@ -32,8 +32,7 @@ double relativeError(const torch::Tensor& a, const torch::Tensor& b) {
 
 int runForward(const ForwardArgs& a) {
   hh::initRuntime();
-  models::LoadOptions load;
-  load.device = jobs::jobDevice(a.device.empty() ? "auto" : a.device);
+  const auto load = jobs::loadOptions(a.device);
   auto model = models::loadModel(a.modelDir, load);
   const auto idsFile = io::SafetensorsFile::open(a.idsPath);
   if (!idsFile.contains("input_ids")) throw io::FormatError(a.idsPath + ": no tensor \"input_ids\"");

@@ -65,10 +65,7 @@ gen::GenerateOptions optionsFor(const GenerateArgs& a, const models::ModelConfig
 
 // The model folder loaded on the arguments' device.
 models::ModelPtr loadOn(const std::string& dir, const GenerateArgs& a) {
-  models::LoadOptions load;
-  load.device = jobs::jobDevice(a.device.empty() ? "auto" : a.device);
-  load.dtype = jobs::jobDtype(a.dtype.empty() ? "float32" : a.dtype);
-  return models::loadModel(dir, load);
+  return models::loadModel(dir, jobs::loadOptions(a.device, a.dtype));
 }
 
 Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std::ofstream* csv) {

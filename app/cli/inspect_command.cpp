@@ -39,9 +39,7 @@ void addInspectCommand(CLI::App& app) {
   addDtypeOption(cmd, a->dtype);
   cmd->callback([a] {
     hh::initRuntime();
-    models::LoadOptions load;
-    load.device = jobs::jobDevice(a->device.empty() ? "auto" : a->device);
-    load.dtype = jobs::jobDtype(a->dtype.empty() ? "float32" : a->dtype);
+    const auto load = jobs::loadOptions(a->device, a->dtype);
     auto model = models::loadModel(a->model, load);
     if (!a->adapters.empty()) models::loadAdaptersFile(*model, a->adapters);
     const auto tokenizer = tok::loadTokenizer(a->model);

@@ -63,8 +63,7 @@ void addProbeCommand(CLI::App& app) {
   cmd->add_option("--json", a->json, "Also write every number (and the per-head tables) to this file");
   addDeviceOption(cmd, a->device);
   cmd->callback([a] {
-    models::LoadOptions load;
-    load.device = jobs::jobDevice(a->device.empty() ? "auto" : a->device);
+    const auto load = jobs::loadOptions(a->device);
     auto model = models::loadModel(a->model, load);
     const auto tokenizer = tok::loadTokenizer(a->model);
     jobs::DataConfig data;

@@ -57,9 +57,8 @@ models::PlanKeys planKeys(const DistillConfig& c) {
 // Errors here are configuration errors: thrown before anything starts.
 Setup prepare(const DistillConfig& config) {
   Setup s;
-  models::LoadOptions load;
-  load.device = jobDevice(config.device);
-  load.dtype = jobDtype(config.dtype);  // the frozen teacher's weights; the feature maps train in fp32
+  // The frozen teacher's weights in config.dtype; the feature maps train in fp32.
+  const auto load = loadOptions(config.device, config.dtype);
   s.model = models::loadModel(config.modelDir, load);
   const int64_t L = s.model->layerCount();
   s.model->setAttentionPlan(models::planFromKeys(planKeys(config), L));

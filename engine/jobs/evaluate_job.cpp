@@ -123,9 +123,7 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
   const bool lm = config.task == "lm";
 
   // ---- models, data (errors here are configuration errors: thrown) ----
-  models::LoadOptions load;
-  load.device = jobDevice(config.device);
-  load.dtype = jobDtype(config.dtype);
+  const auto load = loadOptions(config.device, config.dtype);
   auto teacher = models::loadModel(config.modelDir, load);
   if (teacher->config().plan.anyLinear())
     throw std::invalid_argument("evaluate: the teacher \"" + config.modelDir + "\" already has linear layers; give the softmax original");

@@ -66,9 +66,8 @@ struct Setup {
 
 Setup prepare(const FinetuneConfig& config) {
   Setup s;
-  models::LoadOptions load;
-  load.device = jobDevice(config.device);
-  load.dtype = jobDtype(config.dtype);  // frozen weights (and the teacher) in it; what trains in fp32
+  // Frozen weights (and the teacher) in config.dtype; what trains in fp32.
+  const auto load = loadOptions(config.device, config.dtype);
   s.classification = config.task == "classification";
   s.tokenizer = tok::loadTokenizer(config.modelDir);
   if (s.classification) {

@@ -60,6 +60,13 @@ c10::ScalarType jobDtype(const std::string& name) {
   return name == "bfloat16" ? torch::kBFloat16 : torch::kFloat;
 }
 
+models::LoadOptions loadOptions(const std::string& device, const std::string& dtype) {
+  models::LoadOptions load;
+  load.device = jobDevice(device.empty() ? "auto" : device);
+  load.dtype = jobDtype(dtype.empty() ? "float32" : dtype);
+  return load;
+}
+
 void applyComputeDtype(models::TransformerModel& model, const std::string& dtype) {
   const auto type = jobDtype(dtype);
   if (type == torch::kFloat) return;

@@ -18,6 +18,7 @@
 #include "engine/data/synthetic_tasks.h"
 #include "engine/data/text_corpus.h"
 #include "engine/jobs/distill_job.h"
+#include "engine/models/model_io.h"
 #include "engine/models/transformer_model.h"
 #include "engine/jobs/run_support.h"
 #include "engine/runs/run_writer.h"
@@ -49,6 +50,9 @@ class BatchSampler {
 c10::Device jobDevice(const std::string& spec);
 // The torch dtype of a config's "dtype" (engine/config/compute_dtype.h): kFloat or kBFloat16.
 c10::ScalarType jobDtype(const std::string& name);
+// Where and in what a model is loaded: jobDevice(device) and jobDtype(dtype), an empty name
+// meaning the default ("auto", "float32"). The CLI verbs' and the workbench's --device/--dtype.
+models::LoadOptions loadOptions(const std::string& device, const std::string& dtype = "");
 // Mixed precision for a job's model once what trains requires grad: that converted to fp32
 // (master weights), the activations in `dtype` (TransformerModel::setComputeDtype). Nothing
 // changes for float32.

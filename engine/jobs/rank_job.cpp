@@ -58,8 +58,7 @@ std::vector<double> layerMeans(const HeadTable& table) {
 
 // The distilled model measured on the first probe_rows held-out rows.
 void measure(const RankConfig& c, const std::string& adapters, RankResult& result) {
-  models::LoadOptions load;
-  load.device = jobDevice(c.device);
+  const auto load = loadOptions(c.device);
   auto model = models::loadModel(c.modelDir, load);
   models::loadAdaptersFile(*model, adapters);
   const auto tokenizer = tok::loadTokenizer(c.modelDir);

@@ -25,10 +25,8 @@ QString GenerationSession::load(int side, const QString& folder, GenerationSideI
   sides_[side].reset();
   try {
     auto s = std::make_unique<Side>();
-    models::LoadOptions load;
-    load.device = jobs::jobDevice(choice.device.toStdString());
-    load.dtype = jobs::jobDtype(choice.dtype.toStdString());
-    s->model = models::loadModel(folder.toStdString(), load);
+    s->model = models::loadModel(folder.toStdString(),
+                                 jobs::loadOptions(choice.device.toStdString(), choice.dtype.toStdString()));
     s->tokenizer = tok::loadTokenizer(folder.toStdString());
     const auto& c = s->model->config();
     if (!c.causal) return folder + QStringLiteral(": ") + QString::fromStdString(c.modelType) +

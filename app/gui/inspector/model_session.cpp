@@ -112,10 +112,8 @@ ModelSummary ModelSession::load(const QString& folder, QString* error, const Com
       if (error) *error = blockers.startsWith(folder) ? blockers : QStringLiteral("%1: %2").arg(folder, blockers);
       return ModelSummary{};
     }
-    models::LoadOptions load;
-    load.device = jobs::jobDevice(choice.device.toStdString());
-    load.dtype = jobs::jobDtype(choice.dtype.toStdString());
-    auto model = models::loadModel(folder.toStdString(), load);
+    auto model = models::loadModel(folder.toStdString(),
+                                   jobs::loadOptions(choice.device.toStdString(), choice.dtype.toStdString()));
     auto tokenizer = tok::loadTokenizer(folder.toStdString());
     model->eval();
     const auto& c = model->config();

@@ -22,6 +22,7 @@
 #include "engine/jobs/experiment_job.h"
 #include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
+#include "tests/engine/jobs/experiment_test_support.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
@@ -31,35 +32,13 @@ namespace {
 namespace j = hh::jobs;
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-json tinyExperiment(const hh::test::TempDir& dir) {
-  return {{"name", "tiny"},
-          {"job", "distill"},
-          {"run_dir", dir.file("exp")},
-          {"base",
-           {{"model", std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2"},
-            {"steps", 4},
-            {"batch_size", 4},
-            {"eval_every", 2},
-            {"eval_batches", 1},
-            {"snapshot_every", 4},
-            {"patience", 0},
-            {"data", {{"corpus", hh::test::writeWordCorpus(dir)}, {"sequence_length", 32}, {"validation_fraction", 0.25}}}}},
-          {"variants", json::array({{{"name", "hedgehog"}, {"set", json::object()}},
-                                    {{"name", "t2r"}, {"set", {{"feature_map", "t2r"}}}}})}};
-}
+using hh::test::CancelAtStep;
+using hh::test::tinyExperiment;
 
 struct Cancelling : j::JobObserver {
   int logs = 0, cancelAfterLogs = -1;
   void log(const std::string&) override { ++logs; }
   bool cancelled() override { return cancelAfterLogs >= 0 && logs >= cancelAfterLogs; }
-};
-
-// Cancels once the job has reported step `at` (its progress calls come after each step).
-struct CancelAtStep : j::JobObserver {
-  int64_t at = 0, reached = 0;
-  void progress(int64_t step, int64_t, const std::string&) override { reached = std::max(reached, step); }
-  bool cancelled() override { return reached >= at; }
 };
 
 std::filesystem::file_time_type mtime(const std::string& path) { return fs::last_write_time(path); }

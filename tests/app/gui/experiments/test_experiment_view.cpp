@@ -14,7 +14,7 @@
 #include "app/gui/experiments/experiment_view.h"
 #include "engine/jobs/experiment_job.h"
 #include "engine/runs/run_reader.h"
-#include "tests/engine/jobs/jobs_test_support.h"
+#include "tests/engine/jobs/experiment_test_support.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 #include "widgets/curve_plot.h"
@@ -24,29 +24,14 @@ namespace {
 namespace j = hh::jobs;
 using nlohmann::json;
 
-json tinyExperiment(const hh::test::TempDir& dir) {
-  return {{"name", "tiny"},
-          {"job", "distill"},
-          {"run_dir", dir.file("exp")},
-          {"base",
-           {{"model", std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2"},
-            {"steps", 4},
-            {"batch_size", 4},
-            {"eval_every", 2},
-            {"eval_batches", 1},
-            {"snapshot_every", 2},
-            {"snapshot_pairs", json::array({json::array({1, 0})})},
-            {"patience", 0},
-            {"data", {{"corpus", hh::test::writeWordCorpus(dir)}, {"sequence_length", 32}, {"validation_fraction", 0.25}}}}},
-          {"variants", json::array({{{"name", "hedgehog"}}, {{"name", "t2r"}, {"set", {{"feature_map", "t2r"}}}}})}};
+// The jobs suite's tiny experiment, with a snapshot of head (1, 0) at every evaluation.
+json experimentWithSnapshots(const hh::test::TempDir& dir) {
+  json e = hh::test::tinyExperiment(dir);
+  e["base"]["snapshot_every"] = 2;
+  e["base"]["snapshot_pairs"] = json::array({json::array({1, 0})});
+  return e;
 }
-
-// Cancels once the job has reported step `at`.
-struct CancelAtStep : j::JobObserver {
-  int64_t at = 0, reached = 0;
-  void progress(int64_t step, int64_t, const std::string&) override { reached = std::max(reached, step); }
-  bool cancelled() override { return reached >= at; }
-};
+using hh::test::CancelAtStep;
 }  // namespace
 
 class TestExperimentView : public QObject {
@@ -56,7 +41,7 @@ class TestExperimentView : public QObject {
 
   void showsAndExportsAnExperiment() {
     hh::test::TempDir dir("experiment_view");
-    const json e = tinyExperiment(dir);
+    const json e = experimentWithSnapshots(dir);
     j::JobObserver quiet;
     const auto result = j::runExperiment(j::experimentConfigFromJson(e), quiet);
     QVERIFY2(result.status == j::JobStatus::Completed, result.message.c_str());
@@ -103,7 +88,7 @@ class TestExperimentView : public QObject {
     // A variant cancelled at step 3 and resumed: run.h5 up to 3, run-resumed-3.h5 after. The
     // view shows one curve over steps 1-4 and the continuation's last snapshot.
     hh::test::TempDir dir("experiment_view_resumed");
-    const auto config = j::experimentConfigFromJson(tinyExperiment(dir));
+    const auto config = j::experimentConfigFromJson(experimentWithSnapshots(dir));
     CancelAtStep cancel;
     cancel.at = 3;
     QVERIFY(j::runExperiment(config, cancel).status == j::JobStatus::Cancelled);
