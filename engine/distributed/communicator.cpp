@@ -1,11 +1,15 @@
 #include "engine/distributed/communicator.h"
 
+#include <torch/types.h>
+
+// HH_NO_GLOO: LibTorch came without Gloo's headers (engine/CMakeLists.txt); one process only.
+#ifndef HH_NO_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/types.h>
 
 // Debian's LibTorch is built with Gloo (libgloo); its header is behind this switch.
 #define USE_C10D_GLOO 1
+#endif
 
 #include <cerrno>
 #include <cstdlib>
@@ -37,6 +41,7 @@ class SingleProcess final : public Communicator {
   void barrier() override {}
 };
 
+#ifndef HH_NO_GLOO
 class GlooGroup final : public Communicator {
  public:
   GlooGroup(const WorldInfo& world, std::chrono::milliseconds timeout) : rank_(world.rank), size_(world.size) {
@@ -110,6 +115,7 @@ class GlooGroup final : public Communicator {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
 };
+#endif
 
 }  // namespace
 
@@ -139,9 +145,24 @@ Communicator& Communicator::orAlone(Communicator* world) {
   return world ? *world : alone;
 }
 
+bool Communicator::processGroupsAvailable() {
+#ifdef HH_NO_GLOO
+  return false;
+#else
+  return true;
+#endif
+}
+
 std::shared_ptr<Communicator> Communicator::connect(const WorldInfo& world, std::chrono::milliseconds timeout) {
   if (!world.distributed()) return single();
+#ifdef HH_NO_GLOO
+  (void)timeout;
+  throw std::runtime_error("WORLD_SIZE=" + std::to_string(world.size) +
+                           ": this build trains in one process only (its LibTorch came without Gloo's headers, "
+                           "gloo/algorithm.h); unset WORLD_SIZE, or build against a LibTorch that ships them");
+#else
   return std::make_shared<GlooGroup>(world, timeout);
+#endif
 }
 
 std::shared_ptr<Communicator> Communicator::forWorld(const WorldInfo& world) {

@@ -33,6 +33,9 @@ class Communicator {
   // Rendezvous with the other ranks (rank 0 hosts the TCPStore) and build a Gloo process group
   // on the interface that reaches MASTER_ADDR. Throws std::runtime_error (naming the address)
   // when the others do not arrive within `timeout`; collectives time out after `timeout` too.
+  // Whether connect() can build a process group: false when this build's LibTorch came without
+  // Gloo's headers (then connect() throws for a world of more than one).
+  static bool processGroupsAvailable();
   static std::shared_ptr<Communicator> connect(const WorldInfo& world, std::chrono::milliseconds timeout);
   // connect() when `world` is distributed, else single(); the timeout from HH_DIST_TIMEOUT_S
   // (seconds; default 1800: rank 0 evaluates and saves while the others wait).

@@ -86,8 +86,8 @@ class TestSoftmaxBlocks : public QObject {
     QVERIFY(std::isnan(heads.kl.values[0]));  // layer 0 untouched
     QCOMPARE(heads.meanKl(), layer.meanKl());
     // A head range past the layer's heads is refused.
-    QVERIFY_EXCEPTION_THROWN(heads.measureHeads(1, 3, p.narrow(1, 0, 2), torch::Tensor(), torch::Tensor(), valid),
-                             std::exception);
+    HH_VERIFY_THROWS(std::exception,
+                     heads.measureHeads(1, 3, p.narrow(1, 0, 2), torch::Tensor(), torch::Tensor(), valid));
   }
 };
 

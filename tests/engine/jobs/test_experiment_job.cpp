@@ -60,10 +60,10 @@ class TestExperimentJob : public QObject {
         j::experimentConfigFromJson(bad);
       } catch (const std::invalid_argument& e) {
         if (std::string(e.what()).find(needle) != std::string::npos) return true;
-        qWarning("message '%s' lacks '%s'", e.what(), needle);
+        qInfo("message '%s' lacks '%s'", e.what(), needle);
         return false;
       }
-      qWarning("accepted, expected an error with '%s'", needle);
+      qInfo("accepted, expected an error with '%s'", needle);
       return false;
     };
     QVERIFY(fails([](json& e) { e["job"] = "bake"; }, "\"job\" must be"));

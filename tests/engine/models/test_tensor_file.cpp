@@ -111,7 +111,7 @@ class TestTensorFile : public QObject {
     QCOMPARE(m::readTensorInto(file, "w", into), int64_t(0));
     const double above = double(hh::peakResidentBytes() - before) / (1 << 20);
     qInfo("reading 128 MB into an allocated tensor: peak %.1f MB above before", above);
-    QVERIFY2(above < 40, qPrintable(QString::number(above)));
+    QVERIFY2(above < 40, std::to_string(above).c_str());
     QCOMPARE(into[8191][4095].item<float>(), 0.5f);
 #endif
   }

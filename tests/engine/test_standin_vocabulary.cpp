@@ -1,0 +1,151 @@
+// The engine suites build on a GPU machine without Qt (scripts/device_build.sh), where
+// tests/support/hh_test.h stands in for Qt Test with a handful of macros. A suite that reaches
+// for anything else of Qt's (QVERIFY_EXCEPTION_THROWN, qWarning, QString, ...) compiles here and
+// breaks that build, which only a GPU session would find. This reads every engine suite and the
+// shared test support for Qt names outside the stand-in's vocabulary.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/hh_test.h"
+
+namespace {
+namespace fs = std::filesystem;
+
+// What hh_test.h defines without Qt, and what Qt Test's harness needs declared.
+const std::set<std::string>& standInVocabulary() {
+  static const std::set<std::string> names{"QVERIFY", "QVERIFY2", "QCOMPARE",     "QFAIL",  "QSKIP", "QEXPECT_FAIL",
+                                           "qInfo",   "QObject",  "Q_OBJECT",     "Q_SLOTS"};
+  return names;
+}
+
+// The text with comments and string and character literals (raw strings too) blanked: their
+// words are not code. A small scanner, not a regex: libstdc++'s recurses per character.
+std::string codeOnly(const std::string& text) {
+  std::string code = text;
+  size_t i = 0;
+  auto blank = [&](size_t from, size_t to) {
+    for (size_t k = from; k < to && k < code.size(); ++k)
+      if (code[k] != '\n') code[k] = ' ';
+  };
+  while (i < text.size()) {
+    const char c = text[i];
+    const char next = i + 1 < text.size() ? text[i + 1] : '\0';
+    size_t end = i + 1;
+    if (c == '/' && next == '/') {
+      end = text.find('\n', i);
+    } else if (c == '/' && next == '*') {
+      end = text.find("*/", i + 2);
+      end = end == std::string::npos ? end : end + 2;
+    } else if (c == 'R' && next == '"' && (i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1])))) {
+      const size_t open = text.find('(', i + 2);
+      const std::string close = ")" + text.substr(i + 2, open - i - 2) + "\"";
+      end = open == std::string::npos ? open : text.find(close, open);
+      end = end == std::string::npos ? end : end + close.size();
+    } else if (c == '"' || c == '\'') {
+      end = i + 1;
+      while (end < text.size() && text[end] != c && text[end] != '\n') end += text[end] == '\\' ? 2 : 1;
+      ++end;
+    } else {
+      ++i;
+      continue;
+    }
+    end = std::min(end, text.size());
+    blank(i, end);
+    i = end;
+  }
+  return code;
+}
+
+// The macros `code` #defines: a suite's own QVERIFY_... helpers are not Qt's.
+std::set<std::string> definedMacros(const std::string& code) {
+  static const std::regex defined("#\\s*define\\s+(\\w+)");
+  std::set<std::string> names;
+  for (std::sregex_iterator it(code.begin(), code.end(), defined), end; it != end; ++it) names.insert((*it)[1]);
+  return names;
+}
+
+// Qt-looking names in `code` that the stand-in lacks: Q followed by a capital or an underscore
+// (QString, QTRY_VERIFY), q followed by a capital (qWarning), except the stand-in's own and
+// `ours` (the macros the test tree defines).
+std::vector<std::string> foreignQtNames(const std::string& code, const std::set<std::string>& ours) {
+  static const std::regex qtName("\\b(Q[A-Z_]\\w*|q[A-Z]\\w*)\\b");
+  std::set<std::string> found;
+  for (std::sregex_iterator it(code.begin(), code.end(), qtName), end; it != end; ++it) {
+    const std::string name = (*it)[1];
+    if (!standInVocabulary().count(name) && !ours.count(name)) found.insert(name);
+  }
+  return {found.begin(), found.end()};
+}
+
+std::vector<std::string> foreignQtNames(const std::string& text) {
+  const std::string code = codeOnly(text);
+  return foreignQtNames(code, definedMacros(code));
+}
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+class StandInVocabularyTest : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void engineSuitesUseOnlyTheStandIn() {
+    const fs::path root(HH_SOURCE_DIR);
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::recursive_directory_iterator(root / "tests" / "engine"))
+      if (entry.is_regular_file()) files.push_back(entry.path());
+    for (const auto& entry : fs::directory_iterator(root / "tests" / "support"))
+      if (entry.is_regular_file()) files.push_back(entry.path());
+    std::vector<std::pair<std::string, std::string>> codes;  // path from the root, code
+    std::set<std::string> ours;
+    for (const auto& path : files) {
+      const auto ext = path.extension();
+      // The harness itself: its Qt half is behind HH_HAVE_QTEST.
+      if ((ext != ".h" && ext != ".cpp") || path.filename() == "hh_test.h" || path.filename() == "test_main.cpp") continue;
+      codes.emplace_back(fs::relative(path, root).generic_string(), codeOnly(readFile(path)));
+      const auto defined = definedMacros(codes.back().second);
+      ours.insert(defined.begin(), defined.end());
+    }
+    const size_t read = codes.size();
+    std::string problems;
+    for (const auto& [path, code] : codes)
+      for (const auto& name : foreignQtNames(code, ours)) problems += path + ": " + name + "\n";
+    QVERIFY2(read > 50, ("read only " + std::to_string(read) + " files").c_str());
+    QVERIFY2(problems.empty(), ("not in the stand-in for Qt Test (tests/support/hh_test.h):\n" + problems).c_str());
+  }
+
+  // The reader catches what broke the device build once, and lets the rest through.
+  void catchesQtNamesOutsideTheStandIn() {
+    const std::string bad =
+        "QVERIFY_EXCEPTION_THROWN(f(), std::exception);\n"
+        "qWarning(\"x\");\n"
+        "QVERIFY2(a < 1, qPrintable(QString::number(a)));\n";
+    const std::vector<std::string> expected{"QString", "QVERIFY_EXCEPTION_THROWN", "qPrintable", "qWarning"};
+    QVERIFY(foreignQtNames(bad) == expected);
+    const std::string good =
+        "#define QVERIFY_FAILS(x) QVERIFY(!(x))\n"
+        "// QString in a comment, \"qWarning\" in a string\n"
+        "QVERIFY_FAILS(ok); QCOMPARE(qkv, 1); qInfo(\"QTest %d\", 1); const char c = 'Q';\n";
+    QVERIFY(foreignQtNames(good).empty());
+  }
+};
+
+HH_TEST_SUITE(StandInVocabularyTest, "engine.standin_vocabulary", &StandInVocabularyTest::engineSuitesUseOnlyTheStandIn,
+              &StandInVocabularyTest::catchesQtNamesOutsideTheStandIn)
+
+#if HH_HAVE_QTEST
+#include "test_standin_vocabulary.moc"
+#endif
