@@ -28,7 +28,7 @@ void printEvaluation(const jobs::EvaluateResult& result);
 // --device on the verbs that run a model: auto | cpu | cuda | cuda:N (engine/core/device.h).
 // Empty when not given (the config's "device" stands, "auto" by default).
 void addDeviceOption(CLI::App* command, std::string& device);
-// --dtype (or another `name`) on the same verbs: float32 | bfloat16, the compute dtype
+// --dtype (or another `name`) on the same verbs: float32 | bfloat16 | float64, the compute dtype
 // (engine/config/compute_dtype.h). Empty when not given (the config's "dtype", float32 by default).
 void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& name = "--dtype");
 

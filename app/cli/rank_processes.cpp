@@ -120,8 +120,9 @@ void addDeviceOption(CLI::App* command, std::string& device) {
 
 void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& name) {
   command->add_option(name, dtype,
-                      "float32 | bfloat16 (default float32): bfloat16 keeps frozen weights and activations in bf16, "
-                      "what trains in fp32, softmax, normalisers, states and losses in fp32")
+                      "float32 | bfloat16 | float64 (default float32): bfloat16 keeps frozen weights and activations in bf16, "
+                      "what trains in fp32, softmax, normalisers, states and losses in fp32; float64 runs everything "
+                      "in fp64 (slow; tells fp32 overflow from a failure of the method)")
       ->check(CLI::IsMember(jobs::computeDtypeNames()));
 }
 

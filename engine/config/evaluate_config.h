@@ -24,7 +24,7 @@ struct EvaluateConfig {
   int64_t batchSize = 8;
   uint64_t seed = 0;                     // performer projections
   std::string device = "auto";           // auto | cpu | cuda | cuda:N (engine/core/device.h)
-  std::string dtype = "float32";       // float32 | bfloat16: the compute dtype (engine/config/compute_dtype.h)
+  std::string dtype = "float32";       // float32 | bfloat16 | float64: the compute dtype (engine/config/compute_dtype.h)
   DataConfig data;                       // lm: brown or a text path; classification: spamassassin or .tsv/.jsonl
 };
 

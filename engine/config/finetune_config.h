@@ -49,7 +49,7 @@ struct FinetuneConfig {
   uint64_t seed = 0;
   bool resume = false;                // continue from <run_dir>/checkpoint.safetensors (when there)
   std::string device = "auto";         // auto | cpu | cuda | cuda:N (engine/core/device.h)
-  std::string dtype = "float32";       // float32 | bfloat16: the compute dtype (engine/config/compute_dtype.h)
+  std::string dtype = "float32";       // float32 | bfloat16 | float64: the compute dtype (engine/config/compute_dtype.h)
   int64_t debugNanAtStep = -1;        // testing aid: poison the loss at this step
   DataConfig data;                    // task lm
   ClassificationDataConfig classification;  // task classification

@@ -57,6 +57,7 @@ c10::Device jobDevice(const std::string& spec) { return c10::Device(resolveDevic
 
 c10::ScalarType jobDtype(const std::string& name) {
   checkComputeDtype(name, "dtype");
+  if (name == "float64") return torch::kDouble;
   return name == "bfloat16" ? torch::kBFloat16 : torch::kFloat;
 }
 
@@ -70,6 +71,10 @@ models::LoadOptions loadOptions(const std::string& device, const std::string& dt
 void applyComputeDtype(models::TransformerModel& model, const std::string& dtype) {
   const auto type = jobDtype(dtype);
   if (type == torch::kFloat) return;
+  if (type == torch::kDouble) {  // everything in fp64, the parameters' objects kept (optimisers hold them)
+    model.to(torch::kDouble);
+    return;
+  }
   model.keepTrainableInFloat32();
   model.setComputeDtype(type);
 }
@@ -98,7 +103,8 @@ std::string deviceLabelOf(const models::TransformerModel& model) {
   const auto params = model.parameters();
   const auto weights = params.empty() ? torch::kFloat : params.front().scalar_type();
   const auto activations = model.computeDtype().value_or(weights);
-  return deviceLabel(deviceOf(model)) + (activations == torch::kBFloat16 ? ", bfloat16" : "");
+  return deviceLabel(deviceOf(model)) + (activations == torch::kBFloat16 ? ", bfloat16"
+                                                                : activations == torch::kDouble ? ", float64" : "");
 }
 
 std::string deviceOf(const models::TransformerModel& model) {

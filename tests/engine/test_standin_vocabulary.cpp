@@ -2,7 +2,8 @@
 // tests/support/hh_test.h stands in for Qt Test with a handful of macros. A suite that reaches
 // for anything else of Qt's (QVERIFY_EXCEPTION_THROWN, qWarning, QString, ...) compiles here and
 // breaks that build, which only a GPU session would find. This reads every engine suite and the
-// shared test support for Qt names outside the stand-in's vocabulary.
+// shared test support for Qt names outside the stand-in's vocabulary. It also keeps dtypes out of
+// QCOMPARE in every test tree (a failing one aborts the suite; tests/support/hh_test.h).
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -89,6 +90,18 @@ std::vector<std::string> foreignQtNames(const std::string& text) {
   return foreignQtNames(code, definedMacros(code));
 }
 
+// QCOMPARE statements of `code` on dtypes (a scalar_type() or jobDtype() among the arguments):
+// they abort the suite when they fail (tests/support/hh_test.h, HH_COMPARE_DTYPE).
+std::vector<std::string> dtypeComparisons(const std::string& code) {
+  std::vector<std::string> found;
+  for (size_t at = code.find("QCOMPARE("); at != std::string::npos; at = code.find("QCOMPARE(", at + 1)) {
+    const std::string statement = code.substr(at, code.find(';', at) - at);
+    if (statement.find("scalar_type()") != std::string::npos || statement.find("jobDtype(") != std::string::npos)
+      found.push_back(statement);
+  }
+  return found;
+}
+
 std::string readFile(const fs::path& path) {
   std::ifstream in(path);
   std::ostringstream text;
@@ -141,10 +154,29 @@ class StandInVocabularyTest : public QObject {
         "QVERIFY_FAILS(ok); QCOMPARE(qkv, 1); qInfo(\"QTest %d\", 1); const char c = 'Q';\n";
     QVERIFY(foreignQtNames(good).empty());
   }
+
+  // Every test tree (engine, widgets, app): no QCOMPARE on a dtype; the reader finds one.
+  void noSuiteComparesDtypesWithQCompare() {
+    const fs::path root(HH_SOURCE_DIR);
+    std::string problems;
+    size_t read = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(root / "tests")) {
+      const auto ext = entry.path().extension();
+      if (!entry.is_regular_file() || (ext != ".h" && ext != ".cpp")) continue;
+      ++read;
+      for (const auto& statement : dtypeComparisons(codeOnly(readFile(entry.path()))))
+        problems += fs::relative(entry.path(), root).generic_string() + ": " + statement + "\n";
+    }
+    QVERIFY2(read > 80, ("read only " + std::to_string(read) + " files").c_str());
+    QVERIFY2(problems.empty(), ("use HH_COMPARE_DTYPE (tests/support/hh_test.h):\n" + problems).c_str());
+    QCOMPARE(dtypeComparisons("QCOMPARE(p.scalar_type(), torch::kFloat);\nQCOMPARE(n, 2);").size(), size_t(1));
+    QVERIFY(dtypeComparisons("HH_COMPARE_DTYPE(p.scalar_type(), torch::kFloat); QCOMPARE(x.size(0), 2);").empty());
+  }
 };
 
 HH_TEST_SUITE(StandInVocabularyTest, "engine.standin_vocabulary", &StandInVocabularyTest::engineSuitesUseOnlyTheStandIn,
-              &StandInVocabularyTest::catchesQtNamesOutsideTheStandIn)
+              &StandInVocabularyTest::catchesQtNamesOutsideTheStandIn,
+              &StandInVocabularyTest::noSuiteComparesDtypesWithQCompare)
 
 #if HH_HAVE_QTEST
 #include "test_standin_vocabulary.moc"

@@ -126,3 +126,14 @@ class QObject {};
     QVERIFY2(hh_what.find(needle) != std::string::npos,                                        \
              ("message \"" + hh_what + "\" lacks \"" + std::string(needle) + "\"").c_str());   \
   } while (0)
+
+// Dtypes compare with HH_COMPARE_DTYPE(actual, expected), never QCOMPARE: under Qt Test a failing
+// QCOMPARE on c10::ScalarType finds c10::toString(ScalarType) by argument-dependent lookup, whose
+// string literal Qt then delete[]s, and the suite aborts instead of reporting the failure.
+#define HH_COMPARE_DTYPE(actual, expected)                                                          \
+  do {                                                                                              \
+    const auto hh_actual = (actual);                                                                \
+    const auto hh_expected = (expected);                                                            \
+    QVERIFY2(hh_actual == hh_expected, (std::string(#actual " is ") + c10::toString(hh_actual) +    \
+                                        ", expected " + c10::toString(hh_expected)).c_str());       \
+  } while (0)

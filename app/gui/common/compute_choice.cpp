@@ -30,7 +30,8 @@ ComputeChoiceBox::ComputeChoiceBox(QWidget* parent) : QWidget(parent) {
   dtype_->setObjectName(QStringLiteral("dtype"));
   dtype_->addItems(dtypeChoices());
   dtype_->setToolTip(tr("bfloat16: weights and activations in bf16 (half the memory); softmax, norms and "
-                        "the linear attention's state in fp32"));
+                        "the linear attention's state in fp32. float64: everything in fp64 (slow; for telling "
+                        "fp32's range from the method)"));
   auto* row = new QHBoxLayout(this);
   row->setContentsMargins(0, 0, 0, 0);
   row->addWidget(new QLabel(tr("device")));

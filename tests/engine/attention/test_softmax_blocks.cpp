@@ -46,7 +46,7 @@ class TestSoftmaxBlocks : public QObject {
             // 16 rows per block (the least), whatever the length: many blocks and a ragged last one.
             const auto got = hh::attn::softmaxAttentionInBlocks(q.to(dtype), k.to(dtype), v.to(dtype), causal, mask, 1);
             QCOMPARE(got.sizes(), want.sizes());
-            QCOMPARE(got.scalar_type(), dtype);
+            HH_COMPARE_DTYPE(got.scalar_type(), dtype);
             const double err = relError(got, want), tol = dtype == torch::kFloat ? 1e-5 : 1e-12;
             const std::string what = std::string(causal ? "causal" : "bidirectional") + " T=" + std::to_string(t) +
                                      (masked ? " masked " : " ") + (dtype == torch::kFloat ? "fp32" : "fp64") +

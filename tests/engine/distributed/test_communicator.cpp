@@ -187,7 +187,7 @@ class TestCommunicator : public QObject {
       gotB[static_cast<size_t>(r)] = b.grad().clone();
     });
     for (int r = 0; r < kRanks; ++r) {
-      QCOMPARE(gotA[static_cast<size_t>(r)].scalar_type(), torch::kFloat);
+      HH_COMPARE_DTYPE(gotA[static_cast<size_t>(r)].scalar_type(), torch::kFloat);
       QVERIFY(gotA[static_cast<size_t>(r)].to(torch::kDouble).sub(expectedA).abs().max().item<double>() < 1e-6);
       QVERIFY(gotB[static_cast<size_t>(r)].to(torch::kDouble).sub(expectedB).abs().max().item<double>() < 1e-6);
       QVERIFY(std::abs(gotLoss[static_cast<size_t>(r)] - (0.5 * 10 + 0.25 * 20 + 0.25 * 30)) < 1e-12);

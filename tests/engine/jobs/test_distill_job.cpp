@@ -302,7 +302,7 @@ class TestDistillJob : public QObject {
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"stpes", 3}}), "unknown key \"stpes\"");
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"steps", "many"}}), "\"steps\" has the wrong type");
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"loss", "mse"}}), "loss must be");
-    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"dtype", "fp16"}}), "dtype must be float32 or bfloat16");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"dtype", "fp16"}}), "dtype must be float32, bfloat16 or float64");
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"probe_rows", -1}}), "probe_rows must be >= 0");
   }
 

@@ -124,6 +124,8 @@ class TestTrainJob : public QObject {
   // Mixed precision in every run of the suite (HH_TEST_DTYPE or not): fp32 weights (all train),
   // bf16 activations; learns like the fp32 run, says so, saves fp32 weights.
   void bfloat16ActivationsLearn() { hedgehogLayerTrains("bfloat16"); }
+  // fp64 end to end (the run says so); the folder keeps fp32 weights like every other run's.
+  void float64TrainsInDouble() { hedgehogLayerTrains("float64"); }
 
  private:
   // Hedgehog in layer 1 of the small GPT-2, 30 steps in `dtype`.
@@ -141,10 +143,11 @@ class TestTrainJob : public QObject {
           r.finalValidationLoss, r.seconds, r.device.c_str());
     QVERIFY(r.initialValidationLoss - r.finalValidationLoss > 1.5);
     QCOMPARE(r.device.find(", bfloat16") != std::string::npos, dtype == "bfloat16");
+    QCOMPARE(r.device.find(", float64") != std::string::npos, dtype == "float64");
     auto model = hh::models::loadModel(r.modelDir);
     QCOMPARE(model->config().plan.linearLayerCount(), int64_t(1));
     QVERIFY(model->config().plan.layers[1].linear);
-    for (const auto& p : model->parameters()) QCOMPARE(p.scalar_type(), torch::kFloat);
+    for (const auto& p : model->parameters()) HH_COMPARE_DTYPE(p.scalar_type(), torch::kFloat);  // the folder is fp32
     QVERIFY(std::abs(reloadedValidationLoss(c, r.modelDir) - r.finalValidationLoss) < 1e-5);
   }
 

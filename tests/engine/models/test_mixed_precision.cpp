@@ -110,7 +110,7 @@ class TestMixedPrecision : public QObject {
                                                      : torch::randint(fp32->config().vocabSize, {2, 24}, torch::kLong));
       const auto reference = fp32->forward(ids).logits;
       const auto got = bf16->forward(ids).logits;
-      QCOMPARE(got.scalar_type(), torch::kBFloat16);
+      HH_COMPARE_DTYPE(got.scalar_type(), torch::kBFloat16);
       const double rel = hh::test::relativeError(got, reference);
       auto rounded = loadAs(folder, torch::kFloat);  // fp32 compute on weights rounded to bf16
       for (auto& p : rounded->parameters()) p.set_data(p.data().to(torch::kBFloat16).to(torch::kFloat));
@@ -134,11 +134,11 @@ class TestMixedPrecision : public QObject {
       model->freezeAllBut(true);
       hh::jobs::applyComputeDtype(*model, dtypeName(dtype));
       for (const auto& p : model->parameters())
-        QCOMPARE(p.scalar_type(), p.requires_grad() ? torch::kFloat : dtype);
+        HH_COMPARE_DTYPE(p.scalar_type(), p.requires_grad() ? torch::kFloat : dtype);
       const auto params = adapters(*model);
       QVERIFY(!params.empty());
       nextTokenLoss(*model, ids).backward();
-      for (const auto& p : params) QCOMPARE(p.grad().scalar_type(), torch::kFloat);
+      for (const auto& p : params) HH_COMPARE_DTYPE(p.grad().scalar_type(), torch::kFloat);
       grads.push_back(flatGradients(params));
     }
     gradientsAgree(grads, "feature-map gradient, bf16 teacher");
@@ -156,7 +156,7 @@ class TestMixedPrecision : public QObject {
       m::LoraAdapters lora(*model, options);
       hh::jobs::applyComputeDtype(*model, dtypeName(dtype));
       const auto params = lora.parameters();
-      for (const auto& p : params) QCOMPARE(p.scalar_type(), torch::kFloat);
+      for (const auto& p : params) HH_COMPARE_DTYPE(p.scalar_type(), torch::kFloat);
       lora.apply();
       nextTokenLoss(*model, ids).backward();
       grads.push_back(flatGradients(params));
@@ -173,12 +173,12 @@ class TestMixedPrecision : public QObject {
       auto model = loadAs(kDemo, torch::kFloat);
       for (auto& p : model->parameters()) p.set_requires_grad(true);
       if (bf16) hh::jobs::applyComputeDtype(*model, "bfloat16");
-      QCOMPARE(model->forward(ids.narrow(1, 0, 8)).logits.scalar_type(), bf16 ? torch::kBFloat16 : torch::kFloat);
+      HH_COMPARE_DTYPE(model->forward(ids.narrow(1, 0, 8)).logits.scalar_type(), bf16 ? torch::kBFloat16 : torch::kFloat);
       const auto loss = nextTokenLoss(*model, ids);
       loss.backward();
       losses.push_back(loss.item<double>());
       const auto params = model->parameters();
-      for (const auto& p : params) QCOMPARE(p.grad().scalar_type(), torch::kFloat);
+      for (const auto& p : params) HH_COMPARE_DTYPE(p.grad().scalar_type(), torch::kFloat);
       grads.push_back(flatGradients(params));
     }
     qInfo("whole-model loss under bf16 activations %.4f (fp32 %.4f)", losses[1], losses[0]);
@@ -190,8 +190,8 @@ class TestMixedPrecision : public QObject {
     QCOMPARE(hh::jobs::distillConfigFromJson({{"dtype", "bfloat16"}}).dtype, std::string("bfloat16"));
     QCOMPARE(hh::jobs::distillConfigFromJson(nlohmann::json::object()).dtype, std::string("float32"));
     HH_VERIFY_THROWS_WITH(hh::jobs::distillConfigFromJson({{"dtype", "float16"}}),
-                          "distill config: dtype must be float32 or bfloat16, got \"float16\"");
-    QCOMPARE(hh::jobs::jobDtype("bfloat16"), torch::kBFloat16);
+                          "distill config: dtype must be float32, bfloat16 or float64, got \"float16\"");
+    HH_COMPARE_DTYPE(hh::jobs::jobDtype("bfloat16"), torch::kBFloat16);
   }
 };
 
