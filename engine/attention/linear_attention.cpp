@@ -7,6 +7,7 @@
 
 #include "engine/attention/form_helpers.h"
 #include "engine/attention/fused_hedgehog_cpu.h"
+#include "engine/attention/stable_exp.h"
 #include "engine/attention/window_attention.h"
 #if HH_CUDA_KERNELS
 #include "engine/cuda/hedgehog_cuda_torch.h"
@@ -86,7 +87,7 @@ void validateLinearInputs(const torch::Tensor& fq, const torch::Tensor& fk, cons
 
 int64_t RecurrentState::bytes() const {
   int64_t n = 0;
-  for (const auto& t : {S, z, ringKeys, ringValues, ringFeatures})
+  for (const auto& t : {S, z, keyShift, ringKeys, ringValues, ringFeatures})
     if (t.defined()) n += t.numel() * static_cast<int64_t>(t.element_size());
   return n;
 }
@@ -294,6 +295,10 @@ torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& q, const torch::
   if (form == AttentionForm::Chunked && !keyMask.defined() && canUseFusedKernel(q, k, v))
     return fusedHedgehogCausalForward(q, k, v, featureMap_->weight(), featureMap_->bias(), config_.rule.chunkSize,
                                       config_.rule.eps);
+  if (usesShiftedExp(config_)) {
+    const auto f = shiftedExpFeatures(q, k, config_.featureMap.expT, config_.rule.causal, keyMask);
+    return linearAttention(form, f.fq, f.fk, scaled(v), gates, config_.rule);
+  }
   return linearAttention(form, featureMap_->forward(q), maskedKeyFeatures(k, keyMask), scaled(v), gates, config_.rule);
 }
 
@@ -323,6 +328,10 @@ torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::
   // The weights need no values: q stands in for v (same [B,H,T,D] shape, only checked).
   if (windowMix_.defined()) return windowWeights(windowInputs(q, k, q, keyMask), windowOptions(config_));
   const auto gates = gatesFor(hidden, q.size(0), q.size(2));
+  if (usesShiftedExp(config_)) {
+    const auto f = shiftedExpFeatures(q, k, config_.featureMap.expT, config_.rule.causal, keyMask);
+    return linearWeights(f.fq, f.fk, gates, config_.rule);
+  }
   return linearWeights(featureMap_->forward(q), maskedKeyFeatures(k, keyMask), gates, config_.rule);
 }
 
@@ -375,6 +384,12 @@ torch::Tensor LinearAttentionImpl::step(RecurrentState& state, const torch::Tens
                              featureMap_->bias(), config_.rule.eps)
         .unsqueeze(2);
   }
+  if (usesShiftedExp(config_)) {
+    const auto f = shiftedExpFeatures(state, q, k, config_.featureMap.expT);
+    return linearStep(state, f.fq.select(2, 0), f.fk.select(2, 0), scaled(v).select(2, 0), gates.slice(0, 1),
+                      config_.rule)
+        .unsqueeze(2);
+  }
   const auto fq = featureMap_->forward(q, state.position).select(2, 0);
   const auto fk = featureMap_->forward(k, state.position).select(2, 0);
   return linearStep(state, fq, fk, scaled(v).select(2, 0), gates.slice(0, 1), config_.rule).unsqueeze(2);
@@ -385,6 +400,10 @@ torch::Tensor LinearAttentionImpl::prefill(RecurrentState& state, const torch::T
   // q, k, v [B,H,T,D]
   if (windowMix_.defined()) return windowPrefill(state, windowInputs(q, k, v, {}, state.position), windowOptions(config_));
   const auto gates = gatesFor(hidden, q.size(0), q.size(2));
+  if (usesShiftedExp(config_)) {
+    const auto f = shiftedExpFeatures(state, q, k, config_.featureMap.expT);
+    return linearPrefill(state, f.fq, f.fk, scaled(v), gates, config_.rule);
+  }
   return linearPrefill(state, featureMap_->forward(q, state.position), featureMap_->forward(k, state.position), scaled(v),
                        gates, config_.rule);
 }

@@ -45,6 +45,7 @@ struct RecurrentState {
   torch::Tensor z;
   int64_t position = 0;    // tokens consumed so far
   torch::Tensor lastDecay; // gated, decay: [B, H] float, the mean factor S was scaled by at the last token
+  torch::Tensor keyShift;  // exp_t (stable_exp.h): [B, H, F], the constant taken off each feature of t k
   // Window-hybrid layers (window_attention.h): the last W keys, values [B, H, W, D] and key
   // features [B, H, W, F]; slot p % W holds token p.
   torch::Tensor ringKeys, ringValues, ringFeatures;
