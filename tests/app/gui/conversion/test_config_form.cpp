@@ -48,11 +48,12 @@ class TestConfigForm : public QObject {
     QCOMPARE(device->currentText(), QString("auto"));
     QCOMPARE(device->count(), 2 + hh::cudaDeviceCount());
     QVERIFY(device->findText("cpu") >= 0);
-    // The compute dtype: float32 (the default) or bfloat16.
+    // The compute dtype: float32 (the default), bfloat16 or float64.
     auto* dtype = qobject_cast<QComboBox*>(form.editor("dtype"));
     QVERIFY(dtype);
     QCOMPARE(dtype->currentText(), QString("float32"));
-    QCOMPARE(dtype->count(), 2);
+    QCOMPARE(dtype->count(), 3);
+    QVERIFY(dtype->findText("bfloat16") >= 0 && dtype->findText("float64") >= 0);
     // The map and the rule are choices from the engine's names (still editable for a spec).
     QVERIFY(map->findText("hedgehog") >= 0 && map->findText("t2r") >= 0 && map->findText("cosformer") >= 0);
     QCOMPARE(rule->count(), int(hh::attn::allUpdateRules().size()));
