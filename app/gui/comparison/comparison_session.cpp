@@ -15,6 +15,7 @@
 #include "engine/config/attention_types.h"
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/softmax_attention.h"
+#include "engine/attention/stable_exp.h"
 #include "engine/metrics/attention_metrics.h"
 
 namespace hh::gui {
@@ -26,12 +27,19 @@ CurveData toCurve(const hh::metrics::MonotonicityCurve& c) {
 
 // phi(q), phi(k) of one head [1, 1, T, F] for a map name; `trained` (all heads of a layer) is
 // applied to the head's slot by feeding the head at position trainedHead of an H-head input.
+// exp_t's features are the shifted ones its layers compute (stable_exp.h): same weights, no overflow.
 std::pair<torch::Tensor, torch::Tensor> features(const QString& name, const torch::Tensor& q, const torch::Tensor& k,
-                                                 quint64 seed, hh::attn::FeatureMap* trained, int trainedHead,
-                                                 int& featureDim) {
+                                                 bool causal, quint64 seed, hh::attn::FeatureMap* trained,
+                                                 int trainedHead, int& featureDim) {
   const int64_t t = q.size(2), d = q.size(3);
+  auto shiftedExp = [&](double expT) {
+    featureDim = int(d);
+    const auto f = hh::attn::shiftedExpFeatures(q, k, expT, causal);
+    return std::pair{f.fq, f.fk};
+  };
   if (name == QLatin1String("trained")) {
     if (trained == nullptr || !*trained) throw std::invalid_argument("\"trained\" needs a converted model's head");
+    if ((*trained)->config().kind == hh::attn::FeatureMapKind::ExpT) return shiftedExp((*trained)->config().expT);
     const int64_t heads = (*trained)->config().heads;
     // The trained map has one MLP per head: place this head's q, k in its slot of an H-head input.
     auto place = [&](const torch::Tensor& x) {
@@ -48,6 +56,7 @@ std::pair<torch::Tensor, torch::Tensor> features(const QString& name, const torc
   fc.headDim = d;
   fc.seed = seed;
   fc.cosformerMaxLength = std::max<int64_t>(fc.cosformerMaxLength, t + 1);
+  if (fc.kind == hh::attn::FeatureMapKind::ExpT) return shiftedExp(fc.expT);
   hh::attn::FeatureMap map(fc);
   featureDim = int(map->featureDim());
   return {map->forward(q), map->forward(k)};
@@ -85,7 +94,7 @@ void compareHead(const torch::Tensor& qIn, const torch::Tensor& kIn, bool causal
   for (const QString& name : settings.featureMaps) {
     MapComparison m;
     m.name = name;
-    const auto [fq, fk] = features(name, q, k, settings.seed, trained, trainedHead, m.featureDim);  // [1, 1, T, F]
+    const auto [fq, fk] = features(name, q, k, causal, settings.seed, trained, trainedHead, m.featureDim);  // [1, 1, T, F]
     const torch::Tensor a = hh::attn::linearWeights(fq, fk, {}, ro).to(torch::kFloat);             // [1, 1, T, T]
     m.weights = toMaskedMatrix(a, valid);
     m.difference = toMaskedMatrix(a - p.to(torch::kFloat), valid);

@@ -29,9 +29,11 @@
 
 #include "app/gui/comparison/comparison_controls.h"
 #include "app/gui/comparison/comparison_view.h"
+#include "app/gui/comparison/head_comparison.h"
 #include "app/gui/inspector/inspector_view.h"
 #include "app/gui/shell/main_window.h"
 #include "app/gui/inspector/model_session.h"
+#include "engine/attention/reference.h"
 #include "engine/attention/softmax_attention.h"
 #include "engine/jobs/attention_probe.h"
 #include "engine/jobs/train_job.h"
@@ -173,6 +175,30 @@ class TestInspector : public QObject {
     const auto r = hh::gui::computeComparison(random);
     QVERIFY2(r.error.isEmpty(), qPrintable(r.error));
     QCOMPARE(int(r.maps.size()), 2);
+  }
+
+  // exp_t in the comparison is the map its layers compute (shifted, engine/attention/stable_exp.h):
+  // on a head with q + k past 88, where exp(q), exp(k) overflow fp32, its weights are finite and
+  // equal to the fp64 brute force of the unshifted map.
+  void comparisonExpTStaysFiniteOnLargeHeads() {
+    torch::manual_seed(7);
+    const int64_t t = 12, d = 8;
+    const auto q = 45.0 + torch::randn({1, 1, t, d}, torch::kDouble), k = 45.0 + torch::randn({1, 1, t, d}, torch::kDouble);
+    hh::gui::ComparisonSettings settings;
+    settings.featureMaps = {"exp_t"};
+    hh::gui::ComparisonResult result;
+    hh::gui::compareHead(q, k, true, settings, nullptr, 0, result);
+    QCOMPARE(int(result.maps.size()), 1);
+    hh::attn::RuleOptions ro;
+    const auto want = hh::attn::referenceLinearWeights(torch::exp(q), torch::exp(k), {}, ro);  // [1,1,T,T]
+    double worst = 0;
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j <= i; ++j) {
+        const float got = result.maps[0].weights[size_t(i * t + j)];
+        QVERIFY(std::isfinite(got));
+        worst = std::max(worst, std::abs(got - want[0][0][i][j].item<double>()));
+      }
+    QVERIFY2(worst < 1e-5, std::to_string(worst).c_str());
   }
 
   void exportsWeightsWithTheEngineWriter() {
@@ -370,7 +396,8 @@ class TestInspector : public QObject {
 };
 
 HH_TEST_SUITE(TestInspector, "app.gui.inspector", &TestInspector::initTestCase, &TestInspector::sessionMatchesTheEngine,
-              &TestInspector::convertedModelHasKlAndItsTrainedMap, &TestInspector::exportsWeightsWithTheEngineWriter,
+              &TestInspector::convertedModelHasKlAndItsTrainedMap, &TestInspector::comparisonExpTStaysFiniteOnLargeHeads,
+              &TestInspector::exportsWeightsWithTheEngineWriter,
               &TestInspector::windowInspectsAndReadsTheHoveredPair, &TestInspector::recallProbeColoursHeadsByTheNeedle,
               &TestInspector::fourThousandTokensStayResponsive)
 
