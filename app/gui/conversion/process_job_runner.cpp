@@ -19,8 +19,15 @@
 namespace hh::gui {
 namespace {
 
-const QString kErrorPrefix = QStringLiteral("hedgehog: error: ");
 constexpr int kExitCancelled = 130;  // the CLI's status for a cancelled job
+
+// The message of the CLI's last stderr line, "hedgehog: error: MSG" or (exit 130)
+// "hedgehog: cancelled: MSG"; empty for any other line.
+QString cliMessage(const QString& line) {
+  for (const auto& prefix : {QStringLiteral("hedgehog: error: "), QStringLiteral("hedgehog: cancelled: ")})
+    if (line.startsWith(prefix)) return line.mid(prefix.size());
+  return {};
+}
 
 // Whether `path` is `folder` or inside it (both absolute and clean).
 bool inside(const QString& path, const QString& folder) {
@@ -156,7 +163,7 @@ void ProcessJobRunner::readStderr() {
     const QString line = QString::fromUtf8(process_->readLine()).trimmed();
     if (line.isEmpty()) continue;
     lastStderr_ = line;
-    if (line.startsWith(kErrorPrefix)) errorLine_ = line.mid(kErrorPrefix.size());
+    if (const auto message = cliMessage(line); !message.isEmpty()) errorLine_ = message;
     Q_EMIT logLine(line);
   }
 }
@@ -217,7 +224,7 @@ void ProcessJobRunner::onExited(int exitCode, bool crashed) {
   const QString tail = QString::fromUtf8(process_->readAllStandardError()).trimmed();
   if (!tail.isEmpty()) {
     lastStderr_ = tail;
-    if (tail.startsWith(kErrorPrefix)) errorLine_ = tail.mid(kErrorPrefix.size());
+    if (const auto message = cliMessage(tail); !message.isEmpty()) errorLine_ = message;
   }
 
   QString status, message;

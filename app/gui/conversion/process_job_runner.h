@@ -12,7 +12,7 @@
 //   exit                           -> finished(status, message, runFile, exportPath): status from
 //                                     the exit code (0 completed, 130 cancelled, else failed);
 //                                     message from the end event or, for a failure, the stderr
-//                                     line "hedgehog: error: MSG"
+//                                     line "hedgehog: error: MSG" ("hedgehog: cancelled: MSG")
 // A stdout line that is not a JSON object (a library's own print) is shown as a log line.
 // cancel() sends SIGTERM to the launcher, which interrupts every rank (they stop at the same step
 // and mark their run files cancelled, exit 130); after kKillAfterMs still running, it is killed.

@@ -5,7 +5,8 @@
 //     that exists, and only "memory" follows it; the option works after the command's name too;
 //   - convert: the end event carries the evaluation (both perplexities finite), each stage's run
 //     file and the exported folder; every stage's run file was announced before the end;
-//   - SIGINT while distilling: exit 130, an end event "cancelled", stdout still only JSON;
+//   - SIGINT while distilling: exit 130, an end event "cancelled", stdout still only JSON, one
+//     stderr line "hedgehog: cancelled: ...";
 //   - an unknown format is one error line naming the option, exit 1, and nothing on stdout.
 #include <signal.h>
 
@@ -183,6 +184,7 @@ class TestProgressJsonl : public QObject {
     QCOMPARE(ends[0]["status"].get<std::string>(), std::string("cancelled"));
     const std::string errors = c::readAll(dir.file("err.txt"));
     QCOMPARE(std::count(errors.begin(), errors.end(), '\n'), std::ptrdiff_t(1));
+    QVERIFY2(errors.rfind("hedgehog: cancelled: ", 0) == 0, errors.c_str());  // a cancel is not an error
   }
 
   void unknownFormatIsOneError() {

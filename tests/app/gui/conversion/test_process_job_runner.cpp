@@ -136,6 +136,8 @@ class TestProcessJobRunner : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0, 60000);
     qInfo("cancel took %lld ms: %s", (long long)clock.elapsed(), qPrintable(finished.at(0).at(1).toString()));
     QCOMPARE(finished.at(0).at(0).toString(), QString("cancelled"));
+    const QString message = finished.at(0).at(1).toString();  // the CLI's own words, its prefix off
+    QVERIFY2(!message.isEmpty() && !message.startsWith("hedgehog:"), qPrintable(message));
     QVERIFY(clock.elapsed() < 60000);
     QVERIFY(!runner.running());
     auto run = r::RunReader::open(dir.file("run") + "/distill/run.h5");
