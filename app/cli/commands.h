@@ -13,13 +13,16 @@
 
 namespace hh::cli {
 
+// The exit status of a cancelled job (as a shell reports Ctrl-C); main() words its line as a cancel.
+inline constexpr int kExitCancelled = 130;
+
 // A job that ended failed or cancelled (its summary is on stdout already): main() prints the
-// job's message as the error line and exits with exitCode (1 failed, 130 cancelled).
+// job's message as the error line and exits with exitCode (1 failed, kExitCancelled cancelled).
 struct JobFailed : std::runtime_error {
   int exitCode;
   JobFailed(jobs::JobStatus status, const std::string& message)
       : std::runtime_error(message.empty() ? std::string(jobs::toString(status)) : message),
-        exitCode(status == jobs::JobStatus::Cancelled ? 130 : 1) {}
+        exitCode(status == jobs::JobStatus::Cancelled ? kExitCancelled : 1) {}
 };
 
 // The evaluation report (perplexity or accuracy, then the per-feature-map table) on stdout.

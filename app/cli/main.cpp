@@ -49,7 +49,7 @@ std::string oneLine(const std::string& text) {
 }
 
 int fail(const std::string& message, int status = 1) {
-  std::cerr << "hedgehog: " << (status == 130 ? "cancelled: " : "error: ") << oneLine(message) << std::endl;
+  std::cerr << "hedgehog: " << (status == hh::cli::kExitCancelled ? "cancelled: " : "error: ") << oneLine(message) << std::endl;
   return status;
 }
 

@@ -22,6 +22,9 @@ inline torch::Tensor mask(std::vector<int> values, std::vector<int64_t> shape) {
   return torch::tensor(v, torch::kLong).reshape(shape).to(torch::kBool);
 }
 
+// Element i of a tensor read flat, as a double.
+inline double valueAt(const torch::Tensor& t, int64_t i) { return t.reshape({-1})[i].item<double>(); }
+
 // |got - want| <= tol; a NaN `want` asks for a NaN.
 inline bool near(double got, double want, double tol) {
   if (std::isnan(want)) return std::isnan(got);

@@ -24,9 +24,8 @@ using hh::test::f64;
 using hh::test::kNaN;
 using hh::test::mask;
 using hh::test::near;
+using hh::test::valueAt;
 const double kLog2 = std::log(2.0);
-
-double valueAt(const torch::Tensor& t, int64_t i) { return t.reshape({-1})[i].item<double>(); }
 
 // Largest |a - b| over two tensors of the same shape; NaN in exactly one of them counts as infinity.
 double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {

@@ -22,8 +22,7 @@ using hh::test::f64;
 using hh::test::kNaN;
 using hh::test::mask;
 using hh::test::near;
-
-double valueAt(const torch::Tensor& t, int64_t i) { return t.reshape({-1})[i].item<double>(); }
+using hh::test::valueAt;
 
 // Reference Spearman for one row: average ranks by std::sort, then Pearson with explicit means.
 std::vector<double> referenceRanks(const std::vector<double>& x) {
