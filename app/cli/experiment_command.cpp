@@ -76,7 +76,8 @@ void addExperimentCommand(CLI::App& app) {
         if (a->force) flags.push_back("--force");
         if (a->resume) flags.push_back("--resume");
         const auto spawned = runVariantsInProcesses(a->configFile, config, pending, a->jobs, flags);
-        if (spawned.interrupted) throw CLI::RuntimeError(130);
+        if (spawned.interrupted)
+          throw JobFailed(jobs::JobStatus::Cancelled, "interrupted: the variants that ran were cancelled; --resume continues them");
         options.summaryOnly = true;  // the children ran them: summarise what they completed
         childFailures = spawned.failed;
         if (spawned.failed > 0) {

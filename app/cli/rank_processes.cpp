@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "app/cli/child_logs.h"
+#include "app/cli/child_signals.h"
 #include "app/cli/progress_format.h"
 #include "engine/config/compute_dtype.h"
 #include "engine/core/process_memory.h"
@@ -34,31 +34,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<std::string> gCommandLine;
-std::atomic<int> gSignals{0};
-void onSignal(int) { gSignals.fetch_add(1); }
-
 constexpr auto kGraceAfterFailure = std::chrono::seconds(30);
-
-// While it lives, SIGINT and SIGTERM only count (gSignals), so the launcher's wait loop can pass
-// each one on to its ranks; the old handlers come back after.
-struct CountSignals {
-  CountSignals() {
-    gSignals = 0;
-    struct sigaction action {};
-    action.sa_handler = onSignal;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &action, &oldInt);
-    sigaction(SIGTERM, &action, &oldTerm);
-  }
-  ~CountSignals() {
-    sigaction(SIGINT, &oldInt, nullptr);
-    sigaction(SIGTERM, &oldTerm, nullptr);
-  }
-  CountSignals(const CountSignals&) = delete;
-  CountSignals& operator=(const CountSignals&) = delete;
-  struct sigaction oldInt {}, oldTerm {};
-};
 
 // A TCP port nobody listens on now (the kernel's choice for port 0); rank 0 binds it moments later.
 int freeLoopbackPort() {
@@ -153,7 +129,7 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
   argv.push_back(nullptr);
 
   // Signals first, so none is lost between the forks and the wait.
-  const CountSignals counting;
+  const ForwardedSignals counting;
   const pid_t launcher = getpid();
 
   std::map<pid_t, int> running;  // pid -> rank
@@ -171,11 +147,7 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
       throw std::runtime_error("--nproc: fork failed: " + std::string(std::strerror(errno)));
     }
     if (pid == 0) {  // the rank: only async-signal-safe calls matter here, then exec
-      setpgid(0, 0);  // Ctrl-C goes to the launcher, which passes it on once
-      prctl(PR_SET_PDEATHSIG, SIGINT);
-      if (getppid() != launcher) _exit(130);
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
+      if (!detachChild(launcher)) _exit(130);
       const int fd = open(logs[static_cast<size_t>(rank)].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) {
         if (rank > 0) dup2(fd, STDOUT_FILENO);
@@ -211,7 +183,7 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
   constexpr auto kNever = std::chrono::steady_clock::time_point::max();
   auto killAt = kNever;  // when the ranks still running are killed
   while (!running.empty()) {
-    while (forwarded < gSignals.load()) {  // one interrupt per signal to every rank still running
+    while (forwarded < counting.received()) {  // one interrupt per signal to every rank still running
       ++forwarded;
       for (const auto& [pid, rank] : running) kill(pid, SIGINT);
     }

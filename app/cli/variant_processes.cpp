@@ -4,7 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -16,15 +16,14 @@
 #include <thread>
 
 #include "app/cli/child_logs.h"
+#include "app/cli/child_signals.h"
+#include "app/cli/commands.h"
 
 namespace hh::cli {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::atomic<bool> interruptRequested{false};
-void onInterrupt(int) { interruptRequested = true; }
 
 struct Child {
   std::string name, log;
@@ -36,9 +35,11 @@ pid_t launch(const std::string& self, const std::string& configFile, const std::
              const std::vector<std::string>& flags, int threads) {
   std::vector<std::string> args{self, "experiment", "--config", configFile, "--only", name};
   args.insert(args.end(), flags.begin(), flags.end());
+  const pid_t launcher = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("experiment --jobs: fork failed");
   if (pid == 0) {  // child: only async-signal-safe calls until exec
+    if (!detachChild(launcher)) _exit(130);
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) {
       dup2(fd, STDOUT_FILENO);
@@ -68,6 +69,22 @@ std::string variantFailure(const std::string& log) {
   return lastErrorLine(log);
 }
 
+// Prints how a child ended and counts it in `result` (the first failure keeps its name, log and error).
+void reportEnd(const Child& child, int status, VariantProcessesResult& result) {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - child.started).count();
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  const bool cancelled = WIFEXITED(status) && WEXITSTATUS(status) == kExitCancelled;
+  result.failed += ok ? 0 : 1;
+  if (!ok && result.firstFailed.empty()) {
+    result.firstFailed = child.name;
+    result.firstFailedLog = child.log;
+    result.firstFailedError = variantFailure(child.log);
+  }
+  std::printf("[%s] %s after %.1f s (log %s)\n", child.name.c_str(), ok ? "completed" : cancelled ? "cancelled" : "failed",
+              seconds, child.log.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 VariantProcessesResult runVariantsInProcesses(const std::string& configFile, const jobs::ExperimentConfig& config,
@@ -76,13 +93,17 @@ VariantProcessesResult runVariantsInProcesses(const std::string& configFile, con
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = std::max(1, static_cast<int>(cores) / std::max(1, jobs));
-  interruptRequested = false;
-  auto* previous = std::signal(SIGINT, onInterrupt);
+  const ForwardedSignals counting;
   VariantProcessesResult result;
   std::map<pid_t, Child> running;
   size_t next = 0;
+  int forwarded = 0;
   while (next < names.size() || !running.empty()) {
-    while (!interruptRequested && next < names.size() && static_cast<int>(running.size()) < jobs) {
+    while (forwarded < counting.received()) {  // one interrupt per signal to every child still running
+      ++forwarded;
+      for (const auto& [pid, child] : running) kill(pid, SIGINT);
+    }
+    while (forwarded == 0 && next < names.size() && static_cast<int>(running.size()) < jobs) {
       const auto& name = names[next++];
       const fs::path dir = jobs::variantConfig(config, name).at("run_dir").get<std::string>();
       fs::create_directories(dir);
@@ -93,30 +114,22 @@ VariantProcessesResult runVariantsInProcesses(const std::string& configFile, con
                   threads == 1 ? "" : "s", log.c_str());
       std::fflush(stdout);
     }
+    if (running.empty()) break;  // interrupted before the rest started
+    // Polled, not blocking: a signal that lands between the check above and a blocking wait
+    // would otherwise wait for a child to end before it is passed on.
     int status = 0;
-    const pid_t done = waitpid(-1, &status, 0);
-    if (done < 0) {
-      if (errno == EINTR) continue;
-      break;
+    const pid_t done = waitpid(-1, &status, WNOHANG);
+    if (done == 0 || (done < 0 && errno == EINTR)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
     }
+    if (done < 0) break;
     const auto it = running.find(done);
     if (it == running.end()) continue;
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started).count();
-    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    result.failed += ok ? 0 : 1;
-    if (!ok && result.firstFailed.empty()) {
-      result.firstFailed = it->second.name;
-      result.firstFailedLog = it->second.log;
-      result.firstFailedError = variantFailure(it->second.log);
-    }
-    std::printf("[%s] %s after %.1f s (log %s)\n", it->second.name.c_str(),
-                ok ? "completed" : WIFEXITED(status) && WEXITSTATUS(status) == 130 ? "cancelled" : "failed", seconds,
-                it->second.log.c_str());
-    std::fflush(stdout);
+    reportEnd(it->second, status, result);
     running.erase(it);
   }
-  std::signal(SIGINT, previous);
-  result.interrupted = interruptRequested;
+  result.interrupted = forwarded > 0;
   return result;
 }
 

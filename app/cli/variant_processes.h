@@ -2,8 +2,10 @@
 // executable at a time, one variant each (`experiment --config FILE --only NAME [--force] [--resume]`), so
 // a machine with several cores trains several small models at once. Each child gets
 // HH_NUM_THREADS = max(1, cores / N) unless the variable is set, and writes its output to
-// <variant run_dir>/experiment.log. Ctrl-C reaches the children (same process group): each
-// cancels its job; no new child starts after it. The run files are written by one process each
+// <variant run_dir>/experiment.log. Ctrl-C or SIGTERM to the launcher is passed on to every child
+// as one SIGINT (each child has its own process group): each cancels its job, a second signal
+// kills them; no new child starts after the first. A launcher killed outright leaves no child:
+// each gets a SIGINT when it dies. The run files are written by one process each
 // (HDF5 here is not thread-safe, hence processes, not threads).
 #pragma once
 #include <string>

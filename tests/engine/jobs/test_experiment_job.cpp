@@ -10,12 +10,9 @@
 //   - a failing variant is recorded and the next one still runs; a cancel stops the experiment;
 //   - resume continues a cancelled variant from its checkpoint (a continuation run file; the
 //     summary's numbers are the continuation's) and starts one without a checkpoint afresh;
-//   - pendingVariants lists what would run; summaryOnly runs nothing;
-//   - the CLI's `experiment --jobs 2` runs the variants in two processes, each with its log (a
-//     failed one is named on stderr in one line, with its error and log), and
-//     the summary equals an in-process run's layout; a failing variant makes it exit non-zero.
+//   - pendingVariants lists what would run; summaryOnly runs nothing
+//     (the CLI's `experiment --jobs N` is app.cli.variant_processes).
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -215,55 +212,12 @@ class TestExperimentJob : public QObject {
     QCOMPARE(summary.variants.size(), size_t(1));
     QVERIFY(summary.variants[0].reused && summary.variants[0].name == "t2r");
   }
-
-  void cliRunsVariantsInProcesses() {
-    const std::string cli = HH_CLI_BINARY;
-    if (!fs::exists(cli)) QSKIP("the hedgehog CLI is not built");
-    hh::test::TempDir dir("experiment_jobs");
-    json e = tinyExperiment(dir);
-    const std::string file = dir.file("experiment.json");
-    std::ofstream(file) << e.dump(2);
-    const std::string out = dir.file("cli.out");
-    const int rc = std::system((cli + " experiment --config " + file + " --jobs 2 > " + out + " 2>&1").c_str());
-    std::ifstream text(out);
-    const std::string printed((std::istreambuf_iterator<char>(text)), std::istreambuf_iterator<char>());
-    QVERIFY2(rc == 0, printed.c_str());
-    QVERIFY2(printed.find("[hedgehog] started (process") != std::string::npos, printed.c_str());
-    QVERIFY2(printed.find("[t2r] completed after") != std::string::npos, printed.c_str());
-    const auto c = j::experimentConfigFromJson(e);
-    QVERIFY(j::pendingVariants(c).empty());
-    for (const std::string name : {"hedgehog", "t2r"}) {
-      const auto record = json::parse(std::ifstream(dir.file("exp") + "/" + name + "/variant.json"));
-      QCOMPARE(record["status"].get<std::string>(), std::string("completed"));
-      QVERIFY(fs::file_size(dir.file("exp") + "/" + name + "/experiment.log") > 0);
-    }
-    const auto summary = json::parse(std::ifstream(dir.file("exp") + "/summary.json"));
-    QCOMPARE(summary["variants"].size(), size_t(2));
-    const auto run = hh::runs::RunReader::open(dir.file("exp") + "/t2r/run.h5");
-    QCOMPARE(summary["variants"][1]["metrics"]["kl_mean"].get<double>(), run.scalars("kl_mean").values.back());
-    // A failing variant: the others complete, the command exits non-zero.
-    e["run_dir"] = dir.file("exp-fail");
-    e["variants"][0]["set"]["debug_nan_at_step"] = 1;
-    std::ofstream(file) << e.dump(2);
-    const auto err = dir.file("err.txt");
-    const int failed = std::system((cli + " experiment --config " + file + " --jobs 2 > " + out + " 2> " + err).c_str());
-    QVERIFY(failed != 0);
-    // One error line naming the failed variant, what it said and its log.
-    std::ifstream errors(err);
-    const std::string said((std::istreambuf_iterator<char>(errors)), std::istreambuf_iterator<char>());
-    QVERIFY2(said.rfind("hedgehog: error: 1 variant failed; the first, hedgehog: ", 0) == 0 &&
-                 said.find("NaN") != std::string::npos && said.find("/hedgehog/experiment.log)") != std::string::npos &&
-                 std::count(said.begin(), said.end(), '\n') == 1,
-             said.c_str());
-    QCOMPARE(j::pendingVariants(j::experimentConfigFromJson(e)), (std::vector<std::string>{"hedgehog"}));
-  }
 };
 
 HH_TEST_SUITE(TestExperimentJob, "engine.jobs.experiment", &TestExperimentJob::initTestCase,
               &TestExperimentJob::configErrorsNameTheProblem, &TestExperimentJob::variantsAreMergePatches,
               &TestExperimentJob::runsSummarizesAndReuses, &TestExperimentJob::failureIsRecordedAndCancelStops,
-              &TestExperimentJob::resumeContinuesAnInterruptedVariant, &TestExperimentJob::pendingAndSummaryOnly,
-              &TestExperimentJob::cliRunsVariantsInProcesses)
+              &TestExperimentJob::resumeContinuesAnInterruptedVariant, &TestExperimentJob::pendingAndSummaryOnly)
 
 #if HH_HAVE_QTEST
 #include "test_experiment_job.moc"

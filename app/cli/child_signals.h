@@ -1,0 +1,54 @@
+// Signals for the CLI's launchers of child processes (the ranks of `--nproc`, the variants of
+// `experiment --jobs`): while a ForwardedSignals lives, SIGINT and SIGTERM only count, so the
+// launcher's wait loop can pass each one on to its children (one SIGINT each: the first cancels a
+// child's job, a second kills it). Each child sits in its own process group (detachChild), so a
+// Ctrl-C at the terminal reaches the launcher alone and the children once, through it.
+#pragma once
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+
+namespace hh::cli {
+
+inline std::atomic<int> gForwardedSignals{0};
+inline void countForwardedSignal(int) { gForwardedSignals.fetch_add(1); }
+
+class ForwardedSignals {
+ public:
+  ForwardedSignals() {
+    gForwardedSignals = 0;
+    struct sigaction action {};
+    action.sa_handler = countForwardedSignal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &action, &oldInt_);
+    sigaction(SIGTERM, &action, &oldTerm_);
+  }
+  ~ForwardedSignals() {
+    sigaction(SIGINT, &oldInt_, nullptr);
+    sigaction(SIGTERM, &oldTerm_, nullptr);
+  }
+  ForwardedSignals(const ForwardedSignals&) = delete;
+  ForwardedSignals& operator=(const ForwardedSignals&) = delete;
+
+  int received() const { return gForwardedSignals.load(); }
+
+ private:
+  struct sigaction oldInt_ {}, oldTerm_ {};
+};
+
+// In a child between fork and exec (async-signal-safe calls only): its own process group, a SIGINT
+// (a cancel) when the launcher dies, even by SIGKILL, and the default handlers back. Returns false
+// when the launcher is already gone (the child should _exit).
+inline bool detachChild(pid_t launcher) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGINT);
+  if (getppid() != launcher) return false;
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  return true;
+}
+
+}  // namespace hh::cli
