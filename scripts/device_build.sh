@@ -26,6 +26,7 @@
 #                         with HH_CUDA ON the test step also runs scripts/cuda_sanitize.sh
 #   HH_TORCH_PREFIX       Torch's CMake prefix (default: the python3 wheel's)
 #   HH_DEVICE_TARGETS     build only these targets (default: everything the build defines)
+#   HH_CUDA_ARCHS         CMAKE_CUDA_ARCHITECTURES of the fused kernels (default 80;90)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dev="$repo/.device"
@@ -76,6 +77,7 @@ if [[ " ${steps[*]} " == *" build "* ]]; then
   log "configure $build (HH_CUDA=$cuda, HH_CUDA_KERNELS=$kernels, Torch from $torch_prefix)"
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DHH_BUILD_GUI=OFF -DHH_BUILD_TESTS=ON -DHH_BUILD_BENCHMARKS=ON -DHH_CUDA="$cuda" -DHH_CUDA_KERNELS="$kernels" -DHH_USE_CCACHE=OFF \
+    -DCMAKE_CUDA_ARCHITECTURES="${HH_CUDA_ARCHS:-80;90}" \
     -DCMAKE_PREFIX_PATH="$HH_DEPS/usr;$torch_prefix" \
     -DHDF5_ROOT="$HH_DEPS/usr/lib/x86_64-linux-gnu/hdf5/serial" -DICU_ROOT="$HH_DEPS/usr" \
     -DPKG_CONFIG_EXECUTABLE="$HH_DEPS/bin/pkg-config" \

@@ -13,8 +13,9 @@
 // after synchronising the device.
 // Built with HH_CUDA_KERNELS (engine/cuda, issue 27), four more columns on CUDA: the fused CUDA
 // kernels called directly (hh::cuda::hedgehogCudaCausal) and the generic chunked path (feature
-// map + linearChunked) they replace; the "hedgehog" columns then take those kernels too (the
-// engine's dispatch).
+// map + linearChunked) they replace; the "hedgehog" columns are the engine's dispatch, which
+// takes those kernels where its FusedCudaPolicy says they pay (docs/gpu.md). A measurement that
+// runs out of device memory is reported as such and the row goes on.
 #include <torch/types.h>
 #include <torch/version.h>
 
@@ -61,10 +62,28 @@ struct Measure {
   double seconds = 0.0;  // median
   double best = 0.0;     // fastest run
   double peakMiB = 0.0;  // peak memory growth during one run
+  bool failed = false;   // ran out of memory (the row goes on with the other columns)
 };
 
-// Times `fn` on `device` (synchronised before and after) and reads its peak memory.
+Measure timeAndPeak(const std::string& device, const std::function<void()>& fn, int repeats);
+
+// Times `fn` on `device` (synchronised before and after) and reads its peak memory; a
+// measurement that runs out of device memory is reported as such instead of ending the run.
 Measure measure(const std::string& device, const std::function<void()>& fn, int repeats) {
+  try {
+    return timeAndPeak(device, fn, repeats);
+  } catch (const c10::Error& e) {
+    const std::string what = e.what();
+    if (what.find("out of memory") == std::string::npos) throw;
+    hh::synchronizeDevice(device);
+    hh::releaseCachedDeviceMemory(device);
+    Measure m;
+    m.failed = true;
+    return m;
+  }
+}
+
+Measure timeAndPeak(const std::string& device, const std::function<void()>& fn, int repeats) {
   const bool cpu = device == "cpu";
   fn();  // warm-up
   hh::synchronizeDevice(device);
@@ -128,6 +147,7 @@ torch::Tensor fusedAttention(const torch::Tensor& q, const torch::Tensor& k, con
 }
 
 std::string cell(const Measure& m) {
+  if (m.failed) return "out of memory";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%8.1f ms %7.0f MiB", m.seconds * 1e3, m.peakMiB);
   return buf;
@@ -227,7 +247,7 @@ int main(int argc, char** argv) {
     const std::string skipped = "skipped (memory)", absent = "n/a (torch < 2)";
     const auto ratio = [](bool ran, const Measure& a, const Measure& b) {
       char buf[32] = "-";
-      if (ran) std::snprintf(buf, sizeof buf, "%.2fx", a.seconds / b.seconds);
+      if (ran && !a.failed && !b.failed) std::snprintf(buf, sizeof buf, "%.2fx", a.seconds / b.seconds);
       return std::string(buf);
     };
     std::string kernelCells;

@@ -76,6 +76,13 @@ int64_t devicePeakMemoryBytes(const std::string& device) {
   return -1;
 }
 
+void releaseCachedDeviceMemory(const std::string& device) {
+#if HH_CUDA
+  if (cudaIndex(device) >= 0) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+  (void)device;
+}
+
 std::string deviceLabel(const std::string& device) {
 #if HH_CUDA
   if (device.rfind("cuda:", 0) == 0) {

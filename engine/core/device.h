@@ -30,5 +30,8 @@ int cudaDeviceCount();
 void synchronizeDevice(const std::string& device);
 void resetDevicePeakMemory(const std::string& device);
 int64_t devicePeakMemoryBytes(const std::string& device);
+// Hands the caching allocator's unused blocks back to the driver (CUDA only; after an
+// out-of-memory error, so that the next allocation starts from a clean pool).
+void releaseCachedDeviceMemory(const std::string& device);
 
 }  // namespace hh

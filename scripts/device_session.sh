@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# One call of the device tool that does as much of the GPU work as its time allows (docs/gpu.md):
+# the build, then the checks and measurements of issues 26 and 27 in order of value, each under
+# its own time limit and none past the deadline. After every step the logs are packed into
+# $OUT/session.tgz and the one-line-per-step index into $OUT/summary.txt: the tool brings back at
+# most 8 files, and what a step had written before a time limit still comes back.
+#   bash scripts/device_session.sh [SECONDS] [STEP ...]
+#     SECONDS  the deadline from the start (default 560: a 600 s call with room to pack)
+#     STEP     run only these steps, in the order given (default: all, in the order below); a
+#              second call on a machine that is still warm passes the steps the first had no time
+#              for (the build directory is kept between calls on a warm machine).
+# Carry .device/deps.tar.gz and .device/data.tar.gz (bash scripts/device_build.sh pack, here).
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+final="${OUT:-$repo/.device/out}"
+work="$repo/.device/session"
+build="$repo/build-gpu"
+bin="$build/app"
+tests="$build/tests/hh_engine_tests"
+budget="${1:-560}"
+shift || true
+deadline=$((SECONDS + budget))
+rm -rf "$work"
+mkdir -p "$work" "$final"
+
+pack() {
+  tar -czf "$final/session.tgz" -C "$work" . 2>/dev/null
+  cp "$work/summary.txt" "$final/summary.txt" 2>/dev/null
+}
+
+step() {  # step NAME LIMIT COMMAND...: output to NAME.log, never past the deadline
+  local name=$1 limit=$2
+  shift 2
+  local left=$((deadline - SECONDS - 10))
+  if [ "$left" -lt 15 ]; then
+    echo "$name: skipped (no time left)" | tee -a "$work/summary.txt"
+    return
+  fi
+  [ "$limit" -le "$left" ] || limit=$left
+  local start=$SECONDS rc=0
+  # Line-buffered, so that a step stopped at its limit keeps what it had printed.
+  timeout -k 5 "$limit" stdbuf -oL -eL "$@" > "$work/$name.log" 2>&1 || rc=$?
+  echo "$name: exit $rc in $((SECONDS - start)) s (limit $limit s)" | tee -a "$work/summary.txt"
+  tail -n 4 "$work/$name.log" | cut -c1-400
+  pack
+}
+
+env_ready() {
+  [ -f "$repo/.device/deps/env.sh" ] || tar -xzf "$repo/.device/deps.tar.gz" -C "$repo/.device"
+  if [ ! -d "$repo/.device/data/npm" ]; then
+    mkdir -p "$repo/.device/data" && tar -xzf "$repo/.device/data.tar.gz" -C "$repo/.device/data"
+  fi
+  # shellcheck disable=SC1091
+  . "$repo/.device/deps/env.sh"
+  export HH_DATA_DIR="$repo/.device/data"
+}
+
+do_build() {
+  # sm_90 only: the machine is an H100/H200 (sm_80 is compile-checked on the development machine).
+  OUT="$work/build" HH_DEVICE_TARGETS="hedgehog hh_engine_tests hh_bench_attention hh_bench_decode" \
+    HH_CUDA_ARCHS=90 bash "$repo/scripts/device_build.sh" build
+}
+
+suites() {  # suites DTYPE REGEX: those engine suites on cuda
+  cd "$build" && HH_TEST_DEVICE=cuda HH_TEST_DTYPE="$1" ctest --timeout 300 -j 8 -R "$2" --output-on-failure
+}
+export repo work build
+export -f do_build suites  # the steps run them through `bash -c` (timeout and stdbuf need a program)
+
+all_steps=(build kernels attention_small attention_large decode_b1 suites_fp32 decode_b32 parity_cuda
+           steps_gpt2 pytorch_gpt2 demo_cuda suites_bf16 memcheck steps_llama pytorch_llama)
+[ $# -gt 0 ] && all_steps=("$@")
+env_ready
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$work/gpu.txt" 2>&1
+lengths=1024,2048,4096,8192,16384,32768,65536
+for s in "${all_steps[@]}"; do
+  case "$s" in
+    build) step build 420 bash -c do_build ;;
+    kernels) step kernels 120 "$tests" engine.cuda.hedgehog_cuda ;;
+    attention_small) step attention_small 120 "$bin/hh_bench_attention" --device cuda --dtype bfloat16 \
+        --batch 1 --heads 12 --dim 64 --lengths "$lengths" --softmax-max 65536 ;;
+    attention_large) step attention_large 150 "$bin/hh_bench_attention" --device cuda --dtype bfloat16 \
+        --batch 8 --heads 32 --dim 128 --lengths "$lengths" --softmax-max 65536 ;;
+    suites_fp32) step suites_fp32 200 bash -c 'suites float32 "^engine\."' ;;
+    suites_bf16) step suites_bf16 200 bash -c 'suites bfloat16 "^engine\.jobs"' ;;
+    decode_b1 | decode_b32) step "$s" 90 "$bin/hh_bench_decode" --device cuda --dtype bfloat16 --batch "${s#decode_b}" \
+        --shapes gpt2-small,llama-1b --positions 512,2048,8192,32768 ;;
+    parity_cuda) step parity_cuda 90 "$bin/hedgehog" parity --device cuda --head-dim 64 --maps hedgehog \
+        --rules additive --dtypes float32 bfloat16 --lengths 1 63 64 65 1000 4097 ;;
+    steps_gpt2) step steps_gpt2 120 "$bin/hedgehog" bench --shape gpt2-small --device cuda --dtype bfloat16 \
+        --batch-size 8 --seq-len 1024 --json "$work/steps_gpt2.json" ;;
+    steps_llama) step steps_llama 150 "$bin/hedgehog" bench --shape llama-1b --device cuda --dtype bfloat16 \
+        --batch-size 4 --seq-len 1024 --json "$work/steps_llama.json" ;;
+    pytorch_gpt2) step pytorch_gpt2 120 python3 "$repo/scripts/bench_distill_pytorch.py" --shape gpt2-small \
+        --device cuda --dtype bfloat16 --batch-size 8 --seq-len 1024 --step both --json "$work/pytorch_gpt2.json" ;;
+    pytorch_llama) step pytorch_llama 150 python3 "$repo/scripts/bench_distill_pytorch.py" --shape llama-1b \
+        --device cuda --dtype bfloat16 --batch-size 4 --seq-len 1024 --step both --json "$work/pytorch_llama.json" ;;
+    demo_cuda) step demo_cuda 180 "$bin/hedgehog" convert --config "$repo/projects/stories/stories.json" \
+        --device cuda --run-dir "$build/demo-run" ;;
+    memcheck) step memcheck 150 env HH_SANITIZE_TOOLS="memcheck racecheck" bash "$repo/scripts/cuda_sanitize.sh" "$build" ;;
+    *) echo "device_session: unknown step $s" | tee -a "$work/summary.txt" ;;
+  esac
+done
+pack
+echo "session: $(wc -l < "$work/summary.txt") steps in $SECONDS s"
+cat "$work/summary.txt"
