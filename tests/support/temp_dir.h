@@ -4,18 +4,28 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 namespace hh::test {
 
+// The folder the suites' temporary files go under: $TMPDIR when set, else /tmp. Not
+// std::filesystem::temp_directory_path(): linked against a PyTorch wheel's LibTorch, whose
+// libtorch_cpu.so exports copies of libstdc++ code (pytorch/pytorch#133437), every suite that
+// called it crashed on the first GPU run (docs/gpu.md).
+inline std::filesystem::path tempRoot() {
+  const char* dir = std::getenv("TMPDIR");
+  return dir && *dir ? std::filesystem::path(dir) : std::filesystem::path("/tmp");
+}
+
 // A fresh folder under the system temp dir, removed when the object goes away.
 class TempDir {
  public:
   explicit TempDir(const std::string& tag) {
     namespace fs = std::filesystem;
-    path_ = fs::temp_directory_path() / ("hh_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+    path_ = tempRoot() / ("hh_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }

@@ -31,6 +31,7 @@
 #include "engine/runs/run_writer.h"
 #include "tests/support/bad_inputs.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -109,7 +110,7 @@ std::string replaceAll(std::string text, const std::string& from, const std::str
 struct Scratch {
   std::string path;
   Scratch() {
-    std::string pattern = (fs::temp_directory_path() / "hh-bad-inputs-XXXXXX").string();
+    std::string pattern = (hh::test::tempRoot() / "hh-bad-inputs-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path = pattern;
     ::chmod(path.c_str(), 0755);

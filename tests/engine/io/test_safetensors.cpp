@@ -12,6 +12,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/models/tensor_file.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
 
 using hh::io::FormatError;
 using hh::io::SafetensorsFile;
@@ -25,7 +26,7 @@ struct ScratchDir {
   fs::path dir;
   ScratchDir() {
     std::random_device rd;
-    dir = fs::temp_directory_path() / ("hh_st_" + std::to_string(rd()) + std::to_string(rd()));
+    dir = hh::test::tempRoot() / ("hh_st_" + std::to_string(rd()) + std::to_string(rd()));
     fs::create_directories(dir);
   }
   ~ScratchDir() {

@@ -12,7 +12,9 @@ namespace {
 using Vec = std::vector<double>;
 using Mat = std::vector<Vec>;  // [T][C]
 
-const Array& get(const Weights& w, const std::string& name) {
+// The name by value: GCC 13 warns (-Wdangling-reference) of a returned reference when a
+// temporary string binds to a reference parameter, though the result refers into w.
+const Array& get(const Weights& w, std::string name) {
   const auto it = w.find(name);
   if (it == w.end()) throw std::runtime_error("reference: no weight \"" + name + "\"");
   return it->second;

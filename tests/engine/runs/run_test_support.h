@@ -14,6 +14,7 @@
 
 #include "engine/runs/run_layout.h"
 #include "engine/runs/run_writer.h"
+#include "tests/support/temp_dir.h"
 
 namespace hh::runs::testing {
 
@@ -21,7 +22,7 @@ namespace hh::runs::testing {
 class ScratchDir {
  public:
   ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "hh-runs-XXXXXX").string();
+    std::string pattern = (hh::test::tempRoot() / "hh-runs-XXXXXX").string();
     if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
     path_ = pattern;
   }

@@ -15,6 +15,7 @@
 
 #include "engine/tokenizers/tokenizer.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -60,7 +61,7 @@ class TestGpt2Brown : public QObject {
     QCOMPARE(files.size(), size_t{15});
 
     const auto tok = hh::tok::loadGpt2Bpe(encoder + "/encoder.json", encoder + "/vocab.bpe", /*endOfTextIsSpecial=*/false);
-    const fs::path tmp = fs::temp_directory_path() / ("hh_tok_brown_" + std::to_string(::getpid()));
+    const fs::path tmp = hh::test::tempRoot() / ("hh_tok_brown_" + std::to_string(::getpid()));
     fs::create_directories(tmp);
     const std::string idsPath = (tmp / "ids.tsv").string(), logPath = (tmp / "compare.txt").string();
     {

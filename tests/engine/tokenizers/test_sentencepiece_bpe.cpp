@@ -16,6 +16,7 @@
 
 #include "engine/tokenizers/tokenizer.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -86,7 +87,7 @@ json llamaJson(bool mergesAsPairs) {
 
 // Writes `j` as tokenizer.json into a fresh directory and loads it.
 std::unique_ptr<hh::tok::Tokenizer> load(const json& j, const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("hh_tok_llama_" + name + "_" + std::to_string(::getpid()));
+  const fs::path dir = hh::test::tempRoot() / ("hh_tok_llama_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "tokenizer.json") << j.dump();

@@ -13,6 +13,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -25,7 +26,7 @@ std::string fixture(const std::string& rel) { return std::string(HH_FIXTURES_DIR
 struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("hh_tok_files_" + name + "_" + std::to_string(::getpid()))) {
+      : path(hh::test::tempRoot() / ("hh_tok_files_" + name + "_" + std::to_string(::getpid()))) {
     fs::remove_all(path);
     fs::create_directories(path);
   }
