@@ -13,24 +13,65 @@
 #include "engine/cuda/hedgehog_cuda_torch.h"
 #endif
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 
 namespace hh::attn {
 
 namespace {
+FusedCudaPolicy policyFromEnvironment() {
+  const char* env = std::getenv("HH_FUSED_CUDA");
+  const std::string value = env ? env : "auto";
+  if (value == "on") return FusedCudaPolicy::Always;
+  if (value == "off") return FusedCudaPolicy::Never;
+  return FusedCudaPolicy::Auto;
+}
+std::atomic<FusedCudaPolicy>& policySetting() {
+  static std::atomic<FusedCudaPolicy> policy{policyFromEnvironment()};
+  return policy;
+}
+}  // namespace
+
+FusedCudaPolicy fusedCudaPolicy() { return policySetting().load(); }
+void setFusedCudaPolicy(FusedCudaPolicy policy) { policySetting().store(policy); }
+
+namespace {
 #if HH_CUDA_KERNELS
+// Measured on an H100 in bf16 (docs/gpu.md, 2026-11-26): the kernels' forward was 8-14 % faster
+// than the generic LibTorch path at B=8 H=32 D=128 and 1.04-4x slower at B=1 H=12 D=64 (12
+// thread blocks on 132 multiprocessors); forward + backward, the generic path was 1.6-4x faster
+// at both shapes while it fit, and peaked at about 115 bytes per element of q [B,H,T,D] (58.5 GB
+// at B=8 H=32 T=16K D=128; out of memory at 32K), the kernels at under a sixth of that.
+constexpr double kGenericTrainingBytesPerElement = 115.0;
+
+bool cudaKernelPays(const torch::Tensor& q, bool step, bool needsGrad) {
+  switch (fusedCudaPolicy()) {
+    case FusedCudaPolicy::Never: return false;
+    case FusedCudaPolicy::Always: return true;
+    case FusedCudaPolicy::Auto: break;
+  }
+  if (step) return true;
+  if (!needsGrad) return hh::cuda::hedgehogCudaFillsDevice(q);
+  const double scale = q.element_size() / 2.0;  // the measurement was bf16
+  return double(q.numel()) * kGenericTrainingBytesPerElement * scale > 0.5 * double(hh::cuda::deviceBytesAvailable(q));
+}
+
 // The fused CUDA kernels (engine/cuda) serve Hedgehog, additive, causal, no window mix, CUDA fp32
-// or bf16 of a supported head dim. The chunked kernel has a backward (training takes it too); the
-// step has none, so it serves only when nothing needs a gradient.
+// or bf16 of a supported head dim, where the policy says they pay (fusedCudaPolicy). The
+// chunked kernel has a backward (training takes it too); the step has none, so it serves only
+// when nothing needs a gradient.
 bool cudaKernelServes(const LinearAttentionConfig& config, bool windowMix, const FeatureMap& map, const torch::Tensor& q,
                       const torch::Tensor& k, const torch::Tensor& v, bool step) {
   const bool needsGrad = torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() ||
                                                            v.requires_grad() || map->weight().requires_grad() ||
                                                            map->bias().requires_grad());
   return !windowMix && !(step && needsGrad) && config.featureMap.kind == FeatureMapKind::Hedgehog &&
-         config.rule.rule == UpdateRule::Additive && config.rule.causal && hh::cuda::hedgehogCudaAccepts(q, k, v);
+         config.rule.rule == UpdateRule::Additive && config.rule.causal && hh::cuda::hedgehogCudaAccepts(q, k, v) &&
+         cudaKernelPays(q, step, needsGrad);
 }
 #endif
 torch::Tensor sliceTime(const torch::Tensor& x, int64_t t0, int64_t len) {

@@ -99,6 +99,28 @@ TORCH_MODULE(RuleGates);
 
 struct WindowInputs;  // window_attention.h
 
+// When Hedgehog layers on a GPU take the fused CUDA kernels of a HH_CUDA_KERNELS build (docs/gpu.md):
+//   Auto    the decode step always; the chunked forward without gradients when B * H fills the
+//           GPU (hh::cuda::hedgehogCudaFillsDevice), with gradients only where the generic
+//           LibTorch path would not fit in the GPU's memory (it is faster where it fits);
+//   Always  whenever the kernels accept the tensors (tests, parity, benchmarks);
+//   Never   the generic path only.
+// Process-wide. The default comes from the environment, HH_FUSED_CUDA=auto|on|off (auto if unset).
+enum class FusedCudaPolicy { Auto, Always, Never };
+FusedCudaPolicy fusedCudaPolicy();
+void setFusedCudaPolicy(FusedCudaPolicy policy);
+// Sets a policy for a scope and puts the previous one back.
+class ScopedFusedCudaPolicy {
+ public:
+  explicit ScopedFusedCudaPolicy(FusedCudaPolicy policy) : previous_(fusedCudaPolicy()) { setFusedCudaPolicy(policy); }
+  ~ScopedFusedCudaPolicy() { setFusedCudaPolicy(previous_); }
+  ScopedFusedCudaPolicy(const ScopedFusedCudaPolicy&) = delete;
+  ScopedFusedCudaPolicy& operator=(const ScopedFusedCudaPolicy&) = delete;
+
+ private:
+  FusedCudaPolicy previous_;
+};
+
 // What a model layer calls: feature map + rule + form, with the gates it needs; with
 // config.window > 0 the window hybrid of window_attention.h (the map's features for the far keys).
 class LinearAttentionImpl : public torch::nn::Module {

@@ -6,7 +6,8 @@
 //   backward  gq, gk, gv, gW, gb of that, recomputing features and chunk states (memory linear in T)
 //   step      S += phi(k) v^T, z += phi(k); y = phi(q)^T S / (phi(q).z + eps)   (one decode token)
 // The feature map is fused: phi never reaches global memory. Written for sm_80 and sm_90 (no
-// wgmma); NEVER RUN ON A GPU in its first version (docs/gpu.md, "Fused CUDA kernels").
+// wgmma). First run on an H100 on 2026-11-26: correct, and slower than the generic LibTorch path
+// unless B * H fills the GPU (docs/gpu.md, "Fused CUDA kernels").
 //
 // Conventions for every pointer below:
 //   - "rows" tensors are [B, H, T, D] (or [B, H, D] for the step) in the given dtype with any
@@ -48,6 +49,11 @@ struct Problem {
 // The kernels' tile height (rows per chunk): 64 for bf16, 32 for fp32 (whatever chunk size the
 // engine asks for: the result is the same up to rounding).
 int hedgehogCudaChunk(DType dtype);
+
+// Thread blocks the chunked forward runs per (batch, head): D / N value columns each (N = 64 in
+// bf16, 32 in fp32). Each walks every chunk of its head in time order, so B * H times this is
+// all the parallelism the forward has.
+int hedgehogCudaBlocksPerHead(DType dtype, int headDim);
 
 // True for D in {64, 128}, fp32 or bf16, T >= 1, 1 <= B*H, and a device of compute capability
 // 8.0 or newer with enough shared memory per block for these kernels.

@@ -2,6 +2,7 @@
 #include "engine/cuda/hedgehog_cuda_torch.h"
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/autograd.h>
@@ -110,6 +111,23 @@ bool hedgehogCudaAccepts(const at::Tensor& q, const at::Tensor& k, const at::Ten
   if (k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type()) return false;
   if (k.device() != q.device() || v.device() != q.device() || v.size(-1) != q.size(-1)) return false;
   return hedgehogCudaSupports(dtypeOf(q), static_cast<int>(q.size(-1)), q.device().index());
+}
+
+bool hedgehogCudaFillsDevice(const at::Tensor& q) {
+  int multiprocessors = 0;
+  if (cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, q.device().index()) != cudaSuccess)
+    return false;
+  const int64_t blocks = q.size(0) * q.size(1) * hedgehogCudaBlocksPerHead(dtypeOf(q), static_cast<int>(q.size(-1)));
+  return blocks >= multiprocessors;
+}
+
+int64_t deviceBytesAvailable(const at::Tensor& q) {
+  const c10::cuda::CUDAGuard guard(q.device());
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(q.device().index());
+  const auto all = static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
+  return static_cast<int64_t>(free) + stats.reserved_bytes[all].current - stats.allocated_bytes[all].current;
 }
 
 at::Tensor hedgehogCudaCausal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& weight,

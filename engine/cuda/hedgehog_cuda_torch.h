@@ -1,7 +1,8 @@
 // The Torch side of the fused CUDA Hedgehog kernels (hedgehog_cuda.h): checks at::Tensor inputs,
 // runs the kernels on the current CUDA stream, and wraps forward + backward in an autograd
 // Function. Compiled only when the project is configured with HH_CUDA_KERNELS=ON and HH_CUDA=ON
-// (HH_CUDA_KERNELS=1 is then defined for the attention library); never run on a GPU yet.
+// (HH_CUDA_KERNELS=1 is then defined for the attention library). First run on an H100 on
+// 2026-11-26 (docs/gpu.md).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -12,6 +13,15 @@ namespace hh::cuda {
 // True when hedgehogCudaCausal / hedgehogCudaStep take these tensors: CUDA, fp32 or bf16 (q, k, v
 // alike), v's head dim equal to q's, D in {64, 128}, a device of compute capability >= 8.0.
 bool hedgehogCudaAccepts(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+// Whether the chunked forward's B * H * blocks-per-head thread blocks (hedgehogCudaBlocksPerHead)
+// reach the multiprocessor count of q's GPU: each block walks its head's chunks in sequence, so
+// below that the GPU idles. q [B, H, T, D] on a GPU.
+bool hedgehogCudaFillsDevice(const at::Tensor& q);
+
+// Bytes q's GPU can still hand out: the driver's free memory plus what Torch's caching allocator
+// holds unused.
+int64_t deviceBytesAvailable(const at::Tensor& q);
 
 // q, k, v [B, H, T, D] (CUDA, fp32 or bf16, last dim contiguous or copied), weight [H, D, D],
 // bias [H, D] (any floating dtype; used in fp32) -> y [B, H, T, D] in q's dtype, with autograd

@@ -99,6 +99,10 @@ using namespace detail;
 
 int hedgehogCudaChunk(DType dtype) { return dtype == DType::BF16 ? 64 : 32; }
 
+int hedgehogCudaBlocksPerHead(DType dtype, int headDim) {
+  return headDim / (dtype == DType::BF16 ? ForwardCfg<bf16, 64>::N : ForwardCfg<float, 64>::N);
+}
+
 bool hedgehogCudaSupports(DType dtype, int headDim, int device) {
   if (headDim != 64 && headDim != 128) return false;
   int major = 0, optin = 0;  // attribute queries are cheap (cudaGetDeviceProperties is not)

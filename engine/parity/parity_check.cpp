@@ -69,7 +69,8 @@ void randomizeTrainable(attn::FeatureMap& fm, uint64_t seed) {
 }
 // The causal additive Hedgehog layer's own chunked forward: LinearAttention dispatches to the
 // fused kernels where they apply (the CPU kernel for fp32 CPU tensors, the CUDA kernels in a
-// HH_CUDA_KERNELS build for fp32/bf16 CUDA tensors of head dim 64 or 128), else the generic forms.
+// HH_CUDA_KERNELS build for fp32/bf16 CUDA tensors of head dim 64 or 128, whatever B * H), else
+// the generic forms.
 torch::Tensor layerForward(const attn::FeatureMap& fm, int64_t chunkSize, const torch::Tensor& q, const torch::Tensor& k,
                            const torch::Tensor& v) {
   attn::LinearAttentionConfig c;
@@ -81,6 +82,9 @@ torch::Tensor layerForward(const attn::FeatureMap& fm, int64_t chunkSize, const 
   layer->to(q.device());
   layer->featureMap()->weight().copy_(fm->weight());
   layer->featureMap()->bias().copy_(fm->bias());
+  // The parity shapes are small: under the default policy the CUDA kernels would leave them to
+  // the generic path (they pay only when B * H fills the GPU), and these rows are their check.
+  const attn::ScopedFusedCudaPolicy always(attn::FusedCudaPolicy::Always);
   return layer->forward(q, k, v, {}, attn::AttentionForm::Chunked);
 }
 }  // namespace

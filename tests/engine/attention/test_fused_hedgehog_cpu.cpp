@@ -114,11 +114,28 @@ class TestFusedHedgehogCpu : public QObject {
     QVERIFY(la->featureMap()->weight().grad().defined());
     QVERIFY(la->featureMap()->weight().grad().abs().sum().item<double>() > 0.0);
   }
+
+  void fusedCudaPolicyIsScoped() {
+    // The process-wide choice of the CUDA kernels (docs/gpu.md): a scope sets it and puts the
+    // previous one back, nested scopes too.
+    using hh::attn::FusedCudaPolicy;
+    const auto before = hh::attn::fusedCudaPolicy();
+    {
+      const hh::attn::ScopedFusedCudaPolicy never(FusedCudaPolicy::Never);
+      QVERIFY(hh::attn::fusedCudaPolicy() == FusedCudaPolicy::Never);
+      {
+        const hh::attn::ScopedFusedCudaPolicy always(FusedCudaPolicy::Always);
+        QVERIFY(hh::attn::fusedCudaPolicy() == FusedCudaPolicy::Always);
+      }
+      QVERIFY(hh::attn::fusedCudaPolicy() == FusedCudaPolicy::Never);
+    }
+    QVERIFY(hh::attn::fusedCudaPolicy() == before);
+  }
 };
 
 HH_TEST_SUITE(TestFusedHedgehogCpu, "engine.attention.fused_hedgehog_cpu", &TestFusedHedgehogCpu::matchesBruteForce,
               &TestFusedHedgehogCpu::fusedStepMatchesGenericSteps, &TestFusedHedgehogCpu::clampedFeaturesAgreeAndStayFinite,
-              &TestFusedHedgehogCpu::gradientsStillFlowThroughGenericPath)
+              &TestFusedHedgehogCpu::gradientsStillFlowThroughGenericPath, &TestFusedHedgehogCpu::fusedCudaPolicyIsScoped)
 
 #if HH_HAVE_QTEST
 #include "test_fused_hedgehog_cpu.moc"

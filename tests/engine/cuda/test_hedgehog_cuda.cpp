@@ -9,6 +9,7 @@
 #include <torch/cuda.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -43,25 +44,25 @@ struct Grads {
   at::Tensor y, gq, gk, gv, gw, gb;
 };
 
-// fp64 CPU reference through the engine's generic path, gradients by autograd.
+// CPU reference through the engine's generic path (fp64 unless asked), gradients by autograd.
 Grads reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& w,
-                const at::Tensor& b, const at::Tensor& gy, double eps) {
+                const at::Tensor& b, const at::Tensor& gy, double eps, torch::ScalarType dtype = torch::kDouble) {
   hh::attn::FeatureMapConfig fc;
   fc.heads = q.size(1);
   fc.headDim = q.size(3);
   hh::attn::FeatureMap map(fc);
-  map->to(torch::kDouble);
+  map->to(dtype);
   {
     at::NoGradGuard g;
     map->weight().copy_(w.cpu());
     map->bias().copy_(b.cpu());
   }
-  auto as64 = [](const at::Tensor& t) { return t.detach().cpu().to(torch::kDouble).requires_grad_(true); };
+  auto as64 = [&](const at::Tensor& t) { return t.detach().cpu().to(dtype).requires_grad_(true); };
   auto q64 = as64(q), k64 = as64(k), v64 = as64(v);
   hh::attn::RuleOptions rule;
   rule.eps = eps;
   const auto y = hh::attn::linearChunked(map->forward(q64), map->forward(k64), v64, {}, rule);
-  y.backward(gy.detach().cpu().to(torch::kDouble));
+  y.backward(gy.detach().cpu().to(dtype));
   return {y.detach(), q64.grad(), k64.grad(), v64.grad(), map->weight().grad(), map->bias().grad()};
 }
 
@@ -134,7 +135,16 @@ void compareCase(const Case& c, torch::ScalarType dtype, bool stridedInputs, boo
   // of at most 1024 rows, added in a fixed order; a host emulation of the kernels measured ~1e-6
   // at T <= 130). bf16: 2e-2 for y; the gradients go through two more bf16-rounded operands
   // (gy/den and the recomputed features), 5e-2 (the emulation: <= 1.3e-2).
-  const double tolY = bf ? 2e-2 : 1e-4, tolX = bf ? 5e-2 : 1e-4, tolW = bf ? 5e-2 : 1e-4;
+  double tolY = bf ? 2e-2 : 1e-4, tolX = bf ? 5e-2 : 1e-4, tolW = bf ? 5e-2 : 1e-4;
+  if (pastClamp && !bf) {
+    // Rows scaled by 80 put features near e^30 beside O(1) ones: the gradients are ill-conditioned,
+    // and the engine's own generic path in fp32 misses fp64 by more than 1e-4 here (on the H100
+    // run, 2026-11-26: gW 1.5e-4 generic, 1.05e-4 kernel). The kernel must then be no worse than
+    // twice that generic fp32 error, measured on the same inputs.
+    const auto f32 = reference(q, k, v, w, bias, gy, eps, torch::kFloat);
+    tolX = std::max({tolX, 2 * rel(f32.gq, ref.gq), 2 * rel(f32.gk, ref.gk)});
+    tolW = std::max({tolW, 2 * rel(f32.gw, ref.gw), 2 * rel(f32.gb, ref.gb)});
+  }
   const std::string where = "B=" + std::to_string(c.b) + " H=" + std::to_string(c.h) + " T=" + std::to_string(c.t) +
                             " D=" + std::to_string(c.d) + (bf ? " bf16" : " fp32") + ": ";
   const struct {
@@ -191,6 +201,7 @@ class TestHedgehogCuda : public QObject {
     // LinearAttention's chunked forward on CUDA goes through hedgehogCudaCausal (autograd
     // Function): output and weight gradient against the fp64 reference.
     if (!haveGpu()) QSKIP("no CUDA device");
+    const hh::attn::ScopedFusedCudaPolicy always(hh::attn::FusedCudaPolicy::Always);  // B * H = 4 is small
     hh::attn::LinearAttentionConfig cfg;
     cfg.featureMap.heads = 2;
     cfg.featureMap.headDim = 64;
@@ -207,6 +218,20 @@ class TestHedgehogCuda : public QObject {
     QVERIFY2(rel(y, ref.y) < 1e-4, ("y rel " + std::to_string(rel(y, ref.y))).c_str());
     const double gw = rel(la->featureMap()->weight().grad(), ref.gw);
     QVERIFY2(gw < 5e-4, ("gW rel " + std::to_string(gw)).c_str());
+  }
+
+  void kernelsPayWhereHeadsFillTheGpu() {
+    // The Auto policy's measure: B * H * blocks per head against the multiprocessor count (an
+    // H100 has 132). The two shapes of the benchmark sit on either side of it on any GPU with
+    // between 13 and 512 multiprocessors.
+    if (!haveGpu()) QSKIP("no CUDA device");
+    const auto opt = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+    QCOMPARE(hh::cuda::hedgehogCudaBlocksPerHead(hh::cuda::DType::BF16, 128), 2);
+    QCOMPARE(hh::cuda::hedgehogCudaBlocksPerHead(hh::cuda::DType::F32, 64), 2);
+    QVERIFY(!hh::cuda::hedgehogCudaFillsDevice(torch::zeros({1, 12, 16, 64}, opt)));
+    QVERIFY(hh::cuda::hedgehogCudaFillsDevice(torch::zeros({8, 32, 16, 128}, opt)));
+    const int64_t available = hh::cuda::deviceBytesAvailable(torch::zeros({1}, opt));
+    QVERIFY2(available > (int64_t(1) << 30), std::to_string(available).c_str());  // at least 1 GiB on any GPU that runs these
   }
 
   void stepMatchesGenericSteps() {
@@ -261,7 +286,7 @@ class TestHedgehogCuda : public QObject {
 HH_TEST_SUITE(TestHedgehogCuda, "engine.cuda.hedgehog_cuda", &TestHedgehogCuda::initTestCase,
               &TestHedgehogCuda::matchesReferenceFp32, &TestHedgehogCuda::matchesReferenceBf16,
               &TestHedgehogCuda::clampedFeatures, &TestHedgehogCuda::moduleTakesTheKernelWithGradients,
-              &TestHedgehogCuda::stepMatchesGenericSteps)
+              &TestHedgehogCuda::kernelsPayWhereHeadsFillTheGpu, &TestHedgehogCuda::stepMatchesGenericSteps)
 
 #if HH_HAVE_QTEST
 #include "test_hedgehog_cuda.moc"
