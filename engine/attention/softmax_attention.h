@@ -14,7 +14,9 @@ at::Tensor attentionScores(const at::Tensor& q, const at::Tensor& k);
 at::Tensor softmaxWeights(const at::Tensor& q, const at::Tensor& k, bool causal,
                              const at::Tensor& keyMask = {});
 
-// softmaxWeights(...) @ v: [B, H, Tq, Dv].
+// softmaxWeights(...) @ v: [B, H, Tq, Dv]. On CUDA tensors without a key mask (LibTorch 2 and
+// later), PyTorch's fused scaled_dot_product_attention computes it instead, never holding the
+// weights.
 at::Tensor softmaxAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                                const at::Tensor& keyMask = {});
 

@@ -145,6 +145,9 @@ torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Te
     if (!at::GradMode::is_enabled() && !(capturing && request->softmaxWeights)) {
       // Inference that keeps no weights: a block of query rows at a time, not [B,H,T,T] at once.
       softmaxOut = attn::softmaxAttentionInBlocks(q, k, v, config_.causal, context.keyMask);
+    } else if (q.is_cuda() && !(capturing && request->softmaxWeights)) {
+      // Training through softmax on a GPU, weights not kept: PyTorch's fused attention where it serves.
+      softmaxOut = attn::softmaxAttention(q, k, v, config_.causal, context.keyMask);
     } else {
       softmaxW = attn::softmaxWeights(q, k, config_.causal, context.keyMask);  // [B,H,T,T], >= fp32
       softmaxOut = torch::matmul(softmaxW.to(v.scalar_type()), v);
