@@ -50,10 +50,18 @@ struct Problem {
 // engine asks for: the result is the same up to rounding).
 int hedgehogCudaChunk(DType dtype);
 
-// Thread blocks the chunked forward runs per (batch, head): D / N value columns each (N = 64 in
-// bf16, 32 in fp32). Each walks every chunk of its head in time order, so B * H times this is
-// all the parallelism the forward has.
+// Thread blocks the chunked forward runs per (batch, head) and segment: D / N value columns each
+// (N = 64 in bf16, 32 in fp32).
 int hedgehogCudaBlocksPerHead(DType dtype, int headDim);
+
+// The forward splits each head's sequence into `segments` runs of whole chunks, each walked in
+// time order by its own thread blocks (a first pass sums each segment's state, a prefix over the
+// segments gives each its starting state): B * H * blocks-per-head * segments blocks in all.
+// hedgehogCudaSegments picks enough for two blocks per multiprocessor of `device`, with at least
+// four chunks per segment (1: no split); hedgehogCudaForwardWorkspace is what the split needs
+// (B * H * segments * (2D * D + 2D) fp32; 0 for one segment).
+int hedgehogCudaSegments(const Problem& p, int device);
+size_t hedgehogCudaForwardWorkspace(const Problem& p, int segments);
 
 // True for D in {64, 128}, fp32 or bf16, T >= 1, 1 <= B*H, and a device of compute capability
 // 8.0 or newer with enough shared memory per block for these kernels.
@@ -66,6 +74,8 @@ struct ForwardArgs {
   const float* bias;     // [H, D] fp32
   Rows y;                // [B, H, T, D] dtype, written
   float* den = nullptr;  // optional [B, H, T] fp32 contiguous: sum_{j<=i} phi(q_i).phi(k_j) + eps
+  int segments = 1;      // 1 .. number of chunks (hedgehogCudaSegments)
+  void* workspace = nullptr;  // hedgehogCudaForwardWorkspace(p, segments) bytes, 256-byte aligned
 };
 Status hedgehogCudaForward(const ForwardArgs& a);
 

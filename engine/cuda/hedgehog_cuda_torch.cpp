@@ -78,6 +78,13 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
     auto den = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
     ForwardArgs a{problemOf(q, eps), rowsOf(q), rowsOf(k), rowsOf(v), w.data_ptr<float>(), b.data_ptr<float>(),
                   rowsOf(y), den.data_ptr<float>()};
+    a.segments = hedgehogCudaSegments(a.p, q.device().index());
+    at::Tensor workspace;  // the split forward's segment states, freed when the call returns
+    if (a.segments > 1) {
+      workspace = at::empty({static_cast<int64_t>(hedgehogCudaForwardWorkspace(a.p, a.segments))},
+                            q.options().dtype(at::kByte));
+      a.workspace = workspace.data_ptr();
+    }
     check(hedgehogCudaForward(a));
     ctx->save_for_backward({q, k, v, w, b, y, den});
     ctx->saved_data["eps"] = eps;

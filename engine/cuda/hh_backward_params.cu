@@ -147,13 +147,16 @@ template <typename T, int D>
 cudaError_t launchParams(const BackwardArgs& a, const Workspace& w) {
   const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads);
   const unsigned tiles = unsigned(std::min<int64_t>((a.p.length + kRowsPerTile - 1) / kRowsPerTile, 65535));
-  gradInputKernel<T, D><<<dim3(bh, tiles, 2), kThreads, 0, a.p.stream>>>(a, w.guQ, w.guK);
+  const auto gradInput = gradInputKernel<T, D>;
+  const auto weightPart = weightPartKernel<T, D>;
+  HH_LAUNCH(gradInput, dim3(bh, tiles, 2), kThreads, 0, a.p.stream, a, w.guQ, w.guK);
   const int splits = splitsOf(a.p);
-  weightPartKernel<T, D><<<dim3(a.p.heads, D / 32, splits), kThreads, 0, a.p.stream>>>(a, w.guQ, w.guK, splits,
-                                                                                      w.wPart, w.bPart);
+  HH_LAUNCH(weightPart, dim3(a.p.heads, D / 32, splits), kThreads, 0, a.p.stream, a, w.guQ, w.guK, splits, w.wPart,
+            w.bPart);
   const int64_t wCount = int64_t(a.p.heads) * D * D, bCount = int64_t(a.p.heads) * D;
   const int blocks = static_cast<int>(std::min<int64_t>((wCount + bCount + 255) / 256, 4096));
-  weightReduceKernel<<<blocks, 256, 0, a.p.stream>>>(w.wPart, w.bPart, splits, wCount, bCount, a.gweight, a.gbias);
+  HH_LAUNCH(weightReduceKernel, blocks, 256, 0, a.p.stream, w.wPart, w.bPart, splits, wCount, bCount, a.gweight,
+            a.gbias);
   return cudaGetLastError();
 }
 

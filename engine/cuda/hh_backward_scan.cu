@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kThreads, 1) dvKernel(BackwardArgs a) {
   using Cfg = DvCfg<T, D>;
   using Scan = typename Cfg::Scan;
   constexpr int C = Cfg::C, N = Cfg::N;
-  extern __shared__ __align__(128) unsigned char smem[];
+  HH_DYNAMIC_SHARED(smem);
   Scan s(smem);
   const int b = blockIdx.x / a.p.heads, h = blockIdx.x % a.p.heads, n0 = blockIdx.y * N;
   const float* W = a.weight + size_t(h) * D * D;
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1) dqkKernel(BackwardArgs a, float* 
   using Cfg = DqkCfg<T, D, IsQ>;
   using Scan = typename Cfg::Scan;
   constexpr int C = Cfg::C, K = Cfg::K;
-  extern __shared__ __align__(128) unsigned char smem[];
+  HH_DYNAMIC_SHARED(smem);
   Scan s(smem);
   const int b = blockIdx.x / a.p.heads, h = blockIdx.x % a.p.heads, u0 = blockIdx.y * kBlockU;
   const float* W = a.weight + size_t(h) * D * D;
@@ -165,12 +165,15 @@ cudaError_t launchScans(const BackwardArgs& a, float* guQ, float* guK) {
   const size_t dvBytes = DvCfg<T, D>::Scan::kBytes;
   const size_t dqBytes = DqkCfg<T, D, true>::Scan::kBytes, dkBytes = DqkCfg<T, D, false>::Scan::kBytes;
   cudaError_t e;
-  if ((e = prepare(dvKernel<T, D>, dvBytes)) != cudaSuccess) return e;
-  dvKernel<T, D><<<dim3(bh, D / DvCfg<T, D>::N), kThreads, dvBytes, a.p.stream>>>(a);
-  if ((e = prepare(dqkKernel<T, D, true>, dqBytes)) != cudaSuccess) return e;
-  dqkKernel<T, D, true><<<dim3(bh, D / kBlockU), kThreads, dqBytes, a.p.stream>>>(a, guQ);
-  if ((e = prepare(dqkKernel<T, D, false>, dkBytes)) != cudaSuccess) return e;
-  dqkKernel<T, D, false><<<dim3(bh, D / kBlockU), kThreads, dkBytes, a.p.stream>>>(a, guK);
+  const auto dv = dvKernel<T, D>;
+  const auto dq = dqkKernel<T, D, true>;
+  const auto dk = dqkKernel<T, D, false>;
+  if ((e = prepare(dv, dvBytes)) != cudaSuccess) return e;
+  HH_LAUNCH(dv, dim3(bh, D / DvCfg<T, D>::N), kThreads, dvBytes, a.p.stream, a);
+  if ((e = prepare(dq, dqBytes)) != cudaSuccess) return e;
+  HH_LAUNCH(dq, dim3(bh, D / kBlockU), kThreads, dqBytes, a.p.stream, a, guQ);
+  if ((e = prepare(dk, dkBytes)) != cudaSuccess) return e;
+  HH_LAUNCH(dk, dim3(bh, D / kBlockU), kThreads, dkBytes, a.p.stream, a, guK);
   return cudaGetLastError();
 }
 

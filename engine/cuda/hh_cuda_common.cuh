@@ -3,12 +3,27 @@
 //   bf16: tensor cores through nvcuda::wmma (m16n16k16, bf16 operands, fp32 accumulators);
 //   fp32: plain FMA (no TF32), each lane owning a 2 x 4 block of the 16 x 16 tile.
 // All operands of the tile products are in shared memory (or, fp32 only, any memory).
+//
+// The kernels also compile as plain C++ against a host emulation of the CUDA features they use
+// (tests/support/cuda_emulation, HH_CUDA_EMULATION): the engine.cuda.hedgehog_cuda_emulated suite
+// runs them on the CPU. For that, kernels take their dynamic shared memory with
+// HH_DYNAMIC_SHARED(name) and are launched with HH_LAUNCH(kernel, grid, block, bytes, stream, args...)
+// (kernel a variable or a name without commas), never with <<<...>>> directly.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#if defined(HH_CUDA_EMULATION)
+#define HH_DYNAMIC_SHARED(name) unsigned char* name = ::hh_emu::dynamicShared()
+#define HH_LAUNCH(kernel, grid, block, bytes, stream, ...) ::hh_emu::launch(kernel, grid, block, bytes, stream, __VA_ARGS__)
+#else
+#define HH_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
+#define HH_LAUNCH(kernel, grid, block, bytes, stream, ...) kernel<<<grid, block, bytes, stream>>>(__VA_ARGS__)
+#endif
+
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "engine/cuda/hedgehog_cuda.h"
@@ -33,6 +48,48 @@ __device__ __forceinline__ bf16 fromF<bf16>(float x) { return __float2bfloat16(x
 template <typename T>
 __device__ __forceinline__ T* rowPtr(const Rows& r, int b, int h, int64_t t) {
   return static_cast<T*>(r.data) + b * r.sb + h * r.sh + t * r.st;
+}
+
+// 16 bytes from src to dst, both 16-byte aligned: one vector load and store (LDG.128 / STS.128).
+__device__ __forceinline__ void copy16(void* dst, const void* src) {
+#if defined(HH_CUDA_EMULATION)
+  std::memcpy(dst, src, 16);  // the same bytes, without the aliasing a host compiler may not allow
+#else
+  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
+#endif
+}
+__device__ __forceinline__ void zero16(void* dst) {
+#if defined(HH_CUDA_EMULATION)
+  std::memset(dst, 0, 16);
+#else
+  *static_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+#endif
+}
+
+// Rows [0, C) x columns [c0, c0 + NCOLS) of rows t0 + r of head (b, h) into dst[r * ld + c], zero
+// from row len on. 16-byte loads and stores when the source rows are 16-byte aligned (dst rows
+// always are: ld * sizeof(T) and the tile bases are multiples of 16 bytes), else one element at
+// a time. Every thread has all its loads in flight before it stores.
+template <typename T, int C, int NCOLS>
+__device__ void loadTile(T* dst, int ld, const Rows& x, int b, int h, int64_t t0, int len, int c0) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T)), VPR = NCOLS / V;  // vectors per row
+  static_assert(NCOLS % V == 0, "whole 16-byte vectors per row");
+  const T* base = static_cast<const T*>(x.data) + b * x.sb + h * x.sh + t0 * x.st + c0;
+  const bool vectors = ((reinterpret_cast<uintptr_t>(base) | uintptr_t(x.st * int64_t(sizeof(T)))) & 15) == 0;
+  if (vectors) {
+    for (int idx = threadIdx.x; idx < C * VPR; idx += kThreads) {
+      const int r = idx / VPR, c = (idx % VPR) * V;
+      if (r < len)
+        copy16(dst + r * ld + c, base + r * x.st + c);
+      else
+        zero16(dst + r * ld + c);
+    }
+    return;
+  }
+  for (int idx = threadIdx.x; idx < C * NCOLS; idx += kThreads) {
+    const int r = idx / NCOLS, c = idx % NCOLS;
+    dst[r * ld + c] = r < len ? base[r * x.st + c] : fromF<T>(0.0f);
+  }
 }
 
 // Shared-memory row padding, in elements: 16 bytes, so that rows start in different banks and
@@ -66,9 +123,12 @@ struct Mma<bf16> {
       mma_sync(c, fa, fb, c);
     }
   }
-  // c -> p[16,16] fp32 row-major (ld a multiple of 4, p 32-byte aligned)
+  // c -> p[16,16] fp32 row-major (ld a multiple of 4, p 32-byte aligned), and back
   static __device__ __forceinline__ void store(float* p, int ld, const Acc& c) {
     nvcuda::wmma::store_matrix_sync(p, c, ld, nvcuda::wmma::mem_row_major);
+  }
+  static __device__ __forceinline__ void load(Acc& c, const float* p, int ld) {
+    nvcuda::wmma::load_matrix_sync(c, p, ld, nvcuda::wmma::mem_row_major);
   }
 };
 
@@ -106,6 +166,13 @@ struct Mma<float> {
     for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int j = 0; j < 4; ++j) p[(r0 + i) * ld + c0 + j] = c.v[i][j];
+  }
+  static __device__ __forceinline__ void load(Acc& c, const float* p, int ld) {
+    const int lane = threadIdx.x & 31, r0 = 2 * (lane >> 2), c0 = 4 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c.v[i][j] = p[(r0 + i) * ld + c0 + j];
   }
 };
 

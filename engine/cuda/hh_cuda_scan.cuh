@@ -123,12 +123,39 @@ struct ChunkScan {
       M::template mac<false, false>(acc, L + ti * 16 * LDK, LDK, Sop + tn * 16, LDN, K);
       M::store(P32 + ti * 16 * LDP + tn * 16, LDP, acc);
     }
+    accumulate();
+  }
+
+  // State += Lk^T Vals alone (the segmented forward's first pass). The caller syncs before and after.
+  __device__ void accumulate() {
+    const int warp = threadIdx.x >> 5;
 #pragma unroll
     for (int s = 0; s < kPerWarp; ++s) {
       const int tile = warp + s * kWarps;
       if (tile >= kStateTiles) break;
       const int tk = tile / TN, tn = tile % TN;
       M::template mac<true, false>(state[s], Lk + tk * 16, LDK, V + tn * 16, LDN, C);
+    }
+  }
+
+  // State from / to a [K, N] fp32 block in any memory, row k at p + k * ld (ld a multiple of 16,
+  // p 32-byte aligned): the segmented forward's starting states and segment sums.
+  __device__ void loadState(const float* p, int ld) {
+    const int warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int s = 0; s < kPerWarp; ++s) {
+      const int tile = warp + s * kWarps;
+      if (tile >= kStateTiles) break;
+      M::load(state[s], p + (tile / TN) * 16 * ld + (tile % TN) * 16, ld);
+    }
+  }
+  __device__ void storeState(float* p, int ld) const {
+    const int warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int s = 0; s < kPerWarp; ++s) {
+      const int tile = warp + s * kWarps;
+      if (tile >= kStateTiles) break;
+      M::store(p + (tile / TN) * 16 * ld + (tile % TN) * 16, ld, state[s]);
     }
   }
 
@@ -164,16 +191,26 @@ struct FeatureRows {
     using M = Mma<T>;
     __syncthreads();
     T* X = reinterpret_cast<T*>(scratch);
-    for (int idx = threadIdx.x; idx < C * D; idx += kThreads) {
-      const int r = idx / D, c = idx % D;
-      X[r * LDX + c] = r < len ? rowPtr<const T>(x, b, h, t0 + r)[c] : fromF<T>(0.0f);
-    }
+    loadTile<T, C, D>(X, LDX, x, b, h, t0, len, 0);
     const T* Wsrc;
     int ldw;
     if constexpr (sizeof(T) == 2) {  // W rows [u0, u0+nU) as bf16 in shared memory
       T* Ws = reinterpret_cast<T*>(scratch + alignUp(size_t(C) * LDX * sizeof(T)));
-      for (int idx = threadIdx.x; idx < nU * D; idx += kThreads)
-        Ws[(idx / D) * LDX + idx % D] = fromF<T>(W[size_t(u0) * D + idx]);
+      const float* rows = W + size_t(u0) * D;
+      if ((reinterpret_cast<uintptr_t>(rows) & 15) == 0) {  // four floats a load
+        for (int idx = threadIdx.x; idx < nU * D / 4; idx += kThreads) {
+          const int r = idx / (D / 4), c = (idx % (D / 4)) * 4;
+          float4 w4;
+          copy16(&w4, rows + size_t(r) * D + c);
+          T* dst = Ws + r * LDX + c;
+          dst[0] = fromF<T>(w4.x);
+          dst[1] = fromF<T>(w4.y);
+          dst[2] = fromF<T>(w4.z);
+          dst[3] = fromF<T>(w4.w);
+        }
+      } else {
+        for (int idx = threadIdx.x; idx < nU * D; idx += kThreads) Ws[(idx / D) * LDX + idx % D] = fromF<T>(rows[idx]);
+      }
       Wsrc = Ws;
       ldw = LDX;
     } else {  // fp32: FMA reads W straight from global memory (L1/L2)

@@ -2,10 +2,12 @@
 //
 // Grid: x = b * H + h (one CTA per (batch, head) ...), y = value-column block of N columns
 // (... times D / N: for D = 128 two (bf16) or four (fp32) CTAs per head, each recomputing the
-// features and the chunk scores but carrying only its [F, N] slice of the state). 256 threads.
-// Each CTA walks its chunks in time order (ChunkScan, causal), so the parallelism is B * H * D / N
-// CTAs: at B * H below about 2 x the SM count (264 on an H100) the GPU is not filled; splitting
-// the time axis (chunk states first, then a pass over chunks) is the known next step.
+// features and the chunk scores but carrying only its [F, N] slice of the state), z = segment of
+// the sequence. 256 threads. Each CTA walks its segment's chunks in time order (ChunkScan,
+// causal). With one segment the parallelism is B * H * D / N CTAs, which left an H100 mostly idle
+// at small B * H (12 CTAs at B=1 H=12 D=64 on 132 SMs, docs/performance_gpu.md); with more, a
+// first pass sums each segment's state (segmentSumKernel), a prefix gives every segment its
+// starting state (segmentPrefixKernel), and the forward runs all segments at once.
 // Per chunk: phi(q), phi(k) [C, 2D] from x W^T + b (tensor cores for bf16), the masked scores,
 // num = P v + phi(q) S, den = rowsum(P) + phi(q) . z + eps, y = num / den; then S, z updated.
 //   bf16: C = 64, N = 64, WMMA;  fp32: C = 32, N = 32, FMA.
@@ -22,15 +24,6 @@ struct ForwardCfg {
   using Feat = FeatureRows<T, D, C>;
   static_assert(Feat::scratchBytes(D) <= Scan::kScratchBytes, "feature scratch overflows");
 };
-
-// Rows [C) x columns [n0, n0+N) of a [B,H,T,D] view into dst [C][ld] T, zero from row len on.
-template <typename T, int C, int N>
-__device__ void loadRows(T* dst, int ld, const Rows& x, int b, int h, int64_t t0, int len, int n0) {
-  for (int idx = threadIdx.x; idx < C * N; idx += kThreads) {
-    const int r = idx / N, c = idx % N;
-    dst[r * ld + c] = r < len ? rowPtr<const T>(x, b, h, t0 + r)[n0 + c] : fromF<T>(0.0f);
-  }
-}
 
 // y rows of the chunk: den_i = rowsum_i + phi(q_i) . z + eps (z before this chunk), y = out / den.
 template <typename T, class Scan>
@@ -55,21 +48,111 @@ __device__ void forwardEpilogue(Scan& s, const ForwardArgs& a, int b, int h, int
   __syncthreads();
 }
 
+// The segmented forward's workspace: per (b, h) and segment a [2D, D] state and a [2D] z, fp32.
+struct Segments {
+  float* S;  // [B*H][segments][2D][D]
+  float* z;  // [B*H][segments][2D]
+  int count;
+  int64_t chunksEach;
+};
+
+__host__ __device__ inline Segments segmentsOf(const ForwardArgs& a, int chunk) {
+  const int64_t chunks = (a.p.length + chunk - 1) / chunk;
+  Segments g{nullptr, nullptr, a.segments, (chunks + a.segments - 1) / a.segments};
+  if (a.segments > 1) {
+    const size_t stateFloats = size_t(a.p.batch) * a.p.heads * a.segments * 2 * a.p.headDim * a.p.headDim;
+    g.S = static_cast<float*>(a.workspace);
+    g.z = g.S + stateFloats;
+  }
+  return g;
+}
+
+// Chunks [c0, c1) of segment `seg`.
+__device__ __forceinline__ void segmentChunks(const Segments& g, int64_t chunks, int seg, int64_t& c0, int64_t& c1) {
+  c0 = seg * g.chunksEach;
+  c1 = c0 + g.chunksEach < chunks ? c0 + g.chunksEach : chunks;
+}
+
+// Pass 1 of a split forward: grid (B*H, D/N, segments - 1). Each block sums its segment's state
+// block S[:, n0:n0+N] = sum phi(k)^T v and z = sum phi(k) over the segment's chunks, into the
+// workspace (the last segment's sum is nobody's start, so it is not computed).
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 1) segmentSumKernel(ForwardArgs a) {
+  using Cfg = ForwardCfg<T, D>;
+  using Scan = typename Cfg::Scan;
+  constexpr int F = 2 * D;
+  HH_DYNAMIC_SHARED(smem);
+  Scan s(smem);
+  const int b = blockIdx.x / a.p.heads, h = blockIdx.x % a.p.heads, n0 = blockIdx.y * Cfg::N, seg = blockIdx.z;
+  const Segments g = segmentsOf(a, Cfg::C);
+  const float* W = a.weight + size_t(h) * D * D;
+  const float* bias = a.bias + size_t(h) * D;
+  int64_t c0, c1;
+  segmentChunks(g, (a.p.length + Cfg::C - 1) / Cfg::C, seg, c0, c1);
+  for (int f = threadIdx.x; f < F; f += kThreads) s.z[f] = 0.0f;
+  for (int64_t c = c0; c < c1; ++c) {
+    const int64_t t0 = c * Cfg::C;
+    const int len = static_cast<int>(a.p.length - t0 < Cfg::C ? a.p.length - t0 : Cfg::C);
+    Cfg::Feat::run(s.scratch, s.stage, a.k, b, h, t0, len, W, bias, 0, D, s.Lk, Scan::LDK, 0, D, nullptr);
+    loadTile<T, Cfg::C, Cfg::N>(s.V, Scan::LDN, a.v, b, h, t0, len, n0);
+    __syncthreads();
+    s.accumulate();
+    for (int f = threadIdx.x; f < F; f += kThreads) {  // z += column sums of phi(k) (rows >= len are 0)
+      float sum = 0.0f;
+      for (int r = 0; r < Cfg::C; ++r) sum += toF(s.Lk[r * Scan::LDK + f]);
+      s.z[f] += sum;
+    }
+    __syncthreads();
+  }
+  const size_t slot = size_t(blockIdx.x) * g.count + seg;
+  s.storeState(g.S + slot * F * D + n0, D);
+  if (blockIdx.y == 0)
+    for (int f = threadIdx.x; f < F; f += kThreads) g.z[slot * F + f] = s.z[f];
+}
+
+// Pass 2: each segment's sum becomes the sum of the segments before it (its starting state), in
+// place; grid (B*H, ceil((2D * D + 2D) / 256)), one element of S or z per thread.
+__global__ void segmentPrefixKernel(float* S, float* z, int segments, int F, int D) {
+  const int64_t sCount = int64_t(F) * D, e = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (e >= sCount + F) return;
+  float* base = e < sCount ? S + size_t(blockIdx.x) * segments * sCount + e : z + size_t(blockIdx.x) * segments * F + (e - sCount);
+  const int64_t stride = e < sCount ? sCount : F;
+  float running = 0.0f;
+  for (int seg = 0; seg < segments; ++seg) {
+    const float sum = seg + 1 < segments ? base[seg * stride] : 0.0f;  // the last was never summed
+    base[seg * stride] = running;
+    running += sum;
+  }
+}
+
+// The forward proper: grid (B*H, D/N, segments). Each block walks its segment's chunks in time
+// order from the segment's starting state (zero for the first).
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, 1) forwardKernel(ForwardArgs a) {
   using Cfg = ForwardCfg<T, D>;
   using Scan = typename Cfg::Scan;
-  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int F = 2 * D;
+  HH_DYNAMIC_SHARED(smem);
   Scan s(smem);
-  const int b = blockIdx.x / a.p.heads, h = blockIdx.x % a.p.heads, n0 = blockIdx.y * Cfg::N;
+  const int b = blockIdx.x / a.p.heads, h = blockIdx.x % a.p.heads, n0 = blockIdx.y * Cfg::N, seg = blockIdx.z;
+  const Segments g = segmentsOf(a, Cfg::C);
   const float* W = a.weight + size_t(h) * D * D;
   const float* bias = a.bias + size_t(h) * D;
-  for (int f = threadIdx.x; f < 2 * D; f += kThreads) s.z[f] = 0.0f;
-  for (int64_t t0 = 0; t0 < a.p.length; t0 += Cfg::C) {
+  int64_t c0, c1;
+  segmentChunks(g, (a.p.length + Cfg::C - 1) / Cfg::C, seg, c0, c1);
+  if (seg > 0) {
+    const size_t slot = size_t(blockIdx.x) * g.count + seg;
+    s.loadState(g.S + slot * F * D + n0, D);
+    for (int f = threadIdx.x; f < F; f += kThreads) s.z[f] = g.z[slot * F + f];
+  } else {
+    for (int f = threadIdx.x; f < F; f += kThreads) s.z[f] = 0.0f;
+  }
+  for (int64_t c = c0; c < c1; ++c) {
+    const int64_t t0 = c * Cfg::C;
     const int len = static_cast<int>(a.p.length - t0 < Cfg::C ? a.p.length - t0 : Cfg::C);
     Cfg::Feat::run(s.scratch, s.stage, a.q, b, h, t0, len, W, bias, 0, D, s.L, Scan::LDK, 0, D, nullptr);
     Cfg::Feat::run(s.scratch, s.stage, a.k, b, h, t0, len, W, bias, 0, D, s.Lk, Scan::LDK, 0, D, nullptr);
-    loadRows<T, Cfg::C, Cfg::N>(s.V, Scan::LDN, a.v, b, h, t0, len, n0);
+    loadTile<T, Cfg::C, Cfg::N>(s.V, Scan::LDN, a.v, b, h, t0, len, n0);
     s.step();
     forwardEpilogue<T>(s, a, b, h, t0, len, n0);
   }
@@ -78,12 +161,20 @@ __global__ void __launch_bounds__(kThreads, 1) forwardKernel(ForwardArgs a) {
 template <typename T, int D>
 Status launchForward(const ForwardArgs& a) {
   using Cfg = ForwardCfg<T, D>;
-  const auto kernel = forwardKernel<T, D>;
+  const auto forward = forwardKernel<T, D>;
+  const auto segmentSum = segmentSumKernel<T, D>;
   const size_t bytes = Cfg::Scan::kBytes;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  cudaError_t e = cudaFuncSetAttribute(forward, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  if (e == cudaSuccess) e = cudaFuncSetAttribute(segmentSum, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   if (e != cudaSuccess) return {e, nullptr};
-  const dim3 grid(unsigned(a.p.batch) * unsigned(a.p.heads), D / Cfg::N);
-  kernel<<<grid, kThreads, bytes, a.p.stream>>>(a);
+  const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads), segments = unsigned(a.segments);
+  if (segments > 1) {
+    const Segments g = segmentsOf(a, Cfg::C);
+    HH_LAUNCH(segmentSum, dim3(bh, D / Cfg::N, segments - 1), kThreads, bytes, a.p.stream, a);
+    const unsigned elements = 2 * D * D + 2 * D;
+    HH_LAUNCH(segmentPrefixKernel, dim3(bh, (elements + 255) / 256), 256, 0, a.p.stream, g.S, g.z, a.segments, 2 * D, D);
+  }
+  HH_LAUNCH(forward, dim3(bh, D / Cfg::N, segments), kThreads, bytes, a.p.stream, a);
   return {cudaGetLastError(), nullptr};
 }
 
@@ -113,10 +204,30 @@ bool hedgehogCudaSupports(DType dtype, int headDim, int device) {
   return need <= size_t(optin);
 }
 
+int hedgehogCudaSegments(const Problem& p, int device) {
+  int multiprocessors = 0;
+  if (checkProblem(p) || cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 1;
+  const int64_t blocks = int64_t(p.batch) * p.heads * hedgehogCudaBlocksPerHead(p.dtype, p.headDim);
+  const int64_t chunks = (p.length + hedgehogCudaChunk(p.dtype) - 1) / hedgehogCudaChunk(p.dtype);
+  const int64_t wanted = (2 * int64_t(multiprocessors) + blocks - 1) / blocks;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({wanted, chunks / 4, 65535})));
+}
+
+size_t hedgehogCudaForwardWorkspace(const Problem& p, int segments) {
+  if (checkProblem(p) || segments <= 1) return 0;
+  const size_t F = 2 * size_t(p.headDim);
+  return size_t(p.batch) * p.heads * segments * (F * p.headDim + F) * sizeof(float);
+}
+
 Status hedgehogCudaForward(const ForwardArgs& a) {
   if (const char* bad = checkProblem(a.p)) return {cudaSuccess, bad};
   if (!a.q.data || !a.k.data || !a.v.data || !a.y.data || !a.weight || !a.bias)
     return {cudaSuccess, "hedgehogCudaForward: null pointer"};
+  const int64_t chunks = (a.p.length + hedgehogCudaChunk(a.p.dtype) - 1) / hedgehogCudaChunk(a.p.dtype);
+  if (a.segments < 1 || a.segments > chunks || a.segments > 65535)
+    return {cudaSuccess, "hedgehogCudaForward: segments must be 1 .. the number of chunks (at most 65535)"};
+  if (a.segments > 1 && !a.workspace) return {cudaSuccess, "hedgehogCudaForward: a split forward needs its workspace"};
   if (a.p.dtype == DType::BF16)
     return a.p.headDim == 64 ? launchForward<bf16, 64>(a) : launchForward<bf16, 128>(a);
   return a.p.headDim == 64 ? launchForward<float, 64>(a) : launchForward<float, 128>(a);

@@ -73,7 +73,8 @@ __global__ void __launch_bounds__(kThreads) stepKernel(StepArgs a) {
 
 template <typename T, int D>
 cudaError_t launchStep(const StepArgs& a) {
-  stepKernel<T, D><<<unsigned(a.p.batch) * unsigned(a.p.heads), kThreads, 0, a.p.stream>>>(a);
+  const auto kernel = stepKernel<T, D>;
+  HH_LAUNCH(kernel, unsigned(a.p.batch) * unsigned(a.p.heads), kThreads, 0, a.p.stream, a);
   return cudaGetLastError();
 }
 

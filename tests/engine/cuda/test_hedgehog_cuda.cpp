@@ -1,173 +1,17 @@
-// The fused CUDA Hedgehog kernels (engine/cuda, issue 27) against the engine's generic path run
-// on the CPU in float64 (FeatureMap Hedgehog + linearChunked, autograd for the gradients):
-// forward, all five gradients, and the decode step, at lengths around the kernels' tiles (1, 63,
-// 64, 65, 1000, 4097), D = 64 and 128, fp32 and bf16. Every output is filled with NaN before the
-// raw kernel call, so an element a kernel forgets to write fails the comparison.
-// Built only with HH_CUDA_KERNELS=ON and HH_CUDA=ON (tests/CMakeLists.txt); skips without a GPU.
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAStream.h>
+// The fused CUDA Hedgehog kernels (engine/cuda, issue 27) on a GPU against the engine's generic
+// path run on the CPU in float64 (hedgehog_cuda_cases.h): forward, all five gradients, and the
+// decode step, at lengths around the kernels' tiles (1, 63, 64, 65, 1000, 4097), D = 64 and 128,
+// fp32 and bf16; then the Torch wrapper and the dispatch policy. Built only with HH_CUDA_KERNELS=ON
+// and HH_CUDA=ON (tests/CMakeLists.txt); skips without a GPU. The same cases run on the CPU under
+// the CUDA emulation in every build without the kernels (test_hedgehog_cuda_emulated.cpp).
 #include <torch/cuda.h>
-#include <torch/types.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdlib>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-#include "engine/attention/feature_map.h"
-#include "engine/attention/linear_attention.h"
-#include "engine/cuda/hedgehog_cuda.h"
 #include "engine/cuda/hedgehog_cuda_torch.h"
-#include "tests/support/hh_test.h"
+#include "tests/engine/cuda/hedgehog_cuda_cases.h"
 
 namespace {
-using hh::cuda::Rows;
-
-Rows rowsOf(const at::Tensor& t) {
-  Rows r;
-  r.data = t.data_ptr();
-  r.sb = t.stride(0);
-  r.sh = t.stride(1);
-  r.st = t.dim() == 4 ? t.stride(2) : 0;
-  return r;
-}
-
-// max abs error / max(max abs reference, floor)
-double rel(const at::Tensor& got, const at::Tensor& ref, double floor = 1e-300) {
-  return (got.detach().cpu().to(torch::kDouble) - ref).abs().max().item<double>() /
-         std::max(ref.abs().max().item<double>(), floor);
-}
-
-struct Grads {
-  at::Tensor y, gq, gk, gv, gw, gb;
-};
-
-// CPU reference through the engine's generic path (fp64 unless asked), gradients by autograd.
-Grads reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& w,
-                const at::Tensor& b, const at::Tensor& gy, double eps, torch::ScalarType dtype = torch::kDouble) {
-  hh::attn::FeatureMapConfig fc;
-  fc.heads = q.size(1);
-  fc.headDim = q.size(3);
-  hh::attn::FeatureMap map(fc);
-  map->to(dtype);
-  {
-    at::NoGradGuard g;
-    map->weight().copy_(w.cpu());
-    map->bias().copy_(b.cpu());
-  }
-  auto as64 = [&](const at::Tensor& t) { return t.detach().cpu().to(dtype).requires_grad_(true); };
-  auto q64 = as64(q), k64 = as64(k), v64 = as64(v);
-  hh::attn::RuleOptions rule;
-  rule.eps = eps;
-  const auto y = hh::attn::linearChunked(map->forward(q64), map->forward(k64), v64, {}, rule);
-  y.backward(gy.detach().cpu().to(dtype));
-  return {y.detach(), q64.grad(), k64.grad(), v64.grad(), map->weight().grad(), map->bias().grad()};
-}
-
-void check(const hh::cuda::Status& s) {
-  if (!s.ok()) throw std::runtime_error(s.message ? s.message : cudaGetErrorString(s.cuda));
-  const cudaError_t e = cudaDeviceSynchronize();
-  if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));
-}
-
-// The raw kernels (hedgehog_cuda.h) on NaN-filled outputs: forward then backward.
-Grads runKernels(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& w,
-                 const at::Tensor& b, const at::Tensor& gy, double eps) {
-  hh::cuda::Problem p;
-  p.batch = static_cast<int>(q.size(0));
-  p.heads = static_cast<int>(q.size(1));
-  p.length = q.size(2);
-  p.headDim = static_cast<int>(q.size(3));
-  p.dtype = q.scalar_type() == torch::kBFloat16 ? hh::cuda::DType::BF16 : hh::cuda::DType::F32;
-  p.eps = static_cast<float>(eps);
-  p.stream = c10::cuda::getCurrentCUDAStream().stream();
-  const auto nan = [](at::IntArrayRef sizes, const at::TensorOptions& o) { return at::full(sizes, NAN, o); };
-  Grads out;
-  out.y = nan(q.sizes(), q.options());
-  auto den = nan({q.size(0), q.size(1), q.size(2)}, q.options().dtype(torch::kFloat));
-  check(hh::cuda::hedgehogCudaForward({p, rowsOf(q), rowsOf(k), rowsOf(v), w.data_ptr<float>(), b.data_ptr<float>(),
-                                       rowsOf(out.y), den.data_ptr<float>()}));
-  out.gq = nan(q.sizes(), q.options());
-  out.gk = nan(q.sizes(), q.options());
-  out.gv = nan(q.sizes(), q.options());
-  out.gw = nan(w.sizes(), w.options());
-  out.gb = nan(b.sizes(), b.options());
-  auto work = at::full({static_cast<int64_t>(hh::cuda::hedgehogCudaBackwardWorkspace(p))}, 255,
-                       q.options().dtype(torch::kByte));  // NaN bytes
-  check(hh::cuda::hedgehogCudaBackward({p, rowsOf(q), rowsOf(k), rowsOf(v), w.data_ptr<float>(), b.data_ptr<float>(),
-                                        rowsOf(out.y), rowsOf(gy), den.data_ptr<float>(), rowsOf(out.gq),
-                                        rowsOf(out.gk), rowsOf(out.gv), out.gw.data_ptr<float>(),
-                                        out.gb.data_ptr<float>(), work.data_ptr()}));
-  return out;
-}
-
-struct Case {
-  int64_t b, h, t, d;
-};
-
-// A trained-looking map: W = I + noise, b small; inputs scaled so u stays well inside the clamp,
-// except with `pastClamp`: query row 5 and key row 9 scaled by 80, so that most of their u run
-// past +-30 (where the gradient is 0) while the other rows stay well conditioned.
-void compareCase(const Case& c, torch::ScalarType dtype, bool stridedInputs, bool pastClamp = false) {
-  torch::manual_seed(c.t * 131 + c.d);
-  const auto dev = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat);
-  const auto w = (torch::eye(c.d).unsqueeze(0).repeat({c.h, 1, 1}) + torch::randn({c.h, c.d, c.d}) * (0.3 / std::sqrt(double(c.d)))).to(dev);
-  const auto bias = (torch::randn({c.h, c.d}) * 0.1).to(dev);
-  auto make = [&](double scale, int64_t bigRow) {
-    auto x = stridedInputs ? (torch::randn({c.b, c.t, c.h, c.d}) * scale).transpose(1, 2)  // [B,H,T,D] view
-                           : torch::randn({c.b, c.h, c.t, c.d}) * scale;
-    if (pastClamp && bigRow < c.t) x.narrow(2, bigRow, 1).mul_(80.0);
-    return x.to(torch::kCUDA).to(dtype);
-  };
-  const auto q = make(0.5, 5), k = make(0.5, 9), v = make(1.0, -1), gy = make(1.0, -1);
-  const double eps = 1e-6;
-  const auto got = runKernels(q, k, v, w, bias, gy, eps);
-  const auto ref = reference(q, k, v, w, bias, gy, eps);
-  // gq, gk, gW, gb go through G_ij = gnum_i.v_j + gden_i = gy_i.(v_j - y_i) / den_i, a
-  // cancellation: at T = 1 the true values are ~eps (y_0 = v_0) and only rounding is left, and in
-  // bf16 the error scales with |gy||v|, not with the result. There (bf16, or T = 1) their error
-  // is measured against at least max |gv|, in the same units here (W ~ I, inputs O(1)).
-  const bool bf = dtype == torch::kBFloat16;
-  const double floor = bf || c.t == 1 ? ref.gv.abs().max().item<double>() : 1e-300;
-  // fp32: 1e-4 for everything (gW and gb too: they sum B*T rows in fp32, in per-split partials
-  // of at most 1024 rows, added in a fixed order; a host emulation of the kernels measured ~1e-6
-  // at T <= 130). bf16: 2e-2 for y; the gradients go through two more bf16-rounded operands
-  // (gy/den and the recomputed features), 5e-2 (the emulation: <= 1.3e-2).
-  double tolY = bf ? 2e-2 : 1e-4, tolX = bf ? 5e-2 : 1e-4, tolW = bf ? 5e-2 : 1e-4;
-  if (pastClamp && !bf) {
-    // Rows scaled by 80 put features near e^30 beside O(1) ones: the gradients are ill-conditioned,
-    // and the engine's own generic path in fp32 misses fp64 by more than 1e-4 here (on the H100
-    // run, 2026-11-26: gW 1.5e-4 generic, 1.05e-4 kernel). The kernel must then be no worse than
-    // twice that generic fp32 error, measured on the same inputs.
-    const auto f32 = reference(q, k, v, w, bias, gy, eps, torch::kFloat);
-    tolX = std::max({tolX, 2 * rel(f32.gq, ref.gq), 2 * rel(f32.gk, ref.gk)});
-    tolW = std::max({tolW, 2 * rel(f32.gw, ref.gw), 2 * rel(f32.gb, ref.gb)});
-  }
-  const std::string where = "B=" + std::to_string(c.b) + " H=" + std::to_string(c.h) + " T=" + std::to_string(c.t) +
-                            " D=" + std::to_string(c.d) + (bf ? " bf16" : " fp32") + ": ";
-  const struct {
-    const char* name;
-    const at::Tensor &a, &r;
-    double tol, floor;
-  } rows[] = {{"y", got.y, ref.y, tolY, 1e-300},  {"gq", got.gq, ref.gq, tolX, floor}, {"gk", got.gk, ref.gk, tolX, floor},
-              {"gv", got.gv, ref.gv, tolX, 1e-300}, {"gW", got.gw, ref.gw, tolW, floor}, {"gb", got.gb, ref.gb, tolW, floor}};
-  for (const auto& r : rows) {
-    const double e = rel(r.a, r.r, r.floor);  // NaN (an unwritten element) fails too
-    QVERIFY2(e < r.tol, (where + r.name + " rel " + std::to_string(e)).c_str());
-  }
-}
-
+using namespace hh::test::cuda_cases;
 bool haveGpu() { return torch::cuda::is_available(); }
-
-// HH_CUDA_TEST_QUICK=1 (scripts/cuda_sanitize.sh: the sanitizers run 10-100x slower): three
-// lengths instead of six, still one partial chunk and more than one chunk.
-std::vector<int64_t> lengths() {
-  const char* quick = std::getenv("HH_CUDA_TEST_QUICK");
-  if (quick && std::string(quick) == "1") return {1, 65, 130};
-  return {1, 63, 64, 65, 1000, 4097};
-}
 }  // namespace
 
 class TestHedgehogCuda : public QObject {
@@ -180,13 +24,15 @@ class TestHedgehogCuda : public QObject {
   void matchesReferenceFp32() {
     if (!haveGpu()) QSKIP("no CUDA device");
     for (const int64_t d : {64, 128})
-      for (const int64_t t : lengths()) compareCase({2, 2, t, d}, torch::kFloat, t == 65);
+      for (const int64_t t : lengths())
+        for (const int segments : segmentCounts(t, torch::kFloat)) compareCase({2, 2, t, d, segments}, torch::kFloat, t == 65);
   }
 
   void matchesReferenceBf16() {
     if (!haveGpu()) QSKIP("no CUDA device");
     for (const int64_t d : {64, 128})
-      for (const int64_t t : lengths()) compareCase({2, 2, t, d}, torch::kBFloat16, t == 65);
+      for (const int64_t t : lengths())
+        for (const int segments : segmentCounts(t, torch::kBFloat16)) compareCase({2, 2, t, d, segments}, torch::kBFloat16, t == 65);
   }
 
   void clampedFeatures() {
@@ -195,6 +41,14 @@ class TestHedgehogCuda : public QObject {
     compareCase({2, 1, 40, 64}, torch::kFloat, false, true);
     compareCase({1, 2, 70, 128}, torch::kFloat, true, true);
     compareCase({1, 2, 40, 128}, torch::kBFloat16, false, true);
+  }
+
+  void unalignedRows() {
+    // Rows that do not start on 16 bytes take the element-by-element loads.
+    for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+      compareCase({1, 2, 130, 64, 1, true}, dtype, false);
+      compareCase({1, 2, 130, 128, 2, true}, dtype, false);
+    }
   }
 
   void moduleTakesTheKernelWithGradients() {
@@ -235,57 +89,14 @@ class TestHedgehogCuda : public QObject {
   }
 
   void stepMatchesGenericSteps() {
-    // 12 decode steps at batch 1, 7, 64 (fp32) and 7 (bf16) against linearStep in fp64.
     if (!haveGpu()) QSKIP("no CUDA device");
-    for (const auto& [batchSize, scalarType] : {std::pair{1, torch::kFloat}, std::pair{7, torch::kFloat},
-                                                 std::pair{64, torch::kFloat}, std::pair{7, torch::kBFloat16}}) {
-      const int64_t batch = batchSize, h = 3, d = 128;
-      const auto dtype = scalarType;  // lambdas below capture these (not structured bindings, C++17)
-      torch::manual_seed(batch);
-      hh::attn::FeatureMapConfig fc;
-      fc.heads = h;
-      fc.headDim = d;
-      hh::attn::FeatureMap map(fc);
-      map->to(torch::kDouble);
-      at::NoGradGuard g;
-      map->weight().add_(torch::randn({h, d, d}, torch::kDouble) * 0.02);
-      map->bias().add_(torch::randn({h, d}, torch::kDouble) * 0.1);
-      const auto w = map->weight().to(torch::kCUDA, torch::kFloat), b = map->bias().to(torch::kCUDA, torch::kFloat);
-      hh::attn::RuleOptions rule;
-      auto refState = hh::attn::initialState(batch, h, 2 * d, d, rule, torch::kDouble);
-      auto S = torch::zeros({batch, h, 2 * d, d}, torch::TensorOptions().device(torch::kCUDA));
-      auto z = torch::zeros({batch, h, 2 * d}, torch::TensorOptions().device(torch::kCUDA));
-      const bool bf = dtype == torch::kBFloat16;
-      for (int step = 0; step < 12; ++step) {
-        auto x = [&](double s) { return (torch::randn({batch, h, d}) * s).to(dtype); };
-        const auto q = x(0.5), k = x(0.5), v = x(1.0);
-        auto y = torch::full({batch, h, d}, NAN, torch::TensorOptions().device(torch::kCUDA).dtype(dtype));
-        hh::cuda::Problem p;
-        p.batch = static_cast<int>(batch);
-        p.heads = static_cast<int>(h);
-        p.length = 1;
-        p.headDim = static_cast<int>(d);
-        p.dtype = bf ? hh::cuda::DType::BF16 : hh::cuda::DType::F32;
-        p.eps = static_cast<float>(rule.eps);
-        p.stream = c10::cuda::getCurrentCUDAStream().stream();
-        const auto qc = q.to(torch::kCUDA), kc = k.to(torch::kCUDA), vc = v.to(torch::kCUDA);
-        check(hh::cuda::hedgehogCudaStep({p, rowsOf(qc), rowsOf(kc), rowsOf(vc), w.data_ptr<float>(),
-                                          b.data_ptr<float>(), S.data_ptr<float>(), z.data_ptr<float>(), rowsOf(y)}));
-        auto f = [&](const at::Tensor& t) { return map->forward(t.to(torch::kDouble).unsqueeze(2)).select(2, 0); };
-        const auto ref = hh::attn::linearStep(refState, f(q), f(k), v.to(torch::kDouble), {}, rule);
-        const double e = rel(y, ref), tol = bf ? 2e-2 : 1e-4;
-        QVERIFY2(e < tol, ("batch " + std::to_string(batch) + " step " + std::to_string(step) + " rel " +
-                           std::to_string(e)).c_str());
-      }
-      QVERIFY(rel(S, refState.S) < (bf ? 2e-2 : 1e-4));
-      QVERIFY(rel(z, refState.z) < (bf ? 2e-2 : 1e-4));
-    }
+    compareSteps();
   }
 };
 
 HH_TEST_SUITE(TestHedgehogCuda, "engine.cuda.hedgehog_cuda", &TestHedgehogCuda::initTestCase,
               &TestHedgehogCuda::matchesReferenceFp32, &TestHedgehogCuda::matchesReferenceBf16,
-              &TestHedgehogCuda::clampedFeatures, &TestHedgehogCuda::moduleTakesTheKernelWithGradients,
+              &TestHedgehogCuda::clampedFeatures, &TestHedgehogCuda::unalignedRows, &TestHedgehogCuda::moduleTakesTheKernelWithGradients,
               &TestHedgehogCuda::kernelsPayWhereHeadsFillTheGpu, &TestHedgehogCuda::stepMatchesGenericSteps)
 
 #if HH_HAVE_QTEST

@@ -1,0 +1,81 @@
+// The fused CUDA Hedgehog kernels (engine/cuda) on the CPU: the .cu files compiled as C++ against
+// the host emulation of CUDA (tests/support/cuda_emulation; every CUDA thread a fiber, tensor-core
+// tiles computed whole), with the GPU suite's cases (hedgehog_cuda_cases.h): forward, the five
+// gradients and the decode step against the engine's generic path in float64, D = 64 and 128,
+// fp32 and bf16, lengths 1 to 130, strided inputs, rows past the clamp, NaN-poisoned outputs and
+// NaN-filled shared memory. What this checks: indexing, masks, chunk order, barriers (each thread
+// runs as far as it can before the next starts, so a missing barrier reads unwritten data) and
+// epilogues. What it cannot: the real fragment layouts, timing, and speed (the GPU suite,
+// test_hedgehog_cuda.cpp). Built in every build without HH_CUDA_KERNELS (tests/CMakeLists.txt).
+#include <cuda_runtime.h>  // the emulation's: hh_emu::setWarpOrder
+
+#include "tests/engine/cuda/hedgehog_cuda_cases.h"
+
+namespace {
+using namespace hh::test::cuda_cases;
+}  // namespace
+
+class TestHedgehogCudaEmulated : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void matchesReferenceFp32() {
+    for (const int64_t d : {64, 128})
+      for (const int64_t t : lengths())
+        for (const int segments : segmentCounts(t, torch::kFloat)) compareCase({2, 2, t, d, segments}, torch::kFloat, t == 65);
+  }
+
+  void matchesReferenceBf16() {
+    for (const int64_t d : {64, 128})
+      for (const int64_t t : lengths())
+        for (const int segments : segmentCounts(t, torch::kBFloat16)) compareCase({2, 2, t, d, segments}, torch::kBFloat16, t == 65);
+  }
+
+  void clampedFeatures() {
+    compareCase({2, 1, 40, 64}, torch::kFloat, false, true);
+    compareCase({1, 2, 70, 128}, torch::kFloat, true, true);
+    compareCase({1, 2, 40, 128}, torch::kBFloat16, false, true);
+  }
+
+  void unalignedRows() {
+    // Rows that do not start on 16 bytes take the element-by-element loads.
+    for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+      compareCase({1, 2, 130, 64, 1, true}, dtype, false);
+      compareCase({1, 2, 130, 128, 2, true}, dtype, false);
+    }
+  }
+
+  void stepMatchesGenericSteps() { compareSteps(); }
+
+  void lastWarpFirst() {
+    // The warps in the other order: a block barrier missing between a write by an early warp and
+    // a read by a later one shows here (the order above shows the converse).
+    hh_emu::setWarpOrder(hh_emu::WarpOrder::LastToFirst);
+    for (const auto dtype : {torch::kFloat, torch::kBFloat16})
+      for (const int64_t d : {64, 128}) compareCase({1, 2, 130, d}, dtype, d == 64);
+    compareSteps();
+    hh_emu::setWarpOrder(hh_emu::WarpOrder::FirstToLast);
+  }
+
+  void refusesWhatItCannotRun() {
+    hh::cuda::Problem p;
+    p.batch = 1;
+    p.heads = 1;
+    p.length = 8;
+    p.headDim = 96;
+    QVERIFY(!hh::cuda::hedgehogCudaSupports(hh::cuda::DType::BF16, 96, 0));
+    QVERIFY(hh::cuda::hedgehogCudaSupports(hh::cuda::DType::BF16, 128, 0));
+    hh::cuda::ForwardArgs a{};
+    a.p = p;
+    const auto s = hh::cuda::hedgehogCudaForward(a);
+    QVERIFY(!s.ok() && s.message != nullptr);
+  }
+};
+
+HH_TEST_SUITE(TestHedgehogCudaEmulated, "engine.cuda.hedgehog_cuda_emulated", &TestHedgehogCudaEmulated::matchesReferenceFp32,
+              &TestHedgehogCudaEmulated::matchesReferenceBf16, &TestHedgehogCudaEmulated::clampedFeatures, &TestHedgehogCudaEmulated::unalignedRows,
+              &TestHedgehogCudaEmulated::stepMatchesGenericSteps, &TestHedgehogCudaEmulated::lastWarpFirst,
+              &TestHedgehogCudaEmulated::refusesWhatItCannotRun)
+
+#if HH_HAVE_QTEST
+#include "test_hedgehog_cuda_emulated.moc"
+#endif
