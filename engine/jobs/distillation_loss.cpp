@@ -39,13 +39,16 @@ double distillLayerByLayer(models::TransformerModel& model, const torch::Tensor&
                            models::ForwardOptions options, const std::string& loss, double outputMse, LayerPass pass,
                            bool poison) {
   const bool causal = model.config().causal;
-  double total = 0;
+  // The layers' terms stay on the device and are read once, after the last layer: reading each
+  // (item()) waited for the GPU at every layer, so it idled while the next layer was launched.
+  // A non-finite term is backpropagated too; its step fails on the non-finite loss before the
+  // optimizer moves (TrainingSession::train).
+  torch::Tensor total;
   capture.consume = [&](models::LayerCapture& c) {
     auto term = distillationLoss({c}, causal, {}, loss, outputMse);
     if (poison) term = term * std::numeric_limits<float>::quiet_NaN();
-    const double value = term.item<double>();
-    total += value;
-    if (pass == LayerPass::Backward && std::isfinite(value)) term.backward();
+    total = total.defined() ? total + term.detach() : term.detach();
+    if (pass == LayerPass::Backward) term.backward();
   };
   options.capture = &capture;
   try {
@@ -55,7 +58,7 @@ double distillLayerByLayer(models::TransformerModel& model, const torch::Tensor&
     throw;
   }
   capture.consume = nullptr;
-  return total;
+  return total.defined() ? total.item<double>() : 0.0;
 }
 
 void calibrateWindowMix(models::TransformerModel& model, const torch::Tensor& ids) {

@@ -18,7 +18,8 @@ torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures
 // tensors are alive at a time. Returns the summed loss.
 //   Backward   each term is backpropagated at once (a layer's term depends on its own feature
 //              map only: the teacher's softmax output goes on), so the gradients equal those of
-//              the summed loss; a term that is not finite is not backpropagated (the sum says so)
+//              the summed loss; every term is, finite or not (a non-finite sum fails the step
+//              before the optimizer moves); the sum is read from the device once, at the end
 //   LossOnly   the loss alone (held-out evaluation, under NoGradGuard)
 // `options` are the teacher's (computeLogits, stopAfterLayer; capture is set here); `poison`
 // multiplies every term by NaN (a testing aid).

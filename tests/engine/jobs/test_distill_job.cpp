@@ -280,10 +280,9 @@ class TestDistillJob : public QObject {
       QVERIFY(scale > 0);  // every feature map gets a gradient
       QVERIFY(diff <= 1e-6 * scale);
     }
-    // A poisoned term is reported and not backpropagated.
-    for (auto& p : params) p.mutable_grad().zero_();
+    // A poisoned term shows in the sum (backpropagated like the others: the session fails that
+    // step before the optimizer moves, nanStopsAndKeepsLastGoodWeights).
     QVERIFY(std::isnan(j::distillLayerByLayer(*model, ids, capture, options, "kl", 0.0, j::LayerPass::Backward, true)));
-    for (auto& p : params) QCOMPARE(p.grad().abs().max().item<double>(), 0.0);
   }
 
   void configJsonRoundTripAndErrors() {
