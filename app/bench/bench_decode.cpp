@@ -33,6 +33,7 @@
 #include "engine/core/device.h"
 #include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
+#include "engine/generation/decode_graph.h"
 #include "engine/generation/generator.h"
 #include "engine/models/model_io.h"
 #include "engine/models/model_shapes.h"
@@ -106,6 +107,26 @@ int64_t weightBytes(const m::TransformerModel& model) {
   return n;
 }
 
+// The Hedgehog step recorded once as a CUDA graph and replayed (generation/decode_graph.h): the
+// timing, or zeros with `note` saying why it could not run (a CPU run, a build without CUDA or
+// without the fused step kernel).
+Timing timeGraphedStep(m::TransformerModel& model, const m::AttentionPlan& plan, int64_t batch, int64_t position,
+                       const torch::Tensor& token, int steps, std::string& note) {
+  if (gDevice == "cpu") {
+    note = "a GPU only";
+    return {};
+  }
+  try {
+    model.setAttentionPlan(plan);
+    auto state = cacheAt(model, batch, position, 0);
+    hh::generation::DecodeGraph graph(model, state);
+    return time([&] { graph.step(token); }, steps);
+  } catch (const std::exception& e) {
+    note = e.what();
+    return {};
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,7 +181,9 @@ int main(int argc, char** argv) {
                 (long long)c.layers, (long long)c.heads, (long long)c.headDim, model->parameterCount() / 1e6,
                 weightBytes(*model) / 1e6);
     std::printf("\n| position | softmax + KV cache ms/token | KV cache MB | floor ms | hedgehog recurrent ms/token | state MB "
-                "| floor ms | softmax / hedgehog | window(64) ms/token | window state MB |\n|---|---|---|---|---|---|---|---|---|---|\n");
+                "| floor ms | softmax / hedgehog | window(64) ms/token | window state MB | hedgehog, CUDA graph ms/token "
+                "| softmax / graph |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::string graphNote;  // why the CUDA-graph column is empty, once per shape
     for (const int64_t p : positions) {
       const auto token = torch::full({batch, 1}, 464, options.dtype(torch::kLong));
       m::ForwardOptions options;
@@ -181,13 +204,21 @@ int main(int argc, char** argv) {
       options.cache = &windowState;
       const auto window = time([&] { model->forward(token, options); }, steps);
       const int64_t windowBytes = windowState.bytes();
+      windowState = {};
+      const auto graphed = timeGraphedStep(*model, plan, batch, p, token, steps, graphNote);
       const double softFloor = double(weightBytes(*model) + kvBytes * (p + 1) / (p + steps + 4)) / bandwidth / 1e6;
       const double hhFloor = double(weightBytes(*model) + stateBytes) / bandwidth / 1e6;
-      std::printf("| %lld | %.2f (%.2f) | %.1f | %.2f | %.2f (%.2f) | %.2f | %.2f | %.1fx | %.2f (%.2f) | %.2f |\n", (long long)p,
-                  soft.medianMs, soft.bestMs, kvBytes / 1e6, softFloor, hh.medianMs, hh.bestMs, stateBytes / 1e6, hhFloor,
-                  soft.medianMs / hh.medianMs, window.medianMs, window.bestMs, windowBytes / 1e6);
+      char graphCells[64] = "n/a | -";
+      if (graphed.medianMs > 0)
+        std::snprintf(graphCells, sizeof graphCells, "%.3f (%.3f) | %.1fx", graphed.medianMs, graphed.bestMs,
+                      soft.medianMs / graphed.medianMs);
+      std::printf("| %lld | %.2f (%.2f) | %.1f | %.2f | %.2f (%.2f) | %.2f | %.2f | %.1fx | %.2f (%.2f) | %.2f | %s |\n",
+                  (long long)p, soft.medianMs, soft.bestMs, kvBytes / 1e6, softFloor, hh.medianMs, hh.bestMs,
+                  stateBytes / 1e6, hhFloor, soft.medianMs / hh.medianMs, window.medianMs, window.bestMs,
+                  windowBytes / 1e6, graphCells);
       std::fflush(stdout);
     }
+    if (!graphNote.empty()) std::printf("\nCUDA graph column: %s\n", graphNote.c_str());
 
     // One attention layer alone: the softmax over the cached keys against the recurrent step.
     std::printf("\n%s, one attention layer (H=%lld, D=%lld): the per-token attention alone\n\n", shape.c_str(),

@@ -45,8 +45,13 @@ torch::Tensor TransformerModel::attendCached(int64_t layer, const torch::Tensor&
     // The linear forms see q scaled like attend() does (q * scale * sqrt(D)).
     const double qFactor = scale * std::sqrt(double(D));
     const auto q = std::abs(qFactor - 1.0) > 1e-12 ? qIn * qFactor : qIn;
-    const auto kk = groups > 1 ? k.repeat_interleave(groups, 1) : k;
-    const auto vv = groups > 1 ? v.repeat_interleave(groups, 1) : v;
+    // Grouped heads: kv head j serves query heads j*g .. (j+1)*g - 1 (repeat_interleave on dim 1,
+    // written as an expand: device work only, as a recorded CUDA graph step needs).
+    const auto expand = [&](const torch::Tensor& x) {
+      return x.unsqueeze(2).expand({x.size(0), x.size(1), groups, T, D}).reshape({x.size(0), x.size(1) * groups, T, D});
+    };
+    const auto kk = groups > 1 ? expand(k) : k;
+    const auto vv = groups > 1 ? expand(v) : v;
     return T == 1 ? linear->step(entry.state, q, kk, vv, hidden) : linear->prefill(entry.state, q, kk, vv, hidden);
   }
 

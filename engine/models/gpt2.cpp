@@ -45,8 +45,7 @@ ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& o
   const int64_t offset = context.positionOffset;  // > 0 when generating
   TORCH_CHECK(offset + T <= config_.maxPositions, "sequence of ", offset + T, " tokens is longer than n_positions = ",
               config_.maxPositions);
-  const auto positions = torch::arange(offset, offset + T, torch::TensorOptions(torch::kLong).device(ids.device()));
-  auto x = toCompute(wte_->forward(ids) + wpe_->forward(positions).unsqueeze(0));  // [B,T,C]
+  auto x = toCompute(wte_->forward(ids) + wpe_->forward(context.positions).unsqueeze(0));  // [B,T,C]
   const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
   for (int64_t l = 0; l <= lastLayer; ++l) {
     auto& b = blocks_[static_cast<size_t>(l)];

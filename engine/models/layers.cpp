@@ -68,9 +68,13 @@ RopeTables ropeTables(const ModelConfig& config, int64_t length, int64_t offset,
   // fp32 as Hugging Face computes them (the references match it); fp64 for an fp64 model.
   const auto type = dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
   const auto inv = ropeInverseFrequencies(config).to(device, type);                        // [D/2]
-  const auto pos = torch::arange(offset, offset + length, torch::TensorOptions(type).device(device));  // [T]
-  const auto freqs = torch::outer(pos, inv);                                               // [T, D/2]
-  const auto emb = torch::cat({freqs, freqs}, -1);                                         // [T, D]
+  const auto pos = torch::arange(offset, offset + length, torch::TensorOptions(torch::kLong).device(device));  // [T]
+  return ropeTables(pos, inv);
+}
+
+RopeTables ropeTables(const torch::Tensor& positions, const torch::Tensor& inverseFrequencies) {
+  const auto freqs = torch::outer(positions.to(inverseFrequencies.scalar_type()), inverseFrequencies);  // [T, D/2]
+  const auto emb = torch::cat({freqs, freqs}, -1);                                                       // [T, D]
   return {emb.cos(), emb.sin()};
 }
 

@@ -31,6 +31,9 @@ struct RopeTables {
 };
 RopeTables ropeTables(const ModelConfig& config, int64_t length, int64_t offset, torch::Device device,
                       torch::ScalarType dtype = torch::kFloat);
+// The same for the positions [T] (int64, on the tables' device) with the inverse frequencies
+// already there (ropeInverseFrequencies in the tables' dtype): device work only, no host copy.
+RopeTables ropeTables(const torch::Tensor& positions, const torch::Tensor& inverseFrequencies);
 // x [B, H, T, D]: x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1] (halves of D).
 torch::Tensor applyRope(const torch::Tensor& x, const RopeTables& tables);
 // The inverse frequencies [D/2], float64 (exposed for tests).

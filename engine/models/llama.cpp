@@ -45,7 +45,9 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
   const int64_t T = ids.size(1);
   ModelOutput out;
   const auto context = makeContext(ids, options, &out.captures);
-  const auto rope = ropeTables(config_, T, context.positionOffset, ids.device(), embed_->weight.scalar_type());  // cos, sin [T,D]
+  // fp32 as Hugging Face computes them (the references match it); fp64 for an fp64 model.
+  const auto ropeType = embed_->weight.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  const auto rope = ropeTables(context.positions, ropeInverse(ids.device(), ropeType));  // cos, sin [T,D]
   auto x = toCompute(embed_->forward(ids));                    // [B,T,C]
   const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
   for (int64_t l = 0; l <= lastLayer; ++l) {
@@ -71,6 +73,12 @@ ModelOutput LlamaModel::forward(const torch::Tensor& ids, const ForwardOptions& 
     out.logits = projectRows(out.hidden, lmHead_ ? lmHead_->weight : embed_->weight);
   }
   return out;
+}
+
+const torch::Tensor& LlamaModel::ropeInverse(torch::Device device, torch::ScalarType dtype) {
+  if (!ropeInverse_.defined() || ropeInverse_.device() != device || ropeInverse_.scalar_type() != dtype)
+    ropeInverse_ = ropeInverseFrequencies(config_).to(device, dtype);  // [D/2]
+  return ropeInverse_;
 }
 
 void LlamaModel::loadWeights(WeightSource& s) {

@@ -30,6 +30,10 @@ class LlamaModel : public TransformerModel {
   torch::Tensor norm_;                     // [C]
   torch::nn::Linear lmHead_{nullptr};      // absent when tied
   torch::nn::Linear classifier_{nullptr};  // LlamaForSequenceClassification "score"
+  // The rotary inverse frequencies on the device and in the dtype last asked for (not a weight):
+  // computed on the host once, not copied to the device at every forward.
+  torch::Tensor ropeInverse_;
+  const torch::Tensor& ropeInverse(torch::Device device, torch::ScalarType dtype);
 };
 
 }  // namespace hh::models

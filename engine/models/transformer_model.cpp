@@ -115,6 +115,14 @@ TransformerModel::LayerContext TransformerModel::makeContext(const torch::Tensor
     TORCH_CHECK(options.attentionMask.sizes() == ids.sizes(), "attention mask must be [B,T] like the ids");
     context.keyMask = options.attentionMask.to(ids.device()).to(torch::kBool);
   }
+  const auto steps = torch::arange(ids.size(1), torch::TensorOptions(torch::kLong).device(ids.device()));  // [T]
+  if (options.positionStart.defined()) {
+    TORCH_CHECK(options.positionStart.numel() == 1 && options.positionStart.device() == ids.device(),
+                "positionStart must be one int64 on the ids' device");
+    context.positions = steps + options.positionStart.to(torch::kLong).reshape({1});
+  } else {
+    context.positions = context.positionOffset == 0 ? steps : steps + context.positionOffset;
+  }
   return context;
 }
 

@@ -67,6 +67,10 @@ struct ForwardOptions {
   // attend to the cached keys, linear layers continue their recurrent state (see decode_cache.h).
   // Captures are not taken in this mode.
   DecodeCache* cache = nullptr;
+  // Optional [1] int64 on the model's device: the first token's position, read on the device
+  // instead of taken from cache->position, so one recorded decode step serves every position
+  // (generation/decode_graph.h). The cache's position must still say the same.
+  torch::Tensor positionStart;
 };
 
 struct ModelOutput {
@@ -126,6 +130,7 @@ class TransformerModel : public torch::nn::Module {
     std::vector<LayerCapture>* captures = nullptr;
     DecodeCache* cache = nullptr;
     int64_t positionOffset = 0;  // absolute position of the first token (cache->position)
+    torch::Tensor positions;     // [T] int64 on the ids' device: every token's absolute position
   };
   // q [B, H, T, D]; k, v [B, H_kv, T, D]; hidden [B, T, C] (gated rules). Returns [B, H, T, D].
   // `scale` multiplies q.k (0 = 1/sqrt(D)).

@@ -21,23 +21,7 @@ namespace {
 namespace a = hh::attn;
 namespace m = hh::models;
 
-// A 3-layer Llama with grouped KV heads (4 query heads, 2 KV heads, head dim 8), weights drawn
-// with a larger spread than the 0.02 init so that attention is not uniform.
-m::ModelPtr tinyLlama(int64_t layers = 3) {
-  const nlohmann::json j = {{"model_type", "llama"},        {"architectures", {"LlamaForCausalLM"}},
-                            {"vocab_size", 61},             {"hidden_size", 32},
-                            {"intermediate_size", 48},      {"num_hidden_layers", layers},
-                            {"num_attention_heads", 4},     {"num_key_value_heads", 2},
-                            {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-6},
-                            {"hidden_act", "silu"},         {"tie_word_embeddings", false}};
-  auto model = m::createModel(m::parseModelConfig(j, "tiny llama"));
-  at::NoGradGuard noGrad;
-  torch::manual_seed(7);
-  for (auto& p : model->parameters())
-    if (p.dim() >= 2) p.normal_(0.0, 0.25);
-  model->to(hh::test::testTorchDevice());
-  return model;
-}
+using hh::test::tinyLlama;
 
 // Feature maps and gates away from their initialisation, so the test sees their parameters.
 void perturbAdapters(m::TransformerModel& model) {

@@ -43,6 +43,25 @@ inline hh::models::ModelPtr loadOnTestDevice(const std::string& dir) {
 }
 inline torch::Tensor onTestDevice(const torch::Tensor& t) { return t.to(testTorchDevice()); }
 
+// A small Llama on the test device, weights drawn with a larger spread than the 0.02 init so that
+// attention is not uniform. Default: 3 layers, width 32, 4 query heads over 2 KV heads (head
+// dim 8); heads of dim 64 with hidden = 64 * heads.
+inline hh::models::ModelPtr tinyLlama(int64_t layers = 3, int64_t hidden = 32, int64_t heads = 4, int64_t kvHeads = 2) {
+  const nlohmann::json j = {{"model_type", "llama"},        {"architectures", {"LlamaForCausalLM"}},
+                            {"vocab_size", 61},             {"hidden_size", hidden},
+                            {"intermediate_size", 48},      {"num_hidden_layers", layers},
+                            {"num_attention_heads", heads}, {"num_key_value_heads", kvHeads},
+                            {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-6},
+                            {"hidden_act", "silu"},         {"tie_word_embeddings", false}};
+  auto model = hh::models::createModel(hh::models::parseModelConfig(j, "tiny llama"));
+  at::NoGradGuard noGrad;
+  torch::manual_seed(7);
+  for (auto& p : model->parameters())
+    if (p.dim() >= 2) p.normal_(0.0, 0.25);
+  model->to(testTorchDevice());
+  return model;
+}
+
 // Next-token loss of `model` on ids [B, T], without gradients.
 inline double lmLoss(hh::models::TransformerModel& model, const torch::Tensor& ids) {
   torch::NoGradGuard noGrad;
