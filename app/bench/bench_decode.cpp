@@ -119,7 +119,7 @@ Timing timeGraphedStep(m::TransformerModel& model, const m::AttentionPlan& plan,
   try {
     model.setAttentionPlan(plan);
     auto state = cacheAt(model, batch, position, 0);
-    hh::generation::DecodeGraph graph(model, state);
+    hh::gen::DecodeGraph graph(model, state);
     return time([&] { graph.step(token); }, steps);
   } catch (const std::exception& e) {
     note = e.what();

@@ -75,6 +75,10 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
   const auto& config = model->config();
   auto options = optionsFor(a, config, *tokenizer);
   options.teacher = teacher;
+  if (options.cudaGraph && (teacher || config.plan.linearLayerCount() < config.layers)) {
+    options.cudaGraph = false;  // softmax layers: their KV cache grows every token (decode_graph.h)
+    std::fprintf(stderr, "--cuda-graph: %s has softmax layers and decodes step by step\n", dir.c_str());
+  }
   const auto prompt = tokenizer->encode(a.prompt, /*addSpecialTokens=*/true);
   auto name = dir;
   while (name.size() > 1 && name.back() == '/') name.pop_back();
@@ -185,6 +189,8 @@ void addGenerateCommand(CLI::App& app) {
   cmd->add_option("--stop", a->stops, "Stop after this token (text of one token; repeatable)");
   cmd->add_flag("--ignore-eos", a->ignoreEos, "Do not stop at the end-of-text token");
   cmd->add_flag("--teacher", a->teacher, "Run a converted model's linear layers as softmax (its original attention)");
+  cmd->add_flag("--cuda-graph", a->options.cudaGraph,
+                "Replay one recorded decode step per token (a GPU, every layer Hedgehog with the additive rule)");
   cmd->add_option("--compare", a->compare, "A second model folder to run with the same prompt and settings")
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--timings", a->timings, "CSV file: one row per token (latency, cache bytes, RSS)");

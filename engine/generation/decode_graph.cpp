@@ -6,7 +6,7 @@
 
 #include "engine/core/device.h"
 
-namespace hh::generation {
+namespace hh::gen {
 
 namespace {
 
@@ -114,4 +114,4 @@ torch::Tensor DecodeGraph::step(const torch::Tensor& tokens) {
   return logits_;
 }
 
-}  // namespace hh::generation
+}  // namespace hh::gen

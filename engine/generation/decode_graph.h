@@ -17,7 +17,7 @@
 #include "engine/core/cuda_graph.h"
 #include "engine/models/transformer_model.h"
 
-namespace hh::generation {
+namespace hh::gen {
 
 class DecodeGraph {
  public:
@@ -42,4 +42,4 @@ class DecodeGraph {
   std::unique_ptr<CudaGraph> graph_;
 };
 
-}  // namespace hh::generation
+}  // namespace hh::gen

@@ -2,6 +2,7 @@
 
 #include <torch/types.h>
 
+#include "engine/generation/decode_graph.h"
 #include "engine/tokenizers/tokenizer.h"
 
 #include <algorithm>
@@ -69,7 +70,8 @@ TokenEvent Decoder::next() {
   forward.cache = &cache_;
   forward.teacher = options_.teacher;
   const auto start = Clock::now();
-  const auto logits = model_.forward(input_, forward).logits;  // [1, T, V]
+  if (options_.cudaGraph && index_ > 0 && !graph_) graph_ = std::make_unique<DecodeGraph>(model_, cache_);
+  const auto logits = graph_ ? graph_->step(input_) : model_.forward(input_, forward).logits;  // [1, T, V]
   const auto last = logits[0][logits.size(1) - 1];             // [V]
   TokenEvent event;
   event.token = sampler_.next(last);

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,12 +19,17 @@ class Tokenizer;
 
 namespace hh::gen {
 
+class DecodeGraph;
+
 struct GenerateOptions {
   SamplingOptions sampling;
   int64_t maxNewTokens = 64;
   std::vector<int64_t> stopTokens;  // generation ends after emitting one of these
   bool teacher = false;             // run converted layers as softmax (the original model)
   bool reserveCache = true;         // size KV caches for prompt + maxNewTokens up front
+  // Replay one recorded decode step per token after the prompt (decode_graph.h): a GPU and every
+  // layer Hedgehog (additive, no window); otherwise the first step fails with the reason.
+  bool cudaGraph = false;
 };
 
 // One generated token, as the callback sees it.
@@ -72,6 +78,7 @@ class Decoder {
   GenerateOptions options_;
   Sampler sampler_;
   models::DecodeCache cache_;
+  std::unique_ptr<DecodeGraph> graph_;  // options.cudaGraph: recorded after the prompt
   at::Tensor input_;  // [1, T]: the prompt, then the last token
   GenerateResult result_;
   int64_t index_ = 0;

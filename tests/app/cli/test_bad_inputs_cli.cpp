@@ -28,6 +28,7 @@
 #include <sstream>
 #include <thread>
 
+#include "engine/models/model_io.h"
 #include "engine/runs/run_writer.h"
 #include "tests/support/bad_inputs.h"
 #include "tests/support/hh_test.h"
@@ -231,11 +232,34 @@ class TestBadInputsCli : public QObject {
     const auto bad = runCli({"bench", "--shape", "gpt3"}, scratch.path, 0, false);
     QVERIFY(bad.exited && bad.status != 0 && bad.err.find("gpt3") != std::string::npos);
   }
+
+  // generate --cuda-graph: a softmax model decodes step by step and says so; a Hedgehog model on
+  // a machine without CUDA graphs (this CPU build) is refused with the reason, in one line.
+  void generateCudaGraphSaysWhatItCannotDo() {
+    if (std::string(HH_CLI_BINARY).empty()) QSKIP("the hedgehog CLI is not built (CLI11 missing)");
+    Scratch scratch;
+    const std::string teacher = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
+    const auto soft = runCli({"generate", teacher, "--prompt", "The cat", "-n", "3", "--cuda-graph", "--device", "cpu"},
+                             scratch.path, 0, false);
+    QVERIFY2(soft.exited && soft.status == 0, soft.err.c_str());
+    QVERIFY2(soft.err.find("--cuda-graph: " + teacher + " has softmax layers") != std::string::npos, soft.err.c_str());
+    auto model = hh::models::loadModel(teacher);
+    hh::attn::LinearAttentionConfig hedgehog;
+    hedgehog.featureMap.kind = hh::attn::FeatureMapKind::Hedgehog;
+    model->setAttentionPlan(hh::models::AttentionPlan::uniform(model->layerCount(), hedgehog));
+    const std::string converted = scratch.path + "/hedgehog";
+    hh::models::saveModel(*model, converted, teacher);
+    const auto r = runCli({"generate", converted, "--prompt", "The cat", "-n", "3", "--cuda-graph", "--device", "cpu"},
+                          scratch.path, 0, false);
+    QVERIFY(r.exited && r.status != 0);
+    QVERIFY2(r.err.find("CUDA graph needs") != std::string::npos, r.err.c_str());
+  }
 };
 
 HH_TEST_SUITE(TestBadInputsCli, "app.cli.bad_inputs", &TestBadInputsCli::initTestCase,
               &TestBadInputsCli::catalogueIsWellFormed, &TestBadInputsCli::everyBadInputFailsWithOneLineNamingTheFile,
-              &TestBadInputsCli::runInfoDescribesARun, &TestBadInputsCli::benchRunsAShapeInBf16)
+              &TestBadInputsCli::runInfoDescribesARun, &TestBadInputsCli::benchRunsAShapeInBf16,
+              &TestBadInputsCli::generateCudaGraphSaysWhatItCannotDo)
 
 #if HH_HAVE_QTEST
 #include "test_bad_inputs_cli.moc"

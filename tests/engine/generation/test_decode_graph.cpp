@@ -67,14 +67,14 @@ class TestDecodeGraph : public QObject {
     if (!hh::cudaGraphsAvailable()) expected = "needs a build with CUDA";
     else if (!model->parameters().front().is_cuda()) expected = "needs the model on a CUDA device";
     else expected = "layer 0 attends with softmax";
-    HH_VERIFY_THROWS_WITH(hh::generation::DecodeGraph(*model, cache), expected);
+    HH_VERIFY_THROWS_WITH(hh::gen::DecodeGraph(*model, cache), expected);
     if (!model->parameters().front().is_cuda() || !hh::cudaGraphsAvailable()) return;
     a::LinearAttentionConfig window;
     window.featureMap.kind = a::FeatureMapKind::Hedgehog;
     window.window = 4;
     model->setAttentionPlan(m::AttentionPlan::uniform(2, window));
     auto windowCache = model->newCache(1, 0);
-    HH_VERIFY_THROWS_WITH(hh::generation::DecodeGraph(*model, windowCache), "no window");
+    HH_VERIFY_THROWS_WITH(hh::gen::DecodeGraph(*model, windowCache), "no window");
   }
 
   void replayedStepsGiveThePlainStepsLogits() {
@@ -92,7 +92,7 @@ class TestDecodeGraph : public QObject {
     prefill.cache = &graphed;
     model->forward(ids.narrow(1, 0, 6), plainOptions);
     model->forward(ids.narrow(1, 0, 6), prefill);
-    hh::generation::DecodeGraph graph(*model, graphed);
+    hh::gen::DecodeGraph graph(*model, graphed);
     QCOMPARE(graphed.position, int64_t(6));  // recording advanced nothing
     for (int64_t t = 6; t < 20; ++t) {
       const auto token = ids.narrow(1, t, 1);
