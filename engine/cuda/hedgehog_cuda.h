@@ -89,9 +89,12 @@ struct BackwardArgs {
   Rows gq, gk, gv;         // [B, H, T, D] dtype, written
   float* gweight;          // [H, D, D] fp32 contiguous, written (sum over batch and time)
   float* gbias;            // [H, D] fp32 contiguous, written
-  void* workspace;         // hedgehogCudaBackwardWorkspace(p) bytes, 256-byte aligned
+  void* workspace;         // hedgehogCudaBackwardWorkspace(p, segments) bytes, 256-byte aligned
+  int segments = 1;        // as the forward's (hedgehogCudaSegments): the scans split the same way
 };
-size_t hedgehogCudaBackwardWorkspace(const Problem& p);
+// The backward's scratch: gu of q and k (2 B*H*T*D fp32), the weight gradient's partial sums and,
+// with segments, the three scans' segment states (B*H*segments*(2D*D + 2(D+16)*2D) fp32).
+size_t hedgehogCudaBackwardWorkspace(const Problem& p, int segments = 1);
 Status hedgehogCudaBackward(const BackwardArgs& a);
 
 struct StepArgs {

@@ -102,10 +102,13 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
     auto gk = at::empty_like(gq), gv = at::empty_like(gq);
     auto gw = at::empty(w.sizes(), w.options()), gb = at::empty(b.sizes(), b.options());
     const Problem p = problemOf(q, ctx->saved_data["eps"].toDouble());
-    auto workspace = at::empty({static_cast<int64_t>(hedgehogCudaBackwardWorkspace(p))}, q.options().dtype(at::kByte));
+    const int segments = hedgehogCudaSegments(p, q.device().index());
+    auto workspace =
+        at::empty({static_cast<int64_t>(hedgehogCudaBackwardWorkspace(p, segments))}, q.options().dtype(at::kByte));
     BackwardArgs a{p, rowsOf(q), rowsOf(k), rowsOf(v), w.data_ptr<float>(), b.data_ptr<float>(), rowsOf(y),
                    rowsOf(gy), den.data_ptr<float>(), rowsOf(gq), rowsOf(gk), rowsOf(gv), gw.data_ptr<float>(),
                    gb.data_ptr<float>(), workspace.data_ptr()};
+    a.segments = segments;
     check(hedgehogCudaBackward(a));
     return {gq, gk, gv, gw, gb, at::Tensor()};
   }

@@ -121,25 +121,42 @@ int splitsOf(const Problem& p) {
 
 struct Workspace {
   float *guQ, *guK, *wPart, *bPart;
+  BackwardSegments segments;
   size_t bytes;
 };
 
-// Offsets (bytes, 256-aligned) of gu(q), gu(k), the gW and gb partials; base may be null (sizes).
-Workspace carve(const Problem& p, void* base) {
-  const size_t gu = size_t(p.batch) * p.heads * p.length * p.headDim * sizeof(float);
-  const size_t wp = size_t(splitsOf(p)) * p.heads * p.headDim * p.headDim * sizeof(float);
-  const size_t bp = size_t(splitsOf(p)) * p.heads * p.headDim * sizeof(float);
+// Offsets (bytes, 256-aligned) of gu(q), gu(k), the gW and gb partials and, with segments, the
+// three scans' segment states; base may be null (sizes only).
+Workspace carve(const Problem& p, int segments, void* base) {
+  const size_t D = size_t(p.headDim), bh = size_t(p.batch) * p.heads;
+  const size_t gu = bh * p.length * D * sizeof(float);
+  const size_t wp = size_t(splitsOf(p)) * p.heads * D * D * sizeof(float);
+  const size_t bp = size_t(splitsOf(p)) * p.heads * D * sizeof(float);
+  const int64_t dvSlot = int64_t(2 * D * D), dqkSlot = int64_t((D + 16) * 2 * D);
+  const size_t dvBytes = segments > 1 ? bh * segments * dvSlot * sizeof(float) : 0;
+  const size_t dqkBytes = segments > 1 ? bh * segments * dqkSlot * sizeof(float) : 0;
   auto up = [](size_t x) { return (x + 255) & ~size_t(255); };
-  const size_t offK = up(gu), offW = 2 * up(gu), offB = offW + up(wp);
+  const size_t offK = up(gu), offW = 2 * up(gu), offB = offW + up(wp), offDv = offB + up(bp);
+  const size_t offDq = offDv + up(dvBytes), offDk = offDq + up(dqkBytes);
   char* c = static_cast<char*>(base);
   Workspace w{};
+  const int chunk = hedgehogCudaChunk(p.dtype);
+  const int64_t chunksEach = ((p.length + chunk - 1) / chunk + segments - 1) / segments;
+  w.segments.dv = {nullptr, segments, chunksEach, dvSlot};
+  w.segments.dq = {nullptr, segments, chunksEach, dqkSlot};
+  w.segments.dk = {nullptr, segments, chunksEach, dqkSlot};
   if (c) {
     w.guQ = reinterpret_cast<float*>(c);
     w.guK = reinterpret_cast<float*>(c + offK);
     w.wPart = reinterpret_cast<float*>(c + offW);
     w.bPart = reinterpret_cast<float*>(c + offB);
+    if (segments > 1) {
+      w.segments.dv.states = reinterpret_cast<float*>(c + offDv);
+      w.segments.dq.states = reinterpret_cast<float*>(c + offDq);
+      w.segments.dk.states = reinterpret_cast<float*>(c + offDk);
+    }
   }
-  w.bytes = offB + up(bp);
+  w.bytes = offDk + up(dqkBytes);
   return w;
 }
 
@@ -165,9 +182,9 @@ cudaError_t launchParams(const BackwardArgs& a, const Workspace& w) {
 namespace hh::cuda {
 using namespace detail;
 
-size_t hedgehogCudaBackwardWorkspace(const Problem& p) {
-  if (checkProblem(p)) return 0;
-  return carve(p, nullptr).bytes;
+size_t hedgehogCudaBackwardWorkspace(const Problem& p, int segments) {
+  if (checkProblem(p) || segments < 1) return 0;
+  return carve(p, segments, nullptr).bytes;
 }
 
 Status hedgehogCudaBackward(const BackwardArgs& a) {
@@ -175,8 +192,11 @@ Status hedgehogCudaBackward(const BackwardArgs& a) {
   if (!a.q.data || !a.k.data || !a.v.data || !a.y.data || !a.gy.data || !a.den || !a.gq.data || !a.gk.data ||
       !a.gv.data || !a.weight || !a.bias || !a.gweight || !a.gbias || !a.workspace)
     return {cudaSuccess, "hedgehogCudaBackward: null pointer"};
-  const Workspace w = carve(a.p, a.workspace);
-  cudaError_t e = launchBackwardScans(a, w.guQ, w.guK);
+  const int64_t chunks = (a.p.length + hedgehogCudaChunk(a.p.dtype) - 1) / hedgehogCudaChunk(a.p.dtype);
+  if (a.segments < 1 || a.segments > chunks || a.segments > 65535)
+    return {cudaSuccess, "hedgehogCudaBackward: segments must be 1 .. the number of chunks (at most 65535)"};
+  const Workspace w = carve(a.p, a.segments, a.workspace);
+  cudaError_t e = launchBackwardScans(a, w.guQ, w.guK, w.segments);
   if (e != cudaSuccess) return {e, nullptr};
   if (a.p.dtype == DType::BF16)
     e = a.p.headDim == 64 ? launchParams<bf16, 64>(a, w) : launchParams<bf16, 128>(a, w);

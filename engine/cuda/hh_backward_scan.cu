@@ -10,7 +10,11 @@
 // dqkKernel carries the state of one block of DB = 32 feature indices u (phi columns u and D + u)
 // and turns gphi into gu = gphi[u] e - gphi[D+u] / e (0 where |u| >= 30) at once; gu goes to an
 // fp32 workspace [B*H, T, D] that hh_backward_params.cu turns into gq, gk, gW, gb.
-// Grids: dv (B*H, D/N) as the forward; dq, dk (B*H, D/32). 256 threads each.
+// Grids: dv (B*H, D/N) as the forward; dq, dk (B*H, D/32); times the segments (grid z). With
+// segments, as the forward's: a pass sums each segment's state per scan (SumOnly), a scan over the
+// segments turns the sums into starting states (the earlier segments' for the causal scan, the
+// later ones' for the two reverse scans), then the scans run every segment at once.
+// 256 threads each.
 #include "engine/cuda/hh_cuda_kernels.h"
 #include "engine/cuda/hh_cuda_scan.cuh"
 
@@ -80,8 +84,23 @@ __device__ void valueRows(T* dst, int ld, const BackwardArgs& a, int b, int h, i
   }
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, 1) dvKernel(BackwardArgs a) {
+// The chunks [c0, c1) of segment blockIdx.z, and its state slot at the block's columns.
+struct SegmentRange {
+  int64_t c0, c1;
+  float* state;
+};
+__device__ __forceinline__ SegmentRange segmentRange(const ScanSegments& g, int64_t chunks, int columnOffset) {
+  SegmentRange r;
+  r.c0 = int64_t(blockIdx.z) * g.chunksEach;
+  r.c1 = r.c0 + g.chunksEach < chunks ? r.c0 + g.chunksEach : chunks;
+  r.state = g.states ? g.states + (size_t(blockIdx.x) * g.count + blockIdx.z) * g.slotFloats + columnOffset : nullptr;
+  return r;
+}
+
+// SumOnly: the segment's state sum (phi(q)^T gy/den over its chunks) into its slot; else the scan
+// proper, from the slot's starting state (the later segments' sum) when there are segments.
+template <typename T, int D, bool SumOnly>
+__global__ void __launch_bounds__(kThreads, 1) dvKernel(BackwardArgs a, ScanSegments g) {
   using Cfg = DvCfg<T, D>;
   using Scan = typename Cfg::Scan;
   constexpr int C = Cfg::C, N = Cfg::N;
@@ -91,25 +110,33 @@ __global__ void __launch_bounds__(kThreads, 1) dvKernel(BackwardArgs a) {
   const float* W = a.weight + size_t(h) * D * D;
   const float* bias = a.bias + size_t(h) * D;
   const float* den = denRow(a, b, h);
-  const int64_t chunks = (a.p.length + C - 1) / C;
-  for (int64_t c = chunks - 1; c >= 0; --c) {
+  const SegmentRange r = segmentRange(g, (a.p.length + C - 1) / C, n0);
+  if (!SumOnly && g.count > 1) s.loadState(r.state, D);
+  for (int64_t c = r.c1 - 1; c >= r.c0; --c) {
     const int64_t t0 = c * C;
     const int len = chunkLen(t0, a.p.length, C);
-    Cfg::Feat::run(s.scratch, s.stage, a.k, b, h, t0, len, W, bias, 0, D, s.L, Scan::LDK, 0, D, nullptr);
+    if (!SumOnly) Cfg::Feat::run(s.scratch, s.stage, a.k, b, h, t0, len, W, bias, 0, D, s.L, Scan::LDK, 0, D, nullptr);
     Cfg::Feat::run(s.scratch, s.stage, a.q, b, h, t0, len, W, bias, 0, D, s.Lk, Scan::LDK, 0, D, nullptr);
     for (int idx = threadIdx.x; idx < C * N; idx += kThreads) {  // Vals = gy / den
-      const int r = idx / N, n = idx % N;
-      s.V[r * Scan::LDN + n] =
-          fromF<T>(r < len ? toF(rowPtr<const T>(a.gy, b, h, t0 + r)[n0 + n]) / den[t0 + r] : 0.0f);
+      const int row = idx / N, n = idx % N;
+      s.V[row * Scan::LDN + n] =
+          fromF<T>(row < len ? toF(rowPtr<const T>(a.gy, b, h, t0 + row)[n0 + n]) / den[t0 + row] : 0.0f);
+    }
+    if (SumOnly) {
+      __syncthreads();
+      s.accumulate();
+      __syncthreads();
+      continue;
     }
     s.step();
     const float* out = s.out32();
     for (int idx = threadIdx.x; idx < len * N; idx += kThreads) {
-      const int r = idx / N, n = idx % N;
-      rowPtr<T>(a.gv, b, h, t0 + r)[n0 + n] = fromF<T>(out[r * Scan::LDP + n]);
+      const int row = idx / N, n = idx % N;
+      rowPtr<T>(a.gv, b, h, t0 + row)[n0 + n] = fromF<T>(out[row * Scan::LDP + n]);
     }
     __syncthreads();
   }
+  if (SumOnly) s.storeState(r.state, D);
 }
 
 // gu[i][u0 + n] = gphi[i][n] e - gphi[i][DB + n] / e where |u| < 30, else 0 (eq holds +-e).
@@ -127,8 +154,9 @@ __device__ void gradFeatureEpilogue(const Scan& s, float* gu, int64_t t0, int le
 
 // IsQ: L = [gnum|gden], Lk = [v|1], Vals = phi(k) block, eq = e(q) block; causal, time order.
 // else: L = [v|1], Lk = [gnum|gden], Vals = phi(q) block, eq = e(k) block; anti-causal, reverse.
-template <typename T, int D, bool IsQ>
-__global__ void __launch_bounds__(kThreads, 1) dqkKernel(BackwardArgs a, float* guOut) {
+// SumOnly: the segment's state sum (Lk^T Vals) into its slot, as dvKernel's.
+template <typename T, int D, bool IsQ, bool SumOnly>
+__global__ void __launch_bounds__(kThreads, 1) dqkKernel(BackwardArgs a, float* guOut, ScanSegments g) {
   using Cfg = DqkCfg<T, D, IsQ>;
   using Scan = typename Cfg::Scan;
   constexpr int C = Cfg::C, K = Cfg::K;
@@ -138,19 +166,44 @@ __global__ void __launch_bounds__(kThreads, 1) dqkKernel(BackwardArgs a, float* 
   const float* W = a.weight + size_t(h) * D * D;
   const float* bias = a.bias + size_t(h) * D;
   float* gu = guOut + size_t(blockIdx.x) * a.p.length * D;
-  const int64_t chunks = (a.p.length + C - 1) / C;
-  for (int64_t step = 0; step < chunks; ++step) {
-    const int64_t t0 = (IsQ ? step : chunks - 1 - step) * C;
+  const SegmentRange r = segmentRange(g, (a.p.length + C - 1) / C, blockIdx.y * Cfg::N);
+  if (!SumOnly && g.count > 1) s.loadState(r.state, 2 * D);
+  for (int64_t i = 0; i < r.c1 - r.c0; ++i) {
+    const int64_t t0 = (IsQ ? r.c0 + i : r.c1 - 1 - i) * C;
     const int len = chunkLen(t0, a.p.length, C);
     const Rows& featSide = IsQ ? a.k : a.q;  // its phi block are the Vals
     const Rows& gradSide = IsQ ? a.q : a.k;  // its e block converts gphi into gu
     Cfg::Feat::run(s.scratch, s.stage, featSide, b, h, t0, len, W, bias, u0, kBlockU, s.V, Scan::LDN, 0, kBlockU,
                    nullptr);
-    Cfg::Feat::run(s.scratch, s.stage, gradSide, b, h, t0, len, W, bias, u0, kBlockU, nullptr, 0, 0, 0, s.eq);
-    gradRows<T, D, C, K>(IsQ ? s.L : s.Lk, Scan::LDK, a, b, h, t0, len);
-    valueRows<T, D, C, K>(IsQ ? s.Lk : s.L, Scan::LDK, a, b, h, t0, len);
+    if (!SumOnly)
+      Cfg::Feat::run(s.scratch, s.stage, gradSide, b, h, t0, len, W, bias, u0, kBlockU, nullptr, 0, 0, 0, s.eq);
+    if (!SumOnly || !IsQ) gradRows<T, D, C, K>(IsQ ? s.L : s.Lk, Scan::LDK, a, b, h, t0, len);
+    if (!SumOnly || IsQ) valueRows<T, D, C, K>(IsQ ? s.Lk : s.L, Scan::LDK, a, b, h, t0, len);
+    if (SumOnly) {
+      __syncthreads();
+      s.accumulate();
+      __syncthreads();
+      continue;
+    }
     s.step();
     gradFeatureEpilogue(s, gu, t0, len, D, u0);
+  }
+  if (SumOnly) s.storeState(r.state, 2 * D);
+}
+
+// Each segment's sum becomes the sum of the segments before it (causal scans) or after it
+// (reverse scans), in place: its starting state. Grid (B*H, ceil(slot / 256)), one float of the
+// slot per thread.
+__global__ void segmentScanKernel(float* states, int segments, int64_t slotFloats, bool reverse) {
+  const int64_t e = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (e >= slotFloats) return;
+  float* base = states + size_t(blockIdx.x) * segments * slotFloats + e;
+  float running = 0.0f;
+  for (int i = 0; i < segments; ++i) {
+    float* slot = base + size_t(reverse ? segments - 1 - i : i) * slotFloats;
+    const float sum = *slot;
+    *slot = running;
+    running += sum;
   }
 }
 
@@ -159,28 +212,43 @@ cudaError_t prepare(Kernel kernel, size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
 }
 
-template <typename T, int D>
-cudaError_t launchScans(const BackwardArgs& a, float* guQ, float* guK) {
-  const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads);
+template <typename T, int D, bool SumOnly>
+cudaError_t launchScanPass(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& seg) {
+  const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads), z = unsigned(seg.dv.count);
   const size_t dvBytes = DvCfg<T, D>::Scan::kBytes;
   const size_t dqBytes = DqkCfg<T, D, true>::Scan::kBytes, dkBytes = DqkCfg<T, D, false>::Scan::kBytes;
+  const auto dv = dvKernel<T, D, SumOnly>;
+  const auto dq = dqkKernel<T, D, true, SumOnly>;
+  const auto dk = dqkKernel<T, D, false, SumOnly>;
   cudaError_t e;
-  const auto dv = dvKernel<T, D>;
-  const auto dq = dqkKernel<T, D, true>;
-  const auto dk = dqkKernel<T, D, false>;
   if ((e = prepare(dv, dvBytes)) != cudaSuccess) return e;
-  HH_LAUNCH(dv, dim3(bh, D / DvCfg<T, D>::N), kThreads, dvBytes, a.p.stream, a);
+  HH_LAUNCH(dv, dim3(bh, D / DvCfg<T, D>::N, z), kThreads, dvBytes, a.p.stream, a, seg.dv);
   if ((e = prepare(dq, dqBytes)) != cudaSuccess) return e;
-  HH_LAUNCH(dq, dim3(bh, D / kBlockU), kThreads, dqBytes, a.p.stream, a, guQ);
+  HH_LAUNCH(dq, dim3(bh, D / kBlockU, z), kThreads, dqBytes, a.p.stream, a, guQ, seg.dq);
   if ((e = prepare(dk, dkBytes)) != cudaSuccess) return e;
-  HH_LAUNCH(dk, dim3(bh, D / kBlockU), kThreads, dkBytes, a.p.stream, a, guK);
+  HH_LAUNCH(dk, dim3(bh, D / kBlockU, z), kThreads, dkBytes, a.p.stream, a, guK, seg.dk);
   return cudaGetLastError();
 }
 
-cudaError_t launchBackwardScans(const BackwardArgs& a, float* guQ, float* guK) {
+template <typename T, int D>
+cudaError_t launchScans(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& seg) {
+  if (seg.dv.count > 1) {
+    const cudaError_t e = launchScanPass<T, D, true>(a, guQ, guK, seg);
+    if (e != cudaSuccess) return e;
+    const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads);
+    const ScanSegments* scans[] = {&seg.dv, &seg.dq, &seg.dk};
+    const bool reverse[] = {true, false, true};  // dv and dk walk their chunks from the end
+    for (int i = 0; i < 3; ++i)
+      HH_LAUNCH(segmentScanKernel, dim3(bh, unsigned((scans[i]->slotFloats + 255) / 256)), 256, 0, a.p.stream,
+                scans[i]->states, scans[i]->count, scans[i]->slotFloats, reverse[i]);
+  }
+  return launchScanPass<T, D, false>(a, guQ, guK, seg);
+}
+
+cudaError_t launchBackwardScans(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& seg) {
   if (a.p.dtype == DType::BF16)
-    return a.p.headDim == 64 ? launchScans<bf16, 64>(a, guQ, guK) : launchScans<bf16, 128>(a, guQ, guK);
-  return a.p.headDim == 64 ? launchScans<float, 64>(a, guQ, guK) : launchScans<float, 128>(a, guQ, guK);
+    return a.p.headDim == 64 ? launchScans<bf16, 64>(a, guQ, guK, seg) : launchScans<bf16, 128>(a, guQ, guK, seg);
+  return a.p.headDim == 64 ? launchScans<float, 64>(a, guQ, guK, seg) : launchScans<float, 128>(a, guQ, guK, seg);
 }
 
 template <typename T, int D>

@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #include "engine/cuda/hedgehog_cuda.h"
 
@@ -11,9 +12,21 @@ namespace hh::cuda::detail {
 size_t forwardSmemBytes(DType dtype, int headDim);
 size_t backwardSmemBytes(DType dtype, int headDim);
 
+// One scan's segment states in the backward's workspace: [B*H][count][K][columns] fp32, a slot of
+// slotFloats = K * columns per (b, h) and segment; null with one segment.
+struct ScanSegments {
+  float* states = nullptr;
+  int count = 1;
+  int64_t chunksEach = 0;
+  int64_t slotFloats = 0;
+};
+struct BackwardSegments {
+  ScanSegments dv, dq, dk;  // dv [2D][D]; dq, dk [D + 16][2D]
+};
+
 // Backward part 1 (hh_backward_scan.cu): writes gv and the feature gradients gu of q and k,
 // each fp32 [B*H, T, D] contiguous. Part 2 (hh_backward_params.cu) turns gu into gq, gk, gW, gb.
-cudaError_t launchBackwardScans(const BackwardArgs& a, float* guQ, float* guK);
+cudaError_t launchBackwardScans(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& segments);
 
 // nullptr when the sizes are usable, else why not.
 inline const char* checkProblem(const Problem& p) {

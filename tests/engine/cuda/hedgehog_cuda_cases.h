@@ -115,12 +115,14 @@ inline Grads runKernels(const at::Tensor& q, const at::Tensor& k, const at::Tens
   out.gv = nan(q.sizes(), q.options());
   out.gw = nan(w.sizes(), w.options());
   out.gb = nan(b.sizes(), b.options());
-  auto work = at::full({static_cast<int64_t>(hh::cuda::hedgehogCudaBackwardWorkspace(p))}, 255,
+  auto work = at::full({static_cast<int64_t>(hh::cuda::hedgehogCudaBackwardWorkspace(p, segments))}, 255,
                        q.options().dtype(torch::kByte));  // NaN bytes
-  check(hh::cuda::hedgehogCudaBackward({p, rowsOf(q), rowsOf(k), rowsOf(v), w.data_ptr<float>(), b.data_ptr<float>(),
-                                        rowsOf(out.y), rowsOf(gy), den.data_ptr<float>(), rowsOf(out.gq),
-                                        rowsOf(out.gk), rowsOf(out.gv), out.gw.data_ptr<float>(),
-                                        out.gb.data_ptr<float>(), work.data_ptr()}));
+  hh::cuda::BackwardArgs backward{p, rowsOf(q), rowsOf(k), rowsOf(v), w.data_ptr<float>(), b.data_ptr<float>(),
+                                  rowsOf(out.y), rowsOf(gy), den.data_ptr<float>(), rowsOf(out.gq),
+                                  rowsOf(out.gk), rowsOf(out.gv), out.gw.data_ptr<float>(),
+                                  out.gb.data_ptr<float>(), work.data_ptr()};
+  backward.segments = segments;  // the scans split as the forward did
+  check(hh::cuda::hedgehogCudaBackward(backward));
   return out;
 }
 
