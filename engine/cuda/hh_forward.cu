@@ -67,10 +67,36 @@ __host__ __device__ inline Segments segmentsOf(const ForwardArgs& a, int chunk) 
   return g;
 }
 
-// Chunks [c0, c1) of segment `seg`.
-__device__ __forceinline__ void segmentChunks(const Segments& g, int64_t chunks, int seg, int64_t& c0, int64_t& c1) {
-  c0 = seg * g.chunksEach;
-  c1 = c0 + g.chunksEach < chunks ? c0 + g.chunksEach : chunks;
+// What a forward block works on: head (b, h), value columns [n0, n0 + N), the chunks [c0, c1) of
+// segment blockIdx.z and that segment's slot in the workspace; the head's map W, bias.
+struct ForwardBlock {
+  int b, h, n0, seg;
+  int64_t c0, c1;
+  size_t slot;
+  Segments g;
+  const float *W, *bias;
+};
+
+template <typename T, int D>
+__device__ ForwardBlock forwardBlock(const ForwardArgs& a) {
+  using Cfg = ForwardCfg<T, D>;
+  ForwardBlock f;
+  f.b = blockIdx.x / a.p.heads;
+  f.h = blockIdx.x % a.p.heads;
+  f.n0 = blockIdx.y * Cfg::N;
+  f.seg = blockIdx.z;
+  f.g = segmentsOf(a, Cfg::C);
+  const int64_t chunks = (a.p.length + Cfg::C - 1) / Cfg::C;
+  f.c0 = f.seg * f.g.chunksEach;
+  f.c1 = f.c0 + f.g.chunksEach < chunks ? f.c0 + f.g.chunksEach : chunks;
+  f.slot = size_t(blockIdx.x) * f.g.count + f.seg;
+  f.W = a.weight + size_t(f.h) * D * D;
+  f.bias = a.bias + size_t(f.h) * D;
+  return f;
+}
+
+__device__ __forceinline__ int chunkLength(int64_t t0, int64_t length, int c) {
+  return static_cast<int>(length - t0 < c ? length - t0 : c);
 }
 
 // Pass 1 of a split forward: grid (B*H, D/N, segments - 1). Each block sums its segment's state
@@ -83,18 +109,13 @@ __global__ void __launch_bounds__(kThreads, 1) segmentSumKernel(ForwardArgs a) {
   constexpr int F = 2 * D;
   HH_DYNAMIC_SHARED(smem);
   Scan s(smem);
-  const int b = blockIdx.x / a.p.heads, h = blockIdx.x % a.p.heads, n0 = blockIdx.y * Cfg::N, seg = blockIdx.z;
-  const Segments g = segmentsOf(a, Cfg::C);
-  const float* W = a.weight + size_t(h) * D * D;
-  const float* bias = a.bias + size_t(h) * D;
-  int64_t c0, c1;
-  segmentChunks(g, (a.p.length + Cfg::C - 1) / Cfg::C, seg, c0, c1);
+  const ForwardBlock k = forwardBlock<T, D>(a);
   for (int f = threadIdx.x; f < F; f += kThreads) s.z[f] = 0.0f;
-  for (int64_t c = c0; c < c1; ++c) {
+  for (int64_t c = k.c0; c < k.c1; ++c) {
     const int64_t t0 = c * Cfg::C;
-    const int len = static_cast<int>(a.p.length - t0 < Cfg::C ? a.p.length - t0 : Cfg::C);
-    Cfg::Feat::run(s.scratch, s.stage, a.k, b, h, t0, len, W, bias, 0, D, s.Lk, Scan::LDK, 0, D, nullptr);
-    loadTile<T, Cfg::C, Cfg::N>(s.V, Scan::LDN, a.v, b, h, t0, len, n0);
+    const int len = chunkLength(t0, a.p.length, Cfg::C);
+    Cfg::Feat::run(s.scratch, s.stage, a.k, k.b, k.h, t0, len, k.W, k.bias, 0, D, s.Lk, Scan::LDK, 0, D, nullptr);
+    loadTile<T, Cfg::C, Cfg::N>(s.V, Scan::LDN, a.v, k.b, k.h, t0, len, k.n0);
     __syncthreads();
     s.accumulate();
     for (int f = threadIdx.x; f < F; f += kThreads) {  // z += column sums of phi(k) (rows >= len are 0)
@@ -104,10 +125,9 @@ __global__ void __launch_bounds__(kThreads, 1) segmentSumKernel(ForwardArgs a) {
     }
     __syncthreads();
   }
-  const size_t slot = size_t(blockIdx.x) * g.count + seg;
-  s.storeState(g.S + slot * F * D + n0, D);
+  s.storeState(k.g.S + k.slot * F * D + k.n0, D);
   if (blockIdx.y == 0)
-    for (int f = threadIdx.x; f < F; f += kThreads) g.z[slot * F + f] = s.z[f];
+    for (int f = threadIdx.x; f < F; f += kThreads) k.g.z[k.slot * F + f] = s.z[f];
 }
 
 // Pass 2: each segment's sum becomes the sum of the segments before it (its starting state), in
@@ -134,27 +154,21 @@ __global__ void __launch_bounds__(kThreads, 1) forwardKernel(ForwardArgs a) {
   constexpr int F = 2 * D;
   HH_DYNAMIC_SHARED(smem);
   Scan s(smem);
-  const int b = blockIdx.x / a.p.heads, h = blockIdx.x % a.p.heads, n0 = blockIdx.y * Cfg::N, seg = blockIdx.z;
-  const Segments g = segmentsOf(a, Cfg::C);
-  const float* W = a.weight + size_t(h) * D * D;
-  const float* bias = a.bias + size_t(h) * D;
-  int64_t c0, c1;
-  segmentChunks(g, (a.p.length + Cfg::C - 1) / Cfg::C, seg, c0, c1);
-  if (seg > 0) {
-    const size_t slot = size_t(blockIdx.x) * g.count + seg;
-    s.loadState(g.S + slot * F * D + n0, D);
-    for (int f = threadIdx.x; f < F; f += kThreads) s.z[f] = g.z[slot * F + f];
+  const ForwardBlock k = forwardBlock<T, D>(a);
+  if (k.seg > 0) {
+    s.loadState(k.g.S + k.slot * F * D + k.n0, D);
+    for (int f = threadIdx.x; f < F; f += kThreads) s.z[f] = k.g.z[k.slot * F + f];
   } else {
     for (int f = threadIdx.x; f < F; f += kThreads) s.z[f] = 0.0f;
   }
-  for (int64_t c = c0; c < c1; ++c) {
+  for (int64_t c = k.c0; c < k.c1; ++c) {
     const int64_t t0 = c * Cfg::C;
-    const int len = static_cast<int>(a.p.length - t0 < Cfg::C ? a.p.length - t0 : Cfg::C);
-    Cfg::Feat::run(s.scratch, s.stage, a.q, b, h, t0, len, W, bias, 0, D, s.L, Scan::LDK, 0, D, nullptr);
-    Cfg::Feat::run(s.scratch, s.stage, a.k, b, h, t0, len, W, bias, 0, D, s.Lk, Scan::LDK, 0, D, nullptr);
-    loadTile<T, Cfg::C, Cfg::N>(s.V, Scan::LDN, a.v, b, h, t0, len, n0);
+    const int len = chunkLength(t0, a.p.length, Cfg::C);
+    Cfg::Feat::run(s.scratch, s.stage, a.q, k.b, k.h, t0, len, k.W, k.bias, 0, D, s.L, Scan::LDK, 0, D, nullptr);
+    Cfg::Feat::run(s.scratch, s.stage, a.k, k.b, k.h, t0, len, k.W, k.bias, 0, D, s.Lk, Scan::LDK, 0, D, nullptr);
+    loadTile<T, Cfg::C, Cfg::N>(s.V, Scan::LDN, a.v, k.b, k.h, t0, len, k.n0);
     s.step();
-    forwardEpilogue<T>(s, a, b, h, t0, len, n0);
+    forwardEpilogue<T>(s, a, k.b, k.h, t0, len, k.n0);
   }
 }
 

@@ -215,6 +215,29 @@ inline std::vector<int64_t> lengths() {
   return {1, 63, 64, 65, 1000, 4097};
 }
 
+// The suites' shared cases: B=2 H=2, D = 64 and 128, every length of lengths() with one, two and
+// one-per-chunk segments (strided inputs at T = 65).
+inline void compareLengths(torch::ScalarType dtype) {
+  for (const int64_t d : {64, 128})
+    for (const int64_t t : lengths())
+      for (const int segments : segmentCounts(t, dtype)) compareCase({2, 2, t, d, segments}, dtype, t == 65);
+}
+
+// Rows whose u run past the clamp: their gradient is 0 there, as in the engine's map.
+inline void compareClamped() {
+  compareCase({2, 1, 40, 64}, torch::kFloat, false, true);
+  compareCase({1, 2, 70, 128}, torch::kFloat, true, true);
+  compareCase({1, 2, 40, 128}, torch::kBFloat16, false, true);
+}
+
+// Rows that do not start on 16 bytes take the element-by-element loads.
+inline void compareUnaligned() {
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    compareCase({1, 2, 130, 64, 1, true}, dtype, false);
+    compareCase({1, 2, 130, 128, 2, true}, dtype, false);
+  }
+}
+
 // 12 decode steps at batch 1, 7, 64 (fp32) and 7 (bf16) against linearStep in fp64.
 inline void compareSteps() {
   for (const auto& [batchSize, scalarType] : {std::pair{1, torch::kFloat}, std::pair{7, torch::kFloat},

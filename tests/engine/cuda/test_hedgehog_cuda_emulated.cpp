@@ -18,31 +18,13 @@ using namespace hh::test::cuda_cases;
 class TestHedgehogCudaEmulated : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void matchesReferenceFp32() {
-    for (const int64_t d : {64, 128})
-      for (const int64_t t : lengths())
-        for (const int segments : segmentCounts(t, torch::kFloat)) compareCase({2, 2, t, d, segments}, torch::kFloat, t == 65);
-  }
+  void matchesReferenceFp32() { compareLengths(torch::kFloat); }
 
-  void matchesReferenceBf16() {
-    for (const int64_t d : {64, 128})
-      for (const int64_t t : lengths())
-        for (const int segments : segmentCounts(t, torch::kBFloat16)) compareCase({2, 2, t, d, segments}, torch::kBFloat16, t == 65);
-  }
+  void matchesReferenceBf16() { compareLengths(torch::kBFloat16); }
 
-  void clampedFeatures() {
-    compareCase({2, 1, 40, 64}, torch::kFloat, false, true);
-    compareCase({1, 2, 70, 128}, torch::kFloat, true, true);
-    compareCase({1, 2, 40, 128}, torch::kBFloat16, false, true);
-  }
+  void clampedFeatures() { compareClamped(); }
 
-  void unalignedRows() {
-    // Rows that do not start on 16 bytes take the element-by-element loads.
-    for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
-      compareCase({1, 2, 130, 64, 1, true}, dtype, false);
-      compareCase({1, 2, 130, 128, 2, true}, dtype, false);
-    }
-  }
+  void unalignedRows() { compareUnaligned(); }
 
   void stepMatchesGenericSteps() { compareSteps(); }
 
