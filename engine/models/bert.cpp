@@ -55,10 +55,9 @@ ModelOutput BertModel::forward(const torch::Tensor& ids, const ForwardOptions& o
   TORCH_CHECK(!options.cache, "BERT is an encoder: generation needs a decoder (GPT-2, Llama)");
   ModelOutput out;
   const auto context = makeContext(ids, options, &out.captures);
-  const auto positions = torch::arange(T, torch::TensorOptions(torch::kLong).device(ids.device()));
   const auto types = options.tokenTypes.defined() ? options.tokenTypes.to(torch::kLong) : torch::zeros_like(ids);
   TORCH_CHECK(types.sizes() == ids.sizes(), "token types must be [B,T] like the ids");
-  auto x = layerNorm(embedNorm_, toCompute(words_->forward(ids) + positions_->forward(positions).unsqueeze(0) +
+  auto x = layerNorm(embedNorm_, toCompute(words_->forward(ids) + positions_->forward(context.positions).unsqueeze(0) +
                                            types_->forward(types)));  // [B,T,C]
   const int64_t lastLayer = options.stopAfterLayer >= 0 ? std::min(options.stopAfterLayer, config_.layers - 1) : config_.layers - 1;
   for (int64_t l = 0; l <= lastLayer; ++l) {
