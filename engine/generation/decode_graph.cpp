@@ -10,13 +10,15 @@ namespace hh::gen {
 
 namespace {
 
-// Every tensor a layer's recurrent state holds, in a fixed order.
+// Every tensor a layer's recurrent state holds, kStateTensors a layer in a fixed order.
+constexpr size_t kStateTensors = 7;
 std::vector<torch::Tensor> stateTensors(const models::DecodeCache& cache) {
   std::vector<torch::Tensor> all;
   for (const auto& layer : cache.layers) {
     const auto& s = layer.state;
-    for (const auto* t : {&s.S, &s.z, &s.lastDecay, &s.keyShift, &s.ringKeys, &s.ringValues, &s.ringFeatures})
-      all.push_back(*t);
+    const torch::Tensor* held[kStateTensors] = {&s.S, &s.z, &s.lastDecay, &s.keyShift, &s.ringKeys, &s.ringValues,
+                                                &s.ringFeatures};
+    for (const auto* t : held) all.push_back(*t);
   }
   return all;
 }
@@ -95,7 +97,7 @@ void DecodeGraph::checkInPlace(const std::vector<torch::Tensor>& before) const {
   for (size_t i = 0; i < before.size(); ++i) {
     if (before[i].defined() == after[i].defined() && (!before[i].defined() || before[i].data_ptr() == after[i].data_ptr()))
       continue;
-    throw std::invalid_argument("decoding with a CUDA graph: layer " + std::to_string(i / 7) +
+    throw std::invalid_argument("decoding with a CUDA graph: layer " + std::to_string(i / kStateTensors) +
                                 "'s step replaces its recurrent state instead of updating it in place (the fused CUDA "
                                 "step kernel does: Hedgehog, additive rule, no window, head dim 64 or 128)");
   }
