@@ -64,16 +64,19 @@ do_build() {
 suites() {  # suites DTYPE REGEX: those engine suites on cuda
   cd "$build" && HH_TEST_DEVICE=cuda HH_TEST_DTYPE="$1" ctest --timeout 300 -j 8 -R "$2" --output-on-failure
 }
-# Nsight Compute on the fused forward at B=1 H=12 D=64, 16K tokens (one launch of each kernel):
-# where its time goes, for the next optimisation.
+# Nsight Compute on the fused forward at B=1 H=12 D=64, 16K tokens: the sequential kernel's first
+# two launches (its segment sums, then the forward; the bench runs it before the pipelined one),
+# then the pipelined kernel's. Where their time goes, for the next optimisation.
 profile_forward() {
-  local ncu
+  local ncu kernel
   ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
   [ -n "$ncu" ] || { echo "profile_forward: no ncu"; return 2; }
-  "$ncu" --kernel-name regex:'forwardKernel|segmentSumKernel' --launch-count 2 --section SpeedOfLight \
-    --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-    "$build/app/hh_bench_attention" --device cuda --dtype bfloat16 --batch 1 --heads 12 --dim 64 \
-    --lengths 16384 --softmax-max 0 --repeats 1
+  for kernel in 'forwardKernel|segmentSumKernel' 'pipelinedForwardKernel'; do
+    "$ncu" --kernel-name regex:"$kernel" --launch-count 2 --section SpeedOfLight --section Occupancy \
+      --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+      "$build/app/hh_bench_attention" --device cuda --dtype bfloat16 --batch 1 --heads 12 --dim 64 \
+      --lengths 16384 --softmax-max 0 --repeats 1 || return $?
+  done
 }
 export repo work build
 export -f do_build suites profile_forward  # the steps run them through `bash -c` (timeout and stdbuf need a program)
@@ -108,7 +111,7 @@ for s in "${all_steps[@]}"; do
         --device cuda --dtype bfloat16 --batch-size 4 --seq-len 1024 --step both --json "$work/pytorch_llama.json" ;;
     demo_cuda) step demo_cuda 180 "$bin/hedgehog" convert --config "$repo/projects/stories/stories.json" \
         --device cuda --run-dir "$build/demo-run" ;;
-    profile_forward) step profile_forward 120 bash -c profile_forward ;;
+    profile_forward) step profile_forward 150 bash -c profile_forward ;;
     memcheck) step memcheck 150 env HH_SANITIZE_TOOLS="memcheck racecheck" bash "$repo/scripts/cuda_sanitize.sh" "$build" ;;
     *) echo "device_session: unknown step $s" | tee -a "$work/summary.txt" ;;
   esac

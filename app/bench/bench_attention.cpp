@@ -11,11 +11,13 @@
 // freed tensors go back to the OS and the reading follows live allocations); on a GPU the caching
 // allocator's peak bytes since the reset, minus those allocated before it. GPU times are taken
 // after synchronising the device.
-// Built with HH_CUDA_KERNELS (engine/cuda, issue 27), four more columns on CUDA: the fused CUDA
-// kernels called directly (hh::cuda::hedgehogCudaCausal) and the generic chunked path (feature
-// map + linearChunked) they replace; the "hedgehog" columns are the engine's dispatch, which
-// takes those kernels where its FusedCudaPolicy says they pay (docs/gpu.md). A measurement that
-// runs out of device memory is reported as such and the row goes on.
+// Built with HH_CUDA_KERNELS (engine/cuda, issue 27), ten more columns on CUDA: the fused CUDA
+// kernels called directly (hh::cuda::hedgehogCudaCausal, with the sequential and with the
+// pipelined forward kernel), the generic chunked path (feature map + linearChunked) they replace,
+// and the share of the matmul rate the pipelined forward reaches (the FLOP count below); the
+// "hedgehog" columns are the engine's dispatch, which takes those kernels where its
+// FusedCudaPolicy says they pay (docs/gpu.md). A measurement that runs out of device memory is
+// reported as such and the row goes on.
 #include <torch/types.h>
 #include <torch/version.h>
 
@@ -207,9 +209,11 @@ int main(int argc, char** argv) {
   std::printf("\n| n | softmax fwd | softmax fwd+bwd | fused fwd | fused fwd+bwd | hedgehog fwd | hedgehog fwd+bwd "
               "| plain loop fwd | plain loop fwd+bwd | hedgehog GFLOP | floor | fwd/floor | softmax/hedgehog fwd | fwd+bwd "
               "| fused/hedgehog fwd | fwd+bwd |%s\n",
-              HH_CUDA_KERNELS ? " cuda kernel fwd | fwd+bwd | generic fwd | fwd+bwd | kernel/generic fwd | fwd+bwd |" : "");
+              HH_CUDA_KERNELS ? " cuda kernel fwd | fwd+bwd | generic fwd | fwd+bwd | kernel/generic fwd | fwd+bwd |"
+                                " pipelined kernel fwd | fwd+bwd | pipelined/kernel fwd | pipelined fwd, % of rate |"
+                              : "");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n",
-              HH_CUDA_KERNELS ? "---|---|---|---|---|---|" : "");
+              HH_CUDA_KERNELS ? "---|---|---|---|---|---|---|---|---|---|" : "");
   for (const int64_t n : o.lengths) {
     torch::manual_seed(0);
     const auto q = torch::randn({o.batch, o.heads, n, o.dim}, options) * 0.5,
@@ -254,8 +258,8 @@ int main(int argc, char** argv) {
 #if HH_CUDA_KERNELS
     if (hh::cuda::hedgehogCudaAccepts(q, k, v)) {
       const auto w = fmap->weight(), b = fmap->bias();
-      const auto run = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z) {
-        return hh::cuda::hedgehogCudaCausal(x, y, z, w, b, o.chunk, cfg.rule.eps);
+      const auto run = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z, bool pipelined = false) {
+        return hh::cuda::hedgehogCudaCausal(x, y, z, w, b, o.chunk, cfg.rule.eps, pipelined);
       };
       const auto generic = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z) {
         return hh::attn::linearChunked(fmap->forward(x), fmap->forward(y), z, {}, cfg.rule);
@@ -264,10 +268,15 @@ int main(int argc, char** argv) {
       const auto ckFB = measure(device, [&] { run(qg, kg, vg).sum().backward(); }, o.repeats);
       const auto geF = measure(device, [&] { at::NoGradGuard g; generic(q, k, v); }, o.repeats);
       const auto geFB = measure(device, [&] { generic(qg, kg, vg).sum().backward(); }, o.repeats);
+      const auto piF = measure(device, [&] { at::NoGradGuard g; run(q, k, v, true); }, o.repeats);
+      const auto piFB = measure(device, [&] { run(qg, kg, vg, true).sum().backward(); }, o.repeats);
+      char share[32] = "-";
+      if (!piF.failed) std::snprintf(share, sizeof share, "%.1f %%", 100.0 * floorSec / piF.seconds);
       kernelCells = " " + cell(ckF) + " | " + cell(ckFB) + " | " + cell(geF) + " | " + cell(geFB) + " | " +
-                    ratio(true, ckF, geF) + " | " + ratio(true, ckFB, geFB) + " |";
+                    ratio(true, ckF, geF) + " | " + ratio(true, ckFB, geFB) + " | " + cell(piF) + " | " + cell(piFB) +
+                    " | " + ratio(true, piF, ckF) + " | " + share + " |";
     } else {
-      kernelCells = " n/a | n/a | n/a | n/a | - | - |";
+      kernelCells = " n/a | n/a | n/a | n/a | - | - | n/a | n/a | - | - |";
     }
 #endif
     std::printf("| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f ms | %.2fx | %s | %s | %s | %s |%s\n",

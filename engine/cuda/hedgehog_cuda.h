@@ -76,6 +76,11 @@ struct ForwardArgs {
   float* den = nullptr;  // optional [B, H, T] fp32 contiguous: sum_{j<=i} phi(q_i).phi(k_j) + eps
   int segments = 1;      // 1 .. number of chunks (hedgehogCudaSegments)
   void* workspace = nullptr;  // hedgehogCudaForwardWorkspace(p, segments) bytes, 256-byte aligned
+  // The pipelined kernel (hh_forward_pipelined.cu: the head's map kept in shared memory, the next
+  // chunk fetched while this one is computed, four barriers a chunk) instead of the sequential one;
+  // the same result up to rounding and the same workspace. Where its shared memory does not fit
+  // the device (bf16 D = 128 before sm_90) the sequential kernel runs. Not yet run on a GPU.
+  bool pipelined = false;
 };
 Status hedgehogCudaForward(const ForwardArgs& a);
 

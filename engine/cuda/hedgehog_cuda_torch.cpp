@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/autograd.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -71,7 +72,8 @@ void checkInputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
 struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunction> {
   // q, k, v [B,H,T,D]; w [H,D,D], b [H,D] fp32 -> y [B,H,T,D]
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qIn, const at::Tensor& kIn,
-                            const at::Tensor& vIn, const at::Tensor& wIn, const at::Tensor& bIn, double eps) {
+                            const at::Tensor& vIn, const at::Tensor& wIn, const at::Tensor& bIn, double eps,
+                            bool pipelined) {
     const auto q = rowsContiguous(qIn), k = rowsContiguous(kIn), v = rowsContiguous(vIn);
     const auto w = wIn.contiguous(), b = bIn.contiguous();
     auto y = at::empty(q.sizes(), q.options().memory_format(at::MemoryFormat::Contiguous));
@@ -79,6 +81,7 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
     ForwardArgs a{problemOf(q, eps), rowsOf(q), rowsOf(k), rowsOf(v), w.data_ptr<float>(), b.data_ptr<float>(),
                   rowsOf(y), den.data_ptr<float>()};
     a.segments = hedgehogCudaSegments(a.p, q.device().index());
+    a.pipelined = pipelined;
     at::Tensor workspace;  // the split forward's segment states, freed when the call returns
     if (a.segments > 1) {
       workspace = at::empty({static_cast<int64_t>(hedgehogCudaForwardWorkspace(a.p, a.segments))},
@@ -110,11 +113,19 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
                    gb.data_ptr<float>(), workspace.data_ptr()};
     a.segments = segments;
     check(hedgehogCudaBackward(a));
-    return {gq, gk, gv, gw, gb, at::Tensor()};
+    return {gq, gk, gv, gw, gb, at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
+
+bool pipelinedForwardRequested() {
+  static const bool requested = [] {
+    const char* env = std::getenv("HH_FUSED_CUDA_FORWARD");
+    return env && std::string(env) == "pipelined";
+  }();
+  return requested;
+}
 
 bool hedgehogCudaAccepts(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   if (!q.is_cuda() || (q.scalar_type() != at::kFloat && q.scalar_type() != at::kBFloat16)) return false;
@@ -141,12 +152,12 @@ int64_t deviceBytesAvailable(const at::Tensor& q) {
 }
 
 at::Tensor hedgehogCudaCausal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& weight,
-                              const at::Tensor& bias, int64_t chunkSize, double eps) {
+                              const at::Tensor& bias, int64_t chunkSize, double eps, bool pipelined) {
   if (chunkSize < 1) fail("chunk size must be positive");
   checkInputs(q, k, v, weight, bias, 4);
   if (q.size(2) < 1) fail("T must be at least 1");
   const c10::cuda::CUDAGuard guard(q.device());
-  return HedgehogCudaFunction::apply(q, k, v, weight.to(at::kFloat), bias.to(at::kFloat), eps);
+  return HedgehogCudaFunction::apply(q, k, v, weight.to(at::kFloat), bias.to(at::kFloat), eps, pipelined);
 }
 
 at::Tensor hedgehogCudaStep(at::Tensor& S, at::Tensor& z, const at::Tensor& qIn, const at::Tensor& kIn,

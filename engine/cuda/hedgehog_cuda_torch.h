@@ -10,6 +10,10 @@
 
 namespace hh::cuda {
 
+// HH_FUSED_CUDA_FORWARD=pipelined in the environment (read once): the engine's fused forward runs
+// the pipelined kernel, which has not yet run on a GPU; anything else or unset: the sequential one.
+bool pipelinedForwardRequested();
+
 // True when hedgehogCudaCausal / hedgehogCudaStep take these tensors: CUDA, fp32 or bf16 (q, k, v
 // alike), v's head dim equal to q's, D in {64, 128}, a device of compute capability >= 8.0.
 bool hedgehogCudaAccepts(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
@@ -27,9 +31,11 @@ int64_t deviceBytesAvailable(const at::Tensor& q);
 // bias [H, D] (any floating dtype; used in fp32) -> y [B, H, T, D] in q's dtype, with autograd
 // for all five inputs (the backward runs the fused backward kernels). chunkSize > 0 is only
 // checked: the kernels use their own tile (hedgehogCudaChunk), the same result up to rounding.
-// Throws std::invalid_argument on anything else.
+// Throws std::invalid_argument on anything else. `pipelined` picks the pipelined forward kernel
+// (ForwardArgs::pipelined; the backward is the same either way).
 at::Tensor hedgehogCudaCausal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& weight,
-                              const at::Tensor& bias, int64_t chunkSize, double eps);
+                              const at::Tensor& bias, int64_t chunkSize, double eps,
+                              bool pipelined = pipelinedForwardRequested());
 
 // One decode step: q, k, v [B, H, D] (CUDA, fp32 or bf16); S [B, H, 2D, D] and z [B, H, 2D]
 // fp32 contiguous on the same device, updated in place. Returns y [B, H, D] in q's dtype. No autograd.

@@ -92,6 +92,44 @@ __device__ void loadTile(T* dst, int ld, const Rows& x, int b, int h, int64_t t0
   }
 }
 
+// cp.async (sm_80 on): 16 bytes from global src to shared dst without passing through registers,
+// in flight until the issuing thread's asyncWait(); other threads see them after a barrier that
+// follows that wait. The emulation lands them only at the wait (NaN bytes until then).
+__device__ __forceinline__ void copyAsync16(void* dst, const void* src) {
+#if defined(HH_CUDA_EMULATION)
+  ::hh_emu::copyAsync16(dst, src);
+#else
+  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(src) : "memory");
+#endif
+}
+__device__ __forceinline__ void asyncWait() {
+#if defined(HH_CUDA_EMULATION)
+  ::hh_emu::asyncWait();
+#else
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// loadTile's tile, issued as asynchronous copies where the rows are 16-byte aligned (zero rows
+// and unaligned sources are stored at once): the caller asyncWait()s and syncs before reading.
+template <typename T, int C, int NCOLS>
+__device__ void loadTileAsync(T* dst, int ld, const Rows& x, int b, int h, int64_t t0, int len, int c0) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T)), VPR = NCOLS / V;
+  static_assert(NCOLS % V == 0, "whole 16-byte vectors per row");
+  const T* base = static_cast<const T*>(x.data) + b * x.sb + h * x.sh + t0 * x.st + c0;
+  const bool vectors = ((reinterpret_cast<uintptr_t>(base) | uintptr_t(x.st * int64_t(sizeof(T)))) & 15) == 0;
+  if (!vectors) return loadTile<T, C, NCOLS>(dst, ld, x, b, h, t0, len, c0);
+  for (int idx = threadIdx.x; idx < C * VPR; idx += kThreads) {
+    const int r = idx / VPR, c = (idx % VPR) * V;
+    if (r < len)
+      copyAsync16(dst + r * ld + c, base + r * x.st + c);
+    else
+      zero16(dst + r * ld + c);
+  }
+}
+
+
 // Shared-memory row padding, in elements: 16 bytes, so that rows start in different banks and
 // WMMA tile pointers stay 32-byte aligned (tile rows are multiples of 16).
 template <typename T>

@@ -12,6 +12,11 @@ namespace hh::cuda::detail {
 size_t forwardSmemBytes(DType dtype, int headDim);
 size_t backwardSmemBytes(DType dtype, int headDim);
 
+// The pipelined forward (hh_forward_pipelined.cu): its shared memory per CTA, and the launch of
+// its passes for arguments hedgehogCudaForward has checked.
+size_t pipelinedForwardSmemBytes(DType dtype, int headDim);
+Status launchPipelinedForward(const ForwardArgs& a);
+
 // One scan's segment states in the backward's workspace: [B*H][count][K][columns] fp32, a slot of
 // slotFloats = K * columns per (b, h) and segment; null with one segment.
 struct ScanSegments {

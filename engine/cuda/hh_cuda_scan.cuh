@@ -22,14 +22,73 @@
 
 namespace hh::cuda::detail {
 
+// The running state [K, N] fp32 of a chunk scan in the warps' accumulator registers: 16 x 16 tile
+// number `tile` (row block tile / TN, column block tile % TN) held by warp tile % kWarps.
+template <typename T, int K, int N>
+struct StateTiles {
+  static constexpr int TN = N / 16, kTiles = (K / 16) * TN;
+  static constexpr int kPerWarp = (kTiles + kWarps - 1) / kWarps;
+  using M = Mma<T>;
+  typename M::Acc tile[kPerWarp];
+
+  __device__ StateTiles() {
+#pragma unroll
+    for (int s = 0; s < kPerWarp; ++s) M::zero(tile[s]);
+  }
+  static __device__ __forceinline__ int tileOf(int s) { return (threadIdx.x >> 5) + s * kWarps; }
+
+  // op [K][ldo] = T(State), through the warp's fp32 stage [16][kStageLd]. The caller syncs after.
+  __device__ void toOperand(T* op, int ldo, float* stage) const {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int s = 0; s < kPerWarp; ++s) {
+      const int t = tileOf(s);
+      if (t >= kTiles) break;
+      const int tk = t / TN, tn = t % TN;
+      M::store(stage, kStageLd, tile[s]);
+      __syncwarp();
+      for (int e = lane; e < 256; e += 32)
+        op[(tk * 16 + (e >> 4)) * ldo + tn * 16 + (e & 15)] = fromF<T>(stage[(e >> 4) * kStageLd + (e & 15)]);
+      __syncwarp();
+    }
+  }
+
+  // State += A^T Vals: A [rows][K] (row r at a + r * lda), Vals [rows][N]; rows a multiple of 16.
+  __device__ void accumulate(const T* a, int lda, const T* vals, int ldv, int rows) {
+#pragma unroll
+    for (int s = 0; s < kPerWarp; ++s) {
+      const int t = tileOf(s);
+      if (t >= kTiles) break;
+      M::template mac<true, false>(tile[s], a + (t / TN) * 16, lda, vals + (t % TN) * 16, ldv, rows);
+    }
+  }
+
+  // State from / to a [K, N] fp32 block in any memory, row k at p + k * ld (ld a multiple of 16,
+  // p 32-byte aligned).
+  __device__ void load(const float* p, int ld) {
+#pragma unroll
+    for (int s = 0; s < kPerWarp; ++s) {
+      const int t = tileOf(s);
+      if (t >= kTiles) break;
+      M::load(tile[s], p + (t / TN) * 16 * ld + (t % TN) * 16, ld);
+    }
+  }
+  __device__ void store(float* p, int ld) const {
+#pragma unroll
+    for (int s = 0; s < kPerWarp; ++s) {
+      const int t = tileOf(s);
+      if (t >= kTiles) break;
+      M::store(p + (t / TN) * 16 * ld + (t % TN) * 16, ld, tile[s]);
+    }
+  }
+};
+
 template <typename T, int C, int K, int N, bool Causal, int EQW = 0>
 struct ChunkScan {
   static_assert(C % 16 == 0 && K % 16 == 0 && N % 16 == 0, "tiles are 16 x 16");
   static constexpr int PAD = padOf<T>();
   static constexpr int LDK = K + PAD, LDN = N + PAD, LDC = C + PAD, LDP = (C > N ? C : N) + 4;
   static constexpr int TK = K / 16, TN = N / 16, TC = C / 16;
-  static constexpr int kStateTiles = TK * TN;
-  static constexpr int kPerWarp = (kStateTiles + kWarps - 1) / kWarps;
 
   // Byte offsets into the dynamic shared memory.
   static constexpr size_t oL = 0;
@@ -49,7 +108,7 @@ struct ChunkScan {
   T *L, *Lk, *V, *Sop, *PT;
   float *P32, *stage, *rowsum, *z, *eq;
   unsigned char* scratch;
-  typename M::Acc state[kPerWarp];
+  StateTiles<T, K, N> state;
 
   __device__ explicit ChunkScan(unsigned char* smem)
       : L(reinterpret_cast<T*>(smem + oL)), Lk(reinterpret_cast<T*>(smem + oLk)), V(reinterpret_cast<T*>(smem + oV)),
@@ -57,30 +116,14 @@ struct ChunkScan {
         P32(reinterpret_cast<float*>(smem + oP32)),
         stage(reinterpret_cast<float*>(smem + oStage) + (threadIdx.x >> 5) * 16 * kStageLd),
         rowsum(reinterpret_cast<float*>(smem + oRowsum)), z(reinterpret_cast<float*>(smem + oZ)),
-        eq(reinterpret_cast<float*>(smem + oEq)), scratch(smem + oSop) {
-#pragma unroll
-    for (int s = 0; s < kPerWarp; ++s) M::zero(state[s]);
-  }
+        eq(reinterpret_cast<float*>(smem + oEq)), scratch(smem + oSop) {}
 
   static __device__ __forceinline__ bool allowed(int i, int j) { return Causal ? j <= i : j >= i; }
   static __device__ __forceinline__ bool tileNeeded(int ti, int tj) { return Causal ? tj <= ti : tj >= ti; }
   __device__ float* out32() const { return P32; }  // [C][LDP], valid after products()
 
   // Sop = T(State). Uses the stage; the caller syncs the block afterwards.
-  __device__ void refreshOperand() {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#pragma unroll
-    for (int s = 0; s < kPerWarp; ++s) {
-      const int tile = warp + s * kWarps;
-      if (tile >= kStateTiles) break;
-      const int tk = tile / TN, tn = tile % TN;
-      M::store(stage, kStageLd, state[s]);
-      __syncwarp();
-      for (int e = lane; e < 256; e += 32)
-        Sop[(tk * 16 + (e >> 4)) * LDN + tn * 16 + (e & 15)] = fromF<T>(stage[(e >> 4) * kStageLd + (e & 15)]);
-      __syncwarp();
-    }
-  }
+  __device__ void refreshOperand() { state.toOperand(Sop, LDN, stage); }
 
   // P32 tiles (ti, tj) = L Lk^T for the tiles the mask keeps (others are left unwritten).
   __device__ void scores() {
@@ -127,37 +170,12 @@ struct ChunkScan {
   }
 
   // State += Lk^T Vals alone (the segmented forward's first pass). The caller syncs before and after.
-  __device__ void accumulate() {
-    const int warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int s = 0; s < kPerWarp; ++s) {
-      const int tile = warp + s * kWarps;
-      if (tile >= kStateTiles) break;
-      const int tk = tile / TN, tn = tile % TN;
-      M::template mac<true, false>(state[s], Lk + tk * 16, LDK, V + tn * 16, LDN, C);
-    }
-  }
+  __device__ void accumulate() { state.accumulate(Lk, LDK, V, LDN, C); }
 
-  // State from / to a [K, N] fp32 block in any memory, row k at p + k * ld (ld a multiple of 16,
-  // p 32-byte aligned): the segmented forward's starting states and segment sums.
-  __device__ void loadState(const float* p, int ld) {
-    const int warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int s = 0; s < kPerWarp; ++s) {
-      const int tile = warp + s * kWarps;
-      if (tile >= kStateTiles) break;
-      M::load(state[s], p + (tile / TN) * 16 * ld + (tile % TN) * 16, ld);
-    }
-  }
-  __device__ void storeState(float* p, int ld) const {
-    const int warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int s = 0; s < kPerWarp; ++s) {
-      const int tile = warp + s * kWarps;
-      if (tile >= kStateTiles) break;
-      M::store(p + (tile / TN) * 16 * ld + (tile % TN) * 16, ld, state[s]);
-    }
-  }
+  // State from / to a [K, N] fp32 block in any memory (StateTiles::load, store): the segmented
+  // scans' starting states and segment sums.
+  __device__ void loadState(const float* p, int ld) { state.load(p, ld); }
+  __device__ void storeState(float* p, int ld) const { state.store(p, ld); }
 
   // One chunk after the producer filled L, Lk, V (any syncs of the producer done).
   __device__ void step() {

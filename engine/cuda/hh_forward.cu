@@ -11,15 +11,16 @@
 // Per chunk: phi(q), phi(k) [C, 2D] from x W^T + b (tensor cores for bf16), the masked scores,
 // num = P v + phi(q) S, den = rowsum(P) + phi(q) . z + eps, y = num / den; then S, z updated.
 //   bf16: C = 64, N = 64, WMMA;  fp32: C = 32, N = 32, FMA.
-#include "engine/cuda/hh_cuda_scan.cuh"
 #include "engine/cuda/hh_cuda_kernels.h"
+#include "engine/cuda/hh_cuda_scan.cuh"
+#include "engine/cuda/hh_forward.cuh"
 
 namespace hh::cuda::detail {
 
 template <typename T, int D>
-struct ForwardCfg {
-  static constexpr int C = sizeof(T) == 2 ? 64 : 32;
-  static constexpr int N = sizeof(T) == 2 ? 64 : 32;
+struct ForwardCfg : ForwardTiles<T> {
+  using ForwardTiles<T>::C;
+  using ForwardTiles<T>::N;
   using Scan = ChunkScan<T, C, 2 * D, N, true>;
   using Feat = FeatureRows<T, D, C>;
   static_assert(Feat::scratchBytes(D) <= Scan::kScratchBytes, "feature scratch overflows");
@@ -46,57 +47,6 @@ __device__ void forwardEpilogue(Scan& s, const ForwardArgs& a, int b, int h, int
     s.z[f] += sum;
   }
   __syncthreads();
-}
-
-// The segmented forward's workspace: per (b, h) and segment a [2D, D] state and a [2D] z, fp32.
-struct Segments {
-  float* S;  // [B*H][segments][2D][D]
-  float* z;  // [B*H][segments][2D]
-  int count;
-  int64_t chunksEach;
-};
-
-__host__ __device__ inline Segments segmentsOf(const ForwardArgs& a, int chunk) {
-  const int64_t chunks = (a.p.length + chunk - 1) / chunk;
-  Segments g{nullptr, nullptr, a.segments, (chunks + a.segments - 1) / a.segments};
-  if (a.segments > 1) {
-    const size_t stateFloats = size_t(a.p.batch) * a.p.heads * a.segments * 2 * a.p.headDim * a.p.headDim;
-    g.S = static_cast<float*>(a.workspace);
-    g.z = g.S + stateFloats;
-  }
-  return g;
-}
-
-// What a forward block works on: head (b, h), value columns [n0, n0 + N), the chunks [c0, c1) of
-// segment blockIdx.z and that segment's slot in the workspace; the head's map W, bias.
-struct ForwardBlock {
-  int b, h, n0, seg;
-  int64_t c0, c1;
-  size_t slot;
-  Segments g;
-  const float *W, *bias;
-};
-
-template <typename T, int D>
-__device__ ForwardBlock forwardBlock(const ForwardArgs& a) {
-  using Cfg = ForwardCfg<T, D>;
-  ForwardBlock f;
-  f.b = blockIdx.x / a.p.heads;
-  f.h = blockIdx.x % a.p.heads;
-  f.n0 = blockIdx.y * Cfg::N;
-  f.seg = blockIdx.z;
-  f.g = segmentsOf(a, Cfg::C);
-  const int64_t chunks = (a.p.length + Cfg::C - 1) / Cfg::C;
-  f.c0 = f.seg * f.g.chunksEach;
-  f.c1 = f.c0 + f.g.chunksEach < chunks ? f.c0 + f.g.chunksEach : chunks;
-  f.slot = size_t(blockIdx.x) * f.g.count + f.seg;
-  f.W = a.weight + size_t(f.h) * D * D;
-  f.bias = a.bias + size_t(f.h) * D;
-  return f;
-}
-
-__device__ __forceinline__ int chunkLength(int64_t t0, int64_t length, int c) {
-  return static_cast<int>(length - t0 < c ? length - t0 : c);
 }
 
 // Pass 1 of a split forward: grid (B*H, D/N, segments - 1). Each block sums its segment's state
@@ -172,6 +122,14 @@ __global__ void __launch_bounds__(kThreads, 1) forwardKernel(ForwardArgs a) {
   }
 }
 
+cudaError_t launchSegmentPrefix(const ForwardArgs& a, int chunk) {
+  const Segments g = segmentsOf(a, chunk);
+  const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads), D = unsigned(a.p.headDim);
+  const unsigned elements = 2 * D * D + 2 * D;
+  HH_LAUNCH(segmentPrefixKernel, dim3(bh, (elements + 255) / 256), 256, 0, a.p.stream, g.S, g.z, a.segments, int(2 * D), int(D));
+  return cudaGetLastError();
+}
+
 template <typename T, int D>
 Status launchForward(const ForwardArgs& a) {
   using Cfg = ForwardCfg<T, D>;
@@ -183,10 +141,9 @@ Status launchForward(const ForwardArgs& a) {
   if (e != cudaSuccess) return {e, nullptr};
   const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads), segments = unsigned(a.segments);
   if (segments > 1) {
-    const Segments g = segmentsOf(a, Cfg::C);
     HH_LAUNCH(segmentSum, dim3(bh, D / Cfg::N, segments - 1), kThreads, bytes, a.p.stream, a);
-    const unsigned elements = 2 * D * D + 2 * D;
-    HH_LAUNCH(segmentPrefixKernel, dim3(bh, (elements + 255) / 256), 256, 0, a.p.stream, g.S, g.z, a.segments, 2 * D, D);
+    e = launchSegmentPrefix(a, Cfg::C);
+    if (e != cudaSuccess) return {e, nullptr};
   }
   HH_LAUNCH(forward, dim3(bh, D / Cfg::N, segments), kThreads, bytes, a.p.stream, a);
   return {cudaGetLastError(), nullptr};
@@ -242,6 +199,13 @@ Status hedgehogCudaForward(const ForwardArgs& a) {
   if (a.segments < 1 || a.segments > chunks || a.segments > 65535)
     return {cudaSuccess, "hedgehogCudaForward: segments must be 1 .. the number of chunks (at most 65535)"};
   if (a.segments > 1 && !a.workspace) return {cudaSuccess, "hedgehogCudaForward: a split forward needs its workspace"};
+  if (a.pipelined) {
+    int device = 0, optin = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e != cudaSuccess) return {e, nullptr};
+    if (pipelinedForwardSmemBytes(a.p.dtype, a.p.headDim) <= size_t(optin)) return launchPipelinedForward(a);
+  }
   if (a.p.dtype == DType::BF16)
     return a.p.headDim == 64 ? launchForward<bf16, 64>(a) : launchForward<bf16, 128>(a);
   return a.p.headDim == 64 ? launchForward<float, 64>(a) : launchForward<float, 128>(a);

@@ -31,6 +31,12 @@ class TestHedgehogCuda : public QObject {
     compareLengths(torch::kBFloat16);
   }
 
+  void pipelinedMatchesReference() {
+    if (!haveGpu()) QSKIP("no CUDA device");
+    compareLengths(torch::kFloat, true);
+    compareLengths(torch::kBFloat16, true);
+  }
+
   void clampedFeatures() {
     if (!haveGpu()) QSKIP("no CUDA device");
     compareClamped();
@@ -86,6 +92,7 @@ class TestHedgehogCuda : public QObject {
 
 HH_TEST_SUITE(TestHedgehogCuda, "engine.cuda.hedgehog_cuda", &TestHedgehogCuda::initTestCase,
               &TestHedgehogCuda::matchesReferenceFp32, &TestHedgehogCuda::matchesReferenceBf16,
+              &TestHedgehogCuda::pipelinedMatchesReference,
               &TestHedgehogCuda::clampedFeatures, &TestHedgehogCuda::unalignedRows, &TestHedgehogCuda::moduleTakesTheKernelWithGradients,
               &TestHedgehogCuda::kernelsPayWhereHeadsFillTheGpu, &TestHedgehogCuda::stepMatchesGenericSteps)
 

@@ -22,6 +22,10 @@ class TestHedgehogCudaEmulated : public QObject {
 
   void matchesReferenceBf16() { compareLengths(torch::kBFloat16); }
 
+  void pipelinedMatchesReferenceFp32() { compareLengths(torch::kFloat, true); }
+
+  void pipelinedMatchesReferenceBf16() { compareLengths(torch::kBFloat16, true); }
+
   void clampedFeatures() { compareClamped(); }
 
   void unalignedRows() { compareUnaligned(); }
@@ -33,7 +37,8 @@ class TestHedgehogCudaEmulated : public QObject {
     // a read by a later one shows here (the order above shows the converse).
     hh_emu::setWarpOrder(hh_emu::WarpOrder::LastToFirst);
     for (const auto dtype : {torch::kFloat, torch::kBFloat16})
-      for (const int64_t d : {64, 128}) compareCase({1, 2, 130, d}, dtype, d == 64);
+      for (const int64_t d : {64, 128})
+        for (const bool pipelined : {false, true}) compareCase({1, 2, 130, d, 2, false, pipelined}, dtype, d == 64);
     compareSteps();
     hh_emu::setWarpOrder(hh_emu::WarpOrder::FirstToLast);
   }
@@ -54,7 +59,9 @@ class TestHedgehogCudaEmulated : public QObject {
 };
 
 HH_TEST_SUITE(TestHedgehogCudaEmulated, "engine.cuda.hedgehog_cuda_emulated", &TestHedgehogCudaEmulated::matchesReferenceFp32,
-              &TestHedgehogCudaEmulated::matchesReferenceBf16, &TestHedgehogCudaEmulated::clampedFeatures, &TestHedgehogCudaEmulated::unalignedRows,
+              &TestHedgehogCudaEmulated::matchesReferenceBf16,
+              &TestHedgehogCudaEmulated::pipelinedMatchesReferenceFp32, &TestHedgehogCudaEmulated::pipelinedMatchesReferenceBf16,
+              &TestHedgehogCudaEmulated::clampedFeatures, &TestHedgehogCudaEmulated::unalignedRows,
               &TestHedgehogCudaEmulated::stepMatchesGenericSteps, &TestHedgehogCudaEmulated::lastWarpFirst,
               &TestHedgehogCudaEmulated::refusesWhatItCannotRun)
 

@@ -55,6 +55,10 @@ void syncWarp();
 uint64_t shuffleXor(uint64_t x, int mask);
 // The current block's dynamic shared memory (the launch's byte count, 128-byte aligned).
 unsigned char* dynamicShared();
+// cp.async: 16 bytes from src to the shared dst, landing only when the issuing thread calls
+// asyncWait (dst reads as NaN bytes until then); a thread that returns with copies in flight fails.
+void copyAsync16(void* dst, const void* src);
+void asyncWait();
 
 // The order the warps of a block run in: FirstToLast unless set (the emulated suite runs both).
 enum class WarpOrder { FirstToLast, LastToFirst };
@@ -90,3 +94,7 @@ T __shfl_xor_sync(unsigned, T x, int mask) {
   std::memcpy(&r, &bits, sizeof(T));
   return r;
 }
+
+// The fast math intrinsics, as the exact functions (the GPU's are within a few ulp of these).
+inline float __expf(float x) { return std::exp(x); }
+inline float __frcp_rn(float x) { return 1.0f / x; }

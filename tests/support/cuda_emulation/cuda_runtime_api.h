@@ -39,6 +39,12 @@ inline const char* cudaGetErrorString(cudaError_t e) {
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 
+inline cudaError_t cudaGetDevice(int* device) {
+  if (!device) return cudaErrorInvalidValue;
+  *device = 0;
+  return cudaSuccess;
+}
+
 inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   if (!value || device != 0) return cudaErrorInvalidValue;
   switch (attr) {

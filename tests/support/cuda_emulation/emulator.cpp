@@ -7,6 +7,7 @@
 #endif
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -85,11 +86,19 @@ void startContext(Context& c, char* stack, size_t bytes, void (*entry)()) {
 
 enum class State { Runnable, AtBlockBarrier, AtWarpBarrier, Done };
 
+// A 16-byte asynchronous copy issued and not yet waited for: the source bytes as they were at
+// issue (sources are inputs no kernel writes), landed at asyncWait.
+struct PendingCopy {
+  void* dst;
+  unsigned char bytes[16];
+};
+
 struct Fiber {
   Context context;
   uint3 index;
   int warp = 0, lane = 0;
   State state = State::Runnable;
+  std::vector<PendingCopy> pending;
 };
 
 struct Block {
@@ -130,6 +139,7 @@ void yieldAt(State state) {
 
 void fiberMain() {
   (*gBlock->body)();
+  if (!gFiber->pending.empty()) fail("a thread returned with asynchronous copies it never waited for");
   gFiber->state = State::Done;
   switchContext(gFiber->context, gBlock->scheduler);  // never resumed
   std::abort();
@@ -221,6 +231,19 @@ uint64_t shuffleXor(uint64_t x, int mask) {
 }
 
 unsigned char* dynamicShared() { return gBlock->shared; }
+
+void copyAsync16(void* dst, const void* src) {
+  PendingCopy c;
+  c.dst = dst;
+  std::memcpy(c.bytes, src, 16);
+  std::memset(dst, 0xff, 16);  // NaN until it lands: a read before asyncWait (or before the barrier after it) fails
+  gFiber->pending.push_back(c);
+}
+
+void asyncWait() {
+  for (const PendingCopy& c : gFiber->pending) std::memcpy(c.dst, c.bytes, 16);
+  gFiber->pending.clear();
+}
 
 void runGrid(dim3 grid, dim3 block, size_t sharedBytes, const std::function<void()>& body) {
   if (gBlock) fail("a kernel launched from inside a kernel");

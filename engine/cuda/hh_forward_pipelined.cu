@@ -1,0 +1,302 @@
+// Pipelined forward of causal Hedgehog linear attention (ForwardArgs::pipelined, hedgehog_cuda.h).
+//
+// The sequential forward's algorithm, grid and segments (hh_forward.cu), rearranged for latency,
+// which the first GPU run showed to be its limit: a 64-row chunk of B=8 H=32 D=128 took about
+// 70 us of one multiprocessor for about 11 MFLOP of tile products (docs/performance_gpu.md). Here:
+//   - the head's map stays in shared memory for the block's life (W as bf16, bias), instead of
+//     being fetched from L2 and converted twice a chunk (fp32 reads W in place, as before);
+//   - the next chunk's q, k and v are fetched with cp.async while this one is computed (q and k
+//     have one buffer each, free once the features are made; v has two);
+//   - phi(q) and phi(k) come out of one pass over both tiles (fast exp), and the state's operand
+//     copy is refreshed in the same pass;
+//   - scores are masked and rounded by the warp that made them (no fp32 score matrix), each row's
+//     denominator is one warp reduction, and each output tile is divided and written by the warp
+//     that made it: four block barriers a chunk instead of twelve.
+// Per chunk (C rows, the block's N value columns of F = 2D features):
+//   L = phi(q), Lk = phi(k)   PT = T(mask(L Lk^T))   den = rowsum(PT) + L z + eps
+//   y = (PT v + L T(S)) / den   S += Lk^T v   z += colsum(Lk)
+// Not yet run on a GPU: checked under the CUDA emulation (tests/engine/cuda) and compiled for sm_80
+// and sm_90. Its shared memory (bf16 D=128: 209 KiB) exceeds an A100's 163 KiB; there the
+// sequential forward runs instead (hedgehogCudaForward).
+#include "engine/cuda/hh_cuda_kernels.h"
+#include "engine/cuda/hh_cuda_scan.cuh"
+#include "engine/cuda/hh_forward.cuh"
+
+namespace hh::cuda::detail {
+
+template <typename T, int D>
+struct PipelinedLayout : ForwardTiles<T> {
+  using ForwardTiles<T>::C;
+  using ForwardTiles<T>::N;
+  static constexpr int K = 2 * D, PAD = padOf<T>();
+  static constexpr int LDX = D + PAD, LDK = K + PAD, LDN = N + PAD, LDC = C + PAD;
+  static constexpr int TC = C / 16, TD = D / 16, TN = N / 16;
+  static constexpr bool kSharedW = sizeof(T) == 2;  // fp32: FMA reads W from global memory (L1)
+
+  // Byte offsets into the dynamic shared memory.
+  static constexpr size_t oW = 0;  // [D][LDX] T (bf16 only)
+  static constexpr size_t oBias = oW + (kSharedW ? alignUp(size_t(D) * LDX * sizeof(T)) : 0);  // [D] f32
+  static constexpr size_t oXq = oBias + alignUp(size_t(D) * sizeof(float));  // [C][LDX] T, raw q
+  static constexpr size_t oXk = oXq + alignUp(size_t(C) * LDX * sizeof(T));  // [C][LDX] T, raw k
+  static constexpr size_t kVBytes = alignUp(size_t(C) * LDN * sizeof(T));
+  static constexpr size_t oV = oXk + alignUp(size_t(C) * LDX * sizeof(T));  // 2 x [C][LDN] T
+  static constexpr size_t oL = oV + 2 * kVBytes;                               // [C][LDK] T, phi(q)
+  static constexpr size_t oLk = oL + alignUp(size_t(C) * LDK * sizeof(T));     // [C][LDK] T, phi(k)
+  static constexpr size_t oSop = oLk + alignUp(size_t(C) * LDK * sizeof(T));   // [K][LDN] T, T(S)
+  static constexpr size_t oPT = oSop + alignUp(size_t(K) * LDN * sizeof(T));   // [C][LDC] T
+  static constexpr size_t oStage = oPT + alignUp(size_t(C) * LDC * sizeof(T));
+  static constexpr size_t oDen = oStage + alignUp(kStageBytes);                // [C] f32
+  static constexpr size_t oZ = oDen + alignUp(size_t(C) * sizeof(float));      // [K] f32
+  static constexpr size_t kBytes = oZ + alignUp(size_t(K) * sizeof(float));
+};
+
+// The block's shared memory, carved as PipelinedLayout says; `stage` is this warp's.
+template <typename T, int D>
+struct PipelinedSmem : PipelinedLayout<T, D> {
+  using P = PipelinedLayout<T, D>;
+  T *W, *Xq, *Xk, *V, *L, *Lk, *Sop, *PT;
+  float *bias, *stage, *den, *z;
+
+  __device__ explicit PipelinedSmem(unsigned char* m)
+      : W(reinterpret_cast<T*>(m + P::oW)), Xq(reinterpret_cast<T*>(m + P::oXq)), Xk(reinterpret_cast<T*>(m + P::oXk)),
+        V(reinterpret_cast<T*>(m + P::oV)), L(reinterpret_cast<T*>(m + P::oL)), Lk(reinterpret_cast<T*>(m + P::oLk)),
+        Sop(reinterpret_cast<T*>(m + P::oSop)), PT(reinterpret_cast<T*>(m + P::oPT)),
+        bias(reinterpret_cast<float*>(m + P::oBias)),
+        stage(reinterpret_cast<float*>(m + P::oStage) + (threadIdx.x >> 5) * 16 * kStageLd),
+        den(reinterpret_cast<float*>(m + P::oDen)), z(reinterpret_cast<float*>(m + P::oZ)) {}
+
+  // v of the chunk numbered i within the block's segment.
+  __device__ T* vBuffer(int64_t i) const { return V + (i & 1) * (P::kVBytes / sizeof(T)); }
+};
+
+// The head's bias, and W as bf16 [D][LDX] (bf16 only), into shared memory; four float4 loads in
+// flight per thread before any store.
+template <typename T, int D>
+__device__ void loadMap(const PipelinedSmem<T, D>& s, const ForwardBlock& k) {
+  for (int n = threadIdx.x; n < D; n += kThreads) s.bias[n] = k.bias[n];
+  if constexpr (PipelinedLayout<T, D>::kSharedW) {
+    constexpr int LDX = PipelinedLayout<T, D>::LDX, kVectors = D * D / 4, kBatch = 4;
+    static_assert(kVectors % (kThreads * kBatch) == 0, "whole batches of vectors");
+    if (reinterpret_cast<uintptr_t>(k.W) & 15) {
+      for (int idx = threadIdx.x; idx < D * D; idx += kThreads) s.W[(idx / D) * LDX + idx % D] = fromF<T>(k.W[idx]);
+      return;
+    }
+    for (int first = threadIdx.x; first < kVectors; first += kThreads * kBatch) {
+      float4 w[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) copy16(&w[j], k.W + 4 * (first + j * kThreads));
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int e = 4 * (first + j * kThreads), r = e / D, c = e % D;
+        T* dst = s.W + r * LDX + c;
+        dst[0] = fromF<T>(w[j].x);
+        dst[1] = fromF<T>(w[j].y);
+        dst[2] = fromF<T>(w[j].z);
+        dst[3] = fromF<T>(w[j].w);
+      }
+    }
+  }
+}
+
+// Issues the fetch of chunk c (the block's i-th): raw q (unless SumOnly) and k rows, and v's
+// columns [n0, n0 + N) into buffer i % 2.
+template <typename T, int D, bool SumOnly>
+__device__ void prefetch(const PipelinedSmem<T, D>& s, const ForwardArgs& a, const ForwardBlock& k, int64_t c) {
+  using P = PipelinedLayout<T, D>;
+  const int64_t t0 = c * P::C;
+  const int len = chunkLength(t0, a.p.length, P::C);
+  if (!SumOnly) loadTileAsync<T, P::C, D>(s.Xq, P::LDX, a.q, k.b, k.h, t0, len, 0);
+  loadTileAsync<T, P::C, D>(s.Xk, P::LDX, a.k, k.b, k.h, t0, len, 0);
+  loadTileAsync<T, P::C, P::N>(s.vBuffer(c - k.c0), P::LDN, a.v, k.b, k.h, t0, len, k.n0);
+}
+
+// Lk = phi(raw k) and (unless SumOnly) L = phi(raw q), rows >= len zero: one warp per 16 x 16
+// tile of u = x W^T + bias, written as [exp(u) | 1 / exp(u)] with u clamped to +-30.
+template <typename T, int D, bool SumOnly>
+__device__ void features(const PipelinedSmem<T, D>& s, const float* Wglobal, int len) {
+  using P = PipelinedLayout<T, D>;
+  using M = Mma<T>;
+  constexpr int kTilesEach = P::TC * P::TD, kTiles = (SumOnly ? 1 : 2) * kTilesEach;
+  const T* W;
+  int ldw;
+  if constexpr (P::kSharedW) {
+    W = s.W;
+    ldw = P::LDX;
+  } else {
+    W = Wglobal;
+    ldw = D;
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int t = warp; t < kTiles; t += kWarps) {
+    const bool isK = t < kTilesEach;
+    const int ti = (t % kTilesEach) / P::TD, tn = t % P::TD;
+    typename M::Acc acc;
+    M::zero(acc);
+    M::template mac<false, true>(acc, (isK ? s.Xk : s.Xq) + ti * 16 * P::LDX, P::LDX, W + tn * 16 * ldw, ldw, D);
+    M::store(s.stage, kStageLd, acc);
+    __syncwarp();
+    T* dest = (isK ? s.Lk : s.L) + ti * 16 * P::LDK;
+    for (int e = lane; e < 256; e += 32) {
+      const int r = e >> 4, n = tn * 16 + (e & 15);
+      const float u = s.stage[r * kStageLd + (e & 15)] + s.bias[n];
+      const float ex = __expf(fminf(fmaxf(u, -kClamp), kClamp));
+      const bool valid = ti * 16 + r < len;
+      dest[r * P::LDK + n] = fromF<T>(valid ? ex : 0.0f);
+      dest[r * P::LDK + D + n] = fromF<T>(valid ? __frcp_rn(ex) : 0.0f);
+    }
+    __syncwarp();
+  }
+}
+
+// PT = T(mask(L Lk^T)) on and below the diagonal tiles (the tiles above are never read).
+template <typename T, int D>
+__device__ void scores(const PipelinedSmem<T, D>& s) {
+  using P = PipelinedLayout<T, D>;
+  using M = Mma<T>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int t = warp; t < P::TC * P::TC; t += kWarps) {
+    const int ti = t / P::TC, tj = t % P::TC;
+    if (tj > ti) continue;
+    typename M::Acc acc;
+    M::zero(acc);
+    M::template mac<false, true>(acc, s.L + ti * 16 * P::LDK, P::LDK, s.Lk + tj * 16 * P::LDK, P::LDK, P::K);
+    M::store(s.stage, kStageLd, acc);
+    __syncwarp();
+    for (int e = lane; e < 256; e += 32) {
+      const int i = ti * 16 + (e >> 4), j = tj * 16 + (e & 15);
+      s.PT[i * P::LDC + j] = fromF<T>(j <= i ? s.stage[(e >> 4) * kStageLd + (e & 15)] : 0.0f);
+    }
+    __syncwarp();
+  }
+}
+
+// den_i = sum_{j<=i} PT_ij + phi(q_i) . z + eps for the chunk's rows (z before this chunk), into
+// shared memory and (block column 0) the caller's den.
+template <typename T, int D>
+__device__ void denominators(const PipelinedSmem<T, D>& s, const ForwardArgs& a, const ForwardBlock& k, int64_t t0,
+                             int len) {
+  using P = PipelinedLayout<T, D>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int i = warp; i < len; i += kWarps) {
+    float sum = 0.0f;
+    for (int j = lane; j <= i; j += 32) sum += toF(s.PT[i * P::LDC + j]);
+    for (int f = lane; f < P::K; f += 32) sum += toF(s.L[i * P::LDK + f]) * s.z[f];
+    const float den = warpSum(sum) + a.p.eps;
+    if (lane == 0) {
+      s.den[i] = den;
+      if (a.den && blockIdx.y == 0) a.den[(size_t(k.b) * a.p.heads + k.h) * a.p.length + t0 + i] = den;
+    }
+  }
+}
+
+// y tiles = (PT v + L T(S)) / den, each written by the warp that made it.
+template <typename T, int D>
+__device__ void outputs(const PipelinedSmem<T, D>& s, const T* V, const ForwardArgs& a, const ForwardBlock& k,
+                        int64_t t0, int len) {
+  using P = PipelinedLayout<T, D>;
+  using M = Mma<T>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int t = warp; t < P::TC * P::TN; t += kWarps) {
+    const int ti = t / P::TN, tn = t % P::TN;
+    if (ti * 16 >= len) continue;
+    typename M::Acc acc;
+    M::zero(acc);
+    for (int tj = 0; tj <= ti; ++tj)
+      M::template mac<false, false>(acc, s.PT + ti * 16 * P::LDC + tj * 16, P::LDC, V + tj * 16 * P::LDN + tn * 16,
+                                    P::LDN, 16);
+    M::template mac<false, false>(acc, s.L + ti * 16 * P::LDK, P::LDK, s.Sop + tn * 16, P::LDN, P::K);
+    M::store(s.stage, kStageLd, acc);
+    __syncwarp();
+    for (int e = lane; e < 256; e += 32) {
+      const int r = ti * 16 + (e >> 4);
+      if (r < len)
+        rowPtr<T>(a.y, k.b, k.h, t0 + r)[k.n0 + tn * 16 + (e & 15)] =
+            fromF<T>(s.stage[(e >> 4) * kStageLd + (e & 15)] / s.den[r]);
+    }
+    __syncwarp();
+  }
+}
+
+// z += column sums of Lk (rows >= len are zero); thread f owns z[f].
+template <typename T, int D>
+__device__ void addColumnSums(const PipelinedSmem<T, D>& s) {
+  using P = PipelinedLayout<T, D>;
+  for (int f = threadIdx.x; f < P::K; f += kThreads) {
+    float sum = 0.0f;
+    for (int r = 0; r < P::C; ++r) sum += toF(s.Lk[r * P::LDK + f]);
+    s.z[f] += sum;
+  }
+}
+
+// Grid (B*H, D/N, segments) as the sequential forward's. SumOnly: the first pass of a split forward
+// (segments but the last: their state sums into the workspace); else the forward proper, from the
+// segment's starting state.
+template <typename T, int D, bool SumOnly>
+__global__ void __launch_bounds__(kThreads, 1) pipelinedForwardKernel(ForwardArgs a) {
+  using P = PipelinedLayout<T, D>;
+  constexpr int F = 2 * D;
+  HH_DYNAMIC_SHARED(smem);
+  const PipelinedSmem<T, D> s(smem);
+  const ForwardBlock k = forwardBlock<T, D>(a);
+  StateTiles<T, F, P::N> state;
+  loadMap(s, k);
+  const bool carried = !SumOnly && k.seg > 0;
+  if (carried) state.load(k.g.S + k.slot * F * D + k.n0, D);
+  for (int f = threadIdx.x; f < F; f += kThreads) s.z[f] = carried ? k.g.z[k.slot * F + f] : 0.0f;
+  if (k.c0 < k.c1) prefetch<T, D, SumOnly>(s, a, k, k.c0);
+  for (int64_t c = k.c0; c < k.c1; ++c) {
+    const int64_t t0 = c * P::C;
+    const int len = chunkLength(t0, a.p.length, P::C);
+    asyncWait();
+    __syncthreads();  // chunk c's raw rows are in; chunk c - 1 is done with L, Lk, Sop, PT
+    features<T, D, SumOnly>(s, k.W, len);
+    if (!SumOnly) state.toOperand(s.Sop, P::LDN, s.stage);
+    __syncthreads();  // features and T(S) made; the raw q, k buffers are free
+    const T* V = s.vBuffer(c - k.c0);
+    if (c + 1 < k.c1) prefetch<T, D, SumOnly>(s, a, k, c + 1);
+    if (!SumOnly) {
+      scores(s);
+      __syncthreads();
+      denominators(s, a, k, t0, len);
+      __syncthreads();  // den made from z before this chunk's update below
+      outputs(s, V, a, k, t0, len);
+    }
+    state.accumulate(s.Lk, P::LDK, V, P::LDN, P::C);
+    addColumnSums(s);
+  }
+  if (SumOnly) {
+    state.store(k.g.S + k.slot * F * D + k.n0, D);
+    if (blockIdx.y == 0)
+      for (int f = threadIdx.x; f < F; f += kThreads) k.g.z[k.slot * F + f] = s.z[f];
+  }
+}
+
+template <typename T, int D>
+Status launch(const ForwardArgs& a) {
+  const auto forward = pipelinedForwardKernel<T, D, false>;
+  const auto segmentSum = pipelinedForwardKernel<T, D, true>;
+  const size_t bytes = PipelinedLayout<T, D>::kBytes;
+  cudaError_t e = cudaFuncSetAttribute(forward, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  if (e == cudaSuccess) e = cudaFuncSetAttribute(segmentSum, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  if (e != cudaSuccess) return {e, nullptr};
+  const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads), columnBlocks = D / ForwardTiles<T>::N;
+  if (a.segments > 1) {
+    HH_LAUNCH(segmentSum, dim3(bh, columnBlocks, unsigned(a.segments) - 1), kThreads, bytes, a.p.stream, a);
+    e = launchSegmentPrefix(a, ForwardTiles<T>::C);
+    if (e != cudaSuccess) return {e, nullptr};
+  }
+  HH_LAUNCH(forward, dim3(bh, columnBlocks, unsigned(a.segments)), kThreads, bytes, a.p.stream, a);
+  return {cudaGetLastError(), nullptr};
+}
+
+size_t pipelinedForwardSmemBytes(DType dtype, int headDim) {
+  if (dtype == DType::BF16) return headDim == 64 ? PipelinedLayout<bf16, 64>::kBytes : PipelinedLayout<bf16, 128>::kBytes;
+  return headDim == 64 ? PipelinedLayout<float, 64>::kBytes : PipelinedLayout<float, 128>::kBytes;
+}
+
+Status launchPipelinedForward(const ForwardArgs& a) {
+  if (a.p.dtype == DType::BF16) return a.p.headDim == 64 ? launch<bf16, 64>(a) : launch<bf16, 128>(a);
+  return a.p.headDim == 64 ? launch<float, 64>(a) : launch<float, 128>(a);
+}
+
+}  // namespace hh::cuda::detail
