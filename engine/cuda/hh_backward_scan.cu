@@ -38,6 +38,7 @@ struct DqkCfg {
   using Scan = ChunkScan<T, C, K, N, IsQ, kBlockU>;
   using Feat = FeatureRows<T, D, C>;
   static_assert(Feat::scratchBytes(kBlockU) <= Scan::kScratchBytes, "feature scratch overflows");
+  static_assert(size_t(C) * (D + padOf<T>()) * sizeof(T) <= Scan::kScratchBytes, "gradRows' y tile overflows");
 };
 
 __device__ __forceinline__ int chunkLen(int64_t t0, int64_t length, int c) {
@@ -48,39 +49,41 @@ __device__ __forceinline__ const float* denRow(const BackwardArgs& a, int b, int
 }
 
 // dst [C][ld]: columns [0, D) = gy / den, column D = -(gy . y) / den, then zeros up to K;
-// rows >= len all zero. One warp per row.
+// rows >= len all zero. gy arrives in dst and y in `scratch` ([C][D + pad] T) by 16-byte tile
+// loads, then one warp per row; syncs the block on exit (the chunk step reuses the scratch).
 template <typename T, int D, int C, int K>
-__device__ void gradRows(T* dst, int ld, const BackwardArgs& a, int b, int h, int64_t t0, int len) {
+__device__ void gradRows(T* dst, int ld, unsigned char* scratch, const BackwardArgs& a, int b, int h, int64_t t0,
+                         int len) {
+  constexpr int LDY = D + padOf<T>();
+  T* y = reinterpret_cast<T*>(scratch);
+  loadTile<T, C, D>(dst, ld, a.gy, b, h, t0, len, 0);
+  loadTile<T, C, D>(y, LDY, a.y, b, h, t0, len, 0);
+  __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const float* den = denRow(a, b, h);
   for (int r = warp; r < C; r += kWarps) {
     T* out = dst + r * ld;
-    if (r >= len) {
-      for (int c = lane; c < K; c += 32) out[c] = fromF<T>(0.0f);
-      continue;
-    }
-    const T* gy = rowPtr<const T>(a.gy, b, h, t0 + r);
-    const T* y = rowPtr<const T>(a.y, b, h, t0 + r);
-    const float inv = 1.0f / den[t0 + r];
+    const float inv = r < len ? 1.0f / den[t0 + r] : 0.0f;
     float dot = 0.0f;
     for (int c = lane; c < D; c += 32) {
-      const float g = toF(gy[c]);
-      dot += g * toF(y[c]);
+      const float g = toF(out[c]);
+      dot += g * toF(y[r * LDY + c]);
       out[c] = fromF<T>(g * inv);
     }
     dot = warpSum(dot);
     for (int c = D + lane; c < K; c += 32) out[c] = fromF<T>(c == D ? -dot * inv : 0.0f);
   }
+  __syncthreads();
 }
 
-// dst [C][ld]: columns [0, D) = v, column D = 1, then zeros up to K; rows >= len zero.
+// dst [C][ld]: columns [0, D) = v (16-byte tile loads), column D = 1, then zeros up to K; rows
+// >= len zero.
 template <typename T, int D, int C, int K>
 __device__ void valueRows(T* dst, int ld, const BackwardArgs& a, int b, int h, int64_t t0, int len) {
-  for (int idx = threadIdx.x; idx < C * K; idx += kThreads) {
-    const int r = idx / K, c = idx % K;
-    float x = 0.0f;
-    if (r < len) x = c < D ? toF(rowPtr<const T>(a.v, b, h, t0 + r)[c]) : (c == D ? 1.0f : 0.0f);
-    dst[r * ld + c] = fromF<T>(x);
+  loadTile<T, C, D>(dst, ld, a.v, b, h, t0, len, 0);
+  for (int idx = threadIdx.x; idx < C * (K - D); idx += kThreads) {
+    const int r = idx / (K - D), c = idx % (K - D);
+    dst[r * ld + D + c] = fromF<T>(r < len && c == 0 ? 1.0f : 0.0f);
   }
 }
 
@@ -117,10 +120,11 @@ __global__ void __launch_bounds__(kThreads, 1) dvKernel(BackwardArgs a, ScanSegm
     const int len = chunkLen(t0, a.p.length, C);
     if (!SumOnly) Cfg::Feat::run(s.scratch, s.stage, a.k, b, h, t0, len, W, bias, 0, D, s.L, Scan::LDK, 0, D, nullptr);
     Cfg::Feat::run(s.scratch, s.stage, a.q, b, h, t0, len, W, bias, 0, D, s.Lk, Scan::LDK, 0, D, nullptr);
-    for (int idx = threadIdx.x; idx < C * N; idx += kThreads) {  // Vals = gy / den
+    loadTile<T, C, N>(s.V, Scan::LDN, a.gy, b, h, t0, len, n0);  // Vals = gy / den
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < len * N; idx += kThreads) {
       const int row = idx / N, n = idx % N;
-      s.V[row * Scan::LDN + n] =
-          fromF<T>(row < len ? toF(rowPtr<const T>(a.gy, b, h, t0 + row)[n0 + n]) / den[t0 + row] : 0.0f);
+      s.V[row * Scan::LDN + n] = fromF<T>(toF(s.V[row * Scan::LDN + n]) / den[t0 + row]);
     }
     if (SumOnly) {
       __syncthreads();
@@ -177,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, 1) dqkKernel(BackwardArgs a, float* 
                    nullptr);
     if (!SumOnly)
       Cfg::Feat::run(s.scratch, s.stage, gradSide, b, h, t0, len, W, bias, u0, kBlockU, nullptr, 0, 0, 0, s.eq);
-    if (!SumOnly || !IsQ) gradRows<T, D, C, K>(IsQ ? s.L : s.Lk, Scan::LDK, a, b, h, t0, len);
+    if (!SumOnly || !IsQ) gradRows<T, D, C, K>(IsQ ? s.L : s.Lk, Scan::LDK, s.scratch, a, b, h, t0, len);
     if (!SumOnly || IsQ) valueRows<T, D, C, K>(IsQ ? s.Lk : s.L, Scan::LDK, a, b, h, t0, len);
     if (SumOnly) {
       __syncthreads();

@@ -66,21 +66,41 @@ __device__ __forceinline__ void zero16(void* dst) {
 #endif
 }
 
+// 16 bytes in registers.
+#if defined(HH_CUDA_EMULATION)
+struct alignas(16) Vec16 {
+  unsigned char bytes[16];
+};
+#else
+using Vec16 = uint4;
+#endif
+
 // Rows [0, C) x columns [c0, c0 + NCOLS) of rows t0 + r of head (b, h) into dst[r * ld + c], zero
 // from row len on. 16-byte loads and stores when the source rows are 16-byte aligned (dst rows
 // always are: ld * sizeof(T) and the tile bases are multiples of 16 bytes), else one element at
-// a time. Every thread has all its loads in flight before it stores.
+// a time. Every thread issues all its vector loads (at most four) before its first store, so a
+// tile costs one memory latency, not one per load.
 template <typename T, int C, int NCOLS>
 __device__ void loadTile(T* dst, int ld, const Rows& x, int b, int h, int64_t t0, int len, int c0) {
   constexpr int V = 16 / static_cast<int>(sizeof(T)), VPR = NCOLS / V;  // vectors per row
+  constexpr int kVectors = C * VPR, kPerThread = (kVectors + kThreads - 1) / kThreads;
   static_assert(NCOLS % V == 0, "whole 16-byte vectors per row");
+  static_assert(kPerThread <= 4, "at most four vectors in flight per thread");
   const T* base = static_cast<const T*>(x.data) + b * x.sb + h * x.sh + t0 * x.st + c0;
   const bool vectors = ((reinterpret_cast<uintptr_t>(base) | uintptr_t(x.st * int64_t(sizeof(T)))) & 15) == 0;
   if (vectors) {
-    for (int idx = threadIdx.x; idx < C * VPR; idx += kThreads) {
-      const int r = idx / VPR, c = (idx % VPR) * V;
+    Vec16 held[kPerThread] = {};
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int idx = threadIdx.x + i * kThreads, r = idx / VPR, c = (idx % VPR) * V;
+      if (idx < kVectors && r < len) copy16(&held[i], base + r * x.st + c);
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int idx = threadIdx.x + i * kThreads, r = idx / VPR, c = (idx % VPR) * V;
+      if (idx >= kVectors) break;
       if (r < len)
-        copy16(dst + r * ld + c, base + r * x.st + c);
+        copy16(dst + r * ld + c, &held[i]);
       else
         zero16(dst + r * ld + c);
     }
