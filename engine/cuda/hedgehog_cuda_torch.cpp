@@ -91,6 +91,7 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
     check(hedgehogCudaForward(a));
     ctx->save_for_backward({q, k, v, w, b, y, den});
     ctx->saved_data["eps"] = eps;
+    ctx->saved_data["pipelined"] = pipelined;
     return y;
   }
 
@@ -112,6 +113,7 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
                    rowsOf(gy), den.data_ptr<float>(), rowsOf(gq), rowsOf(gk), rowsOf(gv), gw.data_ptr<float>(),
                    gb.data_ptr<float>(), workspace.data_ptr()};
     a.segments = segments;
+    a.pipelined = ctx->saved_data["pipelined"].toBool();
     check(hedgehogCudaBackward(a));
     return {gq, gk, gv, gw, gb, at::Tensor(), at::Tensor()};
   }
@@ -121,7 +123,7 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
 
 bool pipelinedForwardRequested() {
   static const bool requested = [] {
-    const char* env = std::getenv("HH_FUSED_CUDA_FORWARD");
+    const char* env = std::getenv("HH_FUSED_CUDA_KERNELS");
     return env && std::string(env) == "pipelined";
   }();
   return requested;

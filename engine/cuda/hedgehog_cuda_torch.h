@@ -10,8 +10,9 @@
 
 namespace hh::cuda {
 
-// HH_FUSED_CUDA_FORWARD=pipelined in the environment (read once): the engine's fused forward runs
-// the pipelined kernel, which has not yet run on a GPU; anything else or unset: the sequential one.
+// HH_FUSED_CUDA_KERNELS=pipelined in the environment (read once): the engine's fused path runs the
+// kernels built since the first GPU run (the pipelined forward; bf16 gradients of the map on tensor
+// cores), which have not yet run on a GPU; anything else or unset: the measured ones.
 bool pipelinedForwardRequested();
 
 // True when hedgehogCudaCausal / hedgehogCudaStep take these tensors: CUDA, fp32 or bf16 (q, k, v
@@ -31,8 +32,8 @@ int64_t deviceBytesAvailable(const at::Tensor& q);
 // bias [H, D] (any floating dtype; used in fp32) -> y [B, H, T, D] in q's dtype, with autograd
 // for all five inputs (the backward runs the fused backward kernels). chunkSize > 0 is only
 // checked: the kernels use their own tile (hedgehogCudaChunk), the same result up to rounding.
-// Throws std::invalid_argument on anything else. `pipelined` picks the pipelined forward kernel
-// (ForwardArgs::pipelined; the backward is the same either way).
+// Throws std::invalid_argument on anything else. `pipelined` picks the kernels built since the
+// first GPU run (ForwardArgs::pipelined, BackwardArgs::pipelined), not yet run on a GPU.
 at::Tensor hedgehogCudaCausal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& weight,
                               const at::Tensor& bias, int64_t chunkSize, double eps,
                               bool pipelined = pipelinedForwardRequested());

@@ -6,8 +6,8 @@
 //   gb_h = sum_{b,t} gu            partial sums per split in the workspace, then
 //                                  weightReduceKernel adds the S partials in a fixed order
 //                                  (deterministic, no atomics).
-// Plain fp32 FMA: O(B T D^2), the same order as the feature map itself; tensor cores for the
-// bf16 case are a follow-up.
+// Plain fp32 FMA: O(B T D^2), the same order as the feature map itself. With BackwardArgs::pipelined
+// the bf16 case runs on tensor cores instead (hh_backward_params_mma.cu).
 #include "engine/cuda/hh_cuda_common.cuh"
 #include "engine/cuda/hh_cuda_kernels.h"
 
@@ -164,12 +164,17 @@ template <typename T, int D>
 cudaError_t launchParams(const BackwardArgs& a, const Workspace& w) {
   const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads);
   const unsigned tiles = unsigned(std::min<int64_t>((a.p.length + kRowsPerTile - 1) / kRowsPerTile, 65535));
-  const auto gradInput = gradInputKernel<T, D>;
-  const auto weightPart = weightPartKernel<T, D>;
-  HH_LAUNCH(gradInput, dim3(bh, tiles, 2), kThreads, 0, a.p.stream, a, w.guQ, w.guK);
   const int splits = splitsOf(a.p);
-  HH_LAUNCH(weightPart, dim3(a.p.heads, D / 32, splits), kThreads, 0, a.p.stream, a, w.guQ, w.guK, splits, w.wPart,
-            w.bPart);
+  if (std::is_same<T, bf16>::value && a.pipelined) {
+    const cudaError_t e = launchParamsMma(a, w.guQ, w.guK, splits, w.wPart, w.bPart);
+    if (e != cudaSuccess) return e;
+  } else {
+    const auto gradInput = gradInputKernel<T, D>;
+    const auto weightPart = weightPartKernel<T, D>;
+    HH_LAUNCH(gradInput, dim3(bh, tiles, 2), kThreads, 0, a.p.stream, a, w.guQ, w.guK);
+    HH_LAUNCH(weightPart, dim3(a.p.heads, D / 32, splits), kThreads, 0, a.p.stream, a, w.guQ, w.guK, splits, w.wPart,
+              w.bPart);
+  }
   const int64_t wCount = int64_t(a.p.heads) * D * D, bCount = int64_t(a.p.heads) * D;
   const int blocks = static_cast<int>(std::min<int64_t>((wCount + bCount + 255) / 256, 4096));
   HH_LAUNCH(weightReduceKernel, blocks, 256, 0, a.p.stream, w.wPart, w.bPart, splits, wCount, bCount, a.gweight,

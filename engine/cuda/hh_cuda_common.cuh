@@ -112,6 +112,32 @@ __device__ void loadTile(T* dst, int ld, const Rows& x, int b, int h, int64_t t0
   }
 }
 
+// W [D, D] fp32 (row-major, any alignment) into dst [D][ld] bf16; four loads of four floats in
+// flight per thread before its stores. A CTA converts its head's map once with this.
+template <int D>
+__device__ void loadWeightBf16(bf16* dst, int ld, const float* W) {
+  constexpr int kVectors = D * D / 4, kBatch = 4;
+  static_assert(kVectors % (kThreads * kBatch) == 0, "whole batches of vectors");
+  if (reinterpret_cast<uintptr_t>(W) & 15) {
+    for (int idx = threadIdx.x; idx < D * D; idx += kThreads) dst[(idx / D) * ld + idx % D] = fromF<bf16>(W[idx]);
+    return;
+  }
+  for (int first = threadIdx.x; first < kVectors; first += kThreads * kBatch) {
+    float4 w[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) copy16(&w[j], W + 4 * (first + j * kThreads));
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int e = 4 * (first + j * kThreads);
+      bf16* out = dst + (e / D) * ld + e % D;
+      out[0] = fromF<bf16>(w[j].x);
+      out[1] = fromF<bf16>(w[j].y);
+      out[2] = fromF<bf16>(w[j].z);
+      out[3] = fromF<bf16>(w[j].w);
+    }
+  }
+}
+
 // cp.async (sm_80 on): 16 bytes from global src to shared dst without passing through registers,
 // in flight until the issuing thread's asyncWait(); other threads see them after a barrier that
 // follows that wait. The emulation lands them only at the wait (NaN bytes until then).

@@ -17,6 +17,11 @@ size_t backwardSmemBytes(DType dtype, int headDim);
 size_t pipelinedForwardSmemBytes(DType dtype, int headDim);
 Status launchPipelinedForward(const ForwardArgs& a);
 
+// Backward part 2 on tensor cores, bf16 only (hh_backward_params_mma.cu): gx into gq, gk and the
+// gW, gb partials per split, as the FMA kernels of hh_backward_params.cu write them.
+cudaError_t launchParamsMma(const BackwardArgs& a, const float* guQ, const float* guK, int splits, float* wPart,
+                            float* bPart);
+
 // One scan's segment states in the backward's workspace: [B*H][count][K][columns] fp32, a slot of
 // slotFloats = K * columns per (b, h) and segment; null with one segment.
 struct ScanSegments {

@@ -69,33 +69,11 @@ struct PipelinedSmem : PipelinedLayout<T, D> {
   __device__ T* vBuffer(int64_t i) const { return V + (i & 1) * (P::kVBytes / sizeof(T)); }
 };
 
-// The head's bias, and W as bf16 [D][LDX] (bf16 only), into shared memory; four float4 loads in
-// flight per thread before any store.
+// The head's bias, and W as bf16 [D][LDX] (bf16 only), into shared memory.
 template <typename T, int D>
 __device__ void loadMap(const PipelinedSmem<T, D>& s, const ForwardBlock& k) {
   for (int n = threadIdx.x; n < D; n += kThreads) s.bias[n] = k.bias[n];
-  if constexpr (PipelinedLayout<T, D>::kSharedW) {
-    constexpr int LDX = PipelinedLayout<T, D>::LDX, kVectors = D * D / 4, kBatch = 4;
-    static_assert(kVectors % (kThreads * kBatch) == 0, "whole batches of vectors");
-    if (reinterpret_cast<uintptr_t>(k.W) & 15) {
-      for (int idx = threadIdx.x; idx < D * D; idx += kThreads) s.W[(idx / D) * LDX + idx % D] = fromF<T>(k.W[idx]);
-      return;
-    }
-    for (int first = threadIdx.x; first < kVectors; first += kThreads * kBatch) {
-      float4 w[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) copy16(&w[j], k.W + 4 * (first + j * kThreads));
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int e = 4 * (first + j * kThreads), r = e / D, c = e % D;
-        T* dst = s.W + r * LDX + c;
-        dst[0] = fromF<T>(w[j].x);
-        dst[1] = fromF<T>(w[j].y);
-        dst[2] = fromF<T>(w[j].z);
-        dst[3] = fromF<T>(w[j].w);
-      }
-    }
-  }
+  if constexpr (PipelinedLayout<T, D>::kSharedW) loadWeightBf16<D>(s.W, PipelinedLayout<T, D>::LDX, k.W);
 }
 
 // Issues the fetch of chunk c (the block's i-th): raw q (unless SumOnly) and k rows, and v's

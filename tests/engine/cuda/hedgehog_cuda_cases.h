@@ -123,6 +123,7 @@ inline Grads runKernels(const at::Tensor& q, const at::Tensor& k, const at::Tens
                                   rowsOf(out.gk), rowsOf(out.gv), out.gw.data_ptr<float>(),
                                   out.gb.data_ptr<float>(), work.data_ptr()};
   backward.segments = segments;  // the scans split as the forward did
+  backward.pipelined = pipelined;
   check(hh::cuda::hedgehogCudaBackward(backward));
   return out;
 }

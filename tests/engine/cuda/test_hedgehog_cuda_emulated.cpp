@@ -26,6 +26,12 @@ class TestHedgehogCudaEmulated : public QObject {
 
   void pipelinedMatchesReferenceBf16() { compareLengths(torch::kBFloat16, true); }
 
+  void pipelinedSplitsRows() {
+    // B*T past 1024 rows: the weight gradient sums two splits of rows, and a split's last tile
+    // straddles them (the lengths above stay within one split).
+    compareCase({1, 1, 1100, 64, 4, false, true}, torch::kBFloat16, false);
+  }
+
   void clampedFeatures() { compareClamped(); }
 
   void unalignedRows() { compareUnaligned(); }
@@ -61,6 +67,7 @@ class TestHedgehogCudaEmulated : public QObject {
 HH_TEST_SUITE(TestHedgehogCudaEmulated, "engine.cuda.hedgehog_cuda_emulated", &TestHedgehogCudaEmulated::matchesReferenceFp32,
               &TestHedgehogCudaEmulated::matchesReferenceBf16,
               &TestHedgehogCudaEmulated::pipelinedMatchesReferenceFp32, &TestHedgehogCudaEmulated::pipelinedMatchesReferenceBf16,
+              &TestHedgehogCudaEmulated::pipelinedSplitsRows,
               &TestHedgehogCudaEmulated::clampedFeatures, &TestHedgehogCudaEmulated::unalignedRows,
               &TestHedgehogCudaEmulated::stepMatchesGenericSteps, &TestHedgehogCudaEmulated::lastWarpFirst,
               &TestHedgehogCudaEmulated::refusesWhatItCannotRun)
