@@ -96,9 +96,11 @@ struct BackwardArgs {
   float* gbias;            // [H, D] fp32 contiguous, written
   void* workspace;         // hedgehogCudaBackwardWorkspace(p, segments) bytes, 256-byte aligned
   int segments = 1;        // as the forward's (hedgehogCudaSegments): the scans split the same way
-  // bf16: gq, gk and gW on tensor cores (hh_backward_params_mma.cu: gu rounded to bf16, fp32
-  // sums; gb stays fp32) instead of fp32 FMA; the same result within bf16 rounding. fp32 ignores
-  // it. Not yet run on a GPU.
+  // The pipelined scans (hh_backward_pipelined.cu: the map's rows kept in shared memory, the next
+  // chunk's rows fetched while this one is computed; where their shared memory fits the device),
+  // and for bf16 gq, gk and gW on tensor cores (hh_backward_params_mma.cu: gu rounded to bf16,
+  // fp32 sums; gb stays fp32) instead of fp32 FMA. The same result up to rounding. Not yet run on
+  // a GPU.
   bool pipelined = false;
 };
 // The backward's scratch: gu of q and k (2 B*H*T*D fp32), the weight gradient's partial sums and,

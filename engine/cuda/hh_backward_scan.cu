@@ -15,12 +15,11 @@
 // segments turns the sums into starting states (the earlier segments' for the causal scan, the
 // later ones' for the two reverse scans), then the scans run every segment at once.
 // 256 threads each.
+#include "engine/cuda/hh_backward.cuh"
 #include "engine/cuda/hh_cuda_kernels.h"
 #include "engine/cuda/hh_cuda_scan.cuh"
 
 namespace hh::cuda::detail {
-
-constexpr int kBlockU = 32;  // DB: feature indices per dq/dk CTA
 
 template <typename T, int D>
 struct DvCfg {
@@ -40,13 +39,6 @@ struct DqkCfg {
   static_assert(Feat::scratchBytes(kBlockU) <= Scan::kScratchBytes, "feature scratch overflows");
   static_assert(size_t(C) * (D + padOf<T>()) * sizeof(T) <= Scan::kScratchBytes, "gradRows' y tile overflows");
 };
-
-__device__ __forceinline__ int chunkLen(int64_t t0, int64_t length, int c) {
-  return static_cast<int>(length - t0 < c ? length - t0 : c);
-}
-__device__ __forceinline__ const float* denRow(const BackwardArgs& a, int b, int h) {
-  return a.den + (size_t(b) * a.p.heads + h) * a.p.length;
-}
 
 // dst [C][ld]: columns [0, D) = gy / den, column D = -(gy . y) / den, then zeros up to K;
 // rows >= len all zero. gy arrives in dst and y in `scratch` ([C][D + pad] T) by 16-byte tile
@@ -85,19 +77,6 @@ __device__ void valueRows(T* dst, int ld, const BackwardArgs& a, int b, int h, i
     const int r = idx / (K - D), c = idx % (K - D);
     dst[r * ld + D + c] = fromF<T>(r < len && c == 0 ? 1.0f : 0.0f);
   }
-}
-
-// The chunks [c0, c1) of segment blockIdx.z, and its state slot at the block's columns.
-struct SegmentRange {
-  int64_t c0, c1;
-  float* state;
-};
-__device__ __forceinline__ SegmentRange segmentRange(const ScanSegments& g, int64_t chunks, int columnOffset) {
-  SegmentRange r;
-  r.c0 = int64_t(blockIdx.z) * g.chunksEach;
-  r.c1 = r.c0 + g.chunksEach < chunks ? r.c0 + g.chunksEach : chunks;
-  r.state = g.states ? g.states + (size_t(blockIdx.x) * g.count + blockIdx.z) * g.slotFloats + columnOffset : nullptr;
-  return r;
 }
 
 // SumOnly: the segment's state sum (phi(q)^T gy/den over its chunks) into its slot; else the scan
@@ -234,10 +213,24 @@ cudaError_t launchScanPass(const BackwardArgs& a, float* guQ, float* guK, const 
   return cudaGetLastError();
 }
 
+// Whether the pipelined scans were asked for and fit the current device's shared memory.
+bool takePipelinedScans(const BackwardArgs& a) {
+  int device = 0, optin = 0;
+  if (!a.pipelined || cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return false;
+  return pipelinedScanSmemBytes(a.p.dtype, a.p.headDim) <= size_t(optin);
+}
+
 template <typename T, int D>
 cudaError_t launchScans(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& seg) {
+  const bool pipelined = takePipelinedScans(a);
+  const auto pass = [&](bool sumOnly) {
+    if (pipelined) return launchPipelinedScanPass(a, guQ, guK, seg, sumOnly);
+    return sumOnly ? launchScanPass<T, D, true>(a, guQ, guK, seg) : launchScanPass<T, D, false>(a, guQ, guK, seg);
+  };
   if (seg.dv.count > 1) {
-    const cudaError_t e = launchScanPass<T, D, true>(a, guQ, guK, seg);
+    const cudaError_t e = pass(true);
     if (e != cudaSuccess) return e;
     const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads);
     const ScanSegments* scans[] = {&seg.dv, &seg.dq, &seg.dk};
@@ -246,7 +239,7 @@ cudaError_t launchScans(const BackwardArgs& a, float* guQ, float* guK, const Bac
       HH_LAUNCH(segmentScanKernel, dim3(bh, unsigned((scans[i]->slotFloats + 255) / 256)), 256, 0, a.p.stream,
                 scans[i]->states, scans[i]->count, scans[i]->slotFloats, reverse[i]);
   }
-  return launchScanPass<T, D, false>(a, guQ, guK, seg);
+  return pass(false);
 }
 
 cudaError_t launchBackwardScans(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& seg) {

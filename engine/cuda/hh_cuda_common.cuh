@@ -112,23 +112,25 @@ __device__ void loadTile(T* dst, int ld, const Rows& x, int b, int h, int64_t t0
   }
 }
 
-// W [D, D] fp32 (row-major, any alignment) into dst [D][ld] bf16; four loads of four floats in
-// flight per thread before its stores. A CTA converts its head's map once with this.
-template <int D>
+// Rows [0, ROWS) of W [., D] fp32 (row-major, any alignment) into dst [ROWS][ld] bf16; four
+// loads of four floats in flight per thread before its stores. A CTA converts its head's map
+// (or its block of the map's rows) once with this.
+template <int D, int ROWS = D>
 __device__ void loadWeightBf16(bf16* dst, int ld, const float* W) {
-  constexpr int kVectors = D * D / 4, kBatch = 4;
-  static_assert(kVectors % (kThreads * kBatch) == 0, "whole batches of vectors");
+  constexpr int kVectors = ROWS * D / 4, kBatch = 4;
   if (reinterpret_cast<uintptr_t>(W) & 15) {
-    for (int idx = threadIdx.x; idx < D * D; idx += kThreads) dst[(idx / D) * ld + idx % D] = fromF<bf16>(W[idx]);
+    for (int idx = threadIdx.x; idx < ROWS * D; idx += kThreads) dst[(idx / D) * ld + idx % D] = fromF<bf16>(W[idx]);
     return;
   }
   for (int first = threadIdx.x; first < kVectors; first += kThreads * kBatch) {
     float4 w[kBatch];
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) copy16(&w[j], W + 4 * (first + j * kThreads));
+    for (int j = 0; j < kBatch; ++j)
+      if (first + j * kThreads < kVectors) copy16(&w[j], W + 4 * (first + j * kThreads));
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int e = 4 * (first + j * kThreads);
+      if (e >= 4 * kVectors) break;
       bf16* out = dst + (e / D) * ld + e % D;
       out[0] = fromF<bf16>(w[j].x);
       out[1] = fromF<bf16>(w[j].y);
@@ -143,10 +145,19 @@ __device__ void loadWeightBf16(bf16* dst, int ld, const float* W) {
 // follows that wait. The emulation lands them only at the wait (NaN bytes until then).
 __device__ __forceinline__ void copyAsync16(void* dst, const void* src) {
 #if defined(HH_CUDA_EMULATION)
-  ::hh_emu::copyAsync16(dst, src);
+  ::hh_emu::copyAsync(dst, src, 16);
 #else
   const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(src) : "memory");
+#endif
+}
+// The same for 4 bytes (both addresses 4-byte aligned).
+__device__ __forceinline__ void copyAsync4(void* dst, const void* src) {
+#if defined(HH_CUDA_EMULATION)
+  ::hh_emu::copyAsync(dst, src, 4);
+#else
+  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(shared), "l"(src) : "memory");
 #endif
 }
 __device__ __forceinline__ void asyncWait() {

@@ -34,6 +34,12 @@ struct BackwardSegments {
   ScanSegments dv, dq, dk;  // dv [2D][D]; dq, dk [D + 16][2D]
 };
 
+// The pipelined scans (hh_backward_pipelined.cu): their largest shared memory per CTA, and one
+// pass of all three (the segment sums when sumOnly, else the scans proper).
+size_t pipelinedScanSmemBytes(DType dtype, int headDim);
+cudaError_t launchPipelinedScanPass(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& segments,
+                                    bool sumOnly);
+
 // Backward part 1 (hh_backward_scan.cu): writes gv and the feature gradients gu of q and k,
 // each fp32 [B*H, T, D] contiguous. Part 2 (hh_backward_params.cu) turns gu into gq, gk, gW, gb.
 cudaError_t launchBackwardScans(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& segments);

@@ -19,6 +19,7 @@
 // and sm_90. Its shared memory (bf16 D=128: 209 KiB) exceeds an A100's 163 KiB; there the
 // sequential forward runs instead (hedgehogCudaForward).
 #include "engine/cuda/hh_cuda_kernels.h"
+#include "engine/cuda/hh_cuda_pipeline.cuh"
 #include "engine/cuda/hh_cuda_scan.cuh"
 #include "engine/cuda/hh_forward.cuh"
 
@@ -88,64 +89,15 @@ __device__ void prefetch(const PipelinedSmem<T, D>& s, const ForwardArgs& a, con
   loadTileAsync<T, P::C, P::N>(s.vBuffer(c - k.c0), P::LDN, a.v, k.b, k.h, t0, len, k.n0);
 }
 
-// Lk = phi(raw k) and (unless SumOnly) L = phi(raw q), rows >= len zero: one warp per 16 x 16
-// tile of u = x W^T + bias, written as [exp(u) | 1 / exp(u)] with u clamped to +-30.
+// Lk = phi(raw k) and (unless SumOnly) L = phi(raw q), rows >= len zero.
 template <typename T, int D, bool SumOnly>
 __device__ void features(const PipelinedSmem<T, D>& s, const float* Wglobal, int len) {
   using P = PipelinedLayout<T, D>;
-  using M = Mma<T>;
-  constexpr int kTilesEach = P::TC * P::TD, kTiles = (SumOnly ? 1 : 2) * kTilesEach;
-  const T* W;
-  int ldw;
-  if constexpr (P::kSharedW) {
-    W = s.W;
-    ldw = P::LDX;
-  } else {
-    W = Wglobal;
-    ldw = D;
-  }
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int t = warp; t < kTiles; t += kWarps) {
-    const bool isK = t < kTilesEach;
-    const int ti = (t % kTilesEach) / P::TD, tn = t % P::TD;
-    typename M::Acc acc;
-    M::zero(acc);
-    M::template mac<false, true>(acc, (isK ? s.Xk : s.Xq) + ti * 16 * P::LDX, P::LDX, W + tn * 16 * ldw, ldw, D);
-    M::store(s.stage, kStageLd, acc);
-    __syncwarp();
-    T* dest = (isK ? s.Lk : s.L) + ti * 16 * P::LDK;
-    for (int e = lane; e < 256; e += 32) {
-      const int r = e >> 4, n = tn * 16 + (e & 15);
-      const float u = s.stage[r * kStageLd + (e & 15)] + s.bias[n];
-      const float ex = __expf(fminf(fmaxf(u, -kClamp), kClamp));
-      const bool valid = ti * 16 + r < len;
-      dest[r * P::LDK + n] = fromF<T>(valid ? ex : 0.0f);
-      dest[r * P::LDK + D + n] = fromF<T>(valid ? __frcp_rn(ex) : 0.0f);
-    }
-    __syncwarp();
-  }
-}
-
-// PT = T(mask(L Lk^T)) on and below the diagonal tiles (the tiles above are never read).
-template <typename T, int D>
-__device__ void scores(const PipelinedSmem<T, D>& s) {
-  using P = PipelinedLayout<T, D>;
-  using M = Mma<T>;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int t = warp; t < P::TC * P::TC; t += kWarps) {
-    const int ti = t / P::TC, tj = t % P::TC;
-    if (tj > ti) continue;
-    typename M::Acc acc;
-    M::zero(acc);
-    M::template mac<false, true>(acc, s.L + ti * 16 * P::LDK, P::LDK, s.Lk + tj * 16 * P::LDK, P::LDK, P::K);
-    M::store(s.stage, kStageLd, acc);
-    __syncwarp();
-    for (int e = lane; e < 256; e += 32) {
-      const int i = ti * 16 + (e >> 4), j = tj * 16 + (e & 15);
-      s.PT[i * P::LDC + j] = fromF<T>(j <= i ? s.stage[(e >> 4) * kStageLd + (e & 15)] : 0.0f);
-    }
-    __syncwarp();
-  }
+  const MapJob<T> k{s.Xk, P::LDX, s.Lk, P::LDK, nullptr}, q{s.Xq, P::LDX, s.L, P::LDK, nullptr};
+  if constexpr (P::kSharedW)
+    mapTiles<T, D, P::C>(k, q, SumOnly ? 1 : 2, s.W, P::LDX, s.bias, D, len, s.stage);
+  else
+    mapTiles<T, D, P::C>(k, q, SumOnly ? 1 : 2, Wglobal, D, s.bias, D, len, s.stage);
 }
 
 // den_i = sum_{j<=i} PT_ij + phi(q_i) . z + eps for the chunk's rows (z before this chunk), into
@@ -179,10 +131,7 @@ __device__ void outputs(const PipelinedSmem<T, D>& s, const T* V, const ForwardA
     if (ti * 16 >= len) continue;
     typename M::Acc acc;
     M::zero(acc);
-    for (int tj = 0; tj <= ti; ++tj)
-      M::template mac<false, false>(acc, s.PT + ti * 16 * P::LDC + tj * 16, P::LDC, V + tj * 16 * P::LDN + tn * 16,
-                                    P::LDN, 16);
-    M::template mac<false, false>(acc, s.L + ti * 16 * P::LDK, P::LDK, s.Sop + tn * 16, P::LDN, P::K);
+    chunkProduct<T, P::C, P::K, true>(acc, ti, tn, s.PT, P::LDC, V, P::LDN, s.L, P::LDK, s.Sop, P::LDN);
     M::store(s.stage, kStageLd, acc);
     __syncwarp();
     for (int e = lane; e < 256; e += 32) {
@@ -233,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, 1) pipelinedForwardKernel(ForwardArg
     const T* V = s.vBuffer(c - k.c0);
     if (c + 1 < k.c1) prefetch<T, D, SumOnly>(s, a, k, c + 1);
     if (!SumOnly) {
-      scores(s);
+      maskedScores<T, P::C, P::K, true>(s.L, s.Lk, P::LDK, s.PT, P::LDC, s.stage);
       __syncthreads();
       denominators(s, a, k, t0, len);
       __syncthreads();  // den made from z before this chunk's update below

@@ -55,9 +55,10 @@ void syncWarp();
 uint64_t shuffleXor(uint64_t x, int mask);
 // The current block's dynamic shared memory (the launch's byte count, 128-byte aligned).
 unsigned char* dynamicShared();
-// cp.async: 16 bytes from src to the shared dst, landing only when the issuing thread calls
-// asyncWait (dst reads as NaN bytes until then); a thread that returns with copies in flight fails.
-void copyAsync16(void* dst, const void* src);
+// cp.async: `size` (4, 8 or 16) bytes from src to the shared dst, both aligned to size, landing
+// only when the issuing thread calls asyncWait (dst reads as NaN bytes until then); a thread that
+// returns with copies in flight fails.
+void copyAsync(void* dst, const void* src, int size);
 void asyncWait();
 
 // The order the warps of a block run in: FirstToLast unless set (the emulated suite runs both).

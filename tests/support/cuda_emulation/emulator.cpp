@@ -86,10 +86,11 @@ void startContext(Context& c, char* stack, size_t bytes, void (*entry)()) {
 
 enum class State { Runnable, AtBlockBarrier, AtWarpBarrier, Done };
 
-// A 16-byte asynchronous copy issued and not yet waited for: the source bytes as they were at
-// issue (sources are inputs no kernel writes), landed at asyncWait.
+// An asynchronous copy (4, 8 or 16 bytes) issued and not yet waited for: the source bytes as they
+// were at issue (sources are inputs no kernel writes), landed at asyncWait.
 struct PendingCopy {
   void* dst;
+  int size;
   unsigned char bytes[16];
 };
 
@@ -232,16 +233,19 @@ uint64_t shuffleXor(uint64_t x, int mask) {
 
 unsigned char* dynamicShared() { return gBlock->shared; }
 
-void copyAsync16(void* dst, const void* src) {
+void copyAsync(void* dst, const void* src, int size) {
+  if (size != 4 && size != 8 && size != 16) fail("cp.async copies 4, 8 or 16 bytes");
+  if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) % size) fail("cp.async on a misaligned address");
   PendingCopy c;
   c.dst = dst;
-  std::memcpy(c.bytes, src, 16);
-  std::memset(dst, 0xff, 16);  // NaN until it lands: a read before asyncWait (or before the barrier after it) fails
+  c.size = size;
+  std::memcpy(c.bytes, src, size);
+  std::memset(dst, 0xff, size);  // NaN until it lands: a read before asyncWait (or before the barrier after it) fails
   gFiber->pending.push_back(c);
 }
 
 void asyncWait() {
-  for (const PendingCopy& c : gFiber->pending) std::memcpy(c.dst, c.bytes, 16);
+  for (const PendingCopy& c : gFiber->pending) std::memcpy(c.dst, c.bytes, c.size);
   gFiber->pending.clear();
 }
 
