@@ -81,8 +81,9 @@ profile_forward() {
 export repo work build
 export -f do_build suites profile_forward  # the steps run them through `bash -c` (timeout and stdbuf need a program)
 
-all_steps=(build kernels attention_small attention_large suites_fp32 profile_forward decode_b1 decode_b32
-           parity_cuda steps_gpt2 pytorch_gpt2 demo_cuda suites_bf16 memcheck steps_llama pytorch_llama)
+all_steps=(build kernels attention_large attention_small suites_fp32 steps_gpt2 steps_gpt2_fused
+           steps_gpt2_pipelined pytorch_gpt2 decode_b1 profile_forward decode_b32 parity_cuda demo_cuda
+           suites_bf16 memcheck steps_llama pytorch_llama)
 [ $# -gt 0 ] && all_steps=("$@")
 env_ready
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$work/gpu.txt" 2>&1
@@ -93,8 +94,8 @@ for s in "${all_steps[@]}"; do
     kernels) step kernels 120 "$tests" engine.cuda.hedgehog_cuda ;;
     attention_small) step attention_small 120 "$bin/hh_bench_attention" --device cuda --dtype bfloat16 \
         --batch 1 --heads 12 --dim 64 --lengths "$lengths" --softmax-max 65536 ;;
-    attention_large) step attention_large 150 "$bin/hh_bench_attention" --device cuda --dtype bfloat16 \
-        --batch 8 --heads 32 --dim 128 --lengths "$lengths" --softmax-max 65536 ;;
+    attention_large) step attention_large 200 "$bin/hh_bench_attention" --device cuda --dtype bfloat16 \
+        --batch 8 --heads 32 --dim 128 --lengths "$lengths" --softmax-max 65536 --plain-max 16384 ;;
     suites_fp32) step suites_fp32 200 bash -c 'suites float32 "^engine\."' ;;
     suites_bf16) step suites_bf16 200 bash -c 'suites bfloat16 "^engine\.jobs"' ;;
     decode_b1 | decode_b32) step "$s" 90 "$bin/hh_bench_decode" --device cuda --dtype bfloat16 --batch "${s#decode_b}" \
@@ -103,6 +104,11 @@ for s in "${all_steps[@]}"; do
         --rules additive --dtypes float32 bfloat16 --lengths 1 63 64 65 1000 4097 ;;
     steps_gpt2) step steps_gpt2 120 "$bin/hedgehog" bench --shape gpt2-small --device cuda --dtype bfloat16 \
         --batch-size 8 --seq-len 1024 --json "$work/steps_gpt2.json" ;;
+    steps_gpt2_fused | steps_gpt2_pipelined)  # the same steps through the fused kernels, measured / pipelined
+      kernels=measured
+      [ "$s" = steps_gpt2_pipelined ] && kernels=pipelined
+      step "$s" 120 env HH_FUSED_CUDA=on HH_FUSED_CUDA_KERNELS="$kernels" "$bin/hedgehog" bench --shape gpt2-small \
+        --device cuda --dtype bfloat16 --batch-size 8 --seq-len 1024 --json "$work/$s.json" ;;
     steps_llama) step steps_llama 150 "$bin/hedgehog" bench --shape llama-1b --device cuda --dtype bfloat16 \
         --batch-size 4 --seq-len 1024 --json "$work/steps_llama.json" ;;
     pytorch_gpt2) step pytorch_gpt2 120 python3 "$repo/scripts/bench_distill_pytorch.py" --shape gpt2-small \

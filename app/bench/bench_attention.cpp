@@ -3,7 +3,7 @@
 // writing the same chunked loop (a Python-style loop over chunks with autograd), and, where
 // LibTorch has it (2.0 and later), at::scaled_dot_product_attention (PyTorch's fused attention:
 // flash or memory-efficient kernels on a GPU).
-//   hh_bench_attention [--lengths 1024,2048,...] [--repeats N] [--softmax-max N] [--batch B]
+//   hh_bench_attention [--lengths 1024,2048,...] [--repeats N] [--softmax-max N] [--plain-max N] [--batch B]
 //                      [--heads H] [--dim D] [--chunk C] [--device auto|cpu|cuda[:N]]
 //                      [--dtype float32|bfloat16]
 // Peak memory: on the CPU the process's peak RSS (VmHWM), reset before each measurement through
@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,7 @@ struct Options {
   std::vector<int64_t> lengths = {1024, 2048, 4096, 8192, 16384};
   int repeats = 3;
   int64_t softmaxMax = 8192, batch = 1, heads = 12, dim = 64, chunk = 64;
+  int64_t plainMax = std::numeric_limits<int64_t>::max();  // the plain loop only up to this length
   std::string device = "auto", dtype = "float32";
 };
 
@@ -161,6 +163,7 @@ bool parse(int argc, char** argv, Options& o) {
     if (key == "--lengths") o.lengths = hh::bench::parseIntegers(val);
     else if (key == "--repeats") o.repeats = std::stoi(val);
     else if (key == "--softmax-max") o.softmaxMax = std::stoll(val);
+    else if (key == "--plain-max") o.plainMax = std::stoll(val);
     else if (key == "--batch") o.batch = std::stoll(val);
     else if (key == "--heads") o.heads = std::stoll(val);
     else if (key == "--dim") o.dim = std::stoll(val);
@@ -235,20 +238,24 @@ int main(int argc, char** argv) {
     }
     const auto hhF = measure(device, [&] { at::NoGradGuard g; hedgehog->forward(q, k, v); }, o.repeats);
     const auto hhFB = measure(device, [&] { hedgehog->forward(qg, kg, vg).sum().backward(); }, o.repeats);
-    const auto plF = measure(device, [&] {
-      at::NoGradGuard g;
-      plainChunkedLoop(fmap->forward(q), fmap->forward(k), v, o.chunk, cfg.rule.eps);
-    }, o.repeats);
-    const auto plFB = measure(device, [&] {
-      plainChunkedLoop(fmap->forward(qg), fmap->forward(kg), vg, o.chunk, cfg.rule.eps).sum().backward();
-    }, o.repeats);
+    Measure plF, plFB;
+    const bool runPlain = n <= o.plainMax;
+    if (runPlain) {
+      plF = measure(device, [&] {
+        at::NoGradGuard g;
+        plainChunkedLoop(fmap->forward(q), fmap->forward(k), v, o.chunk, cfg.rule.eps);
+      }, o.repeats);
+      plFB = measure(device, [&] {
+        plainChunkedLoop(fmap->forward(qg), fmap->forward(kg), vg, o.chunk, cfg.rule.eps).sum().backward();
+      }, o.repeats);
+    }
 
     // FLOPs of the chunked forward as computed: feature map (two D x D products per token, q and k)
     // + per chunk: scores C x C x F, scores x [V,1], chunk states F x E, carried-state product F x E.
     const double flops = double(o.batch) * o.heads *
                          (4.0 * n * o.dim * o.dim + 2.0 * n * (o.chunk * f + o.chunk * e + 2.0 * f * e));
     const double floorSec = flops / (rate * 1e9);
-    const std::string skipped = "skipped (memory)", absent = "n/a (torch < 2)";
+    const std::string skipped = "skipped (memory)", skippedPlain = "skipped (--plain-max)", absent = "n/a (torch < 2)";
     const auto ratio = [](bool ran, const Measure& a, const Measure& b) {
       char buf[32] = "-";
       if (ran && !a.failed && !b.failed) std::snprintf(buf, sizeof buf, "%.2fx", a.seconds / b.seconds);
@@ -282,7 +289,8 @@ int main(int argc, char** argv) {
     std::printf("| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f ms | %.2fx | %s | %s | %s | %s |%s\n",
                 (long long)n, (runSoftmax ? cell(smF) : skipped).c_str(), (runSoftmax ? cell(smFB) : skipped).c_str(),
                 (HH_HAVE_SDPA ? cell(fuF) : absent).c_str(), (HH_HAVE_SDPA ? cell(fuFB) : absent).c_str(),
-                cell(hhF).c_str(), cell(hhFB).c_str(), cell(plF).c_str(), cell(plFB).c_str(), flops / 1e9,
+                cell(hhF).c_str(), cell(hhFB).c_str(), (runPlain ? cell(plF) : skippedPlain).c_str(),
+                (runPlain ? cell(plFB) : skippedPlain).c_str(), flops / 1e9,
                 floorSec * 1e3, hhF.best / floorSec, ratio(runSoftmax, smF, hhF).c_str(),
                 ratio(runSoftmax, smFB, hhFB).c_str(), ratio(HH_HAVE_SDPA, fuF, hhF).c_str(),
                 ratio(HH_HAVE_SDPA, fuFB, hhFB).c_str(), kernelCells.c_str());
