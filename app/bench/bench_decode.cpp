@@ -12,6 +12,9 @@
 // positive S and z at position p. Filling it by a real prefill of 32K tokens through softmax
 // would take hours on 2 cores and gives the same per-token cost. Then `steps` single-token
 // forward passes are timed (after 2 warm-ups): median and fastest.
+// One layer alone: softmax over the cache, the engine's step (the fused step kernel on a GPU built
+// with them), the LibTorch step (HH_FUSED_CUDA policy Never) and the floor of the state it reads
+// and writes.
 // Floor: the bytes one step must read (every weight once, plus the KV cache for softmax) over the
 // machine's measured read rate (a matrix-vector product over a 512 MiB matrix, best of 5).
 #include <torch/types.h>
@@ -28,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/attention/linear_attention.h"
 #include "engine/attention/softmax_attention.h"
 #include "app/bench/bench_args.h"
 #include "engine/core/device.h"
@@ -223,7 +227,10 @@ int main(int argc, char** argv) {
     // One attention layer alone: the softmax over the cached keys against the recurrent step.
     std::printf("\n%s, one attention layer (H=%lld, D=%lld): the per-token attention alone\n\n", shape.c_str(),
                 (long long)c.heads, (long long)c.headDim);
-    std::printf("| position | softmax over the KV cache ms | hedgehog step ms | softmax / hedgehog |\n|---|---|---|---|\n");
+    // The step reads and writes the state S [B, H, 2D, D] and z [B, H, 2D] in fp32: its floor.
+    const double stateBytes = 2.0 * batch * c.heads * (2.0 * c.headDim * c.headDim + 2.0 * c.headDim) * 4.0;
+    std::printf("| position | softmax over the KV cache ms | hedgehog step ms | softmax / hedgehog | LibTorch step ms "
+                "(HH_FUSED_CUDA=off) | state floor ms |\n|---|---|---|---|---|---|\n");
     hedgehog.featureMap.heads = c.heads;
     hedgehog.featureMap.headDim = c.headDim;
     hh::attn::LinearAttention layer(hedgehog);
@@ -240,7 +247,13 @@ int main(int argc, char** argv) {
       const double scale = 1.0 / std::sqrt(double(c.headDim));
       const auto soft = time([&] { hh::attn::cachedSoftmaxAttention(q, keys, values, scale); }, steps * 4);
       const auto step = time([&] { layer->step(layerState, q, k, v); }, steps * 4);
-      std::printf("| %lld | %.3f | %.3f | %.1fx |\n", (long long)p, soft.medianMs, step.medianMs, soft.medianMs / step.medianMs);
+      Timing generic;
+      {
+        const hh::attn::ScopedFusedCudaPolicy never(hh::attn::FusedCudaPolicy::Never);
+        generic = time([&] { layer->step(layerState, q, k, v); }, steps * 4);
+      }
+      std::printf("| %lld | %.3f | %.3f | %.1fx | %.3f | %.4f |\n", (long long)p, soft.medianMs, step.medianMs,
+                  soft.medianMs / step.medianMs, generic.medianMs, stateBytes / (bandwidth * 1e9) * 1e3);
       std::fflush(stdout);
     }
   }
