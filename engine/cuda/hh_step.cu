@@ -22,14 +22,24 @@ __global__ void __launch_bounds__(kThreads) stepKernel(StepArgs a) {
     xv[d] = toF(rowPtr<const T>(a.v, b, h, 0)[d]);
   }
   __syncthreads();
-  // Features: warp w computes u_o for o = w, w + 8, ...; lanes split the D inputs (coalesced rows of W).
+  // Features: warp w computes u_o for o = w, w + 8, ...; lanes split the D inputs (coalesced rows of
+  // W). The warp's D / 8 rows of W are loaded into registers first, all in flight at once, rather
+  // than one row's latency after another.
   const float* W = a.weight + size_t(h) * D * D;
-  for (int o = warp; o < D; o += kWarps) {
+  constexpr int kOutputs = D / kWarps, kPerLane = D / 32;
+  float w[kOutputs][kPerLane];
+#pragma unroll
+  for (int i = 0; i < kOutputs; ++i)
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) w[i][j] = W[(warp + i * kWarps) * D + lane + 32 * j];
+#pragma unroll
+  for (int i = 0; i < kOutputs; ++i) {
+    const int o = warp + i * kWarps;
     float sq = 0.0f, sk = 0.0f;
-    for (int j = lane; j < D; j += 32) {
-      const float w = W[o * D + j];
-      sq = fmaf(w, xq[j], sq);
-      sk = fmaf(w, xk[j], sk);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      sq = fmaf(w[i][j], xq[lane + 32 * j], sq);
+      sk = fmaf(w[i][j], xk[lane + 32 * j], sk);
     }
     sq = warpSum(sq) + a.bias[size_t(h) * D + o];
     sk = warpSum(sk) + a.bias[size_t(h) * D + o];
