@@ -73,7 +73,7 @@ void addParityCommand(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   cmd->add_option("--device", args->device,
                   "cpu (default) | cuda | cuda:N: where the forms run (the fp64 reference stays on the CPU); with "
-                  "--head-dim 64 or 128 the \"layer\" rows take the fused CUDA kernels of a HH_CUDA_KERNELS build");
+                  "--head-dim 32, 64 or 128 the \"layer\" rows take the fused CUDA kernels of a HH_CUDA_KERNELS build");
   cmd->callback([args] {
     const int rc = runParityCommand(*args);
     if (rc != 0) throw CLI::RuntimeError(rc);

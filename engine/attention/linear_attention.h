@@ -100,9 +100,10 @@ TORCH_MODULE(RuleGates);
 struct WindowInputs;  // window_attention.h
 
 // When Hedgehog layers on a GPU take the fused CUDA kernels of a HH_CUDA_KERNELS build (docs/gpu.md):
-//   Auto    the decode step always; the chunked forward without gradients when B * H fills the
-//           GPU (hh::cuda::hedgehogCudaFillsDevice), with gradients only where the generic
-//           LibTorch path would not fit in the GPU's memory (it is faster where it fits);
+//   Auto    at the head dims measured on a GPU (64, 128): the decode step always; the chunked
+//           forward without gradients when B * H fills the GPU (hh::cuda::hedgehogCudaFillsDevice),
+//           with gradients only where the generic LibTorch path would not fit in the GPU's memory
+//           (it is faster where it fits);
 //   Always  whenever the kernels accept the tensors (tests, parity, benchmarks);
 //   Never   the generic path only.
 // Process-wide. The default comes from the environment, HH_FUSED_CUDA=auto|on|off (auto if unset).

@@ -40,7 +40,7 @@ struct Rows {
 struct Problem {
   int batch = 0, heads = 0;
   int64_t length = 0;          // T >= 1
-  int headDim = 0;             // D, 64 or 128
+  int headDim = 0;             // D: 32, 64 or 128
   DType dtype = DType::F32;    // q, k, v, y, gy, gq, gk, gv
   float eps = 1e-6f;
   cudaStream_t stream = nullptr;
@@ -63,7 +63,7 @@ int hedgehogCudaBlocksPerHead(DType dtype, int headDim);
 int hedgehogCudaSegments(const Problem& p, int device);
 size_t hedgehogCudaForwardWorkspace(const Problem& p, int segments);
 
-// True for D in {64, 128}, fp32 or bf16, T >= 1, 1 <= B*H, and a device of compute capability
+// True for D in {32, 64, 128}, fp32 or bf16, T >= 1, 1 <= B*H, and a device of compute capability
 // 8.0 or newer with enough shared memory per block for these kernels.
 bool hedgehogCudaSupports(DType dtype, int headDim, int device);
 

@@ -66,7 +66,7 @@ void checkInputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
   if (w.dim() != 3 || w.size(0) != h || w.size(1) != d || w.size(2) != d) fail("weight must be [H, D, D]");
   if (b.dim() != 2 || b.size(0) != h || b.size(1) != d) fail("bias must be [H, D]");
   if (!hedgehogCudaSupports(dtypeOf(q), static_cast<int>(d), q.device().index()))
-    fail("unsupported head dim " + std::to_string(d) + " or device (needs D in {64, 128}, sm_80 or newer)");
+    fail("unsupported head dim " + std::to_string(d) + " or device (needs D in {32, 64, 128}, sm_80 or newer)");
 }
 
 struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunction> {

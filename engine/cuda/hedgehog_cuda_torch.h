@@ -16,7 +16,7 @@ namespace hh::cuda {
 bool pipelinedForwardRequested();
 
 // True when hedgehogCudaCausal / hedgehogCudaStep take these tensors: CUDA, fp32 or bf16 (q, k, v
-// alike), v's head dim equal to q's, D in {64, 128}, a device of compute capability >= 8.0.
+// alike), v's head dim equal to q's, D in {32, 64, 128}, a device of compute capability >= 8.0.
 bool hedgehogCudaAccepts(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
 // Whether the chunked forward's B * H * blocks-per-head thread blocks (hedgehogCudaBlocksPerHead)

@@ -203,10 +203,8 @@ Status hedgehogCudaBackward(const BackwardArgs& a) {
   const Workspace w = carve(a.p, a.segments, a.workspace);
   cudaError_t e = launchBackwardScans(a, w.guQ, w.guK, w.segments);
   if (e != cudaSuccess) return {e, nullptr};
-  if (a.p.dtype == DType::BF16)
-    e = a.p.headDim == 64 ? launchParams<bf16, 64>(a, w) : launchParams<bf16, 128>(a, w);
-  else
-    e = a.p.headDim == 64 ? launchParams<float, 64>(a, w) : launchParams<float, 128>(a, w);
+  e = withKernelShape(a.p.dtype, a.p.headDim,
+                      [&](auto t, auto d) { return launchParams<typename decltype(t)::type, decltype(d)::value>(a, w); });
   return {e, nullptr};
 }
 

@@ -42,7 +42,7 @@ struct RowSource {
 // adds its four columns' fp32 values to colSums (when given). All of a thread's loads are in
 // flight before its first store.
 template <int D>
-__device__ void loadGuRows(bf16* dst, const RowSource& src, float* colSums) {
+__device__ __forceinline__ void loadGuRows(bf16* dst, const RowSource& src, float* colSums) {
   using P = ParamsLayout<D>;
   constexpr int kPer = kMmaRows * P::kVectorsPerRow / kThreads;
   float4 held[kPer];
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads) gradInputMmaKernel(BackwardArgs a, c
 // Partial gW [D, D] and gb [D] of head blockIdx.x over split blockIdx.y of its B*T rows, q and k
 // sides together, into wPart / bPart [split][H][...] (weightReduceKernel adds the splits).
 template <int D>
-__global__ void __launch_bounds__(kThreads) weightPartMmaKernel(BackwardArgs a, const float* guQ, const float* guK,
+__global__ void __launch_bounds__(kThreads, 1) weightPartMmaKernel(BackwardArgs a, const float* guQ, const float* guK,
                                                                 int splits, float* wPart, float* bPart) {
   using P = ParamsLayout<D>;
   HH_DYNAMIC_SHARED(smem);
@@ -200,7 +200,8 @@ cudaError_t launch(const BackwardArgs& a, const float* guQ, const float* guK, in
 
 cudaError_t launchParamsMma(const BackwardArgs& a, const float* guQ, const float* guK, int splits, float* wPart,
                             float* bPart) {
-  return a.p.headDim == 64 ? launch<64>(a, guQ, guK, splits, wPart, bPart) : launch<128>(a, guQ, guK, splits, wPart, bPart);
+  return withKernelShape(a.p.dtype, a.p.headDim,
+                         [&](auto, auto d) { return launch<decltype(d)::value>(a, guQ, guK, splits, wPart, bPart); });
 }
 
 }  // namespace hh::cuda::detail

@@ -23,7 +23,7 @@ namespace hh::cuda::detail {
 // Sizes shared by both scans: C rows a chunk, raw rows [C][LDX].
 template <typename T, int D>
 struct ScanTiles {
-  static constexpr int C = ForwardTiles<T>::C, PAD = padOf<T>(), LDX = D + PAD, LDC = C + PAD;
+  static constexpr int C = ForwardTiles<T, D>::C, PAD = padOf<T>(), LDX = D + PAD, LDC = C + PAD;
   static constexpr bool kSharedW = sizeof(T) == 2;  // fp32: FMA reads W from global memory (L1)
   static constexpr size_t kRawBytes = alignUp(size_t(C) * LDX * sizeof(T));
 };
@@ -32,7 +32,7 @@ struct ScanTiles {
 template <typename T, int D>
 struct DvLayout : ScanTiles<T, D> {
   using B = ScanTiles<T, D>;
-  static constexpr int K = 2 * D, N = ForwardTiles<T>::N, LDK = K + B::PAD, LDN = N + B::PAD;
+  static constexpr int K = 2 * D, N = ForwardTiles<T, D>::N, LDK = K + B::PAD, LDN = N + B::PAD;
   static constexpr size_t oW = 0;                                                          // [D][LDX] bf16
   static constexpr size_t oBias = oW + (B::kSharedW ? alignUp(size_t(D) * B::LDX * sizeof(T)) : 0);  // [D] f32
   static constexpr size_t oXq = oBias + alignUp(size_t(D) * sizeof(float));
@@ -333,20 +333,17 @@ cudaError_t launchPass(const BackwardArgs& a, float* guQ, float* guK, const Back
 }
 
 size_t pipelinedScanSmemBytes(DType dtype, int headDim) {
-  if (dtype == DType::BF16)
-    return headDim == 64 ? std::max(DvLayout<bf16, 64>::kBytes, DqkLayout<bf16, 64>::kBytes)
-                         : std::max(DvLayout<bf16, 128>::kBytes, DqkLayout<bf16, 128>::kBytes);
-  return headDim == 64 ? std::max(DvLayout<float, 64>::kBytes, DqkLayout<float, 64>::kBytes)
-                       : std::max(DvLayout<float, 128>::kBytes, DqkLayout<float, 128>::kBytes);
+  return withKernelShape(dtype, headDim, [](auto t, auto d) {
+    using T = typename decltype(t)::type;
+    return std::max(DvLayout<T, decltype(d)::value>::kBytes, DqkLayout<T, decltype(d)::value>::kBytes);
+  });
 }
 
 cudaError_t launchPipelinedScanPass(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& seg,
                                     bool sumOnly) {
-  if (a.p.dtype == DType::BF16)
-    return a.p.headDim == 64 ? launchPass<bf16, 64>(a, guQ, guK, seg, sumOnly)
-                             : launchPass<bf16, 128>(a, guQ, guK, seg, sumOnly);
-  return a.p.headDim == 64 ? launchPass<float, 64>(a, guQ, guK, seg, sumOnly)
-                           : launchPass<float, 128>(a, guQ, guK, seg, sumOnly);
+  return withKernelShape(a.p.dtype, a.p.headDim, [&](auto t, auto d) {
+    return launchPass<typename decltype(t)::type, decltype(d)::value>(a, guQ, guK, seg, sumOnly);
+  });
 }
 
 }  // namespace hh::cuda::detail

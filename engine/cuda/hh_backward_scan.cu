@@ -18,13 +18,14 @@
 #include "engine/cuda/hh_backward.cuh"
 #include "engine/cuda/hh_cuda_kernels.h"
 #include "engine/cuda/hh_cuda_scan.cuh"
+#include "engine/cuda/hh_forward.cuh"
 
 namespace hh::cuda::detail {
 
 template <typename T, int D>
 struct DvCfg {
-  static constexpr int C = sizeof(T) == 2 ? 64 : 32;
-  static constexpr int N = sizeof(T) == 2 ? 64 : 32;
+  static constexpr int C = ForwardTiles<T, D>::C;
+  static constexpr int N = ForwardTiles<T, D>::N;
   using Scan = ChunkScan<T, C, 2 * D, N, false>;
   using Feat = FeatureRows<T, D, C>;
   static_assert(Feat::scratchBytes(D) <= Scan::kScratchBytes, "feature scratch overflows");
@@ -243,9 +244,9 @@ cudaError_t launchScans(const BackwardArgs& a, float* guQ, float* guK, const Bac
 }
 
 cudaError_t launchBackwardScans(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& seg) {
-  if (a.p.dtype == DType::BF16)
-    return a.p.headDim == 64 ? launchScans<bf16, 64>(a, guQ, guK, seg) : launchScans<bf16, 128>(a, guQ, guK, seg);
-  return a.p.headDim == 64 ? launchScans<float, 64>(a, guQ, guK, seg) : launchScans<float, 128>(a, guQ, guK, seg);
+  return withKernelShape(a.p.dtype, a.p.headDim, [&](auto t, auto d) {
+    return launchScans<typename decltype(t)::type, decltype(d)::value>(a, guQ, guK, seg);
+  });
 }
 
 template <typename T, int D>
@@ -254,8 +255,8 @@ size_t scanBytes() {
 }
 
 size_t backwardSmemBytes(DType dtype, int headDim) {
-  if (dtype == DType::BF16) return headDim == 64 ? scanBytes<bf16, 64>() : scanBytes<bf16, 128>();
-  return headDim == 64 ? scanBytes<float, 64>() : scanBytes<float, 128>();
+  return withKernelShape(dtype, headDim,
+                         [](auto t, auto d) { return scanBytes<typename decltype(t)::type, decltype(d)::value>(); });
 }
 
 }  // namespace hh::cuda::detail

@@ -35,6 +35,24 @@ constexpr int kWarps = 8;  // every chunk kernel runs 8 warps (256 threads)
 constexpr int kThreads = kWarps * 32;
 constexpr float kClamp = 30.0f;  // kHedgehogClamp (engine/config/attention_types.h)
 
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls f(TypeTag<element type>{}, std::integral_constant<int, D>{}) for the dtype and the head
+// dim D (32, 64 or 128: checkProblem refuses any other; anything else runs as 128) and returns
+// its result: the one place that turns the runtime shape into the kernels' template arguments.
+template <class F>
+auto withKernelShape(DType dtype, int headDim, F&& f) {
+  const auto forDim = [&](auto t) {
+    if (headDim == 32) return f(t, std::integral_constant<int, 32>{});
+    if (headDim == 64) return f(t, std::integral_constant<int, 64>{});
+    return f(t, std::integral_constant<int, 128>{});
+  };
+  return dtype == DType::BF16 ? forDim(TypeTag<bf16>{}) : forDim(TypeTag<float>{});
+}
+
 __device__ __forceinline__ float toF(float x) { return x; }
 __device__ __forceinline__ float toF(bf16 x) { return __bfloat162float(x); }
 template <typename T>

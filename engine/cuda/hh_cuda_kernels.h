@@ -47,7 +47,7 @@ cudaError_t launchBackwardScans(const BackwardArgs& a, float* guQ, float* guK, c
 // nullptr when the sizes are usable, else why not.
 inline const char* checkProblem(const Problem& p) {
   if (p.batch < 1 || p.heads < 1 || p.length < 1) return "hedgehog CUDA: B, H and T must be positive";
-  if (p.headDim != 64 && p.headDim != 128) return "hedgehog CUDA: head dim must be 64 or 128";
+  if (p.headDim != 32 && p.headDim != 64 && p.headDim != 128) return "hedgehog CUDA: head dim must be 32, 64 or 128";
   if (static_cast<long long>(p.batch) * p.heads > 0x7fffffffLL) return "hedgehog CUDA: B * H too large";
   if (!(p.eps >= 0.0f)) return "hedgehog CUDA: eps must be >= 0";
   return nullptr;

@@ -18,9 +18,9 @@
 namespace hh::cuda::detail {
 
 template <typename T, int D>
-struct ForwardCfg : ForwardTiles<T> {
-  using ForwardTiles<T>::C;
-  using ForwardTiles<T>::N;
+struct ForwardCfg : ForwardTiles<T, D> {
+  using ForwardTiles<T, D>::C;
+  using ForwardTiles<T, D>::N;
   using Scan = ChunkScan<T, C, 2 * D, N, true>;
   using Feat = FeatureRows<T, D, C>;
   static_assert(Feat::scratchBytes(D) <= Scan::kScratchBytes, "feature scratch overflows");
@@ -150,8 +150,9 @@ Status launchForward(const ForwardArgs& a) {
 }
 
 size_t forwardSmemBytes(DType dtype, int headDim) {
-  if (dtype == DType::BF16) return headDim == 64 ? ForwardCfg<bf16, 64>::Scan::kBytes : ForwardCfg<bf16, 128>::Scan::kBytes;
-  return headDim == 64 ? ForwardCfg<float, 64>::Scan::kBytes : ForwardCfg<float, 128>::Scan::kBytes;
+  return withKernelShape(dtype, headDim, [](auto t, auto d) {
+    return ForwardCfg<typename decltype(t)::type, decltype(d)::value>::Scan::kBytes;
+  });
 }
 
 }  // namespace hh::cuda::detail
@@ -162,11 +163,14 @@ using namespace detail;
 int hedgehogCudaChunk(DType dtype) { return dtype == DType::BF16 ? 64 : 32; }
 
 int hedgehogCudaBlocksPerHead(DType dtype, int headDim) {
-  return headDim / (dtype == DType::BF16 ? ForwardCfg<bf16, 64>::N : ForwardCfg<float, 64>::N);
+  if (headDim != 32 && headDim != 64 && headDim != 128) return 1;
+  return withKernelShape(dtype, headDim, [](auto t, auto d) {
+    return decltype(d)::value / ForwardTiles<typename decltype(t)::type, decltype(d)::value>::N;
+  });
 }
 
 bool hedgehogCudaSupports(DType dtype, int headDim, int device) {
-  if (headDim != 64 && headDim != 128) return false;
+  if (headDim != 32 && headDim != 64 && headDim != 128) return false;
   int major = 0, optin = 0;  // attribute queries are cheap (cudaGetDeviceProperties is not)
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) return false;
@@ -206,9 +210,8 @@ Status hedgehogCudaForward(const ForwardArgs& a) {
     if (e != cudaSuccess) return {e, nullptr};
     if (pipelinedForwardSmemBytes(a.p.dtype, a.p.headDim) <= size_t(optin)) return launchPipelinedForward(a);
   }
-  if (a.p.dtype == DType::BF16)
-    return a.p.headDim == 64 ? launchForward<bf16, 64>(a) : launchForward<bf16, 128>(a);
-  return a.p.headDim == 64 ? launchForward<float, 64>(a) : launchForward<float, 128>(a);
+  return withKernelShape(a.p.dtype, a.p.headDim,
+                         [&](auto t, auto d) { return launchForward<typename decltype(t)::type, decltype(d)::value>(a); });
 }
 
 }  // namespace hh::cuda

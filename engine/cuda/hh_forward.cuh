@@ -6,11 +6,11 @@
 namespace hh::cuda::detail {
 
 // Rows per chunk (C) and value columns per thread block (N): bf16 64 and 64 (tensor cores),
-// fp32 32 and 32 (FMA).
-template <typename T>
+// fp32 32 and 32 (FMA); N no more than the head dim D.
+template <typename T, int D>
 struct ForwardTiles {
   static constexpr int C = sizeof(T) == 2 ? 64 : 32;
-  static constexpr int N = sizeof(T) == 2 ? 64 : 32;
+  static constexpr int N = (sizeof(T) == 2 ? 64 : 32) < D ? (sizeof(T) == 2 ? 64 : 32) : D;
 };
 
 // The segmented forward's workspace: per (b, h) and segment a [2D, D] state and a [2D] z, fp32.
@@ -44,7 +44,7 @@ struct ForwardBlock {
 
 template <typename T, int D>
 __device__ ForwardBlock forwardBlock(const ForwardArgs& a) {
-  using Cfg = ForwardTiles<T>;
+  using Cfg = ForwardTiles<T, D>;
   ForwardBlock f;
   f.b = blockIdx.x / a.p.heads;
   f.h = blockIdx.x % a.p.heads;

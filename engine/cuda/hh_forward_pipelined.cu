@@ -26,9 +26,9 @@
 namespace hh::cuda::detail {
 
 template <typename T, int D>
-struct PipelinedLayout : ForwardTiles<T> {
-  using ForwardTiles<T>::C;
-  using ForwardTiles<T>::N;
+struct PipelinedLayout : ForwardTiles<T, D> {
+  using ForwardTiles<T, D>::C;
+  using ForwardTiles<T, D>::N;
   static constexpr int K = 2 * D, PAD = padOf<T>();
   static constexpr int LDX = D + PAD, LDK = K + PAD, LDN = N + PAD, LDC = C + PAD;
   static constexpr int TC = C / 16, TD = D / 16, TN = N / 16;
@@ -206,10 +206,10 @@ Status launch(const ForwardArgs& a) {
   cudaError_t e = cudaFuncSetAttribute(forward, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   if (e == cudaSuccess) e = cudaFuncSetAttribute(segmentSum, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   if (e != cudaSuccess) return {e, nullptr};
-  const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads), columnBlocks = D / ForwardTiles<T>::N;
+  const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads), columnBlocks = D / ForwardTiles<T, D>::N;
   if (a.segments > 1) {
     HH_LAUNCH(segmentSum, dim3(bh, columnBlocks, unsigned(a.segments) - 1), kThreads, bytes, a.p.stream, a);
-    e = launchSegmentPrefix(a, ForwardTiles<T>::C);
+    e = launchSegmentPrefix(a, ForwardTiles<T, D>::C);
     if (e != cudaSuccess) return {e, nullptr};
   }
   HH_LAUNCH(forward, dim3(bh, columnBlocks, unsigned(a.segments)), kThreads, bytes, a.p.stream, a);
@@ -217,13 +217,14 @@ Status launch(const ForwardArgs& a) {
 }
 
 size_t pipelinedForwardSmemBytes(DType dtype, int headDim) {
-  if (dtype == DType::BF16) return headDim == 64 ? PipelinedLayout<bf16, 64>::kBytes : PipelinedLayout<bf16, 128>::kBytes;
-  return headDim == 64 ? PipelinedLayout<float, 64>::kBytes : PipelinedLayout<float, 128>::kBytes;
+  return withKernelShape(dtype, headDim, [](auto t, auto d) {
+    return PipelinedLayout<typename decltype(t)::type, decltype(d)::value>::kBytes;
+  });
 }
 
 Status launchPipelinedForward(const ForwardArgs& a) {
-  if (a.p.dtype == DType::BF16) return a.p.headDim == 64 ? launch<bf16, 64>(a) : launch<bf16, 128>(a);
-  return a.p.headDim == 64 ? launch<float, 64>(a) : launch<float, 128>(a);
+  return withKernelShape(a.p.dtype, a.p.headDim,
+                         [&](auto t, auto d) { return launch<typename decltype(t)::type, decltype(d)::value>(a); });
 }
 
 }  // namespace hh::cuda::detail

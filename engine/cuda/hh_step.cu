@@ -99,11 +99,8 @@ Status hedgehogCudaStep(const StepArgs& a) {
   if (const char* bad = checkProblem(p)) return {cudaSuccess, bad};
   if (!a.q.data || !a.k.data || !a.v.data || !a.y.data || !a.S || !a.z || !a.weight || !a.bias)
     return {cudaSuccess, "hedgehogCudaStep: null pointer"};
-  cudaError_t e;
-  if (a.p.dtype == DType::BF16)
-    e = a.p.headDim == 64 ? launchStep<bf16, 64>(a) : launchStep<bf16, 128>(a);
-  else
-    e = a.p.headDim == 64 ? launchStep<float, 64>(a) : launchStep<float, 128>(a);
+  const cudaError_t e = withKernelShape(
+      a.p.dtype, a.p.headDim, [&](auto t, auto d) { return launchStep<typename decltype(t)::type, decltype(d)::value>(a); });
   return {e, nullptr};
 }
 

@@ -99,7 +99,7 @@ void DecodeGraph::checkInPlace(const std::vector<torch::Tensor>& before) const {
       continue;
     throw std::invalid_argument("decoding with a CUDA graph: layer " + std::to_string(i / kStateTensors) +
                                 "'s step replaces its recurrent state instead of updating it in place (the fused CUDA "
-                                "step kernel does: Hedgehog, additive rule, no window, head dim 64 or 128)");
+                                "step kernel does: Hedgehog, additive rule, no window, head dim 64 or 128, or 32 under HH_FUSED_CUDA=on)");
   }
 }
 

@@ -69,7 +69,7 @@ void randomizeTrainable(attn::FeatureMap& fm, uint64_t seed) {
 }
 // The causal additive Hedgehog layer's own chunked forward: LinearAttention dispatches to the
 // fused kernels where they apply (the CPU kernel for fp32 CPU tensors, the CUDA kernels in a
-// HH_CUDA_KERNELS build for fp32/bf16 CUDA tensors of head dim 64 or 128, whatever B * H), else
+// HH_CUDA_KERNELS build for fp32/bf16 CUDA tensors of head dim 32, 64 or 128, whatever B * H), else
 // the generic forms.
 torch::Tensor layerForward(const attn::FeatureMap& fm, int64_t chunkSize, const torch::Tensor& q, const torch::Tensor& k,
                            const torch::Tensor& v) {

@@ -218,10 +218,10 @@ inline std::vector<int64_t> lengths() {
   return {1, 63, 64, 65, 1000, 4097};
 }
 
-// The suites' shared cases: B=2 H=2, D = 64 and 128, every length of lengths() with one, two and
-// one-per-chunk segments (strided inputs at T = 65), with the sequential or the pipelined forward.
+// The suites' shared cases: B=2 H=2, D = 32, 64 and 128, every length of lengths() with one, two
+// and one-per-chunk segments (strided inputs at T = 65), with the measured or the pipelined kernels.
 inline void compareLengths(torch::ScalarType dtype, bool pipelined = false) {
-  for (const int64_t d : {64, 128})
+  for (const int64_t d : {32, 64, 128})
     for (const int64_t t : lengths())
       for (const int segments : segmentCounts(t, dtype))
         compareCase({2, 2, t, d, segments, false, pipelined}, dtype, t == 65);
@@ -245,12 +245,18 @@ inline void compareUnaligned() {
     }
 }
 
-// 12 decode steps at batch 1, 7, 64 (fp32) and 7 (bf16) against linearStep in fp64.
+// 12 decode steps against linearStep in fp64: D = 128 at batch 1, 7, 64 (fp32) and 7 (bf16); D = 32
+// at batch 3 (fp32, bf16).
 inline void compareSteps() {
-  for (const auto& [batchSize, scalarType] : {std::pair{1, torch::kFloat}, std::pair{7, torch::kFloat},
-                                               std::pair{64, torch::kFloat}, std::pair{7, torch::kBFloat16}}) {
-    const int64_t batch = batchSize, h = 3, d = 128;
-    const auto dtype = scalarType;  // lambdas below capture these (not structured bindings, C++17)
+  struct StepCase {
+    int64_t batch, d;
+    torch::ScalarType dtype;
+  };
+  for (const StepCase& sc : {StepCase{1, 128, torch::kFloat}, StepCase{7, 128, torch::kFloat},
+                             StepCase{64, 128, torch::kFloat}, StepCase{7, 128, torch::kBFloat16},
+                             StepCase{3, 32, torch::kFloat}, StepCase{3, 32, torch::kBFloat16}}) {
+    const int64_t batch = sc.batch, h = 3, d = sc.d;
+    const auto dtype = sc.dtype;
     torch::manual_seed(batch);
     hh::attn::FeatureMapConfig fc;
     fc.heads = h;

@@ -1,6 +1,6 @@
 // The fused CUDA Hedgehog kernels (engine/cuda, issue 27) on a GPU against the engine's generic
 // path run on the CPU in float64 (hedgehog_cuda_cases.h): forward, all five gradients, and the
-// decode step, at lengths around the kernels' tiles (1, 63, 64, 65, 1000, 4097), D = 64 and 128,
+// decode step, at lengths around the kernels' tiles (1, 63, 64, 65, 1000, 4097), D = 32, 64 and 128,
 // fp32 and bf16; then the Torch wrapper and the dispatch policy. Built only with HH_CUDA_KERNELS=ON
 // and HH_CUDA=ON (tests/CMakeLists.txt); skips without a GPU. The same cases run on the CPU under
 // the CUDA emulation in every build without the kernels (test_hedgehog_cuda_emulated.cpp).

@@ -1,9 +1,9 @@
 // The fused CUDA Hedgehog kernels (engine/cuda) on the CPU: the .cu files compiled as C++ against
 // the host emulation of CUDA (tests/support/cuda_emulation; every CUDA thread a fiber, tensor-core
 // tiles computed whole), with the GPU suite's cases (hedgehog_cuda_cases.h): forward, the five
-// gradients and the decode step against the engine's generic path in float64, D = 64 and 128,
+// gradients and the decode step against the engine's generic path in float64, D = 32, 64 and 128,
 // fp32 and bf16, lengths 1 to 130, strided inputs, rows past the clamp, NaN-poisoned outputs and
-// NaN-filled shared memory. What this checks: indexing, masks, chunk order, barriers (each thread
+// NaN-filled shared memory; the measured kernels and the pipelined ones. What this checks: indexing, masks, chunk order, barriers (each thread
 // runs as far as it can before the next starts, so a missing barrier reads unwritten data) and
 // epilogues. What it cannot: the real fragment layouts, timing, and speed (the GPU suite,
 // test_hedgehog_cuda.cpp). Built in every build without HH_CUDA_KERNELS (tests/CMakeLists.txt).
@@ -56,6 +56,8 @@ class TestHedgehogCudaEmulated : public QObject {
     p.length = 8;
     p.headDim = 96;
     QVERIFY(!hh::cuda::hedgehogCudaSupports(hh::cuda::DType::BF16, 96, 0));
+    QVERIFY(!hh::cuda::hedgehogCudaSupports(hh::cuda::DType::BF16, 16, 0));
+    QVERIFY(hh::cuda::hedgehogCudaSupports(hh::cuda::DType::BF16, 32, 0));
     QVERIFY(hh::cuda::hedgehogCudaSupports(hh::cuda::DType::BF16, 128, 0));
     hh::cuda::ForwardArgs a{};
     a.p = p;
