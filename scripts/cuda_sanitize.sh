@@ -5,7 +5,8 @@
 # divergent code), each with HH_CUDA_TEST_QUICK=1 (three lengths: the tools are 10-100x slower).
 #   bash scripts/cuda_sanitize.sh [build dir]     (default <repo>/build-gpu; needs a build with
 #                                                 HH_CUDA=ON and HH_CUDA_KERNELS=ON)
-#   HH_SANITIZE_TOOLS   tools to run (default "memcheck racecheck synccheck")
+#   HH_SANITIZE_TOOLS      tools to run (default "memcheck racecheck synccheck")
+#   HH_SANITIZE_FUNCTIONS  the suite's test functions to run (default all), e.g. pipelinedMatchesReference
 # Exit status: 0 when every tool reports no error and the suite passes under it.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,7 +25,8 @@ status=0
 for tool in ${HH_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
   echo "== compute-sanitizer --tool $tool"
   start=$(date +%s)
-  HH_CUDA_TEST_QUICK=1 "$sanitizer" --tool "$tool" --error-exitcode 99 "$bin" "$suite"
+  # shellcheck disable=SC2086  # the functions are separate words
+  HH_CUDA_TEST_QUICK=1 "$sanitizer" --tool "$tool" --error-exitcode 99 "$bin" "$suite" ${HH_SANITIZE_FUNCTIONS:-}
   rc=$?
   echo "== $tool: exit $rc in $(( $(date +%s) - start )) s"
   [ "$rc" -eq 0 ] || status=1

@@ -82,8 +82,8 @@ export repo work build
 export -f do_build suites profile_forward  # the steps run them through `bash -c` (timeout and stdbuf need a program)
 
 all_steps=(build kernels attention_large attention_small suites_fp32 steps_gpt2 steps_gpt2_fused
-           steps_gpt2_pipelined pytorch_gpt2 decode_b1 demo32_generic demo32_fused profile_forward decode_b32
-           parity_cuda demo_cuda suites_bf16 memcheck steps_llama pytorch_llama)
+           steps_gpt2_pipelined pytorch_gpt2 decode_b1 demo32_generic demo32_fused sanitize_pipelined
+           profile_forward decode_b32 parity_cuda demo_cuda suites_bf16 memcheck steps_llama pytorch_llama)
 [ $# -gt 0 ] && all_steps=("$@")
 env_ready
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$work/gpu.txt" 2>&1
@@ -123,6 +123,8 @@ for s in "${all_steps[@]}"; do
       step "$s" 150 env HH_FUSED_CUDA="$fused" "$bin/hedgehog" convert --config "$repo/projects/demo/demo.json" \
         --device cuda --compute-dtype bfloat16 --run-dir "$build/$s-run" ;;
     profile_forward) step profile_forward 150 bash -c profile_forward ;;
+    sanitize_pipelined) step sanitize_pipelined 150 env HH_SANITIZE_TOOLS="memcheck racecheck" \
+        HH_SANITIZE_FUNCTIONS=pipelinedMatchesReference bash "$repo/scripts/cuda_sanitize.sh" "$build" ;;
     memcheck) step memcheck 150 env HH_SANITIZE_TOOLS="memcheck racecheck" bash "$repo/scripts/cuda_sanitize.sh" "$build" ;;
     *) echo "device_session: unknown step $s" | tee -a "$work/summary.txt" ;;
   esac
