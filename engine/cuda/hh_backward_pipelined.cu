@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1) dqkPipelinedKernel(BackwardArgs a
   const T* W;
   int ldw;
   if constexpr (P::kSharedW) {
-    loadWeightBf16<D, U>(s.template at<T>(P::oW), P::LDX, Wg);
+    loadWeightBf16<D>(s.template at<T>(P::oW), P::LDX, Wg, U);
     W = s.template at<T>(P::oW);
     ldw = P::LDX;
   } else {

@@ -130,14 +130,14 @@ __device__ void loadTile(T* dst, int ld, const Rows& x, int b, int h, int64_t t0
   }
 }
 
-// Rows [0, ROWS) of W [., D] fp32 (row-major, any alignment) into dst [ROWS][ld] bf16; four
-// loads of four floats in flight per thread before its stores. A CTA converts its head's map
-// (or its block of the map's rows) once with this.
-template <int D, int ROWS = D>
-__device__ void loadWeightBf16(bf16* dst, int ld, const float* W) {
-  constexpr int kVectors = ROWS * D / 4, kBatch = 4;
+// Rows [0, rows) of W [., D] fp32 (row-major, any alignment) into dst [rows][ld] bf16; four
+// loads of four floats in flight per thread before its stores.
+template <int D>
+__device__ void loadWeightBf16(bf16* dst, int ld, const float* W, int rows = D) {
+  const int kVectors = rows * D / 4;
+  constexpr int kBatch = 4;
   if (reinterpret_cast<uintptr_t>(W) & 15) {
-    for (int idx = threadIdx.x; idx < ROWS * D; idx += kThreads) dst[(idx / D) * ld + idx % D] = fromF<bf16>(W[idx]);
+    for (int idx = threadIdx.x; idx < rows * D; idx += kThreads) dst[(idx / D) * ld + idx % D] = fromF<bf16>(W[idx]);
     return;
   }
   for (int first = threadIdx.x; first < kVectors; first += kThreads * kBatch) {

@@ -214,29 +214,7 @@ struct FeatureRows {
     int ldw;
     if constexpr (sizeof(T) == 2) {  // W rows [u0, u0+nU) as bf16 in shared memory
       T* Ws = reinterpret_cast<T*>(scratch + alignUp(size_t(C) * LDX * sizeof(T)));
-      const float* rows = W + size_t(u0) * D;
-      if ((reinterpret_cast<uintptr_t>(rows) & 15) == 0) {  // four floats a load, four loads in flight
-        constexpr int kBatch = 4;
-        const int vectors = nU * D / 4;
-        for (int first = threadIdx.x; first < vectors; first += kThreads * kBatch) {
-          float4 w4[kBatch];
-#pragma unroll
-          for (int j = 0; j < kBatch; ++j)
-            if (first + j * kThreads < vectors) copy16(&w4[j], rows + 4 * size_t(first + j * kThreads));
-#pragma unroll
-          for (int j = 0; j < kBatch; ++j) {
-            const int idx = first + j * kThreads;
-            if (idx >= vectors) break;
-            T* dst = Ws + (idx / (D / 4)) * LDX + (idx % (D / 4)) * 4;
-            dst[0] = fromF<T>(w4[j].x);
-            dst[1] = fromF<T>(w4[j].y);
-            dst[2] = fromF<T>(w4[j].z);
-            dst[3] = fromF<T>(w4[j].w);
-          }
-        }
-      } else {
-        for (int idx = threadIdx.x; idx < nU * D; idx += kThreads) Ws[(idx / D) * LDX + idx % D] = fromF<T>(rows[idx]);
-      }
+      loadWeightBf16<D>(Ws, LDX, W + size_t(u0) * D, nU);
       Wsrc = Ws;
       ldw = LDX;
     } else {  // fp32: FMA reads W straight from global memory (L1/L2)
