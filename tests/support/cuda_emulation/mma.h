@@ -8,6 +8,9 @@
 #pragma once
 #include <cuda_bf16.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <type_traits>
 
 #if !defined(HH_CUDA_EMULATION)
@@ -32,6 +35,17 @@ struct fragment {
 namespace detail {
 inline float toFloat(float x) { return x; }
 inline float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// What the hardware requires of a fragment load or store: a 256-bit aligned pointer and a leading
+// dimension of whole 16-byte units (8 bf16, 4 floats). A violation aborts with its name.
+template <class T>
+void checkTilePointer(const T* p, unsigned ld, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % 32 != 0 || (ld * sizeof(T)) % 16 != 0) {
+    std::fprintf(stderr, "cuda emulation: %s with a pointer not 32-byte aligned or a leading dimension of %u "
+                 "elements (not whole 16-byte units)\n", what, ld);
+    std::abort();
+  }
+}
 }  // namespace detail
 
 template <class Use, class T, class Layout>
@@ -44,6 +58,7 @@ void fill_fragment(fragment<Use, 16, 16, 16, T, Layout>& f, float value) {
 template <class Use, class T, class Layout>
 void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ld) {
   constexpr bool col = std::is_same_v<Layout, col_major>;
+  detail::checkTilePointer(p, ld, "load_matrix_sync");
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c) f.v[r][c] = detail::toFloat(col ? p[c * ld + r] : p[r * ld + c]);
 }
@@ -64,12 +79,14 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix
 }
 
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ld, layout_t layout) {
+  detail::checkTilePointer(p, ld, "load_matrix_sync (accumulator)");
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c) f.v[r][c] = layout == mem_row_major ? p[r * ld + c] : p[c * ld + r];
 }
 
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ld,
                               layout_t layout) {
+  detail::checkTilePointer(p, ld, "store_matrix_sync");
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c) (layout == mem_row_major ? p[r * ld + c] : p[c * ld + r]) = f.v[r][c];
 }
