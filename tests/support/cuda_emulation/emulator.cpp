@@ -251,9 +251,13 @@ void asyncWait() {
 
 void runGrid(dim3 grid, dim3 block, size_t sharedBytes, const std::function<void()>& body) {
   if (gBlock) fail("a kernel launched from inside a kernel");
+  // A guard zone of NaN bytes after the block's shared memory: a read past its end reads NaN, and a
+  // write there is found when the block ends (on a GPU both fault).
+  constexpr size_t kGuardBytes = 4096;
   auto& arena = sharedArena();
-  arena.resize(sharedBytes + 128);
+  arena.resize(sharedBytes + 128 + kGuardBytes);
   unsigned char* aligned = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(arena.data()) + 127) & ~uintptr_t(127));
+  unsigned char* guard = aligned + sharedBytes;
   Block b;
   b.grid = grid;
   b.dims = block;
@@ -264,8 +268,10 @@ void runGrid(dim3 grid, dim3 block, size_t sharedBytes, const std::function<void
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         b.index = {x, y, z};
-        std::memset(aligned, 0xff, sharedBytes);  // NaN everywhere a thread reads before anyone wrote
+        std::memset(aligned, 0xff, sharedBytes + kGuardBytes);  // NaN everywhere a thread reads before anyone wrote
         runBlock(b);
+        if (std::any_of(guard, guard + kGuardBytes, [](unsigned char c) { return c != 0xff; }))
+          fail("a thread wrote past the end of the block's dynamic shared memory");
       }
   gBlock = nullptr;
 }
