@@ -6,6 +6,19 @@
 #include <ucontext.h>
 #endif
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HH_EMU_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define HH_EMU_ASAN 1
+#endif
+#if HH_EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include <algorithm>
 #include <cstring>
 #include <cstdio>
@@ -96,6 +109,7 @@ struct PendingCopy {
 
 struct Fiber {
   Context context;
+  char* stack = nullptr;  // its lowest address (kStackBytes)
   uint3 index;
   int warp = 0, lane = 0;
   State state = State::Runnable;
@@ -133,16 +147,53 @@ std::vector<unsigned char>& sharedArena() {
   std::abort();
 }
 
+// AddressSanitizer follows the stack switches when told (sanitizer/common_interface_defs.h): the
+// side that switches names the stack it goes to, the side that arrives confirms. Without it ASan
+// takes a fiber's stack for a wild region of the thread's own. The scheduler's stack bounds are
+// what a fiber's first arrival reports.
+#if HH_EMU_ASAN
+const void* gSchedulerStack = nullptr;
+size_t gSchedulerStackBytes = 0;
+void leaving(const void* stack, size_t bytes) { __sanitizer_start_switch_fiber(nullptr, stack, bytes); }
+// A finished fiber never returned through its frames, so their redzones are still poisoned: a stack
+// is cleared before the next fiber starts on it.
+void freshStack(char* stack, size_t bytes) { __asan_unpoison_memory_region(stack, bytes); }
+void arrivedInFiber() { __sanitizer_finish_switch_fiber(nullptr, &gSchedulerStack, &gSchedulerStackBytes); }
+void arrivedInScheduler() { __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr); }
+#else
+void leaving(const void*, size_t) {}
+void freshStack(char*, size_t) {}
+void arrivedInFiber() {}
+void arrivedInScheduler() {}
+#endif
+
+// Scheduler -> fiber f, until it yields.
+void enter(Fiber& f) {
+  leaving(f.stack, kStackBytes);
+  switchContext(gBlock->scheduler, f.context);
+  arrivedInScheduler();
+}
+
+// Fiber -> scheduler (the fiber resumes here unless it is done).
+void backToScheduler() {
+#if HH_EMU_ASAN
+  leaving(gSchedulerStack, gSchedulerStackBytes);
+#endif
+  switchContext(gFiber->context, gBlock->scheduler);
+  arrivedInFiber();
+}
+
 void yieldAt(State state) {
   gFiber->state = state;
-  switchContext(gFiber->context, gBlock->scheduler);
+  backToScheduler();
 }
 
 void fiberMain() {
+  arrivedInFiber();
   (*gBlock->body)();
   if (!gFiber->pending.empty()) fail("a thread returned with asynchronous copies it never waited for");
   gFiber->state = State::Done;
-  switchContext(gFiber->context, gBlock->scheduler);  // never resumed
+  backToScheduler();  // never resumed
   std::abort();
 }
 
@@ -170,7 +221,7 @@ void runWarp(Block& b, int w) {
     for (auto f = first; f != last; ++f) {
       if (f->state != State::Runnable) continue;
       gFiber = &*f;
-      switchContext(b.scheduler, f->context);
+      enter(*f);
       ran = true;
     }
     if (allAt(first, last, State::AtWarpBarrier)) {
@@ -195,7 +246,9 @@ void runBlock(Block& b) {
     f.index = {unsigned(t % b.dims.x), unsigned(t / b.dims.x % b.dims.y), unsigned(t / (size_t(b.dims.x) * b.dims.y))};
     f.warp = int(t / 32);
     f.lane = int(t % 32);
-    startContext(f.context, stacks()[t].get(), kStackBytes, fiberMain);
+    f.stack = stacks()[t].get();
+    freshStack(f.stack, kStackBytes);
+    startContext(f.context, f.stack, kStackBytes, fiberMain);
   }
   const int warps = int((threads + 31) / 32);
   for (;;) {

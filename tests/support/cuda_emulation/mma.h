@@ -63,9 +63,18 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsig
     for (int c = 0; c < 16; ++c) f.v[r][c] = detail::toFloat(col ? p[c * ld + r] : p[r * ld + c]);
 }
 
+// Pure arithmetic on fragments, which live in the calling fiber and hold no kernel memory: not
+// worth the sanitizers' checks (they made a sanitizer build's suite several times slower). The
+// loads and stores, which touch the kernels' memory, stay checked.
+#if defined(__SANITIZE_ADDRESS__)
+#define HH_EMU_FRAGMENT_MATH __attribute__((no_sanitize("address", "undefined")))
+#else
+#define HH_EMU_FRAGMENT_MATH
+#endif
+
 // d = a b + c (d may be c).
 template <class T, class LayA, class LayB>
-void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, T, LayA>& a,
+HH_EMU_FRAGMENT_MATH void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, T, LayA>& a,
               const fragment<matrix_b, 16, 16, 16, T, LayB>& b, const fragment<accumulator, 16, 16, 16, float>& c) {
   float out[16][16];
   for (int i = 0; i < 16; ++i)
