@@ -16,6 +16,16 @@ __device__ __forceinline__ const float* denRow(const BackwardArgs& a, int b, int
   return a.den + (size_t(b) * a.p.heads + h) * a.p.length;
 }
 
+// The tail of the [v | 1] operand: columns [D, K) of dst [C][ld], 1 in column D below row len,
+// zero elsewhere.
+template <typename T, int D, int C, int K>
+__device__ void onesColumn(T* dst, int ld, int len) {
+  for (int idx = threadIdx.x; idx < C * (K - D); idx += kThreads) {
+    const int r = idx / (K - D), c = idx % (K - D);
+    dst[r * ld + D + c] = fromF<T>(r < len && c == 0 ? 1.0f : 0.0f);
+  }
+}
+
 // The chunks [c0, c1) of segment blockIdx.z, and its state slot at the block's columns.
 struct SegmentRange {
   int64_t c0, c1;

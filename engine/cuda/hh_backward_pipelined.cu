@@ -118,10 +118,7 @@ __device__ void valueOperand(T* dst, int ldk, const T* v, int ldx, int len) {
     const int r = idx / (D / V), c = (idx % (D / V)) * V;
     copy16(dst + r * ldk + c, v + r * ldx + c);
   }
-  for (int idx = threadIdx.x; idx < C * (K - D); idx += kThreads) {
-    const int r = idx / (K - D), c = idx % (K - D);
-    dst[r * ldk + D + c] = fromF<T>(r < len && c == 0 ? 1.0f : 0.0f);
-  }
+  onesColumn<T, D, C, K>(dst, ldk, len);
 }
 
 // gv: anti-causal, chunks in reverse. SumOnly: the segment's state sum phi(q)^T gy/den into its

@@ -74,10 +74,7 @@ __device__ void gradRows(T* dst, int ld, unsigned char* scratch, const BackwardA
 template <typename T, int D, int C, int K>
 __device__ void valueRows(T* dst, int ld, const BackwardArgs& a, int b, int h, int64_t t0, int len) {
   loadTile<T, C, D>(dst, ld, a.v, b, h, t0, len, 0);
-  for (int idx = threadIdx.x; idx < C * (K - D); idx += kThreads) {
-    const int r = idx / (K - D), c = idx % (K - D);
-    dst[r * ld + D + c] = fromF<T>(r < len && c == 0 ? 1.0f : 0.0f);
-  }
+  onesColumn<T, D, C, K>(dst, ld, len);
 }
 
 // SumOnly: the segment's state sum (phi(q)^T gy/den over its chunks) into its slot; else the scan
