@@ -289,6 +289,17 @@ struct Mma<float> {
   }
 };
 
+// z[f] += sum_{r < C} x[r * ld + f] for f < K (the forward's z update from phi(k): rows past the
+// chunk's length are zero); thread f, f + 256, ... owns z[f]. The caller syncs after.
+template <typename T, int C, int K>
+__device__ void addColumnSums(float* z, const T* x, int ld) {
+  for (int f = threadIdx.x; f < K; f += kThreads) {
+    float sum = 0.0f;
+    for (int r = 0; r < C; ++r) sum += toF(x[r * ld + f]);
+    z[f] += sum;
+  }
+}
+
 __device__ __forceinline__ float warpSum(float x) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);

@@ -41,11 +41,7 @@ __device__ void forwardEpilogue(Scan& s, const ForwardArgs& a, int b, int h, int
     if (a.den && blockIdx.y == 0 && lane == 0) a.den[(size_t(b) * a.p.heads + h) * a.p.length + t0 + i] = den;
   }
   __syncthreads();
-  for (int f = threadIdx.x; f < K; f += kThreads) {  // z += column sums of phi(k) (rows >= len are 0)
-    float sum = 0.0f;
-    for (int r = 0; r < C; ++r) sum += toF(s.Lk[r * Scan::LDK + f]);
-    s.z[f] += sum;
-  }
+  addColumnSums<T, C, K>(s.z, s.Lk, Scan::LDK);  // z += column sums of phi(k)
   __syncthreads();
 }
 
@@ -68,11 +64,7 @@ __global__ void __launch_bounds__(kThreads, 1) segmentSumKernel(ForwardArgs a) {
     loadTile<T, Cfg::C, Cfg::N>(s.V, Scan::LDN, a.v, k.b, k.h, t0, len, k.n0);
     __syncthreads();
     s.accumulate();
-    for (int f = threadIdx.x; f < F; f += kThreads) {  // z += column sums of phi(k) (rows >= len are 0)
-      float sum = 0.0f;
-      for (int r = 0; r < Cfg::C; ++r) sum += toF(s.Lk[r * Scan::LDK + f]);
-      s.z[f] += sum;
-    }
+    addColumnSums<T, Cfg::C, F>(s.z, s.Lk, Scan::LDK);  // z += column sums of phi(k)
     __syncthreads();
   }
   s.storeState(k.g.S + k.slot * F * D + k.n0, D);

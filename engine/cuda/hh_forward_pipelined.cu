@@ -144,17 +144,6 @@ __device__ void outputs(const PipelinedSmem<T, D>& s, const T* V, const ForwardA
   }
 }
 
-// z += column sums of Lk (rows >= len are zero); thread f owns z[f].
-template <typename T, int D>
-__device__ void addColumnSums(const PipelinedSmem<T, D>& s) {
-  using P = PipelinedLayout<T, D>;
-  for (int f = threadIdx.x; f < P::K; f += kThreads) {
-    float sum = 0.0f;
-    for (int r = 0; r < P::C; ++r) sum += toF(s.Lk[r * P::LDK + f]);
-    s.z[f] += sum;
-  }
-}
-
 // Grid (B*H, D/N, segments) as the sequential forward's. SumOnly: the first pass of a split forward
 // (segments but the last: their state sums into the workspace); else the forward proper, from the
 // segment's starting state.
@@ -189,7 +178,7 @@ __global__ void __launch_bounds__(kThreads, 1) pipelinedForwardKernel(ForwardArg
       outputs(s, V, a, k, t0, len);
     }
     state.accumulate(s.Lk, P::LDK, V, P::LDN, P::C);
-    addColumnSums(s);
+    addColumnSums<T, P::C, P::K>(s.z, s.Lk, P::LDK);
   }
   if (SumOnly) {
     state.store(k.g.S + k.slot * F * D + k.n0, D);
