@@ -65,13 +65,14 @@ suites() {  # suites DTYPE REGEX: those engine suites on cuda
   cd "$build" && HH_TEST_DEVICE=cuda HH_TEST_DTYPE="$1" ctest --timeout 300 -j 8 -R "$2" --output-on-failure
 }
 # Nsight Compute on the fused forward at B=1 H=12 D=64, 16K tokens: the sequential kernel's first
-# two launches (its segment sums, then the forward; the bench runs it before the pipelined one),
-# then the pipelined kernel's. Where their time goes, for the next optimisation.
+# two launches (its segment sums, then the forward; the bench runs it before the others), then the
+# pipelined kernel's, then the chunked forward's state and output passes. Where their time goes,
+# for the next optimisation.
 profile_forward() {
   local ncu kernel
   ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
   [ -n "$ncu" ] || { echo "profile_forward: no ncu"; return 2; }
-  for kernel in 'forwardKernel|segmentSumKernel' 'pipelinedForwardKernel'; do
+  for kernel in 'forwardKernel|segmentSumKernel' 'pipelinedForwardKernel' 'chunkStateKernel|chunkOutputKernel'; do
     "$ncu" --kernel-name regex:"$kernel" --launch-count 2 --section SpeedOfLight --section Occupancy \
       --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
       "$build/app/hh_bench_attention" --device cuda --dtype bfloat16 --batch 1 --heads 12 --dim 64 \
@@ -82,8 +83,9 @@ export repo work build
 export -f do_build suites profile_forward  # the steps run them through `bash -c` (timeout and stdbuf need a program)
 
 all_steps=(build kernels attention_large attention_small suites_fp32 steps_gpt2 steps_gpt2_fused
-           steps_gpt2_pipelined pytorch_gpt2 decode_b1 demo32_generic demo32_fused sanitize_pipelined
-           profile_forward decode_b32 parity_cuda demo_cuda suites_bf16 memcheck steps_llama pytorch_llama)
+           steps_gpt2_pipelined steps_gpt2_chunked pytorch_gpt2 decode_b1 demo32_generic demo32_fused
+           sanitize_pipelined sanitize_chunked profile_forward decode_b32 parity_cuda demo_cuda suites_bf16
+           memcheck steps_llama pytorch_llama)
 [ $# -gt 0 ] && all_steps=("$@")
 env_ready
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$work/gpu.txt" 2>&1
@@ -104,9 +106,10 @@ for s in "${all_steps[@]}"; do
         --rules additive --dtypes float32 bfloat16 --lengths 1 63 64 65 1000 4097 ;;
     steps_gpt2) step steps_gpt2 120 "$bin/hedgehog" bench --shape gpt2-small --device cuda --dtype bfloat16 \
         --batch-size 8 --seq-len 1024 --json "$work/steps_gpt2.json" ;;
-    steps_gpt2_fused | steps_gpt2_pipelined)  # the same steps through the fused kernels, measured / pipelined
+    steps_gpt2_fused | steps_gpt2_pipelined | steps_gpt2_chunked)  # the same steps through each set of fused kernels
       kernels=measured
       [ "$s" = steps_gpt2_pipelined ] && kernels=pipelined
+      [ "$s" = steps_gpt2_chunked ] && kernels=chunked
       step "$s" 120 env HH_FUSED_CUDA=on HH_FUSED_CUDA_KERNELS="$kernels" "$bin/hedgehog" bench --shape gpt2-small \
         --device cuda --dtype bfloat16 --batch-size 8 --seq-len 1024 --json "$work/$s.json" ;;
     steps_llama) step steps_llama 150 "$bin/hedgehog" bench --shape llama-1b --device cuda --dtype bfloat16 \
@@ -123,8 +126,11 @@ for s in "${all_steps[@]}"; do
       step "$s" 150 env HH_FUSED_CUDA="$fused" "$bin/hedgehog" convert --config "$repo/projects/demo/demo.json" \
         --device cuda --compute-dtype bfloat16 --run-dir "$build/$s-run" ;;
     profile_forward) step profile_forward 150 bash -c profile_forward ;;
-    sanitize_pipelined) step sanitize_pipelined 150 env HH_SANITIZE_TOOLS="memcheck racecheck" \
-        HH_SANITIZE_FUNCTIONS=pipelinedMatchesReference bash "$repo/scripts/cuda_sanitize.sh" "$build" ;;
+    sanitize_pipelined | sanitize_chunked)  # memcheck and racecheck on the kernels built since the H100 run
+      functions=pipelinedMatchesReference
+      [ "$s" = sanitize_chunked ] && functions=chunkedMatchesReference
+      step "$s" 150 env HH_SANITIZE_TOOLS="memcheck racecheck" HH_SANITIZE_FUNCTIONS="$functions" \
+        bash "$repo/scripts/cuda_sanitize.sh" "$build" ;;
     memcheck) step memcheck 150 env HH_SANITIZE_TOOLS="memcheck racecheck" bash "$repo/scripts/cuda_sanitize.sh" "$build" ;;
     *) echo "device_session: unknown step $s" | tee -a "$work/summary.txt" ;;
   esac

@@ -11,10 +11,11 @@
 // freed tensors go back to the OS and the reading follows live allocations); on a GPU the caching
 // allocator's peak bytes since the reset, minus those allocated before it. GPU times are taken
 // after synchronising the device.
-// Built with HH_CUDA_KERNELS (engine/cuda, issue 27), ten more columns on CUDA: the fused CUDA
-// kernels called directly (hh::cuda::hedgehogCudaCausal, with the sequential and with the
-// pipelined forward kernel), the generic chunked path (feature map + linearChunked) they replace,
-// and the share of the matmul rate the pipelined forward reaches (the FLOP count below); the
+// Built with HH_CUDA_KERNELS (engine/cuda, issue 27), fourteen more columns on CUDA: the fused CUDA
+// kernels called directly (hh::cuda::hedgehogCudaCausal with each KernelSet: the sequential, the
+// pipelined and the chunk-parallel forward), the generic chunked path (feature map +
+// linearChunked) they replace, and the share of the matmul rate the pipelined and the chunked
+// forwards reach (the FLOP count below); the
 // "hedgehog" columns are the engine's dispatch, which takes those kernels where its
 // FusedCudaPolicy says they pay (docs/gpu.md). A measurement that runs out of device memory is
 // reported as such and the row goes on.
@@ -214,9 +215,10 @@ int main(int argc, char** argv) {
               "| fused/hedgehog fwd | fwd+bwd |%s\n",
               HH_CUDA_KERNELS ? " cuda kernel fwd | fwd+bwd | generic fwd | fwd+bwd | kernel/generic fwd | fwd+bwd |"
                                 " pipelined kernel fwd | fwd+bwd | pipelined/kernel fwd | pipelined fwd, % of rate |"
+                                " chunked kernel fwd | fwd+bwd | chunked/kernel fwd | chunked fwd, % of rate |"
                               : "");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n",
-              HH_CUDA_KERNELS ? "---|---|---|---|---|---|---|---|---|---|" : "");
+              HH_CUDA_KERNELS ? "---|---|---|---|---|---|---|---|---|---|---|---|---|---|" : "");
   for (const int64_t n : o.lengths) {
     torch::manual_seed(0);
     const auto q = torch::randn({o.batch, o.heads, n, o.dim}, options) * 0.5,
@@ -265,8 +267,10 @@ int main(int argc, char** argv) {
 #if HH_CUDA_KERNELS
     if (hh::cuda::hedgehogCudaAccepts(q, k, v)) {
       const auto w = fmap->weight(), b = fmap->bias();
-      const auto run = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z, bool pipelined = false) {
-        return hh::cuda::hedgehogCudaCausal(x, y, z, w, b, o.chunk, cfg.rule.eps, pipelined);
+      using hh::cuda::KernelSet;
+      const auto run = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z,
+                           KernelSet kernels = KernelSet::Measured) {
+        return hh::cuda::hedgehogCudaCausal(x, y, z, w, b, o.chunk, cfg.rule.eps, kernels);
       };
       const auto generic = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z) {
         return hh::attn::linearChunked(fmap->forward(x), fmap->forward(y), z, {}, cfg.rule);
@@ -275,15 +279,27 @@ int main(int argc, char** argv) {
       const auto ckFB = measure(device, [&] { run(qg, kg, vg).sum().backward(); }, o.repeats);
       const auto geF = measure(device, [&] { at::NoGradGuard g; generic(q, k, v); }, o.repeats);
       const auto geFB = measure(device, [&] { generic(qg, kg, vg).sum().backward(); }, o.repeats);
-      const auto piF = measure(device, [&] { at::NoGradGuard g; run(q, k, v, true); }, o.repeats);
-      const auto piFB = measure(device, [&] { run(qg, kg, vg, true).sum().backward(); }, o.repeats);
-      char share[32] = "-";
-      if (!piF.failed) std::snprintf(share, sizeof share, "%.1f %%", 100.0 * floorSec / piF.seconds);
+      const auto piF = measure(device, [&] { at::NoGradGuard g; run(q, k, v, KernelSet::Pipelined); }, o.repeats);
+      const auto piFB = measure(device, [&] { run(qg, kg, vg, KernelSet::Pipelined).sum().backward(); }, o.repeats);
+      Measure chF, chFB;  // where the records do not fit, hedgehogCudaCausal would run the pipelined forward
+      const bool chunkedFits = hh::cuda::chunkedForwardFits(q);
+      if (chunkedFits) {
+        chF = measure(device, [&] { at::NoGradGuard g; run(q, k, v, KernelSet::Chunked); }, o.repeats);
+        chFB = measure(device, [&] { run(qg, kg, vg, KernelSet::Chunked).sum().backward(); }, o.repeats);
+      }
+      const std::string noRoom = "skipped (records > half the free memory)";
+      const auto share = [&](const Measure& m) {
+        char buf[32] = "-";
+        if (!m.failed) std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * floorSec / m.seconds);
+        return std::string(buf);
+      };
       kernelCells = " " + cell(ckF) + " | " + cell(ckFB) + " | " + cell(geF) + " | " + cell(geFB) + " | " +
                     ratio(true, ckF, geF) + " | " + ratio(true, ckFB, geFB) + " | " + cell(piF) + " | " + cell(piFB) +
-                    " | " + ratio(true, piF, ckF) + " | " + share + " |";
+                    " | " + ratio(true, piF, ckF) + " | " + share(piF) + " | " + (chunkedFits ? cell(chF) : noRoom) + " | " +
+                    (chunkedFits ? cell(chFB) : noRoom) + " | " + ratio(chunkedFits, chF, ckF) + " | " +
+                    (chunkedFits ? share(chF) : "-") + " |";
     } else {
-      kernelCells = " n/a | n/a | n/a | n/a | - | - | n/a | n/a | - | - |";
+      kernelCells = " n/a | n/a | n/a | n/a | - | - | n/a | n/a | - | - | n/a | n/a | - | - |";
     }
 #endif
     std::printf("| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f ms | %.2fx | %s | %s | %s | %s |%s\n",

@@ -60,8 +60,11 @@ int hedgehogCudaBlocksPerHead(DType dtype, int headDim);
 // hedgehogCudaSegments picks enough for two blocks per multiprocessor of `device`, with at least
 // four chunks per segment (1: no split); hedgehogCudaForwardWorkspace is what the split needs
 // (B * H * segments * (2D * D + 2D) fp32; 0 for one segment).
-int hedgehogCudaSegments(const Problem& p, int device);
-size_t hedgehogCudaForwardWorkspace(const Problem& p, int segments);
+// With `chunked` (ForwardArgs::chunked) the split serves the chunk-parallel forward's state pass,
+// whose B * H * D / 32 blocks set the count, and the workspace holds that forward's records too:
+// B * H * chunks * (2D * D elements + 2D floats), plus a bf16 copy of W for bf16 inputs.
+int hedgehogCudaSegments(const Problem& p, int device, bool chunked = false);
+size_t hedgehogCudaForwardWorkspace(const Problem& p, int segments, bool chunked = false);
 
 // True for D in {32, 64, 128}, fp32 or bf16, T >= 1, 1 <= B*H, and a device of compute capability
 // 8.0 or newer with enough shared memory per block for these kernels.
@@ -81,6 +84,11 @@ struct ForwardArgs {
   // the same result up to rounding and the same workspace. Where its shared memory does not fit
   // the device (bf16 D = 128 before sm_90) the sequential kernel runs. Not yet run on a GPU.
   bool pipelined = false;
+  // The chunk-parallel forward (hh_forward_chunked.cu; takes precedence over `pipelined`): a pass
+  // that walks each head's chunks carrying only the state, writing it out before every chunk, then
+  // every chunk's output at once. Needs its workspace (hedgehogCudaForwardWorkspace(p, segments,
+  // true)) whatever `segments` is. The same result up to rounding. Not yet run on a GPU.
+  bool chunked = false;
 };
 Status hedgehogCudaForward(const ForwardArgs& a);
 

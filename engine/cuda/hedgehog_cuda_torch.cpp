@@ -73,25 +73,31 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
   // q, k, v [B,H,T,D]; w [H,D,D], b [H,D] fp32 -> y [B,H,T,D]
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qIn, const at::Tensor& kIn,
                             const at::Tensor& vIn, const at::Tensor& wIn, const at::Tensor& bIn, double eps,
-                            bool pipelined) {
+                            int64_t kernelSet) {
+    const auto kernels = static_cast<KernelSet>(kernelSet);
     const auto q = rowsContiguous(qIn), k = rowsContiguous(kIn), v = rowsContiguous(vIn);
     const auto w = wIn.contiguous(), b = bIn.contiguous();
     auto y = at::empty(q.sizes(), q.options().memory_format(at::MemoryFormat::Contiguous));
     auto den = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
     ForwardArgs a{problemOf(q, eps), rowsOf(q), rowsOf(k), rowsOf(v), w.data_ptr<float>(), b.data_ptr<float>(),
                   rowsOf(y), den.data_ptr<float>()};
-    a.segments = hedgehogCudaSegments(a.p, q.device().index());
-    a.pipelined = pipelined;
-    at::Tensor workspace;  // the split forward's segment states, freed when the call returns
-    if (a.segments > 1) {
-      workspace = at::empty({static_cast<int64_t>(hedgehogCudaForwardWorkspace(a.p, a.segments))},
+    a.pipelined = kernels != KernelSet::Measured;
+    a.chunked = kernels == KernelSet::Chunked;
+    a.segments = hedgehogCudaSegments(a.p, q.device().index(), a.chunked);
+    if (a.chunked && !chunkedForwardFits(q)) {
+      a.chunked = false;  // its records would take more than half the free memory: the pipelined forward instead
+      a.segments = hedgehogCudaSegments(a.p, q.device().index());
+    }
+    at::Tensor workspace;  // segment states (and the chunked forward's records), freed when the call returns
+    if (a.segments > 1 || a.chunked) {
+      workspace = at::empty({static_cast<int64_t>(hedgehogCudaForwardWorkspace(a.p, a.segments, a.chunked))},
                             q.options().dtype(at::kByte));
       a.workspace = workspace.data_ptr();
     }
     check(hedgehogCudaForward(a));
     ctx->save_for_backward({q, k, v, w, b, y, den});
     ctx->saved_data["eps"] = eps;
-    ctx->saved_data["pipelined"] = pipelined;
+    ctx->saved_data["pipelined"] = a.pipelined;
     return y;
   }
 
@@ -115,16 +121,17 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
     a.segments = segments;
     a.pipelined = ctx->saved_data["pipelined"].toBool();
     check(hedgehogCudaBackward(a));
-    return {gq, gk, gv, gw, gb, at::Tensor(), at::Tensor()};
+    return {gq, gk, gv, gw, gb, at::Tensor(), at::Tensor()};  // none for eps and the kernel set
   }
 };
 
 }  // namespace
 
-bool pipelinedForwardRequested() {
-  static const bool requested = [] {
+KernelSet requestedKernelSet() {
+  static const KernelSet requested = [] {
     const char* env = std::getenv("HH_FUSED_CUDA_KERNELS");
-    return env && std::string(env) == "pipelined";
+    const std::string name = env ? env : "";
+    return name == "pipelined" ? KernelSet::Pipelined : name == "chunked" ? KernelSet::Chunked : KernelSet::Measured;
   }();
   return requested;
 }
@@ -153,13 +160,20 @@ int64_t deviceBytesAvailable(const at::Tensor& q) {
   return static_cast<int64_t>(free) + stats.reserved_bytes[all].current - stats.allocated_bytes[all].current;
 }
 
+bool chunkedForwardFits(const at::Tensor& q) {
+  const Problem p = problemOf(q, 0.0);
+  const size_t bytes = hedgehogCudaForwardWorkspace(p, hedgehogCudaSegments(p, q.device().index(), true), true);
+  return bytes <= static_cast<size_t>(deviceBytesAvailable(q) / 2);
+}
+
 at::Tensor hedgehogCudaCausal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& weight,
-                              const at::Tensor& bias, int64_t chunkSize, double eps, bool pipelined) {
+                              const at::Tensor& bias, int64_t chunkSize, double eps, KernelSet kernels) {
   if (chunkSize < 1) fail("chunk size must be positive");
   checkInputs(q, k, v, weight, bias, 4);
   if (q.size(2) < 1) fail("T must be at least 1");
   const c10::cuda::CUDAGuard guard(q.device());
-  return HedgehogCudaFunction::apply(q, k, v, weight.to(at::kFloat), bias.to(at::kFloat), eps, pipelined);
+  return HedgehogCudaFunction::apply(q, k, v, weight.to(at::kFloat), bias.to(at::kFloat), eps,
+                                     static_cast<int64_t>(kernels));
 }
 
 at::Tensor hedgehogCudaStep(at::Tensor& S, at::Tensor& z, const at::Tensor& qIn, const at::Tensor& kIn,

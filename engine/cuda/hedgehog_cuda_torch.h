@@ -10,10 +10,15 @@
 
 namespace hh::cuda {
 
-// HH_FUSED_CUDA_KERNELS=pipelined in the environment (read once): the engine's fused path runs the
-// kernels built since the first GPU run (the pipelined forward; bf16 gradients of the map on tensor
-// cores), which have not yet run on a GPU; anything else or unset: the measured ones.
-bool pipelinedForwardRequested();
+// Which fused kernels run: the ones measured on the first GPU run; the pipelined forward and
+// backward scans with the map's bf16 gradients on tensor cores (ForwardArgs::pipelined,
+// BackwardArgs::pipelined); or the chunk-parallel forward (ForwardArgs::chunked) with that
+// pipelined backward. The last two have not yet run on a GPU.
+enum class KernelSet { Measured, Pipelined, Chunked };
+
+// HH_FUSED_CUDA_KERNELS in the environment (read once): "pipelined" or "chunked"; anything else or
+// unset: Measured.
+KernelSet requestedKernelSet();
 
 // True when hedgehogCudaCausal / hedgehogCudaStep take these tensors: CUDA, fp32 or bf16 (q, k, v
 // alike), v's head dim equal to q's, D in {32, 64, 128}, a device of compute capability >= 8.0.
@@ -28,15 +33,19 @@ bool hedgehogCudaFillsDevice(const at::Tensor& q);
 // holds unused.
 int64_t deviceBytesAvailable(const at::Tensor& q);
 
+// Whether the chunk-parallel forward's workspace (its per-chunk records: B*H*chunks*(2D*D elements +
+// 2D floats), hedgehogCudaForwardWorkspace) takes at most half of what q's GPU can still hand out;
+// where it does not, KernelSet::Chunked runs the pipelined forward instead. q [B, H, T, D] on a GPU.
+bool chunkedForwardFits(const at::Tensor& q);
+
 // q, k, v [B, H, T, D] (CUDA, fp32 or bf16, last dim contiguous or copied), weight [H, D, D],
 // bias [H, D] (any floating dtype; used in fp32) -> y [B, H, T, D] in q's dtype, with autograd
 // for all five inputs (the backward runs the fused backward kernels). chunkSize > 0 is only
 // checked: the kernels use their own tile (hedgehogCudaChunk), the same result up to rounding.
-// Throws std::invalid_argument on anything else. `pipelined` picks the kernels built since the
-// first GPU run (ForwardArgs::pipelined, BackwardArgs::pipelined), not yet run on a GPU.
+// Throws std::invalid_argument on anything else. `kernels` picks the set (KernelSet).
 at::Tensor hedgehogCudaCausal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& weight,
                               const at::Tensor& bias, int64_t chunkSize, double eps,
-                              bool pipelined = pipelinedForwardRequested());
+                              KernelSet kernels = requestedKernelSet());
 
 // One decode step: q, k, v [B, H, D] (CUDA, fp32 or bf16); S [B, H, 2D, D] and z [B, H, 2D]
 // fp32 contiguous on the same device, updated in place. Returns y [B, H, D] in q's dtype. No autograd.

@@ -17,6 +17,12 @@ size_t backwardSmemBytes(DType dtype, int headDim);
 size_t pipelinedForwardSmemBytes(DType dtype, int headDim);
 Status launchPipelinedForward(const ForwardArgs& a);
 
+// The chunk-parallel forward (hh_forward_chunked.cu): its larger pass's shared memory per CTA, its
+// workspace, and the launch of its passes for arguments hedgehogCudaForward has checked.
+size_t chunkedForwardSmemBytes(DType dtype, int headDim);
+size_t chunkedForwardWorkspace(const Problem& p, int segments);
+Status launchChunkedForward(const ForwardArgs& a);
+
 // Backward part 2 on tensor cores, bf16 only (hh_backward_params_mma.cu): gx into gq, gk and the
 // gW, gb partials per split, as the FMA kernels of hh_backward_params.cu write them.
 cudaError_t launchParamsMma(const BackwardArgs& a, const float* guQ, const float* guK, int splits, float* wPart,

@@ -167,22 +167,28 @@ bool hedgehogCudaSupports(DType dtype, int headDim, int device) {
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) return false;
   if (major < 8) return false;
-  const size_t need = std::max(forwardSmemBytes(dtype, headDim), backwardSmemBytes(dtype, headDim));
+  const size_t need = std::max({forwardSmemBytes(dtype, headDim), backwardSmemBytes(dtype, headDim),
+                                chunkedForwardSmemBytes(dtype, headDim)});
   return need <= size_t(optin);
 }
 
-int hedgehogCudaSegments(const Problem& p, int device) {
+int hedgehogCudaSegments(const Problem& p, int device, bool chunked) {
   int multiprocessors = 0;
   if (checkProblem(p) || cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
     return 1;
-  const int64_t blocks = int64_t(p.batch) * p.heads * hedgehogCudaBlocksPerHead(p.dtype, p.headDim);
+  // blocks per head of the pass that walks the chunks: value-column blocks, or the chunked
+  // forward's state pass, one per 32 map outputs
+  const int perHead = chunked ? p.headDim / 32 : hedgehogCudaBlocksPerHead(p.dtype, p.headDim);
+  const int64_t blocks = int64_t(p.batch) * p.heads * perHead;
   const int64_t chunks = (p.length + hedgehogCudaChunk(p.dtype) - 1) / hedgehogCudaChunk(p.dtype);
   const int64_t wanted = (2 * int64_t(multiprocessors) + blocks - 1) / blocks;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({wanted, chunks / 4, 65535})));
 }
 
-size_t hedgehogCudaForwardWorkspace(const Problem& p, int segments) {
-  if (checkProblem(p) || segments <= 1) return 0;
+size_t hedgehogCudaForwardWorkspace(const Problem& p, int segments, bool chunked) {
+  if (checkProblem(p) || segments < 1) return 0;
+  if (chunked) return chunkedForwardWorkspace(p, segments);
+  if (segments == 1) return 0;
   const size_t F = 2 * size_t(p.headDim);
   return size_t(p.batch) * p.heads * segments * (F * p.headDim + F) * sizeof(float);
 }
@@ -195,6 +201,10 @@ Status hedgehogCudaForward(const ForwardArgs& a) {
   if (a.segments < 1 || a.segments > chunks || a.segments > 65535)
     return {cudaSuccess, "hedgehogCudaForward: segments must be 1 .. the number of chunks (at most 65535)"};
   if (a.segments > 1 && !a.workspace) return {cudaSuccess, "hedgehogCudaForward: a split forward needs its workspace"};
+  if (a.chunked) {
+    if (!a.workspace) return {cudaSuccess, "hedgehogCudaForward: the chunked forward needs its workspace"};
+    return launchChunkedForward(a);
+  }
   if (a.pipelined) {
     int device = 0, optin = 0;
     cudaError_t e = cudaGetDevice(&device);

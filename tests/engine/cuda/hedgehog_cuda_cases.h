@@ -57,6 +57,14 @@ struct Grads {
   at::Tensor y, gq, gk, gv, gw, gb;
 };
 
+// Which kernels a case runs: the ones measured on the H100 (the default), the pipelined forward and
+// backward scans (ForwardArgs::pipelined, BackwardArgs::pipelined), or the chunk-parallel forward
+// (ForwardArgs::chunked) with the pipelined backward.
+enum class Kernels { Measured, Pipelined, Chunked };
+inline const char* nameOf(Kernels k) {
+  return k == Kernels::Measured ? "" : k == Kernels::Pipelined ? " pipelined" : " chunked";
+}
+
 // CPU reference through the engine's generic path (fp64 unless asked), gradients by autograd.
 inline Grads reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& w,
                 const at::Tensor& b, const at::Tensor& gy, double eps, torch::ScalarType dtype = torch::kDouble) {
@@ -87,7 +95,7 @@ inline void check(const hh::cuda::Status& s) {
 
 // The raw kernels (hedgehog_cuda.h) on NaN-filled outputs: forward then backward.
 inline Grads runKernels(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& w,
-                        const at::Tensor& b, const at::Tensor& gy, double eps, int segments, bool pipelined) {
+                        const at::Tensor& b, const at::Tensor& gy, double eps, int segments, Kernels kernels) {
   hh::cuda::Problem p;
   p.batch = static_cast<int>(q.size(0));
   p.heads = static_cast<int>(q.size(1));
@@ -103,11 +111,12 @@ inline Grads runKernels(const at::Tensor& q, const at::Tensor& k, const at::Tens
   hh::cuda::ForwardArgs forward{p, rowsOf(q), rowsOf(k), rowsOf(v), w.data_ptr<float>(), b.data_ptr<float>(),
                                 rowsOf(out.y), den.data_ptr<float>()};
   forward.segments = segments;
-  forward.pipelined = pipelined;
+  forward.pipelined = kernels != Kernels::Measured;
+  forward.chunked = kernels == Kernels::Chunked;
   at::Tensor segmentStates;  // NaN bytes: the first pass must write every state it hands on
-  if (segments > 1) {
-    segmentStates = at::full({static_cast<int64_t>(hh::cuda::hedgehogCudaForwardWorkspace(p, segments))}, 255,
-                             q.options().dtype(torch::kByte));
+  if (segments > 1 || forward.chunked) {
+    segmentStates = at::full({static_cast<int64_t>(hh::cuda::hedgehogCudaForwardWorkspace(p, segments, forward.chunked))},
+                             255, q.options().dtype(torch::kByte));
     forward.workspace = segmentStates.data_ptr();
   }
   check(hh::cuda::hedgehogCudaForward(forward));
@@ -123,7 +132,7 @@ inline Grads runKernels(const at::Tensor& q, const at::Tensor& k, const at::Tens
                                   rowsOf(out.gk), rowsOf(out.gv), out.gw.data_ptr<float>(),
                                   out.gb.data_ptr<float>(), work.data_ptr()};
   backward.segments = segments;  // the scans split as the forward did
-  backward.pipelined = pipelined;
+  backward.pipelined = kernels != Kernels::Measured;
   check(hh::cuda::hedgehogCudaBackward(backward));
   return out;
 }
@@ -132,7 +141,7 @@ struct Case {
   int64_t b, h, t, d;
   int segments = 1;  // the forward's split of each sequence (hedgehogCudaSegments)
   bool unaligned = false;  // rows that do not start on 16 bytes
-  bool pipelined = false;  // the pipelined forward kernel (ForwardArgs::pipelined)
+  Kernels kernels = Kernels::Measured;
 };
 
 // The kernels' chunks for T rows in this dtype.
@@ -172,7 +181,7 @@ inline void compareCase(const Case& c, torch::ScalarType dtype, bool stridedInpu
   };
   const auto q = make(0.5, 5), k = make(0.5, 9), v = make(1.0, -1), gy = make(1.0, -1);
   const double eps = 1e-6;
-  const auto got = runKernels(q, k, v, w, bias, gy, eps, c.segments, c.pipelined);
+  const auto got = runKernels(q, k, v, w, bias, gy, eps, c.segments, c.kernels);
   const auto ref = reference(q, k, v, w, bias, gy, eps);
   // gq, gk, gW, gb go through G_ij = gnum_i.v_j + gden_i = gy_i.(v_j - y_i) / den_i, a
   // cancellation: at T = 1 the true values are ~eps (y_0 = v_0) and only rounding is left, and in
@@ -196,7 +205,7 @@ inline void compareCase(const Case& c, torch::ScalarType dtype, bool stridedInpu
   }
   const std::string where = "B=" + std::to_string(c.b) + " H=" + std::to_string(c.h) + " T=" + std::to_string(c.t) +
                             " D=" + std::to_string(c.d) + (bf ? " bf16" : " fp32") + " segments=" +
-                            std::to_string(c.segments) + (c.pipelined ? " pipelined" : "") + ": ";
+                            std::to_string(c.segments) + nameOf(c.kernels) + ": ";
   const struct {
     const char* name;
     const at::Tensor &a, &r;
@@ -219,29 +228,32 @@ inline std::vector<int64_t> lengths() {
 }
 
 // The suites' shared cases: B=2 H=2, D = 32, 64 and 128, every length of lengths() with one, two
-// and one-per-chunk segments (strided inputs at T = 65), with the measured or the pipelined kernels.
-inline void compareLengths(torch::ScalarType dtype, bool pipelined = false) {
+// and one-per-chunk segments (strided inputs at T = 65), with one set of kernels.
+inline void compareLengths(torch::ScalarType dtype, Kernels kernels = Kernels::Measured) {
   for (const int64_t d : {32, 64, 128})
     for (const int64_t t : lengths())
       for (const int segments : segmentCounts(t, dtype))
-        compareCase({2, 2, t, d, segments, false, pipelined}, dtype, t == 65);
+        compareCase({2, 2, t, d, segments, false, kernels}, dtype, t == 65);
 }
+
+// Every set of kernels: the measured, the pipelined and the chunked.
+constexpr Kernels kAllKernels[] = {Kernels::Measured, Kernels::Pipelined, Kernels::Chunked};
 
 // Rows whose u run past the clamp: their gradient is 0 there, as in the engine's map.
 inline void compareClamped() {
-  for (const bool pipelined : {false, true}) {
-    compareCase({2, 1, 40, 64, 1, false, pipelined}, torch::kFloat, false, true);
-    compareCase({1, 2, 70, 128, 1, false, pipelined}, torch::kFloat, true, true);
-    compareCase({1, 2, 40, 128, 1, false, pipelined}, torch::kBFloat16, false, true);
+  for (const Kernels kernels : kAllKernels) {
+    compareCase({2, 1, 40, 64, 1, false, kernels}, torch::kFloat, false, true);
+    compareCase({1, 2, 70, 128, 1, false, kernels}, torch::kFloat, true, true);
+    compareCase({1, 2, 40, 128, 1, false, kernels}, torch::kBFloat16, false, true);
   }
 }
 
 // Rows that do not start on 16 bytes take the element-by-element loads.
 inline void compareUnaligned() {
   for (const auto dtype : {torch::kFloat, torch::kBFloat16})
-    for (const bool pipelined : {false, true}) {
-      compareCase({1, 2, 130, 64, 1, true, pipelined}, dtype, false);
-      compareCase({1, 2, 130, 128, 2, true, pipelined}, dtype, false);
+    for (const Kernels kernels : kAllKernels) {
+      compareCase({1, 2, 130, 64, 1, true, kernels}, dtype, false);
+      compareCase({1, 2, 130, 128, 2, true, kernels}, dtype, false);
     }
 }
 

@@ -33,8 +33,14 @@ class TestHedgehogCuda : public QObject {
 
   void pipelinedMatchesReference() {
     if (!haveGpu()) QSKIP("no CUDA device");
-    compareLengths(torch::kFloat, true);
-    compareLengths(torch::kBFloat16, true);
+    compareLengths(torch::kFloat, Kernels::Pipelined);
+    compareLengths(torch::kBFloat16, Kernels::Pipelined);
+  }
+
+  void chunkedMatchesReference() {
+    if (!haveGpu()) QSKIP("no CUDA device");
+    compareLengths(torch::kFloat, Kernels::Chunked);
+    compareLengths(torch::kBFloat16, Kernels::Chunked);
   }
 
   void clampedFeatures() {
@@ -92,7 +98,7 @@ class TestHedgehogCuda : public QObject {
 
 HH_TEST_SUITE(TestHedgehogCuda, "engine.cuda.hedgehog_cuda", &TestHedgehogCuda::initTestCase,
               &TestHedgehogCuda::matchesReferenceFp32, &TestHedgehogCuda::matchesReferenceBf16,
-              &TestHedgehogCuda::pipelinedMatchesReference,
+              &TestHedgehogCuda::pipelinedMatchesReference, &TestHedgehogCuda::chunkedMatchesReference,
               &TestHedgehogCuda::clampedFeatures, &TestHedgehogCuda::unalignedRows, &TestHedgehogCuda::moduleTakesTheKernelWithGradients,
               &TestHedgehogCuda::kernelsPayWhereHeadsFillTheGpu, &TestHedgehogCuda::stepMatchesGenericSteps)
 

@@ -3,7 +3,7 @@
 // tiles computed whole), with the GPU suite's cases (hedgehog_cuda_cases.h): forward, the five
 // gradients and the decode step against the engine's generic path in float64, D = 32, 64 and 128,
 // fp32 and bf16, lengths 1 to 130, strided inputs, rows past the clamp, NaN-poisoned outputs and
-// NaN-filled shared memory; the measured kernels and the pipelined ones. What this checks: indexing, masks, chunk order, barriers (each thread
+// NaN-filled shared memory; the measured kernels, the pipelined ones and the chunked forward. What this checks: indexing, masks, chunk order, barriers (each thread
 // runs as far as it can before the next starts, so a missing barrier reads unwritten data) and
 // epilogues. What it cannot: the real fragment layouts, timing, and speed (the GPU suite,
 // test_hedgehog_cuda.cpp). Built in every build without HH_CUDA_KERNELS (tests/CMakeLists.txt).
@@ -22,14 +22,18 @@ class TestHedgehogCudaEmulated : public QObject {
 
   void matchesReferenceBf16() { compareLengths(torch::kBFloat16); }
 
-  void pipelinedMatchesReferenceFp32() { compareLengths(torch::kFloat, true); }
+  void pipelinedMatchesReferenceFp32() { compareLengths(torch::kFloat, Kernels::Pipelined); }
 
-  void pipelinedMatchesReferenceBf16() { compareLengths(torch::kBFloat16, true); }
+  void pipelinedMatchesReferenceBf16() { compareLengths(torch::kBFloat16, Kernels::Pipelined); }
+
+  void chunkedMatchesReferenceFp32() { compareLengths(torch::kFloat, Kernels::Chunked); }
+
+  void chunkedMatchesReferenceBf16() { compareLengths(torch::kBFloat16, Kernels::Chunked); }
 
   void pipelinedSplitsRows() {
     // B*T past 1024 rows: the weight gradient sums two splits of rows, and a split's last tile
     // straddles them (the lengths above stay within one split).
-    compareCase({1, 1, 1100, 64, 4, false, true}, torch::kBFloat16, false);
+    compareCase({1, 1, 1100, 64, 4, false, Kernels::Pipelined}, torch::kBFloat16, false);
   }
 
   void clampedFeatures() { compareClamped(); }
@@ -44,7 +48,7 @@ class TestHedgehogCudaEmulated : public QObject {
     hh_emu::setWarpOrder(hh_emu::WarpOrder::LastToFirst);
     for (const auto dtype : {torch::kFloat, torch::kBFloat16})
       for (const int64_t d : {64, 128})
-        for (const bool pipelined : {false, true}) compareCase({1, 2, 130, d, 2, false, pipelined}, dtype, d == 64);
+        for (const Kernels kernels : kAllKernels) compareCase({1, 2, 130, d, 2, false, kernels}, dtype, d == 64);
     compareSteps();
     hh_emu::setWarpOrder(hh_emu::WarpOrder::FirstToLast);
   }
@@ -69,6 +73,7 @@ class TestHedgehogCudaEmulated : public QObject {
 HH_TEST_SUITE(TestHedgehogCudaEmulated, "engine.cuda.hedgehog_cuda_emulated", &TestHedgehogCudaEmulated::matchesReferenceFp32,
               &TestHedgehogCudaEmulated::matchesReferenceBf16,
               &TestHedgehogCudaEmulated::pipelinedMatchesReferenceFp32, &TestHedgehogCudaEmulated::pipelinedMatchesReferenceBf16,
+              &TestHedgehogCudaEmulated::chunkedMatchesReferenceFp32, &TestHedgehogCudaEmulated::chunkedMatchesReferenceBf16,
               &TestHedgehogCudaEmulated::pipelinedSplitsRows,
               &TestHedgehogCudaEmulated::clampedFeatures, &TestHedgehogCudaEmulated::unalignedRows,
               &TestHedgehogCudaEmulated::stepMatchesGenericSteps, &TestHedgehogCudaEmulated::lastWarpFirst,
