@@ -281,8 +281,8 @@ int main(int argc, char** argv) {
       const auto geFB = measure(device, [&] { generic(qg, kg, vg).sum().backward(); }, o.repeats);
       const auto piF = measure(device, [&] { at::NoGradGuard g; run(q, k, v, KernelSet::Pipelined); }, o.repeats);
       const auto piFB = measure(device, [&] { run(qg, kg, vg, KernelSet::Pipelined).sum().backward(); }, o.repeats);
-      Measure chF, chFB;  // where the records do not fit, hedgehogCudaCausal would run the pipelined forward
-      const bool chunkedFits = hh::cuda::chunkedForwardFits(q);
+      Measure chF, chFB;  // where the records do not fit, hedgehogCudaCausal would run the pipelined kernels
+      const bool chunkedFits = hh::cuda::chunkedKernelsFit(q);
       if (chunkedFits) {
         chF = measure(device, [&] { at::NoGradGuard g; run(q, k, v, KernelSet::Chunked); }, o.repeats);
         chFB = measure(device, [&] { run(qg, kg, vg, KernelSet::Chunked).sum().backward(); }, o.repeats);

@@ -110,10 +110,19 @@ struct BackwardArgs {
   // fp32 sums; gb stays fp32) instead of fp32 FMA. The same result up to rounding. Not yet run on
   // a GPU.
   bool pipelined = false;
+  // The chunk-parallel scans (hh_backward_chunked.cu; with `pipelined`'s weight gradient): two
+  // passes walk each head's chunks carrying only the states that cross chunk boundaries (forward
+  // and reverse) and write them before every chunk; one pass then does every chunk at once. Where
+  // their shared memory does not fit the device, the pipelined scans run. Needs the workspace of
+  // hedgehogCudaBackwardWorkspace(p, segments, true) and segments as hedgehogCudaSegments(p,
+  // device, true) gives them. The same result up to rounding. Not yet run on a GPU.
+  bool chunked = false;
 };
 // The backward's scratch: gu of q and k (2 B*H*T*D fp32), the weight gradient's partial sums and,
-// with segments, the three scans' segment states (B*H*segments*(2D*D + 2(D+16)*2D) fp32).
-size_t hedgehogCudaBackwardWorkspace(const Problem& p, int segments = 1);
+// with segments, the three scans' segment states (B*H*segments*(2D*D + 2(D+16)*2D) fp32); with
+// `chunked` also the chunked scans' records, 2 B*H*chunks*2D*(D+16) elements, their segment
+// states (as many floats per segment) and a bf16 copy of W.
+size_t hedgehogCudaBackwardWorkspace(const Problem& p, int segments = 1, bool chunked = false);
 Status hedgehogCudaBackward(const BackwardArgs& a);
 
 struct StepArgs {

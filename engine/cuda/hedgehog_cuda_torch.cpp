@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -84,7 +85,7 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
     a.pipelined = kernels != KernelSet::Measured;
     a.chunked = kernels == KernelSet::Chunked;
     a.segments = hedgehogCudaSegments(a.p, q.device().index(), a.chunked);
-    if (a.chunked && !chunkedForwardFits(q)) {
+    if (a.chunked && !chunkedKernelsFit(q)) {
       a.chunked = false;  // its records would take more than half the free memory: the pipelined forward instead
       a.segments = hedgehogCudaSegments(a.p, q.device().index());
     }
@@ -98,6 +99,7 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
     ctx->save_for_backward({q, k, v, w, b, y, den});
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["pipelined"] = a.pipelined;
+    ctx->saved_data["chunked"] = kernels == KernelSet::Chunked;
     return y;
   }
 
@@ -112,14 +114,17 @@ struct HedgehogCudaFunction : public torch::autograd::Function<HedgehogCudaFunct
     auto gk = at::empty_like(gq), gv = at::empty_like(gq);
     auto gw = at::empty(w.sizes(), w.options()), gb = at::empty(b.sizes(), b.options());
     const Problem p = problemOf(q, ctx->saved_data["eps"].toDouble());
-    const int segments = hedgehogCudaSegments(p, q.device().index());
-    auto workspace =
-        at::empty({static_cast<int64_t>(hedgehogCudaBackwardWorkspace(p, segments))}, q.options().dtype(at::kByte));
+    // the chunked scans where asked for and their records fit, else the (pipelined) scans
+    const bool chunked = ctx->saved_data["chunked"].toBool() && chunkedKernelsFit(q);
+    const int segments = hedgehogCudaSegments(p, q.device().index(), chunked);
+    auto workspace = at::empty({static_cast<int64_t>(hedgehogCudaBackwardWorkspace(p, segments, chunked))},
+                               q.options().dtype(at::kByte));
     BackwardArgs a{p, rowsOf(q), rowsOf(k), rowsOf(v), w.data_ptr<float>(), b.data_ptr<float>(), rowsOf(y),
                    rowsOf(gy), den.data_ptr<float>(), rowsOf(gq), rowsOf(gk), rowsOf(gv), gw.data_ptr<float>(),
                    gb.data_ptr<float>(), workspace.data_ptr()};
     a.segments = segments;
     a.pipelined = ctx->saved_data["pipelined"].toBool();
+    a.chunked = chunked;
     check(hedgehogCudaBackward(a));
     return {gq, gk, gv, gw, gb, at::Tensor(), at::Tensor()};  // none for eps and the kernel set
   }
@@ -160,9 +165,11 @@ int64_t deviceBytesAvailable(const at::Tensor& q) {
   return static_cast<int64_t>(free) + stats.reserved_bytes[all].current - stats.allocated_bytes[all].current;
 }
 
-bool chunkedForwardFits(const at::Tensor& q) {
+bool chunkedKernelsFit(const at::Tensor& q) {
   const Problem p = problemOf(q, 0.0);
-  const size_t bytes = hedgehogCudaForwardWorkspace(p, hedgehogCudaSegments(p, q.device().index(), true), true);
+  const int segments = hedgehogCudaSegments(p, q.device().index(), true);
+  const size_t bytes = std::max(hedgehogCudaForwardWorkspace(p, segments, true),
+                                hedgehogCudaBackwardWorkspace(p, segments, true));
   return bytes <= static_cast<size_t>(deviceBytesAvailable(q) / 2);
 }
 

@@ -12,8 +12,8 @@ namespace hh::cuda {
 
 // Which fused kernels run: the ones measured on the first GPU run; the pipelined forward and
 // backward scans with the map's bf16 gradients on tensor cores (ForwardArgs::pipelined,
-// BackwardArgs::pipelined); or the chunk-parallel forward (ForwardArgs::chunked) with that
-// pipelined backward. The last two have not yet run on a GPU.
+// BackwardArgs::pipelined); or the chunk-parallel forward and backward scans (ForwardArgs::chunked,
+// BackwardArgs::chunked) with that weight gradient. The last two have not yet run on a GPU.
 enum class KernelSet { Measured, Pipelined, Chunked };
 
 // HH_FUSED_CUDA_KERNELS in the environment (read once): "pipelined" or "chunked"; anything else or
@@ -33,10 +33,12 @@ bool hedgehogCudaFillsDevice(const at::Tensor& q);
 // holds unused.
 int64_t deviceBytesAvailable(const at::Tensor& q);
 
-// Whether the chunk-parallel forward's workspace (its per-chunk records: B*H*chunks*(2D*D elements +
-// 2D floats), hedgehogCudaForwardWorkspace) takes at most half of what q's GPU can still hand out;
-// where it does not, KernelSet::Chunked runs the pipelined forward instead. q [B, H, T, D] on a GPU.
-bool chunkedForwardFits(const at::Tensor& q);
+// Whether the chunk-parallel kernels' workspaces (their per-chunk records: the forward's
+// B*H*chunks*(2D*D elements + 2D floats), the backward's 2 B*H*chunks*2D*(D+16) elements and its
+// gu; hedgehogCudaForwardWorkspace, hedgehogCudaBackwardWorkspace) each take at most half of what
+// q's GPU can still hand out; where they do not, KernelSet::Chunked runs the pipelined kernels
+// instead. q [B, H, T, D] on a GPU.
+bool chunkedKernelsFit(const at::Tensor& q);
 
 // q, k, v [B, H, T, D] (CUDA, fp32 or bf16, last dim contiguous or copied), weight [H, D, D],
 // bias [H, D] (any floating dtype; used in fp32) -> y [B, H, T, D] in q's dtype, with autograd

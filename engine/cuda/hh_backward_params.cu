@@ -122,12 +122,32 @@ int splitsOf(const Problem& p) {
 struct Workspace {
   float *guQ, *guK, *wPart, *bPart;
   BackwardSegments segments;
+  ChunkedBackwardSpace chunked;
   size_t bytes;
 };
 
+// After the scans' part of the workspace (from byte `offset`), the chunked scans' (chunked only):
+// W as bf16, the forward and reverse segment states, the forward and reverse records.
+size_t carveChunked(const Problem& p, int segments, char* base, size_t offset, ChunkedBackwardSpace& w) {
+  auto up = [](size_t x) { return (x + 255) & ~size_t(255); };
+  const size_t D = size_t(p.headDim), bh = size_t(p.batch) * p.heads, states = 2 * D * (D + 16);
+  const size_t chunks = size_t((p.length + hedgehogCudaChunk(p.dtype) - 1) / hedgehogCudaChunk(p.dtype));
+  const size_t weight = p.dtype == DType::BF16 ? up(size_t(p.heads) * D * D * 2) : 0;
+  const size_t slots = segments > 1 ? up(bh * segments * states * sizeof(float)) : 0;
+  const size_t records = up(bh * chunks * states * (p.dtype == DType::BF16 ? 2 : 4));
+  if (base) {
+    w.weight = base + offset;
+    w.forwardSlots = reinterpret_cast<float*>(base + offset + weight);
+    w.reverseSlots = reinterpret_cast<float*>(base + offset + weight + slots);
+    w.forwardRecords = base + offset + weight + 2 * slots;
+    w.reverseRecords = base + offset + weight + 2 * slots + records;
+  }
+  return offset + weight + 2 * slots + 2 * records;
+}
+
 // Offsets (bytes, 256-aligned) of gu(q), gu(k), the gW and gb partials and, with segments, the
-// three scans' segment states; base may be null (sizes only).
-Workspace carve(const Problem& p, int segments, void* base) {
+// three scans' segment states, then (chunked) the chunked scans' part; base may be null (sizes only).
+Workspace carve(const Problem& p, int segments, bool chunked, void* base) {
   const size_t D = size_t(p.headDim), bh = size_t(p.batch) * p.heads;
   const size_t gu = bh * p.length * D * sizeof(float);
   const size_t wp = size_t(splitsOf(p)) * p.heads * D * D * sizeof(float);
@@ -157,6 +177,7 @@ Workspace carve(const Problem& p, int segments, void* base) {
     }
   }
   w.bytes = offDk + up(dqkBytes);
+  if (chunked) w.bytes = carveChunked(p, segments, c, w.bytes, w.chunked);
   return w;
 }
 
@@ -187,9 +208,9 @@ cudaError_t launchParams(const BackwardArgs& a, const Workspace& w) {
 namespace hh::cuda {
 using namespace detail;
 
-size_t hedgehogCudaBackwardWorkspace(const Problem& p, int segments) {
+size_t hedgehogCudaBackwardWorkspace(const Problem& p, int segments, bool chunked) {
   if (checkProblem(p) || segments < 1) return 0;
-  return carve(p, segments, nullptr).bytes;
+  return carve(p, segments, chunked, nullptr).bytes;
 }
 
 Status hedgehogCudaBackward(const BackwardArgs& a) {
@@ -200,8 +221,9 @@ Status hedgehogCudaBackward(const BackwardArgs& a) {
   const int64_t chunks = (a.p.length + hedgehogCudaChunk(a.p.dtype) - 1) / hedgehogCudaChunk(a.p.dtype);
   if (a.segments < 1 || a.segments > chunks || a.segments > 65535)
     return {cudaSuccess, "hedgehogCudaBackward: segments must be 1 .. the number of chunks (at most 65535)"};
-  const Workspace w = carve(a.p, a.segments, a.workspace);
-  cudaError_t e = launchBackwardScans(a, w.guQ, w.guK, w.segments);
+  const Workspace w = carve(a.p, a.segments, a.chunked, a.workspace);
+  cudaError_t e = a.chunked && chunkedBackwardFitsDevice(a) ? launchChunkedBackward(a, w.guQ, w.guK, w.chunked)
+                                                            : launchBackwardScans(a, w.guQ, w.guK, w.segments);
   if (e != cudaSuccess) return {e, nullptr};
   e = withKernelShape(a.p.dtype, a.p.headDim,
                       [&](auto t, auto d) { return launchParams<typename decltype(t)::type, decltype(d)::value>(a, w); });

@@ -80,47 +80,6 @@ struct ScanSmem {
   __device__ float* stage() const { return at<float>(P::oStage) + (threadIdx.x >> 5) * 16 * kStageLd; }
 };
 
-// den of the chunk's rows into dst [C] by cp.async (1 past len: never divided by, never used).
-template <int C>
-__device__ void fetchDen(float* dst, const float* den, int64_t t0, int len) {
-  for (int r = threadIdx.x; r < C; r += kThreads) {
-    if (r < len)
-      copyAsync4(dst + r, den + t0 + r);
-    else
-      dst[r] = 1.0f;
-  }
-}
-
-// dst [C][ldk]: columns [0, D) = gy / den, column D = -(gy . y) / den, zeros up to K; from the raw
-// gy, y rows [C][ldx] (zero from row len on). One warp per row.
-template <typename T, int D, int C, int K>
-__device__ void gradOperand(T* dst, int ldk, const T* gy, const T* y, int ldx, const float* den, int len) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int r = warp; r < C; r += kWarps) {
-    const float inv = r < len ? 1.0f / den[r] : 0.0f;
-    float dot = 0.0f;
-    for (int c = lane; c < D; c += 32) {
-      const float g = toF(gy[r * ldx + c]);
-      dot += g * toF(y[r * ldx + c]);
-      dst[r * ldk + c] = fromF<T>(g * inv);
-    }
-    dot = warpSum(dot);
-    for (int c = D + lane; c < K; c += 32) dst[r * ldk + c] = fromF<T>(c == D ? -dot * inv : 0.0f);
-  }
-}
-
-// dst [C][ldk]: columns [0, D) = v (raw rows [C][ldx], zero from row len on), column D = 1 below
-// len, zeros up to K.
-template <typename T, int D, int C, int K>
-__device__ void valueOperand(T* dst, int ldk, const T* v, int ldx, int len) {
-  constexpr int V = 16 / static_cast<int>(sizeof(T));
-  for (int idx = threadIdx.x; idx < C * (D / V); idx += kThreads) {
-    const int r = idx / (D / V), c = (idx % (D / V)) * V;
-    copy16(dst + r * ldk + c, v + r * ldx + c);
-  }
-  onesColumn<T, D, C, K>(dst, ldk, len);
-}
-
 // gv: anti-causal, chunks in reverse. SumOnly: the segment's state sum phi(q)^T gy/den into its
 // slot; else the scan from the slot's starting state. Grid (B*H, D/N, segments).
 template <typename T, int D, bool SumOnly>
@@ -196,32 +155,6 @@ __global__ void __launch_bounds__(kThreads, 1) dvPipelinedKernel(BackwardArgs a,
     state.accumulate(Lk, P::LDK, V, P::LDN, C);
   }
   if (SumOnly) state.store(r.state, D);
-}
-
-// gu tile (ti, tu) of the CTA's 32-output block from its e and 1/e output tiles:
-// gu = out_e e - out_inv / e where |u| < 30 (eq > 0), else 0.
-template <typename T, int D, int C>
-__device__ void gradFeatureTile(const typename Mma<T>::Acc& outE, const typename Mma<T>::Acc& outInv, int ti, int tu,
-                                const float* eq, float* stage, float* gu, int64_t t0, int len, int u0) {
-  using M = Mma<T>;
-  const int lane = threadIdx.x & 31;
-  float e[8];
-  M::store(stage, kStageLd, outE);
-  __syncwarp();
-#pragma unroll
-  for (int k = 0; k < 8; ++k) e[k] = stage[((lane + 32 * k) >> 4) * kStageLd + ((lane + 32 * k) & 15)];
-  __syncwarp();
-  M::store(stage, kStageLd, outInv);
-  __syncwarp();
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const int idx = lane + 32 * k, row = ti * 16 + (idx >> 4), n = tu * 16 + (idx & 15);
-    if (row >= len) continue;
-    const float es = eq[row * kBlockU + n], ex = fabsf(es);
-    const float inv = stage[(idx >> 4) * kStageLd + (idx & 15)];
-    gu[(t0 + row) * D + u0 + n] = es > 0.0f ? e[k] * ex - inv / ex : 0.0f;
-  }
-  __syncwarp();
 }
 
 // gphi(q) (IsQ: causal, time order; L = [gnum | gden], Lk = [v | 1], Vals = phi(k) block, eq from

@@ -188,6 +188,13 @@ __global__ void segmentScanKernel(float* states, int segments, int64_t slotFloat
   }
 }
 
+cudaError_t launchSegmentScan(float* states, int heads, int segments, int64_t slotFloats, bool reverse,
+                              cudaStream_t stream) {
+  HH_LAUNCH(segmentScanKernel, dim3(unsigned(heads), unsigned((slotFloats + 255) / 256)), 256, 0, stream, states,
+            segments, slotFloats, reverse);
+  return cudaGetLastError();
+}
+
 template <class Kernel>
 cudaError_t prepare(Kernel kernel, size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
@@ -213,11 +220,7 @@ cudaError_t launchScanPass(const BackwardArgs& a, float* guQ, float* guK, const 
 
 // Whether the pipelined scans were asked for and fit the current device's shared memory.
 bool takePipelinedScans(const BackwardArgs& a) {
-  int device = 0, optin = 0;
-  if (!a.pipelined || cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
-    return false;
-  return pipelinedScanSmemBytes(a.p.dtype, a.p.headDim) <= size_t(optin);
+  return a.pipelined && fitsDeviceSharedMemory(pipelinedScanSmemBytes(a.p.dtype, a.p.headDim));
 }
 
 template <typename T, int D>
@@ -230,12 +233,14 @@ cudaError_t launchScans(const BackwardArgs& a, float* guQ, float* guK, const Bac
   if (seg.dv.count > 1) {
     const cudaError_t e = pass(true);
     if (e != cudaSuccess) return e;
-    const unsigned bh = unsigned(a.p.batch) * unsigned(a.p.heads);
+    const int bh = a.p.batch * a.p.heads;
     const ScanSegments* scans[] = {&seg.dv, &seg.dq, &seg.dk};
     const bool reverse[] = {true, false, true};  // dv and dk walk their chunks from the end
-    for (int i = 0; i < 3; ++i)
-      HH_LAUNCH(segmentScanKernel, dim3(bh, unsigned((scans[i]->slotFloats + 255) / 256)), 256, 0, a.p.stream,
-                scans[i]->states, scans[i]->count, scans[i]->slotFloats, reverse[i]);
+    for (int i = 0; i < 3; ++i) {
+      const cudaError_t e =
+          launchSegmentScan(scans[i]->states, bh, scans[i]->count, scans[i]->slotFloats, reverse[i], a.p.stream);
+      if (e != cudaSuccess) return e;
+    }
   }
   return pass(false);
 }

@@ -8,6 +8,10 @@
 
 namespace hh::cuda::detail {
 
+// Whether a block of the current device may opt in to `bytes` of dynamic shared memory (false
+// where the device cannot be queried) (hh_forward.cu).
+bool fitsDeviceSharedMemory(size_t bytes);
+
 // Dynamic shared memory per CTA of the forward (and the backward's largest) kernel.
 size_t forwardSmemBytes(DType dtype, int headDim);
 size_t backwardSmemBytes(DType dtype, int headDim);
@@ -45,6 +49,28 @@ struct BackwardSegments {
 size_t pipelinedScanSmemBytes(DType dtype, int headDim);
 cudaError_t launchPipelinedScanPass(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& segments,
                                     bool sumOnly);
+
+// The chunk-parallel backward's part of the workspace (hh_backward_chunked.cu): a bf16 copy of W
+// (bf16 inputs), each segment's forward and reverse states (fp32, with segments) and each chunk's
+// (records, input dtype), all [B*H][segments or chunks][2D][D + 16].
+struct ChunkedBackwardSpace {
+  void* weight = nullptr;
+  float *forwardSlots = nullptr, *reverseSlots = nullptr;
+  void *forwardRecords = nullptr, *reverseRecords = nullptr;
+};
+// Its shared memory, whether that fits the current device, and its launch: gv, and gu of q and k
+// as launchBackwardScans writes them.
+size_t chunkedBackwardSmemBytes(DType dtype, int headDim);
+bool chunkedBackwardFitsDevice(const BackwardArgs& a);
+cudaError_t launchChunkedBackward(const BackwardArgs& a, float* guQ, float* guK, const ChunkedBackwardSpace& w);
+
+// W [count] fp32 -> out [count] bf16 (hh_forward_chunked.cu).
+cudaError_t launchWeightToBf16(const float* W, void* out, int64_t count, cudaStream_t stream);
+
+// Each of the B*H heads' `segments` slots of slotFloats floats (states[bh][segment][slotFloats])
+// becomes the sum of the slots before it (or after it, reverse), in place (hh_backward_scan.cu).
+cudaError_t launchSegmentScan(float* states, int heads, int segments, int64_t slotFloats, bool reverse,
+                              cudaStream_t stream);
 
 // Backward part 1 (hh_backward_scan.cu): writes gv and the feature gradients gu of q and k,
 // each fp32 [B*H, T, D] contiguous. Part 2 (hh_backward_params.cu) turns gu into gq, gk, gW, gb.

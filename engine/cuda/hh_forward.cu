@@ -141,6 +141,14 @@ Status launchForward(const ForwardArgs& a) {
   return {cudaGetLastError(), nullptr};
 }
 
+bool fitsDeviceSharedMemory(size_t bytes) {
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return false;
+  return bytes <= size_t(optin);
+}
+
 size_t forwardSmemBytes(DType dtype, int headDim) {
   return withKernelShape(dtype, headDim, [](auto t, auto d) {
     return ForwardCfg<typename decltype(t)::type, decltype(d)::value>::Scan::kBytes;
@@ -205,13 +213,8 @@ Status hedgehogCudaForward(const ForwardArgs& a) {
     if (!a.workspace) return {cudaSuccess, "hedgehogCudaForward: the chunked forward needs its workspace"};
     return launchChunkedForward(a);
   }
-  if (a.pipelined) {
-    int device = 0, optin = 0;
-    cudaError_t e = cudaGetDevice(&device);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (e != cudaSuccess) return {e, nullptr};
-    if (pipelinedForwardSmemBytes(a.p.dtype, a.p.headDim) <= size_t(optin)) return launchPipelinedForward(a);
-  }
+  if (a.pipelined && fitsDeviceSharedMemory(pipelinedForwardSmemBytes(a.p.dtype, a.p.headDim)))
+    return launchPipelinedForward(a);
   return withKernelShape(a.p.dtype, a.p.headDim,
                          [&](auto t, auto d) { return launchForward<typename decltype(t)::type, decltype(d)::value>(a); });
 }

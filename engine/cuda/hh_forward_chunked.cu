@@ -31,7 +31,9 @@ namespace hh::cuda::detail {
 constexpr int kMapBlock = 32;                 // map outputs per feature block
 constexpr int kFeatureBlock = 2 * kMapBlock;  // features per block: [exp(u), exp(-u)]
 
-__host__ __device__ inline size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
+__host__ __device__ inline size_t align256(size_t x) {
+  return (x + 255) & ~size_t(255);
+}
 
 // Where the chunked forward's workspace keeps what: the segment sums (as segmentsOf says, at the
 // start), the map as the kernels read it, and the per-chunk records.
@@ -58,8 +60,7 @@ __host__ __device__ inline ChunkRecords recordsOf(const ForwardArgs& a, int chun
   const ChunkedSizes z = chunkedSizes(a.p, a.segments, chunk);
   unsigned char* base = static_cast<unsigned char*>(a.workspace) + z.segments;
   const void* W = a.p.dtype == DType::BF16 ? static_cast<const void*>(base) : static_cast<const void*>(a.weight);
-  return {W, base + z.weight, reinterpret_cast<float*>(base + z.weight + z.records),
-          (a.p.length + chunk - 1) / chunk};
+  return {W, base + z.weight, reinterpret_cast<float*>(base + z.weight + z.records), (a.p.length + chunk - 1) / chunk};
 }
 
 template <typename T, int D>
@@ -84,7 +85,9 @@ struct StateSmem : ChunkedTiles<T, D> {
   T *Xk, *V, *Lk;
   float *stage, *z;
   __device__ explicit StateSmem(unsigned char* m)
-      : Xk(reinterpret_cast<T*>(m + oXk)), V(reinterpret_cast<T*>(m + oV)), Lk(reinterpret_cast<T*>(m + oLk)),
+      : Xk(reinterpret_cast<T*>(m + oXk)),
+        V(reinterpret_cast<T*>(m + oV)),
+        Lk(reinterpret_cast<T*>(m + oLk)),
         stage(reinterpret_cast<float*>(m + oStage) + (threadIdx.x >> 5) * 16 * kStageLd),
         z(reinterpret_cast<float*>(m + oZ)) {}
   __device__ T* xk(int64_t i) const { return Xk + (i & 1) * (kXk / sizeof(T)); }
@@ -161,9 +164,14 @@ struct OutputSmem : ChunkedTiles<T, D> {
   T *Xq, *Xk, *V, *Lq, *Lk, *S, *PT;
   float *z, *stage, *den;
   __device__ explicit OutputSmem(unsigned char* m)
-      : Xq(reinterpret_cast<T*>(m + oXq)), Xk(reinterpret_cast<T*>(m + oXk)), V(reinterpret_cast<T*>(m + oV)),
-        Lq(reinterpret_cast<T*>(m + oLq)), Lk(reinterpret_cast<T*>(m + oLk)), S(reinterpret_cast<T*>(m + oS)),
-        PT(reinterpret_cast<T*>(m + oPT)), z(reinterpret_cast<float*>(m + oZ)),
+      : Xq(reinterpret_cast<T*>(m + oXq)),
+        Xk(reinterpret_cast<T*>(m + oXk)),
+        V(reinterpret_cast<T*>(m + oV)),
+        Lq(reinterpret_cast<T*>(m + oLq)),
+        Lk(reinterpret_cast<T*>(m + oLk)),
+        S(reinterpret_cast<T*>(m + oS)),
+        PT(reinterpret_cast<T*>(m + oPT)),
+        z(reinterpret_cast<float*>(m + oZ)),
         stage(reinterpret_cast<float*>(m + oStage) + (threadIdx.x >> 5) * 16 * kStageLd),
         den(reinterpret_cast<float*>(m + oDen)) {}
   __device__ T* s(int fb) const { return S + (fb & 1) * (kS / sizeof(T)); }
@@ -222,8 +230,8 @@ __global__ void __launch_bounds__(kThreads, 2) chunkOutputKernel(ForwardArgs a) 
     for (int i = 0; i < decltype(num)::kPerWarp; ++i) {
       const int t = decltype(num)::tileOf(i);
       if (t < decltype(num)::kTiles)
-        M::template mac<false, false>(num.tile[i], s.Lq + (t / P::TN) * 16 * P::LDF, P::LDF,
-                                      s.s(fb) + (t % P::TN) * 16, P::LDN, P::FB);
+        M::template mac<false, false>(num.tile[i], s.Lq + (t / P::TN) * 16 * P::LDF, P::LDF, s.s(fb) + (t % P::TN) * 16,
+                                      P::LDN, P::FB);
     }
 #pragma unroll
     for (int m = 0; m < kRowsPerWarp; ++m)
@@ -287,9 +295,8 @@ Status launchChunked(const ForwardArgs& a) {
   if (e != cudaSuccess) return {e, nullptr};
   const ChunkRecords r = recordsOf(a, P::C);
   if constexpr (sizeof(T) == 2) {
-    const int64_t count = int64_t(a.p.heads) * D * D;
-    HH_LAUNCH(weightToBf16Kernel, dim3(unsigned((count + 255) / 256)), 256, 0, a.p.stream, a.weight,
-              static_cast<bf16*>(const_cast<void*>(r.W)), count);
+    e = launchWeightToBf16(a.weight, const_cast<void*>(r.W), int64_t(a.p.heads) * D * D, a.p.stream);
+    if (e != cudaSuccess) return {e, nullptr};
   }
   const unsigned blocks = unsigned(a.p.batch) * unsigned(a.p.heads) * P::BLOCKS;
   if (a.segments > 1) {
@@ -301,6 +308,11 @@ Status launchChunked(const ForwardArgs& a) {
   const unsigned chunkBlocks = unsigned(int64_t(a.p.batch) * a.p.heads * r.chunks);
   HH_LAUNCH(output, dim3(chunkBlocks, D / P::N), kThreads, outputBytes, a.p.stream, a);
   return {cudaGetLastError(), nullptr};
+}
+
+cudaError_t launchWeightToBf16(const float* W, void* out, int64_t count, cudaStream_t stream) {
+  HH_LAUNCH(weightToBf16Kernel, dim3(unsigned((count + 255) / 256)), 256, 0, stream, W, static_cast<bf16*>(out), count);
+  return cudaGetLastError();
 }
 
 size_t chunkedForwardSmemBytes(DType dtype, int headDim) {
@@ -317,8 +329,9 @@ size_t chunkedForwardWorkspace(const Problem& p, int segments) {
 }
 
 Status launchChunkedForward(const ForwardArgs& a) {
-  return withKernelShape(a.p.dtype, a.p.headDim,
-                         [&](auto t, auto d) { return launchChunked<typename decltype(t)::type, decltype(d)::value>(a); });
+  return withKernelShape(a.p.dtype, a.p.headDim, [&](auto t, auto d) {
+    return launchChunked<typename decltype(t)::type, decltype(d)::value>(a);
+  });
 }
 
 }  // namespace hh::cuda::detail

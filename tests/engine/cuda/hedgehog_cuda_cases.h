@@ -59,7 +59,7 @@ struct Grads {
 
 // Which kernels a case runs: the ones measured on the H100 (the default), the pipelined forward and
 // backward scans (ForwardArgs::pipelined, BackwardArgs::pipelined), or the chunk-parallel forward
-// (ForwardArgs::chunked) with the pipelined backward.
+// and backward scans (ForwardArgs::chunked, BackwardArgs::chunked).
 enum class Kernels { Measured, Pipelined, Chunked };
 inline const char* nameOf(Kernels k) {
   return k == Kernels::Measured ? "" : k == Kernels::Pipelined ? " pipelined" : " chunked";
@@ -125,14 +125,16 @@ inline Grads runKernels(const at::Tensor& q, const at::Tensor& k, const at::Tens
   out.gv = nan(q.sizes(), q.options());
   out.gw = nan(w.sizes(), w.options());
   out.gb = nan(b.sizes(), b.options());
-  auto work = at::full({static_cast<int64_t>(hh::cuda::hedgehogCudaBackwardWorkspace(p, segments))}, 255,
-                       q.options().dtype(torch::kByte));  // NaN bytes
+  auto work = at::full(
+      {static_cast<int64_t>(hh::cuda::hedgehogCudaBackwardWorkspace(p, segments, forward.chunked))}, 255,
+      q.options().dtype(torch::kByte));  // NaN bytes
   hh::cuda::BackwardArgs backward{p, rowsOf(q), rowsOf(k), rowsOf(v), w.data_ptr<float>(), b.data_ptr<float>(),
                                   rowsOf(out.y), rowsOf(gy), den.data_ptr<float>(), rowsOf(out.gq),
                                   rowsOf(out.gk), rowsOf(out.gv), out.gw.data_ptr<float>(),
                                   out.gb.data_ptr<float>(), work.data_ptr()};
   backward.segments = segments;  // the scans split as the forward did
   backward.pipelined = kernels != Kernels::Measured;
+  backward.chunked = forward.chunked;
   check(hh::cuda::hedgehogCudaBackward(backward));
   return out;
 }

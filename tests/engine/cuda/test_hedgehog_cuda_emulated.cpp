@@ -3,10 +3,11 @@
 // tiles computed whole), with the GPU suite's cases (hedgehog_cuda_cases.h): forward, the five
 // gradients and the decode step against the engine's generic path in float64, D = 32, 64 and 128,
 // fp32 and bf16, lengths 1 to 130, strided inputs, rows past the clamp, NaN-poisoned outputs and
-// NaN-filled shared memory; the measured kernels, the pipelined ones and the chunked forward. What this checks: indexing, masks, chunk order, barriers (each thread
-// runs as far as it can before the next starts, so a missing barrier reads unwritten data) and
-// epilogues. What it cannot: the real fragment layouts, timing, and speed (the GPU suite,
-// test_hedgehog_cuda.cpp). Built in every build without HH_CUDA_KERNELS (tests/CMakeLists.txt).
+// NaN-filled shared memory; the measured kernels, the pipelined ones and the chunked ones. What
+// this checks: indexing, masks, chunk order, barriers (each thread runs as far as it can before
+// the next starts, so a missing barrier reads unwritten data) and epilogues. What it cannot: the
+// real fragment layouts, timing, and speed (the GPU suite, test_hedgehog_cuda.cpp). Built in every
+// build without HH_CUDA_KERNELS (tests/CMakeLists.txt).
 #include <cuda_runtime.h>  // the emulation's: hh_emu::setWarpOrder
 
 #include "tests/engine/cuda/hedgehog_cuda_cases.h"
