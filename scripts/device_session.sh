@@ -96,7 +96,7 @@ for s in "${all_steps[@]}"; do
     kernels) step kernels 120 "$tests" engine.cuda.hedgehog_cuda ;;
     attention_small) step attention_small 120 "$bin/hh_bench_attention" --device cuda --dtype bfloat16 \
         --batch 1 --heads 12 --dim 64 --lengths "$lengths" --softmax-max 65536 ;;
-    attention_large) step attention_large 200 "$bin/hh_bench_attention" --device cuda --dtype bfloat16 \
+    attention_large) step attention_large 240 "$bin/hh_bench_attention" --device cuda --dtype bfloat16 \
         --batch 8 --heads 32 --dim 128 --lengths "$lengths" --softmax-max 65536 --plain-max 16384 ;;
     suites_fp32) step suites_fp32 200 bash -c 'suites float32 "^engine\."' ;;
     suites_bf16) step suites_bf16 200 bash -c 'suites bfloat16 "^engine\.jobs"' ;;

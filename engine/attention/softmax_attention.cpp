@@ -42,7 +42,9 @@ torch::Tensor attentionScores(const torch::Tensor& q, const torch::Tensor& k) {
   // q [B,H,Tq,D], k [B,H,Tk,D] -> [B,H,Tq,Tk]
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4, "attentionScores: q and k must be [B,H,T,D]");
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  return torch::matmul(q, k.transpose(-2, -1)) * scale;
+  // The scale on q ([B,H,Tq,D]) rather than on the product: the [B,H,Tq,Tk] scores are written
+  // once instead of written, read and written again.
+  return torch::matmul(q * scale, k.transpose(-2, -1));
 }
 
 torch::Tensor validPairs(int64_t tq, int64_t tk, bool causal, const torch::Tensor& keyMask, torch::Device device) {
@@ -64,9 +66,11 @@ torch::Tensor softmaxWeights(const torch::Tensor& q, const torch::Tensor& k, boo
   auto scores = attentionScores(q.to(computeType), k.to(computeType));  // [B,H,Tq,Tk]
   if (causal || keyMask.defined()) {
     const auto valid = validPairs(q.size(2), k.size(2), causal, keyMask, q.device());
-    scores = scores.masked_fill(valid.logical_not(), -std::numeric_limits<double>::infinity());
+    scores.masked_fill_(valid.logical_not(), -std::numeric_limits<double>::infinity());  // this call's own tensor
   }
   auto weights = torch::softmax(scores, -1);
+  // Without a key mask every row has a valid key (itself, or every key): nothing to repair.
+  if (!keyMask.defined()) return weights;
   // A row with no valid key (fully padded) would be NaN: define it as all zeros.
   return torch::nan_to_num(weights, 0.0);
 }

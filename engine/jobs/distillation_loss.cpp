@@ -1,6 +1,7 @@
 // Stage 1's loss and the layer-by-layer forward (see distillation_loss.h).
 #include "engine/jobs/distillation_loss.h"
 
+#include <torch/autograd.h>
 #include <torch/types.h>
 
 #include <cmath>
@@ -9,24 +10,69 @@
 #include "engine/attention/softmax_attention.h"
 
 namespace hh::jobs {
+namespace {
+
+constexpr double kLogFloor = 1e-10;  // log(a + 1e-10): a zero weight costs 23 nats, not infinity
+
+// -sum over every pair of p log(a + 1e-10), p, a [B,H,T,T] fp32 (p without a gradient), and its
+// gradient -g p / (a + 1e-10): three passes over the weights forward and three backward, where the
+// composed ops (add, log, negate, multiply, mask, sums, and their backward) took about eleven.
+class SoftCrossEntropy : public torch::autograd::Function<SoftCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a, const torch::Tensor& p) {
+    ctx->save_for_backward({a, p});
+    return (a + kLogFloor).log_().mul_(p).sum().neg();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    auto ga = saved[0] + kLogFloor;
+    at::div_out(ga, saved[1], ga);  // p / (a + eps), in place
+    return {ga.mul_(-grads[0]), torch::Tensor()};
+  }
+};
+
+// The layer's loss where no key mask applies: every row has a valid key (itself when causal, all
+// keys otherwise), and the softmax weights are exactly zero on every pair that is not valid (the
+// student's are finite there), so the sum over valid pairs is the sum over all pairs and the
+// per-head row mean is the sum over heads divided by B * T.
+torch::Tensor maskFreeLoss(const torch::Tensor& p, const torch::Tensor& a, const std::string& loss) {
+  const double rows = double(p.size(0)) * double(p.size(2));
+  const auto crossEntropy = SoftCrossEntropy::apply(a, p) / rows;
+  if (loss != "kl") return crossEntropy;
+  torch::Tensor negEntropy;  // sum p log p / rows: the teacher's, a constant
+  {
+    at::NoGradGuard noGrad;
+    negEntropy = (p + kLogFloor).log_().mul_(p).sum() / rows;
+  }
+  return crossEntropy + negEntropy;
+}
+
+// The layer's loss under a key mask: pairs and rows the mask leaves out do not count.
+torch::Tensor maskedLoss(const torch::Tensor& p, const torch::Tensor& a, bool causal, const torch::Tensor& mask,
+                         const std::string& loss) {
+  const int64_t T = p.size(-1);
+  const auto valid = attn::validPairs(T, T, causal, mask.to(torch::kBool), p.device());
+  auto perPair = -p * torch::log(a + kLogFloor);  // soft cross-entropy
+  if (loss == "kl") perPair = perPair + p * torch::log(p + kLogFloor);
+  perPair = perPair.masked_fill(valid.logical_not(), 0.0);
+  // Rows with at least one valid key count in the mean; heads are summed (paper eq. 4).
+  const auto rowValid = valid.any(-1).to(torch::kFloat).expand({p.size(0), p.size(1), T});  // [B,H,T]
+  const std::vector<int64_t> batchAndRows{0, 2};
+  const auto perHead = perPair.sum(-1).mul(rowValid).sum(batchAndRows) / rowValid.sum(batchAndRows).clamp_min(1.0);  // [H]
+  return perHead.sum();
+}
+
+}  // namespace
 
 torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures, bool causal, const torch::Tensor& mask,
                                const std::string& loss, double outputMse) {
   torch::Tensor total;
   for (const auto& c : captures) {
     if (!c.linearWeights.defined()) continue;
-    const auto p = c.softmaxWeights.to(torch::kFloat);   // [B,H,T,T] target, no gradient
-    const auto a = c.linearWeights.to(torch::kFloat);    // [B,H,T,T]
-    const int64_t T = p.size(-1);
-    const auto valid = attn::validPairs(T, T, causal, mask.defined() ? mask.to(torch::kBool) : torch::Tensor(), p.device());
-    auto perPair = -p * torch::log(a + 1e-10);           // soft cross-entropy
-    if (loss == "kl") perPair = perPair + p * torch::log(p + 1e-10);
-    perPair = perPair.masked_fill(valid.logical_not(), 0.0);
-    // Rows with at least one valid key count in the mean; heads are summed (paper eq. 4).
-    const auto rowValid = valid.any(-1).to(torch::kFloat).expand({p.size(0), p.size(1), T});  // [B,H,T]
-    const std::vector<int64_t> batchAndRows{0, 2};
-    const auto perHead = perPair.sum(-1).mul(rowValid).sum(batchAndRows) / rowValid.sum(batchAndRows).clamp_min(1.0);  // [H]
-    auto layerLoss = perHead.sum();
+    const auto p = c.softmaxWeights.to(torch::kFloat);  // [B,H,T,T] target, no gradient
+    const auto a = c.linearWeights.to(torch::kFloat);   // [B,H,T,T]
+    auto layerLoss = mask.defined() ? maskedLoss(p, a, causal, mask, loss) : maskFreeLoss(p, a, loss);
     if (outputMse > 0 && c.linearOutput.defined())
       layerLoss = layerLoss + outputMse * (c.linearOutput.to(torch::kFloat) - c.softmaxOutput.to(torch::kFloat)).pow(2).mean();
     total = total.defined() ? total + layerLoss : layerLoss;

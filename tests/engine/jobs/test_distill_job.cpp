@@ -232,6 +232,39 @@ class TestDistillJob : public QObject {
     QVERIFY(std::abs(j::distillationLoss({c}, true, {}, "kl", 0.0).item<double>() - (want - entropy)) < 1e-6);
   }
 
+  // Without a key mask the loss takes a fused path (one autograd node over the [B,H,T,T] weights);
+  // with an all-true key mask it goes through the composed ops. Same loss and same gradient of the
+  // student's weights, causal and not, soft_ce and kl: within 1e-6 relative (fp32 sums in another
+  // order). A student weight of exactly zero on a valid pair counts as 1e-10 in both.
+  void maskFreeLossEqualsMaskedLoss() {
+    torch::manual_seed(11);
+    const int64_t B = 2, H = 3, T = 17;
+    for (const bool causal : {true, false})
+      for (const std::string loss : {"soft_ce", "kl"}) {
+        auto scores = torch::randn({B, H, T, T});
+        if (causal) scores = scores.masked_fill(torch::ones({T, T}, torch::kBool).triu(1), -INFINITY);
+        hh::models::LayerCapture c;
+        c.softmaxWeights = torch::softmax(scores, -1);
+        auto w = torch::rand({B, H, T, T});
+        if (causal) w = w.tril();
+        w.select(3, 0).select(2, 5).zero_();  // one valid pair the student gives nothing
+        c.linearWeights = (w / w.sum(-1, true)).requires_grad_(true);
+        const auto allKeys = torch::ones({B, T}, torch::kBool);
+        const auto fused = j::distillationLoss({c}, causal, {}, loss, 0.0);
+        fused.backward();
+        const auto fusedGrad = c.linearWeights.grad().clone();
+        c.linearWeights.mutable_grad().zero_();
+        const auto composed = j::distillationLoss({c}, causal, allKeys, loss, 0.0);
+        composed.backward();
+        const auto composedGrad = c.linearWeights.grad();
+        const double lossErr = std::abs(fused.item<double>() - composed.item<double>()) / std::abs(composed.item<double>());
+        const double gradErr = ((fusedGrad - composedGrad).abs().max() / composedGrad.abs().max()).item<double>();
+        const std::string where = (causal ? "causal " : "bidirectional ") + loss;
+        QVERIFY2(lossErr < 1e-6, (where + " loss rel " + std::to_string(lossErr)).c_str());
+        QVERIFY2(gradErr < 1e-6, (where + " grad rel " + std::to_string(gradErr)).c_str());
+      }
+  }
+
   // distillLayerByLayer (one layer's maps alive at a time) against the summed loss of every
   // layer backpropagated at once: the same loss and the same gradient of every feature map. The
   // loss is computed in float32 (distillationLoss casts), and only the order of the additions
@@ -323,7 +356,7 @@ class TestDistillJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::bfloat16TeacherLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::layerByLayerBackwardEqualsSummedLoss, &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
+HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::bfloat16TeacherLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::maskFreeLossEqualsMaskedLoss, &TestDistillJob::layerByLayerBackwardEqualsSummedLoss, &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
 
 #if HH_HAVE_QTEST
 #include "test_distill_job.moc"
