@@ -34,7 +34,10 @@ class TestHedgehogCudaEmulated : public QObject {
   void pipelinedSplitsRows() {
     // B*T past 1024 rows: the weight gradient sums two splits of rows, and a split's last tile
     // straddles them (the lengths above stay within one split).
+    // The chunked kernels on the same rows: segments of five chunks each, so their state passes
+    // carry a state across chunks within a segment as well as from one segment to the next.
     compareCase({1, 1, 1100, 64, 4, false, Kernels::Pipelined}, torch::kBFloat16, false);
+    compareCase({1, 1, 1100, 64, 4, false, Kernels::Chunked}, torch::kBFloat16, false);
   }
 
   void clampedFeatures() { compareClamped(); }
