@@ -180,87 +180,58 @@ __device__ void gradFeatures(const ChunkPassSmem<T, D>& s, int ti, int tu, float
                               len, u0);
 }
 
-// Grid (B*H * chunks): every chunk at once.
+// The chunk's rows into shared memory by cp.async: raw q, k, gy, y; v into V' (its ones column
+// comes later); den; and feature block 0's records.
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, 1)
-    backwardChunkKernel(BackwardArgs a, ChunkedBackwardSpace w, float* guQ, float* guK) {
+__device__ void fetchChunk(const ChunkPassSmem<T, D>& s, const BackwardArgs& a, const ChunkedBackwardSpace& w, int b,
+                           int h, int64_t t0, int len, size_t at) {
   using P = BackwardTiles<T, D>;
   using S = ChunkPassSmem<T, D>;
-  using M = Mma<T>;
-  HH_DYNAMIC_SHARED(smem);
-  const S s{smem};
-  const int64_t chunks = (a.p.length + P::C - 1) / P::C, c = blockIdx.x % chunks, t0 = c * P::C;
-  const int bh = int(blockIdx.x / chunks), b = bh / a.p.heads, h = bh % a.p.heads;
-  const int len = chunkLen(t0, a.p.length, P::C), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const size_t at = (size_t(bh) * chunks + c) * P::F;
-  T *G = s.template at<T>(S::oG), *V = s.template at<T>(S::oV), *A = s.template at<T>(S::oA);
-  T *Lq = s.template at<T>(S::oLq), *Lk = s.template at<T>(S::oLk), *PT = s.template at<T>(S::oXgy);
-  float* den = s.template at<float>(S::oDen);
   loadTileAsync<T, P::C, D>(s.template at<T>(S::oXq), P::LDX, a.q, b, h, t0, len, 0);
   loadTileAsync<T, P::C, D>(s.template at<T>(S::oXk), P::LDX, a.k, b, h, t0, len, 0);
   loadTileAsync<T, P::C, D>(s.template at<T>(S::oXgy), P::LDX, a.gy, b, h, t0, len, 0);
   loadTileAsync<T, P::C, D>(s.template at<T>(S::oXy), P::LDX, a.y, b, h, t0, len, 0);
-  loadTileAsync<T, P::C, D>(V, P::LDKV, a.v, b, h, t0, len, 0);
-  fetchDen<P::C>(den, denRow(a, b, h), t0, len);
+  loadTileAsync<T, P::C, D>(s.template at<T>(S::oV), P::LDKV, a.v, b, h, t0, len, 0);
+  fetchDen<P::C>(s.template at<float>(S::oDen), denRow(a, b, h), t0, len);
   fetchRecords(s, w, at, 0);
-  asyncWait();
-  __syncthreads();  // the chunk's rows are in
-  gradOperand<T, D, P::C, P::KV>(G, P::LDKV, s.template at<T>(S::oXgy), s.template at<T>(S::oXy), P::LDX, den, len);
-  onesColumn<T, D, P::C, P::KV>(V, P::LDKV, len);
-  __syncthreads();  // G', V' made
-  maskedScores<T, P::C, P::KV, true>(G, V, P::LDKV, A, P::LDC, s.stage());
-  const T* W =
-      static_cast<const T*>(sizeof(T) == 2 ? w.weight : static_cast<const void*>(a.weight)) + size_t(h) * D * D;
-  StateTiles<T, P::C, D> gv;      // K R, then + mask(P)^T g
-  StateTiles<T, P::C, P::C> phi;  // P = L K^T
-  for (int fb = 0; fb < P::BLOCKS; ++fb) {
-    const int u0 = fb * kBlockU;
-    const MapJob<T> q{s.template at<T>(S::oXq), P::LDX, Lq, P::LDF, s.template at<float>(S::oEq)};
-    const MapJob<T> k{s.template at<T>(S::oXk), P::LDX, Lk, P::LDF, s.template at<float>(S::oEk)};
-    mapTiles<T, D, P::C>(q, k, 2, W + size_t(u0) * D, D, a.bias + size_t(h) * D + u0, kBlockU, len, s.stage());
-    asyncWait();
-    __syncthreads();                                            // this block's features and records are in; A made
-    for (int job = warp; job < 2 * P::TC * 2; job += kWarps) {  // (side, row block, 16 map outputs)
-      const int pair = job % (P::TC * 2), ti = pair / 2, tu = pair % 2;
-      if (ti * 16 >= len) continue;
-      if (job < P::TC * 2)
-        gradFeatures<T, D, true>(s, ti, tu, guQ + size_t(bh) * a.p.length * D, t0, len, u0);
-      else
-        gradFeatures<T, D, false>(s, ti, tu, guK + size_t(bh) * a.p.length * D, t0, len, u0);
-    }
+}
+
+// One feature block's share of gv (phi(k)_b R_b) and of P (phi(q)_b phi(k)_b^T, causal tiles).
+template <typename T, int D, class Gv, class Phi>
+__device__ void accumulateBlock(Gv& gv, Phi& phi, const ChunkPassSmem<T, D>& s) {
+  using P = BackwardTiles<T, D>;
+  using S = ChunkPassSmem<T, D>;
+  using M = Mma<T>;
+  const T *Lq = s.template at<T>(S::oLq), *Lk = s.template at<T>(S::oLk), *R = s.template at<T>(S::oR);
 #pragma unroll
-    for (int i = 0; i < decltype(gv)::kPerWarp; ++i) {
-      const int t = decltype(gv)::tileOf(i), tj = t / (D / 16), tn = t % (D / 16);
-      if (t < decltype(gv)::kTiles)
-        M::template mac<false, false>(gv.tile[i], Lk + tj * 16 * P::LDF, P::LDF, s.template at<T>(S::oR) + tn * 16,
-                                      P::LDKV, P::FB);
-    }
-#pragma unroll
-    for (int i = 0; i < decltype(phi)::kPerWarp; ++i) {
-      const int t = decltype(phi)::tileOf(i), ti = t / P::TC, tj = t % P::TC;
-      if (t < decltype(phi)::kTiles && tj <= ti)
-        M::template mac<false, true>(phi.tile[i], Lq + ti * 16 * P::LDF, P::LDF, Lk + tj * 16 * P::LDF, P::LDF, P::FB);
-    }
-    __syncthreads();  // done with this block's features and records
-    if (fb + 1 < P::BLOCKS) fetchRecords(s, w, at, fb + 1);
+  for (int i = 0; i < Gv::kPerWarp; ++i) {
+    const int t = Gv::tileOf(i), tj = t / (D / 16), tn = t % (D / 16);
+    if (t < Gv::kTiles)
+      M::template mac<false, false>(gv.tile[i], Lk + tj * 16 * P::LDF, P::LDF, R + tn * 16, P::LDKV, P::FB);
   }
 #pragma unroll
-  for (int i = 0; i < decltype(phi)::kPerWarp; ++i) {  // PT = T(mask(P)) over gy's raw rows
-    const int t = decltype(phi)::tileOf(i), ti = t / P::TC, tj = t % P::TC;
-    if (t >= decltype(phi)::kTiles || tj > ti) continue;
-    M::store(s.stage(), kStageLd, phi.tile[i]);
-    __syncwarp();
-    for (int e = lane; e < 256; e += 32) {
-      const int r = ti * 16 + (e >> 4), j = tj * 16 + (e & 15);
-      PT[r * P::LDC + j] = fromF<T>(keeps<true>(r, j) ? s.stage()[(e >> 4) * kStageLd + (e & 15)] : 0.0f);
-    }
-    __syncwarp();
+  for (int i = 0; i < Phi::kPerWarp; ++i) {
+    const int t = Phi::tileOf(i), ti = t / P::TC, tj = t % P::TC;
+    if (t < Phi::kTiles && tj <= ti)
+      M::template mac<false, true>(phi.tile[i], Lq + ti * 16 * P::LDF, P::LDF, Lk + tj * 16 * P::LDF, P::LDF, P::FB);
   }
+}
+
+// gv's rows: gv += mask(P)^T gy/den (PT over the raw rows of gy and y, free by now), written.
+template <typename T, int D, class Gv, class Phi>
+__device__ void finishGv(Gv& gv, const Phi& phi, const ChunkPassSmem<T, D>& s, const BackwardArgs& a, int b, int h,
+                         int64_t t0, int len) {
+  using P = BackwardTiles<T, D>;
+  using S = ChunkPassSmem<T, D>;
+  using M = Mma<T>;
+  const int lane = threadIdx.x & 31;
+  T *PT = s.template at<T>(S::oXgy), *G = s.template at<T>(S::oG);
+  phi.toCausalOperand(PT, P::LDC, s.stage());
   __syncthreads();  // PT made
 #pragma unroll
-  for (int i = 0; i < decltype(gv)::kPerWarp; ++i) {
-    const int t = decltype(gv)::tileOf(i), tj = t / (D / 16), tn = t % (D / 16);
-    if (t >= decltype(gv)::kTiles || tj * 16 >= len) continue;
+  for (int i = 0; i < Gv::kPerWarp; ++i) {
+    const int t = Gv::tileOf(i), tj = t / (D / 16), tn = t % (D / 16);
+    if (t >= Gv::kTiles || tj * 16 >= len) continue;
     for (int ti = tj; ti < P::TC; ++ti)  // (P^T)_{tj, ti} = P_{ti, tj} transposed
       M::template mac<true, false>(gv.tile[i], PT + ti * 16 * P::LDC + tj * 16, P::LDC, G + ti * 16 * P::LDKV + tn * 16,
                                    P::LDKV, 16);
@@ -273,6 +244,53 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncwarp();
   }
+}
+
+// Grid (B*H * chunks): every chunk at once.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    backwardChunkKernel(BackwardArgs a, ChunkedBackwardSpace w, float* guQ, float* guK) {
+  using P = BackwardTiles<T, D>;
+  using S = ChunkPassSmem<T, D>;
+  HH_DYNAMIC_SHARED(smem);
+  const S s{smem};
+  const int64_t chunks = (a.p.length + P::C - 1) / P::C, c = blockIdx.x % chunks, t0 = c * P::C;
+  const int bh = int(blockIdx.x / chunks), b = bh / a.p.heads, h = bh % a.p.heads;
+  const int len = chunkLen(t0, a.p.length, P::C), warp = threadIdx.x >> 5;
+  T *G = s.template at<T>(S::oG), *V = s.template at<T>(S::oV);
+  fetchChunk(s, a, w, b, h, t0, len, (size_t(bh) * chunks + c) * P::F);
+  asyncWait();
+  __syncthreads();  // the chunk's rows are in
+  gradOperand<T, D, P::C, P::KV>(G, P::LDKV, s.template at<T>(S::oXgy), s.template at<T>(S::oXy), P::LDX,
+                                 s.template at<float>(S::oDen), len);
+  onesColumn<T, D, P::C, P::KV>(V, P::LDKV, len);
+  __syncthreads();  // G', V' made
+  maskedScores<T, P::C, P::KV, true>(G, V, P::LDKV, s.template at<T>(S::oA), P::LDC, s.stage());
+  const T* W =
+      static_cast<const T*>(sizeof(T) == 2 ? w.weight : static_cast<const void*>(a.weight)) + size_t(h) * D * D;
+  float *gq = guQ + size_t(bh) * a.p.length * D, *gk = guK + size_t(bh) * a.p.length * D;
+  StateTiles<T, P::C, D> gv;      // K R, then + mask(P)^T g
+  StateTiles<T, P::C, P::C> phi;  // P = L K^T
+  for (int fb = 0; fb < P::BLOCKS; ++fb) {
+    const int u0 = fb * kBlockU;
+    const MapJob<T> q{s.template at<T>(S::oXq), P::LDX, s.template at<T>(S::oLq), P::LDF, s.template at<float>(S::oEq)};
+    const MapJob<T> k{s.template at<T>(S::oXk), P::LDX, s.template at<T>(S::oLk), P::LDF, s.template at<float>(S::oEk)};
+    mapTiles<T, D, P::C>(q, k, 2, W + size_t(u0) * D, D, a.bias + size_t(h) * D + u0, kBlockU, len, s.stage());
+    asyncWait();
+    __syncthreads();                                            // this block's features and records are in; A made
+    for (int job = warp; job < 2 * P::TC * 2; job += kWarps) {  // (side, row block, 16 map outputs)
+      const int pair = job % (P::TC * 2), ti = pair / 2, tu = pair % 2;
+      if (ti * 16 >= len) continue;
+      if (job < P::TC * 2)
+        gradFeatures<T, D, true>(s, ti, tu, gq, t0, len, u0);
+      else
+        gradFeatures<T, D, false>(s, ti, tu, gk, t0, len, u0);
+    }
+    accumulateBlock(gv, phi, s);
+    __syncthreads();  // done with this block's features and records
+    if (fb + 1 < P::BLOCKS) fetchRecords(s, w, (size_t(bh) * chunks + c) * P::F, fb + 1);
+  }
+  finishGv(gv, phi, s, a, b, h, t0, len);
 }
 
 template <typename T, int D, bool Reverse>

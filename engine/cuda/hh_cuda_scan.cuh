@@ -53,6 +53,25 @@ struct StateTiles {
     }
   }
 
+  // op [K][ldo] = T(State) below and on the diagonal (K == N: a chunk's causal scores), zero above
+  // it in the diagonal tiles; tiles above the diagonal are not written. Each tile by its warp.
+  __device__ void toCausalOperand(T* op, int ldo, float* stage) const {
+    static_assert(K == N, "square tiles");
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int s = 0; s < kPerWarp; ++s) {
+      const int t = tileOf(s), tk = t / TN, tn = t % TN;
+      if (t >= kTiles || tn > tk) continue;
+      M::store(stage, kStageLd, tile[s]);
+      __syncwarp();
+      for (int e = lane; e < 256; e += 32) {
+        const int i = tk * 16 + (e >> 4), j = tn * 16 + (e & 15);
+        op[i * ldo + j] = fromF<T>(j <= i ? stage[(e >> 4) * kStageLd + (e & 15)] : 0.0f);
+      }
+      __syncwarp();
+    }
+  }
+
   // State += A^T Vals: A [rows][K] (row r at a + r * lda), Vals [rows][N]; rows a multiple of 16.
   __device__ void accumulate(const T* a, int lda, const T* vals, int ldv, int rows) {
 #pragma unroll

@@ -191,68 +191,45 @@ __device__ void fetchRecord(const OutputSmem<T, D>& s, const ChunkRecords& r, si
   for (int i = threadIdx.x; i < P::FB / 4; i += kThreads) copyAsync16(s.zb(fb) + 4 * i, z + 4 * i);
 }
 
-// Pass 4: grid (B*H * chunks, D/N), every chunk at once.
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, 2) chunkOutputKernel(ForwardArgs a) {
+// One feature block's share of a chunk's output: scores += L_b Lk_b^T (causal tiles), num +=
+// L_b S_b, and this lane's part of L_b . z_b for rows warp + 8 m (after the block's features and
+// record are in shared memory).
+template <typename T, int D, class Scores, class Num>
+__device__ void accumulateBlock(Scores& scores, Num& num, float* denPart, const OutputSmem<T, D>& s, int fb) {
   using P = ChunkedTiles<T, D>;
   using M = Mma<T>;
-  constexpr int kRowsPerWarp = P::C / kWarps;
-  HH_DYNAMIC_SHARED(smem);
-  const OutputSmem<T, D> s(smem);
-  const ChunkRecords r = recordsOf(a, P::C);
-  const int bh = int(blockIdx.x / r.chunks), b = bh / a.p.heads, h = bh % a.p.heads, n0 = blockIdx.y * P::N;
-  const int64_t c = blockIdx.x % r.chunks, t0 = c * P::C;
-  const int len = chunkLength(t0, a.p.length, P::C), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const size_t at = (size_t(bh) * r.chunks + c) * P::F;
-  loadTileAsync<T, P::C, D>(s.Xq, P::LDX, a.q, b, h, t0, len, 0);
-  loadTileAsync<T, P::C, D>(s.Xk, P::LDX, a.k, b, h, t0, len, 0);
-  loadTileAsync<T, P::C, P::N>(s.V, P::LDN, a.v, b, h, t0, len, n0);
-  fetchRecord(s, r, at, 0, n0);
-  StateTiles<T, P::C, P::C> scores;  // L Lk^T, tiles the mask drops left at zero
-  StateTiles<T, P::C, P::N> num;     // L S
-  float denPart[kRowsPerWarp] = {};  // this lane's share of L . z for rows warp + 8 m
-  for (int fb = 0; fb < P::BLOCKS; ++fb) {
-    asyncWait();
-    __syncthreads();  // block fb's record (and the raw rows) are in; block fb - 1's products are done
-    if (fb + 1 < P::BLOCKS) fetchRecord(s, r, at, fb + 1, n0);
-    const T* W = static_cast<const T*>(r.W) + (size_t(h) * D + fb * kMapBlock) * D;
-    const MapJob<T> q{s.Xq, P::LDX, s.Lq, P::LDF, nullptr}, k{s.Xk, P::LDX, s.Lk, P::LDF, nullptr};
-    mapTiles<T, D, P::C>(q, k, 2, W, D, a.bias + size_t(h) * D + fb * kMapBlock, kMapBlock, len, s.stage);
-    __syncthreads();  // this block's features are made
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-    for (int i = 0; i < decltype(scores)::kPerWarp; ++i) {
-      const int t = decltype(scores)::tileOf(i), ti = t / P::TC, tj = t % P::TC;
-      if (t < decltype(scores)::kTiles && keepsTile<true>(ti, tj))
-        M::template mac<false, true>(scores.tile[i], s.Lq + ti * 16 * P::LDF, P::LDF, s.Lk + tj * 16 * P::LDF, P::LDF,
-                                     P::FB);
-    }
-#pragma unroll
-    for (int i = 0; i < decltype(num)::kPerWarp; ++i) {
-      const int t = decltype(num)::tileOf(i);
-      if (t < decltype(num)::kTiles)
-        M::template mac<false, false>(num.tile[i], s.Lq + (t / P::TN) * 16 * P::LDF, P::LDF, s.s(fb) + (t % P::TN) * 16,
-                                      P::LDN, P::FB);
-    }
-#pragma unroll
-    for (int m = 0; m < kRowsPerWarp; ++m)
-      for (int f = lane; f < P::FB; f += 32) denPart[m] += toF(s.Lq[(warp + m * kWarps) * P::LDF + f]) * s.zb(fb)[f];
+  for (int i = 0; i < Scores::kPerWarp; ++i) {
+    const int t = Scores::tileOf(i), ti = t / P::TC, tj = t % P::TC;
+    if (t < Scores::kTiles && keepsTile<true>(ti, tj))
+      M::template mac<false, true>(scores.tile[i], s.Lq + ti * 16 * P::LDF, P::LDF, s.Lk + tj * 16 * P::LDF, P::LDF,
+                                   P::FB);
   }
-  // PT = T(mask(scores)), by the warp that holds each tile
 #pragma unroll
-  for (int i = 0; i < decltype(scores)::kPerWarp; ++i) {
-    const int t = decltype(scores)::tileOf(i), ti = t / P::TC, tj = t % P::TC;
-    if (t >= decltype(scores)::kTiles || !keepsTile<true>(ti, tj)) continue;
-    M::store(s.stage, kStageLd, scores.tile[i]);
-    __syncwarp();
-    for (int e = lane; e < 256; e += 32) {
-      const int ri = ti * 16 + (e >> 4), j = tj * 16 + (e & 15);
-      s.PT[ri * P::LDC + j] = fromF<T>(keeps<true>(ri, j) ? s.stage[(e >> 4) * kStageLd + (e & 15)] : 0.0f);
-    }
-    __syncwarp();
+  for (int i = 0; i < Num::kPerWarp; ++i) {
+    const int t = Num::tileOf(i);
+    if (t < Num::kTiles)
+      M::template mac<false, false>(num.tile[i], s.Lq + (t / P::TN) * 16 * P::LDF, P::LDF, s.s(fb) + (t % P::TN) * 16,
+                                    P::LDN, P::FB);
   }
+#pragma unroll
+  for (int m = 0; m < P::C / kWarps; ++m)
+    for (int f = lane; f < P::FB; f += 32) denPart[m] += toF(s.Lq[(warp + m * kWarps) * P::LDF + f]) * s.zb(fb)[f];
+}
+
+// The chunk's rows from its accumulators: PT = T(mask(scores)), den = rowsum(PT) + L . z + eps,
+// y = (PT v + num) / den.
+template <typename T, int D, class Scores, class Num>
+__device__ void finishChunk(const Scores& scores, Num& num, const float* denPart, const OutputSmem<T, D>& s,
+                            const ForwardArgs& a, int bh, int64_t t0, int len, int n0) {
+  using P = ChunkedTiles<T, D>;
+  using M = Mma<T>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, b = bh / a.p.heads, h = bh % a.p.heads;
+  scores.toCausalOperand(s.PT, P::LDC, s.stage);
   __syncthreads();  // PT made
 #pragma unroll
-  for (int m = 0; m < kRowsPerWarp; ++m) {
+  for (int m = 0; m < P::C / kWarps; ++m) {
     const int i = warp + m * kWarps;
     float sum = denPart[m];
     for (int j = lane; j <= i; j += 32) sum += toF(s.PT[i * P::LDC + j]);
@@ -264,9 +241,9 @@ __global__ void __launch_bounds__(kThreads, 2) chunkOutputKernel(ForwardArgs a) 
   }
   __syncthreads();  // den made
 #pragma unroll
-  for (int i = 0; i < decltype(num)::kPerWarp; ++i) {
-    const int t = decltype(num)::tileOf(i), ti = t / P::TN, tn = t % P::TN;
-    if (t >= decltype(num)::kTiles || ti * 16 >= len) continue;
+  for (int i = 0; i < Num::kPerWarp; ++i) {
+    const int t = Num::tileOf(i), ti = t / P::TN, tn = t % P::TN;
+    if (t >= Num::kTiles || ti * 16 >= len) continue;
     for (int tj = 0; tj <= ti; ++tj)
       M::template mac<false, false>(num.tile[i], s.PT + ti * 16 * P::LDC + tj * 16, P::LDC,
                                     s.V + tj * 16 * P::LDN + tn * 16, P::LDN, 16);
@@ -280,6 +257,37 @@ __global__ void __launch_bounds__(kThreads, 2) chunkOutputKernel(ForwardArgs a) 
     }
     __syncwarp();
   }
+}
+
+// Pass 4: grid (B*H * chunks, D/N), every chunk at once.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 2) chunkOutputKernel(ForwardArgs a) {
+  using P = ChunkedTiles<T, D>;
+  HH_DYNAMIC_SHARED(smem);
+  const OutputSmem<T, D> s(smem);
+  const ChunkRecords r = recordsOf(a, P::C);
+  const int bh = int(blockIdx.x / r.chunks), b = bh / a.p.heads, h = bh % a.p.heads, n0 = blockIdx.y * P::N;
+  const int64_t c = blockIdx.x % r.chunks, t0 = c * P::C;
+  const int len = chunkLength(t0, a.p.length, P::C);
+  const size_t at = (size_t(bh) * r.chunks + c) * P::F;
+  loadTileAsync<T, P::C, D>(s.Xq, P::LDX, a.q, b, h, t0, len, 0);
+  loadTileAsync<T, P::C, D>(s.Xk, P::LDX, a.k, b, h, t0, len, 0);
+  loadTileAsync<T, P::C, P::N>(s.V, P::LDN, a.v, b, h, t0, len, n0);
+  fetchRecord(s, r, at, 0, n0);
+  StateTiles<T, P::C, P::C> scores;   // L Lk^T, tiles the mask drops left at zero
+  StateTiles<T, P::C, P::N> num;      // L S
+  float denPart[P::C / kWarps] = {};  // this lane's share of L . z for rows warp + 8 m
+  for (int fb = 0; fb < P::BLOCKS; ++fb) {
+    asyncWait();
+    __syncthreads();  // block fb's record (and the raw rows) are in; block fb - 1's products are done
+    if (fb + 1 < P::BLOCKS) fetchRecord(s, r, at, fb + 1, n0);
+    const T* W = static_cast<const T*>(r.W) + (size_t(h) * D + fb * kMapBlock) * D;
+    const MapJob<T> q{s.Xq, P::LDX, s.Lq, P::LDF, nullptr}, k{s.Xk, P::LDX, s.Lk, P::LDF, nullptr};
+    mapTiles<T, D, P::C>(q, k, 2, W, D, a.bias + size_t(h) * D + fb * kMapBlock, kMapBlock, len, s.stage);
+    __syncthreads();  // this block's features are made
+    accumulateBlock(scores, num, denPart, s, fb);
+  }
+  finishChunk(scores, num, denPart, s, a, bh, t0, len, n0);
 }
 
 template <typename T, int D>
