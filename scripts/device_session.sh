@@ -135,6 +135,8 @@ for s in "${all_steps[@]}"; do
     *) echo "device_session: unknown step $s" | tee -a "$work/summary.txt" ;;
   esac
 done
+# The attention tables for docs/performance_gpu.md, from whatever attention logs this call wrote.
+python3 "$repo/scripts/gpu_tables.py" "$work" > "$work/tables.md" 2>&1 || true
 pack
 echo "session: $(wc -l < "$work/summary.txt") steps in $SECONDS s"
 cat "$work/summary.txt"

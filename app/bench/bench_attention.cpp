@@ -154,7 +154,7 @@ torch::Tensor fusedAttention(const torch::Tensor& q, const torch::Tensor& k, con
 std::string cell(const Measure& m) {
   if (m.failed) return "out of memory";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%8.1f ms %7.0f MiB", m.seconds * 1e3, m.peakMiB);
+  std::snprintf(buf, sizeof buf, "%8.2f ms %7.0f MiB", m.seconds * 1e3, m.peakMiB);
   return buf;
 }
 
@@ -302,7 +302,7 @@ int main(int argc, char** argv) {
       kernelCells = " n/a | n/a | n/a | n/a | - | - | n/a | n/a | - | - | n/a | n/a | - | - |";
     }
 #endif
-    std::printf("| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f ms | %.2fx | %s | %s | %s | %s |%s\n",
+    std::printf("| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.4f ms | %.2fx | %s | %s | %s | %s |%s\n",
                 (long long)n, (runSoftmax ? cell(smF) : skipped).c_str(), (runSoftmax ? cell(smFB) : skipped).c_str(),
                 (HH_HAVE_SDPA ? cell(fuF) : absent).c_str(), (HH_HAVE_SDPA ? cell(fuFB) : absent).c_str(),
                 cell(hhF).c_str(), cell(hhFB).c_str(), (runPlain ? cell(plF) : skippedPlain).c_str(),
