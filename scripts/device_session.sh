@@ -85,7 +85,7 @@ export -f do_build suites profile_forward  # the steps run them through `bash -c
 all_steps=(build kernels attention_large attention_small suites_fp32 steps_gpt2 steps_gpt2_fused
            steps_gpt2_pipelined steps_gpt2_chunked pytorch_gpt2 decode_b1 demo32_generic demo32_fused
            sanitize_pipelined sanitize_chunked profile_forward decode_b32 parity_cuda demo_cuda suites_bf16
-           memcheck steps_llama pytorch_llama)
+           memcheck steps_llama pytorch_llama demo32_chunked parity_chunked)
 [ $# -gt 0 ] && all_steps=("$@")
 env_ready
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$work/gpu.txt" 2>&1
@@ -102,8 +102,11 @@ for s in "${all_steps[@]}"; do
     suites_bf16) step suites_bf16 200 bash -c 'suites bfloat16 "^engine\.jobs"' ;;
     decode_b1 | decode_b32) step "$s" 90 "$bin/hh_bench_decode" --device cuda --dtype bfloat16 --batch "${s#decode_b}" \
         --shapes gpt2-small,llama-1b --positions 512,2048,8192,32768 ;;
-    parity_cuda) step parity_cuda 90 "$bin/hedgehog" parity --device cuda --head-dim 64 --maps hedgehog \
-        --rules additive --dtypes float32 bfloat16 --lengths 1 63 64 65 1000 4097 ;;
+    parity_cuda | parity_chunked)  # every form against fp64; the layer rows through the measured / chunked kernels
+      kernels=measured
+      [ "$s" = parity_chunked ] && kernels=chunked
+      step "$s" 90 env HH_FUSED_CUDA_KERNELS="$kernels" "$bin/hedgehog" parity --device cuda --head-dim 64 \
+        --maps hedgehog --rules additive --dtypes float32 bfloat16 --lengths 1 63 64 65 1000 4097 ;;
     steps_gpt2) step steps_gpt2 120 "$bin/hedgehog" bench --shape gpt2-small --device cuda --dtype bfloat16 \
         --batch-size 8 --seq-len 1024 --json "$work/steps_gpt2.json" ;;
     steps_gpt2_fused | steps_gpt2_pipelined | steps_gpt2_chunked)  # the same steps through each set of fused kernels
@@ -120,11 +123,12 @@ for s in "${all_steps[@]}"; do
         --device cuda --dtype bfloat16 --batch-size 4 --seq-len 1024 --step both --json "$work/pytorch_llama.json" ;;
     demo_cuda) step demo_cuda 180 "$bin/hedgehog" convert --config "$repo/projects/stories/stories.json" \
         --device cuda --run-dir "$build/demo-run" ;;
-    demo32_generic | demo32_fused)  # the demo teacher (head dim 32) converted in bf16, generic path / fused kernels
-      fused=off
-      [ "$s" = demo32_fused ] && fused=on
-      step "$s" 150 env HH_FUSED_CUDA="$fused" "$bin/hedgehog" convert --config "$repo/projects/demo/demo.json" \
-        --device cuda --compute-dtype bfloat16 --run-dir "$build/$s-run" ;;
+    demo32_generic | demo32_fused | demo32_chunked)  # the demo teacher (head dim 32) in bf16: generic / fused kernels
+      fused=on kernels=measured
+      [ "$s" = demo32_generic ] && fused=off
+      [ "$s" = demo32_chunked ] && kernels=chunked
+      step "$s" 150 env HH_FUSED_CUDA="$fused" HH_FUSED_CUDA_KERNELS="$kernels" "$bin/hedgehog" convert \
+        --config "$repo/projects/demo/demo.json" --device cuda --compute-dtype bfloat16 --run-dir "$build/$s-run" ;;
     profile_forward) step profile_forward 150 bash -c profile_forward ;;
     sanitize_pipelined | sanitize_chunked)  # memcheck and racecheck on the kernels built since the H100 run
       functions=pipelinedMatchesReference
