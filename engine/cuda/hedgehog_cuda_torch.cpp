@@ -170,7 +170,8 @@ bool chunkedKernelsFit(const at::Tensor& q) {
   const int segments = hedgehogCudaSegments(p, q.device().index(), true);
   const size_t bytes = std::max(hedgehogCudaForwardWorkspace(p, segments, true),
                                 hedgehogCudaBackwardWorkspace(p, segments, true));
-  return bytes <= static_cast<size_t>(deviceBytesAvailable(q) / 2);
+  constexpr size_t kSmall = size_t(256) << 20;  // below this, not worth asking the driver each layer
+  return bytes <= kSmall || bytes <= static_cast<size_t>(deviceBytesAvailable(q) / 2);
 }
 
 at::Tensor hedgehogCudaCausal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& weight,

@@ -36,8 +36,8 @@ int64_t deviceBytesAvailable(const at::Tensor& q);
 // Whether the chunk-parallel kernels' workspaces (their per-chunk records: the forward's
 // B*H*chunks*(2D*D elements + 2D floats), the backward's 2 B*H*chunks*2D*(D+16) elements and its
 // gu; hedgehogCudaForwardWorkspace, hedgehogCudaBackwardWorkspace) each take at most half of what
-// q's GPU can still hand out; where they do not, KernelSet::Chunked runs the pipelined kernels
-// instead. q [B, H, T, D] on a GPU.
+// q's GPU can still hand out (or are under 256 MiB: not asked); where they do not,
+// KernelSet::Chunked runs the pipelined kernels instead. q [B, H, T, D] on a GPU.
 bool chunkedKernelsFit(const at::Tensor& q);
 
 // q, k, v [B, H, T, D] (CUDA, fp32 or bf16, last dim contiguous or copied), weight [H, D, D],
