@@ -3,6 +3,7 @@
 // Decays are handled in log space: for gated and decay rules L_t = sum_{l<=t} log g_l, so the
 // product of gates between key j and query i is exp(L_i - L_j) with L_i - L_j <= 0 for j <= i.
 // Chunked forms restart L at every chunk to keep those differences small.
+#include <torch/autograd.h>
 #include <torch/types.h>
 
 #include <limits>
@@ -29,6 +30,37 @@ torch::Tensor pairDecay(const torch::Tensor& logCum, const torch::Tensor& causal
 torch::Tensor lowerMask(int64_t t, const torch::Tensor& like) {
   return torch::ones({t, t}, like.options().dtype(torch::kBool)).tril();
 }
+
+// The additive rule's weights a = mask(q k^T) / (rowsum + eps) [B,H,T,T] from q, k [B,H,T,F]
+// (mask: j <= i when causal), as one autograd node: the forward works in place on the product,
+// and the backward needs only a and the row sums,
+//   gs = (ga - rowsum(ga * a)) / (rowsum + eps) on the kept pairs, gq = gs k, gk = gs^T q,
+// where the composed ops (mask, sum, divide) kept the scores and took about twice the passes over
+// the [B,H,T,T] tensors. The forward's values are the composed ops' to the bit.
+class NormalizedScores : public torch::autograd::Function<NormalizedScores> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               bool causal, double eps) {
+    auto a = torch::matmul(q, k.transpose(-1, -2));
+    if (causal) a.tril_();
+    const auto den = a.sum(-1, true).add_(eps);  // [B,H,T,1]
+    a.div_(den);
+    ctx->save_for_backward({q, k, a, den});
+    ctx->saved_data["causal"] = causal;
+    return a;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &a = saved[2], &den = saved[3];
+    auto gs = grads[0] - (grads[0] * a).sum(-1, true);
+    gs.div_(den);
+    if (ctx->saved_data["causal"].toBool()) gs.tril_();
+    const auto gq = ctx->needs_input_grad(0) ? torch::matmul(gs, k) : torch::Tensor();
+    const auto gk = ctx->needs_input_grad(1) ? torch::matmul(gs.transpose(-1, -2), q) : torch::Tensor();
+    return {gq, gk, torch::Tensor(), torch::Tensor()};
+  }
+};
 
 // Delta rule within one block starting from state S: returns (Y, U) with
 // (I + diag(beta) strict_tril(K K^T)) U = diag(beta) (V - K S),  Y = Q S + tril(Q K^T) U.
@@ -59,15 +91,9 @@ torch::Tensor linearWeights(const torch::Tensor& fq, const torch::Tensor& fk, co
   switch (options.rule) {
     case UpdateRule::Additive:
     case UpdateRule::Gated: {
+      if (options.rule == UpdateRule::Additive) return NormalizedScores::apply(q, k, options.causal, options.eps);
       auto scores = torch::matmul(q, k.transpose(-1, -2));  // [B,H,T,T]
-      if (options.causal) {
-        const auto causal = lowerMask(t, q);
-        if (options.rule == UpdateRule::Gated) {
-          scores = scores * pairDecay(torch::log(gates.gate.to(type)).cumsum(-1), causal);
-        } else {
-          scores = scores.masked_fill(causal.logical_not(), 0.0);
-        }
-      }
+      if (options.causal) scores = scores * pairDecay(torch::log(gates.gate.to(type)).cumsum(-1), lowerMask(t, q));
       return scores / (scores.sum(-1, true) + options.eps);
     }
     case UpdateRule::Delta:

@@ -89,6 +89,44 @@ class TestChunkedBackward : public QObject {
     }
   }
 
+  // The additive rule's weights (linearWeights: one autograd node) against central finite
+  // differences in fp64, causal and not: every gradient entry of fq and fk within 1e-6.
+  void weightsBackwardMatchesFiniteDifferences() {
+    for (const bool causal : {true, false}) {
+      torch::manual_seed(causal ? 5 : 6);
+      const int64_t t = 9;
+      auto fq = torch::rand({2, 2, t, 4}, torch::kDouble) + 0.1;
+      auto fk = torch::rand({2, 2, t, 4}, torch::kDouble) + 0.1;
+      const auto ga = torch::randn({2, 2, t, t}, torch::kDouble);
+      RuleOptions rule;
+      rule.causal = causal;
+      auto loss = [&](const torch::Tensor& a, const torch::Tensor& b) {
+        return (hh::attn::linearWeights(a, b, RuleInputs{}, rule) * ga).sum();
+      };
+      auto q = fq.clone().requires_grad_(true), k = fk.clone().requires_grad_(true);
+      loss(q, k).backward();
+      const double h = 1e-6;
+      std::vector<std::pair<torch::Tensor*, torch::Tensor>> inputs = {{&fq, q.grad()}, {&fk, k.grad()}};
+      for (auto& [x, grad] : inputs) {
+        auto flat = x->view(-1);
+        const auto gflat = grad.reshape(-1);
+        for (int64_t i = 0; i < flat.numel(); i += 3) {
+          const double orig = flat[i].item<double>();
+          flat[i] = orig + h;
+          const double up = loss(fq, fk).item<double>();
+          flat[i] = orig - h;
+          const double down = loss(fq, fk).item<double>();
+          flat[i] = orig;
+          const double fd = (up - down) / (2 * h), an = gflat[i].item<double>();
+          QVERIFY2(std::abs(fd - an) <= 1e-6 * std::max(1.0, std::abs(an)),
+                   ((causal ? "causal" : "bidirectional") + std::string(" index ") + std::to_string(i) + " fd " +
+                    std::to_string(fd) + " analytic " + std::to_string(an))
+                       .c_str());
+        }
+      }
+    }
+  }
+
   void float32BackwardAtLength() {
     // fp32 at a length that is not a multiple of the default chunk, against fp64 quadratic autograd.
     torch::manual_seed(5);
@@ -161,7 +199,8 @@ class TestChunkedBackward : public QObject {
 
 HH_TEST_SUITE(TestChunkedBackward, "engine.attention.chunked_backward",
               &TestChunkedBackward::additiveBackwardMatchesQuadraticAutograd,
-              &TestChunkedBackward::additiveBackwardMatchesFiniteDifferences, &TestChunkedBackward::float32BackwardAtLength,
+              &TestChunkedBackward::additiveBackwardMatchesFiniteDifferences,
+              &TestChunkedBackward::weightsBackwardMatchesFiniteDifferences, &TestChunkedBackward::float32BackwardAtLength,
               &TestChunkedBackward::otherRulesDifferentiateLikeQuadratic, &TestChunkedBackward::moduleFormsAgreeAndStepMatches)
 
 #if HH_HAVE_QTEST
