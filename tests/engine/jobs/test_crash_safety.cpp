@@ -19,8 +19,10 @@
 // to run instead of the build's (scripts/kill_soak.sh runs a private copy).
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <random>
 
 #include "engine/io/safetensors.h"
@@ -108,13 +110,18 @@ class TestCrashSafety : public QObject {
     std::ofstream(config) << nlohmann::json{{"patience", 0}, {"eval_batches", 2}}.dump();
 
     // The uninterrupted run: its duration spreads the kills, its result is what resumes must give.
+    // Run twice and timed by the faster: the first pays for cold caches, and delays drawn from it
+    // overshot the later runs (a run of about 0.6 s finished before most of its kills).
     const auto baseDir = dir.file("base");
-    const auto t0 = std::chrono::steady_clock::now();
-    QCOMPARE(c::waitFor(c::spawnLogged(jobArgs(kind, baseDir, corpus, config), dir.file("base.log")), 300), 0);
-    const int runMs = int(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    int runMs = std::numeric_limits<int>::max();
+    for (const auto& run : {baseDir, dir.file("base_warm")}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      QCOMPARE(c::waitFor(c::spawnLogged(jobArgs(kind, run, corpus, config), run + ".log"), 300), 0);
+      runMs = std::min(runMs, int(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
+    }
     std::mt19937_64 rng(seed() + std::hash<std::string>()(kind));
     Tally tally;
-    tally.runs = 1;
+    tally.runs = 2;
     for (int cycle = 0; cycle < cycles; ++cycle) {
       const auto runDir = dir.file("run" + std::to_string(cycle));
       const auto log = runDir + ".log";
