@@ -59,7 +59,9 @@ def pair(row, at):
     """'fwd / fwd+bwd' in ms, or what the bench said instead (out of memory, skipped)."""
     def one(cell):
         value = ms(cell)
-        return f"{value:g}" if value is not None else ("OOM" if "memory" in cell else "-")
+        if value is not None:
+            return f"{value:g}"
+        return "OOM" if "out of memory" in cell else ("skipped" if "skipped" in cell else "-")
     return f"{one(row[at[0]])} / {one(row[at[1]])}"
 
 
