@@ -333,11 +333,7 @@ cudaError_t launchChunked(const BackwardArgs& a, float* guQ, float* guK, const C
 }
 
 size_t chunkedBackwardSmemBytes(DType dtype, int headDim) {
-  return withKernelShape(dtype, headDim, [](auto t, auto d) {
-    using T = typename decltype(t)::type;
-    constexpr int D = decltype(d)::value;
-    return std::max(StatePassSmem<T, D>::kBytes, ChunkPassSmem<T, D>::kBytes);
-  });
+  return largerSharedMemory<StatePassSmem, ChunkPassSmem>(dtype, headDim);
 }
 
 bool chunkedBackwardFitsDevice(const BackwardArgs& a) {

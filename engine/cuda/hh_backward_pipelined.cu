@@ -263,10 +263,7 @@ cudaError_t launchPass(const BackwardArgs& a, float* guQ, float* guK, const Back
 }
 
 size_t pipelinedScanSmemBytes(DType dtype, int headDim) {
-  return withKernelShape(dtype, headDim, [](auto t, auto d) {
-    using T = typename decltype(t)::type;
-    return std::max(DvLayout<T, decltype(d)::value>::kBytes, DqkLayout<T, decltype(d)::value>::kBytes);
-  });
+  return largerSharedMemory<DvLayout, DqkLayout>(dtype, headDim);
 }
 
 cudaError_t launchPipelinedScanPass(const BackwardArgs& a, float* guQ, float* guK, const BackwardSegments& seg,

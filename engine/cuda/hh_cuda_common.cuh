@@ -53,6 +53,17 @@ auto withKernelShape(DType dtype, int headDim, F&& f) {
   return dtype == DType::BF16 ? forDim(TypeTag<bf16>{}) : forDim(TypeTag<float>{});
 }
 
+// The larger of two kernels' dynamic shared memory (their layouts' kBytes) for the dtype and head
+// dim: what a pair of passes needs of the device.
+template <template <typename, int> class A, template <typename, int> class B>
+size_t largerSharedMemory(DType dtype, int headDim) {
+  return withKernelShape(dtype, headDim, [](auto t, auto d) {
+    using T = typename decltype(t)::type;
+    constexpr int D = decltype(d)::value;
+    return A<T, D>::kBytes > B<T, D>::kBytes ? A<T, D>::kBytes : B<T, D>::kBytes;
+  });
+}
+
 __device__ __forceinline__ float toF(float x) { return x; }
 __device__ __forceinline__ float toF(bf16 x) { return __bfloat162float(x); }
 template <typename T>

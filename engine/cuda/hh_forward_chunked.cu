@@ -139,8 +139,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunkStateKernel(ForwardArgs a) {
     state.accumulate(s.Lk, P::LDF, s.v(c - c0), P::LDX, P::C);
     addColumnSums<T, P::C, P::FB>(s.z, s.Lk, P::LDF);
   }
-  if (!Record) {
-    __syncthreads();
+  if (!Record) {  // the state is in registers and each z[f] was last written by this thread
     state.store(g.S + slot * P::F * D + rowsOff * D, D);
     for (int f = threadIdx.x; f < P::FB; f += kThreads) g.z[slot * P::F + rowsOff + f] = s.z[f];
   }
@@ -324,11 +323,7 @@ cudaError_t launchWeightToBf16(const float* W, void* out, int64_t count, cudaStr
 }
 
 size_t chunkedForwardSmemBytes(DType dtype, int headDim) {
-  return withKernelShape(dtype, headDim, [](auto t, auto d) {
-    using T = typename decltype(t)::type;
-    constexpr int D = decltype(d)::value;
-    return std::max(StateSmem<T, D>::kBytes, OutputSmem<T, D>::kBytes);
-  });
+  return largerSharedMemory<StateSmem, OutputSmem>(dtype, headDim);
 }
 
 size_t chunkedForwardWorkspace(const Problem& p, int segments) {

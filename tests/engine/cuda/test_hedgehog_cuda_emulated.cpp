@@ -31,7 +31,7 @@ class TestHedgehogCudaEmulated : public QObject {
 
   void chunkedMatchesReferenceBf16() { compareLengths(torch::kBFloat16, Kernels::Chunked); }
 
-  void pipelinedSplitsRows() {
+  void newKernelsSplitRows() {
     // B*T past 1024 rows: the weight gradient sums two splits of rows, and a split's last tile
     // straddles them (the lengths above stay within one split).
     // The chunked kernels on the same rows: segments of five chunks each, so their state passes
@@ -78,7 +78,7 @@ HH_TEST_SUITE(TestHedgehogCudaEmulated, "engine.cuda.hedgehog_cuda_emulated", &T
               &TestHedgehogCudaEmulated::matchesReferenceBf16,
               &TestHedgehogCudaEmulated::pipelinedMatchesReferenceFp32, &TestHedgehogCudaEmulated::pipelinedMatchesReferenceBf16,
               &TestHedgehogCudaEmulated::chunkedMatchesReferenceFp32, &TestHedgehogCudaEmulated::chunkedMatchesReferenceBf16,
-              &TestHedgehogCudaEmulated::pipelinedSplitsRows,
+              &TestHedgehogCudaEmulated::newKernelsSplitRows,
               &TestHedgehogCudaEmulated::clampedFeatures, &TestHedgehogCudaEmulated::unalignedRows,
               &TestHedgehogCudaEmulated::stepMatchesGenericSteps, &TestHedgehogCudaEmulated::lastWarpFirst,
               &TestHedgehogCudaEmulated::refusesWhatItCannotRun)
