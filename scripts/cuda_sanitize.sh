@@ -7,12 +7,13 @@
 #                                                 HH_CUDA=ON and HH_CUDA_KERNELS=ON)
 #   HH_SANITIZE_TOOLS      tools to run (default "memcheck racecheck synccheck")
 #   HH_SANITIZE_FUNCTIONS  the suite's test functions to run (default all), e.g. pipelinedMatchesReference
+#   HH_SANITIZE_SUITE      the suite (default engine.cuda.hedgehog_cuda; engine.cuda.distill_loss: the loss kernel)
 # Exit status: 0 when every tool reports no error and the suite passes under it.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-${HH_DEVICE_BUILD_DIR:-$repo/build-gpu}}"
 bin="$build/tests/hh_engine_tests"
-suite=engine.cuda.hedgehog_cuda
+suite="${HH_SANITIZE_SUITE:-engine.cuda.hedgehog_cuda}"
 sanitizer="$(command -v compute-sanitizer || true)"
 for dir in "${CUDA_HOME:-}/bin" /usr/local/cuda/bin; do
   [ -n "$sanitizer" ] || { [ -x "$dir/compute-sanitizer" ] && sanitizer="$dir/compute-sanitizer"; }

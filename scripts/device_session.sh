@@ -82,10 +82,11 @@ profile_forward() {
 export repo work build
 export -f do_build suites profile_forward  # the steps run them through `bash -c` (timeout and stdbuf need a program)
 
-all_steps=(build kernels attention_large attention_small suites_fp32 steps_gpt2 steps_gpt2_fused
-           steps_gpt2_pipelined steps_gpt2_chunked pytorch_gpt2 decode_b1 demo32_generic demo32_fused
-           sanitize_pipelined sanitize_chunked profile_forward decode_b32 parity_cuda demo_cuda suites_bf16
-           memcheck steps_llama pytorch_llama demo32_chunked parity_chunked)
+all_steps=(build kernels loss_kernel steps_gpt2 steps_gpt2_fused_loss pytorch_gpt2 attention_large attention_small
+           suites_fp32 steps_gpt2_fused steps_gpt2_pipelined steps_gpt2_chunked decode_b1 demo32_generic
+           demo32_fused_loss demo32_fused sanitize_loss sanitize_pipelined sanitize_chunked profile_forward decode_b32
+           parity_cuda demo_cuda suites_bf16 memcheck steps_llama steps_llama_fused_loss pytorch_llama demo32_chunked
+           parity_chunked)
 [ $# -gt 0 ] && all_steps=("$@")
 env_ready
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$work/gpu.txt" 2>&1
@@ -94,6 +95,7 @@ for s in "${all_steps[@]}"; do
   case "$s" in
     build) step build 420 bash -c do_build ;;
     kernels) step kernels 120 "$tests" engine.cuda.hedgehog_cuda ;;
+    loss_kernel) step loss_kernel 60 "$tests" engine.cuda.distill_loss ;;
     attention_small) step attention_small 120 "$bin/hh_bench_attention" --device cuda --dtype bfloat16 \
         --batch 1 --heads 12 --dim 64 --lengths "$lengths" --softmax-max 65536 ;;
     attention_large) step attention_large 240 "$bin/hh_bench_attention" --device cuda --dtype bfloat16 \
@@ -117,6 +119,11 @@ for s in "${all_steps[@]}"; do
         --device cuda --dtype bfloat16 --batch-size 8 --seq-len 1024 --json "$work/$s.json" ;;
     steps_llama) step steps_llama 150 "$bin/hedgehog" bench --shape llama-1b --device cuda --dtype bfloat16 \
         --batch-size 4 --seq-len 1024 --json "$work/steps_llama.json" ;;
+    steps_gpt2_fused_loss | steps_llama_fused_loss)  # the distillation step through the fused loss kernel
+      shape=gpt2-small batch=8
+      [ "$s" = steps_llama_fused_loss ] && shape=llama-1b batch=4
+      step "$s" 120 env HH_FUSED_DISTILL_LOSS=on "$bin/hedgehog" bench --shape "$shape" --only distill --device cuda \
+        --dtype bfloat16 --batch-size "$batch" --seq-len 1024 --json "$work/$s.json" ;;
     pytorch_gpt2) step pytorch_gpt2 120 python3 "$repo/scripts/bench_distill_pytorch.py" --shape gpt2-small \
         --device cuda --dtype bfloat16 --batch-size 8 --seq-len 1024 --step both --json "$work/pytorch_gpt2.json" ;;
     pytorch_llama) step pytorch_llama 150 python3 "$repo/scripts/bench_distill_pytorch.py" --shape llama-1b \
@@ -129,11 +136,15 @@ for s in "${all_steps[@]}"; do
       [ "$s" = demo32_chunked ] && kernels=chunked
       step "$s" 150 env HH_FUSED_CUDA="$fused" HH_FUSED_CUDA_KERNELS="$kernels" "$bin/hedgehog" convert \
         --config "$repo/projects/demo/demo.json" --device cuda --compute-dtype bfloat16 --run-dir "$build/$s-run" ;;
+    demo32_fused_loss) step demo32_fused_loss 150 env HH_FUSED_CUDA=off HH_FUSED_DISTILL_LOSS=on "$bin/hedgehog" \
+        convert --config "$repo/projects/demo/demo.json" --device cuda --compute-dtype bfloat16 --run-dir "$build/$s-run" ;;
     profile_forward) step profile_forward 150 bash -c profile_forward ;;
     sanitize_pipelined | sanitize_chunked)  # memcheck and racecheck on the kernels built since the H100 run
       functions=pipelinedMatchesReference
       [ "$s" = sanitize_chunked ] && functions=chunkedMatchesReference
       step "$s" 150 env HH_SANITIZE_TOOLS="memcheck racecheck" HH_SANITIZE_FUNCTIONS="$functions" \
+        bash "$repo/scripts/cuda_sanitize.sh" "$build" ;;
+    sanitize_loss) step sanitize_loss 120 env HH_SANITIZE_TOOLS="memcheck racecheck" HH_SANITIZE_SUITE=engine.cuda.distill_loss \
         bash "$repo/scripts/cuda_sanitize.sh" "$build" ;;
     memcheck) step memcheck 150 env HH_SANITIZE_TOOLS="memcheck racecheck" bash "$repo/scripts/cuda_sanitize.sh" "$build" ;;
     *) echo "device_session: unknown step $s" | tee -a "$work/summary.txt" ;;

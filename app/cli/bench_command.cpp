@@ -164,6 +164,7 @@ void addBenchCommand(CLI::App& app) {
       torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(1e-2));
       models::CaptureRequest capture;
       capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
+      capture.additiveFeatures = jobs::fusedDistillLossRequested(source.load.device);  // as the distill job asks
       for (int64_t l = 0; l < model->layerCount(); ++l) capture.layers.push_back(l);
       models::ForwardOptions options;
       options.teacher = true;

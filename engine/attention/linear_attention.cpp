@@ -377,6 +377,16 @@ torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::
   return linearWeights(featureMap_->forward(q), maskedKeyFeatures(k, keyMask), gates, config_.rule);
 }
 
+LinearAttentionImpl::AdditiveFeatures LinearAttentionImpl::additiveFeatures(const torch::Tensor& q, const torch::Tensor& k,
+                                                                           const torch::Tensor& keyMask) {
+  if (windowMix_.defined() || config_.rule.rule != UpdateRule::Additive) return {};
+  if (usesShiftedExp(config_)) {
+    auto f = shiftedExpFeatures(q, k, config_.featureMap.expT, config_.rule.causal, keyMask);
+    return {f.fq, f.fk, config_.rule.eps};
+  }
+  return {featureMap_->forward(q), maskedKeyFeatures(k, keyMask), config_.rule.eps};
+}
+
 torch::Tensor LinearAttentionImpl::calibrateWindowMix(const torch::Tensor& q, const torch::Tensor& k) {
   // q, k [B,H,T,D]
   const int64_t t = q.size(2), window = config_.window;

@@ -137,6 +137,14 @@ class LinearAttentionImpl : public torch::nn::Module {
   // Quadratic-form weights [B, H, T, T] for distillation and display (same keyMask meaning).
   torch::Tensor weights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& hidden = {},
                         const torch::Tensor& keyMask = {});
+  // What the additive rule's weights are made of: fq, fk [B, H, T, F] (weights = tril(fq fk^T)
+  // over its row sums + eps), for a loss that takes them instead of the weights. Undefined tensors
+  // for window layers and every other rule.
+  struct AdditiveFeatures {
+    torch::Tensor fq, fk;
+    double eps = 0.0;
+  };
+  AdditiveFeatures additiveFeatures(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& keyMask = {});
   // Recurrent decoding: q, k, v [B, H, 1, D], hidden [B, 1, C]; returns [B, H, 1, D].
   // The state is fp64 for an fp64 model, fp32 otherwise (see initialState above).
   RecurrentState initialState(int64_t batch, torch::Device device = torch::kCPU,

@@ -84,6 +84,7 @@ Setup prepare(const DistillConfig& config) {
   s.capture.linearWeights = true;
   s.capture.outputs = config.outputMse > 0;
   s.capture.keepGraph = true;
+  s.capture.additiveFeatures = fusedDistillLossRequested(load.device);
   for (int64_t l = 0; l < L; ++l)
     if (plan.layers[static_cast<size_t>(l)].linear) s.capture.layers.push_back(l);
   return s;

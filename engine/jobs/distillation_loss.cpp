@@ -5,9 +5,15 @@
 #include <torch/types.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
+#include "engine/attention/linear_attention.h"
 #include "engine/attention/softmax_attention.h"
+#if HH_CUDA_KERNELS
+#include "engine/cuda/distill_loss_torch.h"
+#endif
 
 namespace hh::jobs {
 namespace {
@@ -63,16 +69,55 @@ torch::Tensor maskedLoss(const torch::Tensor& p, const torch::Tensor& a, bool ca
   return perHead.sum();
 }
 
+// The layer's mask-free loss from its features (CaptureRequest::additiveFeatures): the fused
+// kernel where it takes them, else both weights made here, as the capture would have made them.
+torch::Tensor featureLoss(const models::LayerCapture& c, bool causal, const std::string& loss) {
+  const double scale = 1.0 / std::sqrt(double(c.queries.size(-1)));  // softmaxWeights' (q carries the rest)
+#if HH_CUDA_KERNELS
+  if (cuda::fusedDistillLossAccepts(c.queries, c.queryFeatures)) {
+    const auto f = cuda::fusedDistillLoss(c.queries, c.keys, c.queryFeatures, c.keyFeatures, scale, c.normaliserEps, causal);
+    return loss == "kl" ? f.crossEntropy + f.negEntropy : f.crossEntropy;
+  }
+#endif
+  (void)scale;
+  torch::Tensor p;
+  {
+    at::NoGradGuard noGrad;
+    p = attn::softmaxWeights(c.queries, c.keys, causal, {}).to(torch::kFloat);
+  }
+  attn::RuleOptions rule;
+  rule.causal = causal;
+  rule.eps = c.normaliserEps;
+  return maskFreeLoss(p, attn::linearWeights(c.queryFeatures, c.keyFeatures, {}, rule).to(torch::kFloat), loss);
+}
+
 }  // namespace
+
+bool fusedDistillLossRequested(const torch::Device& device) {
+#if HH_CUDA_KERNELS
+  const char* env = std::getenv("HH_FUSED_DISTILL_LOSS");
+  return device.is_cuda() && env && std::strcmp(env, "on") == 0;
+#else
+  (void)device;
+  return false;
+#endif
+}
 
 torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures, bool causal, const torch::Tensor& mask,
                                const std::string& loss, double outputMse) {
   torch::Tensor total;
   for (const auto& c : captures) {
-    if (!c.linearWeights.defined()) continue;
-    const auto p = c.softmaxWeights.to(torch::kFloat);  // [B,H,T,T] target, no gradient
-    const auto a = c.linearWeights.to(torch::kFloat);   // [B,H,T,T]
-    auto layerLoss = mask.defined() ? maskedLoss(p, a, causal, mask, loss) : maskFreeLoss(p, a, loss);
+    torch::Tensor layerLoss;
+    if (c.queryFeatures.defined()) {
+      if (mask.defined()) throw std::invalid_argument("distillation loss: features captured under a key mask");
+      layerLoss = featureLoss(c, causal, loss);
+    } else if (c.linearWeights.defined()) {
+      const auto p = c.softmaxWeights.to(torch::kFloat);  // [B,H,T,T] target, no gradient
+      const auto a = c.linearWeights.to(torch::kFloat);   // [B,H,T,T]
+      layerLoss = mask.defined() ? maskedLoss(p, a, causal, mask, loss) : maskFreeLoss(p, a, loss);
+    } else {
+      continue;
+    }
     if (outputMse > 0 && c.linearOutput.defined())
       layerLoss = layerLoss + outputMse * (c.linearOutput.to(torch::kFloat) - c.softmaxOutput.to(torch::kFloat)).pow(2).mean();
     total = total.defined() ? total + layerLoss : layerLoss;

@@ -9,7 +9,13 @@
 
 namespace hh::jobs {
 
-// The distillation loss of one batch's captures (exposed for tests and benchmarks).
+// Whether stage 1 should capture features for the fused distillation-loss kernel
+// (CaptureRequest::additiveFeatures) on `device`: a CUDA device, a build with the fused CUDA
+// kernels, and HH_FUSED_DISTILL_LOSS=on in the environment (off by default: not yet run on a GPU).
+bool fusedDistillLossRequested(const torch::Device& device);
+
+// The distillation loss of one batch's captures (exposed for tests and benchmarks). A capture with
+// features (CaptureRequest::additiveFeatures) goes through the fused kernel where it takes them.
 torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures, bool causal, const torch::Tensor& mask,
                                const std::string& loss, double outputMse);
 

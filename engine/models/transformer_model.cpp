@@ -148,12 +148,16 @@ torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Te
   const bool useLinear = linear && !options.teacher;
 
   const bool wantOutputs = capturing && request->outputs;
+  attn::LinearAttentionImpl::AdditiveFeatures features;  // for the fused distillation loss, in place of both weights
+  if (capturing && request->additiveFeatures && linear) features = linear->additiveFeatures(q, k, context.keyMask);
+  const bool byFeatures = features.fq.defined();
+  const bool wantSoftmaxWeights = capturing && request->softmaxWeights && !byFeatures;
   torch::Tensor softmaxW, softmaxOut, linearOut;
-  if (!useLinear || (capturing && request->softmaxWeights) || wantOutputs) {
-    if (!at::GradMode::is_enabled() && !(capturing && request->softmaxWeights)) {
+  if (!useLinear || wantSoftmaxWeights || wantOutputs) {
+    if (!at::GradMode::is_enabled() && !wantSoftmaxWeights) {
       // Inference that keeps no weights: a block of query rows at a time, not [B,H,T,T] at once.
       softmaxOut = attn::softmaxAttentionInBlocks(q, k, v, config_.causal, context.keyMask);
-    } else if (q.is_cuda() && !(capturing && request->softmaxWeights)) {
+    } else if (q.is_cuda() && !wantSoftmaxWeights) {
       // Training through softmax on a GPU, weights not kept: PyTorch's fused attention where it serves.
       softmaxOut = attn::softmaxAttention(q, k, v, config_.causal, context.keyMask);
     } else {
@@ -168,13 +172,18 @@ torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Te
   if (capturing) {
     LayerCapture c;
     c.layer = layer;
-    if (request->queriesKeys) {
+    if (request->queriesKeys) c.values = v.detach();
+    if (request->queriesKeys || byFeatures) {
       c.queries = q.detach();
       c.keys = k.detach();
-      c.values = v.detach();
     }
-    if (request->softmaxWeights) c.softmaxWeights = softmaxW.detach();
-    if (linear && request->linearWeights) {
+    if (byFeatures) {
+      c.queryFeatures = request->keepGraph ? features.fq : features.fq.detach();
+      c.keyFeatures = request->keepGraph ? features.fk : features.fk.detach();
+      c.normaliserEps = features.eps;
+    }
+    if (wantSoftmaxWeights) c.softmaxWeights = softmaxW.detach();
+    if (linear && request->linearWeights && !byFeatures) {
       auto w = linear->weights(q, k, hidden, context.keyMask);
       c.linearWeights = request->keepGraph ? w : w.detach();
     }

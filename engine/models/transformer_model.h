@@ -37,6 +37,10 @@ struct CaptureRequest {
   bool linearWeights = true;     // [B, H, T, T], converted layers only (quadratic form)
   bool outputs = false;          // per-head attention outputs of both kinds (output-MSE loss)
   bool keepGraph = false;        // keep autograd history on linear weights/outputs (distillation)
+  // Converted layers of the additive rule without a window hand over their features (with q and k)
+  // instead of both kinds of [B, H, T, T] weights: for the fused distillation loss
+  // (jobs::distillationLoss, engine/cuda/distill_loss_torch.h).
+  bool additiveFeatures = false;
   // When set, each layer's capture is handed here as soon as the layer has run instead of being
   // kept in ForwardOutput::captures, so at most one layer's [B, H, T, T] tensors are alive at a
   // time (distillation backpropagates layer by layer; the probe reduces each layer to numbers).
@@ -53,6 +57,11 @@ struct LayerCapture {
   torch::Tensor linearWeights;   // [B, H, T, T] or undefined for softmax layers
   torch::Tensor softmaxOutput;   // [B, H, T, D] (outputs requested)
   torch::Tensor linearOutput;    // [B, H, T, D] (outputs requested, converted layers)
+  // additiveFeatures requested and the layer qualifies: phi(q), phi(k) [B, H, T, F] (with their
+  // graph under keepGraph), the rule's normaliser eps, and queries and keys as above; neither
+  // weights tensor is then captured.
+  torch::Tensor queryFeatures, keyFeatures;
+  double normaliserEps = 0.0;
 };
 
 struct ForwardOptions {

@@ -318,6 +318,51 @@ class TestDistillJob : public QObject {
     QVERIFY(std::isnan(j::distillLayerByLayer(*model, ids, capture, options, "kl", 0.0, j::LayerPass::Backward, true)));
   }
 
+  // CaptureRequest::additiveFeatures (the fused distillation loss's inputs): on the CPU the loss
+  // makes both weights from the captured features and q, k itself, so the loss and every feature
+  // map's gradient equal those of the weight captures; the captures hold no weights.
+  void featureCaptureEqualsWeightCapture() {
+    auto model = hh::models::loadModel(kModel);
+    model->to(torch::kDouble);
+    hh::attn::LinearAttentionConfig linear;
+    linear.featureMap.kind = hh::attn::parseFeatureMapKind("hedgehog");
+    model->setAttentionPlan(hh::models::AttentionPlan::hybrid(model->layerCount(), {1, 3}, linear));
+    model->freezeAllBut(true);
+    std::vector<torch::Tensor> params;
+    for (auto& [name, t] : model->adapterTensors()) params.push_back(t);
+    hh::models::CaptureRequest capture;
+    capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
+    capture.layers = {1, 3};
+    hh::models::ForwardOptions options;
+    options.teacher = true;
+    options.computeLogits = false;
+    options.stopAfterLayer = 3;
+    const auto ids = torch::randint(0, 1000, {2, 20}, torch::kLong);
+    std::vector<double> losses;
+    std::vector<std::vector<torch::Tensor>> grads;
+    for (const bool features : {false, true}) {
+      capture.additiveFeatures = features;
+      losses.push_back(j::distillLayerByLayer(*model, ids, capture, options, "kl", 0.0, j::LayerPass::Backward));
+      grads.emplace_back();
+      for (auto& p : params) grads.back().push_back(p.grad().clone()), p.mutable_grad().zero_();
+    }
+    qInfo("loss %.9g from weights, %.9g from features", losses[0], losses[1]);
+    QVERIFY(std::abs(losses[0] - losses[1]) <= 1e-6 * std::abs(losses[0]));
+    for (size_t i = 0; i < params.size(); ++i) {
+      const double scale = grads[0][i].abs().max().item<double>();
+      QVERIFY(scale > 0);
+      QVERIFY(grads[1][i].sub(grads[0][i]).abs().max().item<double>() <= 1e-6 * scale);
+    }
+    options.capture = &capture;
+    const auto out = model->forward(ids, options);
+    QCOMPARE(out.captures.size(), size_t(2));
+    for (const auto& c : out.captures) {
+      QVERIFY(c.queryFeatures.defined() && c.keyFeatures.defined() && c.queries.defined() && c.keys.defined());
+      QVERIFY(!c.softmaxWeights.defined() && !c.linearWeights.defined());
+      QCOMPARE(c.queryFeatures.size(-1), 2 * c.queries.size(-1));
+    }
+  }
+
   void configJsonRoundTripAndErrors() {
     j::DistillConfig c;
     c.device = hh::test::testDevice();
@@ -356,7 +401,7 @@ class TestDistillJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::bfloat16TeacherLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::maskFreeLossEqualsMaskedLoss, &TestDistillJob::layerByLayerBackwardEqualsSummedLoss, &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
+HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::bfloat16TeacherLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::maskFreeLossEqualsMaskedLoss, &TestDistillJob::layerByLayerBackwardEqualsSummedLoss, &TestDistillJob::featureCaptureEqualsWeightCapture, &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
 
 #if HH_HAVE_QTEST
 #include "test_distill_job.moc"
