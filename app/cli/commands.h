@@ -5,8 +5,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/config/config_file.h"
 #include "engine/jobs/evaluate_job.h"
@@ -34,6 +36,25 @@ void addDeviceOption(CLI::App* command, std::string& device);
 // --dtype (or another `name`) on the same verbs: float32 | bfloat16 | float64, the compute dtype
 // (engine/config/compute_dtype.h). Empty when not given (the config's "dtype", float32 by default).
 void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& name = "--dtype");
+
+// A conversion's attention flags (distill, convert): --feature-map, --rule, --layers, --window,
+// --plan; what was not given stays unset.
+struct PlanFlags {
+  std::string featureMap, rule;
+  std::vector<int64_t> layers;
+  int64_t window = -1;
+  std::vector<std::string> plan;
+  void addTo(CLI::App* command);
+  // The given flags onto a config with members featureMap, rule, layers, window and plan.
+  template <class Config>
+  void applyTo(Config& c) const {
+    if (!featureMap.empty()) c.featureMap = featureMap;
+    if (!rule.empty()) c.rule = rule;
+    if (!layers.empty()) c.layers = layers;
+    if (window >= 0) c.window = window;
+    if (!plan.empty()) c.plan = plan;
+  }
+};
 
 void addParityCommand(CLI::App& app);
 void addCompareCommand(CLI::App& app);

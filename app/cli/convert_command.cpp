@@ -14,10 +14,8 @@ namespace hh::cli {
 
 void addConvertCommand(CLI::App& app) {
   struct Args {
-    std::string model, configFile, runDir, outputDir, featureMap, rule, corpus, dtype, device, computeDtype;
-    std::vector<int64_t> layers;
-    std::vector<std::string> plan;
-    int64_t window = -1;
+    std::string model, configFile, runDir, outputDir, corpus, dtype, device, computeDtype;
+    PlanFlags planFlags;
     int64_t distillSteps = -1, finetuneSteps = -1, seqLen = -1, maxTrain = -1;
     bool adaptersOnly = false, printConfig = false;
     int processes = 1;
@@ -28,13 +26,7 @@ void addConvertCommand(CLI::App& app) {
   cmd->add_option("--config", a->configFile, "Project file (see --print-config); flags override it")->check(CLI::ExistingFile);
   cmd->add_option("--run-dir", a->runDir, "Folder for the run files of every stage (default runs/convert)");
   cmd->add_option("--output", a->outputDir, "Folder for the exported model (default: <run-dir>/model)");
-  cmd->add_option("--feature-map", a->featureMap, "hedgehog | hedgehog_softmax | t2r | ... (default hedgehog)");
-  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay | decay_mao | delta_mao (default additive)");
-  cmd->add_option("--layers", a->layers, "Layers to convert (default: all)")->delimiter(',');
-  cmd->add_option("--window", a->window, "hedgehog_window: softmax over the last W keys, the map before them (0 = none)");
-  cmd->add_option("--plan", a->plan,
-                  "One attention per layer, e.g. softmax,hedgehog_window(16),hedgehog (replaces the four flags above)")
-      ->delimiter(',');
+  a->planFlags.addTo(cmd);
   cmd->add_option("--distill-steps", a->distillSteps, "Stage 1 optimizer steps");
   cmd->add_option("--finetune-steps", a->finetuneSteps, "Stage 2 optimizer steps (0 skips finetuning)");
   cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence");
@@ -54,11 +46,7 @@ void addConvertCommand(CLI::App& app) {
     if (!a->computeDtype.empty()) c.dtype = a->computeDtype;
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->outputDir.empty()) c.outputDir = a->outputDir;
-    if (!a->featureMap.empty()) c.featureMap = a->featureMap;
-    if (!a->rule.empty()) c.rule = a->rule;
-    if (!a->layers.empty()) c.layers = a->layers;
-    if (a->window >= 0) c.window = a->window;
-    if (!a->plan.empty()) c.plan = a->plan;
+    a->planFlags.applyTo(c);
     if (!a->corpus.empty()) c.data.corpus = a->corpus;
     if (a->seqLen > 0) c.data.sequenceLength = a->seqLen;
     if (a->maxTrain >= 0) c.data.maxTrainSequences = a->maxTrain;

@@ -3,20 +3,15 @@
 // `--print-config` writes the full config (every default) as JSON, to start a project file.
 #include <cstdio>
 
-#include "app/cli/cli_observer.h"
-#include "app/cli/commands.h"
-#include "app/cli/job_end.h"
-#include "app/cli/rank_processes.h"
+#include "app/cli/ranked_job.h"
 #include "engine/jobs/distill_job.h"
 
 namespace hh::cli {
 
 void addDistillCommand(CLI::App& app) {
   struct Args {
-    std::string model, configFile, runDir, featureMap, rule, corpus, loss, device, dtype;
-    std::vector<int64_t> layers;
-    std::vector<std::string> plan;
-    int64_t window = -1;
+    std::string model, configFile, runDir, corpus, loss, device, dtype;
+    PlanFlags planFlags;
     int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1;
     double lr = -1;
     bool resume = false, printConfig = false;
@@ -27,13 +22,7 @@ void addDistillCommand(CLI::App& app) {
   cmd->add_option("model", a->model, "Teacher model folder");
   cmd->add_option("--config", a->configFile, "JSON config (see --print-config); flags override it")->check(CLI::ExistingFile);
   cmd->add_option("--run-dir", a->runDir, "Folder for run.h5, adapters.safetensors and the checkpoint");
-  cmd->add_option("--feature-map", a->featureMap, "hedgehog | hedgehog_softmax | t2r | ... (default hedgehog)");
-  cmd->add_option("--rule", a->rule, "additive | gated | delta | decay | decay_mao | delta_mao (default additive)");
-  cmd->add_option("--layers", a->layers, "Layers to convert (default: all)")->delimiter(',');
-  cmd->add_option("--window", a->window, "hedgehog_window: softmax over the last W keys, the map before them (0 = none)");
-  cmd->add_option("--plan", a->plan,
-                  "One attention per layer, e.g. softmax,hedgehog_window(16),hedgehog (replaces the four flags above)")
-      ->delimiter(',');
+  a->planFlags.addTo(cmd);
   cmd->add_option("--loss", a->loss, "soft_ce | kl (default soft_ce)");
   cmd->add_option("--steps", a->steps, "Maximum optimizer steps");
   cmd->add_option("--batch-size", a->batch, "Sequences per step");
@@ -56,11 +45,7 @@ void addDistillCommand(CLI::App& app) {
     if (!a->device.empty()) c.device = a->device;
     if (!a->dtype.empty()) c.dtype = a->dtype;
     if (!a->runDir.empty()) c.runDir = a->runDir;
-    if (!a->featureMap.empty()) c.featureMap = a->featureMap;
-    if (!a->rule.empty()) c.rule = a->rule;
-    if (!a->layers.empty()) c.layers = a->layers;
-    if (a->window >= 0) c.window = a->window;
-    if (!a->plan.empty()) c.plan = a->plan;
+    a->planFlags.applyTo(c);
     if (!a->loss.empty()) c.loss = a->loss;
     if (!a->corpus.empty()) c.data.corpus = a->corpus;
     if (a->steps >= 0) c.steps = a->steps;
@@ -76,17 +61,9 @@ void addDistillCommand(CLI::App& app) {
       return;
     }
     if (c.modelDir.empty()) throw std::runtime_error("distill: no model folder (give MODEL_DIR or \"model\" in --config)");
-    const auto rank = launchOrJoin(a->processes, c.runDir);
-    if (!rank) return;  // this process launched the ranks; they did the job
-    CliObserver observer;
-    const auto r = jobs::runDistill(c, observer, rank->communicator.get());
-    if (rank->main()) {
-      JobEnd end{r.status, r.message, r.seconds, r.steps, r.runFile, {{"adapters", r.adaptersFile}}};
-      end.device = r.device;
-      reportJobEnd(end);
-    }
-    printRankEnd(*rank, jobs::toString(r.status), r.steps, r.seconds);
-    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
+    runRankedJob(
+        a->processes, c.runDir, [&](CliObserver& observer, dist::Communicator* world) { return jobs::runDistill(c, observer, world); },
+        [](const jobs::DistillResult& r) { return JobEnd::Outputs{{"adapters", r.adaptersFile}}; });
   });
 }
 

@@ -3,10 +3,7 @@
 // the run file into --run-dir. `--print-config` writes the full config (every default) as JSON.
 #include <cstdio>
 
-#include "app/cli/cli_observer.h"
-#include "app/cli/commands.h"
-#include "app/cli/job_end.h"
-#include "app/cli/rank_processes.h"
+#include "app/cli/ranked_job.h"
 #include "engine/jobs/finetune_job.h"
 
 namespace hh::cli {
@@ -78,17 +75,9 @@ void addFinetuneCommand(CLI::App& app) {
       return;
     }
     if (c.modelDir.empty()) throw std::runtime_error("finetune: no model folder (give MODEL_DIR or \"model\" in --config)");
-    const auto rank = launchOrJoin(a->processes, c.runDir);
-    if (!rank) return;  // this process launched the ranks; they did the job
-    CliObserver observer;
-    const auto r = jobs::runFinetune(c, observer, rank->communicator.get());
-    if (rank->main()) {
-      JobEnd end{r.status, r.message, r.seconds, r.steps, r.runFile, {{"model", r.modelDir}}};
-      end.device = r.device;
-      reportJobEnd(end);
-    }
-    printRankEnd(*rank, jobs::toString(r.status), r.steps, r.seconds);
-    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
+    runRankedJob(
+        a->processes, c.runDir, [&](CliObserver& observer, dist::Communicator* world) { return jobs::runFinetune(c, observer, world); },
+        [](const jobs::FinetuneResult& r) { return JobEnd::Outputs{{"model", r.modelDir}}; });
   });
 }
 

@@ -23,6 +23,7 @@
 
 #include "app/cli/child_logs.h"
 #include "app/cli/child_signals.h"
+#include "app/cli/commands.h"
 #include "app/cli/progress_format.h"
 #include "engine/config/compute_dtype.h"
 #include "engine/core/process_memory.h"
@@ -100,6 +101,16 @@ void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& na
                       "what trains in fp32, softmax, normalisers, states and losses in fp32; float64 runs everything "
                       "in fp64 (slow; tells fp32 overflow from a failure of the method)")
       ->check(CLI::IsMember(jobs::computeDtypeNames()));
+}
+
+void PlanFlags::addTo(CLI::App* command) {
+  command->add_option("--feature-map", featureMap, "hedgehog | hedgehog_softmax | t2r | ... (default hedgehog)");
+  command->add_option("--rule", rule, "additive | gated | delta | decay | decay_mao | delta_mao (default additive)");
+  command->add_option("--layers", layers, "Layers to convert (default: all)")->delimiter(',');
+  command->add_option("--window", window, "hedgehog_window: softmax over the last W keys, the map before them (0 = none)");
+  command->add_option("--plan", plan,
+                      "One attention per layer, e.g. softmax,hedgehog_window(16),hedgehog (replaces the four flags above)")
+      ->delimiter(',');
 }
 
 void addProcessCountOption(CLI::App* command, int& processes) {

@@ -27,45 +27,49 @@ DataConfig dataConfigFromJson(const nlohmann::json& j, const std::string& where)
   return d;
 }
 
+namespace {
+
+constexpr auto kDistillKeys = [](auto& c, auto&& key) {
+  key("model", c.modelDir);
+  key("run_dir", c.runDir);
+  key("feature_map", c.featureMap);
+  key("rule", c.rule);
+  key("layers", c.layers);
+  key("window", c.window);
+  key("plan", c.plan);
+  key("loss", c.loss);
+  key("output_mse", c.outputMse);
+  key("lr", c.lr);
+  key("weight_decay", c.weightDecay);
+  key("steps", c.steps);
+  key("batch_size", c.batchSize);
+  key("eval_every", c.evalEvery);
+  key("eval_batches", c.evalBatches);
+  key("patience", c.patience);
+  key("snapshot_every", c.snapshotEvery);
+  key("snapshot_pairs", c.snapshotPairs);
+  key("snapshot_size", c.snapshotSize);
+  key("curve_bins", c.curveBins);
+  key("probe_rows", c.probeRows);
+  key("probe_text", c.probeText);
+  key("seed", c.seed);
+  key("resume", c.resume);
+  key("device", c.device);
+  key("dtype", c.dtype);
+};
+
+}  // namespace
+
 nlohmann::json toJson(const DistillConfig& c) {
-  return {{"model", c.modelDir}, {"run_dir", c.runDir}, {"feature_map", c.featureMap}, {"rule", c.rule},
-          {"layers", c.layers}, {"window", c.window}, {"plan", c.plan}, {"loss", c.loss}, {"output_mse", c.outputMse}, {"lr", c.lr},
-          {"weight_decay", c.weightDecay}, {"steps", c.steps}, {"batch_size", c.batchSize},
-          {"eval_every", c.evalEvery}, {"eval_batches", c.evalBatches}, {"patience", c.patience},
-          {"snapshot_every", c.snapshotEvery}, {"snapshot_pairs", c.snapshotPairs}, {"snapshot_size", c.snapshotSize},
-          {"curve_bins", c.curveBins}, {"probe_rows", c.probeRows},
-          {"probe_text", c.probeText}, {"seed", c.seed}, {"resume", c.resume}, {"device", c.device}, {"dtype", c.dtype}, {"data", toJson(c.data)}};
+  nlohmann::json j{{"data", toJson(c.data)}};
+  writeKeys(j, c, kDistillKeys);
+  return j;
 }
 
 DistillConfig distillConfigFromJson(const nlohmann::json& j) {
   DistillConfig c;
   JsonReader r{j, "distill config", {}};
-  r.read("model", c.modelDir);
-  r.read("run_dir", c.runDir);
-  r.read("feature_map", c.featureMap);
-  r.read("rule", c.rule);
-  r.read("layers", c.layers);
-  r.read("window", c.window);
-  r.read("plan", c.plan);
-  r.read("loss", c.loss);
-  r.read("output_mse", c.outputMse);
-  r.read("lr", c.lr);
-  r.read("weight_decay", c.weightDecay);
-  r.read("steps", c.steps);
-  r.read("batch_size", c.batchSize);
-  r.read("eval_every", c.evalEvery);
-  r.read("eval_batches", c.evalBatches);
-  r.read("patience", c.patience);
-  r.read("snapshot_every", c.snapshotEvery);
-  r.read("snapshot_pairs", c.snapshotPairs);
-  r.read("snapshot_size", c.snapshotSize);
-  r.read("curve_bins", c.curveBins);
-  r.read("probe_rows", c.probeRows);
-  r.read("probe_text", c.probeText);
-  r.read("seed", c.seed);
-  r.read("resume", c.resume);
-  r.read("device", c.device);
-  r.read("dtype", c.dtype);
+  readKeys(r, c, kDistillKeys);
   checkComputeDtype(c.dtype, r.where);
   r.read("debug_nan_at_step", c.debugNanAtStep);
   r.seen.insert("data");

@@ -25,59 +25,35 @@ ClassificationDataConfig classificationDataConfigFromJson(const nlohmann::json& 
   return d;
 }
 
+namespace {
+
+// Finetune's own plain keys (kOptimizationKeys has the rest).
+constexpr auto kFinetuneKeys = [](auto& c, auto&& key) {
+  key("model", c.modelDir);
+  key("adapters", c.adapters);
+  key("output_dir", c.outputDir);
+  key("run_dir", c.runDir);
+  key("mode", c.mode);
+  key("lora_rank", c.loraRank);
+  key("lora_alpha", c.loraAlpha);
+  key("task", c.task);
+  key("loss", c.loss);
+};
+
+}  // namespace
+
 nlohmann::json toJson(const FinetuneConfig& c) {
-  return {{"model", c.modelDir},
-          {"adapters", c.adapters},
-          {"output_dir", c.outputDir},
-          {"run_dir", c.runDir},
-          {"mode", c.mode},
-          {"lora_rank", c.loraRank},
-          {"lora_alpha", c.loraAlpha},
-          {"task", c.task},
-          {"loss", c.loss},
-          {"lr", c.lr},
-          {"min_lr_ratio", c.minLrRatio},
-          {"warmup_steps", c.warmupSteps},
-          {"weight_decay", c.weightDecay},
-          {"grad_clip", c.gradClip},
-          {"steps", c.steps},
-          {"batch_size", c.batchSize},
-          {"eval_every", c.evalEvery},
-          {"eval_batches", c.evalBatches},
-          {"patience", c.patience},
-          {"seed", c.seed},
-          {"resume", c.resume},
-          {"device", c.device}, {"dtype", c.dtype},
-          {"data", toJson(c.data)},
-          {"classification", toJson(c.classification)}};
+  nlohmann::json j{{"data", toJson(c.data)}, {"classification", toJson(c.classification)}};
+  writeKeys(j, c, kFinetuneKeys);
+  writeKeys(j, c, kOptimizationKeys);
+  return j;
 }
 
 FinetuneConfig finetuneConfigFromJson(const nlohmann::json& j) {
   FinetuneConfig c;
   JsonReader r{j, "finetune config", {}};
-  r.read("model", c.modelDir);
-  r.read("adapters", c.adapters);
-  r.read("output_dir", c.outputDir);
-  r.read("run_dir", c.runDir);
-  r.read("mode", c.mode);
-  r.read("lora_rank", c.loraRank);
-  r.read("lora_alpha", c.loraAlpha);
-  r.read("task", c.task);
-  r.read("loss", c.loss);
-  r.read("lr", c.lr);
-  r.read("min_lr_ratio", c.minLrRatio);
-  r.read("warmup_steps", c.warmupSteps);
-  r.read("weight_decay", c.weightDecay);
-  r.read("grad_clip", c.gradClip);
-  r.read("steps", c.steps);
-  r.read("batch_size", c.batchSize);
-  r.read("eval_every", c.evalEvery);
-  r.read("eval_batches", c.evalBatches);
-  r.read("patience", c.patience);
-  r.read("seed", c.seed);
-  r.read("resume", c.resume);
-  r.read("device", c.device);
-  r.read("dtype", c.dtype);
+  readKeys(r, c, kFinetuneKeys);
+  readKeys(r, c, kOptimizationKeys);
   checkComputeDtype(c.dtype, r.where);
   r.read("debug_nan_at_step", c.debugNanAtStep);
   r.seen.insert("data");
@@ -94,10 +70,7 @@ FinetuneConfig finetuneConfigFromJson(const nlohmann::json& j) {
   if (c.loss == "teacher_kl" && c.task != "lm")
     throw std::invalid_argument("finetune config: loss \"teacher_kl\" is for task \"lm\"");
   if (c.loraRank < 1 || !(c.loraAlpha > 0)) throw std::invalid_argument("finetune config: lora_rank >= 1, lora_alpha > 0");
-  if (c.steps < 0 || c.batchSize <= 0 || c.evalEvery <= 0 || c.evalBatches < 0 || c.warmupSteps < 0 || c.patience < 0)
-    throw std::invalid_argument("finetune config: steps, warmup_steps, eval_batches, patience >= 0; batch_size, eval_every > 0");
-  if (!(c.lr > 0)) throw std::invalid_argument("finetune config: lr must be positive");
-  if (c.minLrRatio < 0 || c.minLrRatio > 1) throw std::invalid_argument("finetune config: min_lr_ratio must be in [0, 1]");
+  checkOptimizationKeys(c, r.where);
   return c;
 }
 

@@ -91,62 +91,36 @@ data::SyntheticTaskConfig syntheticTaskFromJson(const nlohmann::json& j, const s
   return t;
 }
 
+namespace {
+
+// Train's own plain keys (kOptimizationKeys has the rest).
+constexpr auto kTrainKeys = [](auto& c, auto&& key) {
+  key("model", c.modelDir);
+  key("tokenizer", c.tokenizer);
+  key("output_dir", c.outputDir);
+  key("run_dir", c.runDir);
+  key("feature_map", c.featureMap);
+  key("rule", c.rule);
+  key("layers", c.layers);
+  key("exp_t", c.expT);
+  key("beta1", c.beta1);
+  key("beta2", c.beta2);
+};
+
+}  // namespace
+
 nlohmann::json toJson(const TrainConfig& c) {
-  return {{"model", c.modelDir},
-          {"architecture", toJson(c.architecture)},
-          {"tokenizer", c.tokenizer},
-          {"output_dir", c.outputDir},
-          {"run_dir", c.runDir},
-          {"feature_map", c.featureMap},
-          {"rule", c.rule},
-          {"layers", c.layers},
-          {"exp_t", c.expT},
-          {"lr", c.lr},
-          {"min_lr_ratio", c.minLrRatio},
-          {"warmup_steps", c.warmupSteps},
-          {"weight_decay", c.weightDecay},
-          {"beta1", c.beta1},
-          {"beta2", c.beta2},
-          {"grad_clip", c.gradClip},
-          {"steps", c.steps},
-          {"batch_size", c.batchSize},
-          {"eval_every", c.evalEvery},
-          {"eval_batches", c.evalBatches},
-          {"patience", c.patience},
-          {"seed", c.seed},
-          {"resume", c.resume},
-          {"device", c.device}, {"dtype", c.dtype},
-          {"data", toJson(c.data)},
-          {"task", toJson(c.task)}};
+  nlohmann::json j{{"architecture", toJson(c.architecture)}, {"data", toJson(c.data)}, {"task", toJson(c.task)}};
+  writeKeys(j, c, kTrainKeys);
+  writeKeys(j, c, kOptimizationKeys);
+  return j;
 }
 
 TrainConfig trainConfigFromJson(const nlohmann::json& j) {
   TrainConfig c;
   JsonReader r{j, "train config", {}};
-  r.read("model", c.modelDir);
-  r.read("tokenizer", c.tokenizer);
-  r.read("output_dir", c.outputDir);
-  r.read("run_dir", c.runDir);
-  r.read("feature_map", c.featureMap);
-  r.read("rule", c.rule);
-  r.read("layers", c.layers);
-  r.read("exp_t", c.expT);
-  r.read("lr", c.lr);
-  r.read("min_lr_ratio", c.minLrRatio);
-  r.read("warmup_steps", c.warmupSteps);
-  r.read("weight_decay", c.weightDecay);
-  r.read("beta1", c.beta1);
-  r.read("beta2", c.beta2);
-  r.read("grad_clip", c.gradClip);
-  r.read("steps", c.steps);
-  r.read("batch_size", c.batchSize);
-  r.read("eval_every", c.evalEvery);
-  r.read("eval_batches", c.evalBatches);
-  r.read("patience", c.patience);
-  r.read("seed", c.seed);
-  r.read("resume", c.resume);
-  r.read("device", c.device);
-  r.read("dtype", c.dtype);
+  readKeys(r, c, kTrainKeys);
+  readKeys(r, c, kOptimizationKeys);
   checkComputeDtype(c.dtype, r.where);
   r.read("debug_nan_at_step", c.debugNanAtStep);
   r.seen.insert("architecture");
@@ -160,10 +134,7 @@ TrainConfig trainConfigFromJson(const nlohmann::json& j) {
   if (c.task.enabled() && !c.tokenizer.empty())
     throw std::invalid_argument("train config: \"tokenizer\" must be empty with a \"task\" (task runs have no tokenizer)");
   if (!(c.expT > 0) || !std::isfinite(c.expT)) throw std::invalid_argument("train config: exp_t must be positive");
-  if (c.steps < 0 || c.batchSize <= 0 || c.evalEvery <= 0 || c.evalBatches < 0 || c.warmupSteps < 0 || c.patience < 0)
-    throw std::invalid_argument("train config: steps, warmup_steps, eval_batches, patience >= 0; batch_size, eval_every > 0");
-  if (!(c.lr > 0)) throw std::invalid_argument("train config: lr must be positive");
-  if (c.minLrRatio < 0 || c.minLrRatio > 1) throw std::invalid_argument("train config: min_lr_ratio must be in [0, 1]");
+  checkOptimizationKeys(c, r.where);
   return c;
 }
 
