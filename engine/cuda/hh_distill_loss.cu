@@ -16,14 +16,14 @@ namespace hh::cuda::detail {
 namespace {
 
 // Shared memory of the three passes: the row tile's q and fq, the column tile's k and fk, the
-// tile pair's scores t and s (fp32), kRowFloats per-row floats, then (backward) the gradient tile G
-// in the operand dtype and each warp's staging tile.
+// tile pair's scores t and s (fp32); then, for the backward passes only, each row's den and lse
+// (kRowFloats per row), the gradient tile G in the operand dtype and each warp's staging tile.
 template <typename T, int D>
 struct LossLayout {
   static constexpr int F = 2 * D;
   static constexpr int C = std::is_same<T, bf16>::value ? 64 : 32;  // rows (and columns) per tile
   static constexpr int LDD = D + padOf<T>(), LDF = F + padOf<T>(), LDS = C + 4, LDG = C + padOf<T>();
-  static constexpr int kRowFloats = 5;
+  static constexpr int kRowFloats = 2;
   static constexpr size_t kQ = 0;
   static constexpr size_t kFq = alignUp(kQ + size_t(C) * LDD * sizeof(T));
   static constexpr size_t kK = alignUp(kFq + size_t(C) * LDF * sizeof(T));
@@ -33,7 +33,7 @@ struct LossLayout {
   static constexpr size_t kRows = alignUp(kS + size_t(C) * LDS * sizeof(float));
   static constexpr size_t kG = alignUp(kRows + size_t(kRowFloats) * C * sizeof(float));
   static constexpr size_t kStage = alignUp(kG + size_t(C) * LDG * sizeof(T));
-  static constexpr size_t kForwardBytes = kG;
+  static constexpr size_t kForwardBytes = kRows;
   static constexpr size_t kBytes = kStage + kStageBytes;  // the backward passes'
   // Accumulator tiles per warp of a [C][F] gradient.
   static constexpr int kAccPerWarp = (C / 16) * (F / 16) / kWarps;
@@ -56,12 +56,6 @@ struct LossTiles {
         rows(reinterpret_cast<float*>(smem + L::kRows)),
         stage(reinterpret_cast<float*>(smem + L::kStage)) {}
 };
-
-__device__ __forceinline__ float warpMax(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
 
 __device__ __forceinline__ bool pairValid(const DistillLossProblem& p, int64_t i, int64_t j) {
   return i < p.length && j < p.length && (!p.causal || j <= i);
@@ -106,51 +100,67 @@ __device__ void scoreTiles(const LossTiles<T, D>& m, bool skipUpper) {
   }
 }
 
-// The forward's online reduction of one tile pair into each row's statistics, rows[field * C + r]:
-// 0 the running max m of scale t, 1 l = sum e, 2 sum e log(a + floor), 3 sum e s / (s + floor den),
-// 4 sum e (scale t - m), with e = exp(scale t - m); rescaled when m grows. One warp per row.
+// A row's running statistics in the forward, held by each of the row's lanes alike: the max m of
+// scale t so far, l = sum e, sum e log(a + floor), sum e s / (s + floor den) and sum e (scale t -
+// m), with e = exp(scale t - m); rescaled when m grows. den and its log are the row's constants.
+struct RowState {
+  float m = -INFINITY, l = 0.0f, logSum = 0.0f, coefSum = 0.0f, shiftSum = 0.0f;
+  float flooredDen = 0.0f, logDen = 0.0f;
+};
+
+// Threads per row in the forward's reduction (all C rows at once), and the sum or max over them:
+// xor shuffles within the row's group of consecutive lanes.
+template <int C>
+constexpr int kLanesPerRow = kThreads / C;
+template <int Lanes, bool Max>
+__device__ __forceinline__ float groupReduce(float x) {
+#pragma unroll
+  for (int o = Lanes / 2; o > 0; o >>= 1) {
+    const float y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = Max ? fmaxf(x, y) : x + y;
+  }
+  return x;
+}
+
+// One tile pair into the row's state: this thread's columns c = sub, sub + Lanes, ... (so that the
+// lanes of a warp read distinct banks). Every thread takes part in the shuffles; rows past T and
+// tiles without a key for the row leave the state as it was.
 template <typename T, int D>
-__device__ void reduceRows(const LossTiles<T, D>& m, const DistillLossArgs& a, int64_t head, int64_t i0, int64_t j0) {
+__device__ void reduceRow(RowState& st, const LossTiles<T, D>& m, const DistillLossProblem& p, int64_t i0, int64_t j0) {
   using L = LossLayout<T, D>;
-  constexpr int C = L::C;
-  const int lane = threadIdx.x & 31;
-  const auto& p = a.p;
-  for (int r = threadIdx.x / 32; r < C && i0 + r < p.length; r += kWarps) {
-    const int64_t i = i0 + r;
-    float tileMax = -INFINITY;
-    for (int c = lane; c < C; c += 32)
-      if (pairValid(p, i, j0 + c)) tileMax = fmaxf(tileMax, p.scale * m.t[r * L::LDS + c]);
-    tileMax = warpMax(tileMax);
-    if (tileMax == -INFINITY) continue;  // no key of this tile for row i (the whole warp)
-    float* st = m.rows + r;
-    const float den = a.den[head * p.length + i], flooredDen = p.floor * den, logDen = logf(den);
-    const float mOld = st[0], mNew = fmaxf(mOld, tileMax);
-    float sumE = 0.0f, sumLog = 0.0f, sumCoef = 0.0f, sumShift = 0.0f;
-    for (int c = lane; c < C; c += 32) {
+  constexpr int C = L::C, Lanes = kLanesPerRow<C>;
+  const int r = threadIdx.x / Lanes, sub = threadIdx.x % Lanes;
+  const int64_t i = i0 + r;
+  const float* t = m.t + r * L::LDS;
+  const float* s = m.s + r * L::LDS;
+  float tileMax = -INFINITY;
+  for (int c = sub; c < C; c += Lanes)
+    if (pairValid(p, i, j0 + c)) tileMax = fmaxf(tileMax, p.scale * t[c]);
+  tileMax = groupReduce<Lanes, true>(tileMax);
+  const float mNew = fmaxf(st.m, tileMax);  // -inf only where the row has no key yet
+  float sumE = 0.0f, sumLog = 0.0f, sumCoef = 0.0f, sumShift = 0.0f;
+  if (tileMax != -INFINITY)
+    for (int c = sub; c < C; c += Lanes) {
       if (!pairValid(p, i, j0 + c)) continue;
-      const float shifted = p.scale * m.t[r * L::LDS + c] - mNew, e = __expf(shifted);
-      const float sv = m.s[r * L::LDS + c], x = sv + flooredDen;
+      const float shifted = p.scale * t[c] - mNew, e = __expf(shifted);
+      const float x = s[c] + st.flooredDen;
       sumE += e;
-      sumLog += e * (logf(x) - logDen);
-      sumCoef += e * (sv / x);
+      sumLog += e * (logf(x) - st.logDen);
+      sumCoef += e * (s[c] / x);
       sumShift += e * shifted;
     }
-    sumE = warpSum(sumE);
-    sumLog = warpSum(sumLog);
-    sumCoef = warpSum(sumCoef);
-    sumShift = warpSum(sumShift);
-    if (lane == 0) {
-      const float l = st[C];
-      const bool first = l == 0.0f;
-      const float alpha = first ? 0.0f : __expf(mOld - mNew);
-      st[4 * C] = (first ? 0.0f : alpha * (st[4 * C] + (mOld - mNew) * l)) + sumShift;
-      st[C] = alpha * l + sumE;
-      st[2 * C] = alpha * st[2 * C] + sumLog;
-      st[3 * C] = alpha * st[3 * C] + sumCoef;
-      st[0] = mNew;
-    }
-    __syncwarp();
-  }
+  sumE = groupReduce<Lanes, false>(sumE);
+  sumLog = groupReduce<Lanes, false>(sumLog);
+  sumCoef = groupReduce<Lanes, false>(sumCoef);
+  sumShift = groupReduce<Lanes, false>(sumShift);
+  if (tileMax == -INFINITY) return;
+  const bool first = st.l == 0.0f;
+  const float alpha = first ? 0.0f : __expf(st.m - mNew);
+  st.shiftSum = (first ? 0.0f : alpha * (st.shiftSum + (st.m - mNew) * st.l)) + sumShift;
+  st.l = alpha * st.l + sumE;
+  st.logSum = alpha * st.logSum + sumLog;
+  st.coefSum = alpha * st.coefSum + sumCoef;
+  st.m = mNew;
 }
 
 // Block index -> (head, tile), the tiles of every head in `descending` or ascending order (the
@@ -169,21 +179,24 @@ __device__ __forceinline__ BlockTile blockTile(const DistillLossProblem& p, int6
   return t;
 }
 
-// One row tile's four row terms (DistillLossArgs), its key tiles walked in order; two blocks an SM.
+// One row tile's four row terms (DistillLossArgs), its key tiles walked in order; two blocks an
+// SM. Each row's statistics live in the registers of its kLanesPerRow threads.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, 2) lossForwardKernel(DistillLossArgs a) {
   using L = LossLayout<T, D>;
-  constexpr int C = L::C;
+  constexpr int C = L::C, Lanes = kLanesPerRow<C>;
   HH_DYNAMIC_SHARED(smem);
   const LossTiles<T, D> m(smem);
   const auto& p = a.p;
   const int64_t tiles = (p.length + C - 1) / C;
   const BlockTile bt = blockTile(p, tiles, true);
-  const int64_t i0 = bt.tile * C;
+  const int64_t i0 = bt.tile * C, i = i0 + threadIdx.x / Lanes;  // this thread's row
   loadRows<T, D>(m.q, m.fq, a.q, a.fq, bt.b, bt.h, i0, p.length);
-  for (int r = threadIdx.x; r < C; r += kThreads) {
-    m.rows[r] = -INFINITY;
-    for (int f = 1; f < L::kRowFloats; ++f) m.rows[f * C + r] = 0.0f;
+  RowState st;
+  if (i < p.length) {
+    const float den = a.den[bt.head * p.length + i];
+    st.flooredDen = p.floor * den;
+    st.logDen = logf(den);
   }
   const int64_t last = p.causal ? bt.tile : tiles - 1;
   for (int64_t jt = 0; jt <= last; ++jt) {
@@ -192,17 +205,15 @@ __global__ void __launch_bounds__(kThreads, 2) lossForwardKernel(DistillLossArgs
     __syncthreads();
     scoreTiles<T, D>(m, p.causal && jt == bt.tile);
     __syncthreads();
-    reduceRows<T, D>(m, a, bt.head, i0, jt * C);
+    reduceRow<T, D>(st, m, p, i0, jt * C);
     __syncthreads();  // before the next tile overwrites k, fk, t and s
   }
-  for (int r = threadIdx.x; r < C && i0 + r < p.length; r += kThreads) {
-    const float* st = m.rows + r;
-    const float l = st[C];
-    const int64_t o = bt.head * p.length + i0 + r;
-    a.rowLoss[o] = -st[2 * C] / l;
-    a.rowCoef[o] = st[3 * C] / l;
-    a.rowNegEntropy[o] = st[4 * C] / l - logf(l);
-    a.rowLse[o] = st[0] + logf(l);
+  if (i < p.length && threadIdx.x % Lanes == 0) {
+    const int64_t o = bt.head * p.length + i;
+    a.rowLoss[o] = -st.logSum / st.l;
+    a.rowCoef[o] = st.coefSum / st.l;
+    a.rowNegEntropy[o] = st.shiftSum / st.l - logf(st.l);
+    a.rowLse[o] = st.m + logf(st.l);
   }
 }
 
