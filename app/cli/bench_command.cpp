@@ -26,6 +26,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/jobs/distillation_loss.h"
 #include "engine/jobs/job_support.h"
+#include "engine/jobs/linear_cross_entropy.h"
 #include "engine/models/model_io.h"
 #include "engine/models/model_shapes.h"
 #include "engine/tokenizers/tokenizer.h"
@@ -183,10 +184,7 @@ void addBenchCommand(CLI::App& app) {
       torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4));
       timed("finetune step", [&] {
         optimizer.zero_grad();
-        const auto logits = model->forward(ids).logits.to(torch::kFloat);  // [B, T, V]
-        const int64_t V = logits.size(-1);
-        auto loss = torch::nn::functional::cross_entropy(logits.narrow(1, 0, ids.size(1) - 1).reshape({-1, V}),
-                                                         ids.narrow(1, 1, ids.size(1) - 1).reshape({-1}));
+        auto loss = jobs::modelNextTokenLoss(*model, ids);  // as the finetune job: the LM head fused with the loss
         loss.backward();
         optimizer.step();
         return loss.item<double>();

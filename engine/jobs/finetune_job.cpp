@@ -19,6 +19,7 @@
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/training_checkpoint.h"
 #include "engine/jobs/training_session.h"
+#include "engine/jobs/linear_cross_entropy.h"
 #include "engine/jobs/training_support.h"
 #include "engine/models/lora.h"
 #include "engine/models/model_io.h"
@@ -120,8 +121,8 @@ torch::Tensor batchLoss(Setup& s, const torch::Tensor& rows) {
   if (s.lora) s.lora->apply();
   if (!s.classification) {
     const auto ids = s.lm.train.index_select(0, rows);  // [B,T]
-    const auto logits = s.model->forward(ids).logits;   // [B,T,V]
-    if (!s.teacher) return nextTokenLoss(logits, ids);
+    if (!s.teacher) return modelNextTokenLoss(*s.model, ids);
+    const auto logits = s.model->forward(ids).logits;  // [B,T,V]
     at::Tensor teacherLogits;
     {
       at::NoGradGuard noGrad;

@@ -16,6 +16,7 @@
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/task_evaluation.h"
 #include "engine/jobs/training_session.h"
+#include "engine/jobs/linear_cross_entropy.h"
 #include "engine/jobs/training_support.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
@@ -230,8 +231,8 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
     const auto rows = sampler.next();
     const auto ids = trainIds.index_select(0, rows);  // [B,T]
     optimizer.zero_grad();
-    const auto logits = model->forward(ids).logits;   // [B,T,V]
-    auto loss = isTask ? targetLoss(logits, task.train.targets.index_select(0, rows)) : nextTokenLoss(logits, ids);
+    auto loss = isTask ? targetLoss(model->forward(ids).logits, task.train.targets.index_select(0, rows))
+                       : modelNextTokenLoss(*model, ids);
     if (step == config.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
     StepReport report;
     report.loss = loss.item<double>();

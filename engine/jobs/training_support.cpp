@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "engine/distributed/communicator.h"
+#include "engine/jobs/linear_cross_entropy.h"
 
 namespace hh::jobs {
 
@@ -53,9 +54,8 @@ double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows,
     const auto [first, last] = dist::shardRange(std::min(batchSize, n - start), ranks.rank(), ranks.size());
     if (last == first) continue;
     const auto ids = rows.narrow(0, start + first, last - first);  // [b, T]
-    const auto logits = model.forward(ids).logits;
     const int64_t count = ids.size(0) * (ids.size(1) - 1);
-    sum += nextTokenLoss(logits, ids).item<double>() * double(count);
+    sum += modelNextTokenLoss(model, ids).item<double>() * double(count);
     tokens += double(count);
   }
   model.train(wasTraining);

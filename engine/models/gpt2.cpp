@@ -71,6 +71,11 @@ ModelOutput Gpt2Model::forward(const torch::Tensor& ids, const ForwardOptions& o
   return out;
 }
 
+torch::Tensor Gpt2Model::outputEmbedding() const {
+  if (classifier_) return {};
+  return lmHead_ ? lmHead_->weight : wte_->weight;
+}
+
 void Gpt2Model::loadWeights(WeightSource& s) {
   at::NoGradGuard noGrad;
   const auto& c = config_;

@@ -81,6 +81,11 @@ const torch::Tensor& LlamaModel::ropeInverse(torch::Device device, torch::Scalar
   return ropeInverse_;
 }
 
+torch::Tensor LlamaModel::outputEmbedding() const {
+  if (classifier_) return {};
+  return lmHead_ ? lmHead_->weight : embed_->weight;
+}
+
 void LlamaModel::loadWeights(WeightSource& s) {
   at::NoGradGuard noGrad;
   const auto& c = config_;

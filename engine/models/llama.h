@@ -19,6 +19,7 @@ class LlamaModel : public TransformerModel {
   ModelOutput forward(const torch::Tensor& ids, const ForwardOptions& options = {}) override;
   void loadWeights(WeightSource& source) override;
   std::vector<std::pair<std::string, torch::Tensor>> exportWeights() const override;
+  torch::Tensor outputEmbedding() const override;
 
  private:
   struct Layer {

@@ -101,6 +101,9 @@ class TransformerModel : public torch::nn::Module {
 
   const ModelConfig& config() const { return config_; }
   int64_t layerCount() const { return config_.layers; }
+  // The language-model head's weight [V, C] (logits = hidden W^T, no bias), tied or not; undefined
+  // for models whose head is anything else (a classifier, BERT's transform).
+  virtual torch::Tensor outputEmbedding() const { return {}; }
 
   // Replaces the per-layer attention: linear layers get a fresh LinearAttention (feature maps at
   // their initialisation), softmax layers drop theirs. Heads, head dim and causality come from
