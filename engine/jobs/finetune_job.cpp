@@ -121,16 +121,7 @@ torch::Tensor batchLoss(Setup& s, const torch::Tensor& rows) {
   if (s.lora) s.lora->apply();
   if (!s.classification) {
     const auto ids = s.lm.train.index_select(0, rows);  // [B,T]
-    if (!s.teacher) return modelNextTokenLoss(*s.model, ids);
-    const auto logits = s.model->forward(ids).logits;  // [B,T,V]
-    at::Tensor teacherLogits;
-    {
-      at::NoGradGuard noGrad;
-      models::ForwardOptions options;
-      options.teacher = true;  // every layer softmax: the original model
-      teacherLogits = s.teacher->forward(ids, options).logits;
-    }
-    return teacherKlLoss(logits, teacherLogits);
+    return s.teacher ? modelTeacherKlLoss(*s.model, *s.teacher, ids) : modelNextTokenLoss(*s.model, ids);
   }
   models::ForwardOptions options;
   options.attentionMask = s.classes.train.mask.index_select(0, rows);  // [B,T]

@@ -1,8 +1,8 @@
-// The LM head fused with the next-token loss (engine/jobs/linear_cross_entropy.h) against
-// cross_entropy on the whole logits: the loss and both gradients in fp64 and fp32 for chunk sizes
-// that do and do not divide the rows, bf16 hidden states with an fp32 head, no gradient where none
-// is asked for; and modelNextTokenLoss on real checkpoints (GPT-2 with its tied head, the llama
-// stories260K) against the logits path, a classifier falling back to it.
+// The LM head fused with the next-token loss and the teacher KL (engine/jobs/linear_cross_entropy.h)
+// against cross_entropy and teacherKlLoss on the whole logits: the loss and both gradients in fp64 and fp32 for chunk
+// sizes that do and do not divide the rows, bf16 hidden states with an fp32 head, no gradient where none is asked for;
+// and modelNextTokenLoss on real checkpoints (GPT-2 with its tied head, the llama stories260K) against the logits path,
+// a classifier falling back to it.
 #include <torch/nn/functional/loss.h>
 #include <torch/types.h>
 
@@ -51,6 +51,29 @@ class TestLinearCrossEntropy : public QObject {
         const double tol = dtype == torch::kDouble ? 1e-6 : 1e-5;  // fp32 softmax and sums either way
         const double el = relErr(got.loss, ref.loss), eh = relErr(got.hidden, ref.hidden),
                      ew = relErr(got.weight, ref.weight);
+        QVERIFY2(el < tol && eh < tol && ew < tol, ("chunk " + std::to_string(chunk) + ": loss " + std::to_string(el) +
+                                                    ", hidden " + std::to_string(eh) + ", weight " + std::to_string(ew))
+                                                       .c_str());
+      }
+    }
+  }
+
+  void teacherKlMatchesKlOnLogits() {
+    torch::manual_seed(8);
+    const int64_t N = 29, C = 16, Ct = 12, V = 57;
+    for (const auto dtype : {torch::kDouble, torch::kFloat}) {
+      const auto hidden = torch::randn({N, C}, dtype), weight = torch::randn({V, C}, dtype) * 0.3;
+      const auto teacherHidden = torch::randn({N, Ct}, dtype), teacherWeight = torch::randn({V, Ct}, dtype) * 0.5;
+      const auto teacherLogits = torch::matmul(teacherHidden, teacherWeight.t());
+      auto h = hidden.clone().requires_grad_(true), w = weight.clone().requires_grad_(true);
+      const auto ref = j::teacherKlLoss(torch::matmul(h, w.t()), teacherLogits);
+      (ref * 1.5).backward();
+      for (const int64_t chunk : {1, 4, 0}) {
+        auto h2 = hidden.clone().requires_grad_(true), w2 = weight.clone().requires_grad_(true);
+        const auto got = j::linearTeacherKl(h2, w2, teacherHidden, teacherWeight, chunk);
+        (got * 1.5).backward();
+        const double tol = dtype == torch::kDouble ? 1e-6 : 1e-5;
+        const double el = relErr(got, ref), eh = relErr(h2.grad(), h.grad()), ew = relErr(w2.grad(), w.grad());
         QVERIFY2(el < tol && eh < tol && ew < tol, ("chunk " + std::to_string(chunk) + ": loss " + std::to_string(el) +
                                                     ", hidden " + std::to_string(eh) + ", weight " + std::to_string(ew))
                                                        .c_str());
@@ -114,11 +137,46 @@ class TestLinearCrossEntropy : public QObject {
       }
     }
   }
+
+  void modelTeacherKlEqualsLogitsKl() {
+    const std::string dir = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
+    auto teacher = hh::models::loadModel(dir), student = hh::models::loadModel(dir);
+    {
+      at::NoGradGuard noGrad;
+      torch::manual_seed(9);
+      for (auto& p : student->parameters()) p.add_(torch::randn_like(p) * 0.05);  // away from the teacher
+    }
+    const auto ids = torch::randint(0, student->config().vocabSize, {2, 16}, torch::kLong);
+    torch::Tensor teacherLogits;
+    {
+      at::NoGradGuard noGrad;
+      hh::models::ForwardOptions options;
+      options.teacher = true;
+      teacherLogits = teacher->forward(ids, options).logits;
+    }
+    const auto ref = j::teacherKlLoss(student->forward(ids).logits, teacherLogits);
+    ref.backward();
+    std::vector<torch::Tensor> refGrads;
+    for (auto& p : student->parameters()) refGrads.push_back(p.grad().clone()), p.mutable_grad().zero_();
+    const auto got = j::modelTeacherKlLoss(*student, *teacher, ids);
+    got.backward();
+    qInfo("KL %.7g fused, %.7g from logits", got.item<double>(), ref.item<double>());
+    QVERIFY(ref.item<double>() > 1e-4);
+    QVERIFY(std::abs(got.item<double>() - ref.item<double>()) < 1e-5 * ref.item<double>());
+    size_t i = 0;
+    for (auto& p : student->parameters()) {
+      const double scale = refGrads[i].abs().max().item<double>();
+      QVERIFY((p.grad() - refGrads[i]).abs().max().item<double>() <= 1e-4 * std::max(scale, 1e-12));
+      ++i;
+    }
+    for (auto& p : teacher->parameters()) QVERIFY(!p.grad().defined());
+  }
 };
 
 HH_TEST_SUITE(TestLinearCrossEntropy, "engine.jobs.linear_cross_entropy",
-              &TestLinearCrossEntropy::matchesCrossEntropyOnLogits, &TestLinearCrossEntropy::bf16HiddenWithFp32Head,
-              &TestLinearCrossEntropy::noGradientsWhereNoneAsked, &TestLinearCrossEntropy::modelLossEqualsLogitsLoss)
+              &TestLinearCrossEntropy::matchesCrossEntropyOnLogits, &TestLinearCrossEntropy::teacherKlMatchesKlOnLogits,
+              &TestLinearCrossEntropy::bf16HiddenWithFp32Head, &TestLinearCrossEntropy::noGradientsWhereNoneAsked,
+              &TestLinearCrossEntropy::modelLossEqualsLogitsLoss, &TestLinearCrossEntropy::modelTeacherKlEqualsLogitsKl)
 
 #if HH_HAVE_QTEST
 #include "test_linear_cross_entropy.moc"
