@@ -13,6 +13,7 @@
 #include <string>
 
 #include "engine/cuda/distill_loss_cuda.h"
+#include "engine/cuda/torch_rows.h"
 
 namespace hh::cuda {
 namespace {
@@ -54,19 +55,6 @@ cudaStream_t streamOf(const at::Tensor& t) {
 
 DType dtypeOf(const at::Tensor& t) {
   return t.scalar_type() == at::kBFloat16 ? DType::BF16 : DType::F32;
-}
-
-Rows rowsOf(const at::Tensor& t) {  // [B, H, T, X], stride(-1) == 1
-  Rows r;
-  r.data = const_cast<void*>(t.data_ptr());
-  r.sb = t.stride(0);
-  r.sh = t.stride(1);
-  r.st = t.stride(2);
-  return r;
-}
-
-at::Tensor lastDimContiguous(const at::Tensor& t) {
-  return t.stride(-1) == 1 ? t : t.contiguous();
 }
 
 DistillLossProblem problemOf(const at::Tensor& q, const at::Tensor& fq, double scale, bool causal) {
@@ -178,12 +166,12 @@ FusedDistillLoss fusedDistillLoss(const at::Tensor& q, const at::Tensor& k, cons
                                   double scale, double eps, bool causal) {
   checkInputs(q, k, fq, fk);
   const auto type = q.scalar_type();
-  const auto fqK = lastDimContiguous(fq.to(type)), fkK = lastDimContiguous(fk.to(type));
+  const auto fqK = rowsContiguous(fq.to(type)), fkK = rowsContiguous(fk.to(type));
   // den_i = sum_{j <= i} fq_i . fk_j + eps = fq_i . cumsum(fk)_i + eps: its gradient flows by autograd
   const auto fkSums = causal ? fkK.to(at::kFloat).cumsum(2) : fkK.to(at::kFloat).sum(2, true);
   const auto den = ((fqK.to(at::kFloat) * fkSums).sum(-1) + eps).contiguous();  // [B,H,T]
-  const auto out = FusedSoftCrossEntropy::apply(fqK, fkK, den, lastDimContiguous(q.detach()),
-                                                lastDimContiguous(k.detach()), scale, causal);
+  const auto out = FusedSoftCrossEntropy::apply(fqK, fkK, den, rowsContiguous(q.detach()),
+                                                rowsContiguous(k.detach()), scale, causal);
   return {out[0], out[1]};
 }
 

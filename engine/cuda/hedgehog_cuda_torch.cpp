@@ -13,6 +13,7 @@
 #include <string>
 
 #include "engine/cuda/hedgehog_cuda.h"
+#include "engine/cuda/torch_rows.h"
 
 namespace hh::cuda {
 namespace {
@@ -23,18 +24,6 @@ DType dtypeOf(const at::Tensor& t) {
   if (t.scalar_type() == at::kFloat) return DType::F32;
   if (t.scalar_type() == at::kBFloat16) return DType::BF16;
   fail("float32 or bfloat16 tensors only, got " + std::string(c10::toString(t.scalar_type())));
-}
-
-// The last dim must be contiguous; other strides are passed through.
-at::Tensor rowsContiguous(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
-
-Rows rowsOf(const at::Tensor& t) {  // [B,H,T,D] or [B,H,D] with stride(-1) == 1
-  Rows r;
-  r.data = const_cast<void*>(t.data_ptr());
-  r.sb = t.stride(0);
-  r.sh = t.stride(1);
-  r.st = t.dim() == 4 ? t.stride(2) : 0;
-  return r;
 }
 
 Problem problemOf(const at::Tensor& q, double eps) {

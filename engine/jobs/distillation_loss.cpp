@@ -72,14 +72,13 @@ torch::Tensor maskedLoss(const torch::Tensor& p, const torch::Tensor& a, bool ca
 // The layer's mask-free loss from its features (CaptureRequest::additiveFeatures): the fused
 // kernel where it takes them, else both weights made here, as the capture would have made them.
 torch::Tensor featureLoss(const models::LayerCapture& c, bool causal, const std::string& loss) {
-  const double scale = 1.0 / std::sqrt(double(c.queries.size(-1)));  // softmaxWeights' (q carries the rest)
 #if HH_CUDA_KERNELS
   if (cuda::fusedDistillLossAccepts(c.queries, c.queryFeatures)) {
+    const double scale = 1.0 / std::sqrt(double(c.queries.size(-1)));  // softmaxWeights' (q carries the rest)
     const auto f = cuda::fusedDistillLoss(c.queries, c.keys, c.queryFeatures, c.keyFeatures, scale, c.normaliserEps, causal);
     return loss == "kl" ? f.crossEntropy + f.negEntropy : f.crossEntropy;
   }
 #endif
-  (void)scale;
   torch::Tensor p;
   {
     at::NoGradGuard noGrad;

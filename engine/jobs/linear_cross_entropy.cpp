@@ -1,4 +1,4 @@
-// The LM head fused with the next-token loss (linear_cross_entropy.h).
+// The LM head fused with the next-token loss and the teacher KL (linear_cross_entropy.h).
 #include "engine/jobs/linear_cross_entropy.h"
 
 #include <torch/autograd.h>
@@ -36,8 +36,8 @@ torch::Tensor chunkLoss(torch::Tensor& z, const torch::Tensor& t, torch::Tensor 
 }
 
 // hidden [N, C], weight [V, C] and either targets [N] or the teacher's hidden [N, C'] and head
-// [V, C'] (the other side empty) -> the mean loss; the gradients the flags ask for are made here and saved, scaled by
-// the upstream gradient in backward.
+// [V, C'] (the other side empty) -> the mean loss; the gradients the flags ask for are made here
+// and saved, scaled by the upstream gradient in backward.
 class LinearHeadLoss : public torch::autograd::Function<LinearHeadLoss> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,

@@ -329,7 +329,14 @@ class TestDistillJob : public QObject {
     model->setAttentionPlan(hh::models::AttentionPlan::hybrid(model->layerCount(), {1, 3}, linear));
     model->freezeAllBut(true);
     std::vector<torch::Tensor> params;
-    for (auto& [name, t] : model->adapterTensors()) params.push_back(t);
+    {
+      at::NoGradGuard noGrad;
+      torch::manual_seed(4);
+      for (auto& [name, t] : model->adapterTensors()) {
+        t.add_(torch::randn_like(t) * 0.1);  // away from the identity start
+        params.push_back(t);
+      }
+    }
     hh::models::CaptureRequest capture;
     capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
     capture.layers = {1, 3};
