@@ -56,6 +56,9 @@ void addDistillCommand(CLI::App& app) {
     if (a->lr > 0) c.lr = a->lr;
     c.resume = c.resume || a->resume;
     if (c.runDir.empty()) c.runDir = "runs/distill";
+    const auto nan = c.debugNanAtStep;
+    c = jobs::distillConfigFromJson(jobs::toJson(c));  // the same checks as a config file
+    c.debugNanAtStep = nan;
     if (a->printConfig) {
       std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
       return;

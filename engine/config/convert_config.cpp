@@ -5,6 +5,7 @@
 #include "engine/config/convert_config.h"
 #include "engine/config/json_reader.h"
 #include "engine/config/compute_dtype.h"
+#include "engine/config/model_config.h"
 
 namespace hh::jobs {
 namespace {
@@ -94,6 +95,7 @@ ConvertConfig convertConfigFromJson(const nlohmann::json& j) {
   if (dtype != "float32" && dtype != "float16" && dtype != "bfloat16")
     throw std::invalid_argument("convert config: export.dtype must be float32, float16 or bfloat16 (got \"" + dtype + "\")");
   if (c.featureMap == "softmax") throw std::invalid_argument("convert config: feature_map \"softmax\" converts nothing");
+  models::checkPlanKeys({c.featureMap, c.rule, c.window, c.layers, c.plan, c.seed}, r.where);
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include "engine/config/distill_config.h"
 #include "engine/config/json_reader.h"
 #include "engine/config/compute_dtype.h"
+#include "engine/config/model_config.h"
 
 namespace hh::jobs {
 
@@ -81,6 +82,7 @@ DistillConfig distillConfigFromJson(const nlohmann::json& j) {
   if (!(c.lr > 0)) throw std::invalid_argument("distill config: lr must be positive");
   if (c.curveBins < 0 || c.curveBins > 1024) throw std::invalid_argument("distill config: curve_bins must be in [0, 1024]");
   if (c.probeRows < 0) throw std::invalid_argument("distill config: probe_rows must be >= 0 (0 = batch_size)");
+  models::checkPlanKeys({c.featureMap, c.rule, c.window, c.layers, c.plan, c.seed}, r.where);
   return c;
 }
 

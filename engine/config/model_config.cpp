@@ -277,6 +277,34 @@ std::string AttentionPlan::summary() const {
   return out;
 }
 
+namespace {
+
+// The one attention that `keys` puts on its layers (when it lists no specs).
+attn::LinearAttentionConfig linearFromKeys(const PlanKeys& keys) {
+  attn::LinearAttentionConfig linear;
+  linear.featureMap = attn::parseFeatureMapSpec(keys.featureMap);
+  linear.rule.rule = attn::parseUpdateRule(keys.rule);
+  linear.window = keys.window;
+  if (keys.window < 0) throw std::invalid_argument("window must be 0 (none) or positive");
+  if (keys.window > 0 && linear.rule.rule != attn::UpdateRule::Additive)
+    throw std::invalid_argument("the window hybrid takes the additive rule, not " + keys.rule);
+  if (const auto conflict = attn::ruleFeatureMapConflict(linear); !conflict.empty()) throw std::invalid_argument(conflict);
+  for (const int64_t l : keys.layers)
+    if (l < 0) throw std::invalid_argument("layer " + std::to_string(l) + " is out of range (layers count from 0)");
+  return linear;
+}
+
+}  // namespace
+
+void checkPlanKeys(const PlanKeys& keys, const std::string& where) {
+  try {
+    if (!keys.specs.empty()) AttentionPlan::fromSpecs(keys.specs);
+    else linearFromKeys(keys);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(where + ": " + e.what());
+  }
+}
+
 AttentionPlan planFromKeys(const PlanKeys& keys, int64_t layerCount) {
   AttentionPlan plan;
   if (!keys.specs.empty()) {
@@ -285,14 +313,7 @@ AttentionPlan planFromKeys(const PlanKeys& keys, int64_t layerCount) {
                                   std::to_string(layerCount));
     plan = AttentionPlan::fromSpecs(keys.specs);
   } else {
-    attn::LinearAttentionConfig linear;
-    linear.featureMap = attn::parseFeatureMapSpec(keys.featureMap);
-    linear.rule.rule = attn::parseUpdateRule(keys.rule);
-    linear.window = keys.window;
-    if (keys.window < 0) throw std::invalid_argument("window must be 0 (none) or positive");
-    if (keys.window > 0 && linear.rule.rule != attn::UpdateRule::Additive)
-      throw std::invalid_argument("the window hybrid takes the additive rule, not " + keys.rule);
-    if (const auto conflict = attn::ruleFeatureMapConflict(linear); !conflict.empty()) throw std::invalid_argument(conflict);
+    const auto linear = linearFromKeys(keys);
     plan = keys.layers.empty() ? AttentionPlan::uniform(layerCount, linear)
                                : AttentionPlan::hybrid(layerCount, keys.layers, linear);
   }

@@ -79,6 +79,10 @@ struct PlanKeys {
 };
 // Throws std::invalid_argument naming the problem (a spec count that is not the model's layers).
 AttentionPlan planFromKeys(const PlanKeys& keys, int64_t layerCount);
+// What planFromKeys checks without the model: every name, the window, the rule's maps, the layer
+// indices' sign, throwing "<where>: <problem>". Config parsers call it so that a bad key fails
+// before any work.
+void checkPlanKeys(const PlanKeys& keys, const std::string& where);
 
 struct RopeScaling {
   std::string type = "default";  // default | linear | llama3

@@ -4,6 +4,7 @@
 
 #include "engine/config/json_reader.h"
 #include "engine/config/compute_dtype.h"
+#include "engine/config/model_config.h"
 #include "engine/config/train_config.h"
 
 namespace hh::jobs {
@@ -134,6 +135,11 @@ TrainConfig trainConfigFromJson(const nlohmann::json& j) {
   if (c.task.enabled() && !c.tokenizer.empty())
     throw std::invalid_argument("train config: \"tokenizer\" must be empty with a \"task\" (task runs have no tokenizer)");
   if (!(c.expT > 0) || !std::isfinite(c.expT)) throw std::invalid_argument("train config: exp_t must be positive");
+  if (!c.featureMap.empty() && c.featureMap != "softmax") {  // train takes a map's name; exp_t is a key of its own
+    if (c.featureMap.find('=') != std::string::npos)
+      throw std::invalid_argument("train config: feature_map is a name (" + c.featureMap + "); give exp_t's t as \"exp_t\"");
+    models::checkPlanKeys({c.featureMap, c.rule, 0, c.layers, {}, c.seed}, r.where);
+  }
   checkOptimizationKeys(c, r.where);
   return c;
 }

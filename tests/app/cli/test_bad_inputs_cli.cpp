@@ -8,8 +8,8 @@
 //   - "full disk" entries run under RLIMIT_FSIZE, permission entries (as root) under uid 65534.
 // All entries run, then the suite fails once with the list of those that broke a rule. Each
 // entry's error line is printed (QINFO, paths under the temporary folder shortened to <tmp>) for
-// the table in docs/reliability.md. Also: `hedgehog run-info` on a good run file, and `hedgehog
-// bench` on a named shape in bf16.
+// the table in docs/reliability.md. Also: `hedgehog run-info` on a good run file, `hedgehog
+// bench` on a named shape in bf16, and bad flag values of the job verbs.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -233,6 +233,31 @@ class TestBadInputsCli : public QObject {
     QVERIFY(bad.exited && bad.status != 0 && bad.err.find("gpt3") != std::string::npos);
   }
 
+  // A flag's value gets the checks the same key gets in a config file: one error line, before
+  // any work (--print-config would otherwise print the bad config and exit 0).
+  void jobFlagsAreCheckedLikeConfigKeys() {
+    if (std::string(HH_CLI_BINARY).empty()) QSKIP("the hedgehog CLI is not built (CLI11 missing)");
+    Scratch scratch;
+    const std::string teacher = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+        {{"distill", teacher, "--loss", "mse"}, "distill config: loss must be"},
+        {{"distill", teacher, "--feature-map", "relu6"}, "relu6"},
+        {{"distill", teacher, "--layers", "-1"}, "layer -1"},
+        {{"finetune", teacher, "--mode", "half"}, "mode must be"},
+        {{"train", "--feature-map", "relu6"}, "relu6"},
+        {{"convert", teacher, "--feature-map", "relu6"}, "relu6"}};
+    for (const auto& [args, needle] : cases) {
+      auto argv = args;
+      argv.push_back("--print-config");
+      const auto r = runCli(argv, scratch.path, 0, false);
+      const std::string what = args[0] + " " + args[args.size() - 2] + " " + args.back() + ": ";
+      QVERIFY2(r.exited && r.status == 1, (what + "exit " + std::to_string(r.status) + ", stdout " + r.out).c_str());
+      QVERIFY2(r.err.rfind("hedgehog: error:", 0) == 0 && r.err.find(needle) != std::string::npos &&
+                   r.err.find('\n') == r.err.size() - 1,
+               (what + r.err).c_str());
+    }
+  }
+
   // generate --cuda-graph: a softmax model decodes step by step and says so; a Hedgehog model on
   // a machine without CUDA graphs (this CPU build) is refused with the reason, in one line.
   void generateCudaGraphSaysWhatItCannotDo() {
@@ -259,7 +284,7 @@ class TestBadInputsCli : public QObject {
 HH_TEST_SUITE(TestBadInputsCli, "app.cli.bad_inputs", &TestBadInputsCli::initTestCase,
               &TestBadInputsCli::catalogueIsWellFormed, &TestBadInputsCli::everyBadInputFailsWithOneLineNamingTheFile,
               &TestBadInputsCli::runInfoDescribesARun, &TestBadInputsCli::benchRunsAShapeInBf16,
-              &TestBadInputsCli::generateCudaGraphSaysWhatItCannotDo)
+              &TestBadInputsCli::jobFlagsAreCheckedLikeConfigKeys, &TestBadInputsCli::generateCudaGraphSaysWhatItCannotDo)
 
 #if HH_HAVE_QTEST
 #include "test_bad_inputs_cli.moc"

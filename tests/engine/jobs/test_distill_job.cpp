@@ -388,6 +388,13 @@ class TestDistillJob : public QObject {
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"loss", "mse"}}), "loss must be");
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"dtype", "fp16"}}), "dtype must be float32, bfloat16 or float64");
     HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"probe_rows", -1}}), "probe_rows must be >= 0");
+    // The plan's keys are checked here, not first when the job loads the model.
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"feature_map", "relu6"}}), "distill config: unknown feature map 'relu6'");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"rule", "fast"}}), "unknown update rule 'fast'");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"window", -2}}), "window must be 0 (none) or positive");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"layers", {0, -1}}}), "layer -1 is out of range");
+    HH_VERIFY_THROWS_WITH(j::distillConfigFromJson({{"plan", {"softmax", "hedgehog_window(x)"}}}), "plan, layer 1");
+    QCOMPARE(j::distillConfigFromJson({{"plan", {"softmax", "t2r"}}, {"feature_map", "relu6"}}).plan.size(), size_t(2));
   }
 
   // Found by fuzz/fuzz_job_config (docs/reliability.md): a float too large for an integer key was

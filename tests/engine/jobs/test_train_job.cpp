@@ -276,6 +276,10 @@ class TestTrainJob : public QObject {
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"steps", "many"}}), "\"steps\" has the wrong type");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"architecture", {{"model_type", "bert"}}}}), "model_type must be");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"lr", 0.0}}), "lr must be positive");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"feature_map", "relu6"}}), "train config: unknown feature map 'relu6'");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"feature_map", "exp_t=2"}}), "give exp_t's t as \"exp_t\"");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"feature_map", "taylor"}, {"rule", "delta_mao"}}), "delta_mao rule");
+    QCOMPARE(j::trainConfigFromJson({{"feature_map", "softmax"}, {"rule", "fast"}}).featureMap, std::string("softmax"));
   }
 
   void taskConfigJsonRoundTripAndErrors() {
