@@ -61,16 +61,28 @@ inline int waitFor(pid_t pid, double seconds) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// Where to kill: after `delayMs`, or `jitterMs` after `line` first appears in the output (the
-// jobs print their evaluation line just before they flush the run file and write the checkpoint).
+// Where to kill: after `delayMs`, or `jitterMs` after `line` first appears in this run's output
+// (the jobs print their evaluation line just before they flush the run file and write the
+// checkpoint).
 struct KillPlan {
   int delayMs = 0;
   std::string line;
   int jitterMs = 0;
 };
 
+inline int millisecondsSince(std::chrono::steady_clock::time_point start) {
+  return int(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+}
+
+// True once `line` is in what the log holds past `offset` (what earlier runs appended is before it).
+inline bool logShows(const std::string& logFile, size_t offset, const std::string& line) {
+  const auto text = readAll(logFile);
+  return text.size() > offset && text.find(line, offset) != std::string::npos;
+}
+
 // Runs the command and SIGKILLs it per `plan`. True when the kill landed (false: it ended first).
 inline bool runAndKill(const std::vector<std::string>& args, const std::string& logFile, const KillPlan& plan) {
+  const size_t offset = readAll(logFile).size();
   const pid_t pid = spawnLogged(args, logFile);
   if (pid < 0) return false;
   const auto start = std::chrono::steady_clock::now();
@@ -81,18 +93,46 @@ inline bool runAndKill(const std::vector<std::string>& args, const std::string& 
     return exited;
   };
   if (plan.line.empty()) {
-    while (!poll() && std::chrono::steady_clock::now() - start < std::chrono::milliseconds(plan.delayMs))
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    while (!poll() && millisecondsSince(start) < plan.delayMs) std::this_thread::sleep_for(std::chrono::microseconds(500));
   } else {
-    while (!poll() && readAll(logFile).find(plan.line) == std::string::npos &&
-           std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
+    while (!poll() && !logShows(logFile, offset, plan.line) && millisecondsSince(start) < 60000)
       std::this_thread::sleep_for(std::chrono::microseconds(500));
-    if (!exited) std::this_thread::sleep_for(std::chrono::microseconds(plan.jitterMs * 1000));
+    const auto seen = std::chrono::steady_clock::now();
+    while (!poll() && millisecondsSince(seen) < plan.jitterMs) std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
   if (exited) return false;
   ::kill(pid, SIGKILL);
   ::waitpid(pid, &status, 0);
   return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+// An uninterrupted run's timeline: its exit code, its length and when `line` first showed in its
+// output (-1: never), both in ms from the start.
+struct RunTiming {
+  int exitCode = -1, totalMs = -1, lineMs = -1;
+};
+
+inline RunTiming runTimed(const std::vector<std::string>& args, const std::string& logFile, const std::string& line,
+                          double seconds) {
+  RunTiming timing;
+  const size_t offset = readAll(logFile).size();
+  const pid_t pid = spawnLogged(args, logFile);
+  if (pid < 0) return timing;
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (timing.lineMs < 0 && logShows(logFile, offset, line)) timing.lineMs = millisecondsSince(start);
+    if (millisecondsSince(start) > seconds * 1000) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return timing;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  timing.totalMs = millisecondsSince(start);
+  if (timing.lineMs < 0 && logShows(logFile, offset, line)) timing.lineMs = timing.totalMs;
+  timing.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return timing;
 }
 
 }  // namespace hh::test::crash

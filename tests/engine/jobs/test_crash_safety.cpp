@@ -1,13 +1,13 @@
 // engine.jobs.crash_safety: kill -9 of the real CLI (HH_CLI_BINARY) at seeded random points.
-//  - distillSurvivesKills / finetuneSurvivesKills: on the tiny GPT-2 fixture (12 steps, an
-//    evaluation and checkpoint every 3), 4 cycles of: start, SIGKILL (after a random delay over
-//    the whole run, just after an evaluation line = around the checkpoint write, or near the end =
-//    around the final save), check the folder, `--resume` and kill again, check, then `--resume`
-//    to the end. After every kill: each run file opens, its loss steps are contiguous, once each
-//    and finite, every step up to the checkpoint's step is in a run file; the checkpoint, its JSON
-//    copy, the adapters file and the model folder are complete or absent. The final resume exits 0,
-//    its run file is completed and holds exactly the steps after the checkpoint it started from,
-//    the checkpoint reaches the steps asked for, and the result equals an uninterrupted run's.
+//  - distillSurvivesKills / finetuneSurvivesKills: on the tiny GPT-2 fixture (12 steps, an evaluation
+//    and checkpoint every 3), 4 cycles of: start, SIGKILL (after a random delay over the whole run,
+//    just after an evaluation line still ahead = around the checkpoint write, or in the tail after
+//    the last one = around the final save), check the folder, `--resume` and kill again, check, then
+//    `--resume` to the end. After every kill: each run file opens, its loss steps are contiguous,
+//    once each and finite, every step up to the checkpoint's step is in a run file; the checkpoint,
+//    its JSON copy, the adapters file and the model folder are complete or absent. The final resume
+//    exits 0, its run file is completed and holds exactly the steps after the checkpoint it started
+//    from, the checkpoint reaches the steps asked for, and the result equals an uninterrupted run's.
 //  - killedExportKeepsAModel: `hedgehog export` killed at random points: a fresh output folder is
 //    absent or loads; re-exports over a complete one always leave one that loads.
 //  - interruptedSaveRecovers: the state a kill between saveModel's two renames leaves (no folder,
@@ -85,6 +85,35 @@ double maxDifference(const std::string& a, const std::string& b) {
   return worst;
 }
 
+// The line a job prints at an evaluation step, just before it flushes the run file and writes
+// the checkpoint (at the last step, the final save follows).
+std::string evaluationLine(int64_t step) { return "step " + std::to_string(step) + ": loss"; }
+
+// The fastest uninterrupted run: its length and the time from its last evaluation line to its exit.
+struct BaseTimeline {
+  int totalMs = std::numeric_limits<int>::max(), tailMs = std::numeric_limits<int>::max();
+};
+
+// Where to kill an attempt that starts from the checkpoint at step `from` (0: a fresh run).
+// mode 0: anywhere in a run's length, start-up included; mode 1: around the checkpoint write
+// after one of the evaluations still ahead; mode 2: anywhere in the tail after the last
+// evaluation (its checkpoint, the final save). A resumed run prints only the steps after `from`,
+// and has only its start-up left once `from` is the last step: then it is killed anywhere.
+c::KillPlan planKill(std::mt19937_64& rng, int mode, int64_t from, const BaseTimeline& base) {
+  c::KillPlan plan;
+  const int64_t evaluationsLeft = (kSteps - from) / kEvalEvery;
+  if (mode == 0 || evaluationsLeft <= 0) {
+    plan.delayMs = int(rng() % uint64_t(base.totalMs + 1));
+  } else if (mode == 1) {
+    plan.line = evaluationLine(from + kEvalEvery * int64_t(1 + rng() % uint64_t(evaluationsLeft)));
+    plan.jitterMs = int(rng() % 12);
+  } else {
+    plan.line = evaluationLine(kSteps);
+    plan.jitterMs = int(rng() % uint64_t(base.tailMs + 1));
+  }
+  return plan;
+}
+
 class TestCrashSafety : public QObject {
   Q_OBJECT
 
@@ -109,15 +138,17 @@ class TestCrashSafety : public QObject {
     const auto config = dir.file("config.json");
     std::ofstream(config) << nlohmann::json{{"patience", 0}, {"eval_batches", 2}}.dump();
 
-    // The uninterrupted run: its duration spreads the kills, its result is what resumes must give.
+    // The uninterrupted run: its timeline places the kills, its result is what resumes must give.
     // Run twice and timed by the faster: the first pays for cold caches, and delays drawn from it
     // overshot the later runs (a run of about 0.6 s finished before most of its kills).
     const auto baseDir = dir.file("base");
-    int runMs = std::numeric_limits<int>::max();
+    BaseTimeline base;
     for (const auto& run : {baseDir, dir.file("base_warm")}) {
-      const auto t0 = std::chrono::steady_clock::now();
-      QCOMPARE(c::waitFor(c::spawnLogged(jobArgs(kind, run, corpus, config), run + ".log"), 300), 0);
-      runMs = std::min(runMs, int(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
+      const auto timing = c::runTimed(jobArgs(kind, run, corpus, config), run + ".log", evaluationLine(kSteps), 300);
+      QCOMPARE(timing.exitCode, 0);
+      QVERIFY2(timing.lineMs >= 0, ("no \"" + evaluationLine(kSteps) + "\" in " + run + ".log").c_str());
+      base.totalMs = std::min(base.totalMs, timing.totalMs);
+      base.tailMs = std::min(base.tailMs, timing.totalMs - timing.lineMs);
     }
     std::mt19937_64 rng(seed() + std::hash<std::string>()(kind));
     Tally tally;
@@ -130,22 +161,14 @@ class TestCrashSafety : public QObject {
       for (int attempt = 0; attempt < 2; ++attempt) {
         auto args = jobArgs(kind, runDir, corpus, config);
         if (attempt > 0) args.push_back("--resume");
-        c::KillPlan plan;
-        const int mode = int((cycle * 2 + attempt) % 3);
-        if (mode == 0) {
-          plan.delayMs = int(rng() % uint64_t(runMs + runMs / 10 + 1));  // anywhere, start-up included
-        } else if (mode == 1) {
-          plan.line = "step " + std::to_string(kEvalEvery * int64_t(1 + rng() % (kSteps / kEvalEvery))) + ": loss";
-          plan.jitterMs = int(rng() % 12);  // around the flush and checkpoint write that follow the line
-        } else {
-          plan.delayMs = int(runMs * 0.8 + double(rng() % uint64_t(runMs / 3 + 1)));  // the end: final save
-        }
+        const int64_t from = attempt == 0 ? 0 : std::max<int64_t>(c::inspectRunFolder(runDir, model, adapters).checkpointStep, 0);
+        const auto plan = planKill(rng, (cycle * 2 + attempt) % 3, from, base);
         const bool killed = c::runAndKill(args, log, plan);
         ++tally.runs;
         tally.kills += killed;
-        qInfo("%s cycle %d attempt %d: %s %d ms%s -> %s", kind.c_str(), cycle, attempt,
-              plan.line.empty() ? "delay" : ("after \"" + plan.line + "\" +").c_str(), plan.line.empty() ? plan.delayMs : plan.jitterMs,
-              "", killed ? "killed" : "finished first");
+        const std::string where = plan.line.empty() ? "delay" : "after \"" + plan.line + "\" +";
+        qInfo("%s cycle %d attempt %d (from step %lld): %s %d ms -> %s", kind.c_str(), cycle, attempt, (long long)from,
+              where.c_str(), plan.line.empty() ? plan.delayMs : plan.jitterMs, killed ? "killed" : "finished first");
         const auto state = c::inspectRunFolder(runDir, model, adapters);
         if (!state.problem.empty()) tally.fail(runDir + " after attempt " + std::to_string(attempt) + ": " + state.problem);
         else tally.readable += int(state.runFiles.size()) + (state.checkpointStep >= 0);
