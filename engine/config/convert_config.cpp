@@ -5,7 +5,7 @@
 #include "engine/config/convert_config.h"
 #include "engine/config/json_reader.h"
 #include "engine/config/compute_dtype.h"
-#include "engine/config/model_config.h"
+#include "engine/config/attention_plan.h"
 
 namespace hh::jobs {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "engine/config/json_reader.h"
 #include "engine/config/compute_dtype.h"
-#include "engine/config/model_config.h"
+#include "engine/config/attention_plan.h"
 #include "engine/config/train_config.h"
 
 namespace hh::jobs {
