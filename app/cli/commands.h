@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -36,6 +37,19 @@ void addDeviceOption(CLI::App* command, std::string& device);
 // --dtype (or another `name`) on the same verbs: float32 | bfloat16 | float64, the compute dtype
 // (engine/config/compute_dtype.h). Empty when not given (the config's "dtype", float32 by default).
 void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& name = "--dtype");
+
+// The end of a job verb's config (distill, finetune, train): `config` goes through its JSON
+// parser again, so that the values flags set get the checks a config file's keys get
+// (debug_nan_at_step, which toJson leaves out, is kept). With `print` (--print-config) the checked
+// config goes to stdout and the result is true: the command stops there.
+template <class Config, class FromJson>
+bool recheckConfig(Config& config, FromJson&& fromJson, bool print) {
+  const auto nan = config.debugNanAtStep;
+  config = fromJson(toJson(config));  // toJson found next to Config (argument-dependent lookup)
+  config.debugNanAtStep = nan;
+  if (print) std::printf("%s\n", toJson(config).dump(2).c_str());
+  return print;
+}
 
 // A conversion's attention flags (distill, convert): --feature-map, --rule, --layers, --window,
 // --plan; what was not given stays unset.

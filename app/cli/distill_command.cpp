@@ -1,8 +1,6 @@
 // `hedgehog distill MODEL_DIR [--config FILE] [options]`: stage 1 of the conversion (train the
 // feature maps to match softmax attention), with a run file and adapters in --run-dir.
 // `--print-config` writes the full config (every default) as JSON, to start a project file.
-#include <cstdio>
-
 #include "app/cli/ranked_job.h"
 #include "engine/jobs/distill_job.h"
 
@@ -56,13 +54,7 @@ void addDistillCommand(CLI::App& app) {
     if (a->lr > 0) c.lr = a->lr;
     c.resume = c.resume || a->resume;
     if (c.runDir.empty()) c.runDir = "runs/distill";
-    const auto nan = c.debugNanAtStep;
-    c = jobs::distillConfigFromJson(jobs::toJson(c));  // the same checks as a config file
-    c.debugNanAtStep = nan;
-    if (a->printConfig) {
-      std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
-      return;
-    }
+    if (recheckConfig(c, jobs::distillConfigFromJson, a->printConfig)) return;
     if (c.modelDir.empty()) throw std::runtime_error("distill: no model folder (give MODEL_DIR or \"model\" in --config)");
     runRankedJob(
         a->processes, c.runDir, [&](CliObserver& observer, dist::Communicator* world) { return jobs::runDistill(c, observer, world); },

@@ -1,8 +1,6 @@
 // `hedgehog finetune MODEL_DIR [--config FILE] [options]`: stage 2 of the conversion (full or
 // LoRA finetuning on an LM or classification task); the finetuned model is saved into --output,
 // the run file into --run-dir. `--print-config` writes the full config (every default) as JSON.
-#include <cstdio>
-
 #include "app/cli/ranked_job.h"
 #include "engine/jobs/finetune_job.h"
 
@@ -67,13 +65,7 @@ void addFinetuneCommand(CLI::App& app) {
     if (a->lr > 0) c.lr = a->lr;
     c.resume = c.resume || a->resume;
     if (c.runDir.empty()) c.runDir = "runs/finetune";
-    const auto nan = c.debugNanAtStep;
-    c = jobs::finetuneConfigFromJson(jobs::toJson(c));  // the same checks as a config file
-    c.debugNanAtStep = nan;
-    if (a->printConfig) {
-      std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
-      return;
-    }
+    if (recheckConfig(c, jobs::finetuneConfigFromJson, a->printConfig)) return;
     if (c.modelDir.empty()) throw std::runtime_error("finetune: no model folder (give MODEL_DIR or \"model\" in --config)");
     runRankedJob(
         a->processes, c.runDir, [&](CliObserver& observer, dist::Communicator* world) { return jobs::runFinetune(c, observer, world); },

@@ -76,15 +76,7 @@ void addTrainCommand(CLI::App& app) {
     if (a->lr > 0) c.lr = a->lr;
     c.resume = c.resume || a->resume;
     if (c.runDir.empty()) c.runDir = "runs/train";
-    // Re-validate what the flags changed (same checks as a config file).
-    const auto nan = c.debugNanAtStep;
-    c = jobs::trainConfigFromJson(jobs::toJson(c));
-    c.resume = c.resume || a->resume;
-    c.debugNanAtStep = nan;
-    if (a->printConfig) {
-      std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
-      return;
-    }
+    if (recheckConfig(c, jobs::trainConfigFromJson, a->printConfig)) return;
     CliObserver observer;
     const auto r = jobs::runTrain(c, observer);
     JobEnd end{r.status, r.message, r.seconds, r.steps, r.runFile, {{"model", r.modelDir}}};
