@@ -26,11 +26,11 @@
 #include <QPainter>
 #include <QTimer>
 
-#include <memory>
-
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <functional>
+#include <memory>
 
 #include "app/gui/comparison/comparison_controls.h"
 #include "app/gui/common/error_dialog.h"
@@ -51,9 +51,234 @@ QCommandLineOption hidden(const QString& name, const QString& description, const
   return option;
 }
 
+QCommandLineOption visible(const QString& name, const QString& description, const QString& value = {}) {
+  return QCommandLineOption(name, description, value);
+}
+
 void loadStyleSheet(QApplication& app) {
   QFile qss(QStringLiteral(":/style.qss"));
   if (qss.open(QIODevice::ReadOnly)) app.setStyleSheet(QString::fromUtf8(qss.readAll()));
+}
+
+// Every option of the command line, parsed (the header lists them).
+struct CommandLine {
+  QCommandLineParser parser;
+  // What a user opens and starts.
+  const QCommandLineOption convert = visible("convert", "Start the conversion a project file describes.", "project.json");
+  const QCommandLineOption processes =
+      visible("processes", "With --convert: run it data-parallel on N local processes (default 1).", "N");
+  const QCommandLineOption run = visible("run", "Open a run file on the dashboard.", "run.h5");
+  const QCommandLineOption model = visible("model", "Open a model folder.", "folder");
+  const QCommandLineOption project = visible("project", "Open a project file.", "project.json");
+  const QCommandLineOption text = visible("text", "The inspector's text.", "text");
+  const QCommandLineOption textFile = visible("text-file", "Read the inspector's text from a file.", "path");
+  const QCommandLineOption tab =
+      visible("tab", "First tab: inspector, comparison, dashboard, runs, experiments, generation or rank.", "name");
+  const QCommandLineOption experiment = visible("experiment", "Open an experiment folder (summary.json).", "folder");
+  const QCommandLineOption exportFigures = visible(
+      "export-figures", "With --experiment: write its scatter, curves and maps as PNG into this folder and quit.", "folder");
+  const QCommandLineOption generate =
+      visible("generate", "Open the generation tab with these model folders.", "original,converted");
+  const QCommandLineOption prompt = visible("prompt", "Generation prompt (starts it).", "text");
+  const QCommandLineOption maxTokens = visible("max-tokens", "Tokens to generate.", "N");
+  // Hidden: documentation and CI screenshots, and the first comparison's settings.
+  const QCommandLineOption shot = hidden("screenshot", "Save a screenshot and quit.", "path");
+  const QCommandLineOption delay = hidden("screenshot-delay-ms", "Screenshot delay.", "ms");
+  const QCommandLineOption featureMaps = hidden("feature-maps", "Feature maps, comma-separated.", "names");
+  const QCommandLineOption inspectHead = hidden("inspect-head", "Open this head in the inspector.", "L,H");
+  const QCommandLineOption inspectView = hidden("inspect-view", "softmax, linear or difference.", "view");
+  const QCommandLineOption recallProbe = hidden("recall-probe", "Inspector: hide a passkey in the text once it is inspected.");
+  const QCommandLineOption modelHead = hidden("head", "Compare this model head.", "L,H");
+  const QCommandLineOption length = hidden("length", "Sequence length.", "T");
+  const QCommandLineOption headDim = hidden("head-dim", "Head dim.", "D");
+  const QCommandLineOption seed = hidden("seed", "Random seed.", "S");
+  const QCommandLineOption runsTab = hidden("runs-tab", "Open on the run browser.");
+  const QCommandLineOption rank = hidden("rank", "Open a saved rank.json on the Layer ranking tab.", "rank.json");
+  const QCommandLineOption overlay = hidden("overlay", "Run browser: overlay these run files.", "a.h5,b.h5");
+  const QCommandLineOption bidirectional = hidden("bidirectional", "Non-causal attention.");
+  const QCommandLineOption scatter = hidden("scatter", "Experiment scatter axes.", "x,y");
+  const QCommandLineOption curve = hidden("curve", "Experiment scalar over steps.", "name");
+  const QCommandLineOption mapPair = hidden("map-pair", "Experiment snapshot pair.", "L,H");
+
+  explicit CommandLine(const QApplication& app) {
+    parser.setApplicationDescription(QStringLiteral("Convert softmax attention into Hedgehog linear attention."));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, generate, prompt, maxTokens, rank});
+    parser.addOptions({convert, processes, run, model, project, text, textFile, tab, runsTab, overlay, shot, delay,
+                       featureMaps, modelHead, inspectHead, inspectView, recallProbe, length, headDim, seed, bidirectional});
+    parser.process(app);
+  }
+  bool isSet(const QCommandLineOption& option) const { return parser.isSet(option); }
+  QString value(const QCommandLineOption& option) const { return parser.value(option); }
+  QStringList list(const QCommandLineOption& option) const { return value(option).split(QLatin1Char(',')); }
+  // The tab shown first: --runs-tab and --overlay mean the run browser.
+  QString firstTab() const { return isSet(runsTab) || isSet(overlay) ? QStringLiteral("runs") : value(tab); }
+};
+
+// "hedgehog-workbench: <error>" on stderr; the exit status 1.
+int fail(const QString& error) {
+  std::fprintf(stderr, "hedgehog-workbench: %s\n", qPrintable(error));
+  return 1;
+}
+
+hh::gui::ComparisonSettings comparisonSettings(const CommandLine& cl) {
+  hh::gui::ComparisonSettings settings;
+  if (cl.isSet(cl.featureMaps)) settings.featureMaps = cl.value(cl.featureMaps).split(QLatin1Char(','), Qt::SkipEmptyParts);
+  if (cl.isSet(cl.modelHead)) {
+    const QStringList lh = cl.list(cl.modelHead);
+    settings.modelHead = true;
+    settings.layer = lh.value(0).toInt();
+    settings.head = lh.value(1).toInt();
+  }
+  if (cl.isSet(cl.length)) settings.length = cl.value(cl.length).toInt();
+  if (cl.isSet(cl.headDim)) settings.headDim = cl.value(cl.headDim).toInt();
+  if (cl.isSet(cl.seed)) settings.seed = cl.value(cl.seed).toULongLong();
+  settings.causal = !cl.isSet(cl.bidirectional);
+  return settings;
+}
+
+// The inspector's text (--text, --text-file); an error when the file cannot be read.
+QString setInspectorText(hh::gui::MainWindow& window, const CommandLine& cl) {
+  if (cl.isSet(cl.text)) window.inspector()->setText(cl.value(cl.text));
+  if (!cl.isSet(cl.textFile)) return {};
+  QFile file(cl.value(cl.textFile));
+  if (!file.open(QIODevice::ReadOnly)) return QStringLiteral("cannot read %1").arg(cl.value(cl.textFile));
+  window.inspector()->setText(QString::fromUtf8(file.readAll()));
+  return {};
+}
+
+// What runs once the model's text is inspected: the head to show, the recall probe, the model
+// head to compare.
+void followInspection(hh::gui::MainWindow& window, const CommandLine& cl, const hh::gui::ComparisonSettings& settings) {
+  auto* inspector = window.inspector();
+  auto once = [&](auto action) {
+    QObject::connect(inspector, &hh::gui::InspectorView::inspected, &window, action, Qt::SingleShotConnection);
+  };
+  if (cl.isSet(cl.inspectHead) || cl.isSet(cl.inspectView)) {
+    const int view = QStringList{"softmax", "linear", "difference"}.indexOf(cl.value(cl.inspectView));
+    if (view > 0) inspector->setHeadView(view);
+    const QStringList lh = cl.list(cl.inspectHead);
+    if (cl.isSet(cl.inspectHead)) once([inspector, lh] { inspector->showHead(lh.value(0).toInt(), lh.value(1).toInt()); });
+  }
+  if (cl.isSet(cl.recallProbe)) once([inspector] { inspector->runRecallProbe(); });
+  if (settings.modelHead) {
+    auto* controls = window.comparisonControls();
+    once([controls, settings] { controls->showModelHead(settings.layer, settings.head); });
+  }
+}
+
+// --convert (with --processes) or --run on the dashboard.
+QString startConversionOrRun(hh::gui::MainWindow& window, const CommandLine& cl) {
+  if (cl.isSet(cl.convert)) {
+    bool ok = true;
+    const int count = cl.isSet(cl.processes) ? cl.value(cl.processes).toInt(&ok) : 1;
+    if (!ok || count < 1) return QStringLiteral("--processes %1: not a positive number").arg(cl.value(cl.processes));
+    return window.startConversion(cl.value(cl.convert), count);
+  }
+  if (cl.isSet(cl.run)) window.openRun(cl.value(cl.run));
+  return {};
+}
+
+// --experiment with its view settings, and its figures written with --export-figures.
+QString openExperiment(hh::gui::MainWindow& window, const CommandLine& cl) {
+  QString error = window.openExperiment(cl.value(cl.experiment));
+  auto* view = window.experiments();
+  const QStringList xy = cl.list(cl.scatter), lh = cl.list(cl.mapPair);
+  if (error.isEmpty() && cl.isSet(cl.scatter) && !view->setScatterAxes(xy.value(0), xy.value(1)))
+    error = QStringLiteral("--scatter %1: not metrics every variant has").arg(cl.value(cl.scatter));
+  if (error.isEmpty() && cl.isSet(cl.curve) && !view->setCurveScalar(cl.value(cl.curve)))
+    error = QStringLiteral("--curve %1: no such scalar").arg(cl.value(cl.curve));
+  if (error.isEmpty() && cl.isSet(cl.mapPair) && !view->setMapPair(lh.value(0).toInt(), lh.value(1).toInt()))
+    error = QStringLiteral("--map-pair %1: no snapshots of that head").arg(cl.value(cl.mapPair));
+  if (error.isEmpty() && cl.isSet(cl.exportFigures)) error = view->exportFigures(cl.value(cl.exportFigures));
+  return error;
+}
+
+// The first tab, then a saved ranking (--rank) on its tab.
+QString showFirstTab(hh::gui::MainWindow& window, const CommandLine& cl) {
+  const QString first = cl.firstTab();
+  if (cl.isSet(cl.overlay)) window.runBrowser()->overlayRuns(cl.list(cl.overlay));
+  if (first == QLatin1String("runs")) window.showRuns();
+  else if (first == QLatin1String("dashboard")) window.showDashboard();
+  else if (first == QLatin1String("comparison")) window.showComparison();
+  else if (first == QLatin1String("inspector")) window.showInspector();
+  else if (first == QLatin1String("experiments")) window.showExperiments();
+  else if (first == QLatin1String("rank")) window.showRank();
+  if (!cl.isSet(cl.rank)) return {};
+  const QString error = window.openRanking(cl.value(cl.rank));
+  return error.isEmpty() ? error : QStringLiteral("--rank ") + error;
+}
+
+// The generation tab (--generate, or --tab generation) with its models and settings; true when
+// --prompt started a generation.
+bool openGeneration(hh::gui::MainWindow& window, const CommandLine& cl) {
+  if (!cl.isSet(cl.generate) && cl.firstTab() != QLatin1String("generation")) return false;
+  window.showGeneration();
+  auto* panel = window.generation();
+  const QStringList folders = cl.list(cl.generate);
+  panel->setFolders(folders.value(0), folders.value(1));
+  if (cl.isSet(cl.generate)) panel->loadModels();
+  auto settings = panel->settings();
+  if (cl.isSet(cl.maxTokens)) settings.maxTokens = cl.value(cl.maxTokens).toInt();
+  if (cl.isSet(cl.prompt)) settings.prompt = cl.value(cl.prompt);
+  panel->setSettings(settings);
+  panel->setPrompt(settings.prompt);
+  if (!cl.isSet(cl.prompt)) return false;
+  QTimer::singleShot(0, panel, [panel] { panel->generate(); });
+  return true;
+}
+
+// Grabs the main window into `path` and quits (status 0 when saved). An error dialog on screen is
+// part of the picture: it is drawn over the window where it stands.
+void grabAndQuit(hh::gui::MainWindow& window, const QString& path) {
+  QPixmap picture = window.grab();
+  QPainter painter(&picture);
+  for (QMessageBox* box : window.findChildren<QMessageBox*>(QLatin1String(hh::gui::kErrorDialogName)))
+    if (box->isVisible()) painter.drawPixmap(box->geometry().topLeft() - window.geometry().topLeft(), box->grab());
+  painter.end();
+  const bool ok = picture.save(path);
+  std::fprintf(ok ? stdout : stderr, "%s %s\n", ok ? "screenshot saved to" : "could not save screenshot to", qPrintable(path));
+  QApplication::exit(ok ? 0 : 1);
+}
+
+// Calls `then` once nothing is loading or computing (the model loaded, the text inspected, the
+// comparison on screen). A model that fails to load ends the wait too: its error dialog is the
+// picture.
+void whenSettled(hh::gui::MainWindow& window, bool needModel, const std::function<void()>& then) {
+  auto* poll = new QTimer(&window);
+  auto loadFailed = std::make_shared<bool>(false);
+  QObject::connect(&window, &hh::gui::MainWindow::modelLoaded, &window,
+                   [loadFailed](const QString& error) { *loadFailed = *loadFailed || !error.isEmpty(); });
+  QObject::connect(poll, &QTimer::timeout, &window, [&window, poll, needModel, loadFailed, then] {
+    const auto& result = window.inspector()->result();
+    const bool ready = !window.busy() && (!needModel || *loadFailed || result.length > 0 || !result.error.isEmpty());
+    if (!ready) return;
+    poll->stop();
+    then();
+  });
+  poll->start(250);
+}
+
+// --screenshot: the dashboard is grabbed after the delay (e.g. mid-run), a generation once it has
+// finished and the delay has let the plots redraw, anything else the delay after it settled.
+void scheduleScreenshot(hh::gui::MainWindow& window, const CommandLine& cl, bool generating) {
+  const QString path = cl.value(cl.shot);
+  const int delayMs = cl.isSet(cl.delay) ? cl.value(cl.delay).toInt() : 800;
+  const QString first = cl.firstTab();
+  const bool onDashboard = cl.isSet(cl.convert) || cl.isSet(cl.run) || cl.isSet(cl.rank) ||
+                           first == QLatin1String("runs") || first == QLatin1String("dashboard") ||
+                           first == QLatin1String("rank");
+  auto grab = [&window, path] { grabAndQuit(window, path); };
+  auto grabLater = [&window, delayMs, grab] { QTimer::singleShot(delayMs, &window, grab); };
+  if (generating)
+    QObject::connect(window.generation(), &hh::gui::GenerationView::finished, &window, [grabLater](const QString&) { grabLater(); });
+  else if (onDashboard) grabLater();
+  else whenSettled(window, cl.isSet(cl.model) || cl.isSet(cl.project), grabLater);
+  QTimer::singleShot(std::max(kScreenshotTimeoutMs, delayMs + 60000), &window, [grab] {
+    std::fprintf(stderr, "no comparison within %d ms; grabbing anyway\n", kScreenshotTimeoutMs);
+    grab();
+  });
 }
 
 }  // namespace
@@ -69,234 +294,35 @@ int main(int argc, char** argv) {
   QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/hedgehog.svg")));
   hh::initRuntime();
 
-  QCommandLineParser parser;
-  parser.setApplicationDescription(QStringLiteral("Convert softmax attention into Hedgehog linear attention."));
-  parser.addHelpOption();
-  parser.addVersionOption();
-  const auto shot = hidden(QStringLiteral("screenshot"), QStringLiteral("Save a screenshot and quit."), "path");
-  const auto delay = hidden(QStringLiteral("screenshot-delay-ms"), QStringLiteral("Screenshot delay."), "ms");
-  const auto featureMap = hidden(QStringLiteral("feature-maps"), QStringLiteral("Feature maps, comma-separated."), "names");
-  const auto inspectHead = hidden(QStringLiteral("inspect-head"), QStringLiteral("Open this head in the inspector."), "L,H");
-  const auto inspectView = hidden(QStringLiteral("inspect-view"), QStringLiteral("softmax, linear or difference."), "view");
-  QCommandLineOption recallProbe(QStringLiteral("recall-probe"),
-                                 QStringLiteral("Inspector: hide a passkey in the text once it is inspected."));
-  recallProbe.setFlags(QCommandLineOption::HiddenFromHelp);
-  const auto modelHead = hidden(QStringLiteral("head"), QStringLiteral("Compare this model head."), "L,H");
-  const auto length = hidden(QStringLiteral("length"), QStringLiteral("Sequence length."), "T");
-  const auto headDim = hidden(QStringLiteral("head-dim"), QStringLiteral("Head dim."), "D");
-  const auto seed = hidden(QStringLiteral("seed"), QStringLiteral("Random seed."), "S");
-  const auto runsTab = hidden(QStringLiteral("runs-tab"), QStringLiteral("Open on the run browser."));
-  const auto rankOpt = hidden(QStringLiteral("rank"), QStringLiteral("Open a saved rank.json on the Layer ranking tab."), "rank.json");
-  const auto overlayOpt = hidden(QStringLiteral("overlay"), QStringLiteral("Run browser: overlay these run files."), "a.h5,b.h5");
-  const auto bidirectional = hidden(QStringLiteral("bidirectional"), QStringLiteral("Non-causal attention."));
-  const QCommandLineOption generateOpt(QStringLiteral("generate"),
-                                       QStringLiteral("Open the generation tab with these model folders."),
-                                       QStringLiteral("original,converted"));
-  const QCommandLineOption promptOpt(QStringLiteral("prompt"), QStringLiteral("Generation prompt (starts it)."),
-                                     QStringLiteral("text"));
-  const QCommandLineOption maxTokensOpt(QStringLiteral("max-tokens"), QStringLiteral("Tokens to generate."),
-                                        QStringLiteral("N"));
-  const QCommandLineOption convert(QStringLiteral("convert"), QStringLiteral("Start the conversion a project file describes."),
-                                   QStringLiteral("project.json"));
-  const QCommandLineOption processes(QStringLiteral("processes"),
-                                     QStringLiteral("With --convert: run it data-parallel on N local processes (default 1)."),
-                                     QStringLiteral("N"));
-  const QCommandLineOption run(QStringLiteral("run"), QStringLiteral("Open a run file on the dashboard."), QStringLiteral("run.h5"));
-  const QCommandLineOption model(QStringLiteral("model"), QStringLiteral("Open a model folder."), QStringLiteral("folder"));
-  const QCommandLineOption project(QStringLiteral("project"), QStringLiteral("Open a project file."), QStringLiteral("project.json"));
-  const QCommandLineOption text(QStringLiteral("text"), QStringLiteral("The inspector's text."), QStringLiteral("text"));
-  const QCommandLineOption textFile(QStringLiteral("text-file"), QStringLiteral("Read the inspector's text from a file."),
-                                    QStringLiteral("path"));
-  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("First tab: inspector, comparison, dashboard, runs, experiments, generation or rank."),
-                               QStringLiteral("name"));
-  const QCommandLineOption experiment(QStringLiteral("experiment"), QStringLiteral("Open an experiment folder (summary.json)."),
-                                      QStringLiteral("folder"));
-  const QCommandLineOption exportFigures(QStringLiteral("export-figures"),
-                                         QStringLiteral("With --experiment: write its scatter, curves and maps as PNG into this folder and quit."),
-                                         QStringLiteral("folder"));
-  const auto scatter = hidden(QStringLiteral("scatter"), QStringLiteral("Experiment scatter axes."), "x,y");
-  const auto curve = hidden(QStringLiteral("curve"), QStringLiteral("Experiment scalar over steps."), "name");
-  const auto mapPair = hidden(QStringLiteral("map-pair"), QStringLiteral("Experiment snapshot pair."), "L,H");
-  parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, generateOpt, promptOpt, maxTokensOpt, rankOpt});
-  parser.addOptions({convert, processes, run, model, project, text, textFile, tab, runsTab, overlayOpt, shot, delay, featureMap, modelHead,
-                     inspectHead, inspectView, recallProbe,
-                     length, headDim, seed, bidirectional});
-  parser.process(app);
+  const CommandLine cl(app);
   const QStringList tabs{"inspector", "comparison", "dashboard", "runs", "experiments", "generation", "rank"};
-  if (parser.isSet(tab) && !tabs.contains(parser.value(tab))) {
-    std::fprintf(stderr, "hedgehog-workbench: --tab %s: not a tab (one of %s)\n", qPrintable(parser.value(tab)),
+  if (cl.isSet(cl.tab) && !tabs.contains(cl.value(cl.tab))) {
+    std::fprintf(stderr, "hedgehog-workbench: --tab %s: not a tab (one of %s)\n", qPrintable(cl.value(cl.tab)),
                  qPrintable(tabs.join(QStringLiteral(", "))));
     return 2;
   }
-
   loadStyleSheet(app);
   hh::gui::MainWindow window;
-  hh::gui::ComparisonSettings settings;
-  if (parser.isSet(featureMap)) settings.featureMaps = parser.value(featureMap).split(QLatin1Char(','), Qt::SkipEmptyParts);
-  if (parser.isSet(modelHead)) {
-    const QStringList lh = parser.value(modelHead).split(QLatin1Char(','));
-    settings.modelHead = true;
-    settings.layer = lh.value(0).toInt();
-    settings.head = lh.value(1).toInt();
-  }
-  if (parser.isSet(length)) settings.length = parser.value(length).toInt();
-  if (parser.isSet(headDim)) settings.headDim = parser.value(headDim).toInt();
-  if (parser.isSet(seed)) settings.seed = parser.value(seed).toULongLong();
-  settings.causal = !parser.isSet(bidirectional);
+  const auto settings = comparisonSettings(cl);
   window.setSettings(settings);
-  if (parser.isSet(text)) window.inspector()->setText(parser.value(text));
-  if (parser.isSet(textFile)) {
-    QFile file(parser.value(textFile));
-    if (!file.open(QIODevice::ReadOnly)) {
-      std::fprintf(stderr, "hedgehog-workbench: cannot read %s\n", qPrintable(parser.value(textFile)));
-      return 1;
-    }
-    window.inspector()->setText(QString::fromUtf8(file.readAll()));
-  }
+  if (const QString error = setInspectorText(window, cl); !error.isEmpty()) return fail(error);
   window.show();
-  if (parser.isSet(project)) {
-    const QString error = window.openProject(parser.value(project));
-    if (!error.isEmpty()) {
-      std::fprintf(stderr, "hedgehog-workbench: %s\n", qPrintable(error));
-      return 1;
-    }
-  } else if (parser.isSet(model)) {
-    window.openModel(parser.value(model));
+  if (cl.isSet(cl.project)) {
+    if (const QString error = window.openProject(cl.value(cl.project)); !error.isEmpty()) return fail(error);
+  } else if (cl.isSet(cl.model)) {
+    window.openModel(cl.value(cl.model));
   }
-  if (parser.isSet(inspectHead) || parser.isSet(inspectView)) {
-    const QStringList lh = parser.value(inspectHead).split(QLatin1Char(','));
-    const int view = QStringList{"softmax", "linear", "difference"}.indexOf(parser.value(inspectView));
-    if (view > 0) window.inspector()->setHeadView(view);
-    if (parser.isSet(inspectHead)) {
-      QObject::connect(window.inspector(), &hh::gui::InspectorView::inspected, &window, [&window, lh] {
-        window.inspector()->showHead(lh.value(0).toInt(), lh.value(1).toInt());
-      }, Qt::SingleShotConnection);
-    }
-  }
-  if (parser.isSet(recallProbe)) {
-    QObject::connect(window.inspector(), &hh::gui::InspectorView::inspected, &window,
-                     [&window] { window.inspector()->runRecallProbe(); }, Qt::SingleShotConnection);
-  }
-  if (settings.modelHead) {
-    // Compare the model head once the model is loaded and the text inspected.
-    QObject::connect(window.inspector(), &hh::gui::InspectorView::inspected, &window, [&window, settings] {
-      window.comparisonControls()->showModelHead(settings.layer, settings.head);
-    }, Qt::SingleShotConnection);
-  }
-  if (parser.isSet(convert)) {
-    bool ok = true;
-    const int count = parser.isSet(processes) ? parser.value(processes).toInt(&ok) : 1;
-    if (!ok || count < 1) {
-      std::fprintf(stderr, "hedgehog-workbench: --processes %s: not a positive number\n", qPrintable(parser.value(processes)));
-      return 1;
-    }
-    const QString error = window.startConversion(parser.value(convert), count);
-    if (!error.isEmpty()) {
-      std::fprintf(stderr, "hedgehog-workbench: %s\n", qPrintable(error));
-      return 1;
-    }
-  } else if (parser.isSet(run)) {
-    window.openRun(parser.value(run));
-  }
-  if (parser.isSet(experiment)) {
-    QString error = window.openExperiment(parser.value(experiment));
-    const QStringList xy = parser.value(scatter).split(QLatin1Char(','));
-    if (error.isEmpty() && parser.isSet(scatter) && !window.experiments()->setScatterAxes(xy.value(0), xy.value(1)))
-      error = QStringLiteral("--scatter %1: not metrics every variant has").arg(parser.value(scatter));
-    if (error.isEmpty() && parser.isSet(curve) && !window.experiments()->setCurveScalar(parser.value(curve)))
-      error = QStringLiteral("--curve %1: no such scalar").arg(parser.value(curve));
-    const QStringList lh = parser.value(mapPair).split(QLatin1Char(','));
-    if (error.isEmpty() && parser.isSet(mapPair) && !window.experiments()->setMapPair(lh.value(0).toInt(), lh.value(1).toInt()))
-      error = QStringLiteral("--map-pair %1: no snapshots of that head").arg(parser.value(mapPair));
-    if (error.isEmpty() && parser.isSet(exportFigures)) error = window.experiments()->exportFigures(parser.value(exportFigures));
-    if (!error.isEmpty()) {
-      std::fprintf(stderr, "hedgehog-workbench: %s\n", qPrintable(error));
-      return 1;
-    }
-    if (parser.isSet(exportFigures)) {
-      std::printf("figures written to %s\n", qPrintable(parser.value(exportFigures)));
+  followInspection(window, cl, settings);
+  if (const QString error = startConversionOrRun(window, cl); !error.isEmpty()) return fail(error);
+  if (cl.isSet(cl.experiment)) {
+    if (const QString error = openExperiment(window, cl); !error.isEmpty()) return fail(error);
+    if (cl.isSet(cl.exportFigures)) {
+      std::printf("figures written to %s\n", qPrintable(cl.value(cl.exportFigures)));
       return 0;
     }
   }
-  const QString firstTab = parser.isSet(runsTab) || parser.isSet(overlayOpt) ? QStringLiteral("runs") : parser.value(tab);
-  if (parser.isSet(overlayOpt)) window.runBrowser()->overlayRuns(parser.value(overlayOpt).split(QLatin1Char(',')));
-  if (firstTab == QLatin1String("runs")) window.showRuns();
-  else if (firstTab == QLatin1String("dashboard")) window.showDashboard();
-  else if (firstTab == QLatin1String("comparison")) window.showComparison();
-  else if (firstTab == QLatin1String("inspector")) window.showInspector();
-  else if (firstTab == QLatin1String("experiments")) window.showExperiments();
-  else if (firstTab == QLatin1String("rank")) window.showRank();
-  if (parser.isSet(rankOpt)) {
-    const QString error = window.openRanking(parser.value(rankOpt));
-    if (!error.isEmpty()) {
-      std::fprintf(stderr, "hedgehog-workbench: --rank %s\n", qPrintable(error));
-      return 1;
-    }
-  }
-  bool generating = false;
-  if (parser.isSet(generateOpt) || firstTab == QLatin1String("generation")) {
-    window.showGeneration();
-    auto* panel = window.generation();
-    const QStringList folders = parser.value(generateOpt).split(QLatin1Char(','));
-    panel->setFolders(folders.value(0), folders.value(1));
-    if (parser.isSet(generateOpt)) panel->loadModels();
-    auto settings = panel->settings();
-    if (parser.isSet(maxTokensOpt)) settings.maxTokens = parser.value(maxTokensOpt).toInt();
-    if (parser.isSet(promptOpt)) settings.prompt = parser.value(promptOpt);
-    panel->setSettings(settings);
-    panel->setPrompt(settings.prompt);
-    if (parser.isSet(promptOpt)) {
-      generating = true;
-      QTimer::singleShot(0, panel, [panel] { panel->generate(); });
-    }
-  }
-  const bool onDashboard = parser.isSet(convert) || parser.isSet(run) || firstTab == QLatin1String("runs") ||
-                           firstTab == QLatin1String("dashboard") || firstTab == QLatin1String("rank") ||
-                           parser.isSet(rankOpt);
-
-  if (parser.isSet(shot)) {
-    const QString path = parser.value(shot);
-    const int delayMs = parser.isSet(delay) ? parser.value(delay).toInt() : 800;
-    auto grab = [&window, path] {
-      // An error dialog on screen is part of the picture: draw it over the window where it stands.
-      QPixmap picture = window.grab();
-      QPainter painter(&picture);
-      for (QMessageBox* box : window.findChildren<QMessageBox*>(QLatin1String(hh::gui::kErrorDialogName)))
-        if (box->isVisible()) painter.drawPixmap(box->geometry().topLeft() - window.geometry().topLeft(), box->grab());
-      painter.end();
-      const bool ok = picture.save(path);
-      std::fprintf(ok ? stdout : stderr, "%s %s\n", ok ? "screenshot saved to" : "could not save screenshot to",
-                   qPrintable(path));
-      QApplication::exit(ok ? 0 : 1);
-    };
-    // The dashboard: grab after the delay (e.g. mid-run). Otherwise: once nothing is loading or
-    // computing (the model loaded, the text inspected, the comparison on screen), wait, grab, quit.
-    if (generating) {
-      // Grab once the generation has finished (then the delay lets the plots redraw).
-      QObject::connect(window.generation(), &hh::gui::GenerationView::finished, &window,
-                       [&window, delayMs, grab](const QString&) { QTimer::singleShot(delayMs, &window, grab); });
-    } else if (onDashboard) {
-      QTimer::singleShot(delayMs, &window, grab);
-    } else {
-      auto* poll = new QTimer(&window);
-      const bool needModel = parser.isSet(model) || parser.isSet(project);
-      // A model that fails to load ends the wait too: its error dialog is the picture.
-      auto loadFailed = std::make_shared<bool>(false);
-      QObject::connect(&window, &hh::gui::MainWindow::modelLoaded, &window,
-                       [loadFailed](const QString& error) { *loadFailed = *loadFailed || !error.isEmpty(); });
-      QObject::connect(poll, &QTimer::timeout, &window, [&window, poll, delayMs, grab, needModel, loadFailed] {
-        const bool ready = !window.busy() && (!needModel || *loadFailed || window.inspector()->result().length > 0 ||
-                                              !window.inspector()->result().error.isEmpty());
-        if (!ready) return;
-        poll->stop();
-        QTimer::singleShot(delayMs, &window, grab);
-      });
-      poll->start(250);
-    }
-    QTimer::singleShot(std::max(kScreenshotTimeoutMs, delayMs + 60000), &window, [grab] {
-      std::fprintf(stderr, "no comparison within %d ms; grabbing anyway\n", kScreenshotTimeoutMs);
-      grab();
-    });
-  }
+  if (const QString error = showFirstTab(window, cl); !error.isEmpty()) return fail(error);
+  const bool generating = openGeneration(window, cl);
+  if (cl.isSet(cl.shot)) scheduleScreenshot(window, cl, generating);
   return app.exec();
 }
