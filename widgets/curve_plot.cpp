@@ -195,9 +195,26 @@ void CurvePlot::setLogY(bool enabled) {
 }
 
 void CurvePlot::setLegendVisible(bool visible) {
-  plot_->legend->setVisible(visible);
+  legendWanted_ = visible;
   scheduleReplot();
 }
+
+void CurvePlot::setEmptyText(const QString& text) {
+  if (!emptyText_) {
+    emptyText_ = new QCPItemText(plot_);
+    emptyText_->position->setType(QCPItemPosition::ptAxisRectRatio);
+    emptyText_->position->setCoords(0.5, 0.5);
+    emptyText_->setPositionAlignment(Qt::AlignCenter);
+    emptyText_->setTextAlignment(Qt::AlignCenter);
+    emptyText_->setColor(QColor(0x5f, 0x66, 0x70));
+    emptyText_->setClipToAxisRect(true);
+  }
+  emptyTextValue_ = text;
+  emptyText_->setText(text);
+  scheduleReplot();
+}
+
+bool CurvePlot::emptyTextShown() const { return emptyText_ && emptyText_->visible(); }
 
 QString CurvePlot::seriesName(int index) const {
   return index >= 0 && index < series_.size() ? series_[index].line->name() : QString();
@@ -307,6 +324,10 @@ void CurvePlot::doReplot() {
       axis->setRange(r.lower - pad, r.upper + pad);
     }
   }
+  bool anyPoint = false;
+  for (const auto& series : series_) anyPoint = anyPoint || series.line->dataCount() > 0;
+  if (emptyText_) emptyText_->setVisible(!anyPoint && !emptyTextValue_.isEmpty());
+  plot_->legend->setVisible(legendWanted_ && !series_.isEmpty());
   if (plot_->legend->visible()) placeLegendAwayFromData();
   ++replotCount_;
   // Queued refresh: the widget repaints with the next paint event, together with whatever else

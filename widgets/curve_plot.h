@@ -15,6 +15,7 @@
 
 class QCustomPlot;
 class QCPGraph;
+class QCPItemText;
 class QCPTextElement;
 class QTimer;
 
@@ -50,7 +51,13 @@ class CurvePlot : public QWidget {
   void setTitle(const QString& title);
   void setAxisLabels(const QString& x, const QString& y);
   void setLogY(bool enabled);
+  // The legend shows while `visible` and the plot has a series.
   void setLegendVisible(bool visible);
+  // A line in the middle of the axes while no series has a point (e.g. what the run lacks);
+  // empty: nothing.
+  void setEmptyText(const QString& text);
+  QString emptyText() const { return emptyTextValue_; }
+  bool emptyTextShown() const;
 
   int seriesCount() const { return int(series_.size()); }
   QString seriesName(int index) const;
@@ -86,8 +93,11 @@ class CurvePlot : public QWidget {
   QCustomPlot* plot_ = nullptr;
   QCPTextElement* title_ = nullptr;
   QTimer* replotTimer_ = nullptr;
+  QCPItemText* emptyText_ = nullptr;
+  QString emptyTextValue_;
   QVector<Series> series_;
   bool autoRescale_ = true;
+  bool legendWanted_ = true;
   bool staleWhileHidden_ = false;
   int replotCount_ = 0;
   int paletteNext_ = 0;

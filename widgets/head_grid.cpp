@@ -212,9 +212,19 @@ std::pair<double, double> HeadGrid::summaryRange() const {
   return {lo, hi};
 }
 
+void HeadGrid::setEmptyText(const QString& text) {
+  emptyText_ = text;
+  update();
+}
+
 void HeadGrid::paintEvent(QPaintEvent* /*event*/) {
   QPainter p(this);
   p.fillRect(rect(), palette().base());
+  if (layers_ == 0 || heads_ == 0) {
+    p.setPen(QColor(0x5f, 0x66, 0x70));
+    p.drawText(rect().adjusted(12, 12, -12, -12), Qt::AlignCenter | Qt::TextWordWrap, emptyText_);
+    return;
+  }
   const Geometry g = geometry();
   QFont small = font();
   small.setPointSizeF(std::max(6.0, small.pointSizeF() * 0.85));

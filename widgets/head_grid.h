@@ -40,6 +40,9 @@ class HeadGrid : public QWidget {
   void setSummaryHigherIsBetter(bool higherIsBetter);
   void setSelected(int layer, int head);      // highlighted cell; (-1, -1) for none
   void clear();
+  // A line in the middle of an empty grid (no layers yet), e.g. why there is nothing to show.
+  void setEmptyText(const QString& text);
+  QString emptyText() const { return emptyText_; }
 
   int layers() const { return layers_; }
   int heads() const { return heads_; }
@@ -84,6 +87,7 @@ class HeadGrid : public QWidget {
   int layers_ = 0, heads_ = 0;
   QVector<Cell> cells_;  // layer-major
   QString summaryName_ = QStringLiteral("summary");
+  QString emptyText_;
   std::optional<std::pair<double, double>> fixedRange_;
   bool higherIsBetter_ = true;
   int selectedLayer_ = -1, selectedHead_ = -1;

@@ -1,7 +1,8 @@
 // CurvePlot: series bookkeeping, spread bands, legend entries, NaN gaps, and replots coalesced
 // by the single-shot timer (many changes, one replot); appendPoints keeps the keys sorted (in
 // place when they come after the data, merged otherwise); a hidden plot does not redraw until
-// it is shown; the legend moves to the corner with the fewest points.
+// it is shown; the legend moves to the corner with the fewest points; the empty text shows while
+// no series has a point, the legend only while there is a series.
 #include <QSignalSpy>
 
 #include "widgets/qcp.h"
@@ -32,6 +33,34 @@ class TestCurvePlot : public QObject {
     plot.rescaleAxes();
     plot.replotNow();
     QCOMPARE(corner(), Qt::AlignTop | Qt::AlignLeft);
+  }
+
+  void emptyTextShowsUntilThereIsData() {
+    CurvePlot plot;
+    plot.resize(400, 300);
+    plot.show();
+    plot.replotNow();
+    QVERIFY(!plot.emptyTextShown());  // none set
+    plot.setEmptyText("no curves in this run");
+    plot.replotNow();
+    QVERIFY(plot.emptyTextShown());
+    QVERIFY(!plot.plot()->legend->visible());  // nothing to name
+    const int s = plot.addSeries("loss", {}, {});
+    plot.replotNow();
+    QVERIFY(plot.emptyTextShown());
+    QVERIFY(plot.plot()->legend->visible());
+    plot.appendPoint(s, 1.0, 2.0);
+    plot.replotNow();
+    QVERIFY(!plot.emptyTextShown());
+    plot.setLegendVisible(false);
+    plot.replotNow();
+    QVERIFY(!plot.plot()->legend->visible());
+    plot.clear();
+    plot.replotNow();
+    QVERIFY(plot.emptyTextShown());
+    plot.setEmptyText("");
+    plot.replotNow();
+    QVERIFY(!plot.emptyTextShown());
   }
 
   void seriesWithAndWithoutSpread() {
@@ -140,7 +169,8 @@ class TestCurvePlot : public QObject {
 HH_TEST_SUITE(TestCurvePlot, "widgets.curve_plot",
               &TestCurvePlot::appendPointsKeepsKeysSorted, &TestCurvePlot::hiddenPlotsRedrawWhenShown,
               &TestCurvePlot::seriesWithAndWithoutSpread, &TestCurvePlot::replotsAreCoalesced,
-              &TestCurvePlot::nanLeavesAGapAndClearEmpties, &TestCurvePlot::userZoomStopsAutoRescale, &TestCurvePlot::legendAvoidsTheData)
+              &TestCurvePlot::nanLeavesAGapAndClearEmpties, &TestCurvePlot::userZoomStopsAutoRescale, &TestCurvePlot::legendAvoidsTheData,
+              &TestCurvePlot::emptyTextShowsUntilThereIsData)
 #if HH_HAVE_QTEST
 #include "test_curve_plot.moc"
 #endif

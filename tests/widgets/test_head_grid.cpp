@@ -1,6 +1,7 @@
 // HeadGrid: clicking a thumbnail emits headClicked with its (layer, head), hit-testing misses
 // the headers, thumbnails are block-reduced to at most kThumbCells, summary frames follow the
-// summaries' range (reversed when lower is better), and the grid grows on demand.
+// summaries' range (reversed when lower is better), and the grid grows on demand; an empty grid
+// shows its empty text, a filled one does not.
 #include <QSignalSpy>
 #include <QTest>
 
@@ -24,6 +25,23 @@ std::vector<float> diagonal(int n) {
 class TestHeadGrid : public QObject {
   Q_OBJECT
  private Q_SLOTS:
+  void emptyGridShowsItsText() {
+    HeadGrid grid;
+    grid.resize(300, 200);
+    const QImage blank = grid.grab().toImage();
+    grid.setEmptyText(QStringLiteral("No per-head tables in this run yet"));
+    QCOMPARE(grid.emptyText(), QStringLiteral("No per-head tables in this run yet"));
+    const QImage withText = grid.grab().toImage();
+    QVERIFY(withText != blank);  // the text is drawn
+    grid.setGridSize(1, 1);
+    grid.setCell(0, 0, 8, 8, diagonal(8), 0.5);
+    HeadGrid filled;
+    filled.resize(300, 200);
+    filled.setGridSize(1, 1);
+    filled.setCell(0, 0, 8, 8, diagonal(8), 0.5);
+    QCOMPARE(grid.grab().toImage(), filled.grab().toImage());  // with cells, the text is gone
+  }
+
   void clickEmitsTheRightHead() {
     HeadGrid grid;
     grid.setGridSize(3, 4);
@@ -82,7 +100,8 @@ class TestHeadGrid : public QObject {
 };
 
 HH_TEST_SUITE(TestHeadGrid, "widgets.head_grid",
-              &TestHeadGrid::clickEmitsTheRightHead, &TestHeadGrid::thumbnailsAreSmallAndSummariesColoured)
+              &TestHeadGrid::clickEmitsTheRightHead, &TestHeadGrid::thumbnailsAreSmallAndSummariesColoured,
+              &TestHeadGrid::emptyGridShowsItsText)
 #if HH_HAVE_QTEST
 #include "test_head_grid.moc"
 #endif

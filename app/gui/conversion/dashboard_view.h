@@ -65,6 +65,7 @@ class DashboardView : public QWidget {
   int lossPointCount() const { return int(lossSteps_.size()); }
   QString statusText() const;
   widgets::HeadGrid* headGrid() const { return grid_; }
+  QComboBox* tableChoice() const { return tableChoice_; }
   widgets::CurvePlot* lossPlot() const { return loss_; }
   widgets::HeatmapView* softmaxMap() const { return softmaxMap_; }
   widgets::HeatmapView* linearMap() const { return linearMap_; }
@@ -97,6 +98,11 @@ class DashboardView : public QWidget {
   void showEvent(QShowEvent* event) override;
 
  private:
+  void createWidgets();   // dashboard_layout.cpp
+  void arrangeWidgets();  // dashboard_layout.cpp
+  void addTableChoices();
+  void syncTableChoices();  // the tables the shown run has, and a choice among them
+  void updateEmptyTexts();  // what the grid and the curves say while they have nothing to show
   void appendLoss(const runs::ScalarSeries& series);
   void rebuildSmoothed();
   void refreshGrid();

@@ -10,8 +10,12 @@
 //     file again shows the summary;
 //   - cancel from the GUI stops the job within 2 s, the run file says cancelled, and the progress
 //     bar says "cancelled in <stage> at <step>/<total>" with no ETA left on it;
-//   - a project file that is not valid is refused with a message naming the key.
+//   - a project file that is not valid is refused with a message naming the key;
+//   - a train run's only table (per-head entropy) is chosen and shown, the tables it lacks cannot
+//     be chosen, and the curves it lacks are said to be missing; a run without tables says so.
 #include <QApplication>
+#include <QComboBox>
+#include <QStandardItemModel>
 #include <QElapsedTimer>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -111,6 +115,53 @@ class TestDashboard : public QObject {
     QCOMPARE(double(view.softmaxMap()->valueAt(3, 0)), 0.25);
   }
 
+  void offersOnlyTheTablesTheRunHas() {
+    hh::test::TempDir dir("dashboard_tables");
+    r::RunHeader header;
+    header.runId = "train-test";
+    header.kind = "train";
+    header.configJson = "{}";
+    header.layout.scalars = {"loss"};
+    header.layout.layers = 2;
+    header.layout.heads = 1;
+    header.layout.tables = {"entropy"};
+    const auto path = dir.file("train.h5");
+    {
+      auto w = r::RunWriter::create(path, header);
+      w.appendScalars(1, {{"loss", 1.0}});
+      w.appendTable(1, "entropy", {2.0, 1.5});
+      w.setStatus(r::RunStatus::Completed, "done");
+    }
+    hh::gui::DashboardView view;
+    view.resize(1200, 800);
+    view.show();
+    QVERIFY(view.headGrid()->emptyText().startsWith("No run open"));
+    hh::gui::RunFollower follower;
+    connect(&follower, &hh::gui::RunFollower::updated, &view, &hh::gui::DashboardView::applyUpdate);
+    follower.follow(QString::fromStdString(path));
+    QCOMPARE(view.tableChoice()->currentData().toString(), QString("entropy"));
+    QCOMPARE(view.headGrid()->layers(), 2);
+    QCOMPARE(view.headGrid()->summary(1, 0), 1.5);
+    auto* model = qobject_cast<QStandardItemModel*>(view.tableChoice()->model());
+    QVERIFY(model);
+    QVERIFY(!model->item(view.tableChoice()->findData("kl"))->isEnabled());
+    QVERIFY(model->item(view.tableChoice()->currentIndex())->isEnabled());
+    view.monotonicityPlot()->replotNow();
+    QVERIFY(view.monotonicityPlot()->emptyTextShown());
+
+    header.layout.tables = {};
+    const auto bare = dir.file("bare.h5");
+    {
+      auto w = r::RunWriter::create(bare, header);
+      w.appendScalars(1, {{"loss", 1.0}});
+    }
+    follower.follow(QString::fromStdString(bare));
+    QCOMPARE(view.headGrid()->layers(), 0);
+    QVERIFY2(view.headGrid()->emptyText().startsWith("No per-head tables in this run yet"),
+             qPrintable(view.headGrid()->emptyText()));
+    for (int i = 0; i < view.tableChoice()->count(); ++i) QVERIFY(model->item(i)->isEnabled());
+  }
+
   void followsAConversionAndStaysResponsive() {
     hh::test::TempDir dir("dashboard_live");
     const auto project = writeProject(dir, 40, 10);
@@ -204,6 +255,7 @@ class TestDashboard : public QObject {
 };
 
 HH_TEST_SUITE(TestDashboard, "app.gui.dashboard", &TestDashboard::initTestCase, &TestDashboard::showsAFinishedRunFile,
+              &TestDashboard::offersOnlyTheTablesTheRunHas,
               &TestDashboard::followsAConversionAndStaysResponsive, &TestDashboard::cancelFromTheGuiStopsTheJob,
               &TestDashboard::refusesABadProjectFile)
 
