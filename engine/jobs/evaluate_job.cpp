@@ -95,10 +95,6 @@ models::ModelPtr loadConverted(const EvaluateConfig& c, const models::LoadOption
   return model;
 }
 
-void checkCancel(JobObserver& observer) {
-  if (observer.cancelled()) throw JobCancelled();
-}
-
 // Mean of table entries over `layers` (all heads); NaN entries propagate.
 double meanOver(const HeadTable& table, const std::vector<int64_t>& layers) {
   double sum = 0;
@@ -108,70 +104,66 @@ double meanOver(const HeadTable& table, const std::vector<int64_t>& layers) {
   return count > 0 ? sum / double(count) : kNan;
 }
 
-}  // namespace
-
-EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) {
-  const auto started = std::chrono::steady_clock::now();
-  hh::initRuntime();
-  torch::manual_seed(config.seed);
+void checkConfig(const EvaluateConfig& config) {
   if (config.runDir.empty()) throw std::invalid_argument("evaluate: run_dir is empty");
   if (config.modelDir.empty()) throw std::invalid_argument("evaluate: no teacher model folder (\"model\")");
   if (config.task != "lm" && config.task != "classification")
     throw std::invalid_argument("evaluate: task must be \"lm\" or \"classification\"");
   if (config.batchSize <= 0) throw std::invalid_argument("evaluate: batch_size must be positive");
-  const auto mapNames = evaluateFeatureMapNames(config);
-  const bool lm = config.task == "lm";
+}
 
-  // ---- models, data (errors here are configuration errors: thrown) ----
-  const auto load = loadOptions(config.device, config.dtype);
-  auto teacher = models::loadModel(config.modelDir, load);
-  if (teacher->config().plan.anyLinear())
+// The softmax teacher, the converted model and the layers the attention tables cover.
+struct Models {
+  models::ModelPtr teacher, converted;
+  std::vector<int64_t> tableLayers;  // config.layers, or every converted layer
+};
+
+// Errors here are configuration errors: thrown before anything starts.
+Models loadModels(const EvaluateConfig& config, const models::LoadOptions& load) {
+  Models m;
+  m.teacher = models::loadModel(config.modelDir, load);
+  if (m.teacher->config().plan.anyLinear())
     throw std::invalid_argument("evaluate: the teacher \"" + config.modelDir + "\" already has linear layers; give the softmax original");
-  auto converted = loadConverted(config, load);
-  const auto& mc = teacher->config();
-  const int64_t L = mc.layers, H = mc.heads;
-  if (converted->config().layers != L || converted->config().heads != H || converted->config().vocabSize != mc.vocabSize)
-    throw std::invalid_argument("evaluate: the converted model's shape (" + converted->config().describe() +
-                                ") differs from the teacher's (" + mc.describe() + ")");
-  const bool classifier = mc.head == models::HeadKind::SequenceClassification;
-  if (lm && mc.head != models::HeadKind::CausalLM)
+  m.converted = loadConverted(config, load);
+  const auto& mc = m.teacher->config();
+  const auto& cc = m.converted->config();
+  if (cc.layers != mc.layers || cc.heads != mc.heads || cc.vocabSize != mc.vocabSize)
+    throw std::invalid_argument("evaluate: the converted model's shape (" + cc.describe() + ") differs from the teacher's (" +
+                                mc.describe() + ")");
+  if (config.task == "lm" && mc.head != models::HeadKind::CausalLM)
     throw std::invalid_argument("evaluate: task \"lm\" needs a causal LM head; " + config.modelDir + " has " + models::toString(mc.head));
-  if (!lm && !classifier)
+  if (config.task != "lm" && mc.head != models::HeadKind::SequenceClassification)
     throw std::invalid_argument("evaluate: task \"classification\" needs a sequence-classification head (num_labels); " +
                                 config.modelDir + " has " + models::toString(mc.head));
-  std::vector<int64_t> tableLayers = config.layers;
-  if (tableLayers.empty())
-    for (int64_t l = 0; l < L; ++l)
-      if (converted->config().plan.layers[static_cast<size_t>(l)].linear) tableLayers.push_back(l);
-  for (const auto l : tableLayers)
-    if (l < 0 || l >= L) throw std::invalid_argument("evaluate: layer " + std::to_string(l) + " outside [0, " + std::to_string(L) + ")");
-  const auto tokenizer = tok::loadTokenizer(config.modelDir);
-  const auto heldOut = loadHeldOut(config, *tokenizer).to(load.device);
-  const int64_t tableRows = config.tableSequences > 0 ? std::min(config.tableSequences, heldOut.rows()) : heldOut.rows();
+  m.tableLayers = config.layers;
+  if (m.tableLayers.empty())
+    for (int64_t l = 0; l < mc.layers; ++l)
+      if (cc.plan.layers[static_cast<size_t>(l)].linear) m.tableLayers.push_back(l);
+  for (const auto l : m.tableLayers)
+    if (l < 0 || l >= mc.layers)
+      throw std::invalid_argument("evaluate: layer " + std::to_string(l) + " outside [0, " + std::to_string(mc.layers) + ")");
+  return m;
+}
 
-  EvaluateResult result;
-  result.device = deviceLabelOf(*teacher);
-  result.task = config.task;
-  result.sequences = heldOut.rows();
-  result.runFile = (fs::path(config.runDir) / "run.h5").string();
-  fs::create_directories(config.runDir);
-
-  // ---- run file: everything declared before SWMR starts ----
+// What the run file declares before SWMR starts: the task's scalars, and per feature map its
+// means and its per-head tables.
+runs::RunHeader runHeader(const EvaluateConfig& config, const models::TransformerModel& teacher,
+                          const std::vector<std::string>& mapNames) {
   runs::RunHeader header;
   header.runId = makeRunId("evaluate");
   header.kind = "evaluate";
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
-  header.device = deviceLabelOf(*teacher);
+  header.device = deviceLabelOf(teacher);
   auto& layout = header.layout;
-  if (lm)
+  if (config.task == "lm")
     layout.scalars = {{"nll_original", "nats"}, {"nll_converted", "nats"}, {"perplexity_original"}, {"perplexity_converted"},
                       {"perplexity_ratio"}};
   else
     layout.scalars = {{"accuracy_original"}, {"accuracy_converted"}};
   layout.scalars.push_back({"entropy_softmax_mean", "nats"});
-  layout.layers = static_cast<int>(L);
-  layout.heads = static_cast<int>(H);
+  layout.layers = static_cast<int>(teacher.config().layers);
+  layout.heads = static_cast<int>(teacher.config().heads);
   layout.tables.push_back({"entropy_softmax", "nats"});
   for (const auto& name : mapNames) {
     layout.scalars.push_back({"kl_mean_" + name, "nats"});
@@ -181,37 +173,109 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
     layout.tables.push_back({"entropy_" + name, "nats"});
     layout.tables.push_back({"monotonicity_" + name, "rho"});
   }
-  runs::RunWriterOptions writerOptions;
-  writerOptions.overwrite = true;
-  auto writer = runs::RunWriter::create(result.runFile, header, writerOptions);
+  return header;
+}
 
-  const int64_t batches = (heldOut.rows() + config.batchSize - 1) / config.batchSize;
-  const int64_t tableBatches = (tableRows + config.batchSize - 1) / config.batchSize;
-  // Every row's table batches, and the teacher's own when no row measures the teacher.
-  const bool teacherMeasured = std::any_of(mapNames.begin(), mapNames.end(), [](const auto& n) { return n != "trained"; });
-  const int64_t total = 2 * batches + (static_cast<int64_t>(mapNames.size()) + (teacherMeasured ? 0 : 1)) * tableBatches;
-  int64_t done = 0;
-  observer.started(result.runFile, total);
-  auto log = [&](const std::string& line) {
-    writer.log(line);
-    observer.log(line);
-  };
-  log("evaluate " + mc.describe() + " | converted: " + (config.converted.empty() ? config.featureMap + " (untrained)" : config.converted) +
-      " | " + config.task + " on " + std::to_string(heldOut.rows()) + " held-out sequences of " + std::to_string(heldOut.ids.size(1)) +
-      " tokens, attention table on " + std::to_string(tableRows));
+// One evaluation under way: the models, the held-out rows, the run file, the progress count and
+// the result it fills.
+class Evaluation {
+ public:
+  Evaluation(const EvaluateConfig& config, JobObserver& observer, Models& models, HeldOut heldOut, runs::RunWriter& writer,
+             EvaluateResult& result)
+      : config_(config), observer_(observer), m_(models), heldOut_(std::move(heldOut)), writer_(writer), result_(result),
+        lm_(config.task == "lm"),
+        tableRows_(config.tableSequences > 0 ? std::min(config.tableSequences, heldOut_.rows()) : heldOut_.rows()) {}
+
+  // Progress: both models' task batches, every row's table batches, and the teacher's own when
+  // no row measures the teacher.
+  void start(const std::vector<std::string>& mapNames) {
+    const int64_t batches = (heldOut_.rows() + config_.batchSize - 1) / config_.batchSize;
+    const int64_t tableBatches = (tableRows_ + config_.batchSize - 1) / config_.batchSize;
+    const bool teacherMeasured = std::any_of(mapNames.begin(), mapNames.end(), [](const auto& n) { return n != "trained"; });
+    total_ = 2 * batches + (static_cast<int64_t>(mapNames.size()) + (teacherMeasured ? 0 : 1)) * tableBatches;
+    observer_.started(result_.runFile, total_);
+    log("evaluate " + m_.teacher->config().describe() + " | converted: " +
+        (config_.converted.empty() ? config_.featureMap + " (untrained)" : config_.converted) + " | " + config_.task + " on " +
+        std::to_string(heldOut_.rows()) + " held-out sequences of " + std::to_string(heldOut_.ids.size(1)) +
+        " tokens, attention table on " + std::to_string(tableRows_));
+  }
+
+  void log(const std::string& line) {
+    writer_.log(line);
+    observer_.log(line);
+  }
+
+  // Both models' task quality, into the result and the run file.
+  void recordQuality() {
+    const double original = taskQuality(*m_.teacher, "original model");
+    const double converted = taskQuality(*m_.converted, "converted model");
+    auto& r = result_;
+    std::map<std::string, double> scalars;
+    if (lm_) {
+      r.nllOriginal = original, r.nllConverted = converted;
+      r.perplexityOriginal = std::exp(original), r.perplexityConverted = std::exp(converted);
+      scalars = {{"nll_original", original}, {"nll_converted", converted}, {"perplexity_original", r.perplexityOriginal},
+                 {"perplexity_converted", r.perplexityConverted}, {"perplexity_ratio", r.perplexityConverted / r.perplexityOriginal}};
+      log("perplexity: original " + std::to_string(r.perplexityOriginal) + ", converted " +
+          std::to_string(r.perplexityConverted) + " over " + std::to_string(r.predictions) + " predictions");
+    } else {
+      r.accuracyOriginal = original, r.accuracyConverted = converted;
+      scalars = {{"accuracy_original", original}, {"accuracy_converted", converted}};
+      log("accuracy: original " + std::to_string(original) + ", converted " + std::to_string(converted) + " over " +
+          std::to_string(r.predictions) + " examples");
+    }
+    writer_.appendScalars(0, scalars);
+    observer_.scalars(0, scalars);
+  }
+
+  // One row of the table: "trained" measures the converted model, any other name the teacher
+  // with that map (at its initialisation) on the table's layers.
+  void measureRow(const std::string& name) {
+    HeadMeasures tables;
+    if (name == "trained") {
+      tables = measure(*m_.converted, name);
+    } else {
+      attn::LinearAttentionConfig linear;
+      const auto spec = attn::parseFeatureMapSpec(name);  // a kind, or exp_t=<t>
+      linear.featureMap.kind = spec.kind;
+      linear.featureMap.expT = spec.expT;
+      linear.featureMap.seed = config_.seed;
+      m_.teacher->setAttentionPlan(models::AttentionPlan::hybrid(m_.teacher->layerCount(), m_.tableLayers, linear));
+      tables = measure(*m_.teacher, name);
+      m_.teacher->setAttentionPlan(models::AttentionPlan{});
+      if (!result_.softmaxEntropyTable.heads) recordSoftmaxEntropy(tables.entropySoftmax);
+    }
+    recordRow(name, tables);
+  }
+
+  // The original teacher's softmax entropy (a "trained" row measures the converted model, whose
+  // q and k full finetuning has changed): from the first row measured on the teacher, else from
+  // the teacher alone after the rows.
+  void recordSoftmaxEntropyIfMissing() {
+    if (!result_.softmaxEntropyTable.heads) recordSoftmaxEntropy(measure(*m_.teacher, "softmax").entropySoftmax);
+  }
+
+  std::string cancelledMessage() const {
+    return "cancelled after " + std::to_string(done_) + " of " + std::to_string(total_) + " batches";
+  }
+
+ private:
+  void checkCancel() {
+    if (observer_.cancelled()) throw JobCancelled();
+  }
 
   // Task quality of one model: mean next-token NLL (lm) or accuracy (classification).
-  auto taskQuality = [&](models::TransformerModel& model, const std::string& phase) {
+  double taskQuality(models::TransformerModel& model, const std::string& phase) {
     at::NoGradGuard noGrad;
     double sum = 0;
     int64_t count = 0;
-    for (int64_t start = 0; start < heldOut.rows(); start += config.batchSize) {
-      checkCancel(observer);
-      const auto batch = heldOut.slice(start, std::min(config.batchSize, heldOut.rows() - start));
+    for (int64_t start = 0; start < heldOut_.rows(); start += config_.batchSize) {
+      checkCancel();
+      const auto batch = heldOut_.slice(start, std::min(config_.batchSize, heldOut_.rows() - start));
       models::ForwardOptions options;
       options.attentionMask = batch.mask;
       const auto logits = model.forward(batch.ids, options).logits;
-      if (lm) {  // logits [B, T, V]: position t predicts token t + 1 (log-softmax in fp32, sum in fp64)
+      if (lm_) {  // logits [B, T, V]: position t predicts token t + 1 (log-softmax in fp32, sum in fp64)
         const int64_t T = batch.ids.size(1);
         const auto logp = torch::log_softmax(logits.narrow(1, 0, T - 1).to(torch::kFloat), -1);
         const auto targets = batch.ids.narrow(1, 1, T - 1).unsqueeze(-1);  // [B, T-1, 1]
@@ -221,114 +285,116 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
         sum += logits.argmax(-1).eq(batch.labels).sum().item<double>();
         count += batch.ids.size(0);
       }
-      observer.progress(++done, total, phase);
+      observer_.progress(++done_, total_, phase);
     }
-    result.predictions = count;
+    result_.predictions = count;
     return sum / double(std::max<int64_t>(count, 1));
-  };
+  }
 
   // Per-head tables of one model's linear attention against softmax, averaged over the table's
   // batches (weighted by their sequence count; NaN entries propagate).
-  auto measure = [&](models::TransformerModel& model, const std::string& name) {
+  HeadMeasures measure(models::TransformerModel& model, const std::string& name) {
     HeadMeasures sums(static_cast<int>(model.config().layers), static_cast<int>(model.config().heads));
     for (auto* t : sums.tables()) std::fill(t->values.begin(), t->values.end(), 0.0);
-    for (int64_t start = 0; start < tableRows; start += config.batchSize) {
-      checkCancel(observer);
-      const int64_t n = std::min(config.batchSize, tableRows - start);
-      const auto batch = heldOut.slice(start, n);
+    for (int64_t start = 0; start < tableRows_; start += config_.batchSize) {
+      checkCancel();
+      const int64_t n = std::min(config_.batchSize, tableRows_ - start);
+      const auto batch = heldOut_.slice(start, n);
       const auto probed = probeAttention(model, batch.ids, batch.mask, ProbeRequest{}).heads;
       const auto from = probed.tables();
       auto into = sums.tables();
       for (size_t i = 0; i < into.size(); ++i)
         for (size_t k = 0; k < into[i]->values.size(); ++k) into[i]->values[k] += double(n) * from[i]->values[k];
-      observer.progress(++done, total, "attention table: " + name);
+      observer_.progress(++done_, total_, "attention table: " + name);
     }
     for (auto* t : sums.tables())
-      for (auto& v : t->values) v /= double(tableRows);
+      for (auto& v : t->values) v /= double(tableRows_);
     return sums;
-  };
+  }
 
+  void recordSoftmaxEntropy(const HeadTable& entropy) {
+    result_.softmaxEntropyTable = entropy;
+    result_.softmaxEntropy = meanOver(entropy, m_.tableLayers);
+    writer_.appendTable(0, "entropy_softmax", entropy.values);
+    writer_.appendScalar(0, "entropy_softmax_mean", result_.softmaxEntropy);
+  }
+
+  // A measured row: its tables and their means over the table's layers, into the result and the
+  // run file (flushed, so a reader sees each row as it comes).
+  void recordRow(const std::string& name, const HeadMeasures& tables) {
+    FeatureMapEvaluation row;
+    row.name = name;
+    row.klTable = tables.kl;
+    row.entropyTable = tables.entropyLinear;
+    row.monotonicityTable = tables.monotonicity;
+    row.klTable.name = "kl_" + name;
+    row.entropyTable.name = "entropy_" + name;
+    row.monotonicityTable.name = "monotonicity_" + name;
+    row.kl = meanOver(row.klTable, m_.tableLayers);
+    row.entropy = meanOver(row.entropyTable, m_.tableLayers);
+    row.monotonicity = meanOver(row.monotonicityTable, m_.tableLayers);
+    const std::map<std::string, double> rowScalars{
+        {"kl_mean_" + name, row.kl}, {"entropy_mean_" + name, row.entropy}, {"monotonicity_mean_" + name, row.monotonicity}};
+    for (const auto* t : {&row.klTable, &row.entropyTable, &row.monotonicityTable}) writer_.appendTable(0, t->name, t->values);
+    writer_.appendScalars(0, rowScalars);
+    observer_.scalars(0, rowScalars);
+    log(name + ": KL " + std::to_string(row.kl) + ", entropy " + std::to_string(row.entropy) + ", monotonicity " +
+        std::to_string(row.monotonicity));
+    result_.featureMaps.push_back(std::move(row));
+    writer_.flush();
+  }
+
+  const EvaluateConfig& config_;
+  JobObserver& observer_;
+  Models& m_;
+  const HeldOut heldOut_;
+  runs::RunWriter& writer_;
+  EvaluateResult& result_;
+  const bool lm_;
+  const int64_t tableRows_;
+  int64_t done_ = 0, total_ = 0;
+};
+
+}  // namespace
+
+EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) {
+  const auto started = std::chrono::steady_clock::now();
+  hh::initRuntime();
+  torch::manual_seed(config.seed);
+  checkConfig(config);
+  const auto mapNames = evaluateFeatureMapNames(config);
+  const auto load = loadOptions(config.device, config.dtype);
+  auto models = loadModels(config, load);
+  const auto tokenizer = tok::loadTokenizer(config.modelDir);
+  auto heldOut = loadHeldOut(config, *tokenizer).to(load.device);
+
+  EvaluateResult result;
+  result.device = deviceLabelOf(*models.teacher);
+  result.task = config.task;
+  result.sequences = heldOut.rows();
+  result.runFile = (fs::path(config.runDir) / "run.h5").string();
+  fs::create_directories(config.runDir);
+  runs::RunWriterOptions writerOptions;
+  writerOptions.overwrite = true;
+  auto writer = runs::RunWriter::create(result.runFile, runHeader(config, *models.teacher, mapNames), writerOptions);
+  Evaluation evaluation(config, observer, models, std::move(heldOut), writer, result);
+  evaluation.start(mapNames);
   try {
-    const double original = taskQuality(*teacher, "original model");
-    const double convertedQuality = taskQuality(*converted, "converted model");
-    std::map<std::string, double> scalars;
-    if (lm) {
-      result.nllOriginal = original;
-      result.nllConverted = convertedQuality;
-      result.perplexityOriginal = std::exp(original);
-      result.perplexityConverted = std::exp(convertedQuality);
-      scalars = {{"nll_original", original}, {"nll_converted", convertedQuality},
-                 {"perplexity_original", result.perplexityOriginal}, {"perplexity_converted", result.perplexityConverted},
-                 {"perplexity_ratio", result.perplexityConverted / result.perplexityOriginal}};
-      log("perplexity: original " + std::to_string(result.perplexityOriginal) + ", converted " +
-          std::to_string(result.perplexityConverted) + " over " + std::to_string(result.predictions) + " predictions");
-    } else {
-      result.accuracyOriginal = original;
-      result.accuracyConverted = convertedQuality;
-      scalars = {{"accuracy_original", original}, {"accuracy_converted", convertedQuality}};
-      log("accuracy: original " + std::to_string(original) + ", converted " + std::to_string(convertedQuality) + " over " +
-          std::to_string(result.predictions) + " examples");
-    }
-    writer.appendScalars(0, scalars);
-    observer.scalars(0, scalars);
-
-    // The original teacher's softmax entropy (a "trained" row measures the converted model, whose
-    // q and k full finetuning has changed): from the first row measured on the teacher, else from
-    // the teacher alone after the rows.
-    auto recordSoftmaxEntropy = [&](const HeadTable& entropy) {
-      result.softmaxEntropyTable = entropy;
-      result.softmaxEntropy = meanOver(entropy, tableLayers);
-      writer.appendTable(0, "entropy_softmax", entropy.values);
-      writer.appendScalar(0, "entropy_softmax_mean", result.softmaxEntropy);
-    };
-    for (const auto& name : mapNames) {
-      HeadMeasures tables;
-      if (name == "trained") {
-        tables = measure(*converted, name);
-      } else {
-        attn::LinearAttentionConfig linear;
-        const auto spec = attn::parseFeatureMapSpec(name);  // a kind, or exp_t=<t>
-        linear.featureMap.kind = spec.kind;
-        linear.featureMap.expT = spec.expT;
-        linear.featureMap.seed = config.seed;
-        teacher->setAttentionPlan(models::AttentionPlan::hybrid(L, tableLayers, linear));
-        tables = measure(*teacher, name);
-        teacher->setAttentionPlan(models::AttentionPlan{});
-      }
-      if (!result.softmaxEntropyTable.heads && name != "trained") recordSoftmaxEntropy(tables.entropySoftmax);
-      FeatureMapEvaluation row;
-      row.name = name;
-      row.klTable = tables.kl;
-      row.entropyTable = tables.entropyLinear;
-      row.monotonicityTable = tables.monotonicity;
-      row.klTable.name = "kl_" + name;
-      row.entropyTable.name = "entropy_" + name;
-      row.monotonicityTable.name = "monotonicity_" + name;
-      row.kl = meanOver(row.klTable, tableLayers);
-      row.entropy = meanOver(row.entropyTable, tableLayers);
-      row.monotonicity = meanOver(row.monotonicityTable, tableLayers);
-      const std::map<std::string, double> rowScalars{
-          {"kl_mean_" + name, row.kl}, {"entropy_mean_" + name, row.entropy}, {"monotonicity_mean_" + name, row.monotonicity}};
-      for (const auto* t : {&row.klTable, &row.entropyTable, &row.monotonicityTable}) writer.appendTable(0, t->name, t->values);
-      writer.appendScalars(0, rowScalars);
-      observer.scalars(0, rowScalars);
-      log(name + ": KL " + std::to_string(row.kl) + ", entropy " + std::to_string(row.entropy) + ", monotonicity " +
-          std::to_string(row.monotonicity));
-      result.featureMaps.push_back(std::move(row));
-      writer.flush();
-    }
-    if (!result.softmaxEntropyTable.heads) recordSoftmaxEntropy(measure(*teacher, "softmax").entropySoftmax);
+    evaluation.recordQuality();
+    for (const auto& name : mapNames) evaluation.measureRow(name);
+    evaluation.recordSoftmaxEntropyIfMissing();
     result.status = JobStatus::Completed;
   } catch (const JobCancelled&) {
     result.status = JobStatus::Cancelled;
-    result.message = "cancelled after " + std::to_string(done) + " of " + std::to_string(total) + " batches";
+    result.message = evaluation.cancelledMessage();
   } catch (const std::exception& e) {
     result.status = JobStatus::Failed;
     result.message = e.what();
   }
   if (result.message.empty()) {
-    result.message = lm ? "perplexity " + std::to_string(result.perplexityOriginal) + " -> " + std::to_string(result.perplexityConverted)
-                        : "accuracy " + std::to_string(result.accuracyOriginal) + " -> " + std::to_string(result.accuracyConverted);
+    result.message = config.task == "lm"
+                         ? "perplexity " + std::to_string(result.perplexityOriginal) + " -> " + std::to_string(result.perplexityConverted)
+                         : "accuracy " + std::to_string(result.accuracyOriginal) + " -> " + std::to_string(result.accuracyConverted);
     result.message += "; " + std::to_string(result.featureMaps.size()) + " feature maps measured";
   }
   finishRun(writer, observer, result.status, result.message, -1);
