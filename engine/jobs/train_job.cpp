@@ -119,6 +119,47 @@ std::string attentionSummary(const models::TransformerModel& model) {
   return "softmax";
 }
 
+// The model that trains: the checkpoint's when resuming, else the config's folder or a new one
+// from the architecture, with the config's plan; refused unless it is a causal LM that takes the
+// data's ids and lengths. Errors here are configuration errors: thrown before anything starts.
+models::ModelPtr trainModel(const TrainConfig& config, bool resuming, const std::string& modelDir,
+                            const ResolvedTokenizer& tokenizer, int64_t vocab) {
+  const bool isTask = config.task.enabled();
+  const int64_t sequenceLength = isTask ? config.task.sequenceLength : config.data.sequenceLength;
+  models::ModelPtr model;
+  if (resuming) {
+    model = models::loadModel(modelDir);  // the checkpoint's weights and plan
+  } else if (!config.modelDir.empty()) {
+    model = models::loadModel(config.modelDir);
+  } else {
+    const int64_t bos = isTask ? -1 : tokenizer.tokenizer->bosId(), eos = isTask ? -1 : tokenizer.tokenizer->eosId();
+    const auto json = architectureToHfJson(config.architecture, vocab, bos, eos);
+    model = models::createModel(models::parseModelConfig(json, "train config \"architecture\""));
+  }
+  if (!resuming && !config.featureMap.empty()) model->setAttentionPlan(planOf(config, model->layerCount()));
+  const auto& mc = model->config();
+  if (mc.head != models::HeadKind::CausalLM || !mc.causal)
+    throw std::invalid_argument("train: the model must be a causal LM (gpt2 or llama with an LM head), not " + mc.describe());
+  if (vocab > mc.vocabSize)
+    throw std::invalid_argument(std::string("train: the ") + (isTask ? "task" : "tokenizer") + " has " + std::to_string(vocab) +
+                                " ids, the model's vocabulary " + std::to_string(mc.vocabSize));
+  if (sequenceLength > mc.maxPositions)
+    throw std::invalid_argument("train: sequence_length " + std::to_string(sequenceLength) +
+                                " is longer than the model's positions (" + std::to_string(mc.maxPositions) + ")");
+  return model;
+}
+
+// The run's last status line: a task's test accuracy and attention entropy, then the validation
+// loss from start to end (with the perplexity of a text run) and the best one.
+std::string trainEndMessage(const TrainResult& result, const TrainingSession& session, bool isTask, int64_t testSequences) {
+  return (isTask ? "test accuracy " + number(result.testAccuracy) + " on " + std::to_string(testSequences) +
+                       " sequences, attention entropy " + number(result.attentionEntropy) + " nats; "
+                 : std::string()) +
+         "validation loss " + number(result.initialValidationLoss) + " -> " + number(result.finalValidationLoss) +
+         (isTask ? "" : " (perplexity " + number(std::exp(result.finalValidationLoss)) + ")") + "; best " +
+         number(session.stopping.bestLoss) + " at step " + std::to_string(session.stopping.bestStep);
+}
+
 }  // namespace
 
 TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
@@ -138,27 +179,7 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
   auto task = isTask ? data::buildSyntheticTask(config.task) : data::TaskDataset{};
   if (isTask) moveTo(task, device);
   const int64_t vocab = isTask ? task.vocabSize : tokenizer.tokenizer->vocabSize();
-  const int64_t sequenceLength = isTask ? config.task.sequenceLength : config.data.sequenceLength;
-  models::ModelPtr model;
-  if (resuming) {
-    model = models::loadModel(result.modelDir);  // the checkpoint's weights and plan
-  } else if (!config.modelDir.empty()) {
-    model = models::loadModel(config.modelDir);
-  } else {
-    const int64_t bos = isTask ? -1 : tokenizer.tokenizer->bosId(), eos = isTask ? -1 : tokenizer.tokenizer->eosId();
-    const auto json = architectureToHfJson(config.architecture, vocab, bos, eos);
-    model = models::createModel(models::parseModelConfig(json, "train config \"architecture\""));
-  }
-  if (!resuming && !config.featureMap.empty()) model->setAttentionPlan(planOf(config, model->layerCount()));
-  if (model->config().head != models::HeadKind::CausalLM || !model->config().causal)
-    throw std::invalid_argument("train: the model must be a causal LM (gpt2 or llama with an LM head), not " +
-                                model->config().describe());
-  if (vocab > model->config().vocabSize)
-    throw std::invalid_argument(std::string("train: the ") + (isTask ? "task" : "tokenizer") + " has " + std::to_string(vocab) +
-                                " ids, the model's vocabulary " + std::to_string(model->config().vocabSize));
-  if (sequenceLength > model->config().maxPositions)
-    throw std::invalid_argument("train: sequence_length " + std::to_string(sequenceLength) +
-                                " is longer than the model's positions (" + std::to_string(model->config().maxPositions) + ")");
+  auto model = trainModel(config, resuming, result.modelDir, tokenizer, vocab);
   model->to(device);
   model->train();
   const auto params = trainableParameters(*model);
@@ -276,14 +297,8 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
         writer.appendScalar(session.step, "test_accuracy", result.testAccuracy);
         observer.scalars(session.step, {{"test_accuracy", result.testAccuracy}, {"attention_entropy", result.attentionEntropy}});
       },
-      nullptr, result.modelDir,
-      [&] {
-        return (isTask ? "test accuracy " + number(result.testAccuracy) + " on " + std::to_string(task.test.ids.size(0)) +
-                             " sequences, attention entropy " + number(result.attentionEntropy) + " nats; "
-                       : std::string()) +
-               "validation loss " + number(result.initialValidationLoss) + " -> " + number(result.finalValidationLoss) +
-               (isTask ? "" : " (perplexity " + number(std::exp(result.finalValidationLoss)) + ")") + "; best " +
-               number(session.stopping.bestLoss) + " at step " + std::to_string(session.stopping.bestStep);
+      nullptr, result.modelDir, [&] {
+        return trainEndMessage(result, session, isTask, isTask ? task.test.ids.size(0) : 0);
       });
   result.status = session.status();
   result.message = session.message();
