@@ -11,72 +11,12 @@
 #include <limits>
 
 #include "engine/runs/h5_support.h"
+#include "engine/runs/run_file_groups.h"
 
 namespace hh::runs {
 
 namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
-constexpr int64_t kMinusOne = -1;
-constexpr hsize_t kRows1d = 512;  // chunk rows of 1-D columns
-
-// One appendable group: time, step and payload columns.
-struct Rows {
-  h5::Hid group;
-  h5::Column time, step;
-  std::vector<h5::Column> data;
-};
-
-struct Payload {
-  std::string name;
-  hid_t fileType, memType;
-  std::vector<hsize_t> row;
-  hsize_t chunkRows;
-  const void* fill;
-};
-
-Rows makeRows(h5::Hid group, const std::vector<Payload>& payload, const std::string& path) {
-  Rows r;
-  for (const auto& p : payload)
-    r.data.push_back(h5::createColumn(group, p.name, p.fileType, p.memType, p.row, p.chunkRows, p.fill, path));
-  r.step = h5::createColumn(group, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, {}, kRows1d, nullptr, path);
-  r.time = h5::createColumn(group, "time", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {}, kRows1d, &kNaN, path);
-  h5::setAttr(r.time.id, "units", std::string("s"), path);
-  h5::setAttr(r.time.id, "long_name", std::string("wall-clock time, seconds since 1970-01-01T00:00:00Z"), path);
-  r.group = std::move(group);
-  return r;
-}
-
-void setNxData(hid_t group, const std::string& signal, const std::vector<std::string>& axes, const std::string& path) {
-  h5::setAttr(group, "NX_class", std::string("NXdata"), path);
-  h5::setAttr(group, "signal", signal, path);
-  h5::setAttr(group, "axes", axes, path);
-}
-
-void setUnits(hid_t group, const std::string& dataset, const std::string& units, const std::string& longName,
-              const std::string& path) {
-  h5::Hid d(H5Dopen2(group, dataset.c_str(), H5P_DEFAULT));
-  h5::check(d.get(), path, "cannot open dataset '" + dataset + "'");
-  if (!units.empty()) h5::setAttr(d, "units", units, path);
-  if (!longName.empty()) h5::setAttr(d, "long_name", longName, path);
-}
-
-void writePairs(hid_t group, const std::vector<LayerHead>& pairs, const std::string& path) {
-  // pairs: [P, 2] int64 (layer, head)
-  std::vector<int64_t> flat;
-  for (const auto& p : pairs) flat.insert(flat.end(), {p.layer, p.head});
-  h5::writeFixed(group, "pairs", H5T_STD_I64LE, H5T_NATIVE_INT64, {pairs.size(), 2}, flat.data(), path);
-}
-
-void writeIndex(hid_t group, const std::string& name, const std::vector<int64_t>& values, const std::string& path) {
-  h5::writeFixed(group, name, H5T_STD_I64LE, H5T_NATIVE_INT64, {values.size()}, values.data(), path);
-}
-
-std::vector<int64_t> iota(int n) {
-  std::vector<int64_t> v(n);
-  for (int i = 0; i < n; ++i) v[i] = i;
-  return v;
-}
 
 std::vector<char> fixedText(const std::string& text, size_t bytes) {
   std::vector<char> buffer(bytes, '\0');
@@ -173,119 +113,15 @@ struct RunWriter::Impl {
 
 void RunWriter::Impl::build() {
   const RunLayout& layout = header.layout;
-  const std::string& p = path;
-  h5::Hid root(H5Gopen2(file, "/", H5P_DEFAULT));
-  h5::setAttr(root, "NX_class", std::string("NXroot"), p);
-  h5::setAttr(root, "schema_version", int64_t{kSchemaVersion}, p);
-  h5::setAttr(root, "format", std::string("hedgehog-run"), p);
-  h5::setAttr(root, "run_id", header.runId, p);
-  h5::setAttr(root, "kind", header.kind, p);
-  h5::setAttr(root, "config", header.configJson, p);
-  h5::setAttr(root, "engine_version", header.engineVersion, p);
-  h5::setAttr(root, "device", header.device, p);
-  h5::setAttr(root, "start_time", header.startTime, p);
-  h5::setAttr(root, "start_time_unix", header.startTimeUnix, p);
-  h5::setAttr(root, "file_time", header.startTime, p);
-  h5::setAttr(root, "creator", "Hedgehog Workbench " + header.engineVersion, p);
-  h5::setAttr(root, "HDF5_Version", std::string(H5_VERS_INFO), p);
-  if (!layout.scalars.empty()) h5::setAttr(root, "default", "scalars/" + layout.scalars[0].name, p);
-
-  // /scalars/NAME: time [N], step [N], value [N] float64
-  h5::Hid scalarsGroup = h5::createGroup(file, "scalars", p);
-  h5::setAttr(scalarsGroup, "NX_class", std::string("NXcollection"), p);
-  for (const auto& s : layout.scalars) {
-    h5::Hid g = h5::createGroup(scalarsGroup, s.name, p);
-    setNxData(g, "value", {"step"}, p);
-    Rows rows = makeRows(std::move(g), {{"value", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {}, kRows1d, &kNaN}}, p);
-    setUnits(rows.group, "value", s.units, s.name, p);
-    scalars.emplace(s.name, std::move(rows));
-  }
-
-  // /tables/NAME: value [N, L, H] float64; layer [L], head [H] index axes
-  h5::Hid tablesGroup = h5::createGroup(file, "tables", p);
-  h5::setAttr(tablesGroup, "NX_class", std::string("NXcollection"), p);
-  h5::setAttr(tablesGroup, "layers", int64_t{layout.layers}, p);
-  h5::setAttr(tablesGroup, "heads", int64_t{layout.heads}, p);
-  const std::vector<hsize_t> lh = {hsize_t(layout.layers), hsize_t(layout.heads)};
-  for (const auto& t : layout.tables) {
-    h5::Hid g = h5::createGroup(tablesGroup, t.name, p);
-    setNxData(g, "value", {"step", "layer", "head"}, p);
-    writeIndex(g, "layer", iota(layout.layers), p);
-    writeIndex(g, "head", iota(layout.heads), p);
-    const hsize_t chunk = std::max<hsize_t>(1, 8192 / (lh[0] * lh[1]));
-    Rows rows = makeRows(std::move(g), {{"value", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, lh, chunk, &kNaN}}, p);
-    setUnits(rows.group, "value", t.units, t.name, p);
-    tables.emplace(t.name, std::move(rows));
-  }
-
-  // /snapshots: softmax, linear [N, P, S, S] float32; pairs [P, 2]; tokens [T]; query/key_edge [S + 1]
-  if (layout.snapshots.enabled()) {
-    const SnapshotSpec& sp = layout.snapshots;
-    const hsize_t s = sp.storedSize(), np = sp.pairs.size();
-    h5::Hid g = h5::createGroup(file, "snapshots", p);
-    setNxData(g, "softmax", {"step", ".", "query_edge", "key_edge"}, p);
-    h5::setAttr(g, "auxiliary_signals", std::vector<std::string>{"linear"}, p);
-    h5::setAttr(g, "token_count", int64_t{sp.tokenCount()}, p);
-    h5::setAttr(g, "size", int64_t(s), p);
-    h5::setAttr(g, "pooling", std::string("mean over token blocks [edge[i], edge[i+1])"), p);
-    writePairs(g, sp.pairs, p);
-    h5::writeStrings(g, "tokens", sp.tokens, p);
-    std::vector<int64_t> edges;
-    for (int e : poolEdges(sp.tokenCount(), int(s))) edges.push_back(e);
-    writeIndex(g, "query_edge", edges, p);
-    writeIndex(g, "key_edge", edges, p);
-    snapshots = makeRows(std::move(g),
-                         {{"softmax", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {np, s, s}, 1, &kNaNf},
-                          {"linear", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {np, s, s}, 1, &kNaNf}},
-                         p);
-  }
-
-  // /curves: bin_center, mean, stddev [N, P, B] float64, count [N, P, B] int64; pairs [P, 2]
-  if (layout.curves.enabled()) {
-    const hsize_t np = layout.curves.pairs.size(), b = layout.curves.bins;
-    const hsize_t chunk = std::max<hsize_t>(1, 8192 / (np * b));
-    h5::Hid g = h5::createGroup(file, "curves", p);
-    setNxData(g, "mean", {"step", ".", "."}, p);
-    h5::setAttr(g, "auxiliary_signals", std::vector<std::string>{"stddev", "bin_center", "count"}, p);
-    writePairs(g, layout.curves.pairs, p);
-    if (!layout.curves.labels.empty()) h5::setAttr(g, "labels", layout.curves.labels, p);
-    curves = makeRows(std::move(g),
-                      {{"bin_center", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {np, b}, chunk, &kNaN},
-                       {"mean", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {np, b}, chunk, &kNaN},
-                       {"stddev", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {np, b}, chunk, &kNaN},
-                       {"count", H5T_STD_I64LE, H5T_NATIVE_INT64, {np, b}, chunk, &kMinusOne}},
-                      p);
-    setUnits(curves.group, "bin_center", "", "scaled dot product q.k/sqrt(d) at the bin centre", p);
-    setUnits(curves.group, "mean", "", "mean attention weight in the bin", p);
-  }
-
-  // /weights/NAME: value [N, shape...] float32
-  h5::Hid weightsGroup = h5::createGroup(file, "weights", p);
-  h5::setAttr(weightsGroup, "NX_class", std::string("NXcollection"), p);
-  for (const auto& w : layout.weights) {
-    h5::Hid g = h5::createGroup(weightsGroup, w.name, p);
-    std::vector<std::string> axes = {"step"};
-    std::vector<hsize_t> shape;
-    for (int64_t d : w.shape) {
-      shape.push_back(hsize_t(d));
-      axes.push_back(".");
-    }
-    setNxData(g, "value", axes, p);
-    weights.emplace(w.name, makeRows(std::move(g), {{"value", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, shape, 1, &kNaNf}}, p));
-  }
-
-  // /log: text [N] S512; /status: state [N] S16, message [N] S1024; /export: path [N] S4096
-  h5::Hid g = h5::createGroup(file, "log", p);
-  h5::setAttr(g, "NX_class", std::string("NXcollection"), p);
-  logLines = makeRows(std::move(g), {{"text", logType, logType, {}, 64, nullptr}}, p);
-  g = h5::createGroup(file, "status", p);
-  h5::setAttr(g, "NX_class", std::string("NXcollection"), p);
-  status = makeRows(
-      std::move(g),
-      {{"state", statusType, statusType, {}, 16, nullptr}, {"message", messageType, messageType, {}, 16, nullptr}}, p);
-  g = h5::createGroup(file, "export", p);
-  h5::setAttr(g, "NX_class", std::string("NXcollection"), p);
-  exports = makeRows(std::move(g), {{"path", pathType, pathType, {}, 4, nullptr}}, p);
+  writeRootAttributes(file, header, path);
+  scalars = createScalarGroups(file, layout.scalars, path);
+  tables = createTableGroups(file, layout, path);
+  if (layout.snapshots.enabled()) snapshots = createSnapshotGroup(file, layout.snapshots, path);
+  if (layout.curves.enabled()) curves = createCurveGroup(file, layout.curves, path);
+  weights = createWeightGroups(file, layout.weights, path);
+  logLines = createTextGroup(file, "log", {{"text", logType, 64}}, path);
+  status = createTextGroup(file, "status", {{"state", statusType, 16}, {"message", messageType, 16}}, path);
+  exports = createTextGroup(file, "export", {{"path", pathType, 4}}, path);
 
   // /committed_rows: int64 [G], complete rows per group; `groups` [G] names them.
   for (auto* m : {&scalars, &tables, &weights})
@@ -298,14 +134,7 @@ void RunWriter::Impl::build() {
   order.emplace_back("export", &exports);
   std::vector<std::string> names;
   for (const auto& entry : order) names.push_back(entry.first);
-  const hsize_t groups = order.size();
-  h5::Hid space(H5Screate_simple(1, &groups, &groups));
-  h5::Hid dcpl(H5Pcreate(H5P_DATASET_CREATE));
-  h5::check(H5Pset_chunk(dcpl, 1, &groups), p, "cannot set chunking of /committed_rows");
-  committed = h5::Hid(H5Dcreate2(file, "committed_rows", H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
-  h5::check(committed.get(), p, "cannot create /committed_rows");
-  h5::setAttr(committed, "groups", names, p);
-  h5::setAttr(committed, "long_name", std::string("rows of each group that are complete in the file"), p);
+  committed = createCommittedRows(file, names, path);
 }
 
 RunWriter RunWriter::create(const std::string& path, const RunHeader& header, const RunWriterOptions& options) {
