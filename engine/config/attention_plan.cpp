@@ -5,7 +5,9 @@
 
 namespace hh::models {
 
-bool AttentionPlan::anyLinear() const { return linearLayerCount() > 0; }
+bool AttentionPlan::anyLinear() const {
+  return linearLayerCount() > 0;
+}
 int64_t AttentionPlan::linearLayerCount() const {
   int64_t n = 0;
   for (const auto& l : layers) n += l.linear ? 1 : 0;
@@ -22,7 +24,8 @@ AttentionPlan AttentionPlan::hybrid(int64_t layers, const std::vector<int64_t>& 
   plan.layers.assign(static_cast<size_t>(layers), LayerAttentionSpec{false, config});
   for (int64_t l : linearLayers) {
     if (l < 0 || l >= layers)
-      throw std::invalid_argument("layer " + std::to_string(l) + " is out of range (0.." + std::to_string(layers - 1) + ")");
+      throw std::invalid_argument("layer " + std::to_string(l) + " is out of range (0.." + std::to_string(layers - 1) +
+                                  ")");
     plan.layers[static_cast<size_t>(l)].linear = true;
   }
   return plan;
@@ -68,7 +71,8 @@ attn::LinearAttentionConfig linearFromKeys(const PlanKeys& keys) {
   if (keys.window < 0) throw std::invalid_argument("window must be 0 (none) or positive");
   if (keys.window > 0 && linear.rule.rule != attn::UpdateRule::Additive)
     throw std::invalid_argument("the window hybrid takes the additive rule, not " + keys.rule);
-  if (const auto conflict = attn::ruleFeatureMapConflict(linear); !conflict.empty()) throw std::invalid_argument(conflict);
+  if (const auto conflict = attn::ruleFeatureMapConflict(linear); !conflict.empty())
+    throw std::invalid_argument(conflict);
   for (const int64_t l : keys.layers)
     if (l < 0) throw std::invalid_argument("layer " + std::to_string(l) + " is out of range (layers count from 0)");
   return linear;
@@ -78,8 +82,10 @@ attn::LinearAttentionConfig linearFromKeys(const PlanKeys& keys) {
 
 void checkPlanKeys(const PlanKeys& keys, const std::string& where) {
   try {
-    if (!keys.specs.empty()) AttentionPlan::fromSpecs(keys.specs);
-    else linearFromKeys(keys);
+    if (!keys.specs.empty())
+      AttentionPlan::fromSpecs(keys.specs);
+    else
+      linearFromKeys(keys);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where + ": " + e.what());
   }

@@ -39,10 +39,10 @@ struct AttentionPlan {
 struct PlanKeys {
   std::string featureMap = "hedgehog";
   std::string rule = "additive";
-  int64_t window = 0;                 // > 0: hedgehog_window with this many keys
+  int64_t window = 0;  // > 0: hedgehog_window with this many keys
   std::vector<int64_t> layers;
-  std::vector<std::string> specs;     // wins when not empty; must list every layer
-  uint64_t seed = 0;                  // the maps' seed (Performer)
+  std::vector<std::string> specs;  // wins when not empty; must list every layer
+  uint64_t seed = 0;               // the maps' seed (Performer)
 };
 // Throws std::invalid_argument naming the problem (a spec count that is not the model's layers).
 AttentionPlan planFromKeys(const PlanKeys& keys, int64_t layerCount);

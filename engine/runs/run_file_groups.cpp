@@ -11,7 +11,6 @@ constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 constexpr int64_t kMinusOne = -1;
 constexpr hsize_t kRows1d = 512;  // chunk rows of 1-D columns
 
-
 struct Payload {
   std::string name;
   hid_t fileType, memType;
@@ -83,7 +82,8 @@ void writeRootAttributes(hid_t file, const RunHeader& header, const std::string&
   if (!header.layout.scalars.empty()) h5::setAttr(root, "default", "scalars/" + header.layout.scalars[0].name, p);
 }
 
-std::map<std::string, Rows> createScalarGroups(hid_t file, const std::vector<SeriesSpec>& scalars, const std::string& p) {
+std::map<std::string, Rows> createScalarGroups(hid_t file, const std::vector<SeriesSpec>& scalars,
+                                               const std::string& p) {
   std::map<std::string, Rows> out;
   h5::Hid scalarsGroup = h5::createGroup(file, "scalars", p);
   h5::setAttr(scalarsGroup, "NX_class", std::string("NXcollection"), p);
@@ -156,7 +156,8 @@ Rows createCurveGroup(hid_t file, const CurveSpec& spec, const std::string& p) {
   return curves;
 }
 
-std::map<std::string, Rows> createWeightGroups(hid_t file, const std::vector<TensorSpec>& weights, const std::string& p) {
+std::map<std::string, Rows> createWeightGroups(hid_t file, const std::vector<TensorSpec>& weights,
+                                               const std::string& p) {
   std::map<std::string, Rows> out;
   h5::Hid weightsGroup = h5::createGroup(file, "weights", p);
   h5::setAttr(weightsGroup, "NX_class", std::string("NXcollection"), p);
@@ -174,7 +175,8 @@ std::map<std::string, Rows> createWeightGroups(hid_t file, const std::vector<Ten
   return out;
 }
 
-Rows createTextGroup(hid_t file, const std::string& name, const std::vector<TextColumn>& columns, const std::string& p) {
+Rows createTextGroup(hid_t file, const std::string& name, const std::vector<TextColumn>& columns,
+                     const std::string& p) {
   h5::Hid g = h5::createGroup(file, name, p);
   h5::setAttr(g, "NX_class", std::string("NXcollection"), p);
   std::vector<Payload> payload;

@@ -29,7 +29,8 @@ struct TextColumn {
 
 void writeRootAttributes(hid_t file, const RunHeader& header, const std::string& path);
 // /scalars/NAME: value [N] float64
-std::map<std::string, Rows> createScalarGroups(hid_t file, const std::vector<SeriesSpec>& scalars, const std::string& path);
+std::map<std::string, Rows> createScalarGroups(hid_t file, const std::vector<SeriesSpec>& scalars,
+                                               const std::string& path);
 // /tables/NAME: value [N, L, H] float64; layer [L], head [H] index axes
 std::map<std::string, Rows> createTableGroups(hid_t file, const RunLayout& layout, const std::string& path);
 // /snapshots: softmax, linear [N, P, S, S] float32; pairs [P, 2]; tokens [T]; query/key_edge [S + 1]
@@ -37,10 +38,12 @@ Rows createSnapshotGroup(hid_t file, const SnapshotSpec& spec, const std::string
 // /curves: bin_center, mean, stddev [N, P, B] float64, count [N, P, B] int64; pairs [P, 2]
 Rows createCurveGroup(hid_t file, const CurveSpec& spec, const std::string& path);
 // /weights/NAME: value [N, shape...] float32
-std::map<std::string, Rows> createWeightGroups(hid_t file, const std::vector<TensorSpec>& weights, const std::string& path);
+std::map<std::string, Rows> createWeightGroups(hid_t file, const std::vector<TensorSpec>& weights,
+                                               const std::string& path);
 // /NAME with fixed-size string columns (/log: text S512; /status: state S16, message S1024;
 // /export: path S4096).
-Rows createTextGroup(hid_t file, const std::string& name, const std::vector<TextColumn>& columns, const std::string& path);
+Rows createTextGroup(hid_t file, const std::string& name, const std::vector<TextColumn>& columns,
+                     const std::string& path);
 // /committed_rows: int64 [G], chunked, with `groups` [G] naming the groups it counts.
 h5::Hid createCommittedRows(hid_t file, const std::vector<std::string>& groups, const std::string& path);
 

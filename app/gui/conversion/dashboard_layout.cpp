@@ -62,10 +62,12 @@ void DashboardView::createWidgets() {
   pause_ = new QPushButton(tr("Pause"), this);
   pause_->setObjectName(QStringLiteral("dashboardPause"));
   pause_->setToolTip(tr("Pause the job at its next step, or resume it (Run menu, Ctrl+Shift+P)"));
-  connect(pause_, &QPushButton::clicked, this, [this] { paused_ ? Q_EMIT resumeRequested() : Q_EMIT pauseRequested(); });
+  connect(pause_, &QPushButton::clicked, this,
+          [this] { paused_ ? Q_EMIT resumeRequested() : Q_EMIT pauseRequested(); });
   stepSlider_ = new QSlider(Qt::Horizontal, this);
   stepSlider_->setObjectName(QStringLiteral("dashboardStepSlider"));
-  stepSlider_->setToolTip(tr("Show the head grid and the probe maps at an earlier snapshot; the right end follows the latest"));
+  stepSlider_->setToolTip(
+      tr("Show the head grid and the probe maps at an earlier snapshot; the right end follows the latest"));
   stepSlider_->setPageStep(1);
   connect(stepSlider_, &QSlider::valueChanged, this, &DashboardView::onStepSlider);
   stepLabel_ = new QLabel(this);
