@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "engine/core/device.h"
@@ -89,6 +90,155 @@ ConvertResult followConvert(const ConvertConfig& config, JobObserver& observer, 
   return result;
 }
 
+// The convert run file's header: the headline numbers of every stage as scalars.
+runs::RunHeader convertHeader(const ConvertConfig& config, const std::string& device, dist::Communicator& ranks) {
+  runs::RunHeader header;
+  header.runId = makeRunId("convert");
+  header.kind = "convert";
+  header.configJson = toJson(config).dump();
+  header.engineVersion = engineVersion();
+  header.device = deviceName(device, ranks);
+  header.layout.scalars = {{"distill_seconds", "s"},   {"finetune_seconds", "s"}, {"evaluate_seconds", "s"},
+                           {"export_seconds", "s"},    {"kl_untrained"},         {"kl_distilled"},
+                           {"perplexity_original"},    {"perplexity_converted"}, {"perplexity_ratio"},
+                           {"accuracy_original"},      {"accuracy_converted"},   {"finetune_val_loss"}};
+  return header;
+}
+
+// What the layers become: "hedgehog_window(64) (additive)", or "the plan [softmax, hedgehog, ...]".
+std::string conversionTarget(const ConvertConfig& config) {
+  if (config.plan.empty())
+    return config.featureMap + (config.window > 0 ? "_window(" + std::to_string(config.window) + ")" : "") + " (" +
+           config.rule + ")";
+  std::string joined;
+  for (const auto& spec : config.plan) joined += (joined.empty() ? "" : ", ") + spec;
+  return "the plan [" + joined + "]";
+}
+
+// The completed conversion's line: the KL before and after distillation and the task quality of
+// the original and the converted model.
+std::string conversionSummary(const ConvertResult& result) {
+  char summary[512];
+  const auto& d = result.distill;
+  const auto& e = result.evaluate;
+  if (e.task == "lm") {
+    std::snprintf(summary, sizeof summary,
+                  "KL to softmax %.4g -> %.4g (%.1fx lower); perplexity original %.2f, converted %.2f (%+.1f%%)", d.initialKl,
+                  d.finalKl, d.initialKl / d.finalKl, e.perplexityOriginal, e.perplexityConverted,
+                  100.0 * (e.perplexityConverted / e.perplexityOriginal - 1));
+  } else {
+    std::snprintf(summary, sizeof summary, "KL to softmax %.4g -> %.4g; accuracy original %.4f, converted %.4f", d.initialKl,
+                  d.finalKl, e.accuracyOriginal, e.accuracyConverted);
+  }
+  return summary;
+}
+
+// Rank 0's conversion: the stages in order, each with its run file, its headline numbers in the
+// convert run file and its name in front of the progress phase. A stage returns false when it did
+// not complete; the result and the run file then say where and why (stop).
+class Conversion {
+ public:
+  Conversion(const ConvertConfig& config, JobObserver& observer, dist::Communicator* world, runs::RunWriter& writer,
+             ConvertResult& result)
+      : config_(config), observer_(observer), world_(world), ranks_(dist::Communicator::orAlone(world)), writer_(writer),
+        result_(result) {}
+
+  const std::string& stage() const { return stage_; }
+
+  bool distill() {
+    stage_ = "distill";
+    const auto t = std::chrono::steady_clock::now();
+    const auto distill = distillStage(config_);
+    writer_.log("stage 1/4 distill: " + distill.runDir + "/run.h5");
+    StageObserver stageObserver(observer_, "1/4 distill");
+    result_.distill = runDistill(distill, stageObserver, world_);
+    ranks_.barrier();  // the adapters are saved: the other ranks may finetune from them
+    // What the stage measured: a cancelled or failed distillation has no final KL (no row, not 0).
+    std::map<std::string, double> scalars{{"distill_seconds", secondsSince(t)}};
+    if (std::isfinite(result_.distill.initialKl)) scalars["kl_untrained"] = result_.distill.initialKl;
+    if (std::isfinite(result_.distill.finalKl)) scalars["kl_distilled"] = result_.distill.finalKl;
+    writer_.appendScalars(0, scalars);
+    return completed(result_.distill.status, result_.distill.message);
+  }
+
+  bool finetune() {
+    stage_ = "finetune";
+    if (config_.finetune.steps <= 0) {
+      writer_.log("stage 2/4 finetune: skipped (finetune.steps is 0)");
+      return true;
+    }
+    const auto t = std::chrono::steady_clock::now();
+    const auto finetune = finetuneStage(config_);
+    writer_.log("stage 2/4 finetune: " + finetune.runDir + "/run.h5");
+    StageObserver stageObserver(observer_, "2/4 finetune");
+    result_.finetune = runFinetune(finetune, stageObserver, world_);
+    writer_.appendScalars(0, {{"finetune_seconds", secondsSince(t)}, {"finetune_val_loss", result_.finetune.bestValidationLoss}});
+    return completed(result_.finetune.status, result_.finetune.message);
+  }
+
+  bool evaluate() {
+    stage_ = "evaluate";
+    const auto t = std::chrono::steady_clock::now();
+    const auto evaluate = evaluateStage(config_);
+    writer_.log("stage 3/4 evaluate: " + evaluate.runDir + "/run.h5");
+    StageObserver stageObserver(observer_, "3/4 evaluate");
+    result_.evaluate = runEvaluate(evaluate, stageObserver);
+    const auto& e = result_.evaluate;
+    std::map<std::string, double> metrics{{"evaluate_seconds", secondsSince(t)}};
+    if (e.task == "lm") {
+      metrics["perplexity_original"] = e.perplexityOriginal;
+      metrics["perplexity_converted"] = e.perplexityConverted;
+      metrics["perplexity_ratio"] = e.perplexityConverted / e.perplexityOriginal;
+    } else {
+      metrics["accuracy_original"] = e.accuracyOriginal;
+      metrics["accuracy_converted"] = e.accuracyConverted;
+    }
+    writer_.appendScalars(0, metrics);
+    return completed(e.status, e.message);
+  }
+
+  // The finetuned model, or the teacher with the adapters when nothing was finetuned, into `output`.
+  bool exportModel(const std::string& output) {
+    stage_ = "export";
+    if (observer_.cancelled()) return completed(JobStatus::Cancelled, "cancelled before export");
+    const auto t = std::chrono::steady_clock::now();
+    observer_.progress(0, 1, "4/4 export");
+    const bool finetuned = config_.finetune.steps > 0;
+    const std::string source = finetuned ? result_.finetune.modelDir : config_.modelDir;
+    const std::string adapters = finetuned ? std::string() : result_.distill.adaptersFile;
+    result_.exportPath = exportConverted(source, adapters, output, config_.exportOptions);
+    observer_.progress(1, 1, "4/4 export");
+    writer_.appendScalar(0, "export_seconds", secondsSince(t));
+    writer_.setFinal(fs::absolute(result_.exportPath).string());
+    writer_.log("stage 4/4 export: " + result_.exportPath);
+    return true;
+  }
+
+  // The conversion ends at the current stage with `status`: the result and the run file say so.
+  void stop(JobStatus status, const std::string& message) {
+    result_.status = status;
+    result_.failedStage = stage_;
+    result_.message = stage_ + ": " + message;
+    writer_.log(result_.message);
+    writer_.setStatus(runStatusOf(status), result_.message);
+  }
+
+ private:
+  bool completed(JobStatus status, const std::string& message) {
+    if (status == JobStatus::Completed) return true;
+    stop(status, message);
+    return false;
+  }
+
+  const ConvertConfig& config_;
+  JobObserver& observer_;
+  dist::Communicator* world_;  // null: one process
+  dist::Communicator& ranks_;
+  runs::RunWriter& writer_;
+  ConvertResult& result_;
+  std::string stage_ = "distill";
+};
+
 }  // namespace
 
 ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dist::Communicator* world) {
@@ -102,122 +252,25 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   fs::create_directories(config.runDir);
   result.runFile = (fs::path(config.runDir) / "run.h5").string();
   const std::string output = config.outputDir.empty() ? config.runDir + "/model" : config.outputDir;
-
-  runs::RunHeader header;
-  header.runId = makeRunId("convert");
-  header.kind = "convert";
-  header.configJson = toJson(config).dump();
-  header.engineVersion = engineVersion();
   // Where the stages load their models, and in what (as the stages' own labels say it).
   result.device = deviceLabel(resolveDevice(config.device)) + (config.dtype == "bfloat16" ? ", bfloat16" : "");
-  header.device = deviceName(result.device, ranks);
-  header.layout.scalars = {{"distill_seconds", "s"},   {"finetune_seconds", "s"}, {"evaluate_seconds", "s"},
-                           {"export_seconds", "s"},    {"kl_untrained"},         {"kl_distilled"},
-                           {"perplexity_original"},    {"perplexity_converted"}, {"perplexity_ratio"},
-                           {"accuracy_original"},      {"accuracy_converted"},   {"finetune_val_loss"}};
   runs::RunWriterOptions writerOptions;
   writerOptions.overwrite = true;
-  auto writer = runs::RunWriter::create(result.runFile, header, writerOptions);
-  const std::string target = !config.plan.empty() ? "the plan [" + [&] {
-    std::string joined;
-    for (const auto& spec : config.plan) joined += (joined.empty() ? "" : ", ") + spec;
-    return joined;
-  }() + "]" : config.featureMap + (config.window > 0 ? "_window(" + std::to_string(config.window) + ")" : "") + " (" + config.rule + ")";
-  observer.log("conversion of " + config.modelDir + " to " + target + ": run file " + result.runFile);
+  auto writer = runs::RunWriter::create(result.runFile, convertHeader(config, result.device, ranks), writerOptions);
+  observer.log("conversion of " + config.modelDir + " to " + conversionTarget(config) + ": run file " + result.runFile);
 
-  auto stop = [&](const std::string& stage, JobStatus status, const std::string& message) {
-    result.status = status;
-    result.failedStage = stage;
-    result.message = stage + ": " + message;
-    writer.log(result.message);
-    writer.setStatus(runStatusOf(status), result.message);
-    result.seconds = secondsSince(start);
-    return result;
-  };
-
-  std::string stage = "distill";
+  Conversion conversion(config, observer, world, writer, result);
+  bool completed = false;
   try {
-    // 1. distill
-    auto t = std::chrono::steady_clock::now();
-    const auto distill = distillStage(config);
-    writer.log("stage 1/4 distill: " + distill.runDir + "/run.h5");
-    StageObserver distillObserver(observer, "1/4 distill");
-    result.distill = runDistill(distill, distillObserver, world);
-    ranks.barrier();  // the adapters are saved: the other ranks may finetune from them
-    // What the stage measured: a cancelled or failed distillation has no final KL (no row, not 0).
-    std::map<std::string, double> distillScalars{{"distill_seconds", secondsSince(t)}};
-    if (std::isfinite(result.distill.initialKl)) distillScalars["kl_untrained"] = result.distill.initialKl;
-    if (std::isfinite(result.distill.finalKl)) distillScalars["kl_distilled"] = result.distill.finalKl;
-    writer.appendScalars(0, distillScalars);
-    if (result.distill.status != JobStatus::Completed) return stop("distill", result.distill.status, result.distill.message);
-
-    // 2. finetune (optional)
-    stage = "finetune";
-    if (config.finetune.steps > 0) {
-      t = std::chrono::steady_clock::now();
-      const auto finetune = finetuneStage(config);
-      writer.log("stage 2/4 finetune: " + finetune.runDir + "/run.h5");
-      StageObserver finetuneObserver(observer, "2/4 finetune");
-      result.finetune = runFinetune(finetune, finetuneObserver, world);
-      writer.appendScalars(0, {{"finetune_seconds", secondsSince(t)},
-                               {"finetune_val_loss", result.finetune.bestValidationLoss}});
-      if (result.finetune.status != JobStatus::Completed)
-        return stop("finetune", result.finetune.status, result.finetune.message);
-    } else {
-      writer.log("stage 2/4 finetune: skipped (finetune.steps is 0)");
-    }
-
-    // 3. evaluate
-    stage = "evaluate";
-    t = std::chrono::steady_clock::now();
-    const auto evaluate = evaluateStage(config);
-    writer.log("stage 3/4 evaluate: " + evaluate.runDir + "/run.h5");
-    StageObserver evaluateObserver(observer, "3/4 evaluate");
-    result.evaluate = runEvaluate(evaluate, evaluateObserver);
-    std::map<std::string, double> metrics{{"evaluate_seconds", secondsSince(t)}};
-    const auto& e = result.evaluate;
-    if (e.task == "lm") {
-      metrics["perplexity_original"] = e.perplexityOriginal;
-      metrics["perplexity_converted"] = e.perplexityConverted;
-      metrics["perplexity_ratio"] = e.perplexityConverted / e.perplexityOriginal;
-    } else {
-      metrics["accuracy_original"] = e.accuracyOriginal;
-      metrics["accuracy_converted"] = e.accuracyConverted;
-    }
-    writer.appendScalars(0, metrics);
-    if (e.status != JobStatus::Completed) return stop("evaluate", e.status, e.message);
-
-    // 4. export
-    stage = "export";
-    if (observer.cancelled()) return stop("export", JobStatus::Cancelled, "cancelled before export");
-    t = std::chrono::steady_clock::now();
-    observer.progress(0, 1, "4/4 export");
-    const bool finetuned = config.finetune.steps > 0;
-    const std::string source = finetuned ? result.finetune.modelDir : config.modelDir;
-    const std::string adapters = finetuned ? std::string() : result.distill.adaptersFile;
-    result.exportPath = exportConverted(source, adapters, output, config.exportOptions);
-    observer.progress(1, 1, "4/4 export");
-    writer.appendScalar(0, "export_seconds", secondsSince(t));
-    writer.setFinal(fs::absolute(result.exportPath).string());
-    writer.log("stage 4/4 export: " + result.exportPath);
+    completed = conversion.distill() && conversion.finetune() && conversion.evaluate() && conversion.exportModel(output);
   } catch (const JobCancelled&) {
-    return stop(stage, JobStatus::Cancelled, "cancelled");
+    conversion.stop(JobStatus::Cancelled, "cancelled");
   } catch (const std::exception& ex) {
-    return stop(stage, JobStatus::Failed, ex.what());
+    conversion.stop(JobStatus::Failed, ex.what());
   }
-
-  char summary[512];
-  const auto& e = result.evaluate;
-  if (e.task == "lm") {
-    std::snprintf(summary, sizeof summary,
-                  "KL to softmax %.4g -> %.4g (%.1fx lower); perplexity original %.2f, converted %.2f (%+.1f%%)",
-                  result.distill.initialKl, result.distill.finalKl, result.distill.initialKl / result.distill.finalKl,
-                  e.perplexityOriginal, e.perplexityConverted, 100.0 * (e.perplexityConverted / e.perplexityOriginal - 1));
-  } else {
-    std::snprintf(summary, sizeof summary, "KL to softmax %.4g -> %.4g; accuracy original %.4f, converted %.4f",
-                  result.distill.initialKl, result.distill.finalKl, e.accuracyOriginal, e.accuracyConverted);
-  }
-  result.message = summary;
+  result.seconds = secondsSince(start);
+  if (!completed) return result;
+  result.message = conversionSummary(result);
   writer.setStatus(runs::RunStatus::Completed, result.message);
   writer.close();
   result.seconds = secondsSince(start);

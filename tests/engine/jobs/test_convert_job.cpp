@@ -3,7 +3,8 @@
 // exported folder reloads to the same logits as the converted model built in memory (float32
 // exactly up to summation order, float16 within half-precision rounding); adapters-only export
 // re-applies to the teacher; the project JSON round-trips and refuses shared keys inside a stage;
-// a cancel inside finetuning marks the job and its run file cancelled.
+// a cancel inside finetuning marks the job and its run file cancelled; a stage that throws fails
+// the conversion there.
 
 #include <torch/types.h>
 
@@ -205,6 +206,28 @@ class TestConvertJob : public QObject {
     QCOMPARE(std::string(hh::runs::statusName(run.status())), std::string("cancelled"));
   }
 
+  // A stage that throws (the evaluation text is missing): the conversion fails there, says which
+  // stage and why in its result and its run file, and exports nothing.
+  void aStageThatThrowsFailsTheConversionThere() {
+    hh::test::TempDir dir("convert_fail");
+    auto config = smallConvert(dir);
+    config.finetune.steps = 0;
+    j::DataConfig missing = config.data;
+    missing.corpus = dir.file("no-such-text.txt");
+    config.evalData = missing;
+    j::JobObserver quiet;
+    const auto r = j::runConvert(config, quiet);
+    QCOMPARE(std::string(j::toString(r.status)), std::string("failed"));
+    QCOMPARE(r.failedStage, std::string("evaluate"));
+    QVERIFY2(r.message.rfind("evaluate: ", 0) == 0 && r.message.find("no-such-text.txt") != std::string::npos, r.message.c_str());
+    QVERIFY(r.exportPath.empty());
+    QVERIFY(!fs::exists(config.runDir + "/model"));
+    auto run = hh::runs::RunReader::open(r.runFile);
+    QCOMPARE(std::string(hh::runs::statusName(run.status())), std::string("failed"));
+    QCOMPARE(run.statusMessage(), r.message);
+    QCOMPARE(run.scalarRows("kl_distilled"), int64_t(1));  // the stages before it are recorded
+  }
+
   void cancelInDistillRecordsOnlyWhatWasMeasured() {
     // Cancelled at its first training step: the untrained maps' KL was measured, the distilled
     // maps' never was, so the convert run file has a kl_untrained row and no kl_distilled row
@@ -228,6 +251,7 @@ HH_TEST_SUITE(TestConvertJob, "engine.jobs.convert", &TestConvertJob::initTestCa
               &TestConvertJob::exportedFolderReloadsToTheInMemoryModel,
               &TestConvertJob::projectJsonRoundTripsAndRefusesSharedKeysInStages,
               &TestConvertJob::evalDataIsTheEvaluateStagesOwn, &TestConvertJob::cancelInFinetuningStopsTheJob,
+              &TestConvertJob::aStageThatThrowsFailsTheConversionThere,
               &TestConvertJob::cancelInDistillRecordsOnlyWhatWasMeasured)
 
 #if HH_HAVE_QTEST
