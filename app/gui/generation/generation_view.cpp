@@ -36,6 +36,37 @@ QString megabytes(qint64 bytes) { return QString::number(double(bytes) / 1e6, 'f
 }  // namespace
 
 GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std::make_shared<GenerationSession>()) {
+  auto* folders = createFolderRow();
+  prompt_ = new QPlainTextEdit;
+  prompt_->setPlaceholderText(tr("Prompt"));
+  prompt_->setMaximumHeight(64);
+  auto* controls = createControls();
+  auto* body = new QSplitter(Qt::Vertical);
+  body->addWidget(createOutputPanes());
+  body->addWidget(createPlots());
+  body->setStretchFactor(0, 1);
+  body->setStretchFactor(1, 1);
+  body->setSizes({300, 360});
+  status_ = new QLabel(tr("Load an original and a converted model, type a prompt, and press Generate."));
+  status_->setWordWrap(true);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(folders);
+  layout->addWidget(prompt_);
+  layout->addLayout(controls);
+  layout->addWidget(body, 1);
+  layout->addWidget(status_);
+
+  stateTimer_ = new QTimer(this);
+  stateTimer_->setSingleShot(true);
+  stateTimer_->setInterval(100);
+  connect(stateTimer_, &QTimer::timeout, this, &GenerationView::refreshStateView);
+  restoreLastSession();
+  updateButtons();
+}
+
+// Both model folders with Browse…, Load, and where and in what precision they decode.
+QGridLayout* GenerationView::createFolderRow() {
   auto* folders = new QGridLayout;
   for (int s = 0; s < 2; ++s) {
     folders_[s] = new QLineEdit;
@@ -54,9 +85,11 @@ GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std:
   compute_->setToolTip(tr("Where both models decode, and in what precision (applies on Load)"));
   folders->addWidget(compute_, 0, 4, 2, 1);
 
-  prompt_ = new QPlainTextEdit;
-  prompt_->setPlaceholderText(tr("Prompt"));
-  prompt_->setMaximumHeight(64);
+  return folders;
+}
+
+// The sampling settings, Generate, Stop and the progress bar.
+QHBoxLayout* GenerationView::createControls() {
   auto* controls = new QHBoxLayout;
   auto addSetting = [&](const QString& name, QWidget* w, const QString& tip) {
     auto* label = new QLabel(name);
@@ -97,6 +130,11 @@ GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std:
   connect(generate_, &QPushButton::clicked, this, &GenerationView::generate);
   connect(stop_, &QPushButton::clicked, this, &GenerationView::stop);
 
+  return controls;
+}
+
+// Each model's header, its generated text and its run's numbers, side by side.
+QSplitter* GenerationView::createOutputPanes() {
   auto* panes = new QSplitter(Qt::Horizontal);
   for (int s = 0; s < 2; ++s) {
     auto* pane = new QWidget;
@@ -113,6 +151,11 @@ GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std:
     panes->addWidget(pane);
   }
 
+  return panes;
+}
+
+// Per-token latency, cache memory, and the converted model's state norms (and decay factors).
+QSplitter* GenerationView::createPlots() {
   latency_ = new hh::widgets::CurvePlot;
   latency_->setTitle(tr("Per-token latency"));
   latency_->setAxisLabels(tr("position"), tr("ms / token"));
@@ -136,27 +179,11 @@ GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std:
   plots->addWidget(stateColumn);
   for (auto* w : std::initializer_list<QWidget*>{latency_, memory_, stateColumn}) w->setMinimumSize(260, 200);
 
-  auto* body = new QSplitter(Qt::Vertical);
-  body->addWidget(panes);
-  body->addWidget(plots);
-  body->setStretchFactor(0, 1);
-  body->setStretchFactor(1, 1);
-  body->setSizes({300, 360});
-  status_ = new QLabel(tr("Load an original and a converted model, type a prompt, and press Generate."));
-  status_->setWordWrap(true);
+  return plots;
+}
 
-  auto* layout = new QVBoxLayout(this);
-  layout->addLayout(folders);
-  layout->addWidget(prompt_);
-  layout->addLayout(controls);
-  layout->addWidget(body, 1);
-  layout->addWidget(status_);
-
-  stateTimer_ = new QTimer(this);
-  stateTimer_->setSingleShot(true);
-  stateTimer_->setInterval(100);
-  connect(stateTimer_, &QTimer::timeout, this, &GenerationView::refreshStateView);
-  // The folders, prompt and settings of the last session (a daily tool should remember them).
+// The folders, prompt and settings of the last session (a daily tool should remember them).
+void GenerationView::restoreLastSession() {
   QSettings stored;
   stored.beginGroup(QStringLiteral("generation"));
   folders_[0]->setText(stored.value(QStringLiteral("original")).toString());
@@ -170,7 +197,6 @@ GenerationView::GenerationView(QWidget* parent) : QWidget(parent), session_(std:
   defaults.seed = stored.value(QStringLiteral("seed"), 0).toULongLong();
   defaults.stopAtEos = stored.value(QStringLiteral("stop_at_eos"), true).toBool();
   setSettings(defaults);
-  updateButtons();
 }
 
 void GenerationView::remember() const {

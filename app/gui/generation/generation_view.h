@@ -18,12 +18,15 @@
 
 class QCheckBox;
 class QDoubleSpinBox;
+class QGridLayout;
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QSplitter;
 class QTextEdit;
 class QThread;
 class QTimer;
@@ -67,6 +70,11 @@ class GenerationView : public QWidget {
   void statusMessage(const QString& text);
 
  private:
+  QGridLayout* createFolderRow();
+  QHBoxLayout* createControls();
+  QSplitter* createOutputPanes();
+  QSplitter* createPlots();
+  void restoreLastSession();
   void onToken(const GenerationToken& token);
   void onFinished(const QString& error, const std::vector<GenerationSummary>& summaries);
   void refreshStateView();
