@@ -120,38 +120,47 @@ void addProcessCountOption(CLI::App* command, int& processes) {
       ->check(CLI::Range(1, 256));
 }
 
-std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
-  if (processes <= 1) return std::nullopt;
-  if (dist::worldFromEnvironment().distributed())
-    throw std::invalid_argument("--nproc " + std::to_string(processes) +
-                                " with WORLD_SIZE set: this process is already a rank of a launcher (use one or the other)");
-  if (gCommandLine.empty()) throw std::logic_error("--nproc: the command line was not recorded");
-  fs::create_directories(runDir);
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
+namespace {
+
+// Where and how the local ranks meet: the rendezvous (MASTER_ADDR and MASTER_PORT if set, else
+// loopback and a free port), the threads each gets, and the command line they run.
+struct RankLaunch {
+  int processes = 1;
+  std::string runDir, self, masterAddr, masterPort, threads;
+  std::vector<std::string> args;
+  std::vector<std::string> logs;  // per rank: rank 0's stderr (relayed at the end), the others' output
+};
+
+RankLaunch planRanks(int processes, const std::string& runDir) {
+  RankLaunch launch;
+  launch.processes = processes;
+  launch.runDir = runDir;
+  launch.self = fs::read_symlink("/proc/self/exe").string();
   const char* addrEnv = std::getenv("MASTER_ADDR");
-  const std::string masterAddr = addrEnv && *addrEnv ? addrEnv : "127.0.0.1";
+  launch.masterAddr = addrEnv && *addrEnv ? addrEnv : "127.0.0.1";
   const char* portEnv = std::getenv("MASTER_PORT");
-  const std::string masterPort = portEnv && *portEnv ? portEnv : std::to_string(freeLoopbackPort());
+  launch.masterPort = portEnv && *portEnv ? portEnv : std::to_string(freeLoopbackPort());
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::string threads = std::to_string(std::max(1, static_cast<int>(cores) / processes));
-  const auto args = rankArguments();
+  launch.threads = std::to_string(std::max(1, static_cast<int>(cores) / processes));
+  launch.args = rankArguments();
+  for (int rank = 0; rank < processes; ++rank)
+    launch.logs.push_back((fs::path(runDir) / (rank == 0 ? ".rank-0.stderr" : "rank-" + std::to_string(rank) + ".log")).string());
+  return launch;
+}
+
+// Forks and execs every rank with its environment; pid -> rank. Rank 0 keeps stdout (the
+// progress); its stderr (an error line, if any) goes to a file the launcher relays at the end, so
+// a failure prints one line whichever rank failed first.
+std::map<pid_t, int> forkRanks(const RankLaunch& launch) {
   std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : launch.args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-
-  // Signals first, so none is lost between the forks and the wait.
-  const ForwardedSignals counting;
   const pid_t launcher = getpid();
-
-  std::map<pid_t, int> running;  // pid -> rank
-  std::vector<std::string> logs(static_cast<size_t>(processes));
-  const std::string worldSize = std::to_string(processes);
-  for (int rank = 0; rank < processes; ++rank) {
+  const std::string worldSize = std::to_string(launch.processes);
+  std::map<pid_t, int> running;
+  for (int rank = 0; rank < launch.processes; ++rank) {
     const std::string rankText = std::to_string(rank);
-    // Rank 0 keeps stdout (the progress); its stderr (an error line, if any) goes to a file the
-    // launcher relays at the end, so a failure prints one line whichever rank failed first.
-    logs[static_cast<size_t>(rank)] =
-        (fs::path(runDir) / (rank == 0 ? ".rank-0.stderr" : "rank-" + rankText + ".log")).string();
+    const std::string& log = launch.logs[static_cast<size_t>(rank)];
     const pid_t pid = fork();
     if (pid < 0) {
       for (const auto& [p, r] : running) kill(p, SIGKILL);
@@ -159,7 +168,7 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
     }
     if (pid == 0) {  // the rank: only async-signal-safe calls matter here, then exec
       if (!detachChild(launcher)) _exit(130);
-      const int fd = open(logs[static_cast<size_t>(rank)].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) {
         if (rank > 0) dup2(fd, STDOUT_FILENO);
         dup2(fd, STDERR_FILENO);
@@ -168,39 +177,55 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
       setenv("RANK", rankText.c_str(), 1);
       setenv("LOCAL_RANK", rankText.c_str(), 1);
       setenv("WORLD_SIZE", worldSize.c_str(), 1);
-      setenv("MASTER_ADDR", masterAddr.c_str(), 1);
-      setenv("MASTER_PORT", masterPort.c_str(), 1);
-      if (!std::getenv("HH_NUM_THREADS")) setenv("HH_NUM_THREADS", threads.c_str(), 1);
-      execv(self.c_str(), argv.data());
+      setenv("MASTER_ADDR", launch.masterAddr.c_str(), 1);
+      setenv("MASTER_PORT", launch.masterPort.c_str(), 1);
+      if (!std::getenv("HH_NUM_THREADS")) setenv("HH_NUM_THREADS", launch.threads.c_str(), 1);
+      execv(launch.self.c_str(), argv.data());
       _exit(127);
     }
     running[pid] = rank;
   }
+  return running;
+}
+
+// One line (or a JSONL event) that says what started where.
+void announceRanks(const RankLaunch& launch, const std::map<pid_t, int>& running) {
+  const int n = launch.processes;
   if (jsonlProgress()) {
     std::vector<int> pids;
     for (const auto& [pid, rank] : running) pids.push_back(static_cast<int>(pid));
-    emitEvent({{"event", "processes"}, {"count", processes}, {"pids", pids}, {"rendezvous", masterAddr + ":" + masterPort},
-               {"threads", std::stoi(threads)}, {"logs", runDir}});
-  } else {
-    std::printf("started %d processes (ranks 0-%d, pids", processes, processes - 1);
-    for (const auto& [pid, rank] : running) std::printf(" %d", static_cast<int>(pid));
-    std::printf("), rendezvous %s:%s, %s thread%s each; ranks > 0 log to %s/rank-K.log\n", masterAddr.c_str(),
-                masterPort.c_str(), threads.c_str(), threads == "1" ? "" : "s", runDir.c_str());
-    std::fflush(stdout);
+    emitEvent({{"event", "processes"}, {"count", n}, {"pids", pids}, {"rendezvous", launch.masterAddr + ":" + launch.masterPort},
+               {"threads", std::stoi(launch.threads)}, {"logs", launch.runDir}});
+    return;
   }
+  std::printf("started %d processes (ranks 0-%d, pids", n, n - 1);
+  for (const auto& [pid, rank] : running) std::printf(" %d", static_cast<int>(pid));
+  std::printf("), rendezvous %s:%s, %s thread%s each; ranks > 0 log to %s/rank-K.log\n", launch.masterAddr.c_str(),
+              launch.masterPort.c_str(), launch.threads.c_str(), launch.threads == "1" ? "" : "s", launch.runDir.c_str());
+  std::fflush(stdout);
+}
 
-  int forwarded = 0, rank0Status = 0, firstFailedRank = -1, firstFailedStatus = 0;
-  bool killedByLauncher = false;
+// How the ranks ended.
+struct RanksEnd {
+  int rank0Status = 0, firstFailedRank = -1, firstFailedStatus = 0;
+  bool killedByLauncher = false;  // the ranks left after a failure were killed after the grace time
+};
+
+// Waits for every rank, passing each signal the launcher gets on to the ranks still running (one
+// SIGINT each), and kills what still runs kGraceAfterFailure after the first failure.
+RanksEnd waitForRanks(std::map<pid_t, int> running, const ForwardedSignals& counting) {
+  RanksEnd end;
+  int forwarded = 0;
   constexpr auto kNever = std::chrono::steady_clock::time_point::max();
   auto killAt = kNever;  // when the ranks still running are killed
   while (!running.empty()) {
-    while (forwarded < counting.received()) {  // one interrupt per signal to every rank still running
+    while (forwarded < counting.received()) {
       ++forwarded;
       for (const auto& [pid, rank] : running) kill(pid, SIGINT);
     }
     if (killAt != kNever && std::chrono::steady_clock::now() >= killAt) {
       for (const auto& [pid, rank] : running) kill(pid, SIGKILL);
-      killedByLauncher = true;
+      end.killedByLauncher = true;
       killAt = kNever;
     }
     // Polled, not blocking: a signal that lands between the check above and a blocking wait
@@ -216,33 +241,52 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
     if (it == running.end()) continue;
     const int rank = it->second;
     running.erase(it);
-    if (rank == 0) rank0Status = status;
+    if (rank == 0) end.rank0Status = status;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!ok && firstFailedRank < 0) {
-      firstFailedRank = rank, firstFailedStatus = status;
+    if (!ok && end.firstFailedRank < 0) {
+      end.firstFailedRank = rank, end.firstFailedStatus = status;
       if (!running.empty()) killAt = std::chrono::steady_clock::now() + kGraceAfterFailure;
     }
   }
+  return end;
+}
 
-  // What rank 0 wrote on stderr, relayed (a warning, or its one error line).
+// Relays rank 0's stderr (a warning, or its one error line), or names the rank > 0 that failed
+// first with the error from its log; the launcher's exit code.
+int reportRanksEnd(const RanksEnd& end, const std::vector<std::string>& logs) {
   const std::string rank0Errors = readText(logs[0]);
   std::error_code ignored;
   fs::remove(logs[0], ignored);
-  const bool rank0Failed = !(WIFEXITED(rank0Status) && WEXITSTATUS(rank0Status) == 0);
-  const bool rank0OnItsOwn = rank0Failed && !(killedByLauncher && WIFSIGNALED(rank0Status));
+  const bool rank0Failed = !(WIFEXITED(end.rank0Status) && WEXITSTATUS(end.rank0Status) == 0);
+  const bool rank0OnItsOwn = rank0Failed && !(end.killedByLauncher && WIFSIGNALED(end.rank0Status));
   const bool rank0LostAPeer = rank0Errors.find(dist::kLostPeerMessage) != std::string::npos;
-  if (firstFailedRank <= 0 || (rank0OnItsOwn && !rank0LostAPeer)) {
+  if (end.firstFailedRank <= 0 || (rank0OnItsOwn && !rank0LostAPeer)) {
     std::fputs(rank0Errors.c_str(), stderr);
-    return firstFailedRank < 0 ? 0 : exitCodeOf(rank0Status);
+    return end.firstFailedRank < 0 ? 0 : exitCodeOf(end.rank0Status);
   }
-  // A rank > 0 failed first (rank 0 saw only a lost peer, or was stopped): name it, with the
-  // error from its log.
-  const auto& log = logs[static_cast<size_t>(firstFailedRank)];
+  // A rank > 0 failed first (rank 0 saw only a lost peer, or was stopped).
+  const auto& log = logs[static_cast<size_t>(end.firstFailedRank)];
   const std::string said = lastErrorLine(log);
-  std::fprintf(stderr, "hedgehog: error: rank %d %s%s%s (log %s)\n", firstFailedRank, describeStatus(firstFailedStatus).c_str(),
-               said.empty() ? "" : ": ", said.c_str(), log.c_str());
-  if (rank0OnItsOwn) return exitCodeOf(rank0Status);
-  return exitCodeOf(firstFailedStatus) == 0 ? 1 : exitCodeOf(firstFailedStatus);
+  std::fprintf(stderr, "hedgehog: error: rank %d %s%s%s (log %s)\n", end.firstFailedRank,
+               describeStatus(end.firstFailedStatus).c_str(), said.empty() ? "" : ": ", said.c_str(), log.c_str());
+  if (rank0OnItsOwn) return exitCodeOf(end.rank0Status);
+  return exitCodeOf(end.firstFailedStatus) == 0 ? 1 : exitCodeOf(end.firstFailedStatus);
+}
+
+}  // namespace
+
+std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
+  if (processes <= 1) return std::nullopt;
+  if (dist::worldFromEnvironment().distributed())
+    throw std::invalid_argument("--nproc " + std::to_string(processes) +
+                                " with WORLD_SIZE set: this process is already a rank of a launcher (use one or the other)");
+  if (gCommandLine.empty()) throw std::logic_error("--nproc: the command line was not recorded");
+  fs::create_directories(runDir);
+  const auto launch = planRanks(processes, runDir);
+  const ForwardedSignals counting;  // signals first, so none is lost between the forks and the wait
+  const auto running = forkRanks(launch);
+  announceRanks(launch, running);
+  return reportRanksEnd(waitForRanks(running, counting), launch.logs);
 }
 
 void printRankEnd(const Rank& rank, const char* status, int64_t steps, double seconds) {
