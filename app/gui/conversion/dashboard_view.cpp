@@ -3,13 +3,13 @@
 #include "app/gui/conversion/dashboard_view.h"
 
 #include <QComboBox>
-#include <QStandardItemModel>
 #include <QFileInfo>
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSlider>
+#include <QStandardItemModel>
 
 #include <algorithm>
 #include <cmath>

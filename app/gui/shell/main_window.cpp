@@ -58,11 +58,32 @@ constexpr int kComputeDelayMs = 150;  // after the last edit
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(QStringLiteral("Hedgehog Workbench"));
+  setWindowIcon(QIcon(QStringLiteral(":/icons/hedgehog.svg")));
+  startEngineThread();
+  inspector_ = new InspectorView(session_, pool_);
+  view_ = new ComparisonView;
+  controls_ = new ComparisonControls(featureMapNames());
+  buildComparisonPage();
+  buildTabs();
+  buildModelDock();
+  connectViews();
+  buildMenus();
+  buildRunControls();
+  buildHelpMenu();
+  buildStatusBar();
+  resize(1500, 950);
+  QSettings settings;
+  if (settings.contains(QStringLiteral("window/geometry")))
+    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+  restoreLayout();
+  scheduleCompute();
+}
+
+void MainWindow::startEngineThread() {
   // The engine works on background threads; leave one core to the GUI thread so that it keeps
   // painting under load (HH_NUM_THREADS, when set, is obeyed as it is; jobs' initRuntime keeps it).
   if (const int hardware = hh::runtimeInfo().hardwareThreads; hardware > 1) hh::setDefaultThreadCount(hardware - 1);
-  setWindowTitle(QStringLiteral("Hedgehog Workbench"));
-  setWindowIcon(QIcon(QStringLiteral(":/icons/hedgehog.svg")));
   pool_ = new QThreadPool(this);
   pool_->setMaxThreadCount(1);
   pool_->setExpiryTimeout(-1);  // one long-lived thread, so the settings below stay with it
@@ -70,27 +91,29 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   const int engineThreads = hh::runtimeInfo().intraOpThreads;
   pool_->start([engineThreads] { hh::applyThreadCount(engineThreads); });
   session_ = std::make_shared<ModelSession>();
+}
 
-  inspector_ = new InspectorView(session_, pool_);
-  view_ = new ComparisonView;
-  controls_ = new ComparisonControls(featureMapNames());
+// The comparison controls with Recompute (F5) above the comparison view.
+void MainWindow::buildComparisonPage() {
   comparisonPage_ = new QWidget;
-  {
-    auto* layout = new QVBoxLayout(comparisonPage_);
-    layout->setContentsMargins(0, 6, 0, 0);
-    auto* row = new QHBoxLayout;
-    row->addWidget(controls_);
-    row->addStretch(1);
-    auto* compute = new QPushButton(tr("Recompute"));
-    compute->setToolTip(tr("Recompute the comparison (F5)"));
-    connect(compute, &QPushButton::clicked, this, &MainWindow::startCompute);
-    row->addWidget(compute);
-    layout->addLayout(row);
-    layout->addWidget(view_, 1);
-    auto* f5 = new QShortcut(QKeySequence(Qt::Key_F5), comparisonPage_);
-    connect(f5, &QShortcut::activated, this, &MainWindow::startCompute);
-  }
-  // The conversion tab: the dashboard while a run goes on, a finished conversion's summary after.
+  auto* layout = new QVBoxLayout(comparisonPage_);
+  layout->setContentsMargins(0, 6, 0, 0);
+  auto* row = new QHBoxLayout;
+  row->addWidget(controls_);
+  row->addStretch(1);
+  auto* compute = new QPushButton(tr("Recompute"));
+  compute->setToolTip(tr("Recompute the comparison (F5)"));
+  connect(compute, &QPushButton::clicked, this, &MainWindow::startCompute);
+  row->addWidget(compute);
+  layout->addLayout(row);
+  layout->addWidget(view_, 1);
+  auto* f5 = new QShortcut(QKeySequence(Qt::Key_F5), comparisonPage_);
+  connect(f5, &QShortcut::activated, this, &MainWindow::startCompute);
+}
+
+// Every tab: the inspector, the comparison, the conversion (the dashboard while a run goes on, a
+// finished conversion's summary after), the runs, the experiments, generation and layer ranking.
+void MainWindow::buildTabs() {
   dashboard_ = new DashboardView;
   summary_ = new ConversionSummaryView;
   conversionPage_ = new QStackedWidget;
@@ -117,7 +140,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(browser_, &RunBrowser::runActivated, this, &MainWindow::openRun);
   browser_->refresh();
   setCentralWidget(tabs_);
+}
 
+void MainWindow::buildModelDock() {
   modelTree_ = new ModelTree;
   modelDock_ = new QDockWidget(tr("Model"), this);
   modelDock_->setObjectName(QStringLiteral("modelDock"));
@@ -127,6 +152,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     showInspector();
     inspector_->showHead(layer, head);
   });
+}
+
+// What one view asks of another (a head to inspect or compare, a new text, a new device), the
+// comparison's recompute timer, and hover readouts on the status bar.
+void MainWindow::connectViews() {
   connect(inspector_, &InspectorView::compareRequested, this, [this](int layer, int head) {
     controls_->showModelHead(layer, head);
     showComparison();
@@ -154,17 +184,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       statusBar()->showMessage(text);
     }
   });
-
-  buildMenus();
-  buildRunControls();
-  buildHelpMenu();
-  buildStatusBar();
-  resize(1500, 950);
-  QSettings settings;
-  if (settings.contains(QStringLiteral("window/geometry")))
-    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
-  restoreLayout();
-  scheduleCompute();
 }
 
 MainWindow::~MainWindow() {

@@ -139,6 +139,11 @@ class MainWindow : public QMainWindow {
   void followRequested(const QString& path);
 
  private:
+  void startEngineThread();  // the one pool thread for engine work (with its thread settings), the model session
+  void buildComparisonPage();
+  void buildTabs();
+  void buildModelDock();
+  void connectViews();
   void buildMenus();
   void buildHelpMenu();
   void buildStatusBar();
