@@ -160,6 +160,42 @@ std::string trainEndMessage(const TrainResult& result, const TrainingSession& se
          number(session.stopping.bestLoss) + " at step " + std::to_string(session.stopping.bestStep);
 }
 
+// What a train job works on: the tokenizer (or the synthetic task), the model on its device
+// with the parameters that train, and the training rows.
+struct TrainSetup {
+  ResolvedTokenizer tokenizer;
+  data::TaskDataset task;    // a task run's
+  data::LmDataset dataset;   // a text run's
+  models::ModelPtr model;
+  std::vector<torch::Tensor> params;
+  torch::Tensor trainIds;    // [N, T]
+  int64_t vocab = 0;
+};
+
+// Errors here are configuration errors: thrown before anything starts.
+TrainSetup prepareTrain(const TrainConfig& config, bool resuming, const std::string& modelDir) {
+  const bool isTask = config.task.enabled();
+  const auto device = jobDevice(config.device);
+  TrainSetup s;
+  if (!isTask) s.tokenizer = resolveTokenizer(config);
+  if (isTask) {
+    s.task = data::buildSyntheticTask(config.task);
+    moveTo(s.task, device);
+  }
+  s.vocab = isTask ? s.task.vocabSize : s.tokenizer.tokenizer->vocabSize();
+  s.model = trainModel(config, resuming, modelDir, s.tokenizer, s.vocab);
+  s.model->to(device);
+  s.model->train();
+  s.params = trainableParameters(*s.model);
+  applyComputeDtype(*s.model, config.dtype);  // every weight trains: fp32 weights, bf16 activations
+  if (!isTask) {
+    s.dataset = loadLmData(config.data, *s.tokenizer.tokenizer);
+    moveTo(s.dataset, device);
+  }
+  s.trainIds = isTask ? s.task.train.ids : s.dataset.train;
+  return s;
+}
+
 }  // namespace
 
 TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
@@ -173,45 +209,31 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
   result.modelDir = config.outputDir.empty() ? (fs::path(config.runDir) / "model").string() : config.outputDir;
   const bool resuming = session.resuming(config.resume) && fs::exists(fs::path(result.modelDir) / "config.json");
 
-  // ---- tokenizer (or task), model, plan, data (errors here are configuration errors: thrown) ----
-  const auto tokenizer = isTask ? ResolvedTokenizer{} : resolveTokenizer(config);
-  const auto device = jobDevice(config.device);
-  auto task = isTask ? data::buildSyntheticTask(config.task) : data::TaskDataset{};
-  if (isTask) moveTo(task, device);
-  const int64_t vocab = isTask ? task.vocabSize : tokenizer.tokenizer->vocabSize();
-  auto model = trainModel(config, resuming, result.modelDir, tokenizer, vocab);
-  model->to(device);
-  model->train();
-  const auto params = trainableParameters(*model);
-  applyComputeDtype(*model, config.dtype);  // every weight trains: fp32 weights, bf16 activations
-  result.parameters = model->parameterCount();
-  result.device = deviceLabelOf(*model);
-  auto dataset = isTask ? data::LmDataset{} : loadLmData(config.data, *tokenizer.tokenizer);
-  if (!isTask) moveTo(dataset, device);
-  const torch::Tensor trainIds = isTask ? task.train.ids : dataset.train;  // [N,T]
+  auto s = prepareTrain(config, resuming, result.modelDir);  // errors here are configuration errors: thrown
+  result.parameters = s.model->parameterCount();
+  result.device = deviceLabelOf(*s.model);
 
-  torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(config.lr)
-                                            .betas({config.beta1, config.beta2})
-                                            .weight_decay(config.weightDecay));
+  torch::optim::AdamW optimizer(
+      s.params, torch::optim::AdamWOptions(config.lr).betas({config.beta1, config.beta2}).weight_decay(config.weightDecay));
   session.stopping.patience = config.patience;
   if (resuming) session.loadCheckpoint(optimizer);  // the weights too
 
-  const auto pairs = taskSnapshotPairs(static_cast<int>(model->config().layers), static_cast<int>(model->config().heads));
-  const int64_t probeRows = isTask ? std::min<int64_t>(16, task.test.ids.size(0)) : 0;  // entropy batch
-  session.open(runHeader(config, *model, isTask ? &task : nullptr, pairs), config.resume, config.steps);
+  const auto pairs = taskSnapshotPairs(static_cast<int>(s.model->config().layers), static_cast<int>(s.model->config().heads));
+  const int64_t probeRows = isTask ? std::min<int64_t>(16, s.task.test.ids.size(0)) : 0;  // entropy batch
+  session.open(runHeader(config, *s.model, isTask ? &s.task : nullptr, pairs), config.resume, config.steps);
   auto& writer = *session.writer();
-  const std::string dataLine = isTask ? "task " + config.task.kind + " (vocab " + std::to_string(vocab) + "): train " +
-                                        std::to_string(trainIds.size(0)) + " x " + std::to_string(trainIds.size(1)) +
-                                        ", test " + std::to_string(task.test.ids.size(0))
-                                  : "train " + std::to_string(trainIds.size(0)) + " x " + std::to_string(trainIds.size(1)) +
-                                        " tokens, validation " + std::to_string(dataset.validation.size(0));
-  session.log("train " + model->config().describe() + " | " + std::to_string(result.parameters) + " parameters | attention " +
-              attentionSummary(*model) + " | " + dataLine + (resuming ? " | resumed at step " + std::to_string(session.step) : ""));
+  const std::string dataLine = isTask ? "task " + config.task.kind + " (vocab " + std::to_string(s.vocab) + "): train " +
+                                        std::to_string(s.trainIds.size(0)) + " x " + std::to_string(s.trainIds.size(1)) +
+                                        ", test " + std::to_string(s.task.test.ids.size(0))
+                                  : "train " + std::to_string(s.trainIds.size(0)) + " x " + std::to_string(s.trainIds.size(1)) +
+                                        " tokens, validation " + std::to_string(s.dataset.validation.size(0));
+  session.log("train " + s.model->config().describe() + " | " + std::to_string(result.parameters) + " parameters | attention " +
+              attentionSummary(*s.model) + " | " + dataLine + (resuming ? " | resumed at step " + std::to_string(session.step) : ""));
 
   // Entropy table, heatmaps and attention_entropy of the model's own attention (task runs).
   int64_t probedStep = -1;
   auto probeTask = [&]() {
-    const auto own = probeOwnAttention(*model, task.test.ids.narrow(0, 0, probeRows), pairs, writer.layout().snapshots.size);
+    const auto own = probeOwnAttention(*s.model, s.task.test.ids.narrow(0, 0, probeRows), pairs, writer.layout().snapshots.size);
     writer.appendTable(session.step, "entropy", own.entropy.values);
     appendSnapshots(writer, session.step, own.snapshots);
     probedStep = session.step;
@@ -222,19 +244,19 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
   // attention too) and the log line's part for it.
   auto evaluate = [&](bool probe, std::string& summary) {
     if (isTask) {
-      const auto score = scoreTask(*model, task.test, config.batchSize, config.evalBatches, observer);
+      const auto score = scoreTask(*s.model, s.task.test, config.batchSize, config.evalBatches, observer);
       std::map<std::string, double> values{{"val_loss", score.loss}, {"accuracy", score.accuracy}};
       if (probe) values["attention_entropy"] = probeTask();
       summary = "val_loss " + number(score.loss) + ", accuracy " + number(score.accuracy) +
                 (probe ? ", attention entropy " + number(values["attention_entropy"]) : "");
       return values;
     }
-    const double val = heldOutLmLoss(*model, dataset.validation, config.batchSize, config.evalBatches, observer);
+    const double val = heldOutLmLoss(*s.model, s.dataset.validation, config.batchSize, config.evalBatches, observer);
     summary = "val_loss " + number(val) + ", perplexity " + number(std::exp(val));
     return std::map<std::string, double>{{"val_loss", val}, {"perplexity", std::exp(val)}};
   };
 
-  BatchSampler sampler(trainIds.size(0), config.batchSize, config.seed, device);
+  BatchSampler sampler(s.trainIds.size(0), config.batchSize, config.seed, jobDevice(config.device));
   sampler.skip(session.step);
   TrainingHooks hooks;
   hooks.failureHint = " (try a lower lr or more warmup)";
@@ -250,17 +272,17 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
   };
   hooks.step = [&](int64_t step, double) {
     const auto rows = sampler.next();
-    const auto ids = trainIds.index_select(0, rows);  // [B,T]
+    const auto ids = s.trainIds.index_select(0, rows);  // [B,T]
     optimizer.zero_grad();
-    auto loss = isTask ? targetLoss(model->forward(ids).logits, task.train.targets.index_select(0, rows))
-                       : modelNextTokenLoss(*model, ids);
+    auto loss = isTask ? targetLoss(s.model->forward(ids).logits, s.task.train.targets.index_select(0, rows))
+                       : modelNextTokenLoss(*s.model, ids);
     if (step == config.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
     StepReport report;
     report.loss = loss.item<double>();
     report.tokens = ids.numel();
     if (std::isfinite(report.loss)) {
       loss.backward();
-      report.gradNorm = clipGradients(params, config.gradClip);
+      report.gradNorm = clipGradients(s.params, config.gradClip);
     }
     report.scalars["grad_norm"] = report.gradNorm;
     return report;
@@ -275,8 +297,8 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
   // so resume is exact even when a kill lands between it and the model folder.
   hooks.saveCheckpoint = [&] {
     session.saveCheckpoint(optimizer, nlohmann::json::object());
-    models::saveModel(*model, result.modelDir, tokenizer.folder);
-    if (isTask) writeTaskFile(result.modelDir, toJson(config.task), vocab, task.tokenNames);
+    models::saveModel(*s.model, result.modelDir, s.tokenizer.folder);
+    if (isTask) writeTaskFile(result.modelDir, toJson(config.task), s.vocab, s.task.tokenNames);
   };
   session.train(optimizer, LrSchedule{config.lr, config.warmupSteps, config.minLrRatio}, config.steps, config.evalEvery,
                 "training", hooks);
@@ -287,18 +309,18 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
         if (session.status() == JobStatus::Cancelled) return;
         JobObserver quiet;
         if (!isTask) {
-          result.finalValidationLoss = heldOutLmLoss(*model, dataset.validation, config.batchSize, config.evalBatches, quiet);
+          result.finalValidationLoss = heldOutLmLoss(*s.model, s.dataset.validation, config.batchSize, config.evalBatches, quiet);
           return;
         }
-        const auto score = scoreTask(*model, task.test, config.batchSize, config.evalBatches, quiet);
+        const auto score = scoreTask(*s.model, s.task.test, config.batchSize, config.evalBatches, quiet);
         result.finalValidationLoss = score.loss;
-        result.testAccuracy = (config.evalBatches == 0 ? score : scoreTask(*model, task.test, config.batchSize, 0, quiet)).accuracy;
+        result.testAccuracy = (config.evalBatches == 0 ? score : scoreTask(*s.model, s.task.test, config.batchSize, 0, quiet)).accuracy;
         if (probedStep != session.step) writer.appendScalar(session.step, "attention_entropy", probeTask());
         writer.appendScalar(session.step, "test_accuracy", result.testAccuracy);
         observer.scalars(session.step, {{"test_accuracy", result.testAccuracy}, {"attention_entropy", result.attentionEntropy}});
       },
       nullptr, result.modelDir, [&] {
-        return trainEndMessage(result, session, isTask, isTask ? task.test.ids.size(0) : 0);
+        return trainEndMessage(result, session, isTask, isTask ? s.task.test.ids.size(0) : 0);
       });
   result.status = session.status();
   result.message = session.message();
