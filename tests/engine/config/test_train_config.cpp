@@ -38,7 +38,8 @@ class TestTrainConfig : public QObject {
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"steps", "many"}}), "\"steps\" has the wrong type");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"architecture", {{"model_type", "bert"}}}}), "model_type must be");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"lr", 0.0}}), "lr must be positive");
-    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"feature_map", "relu6"}}), "train config: unknown feature map 'relu6'");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"feature_map", "relu6"}}),
+                          "train config: unknown feature map 'relu6'");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"feature_map", "exp_t=2"}}), "give exp_t's t as \"exp_t\"");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"feature_map", "taylor"}, {"rule", "delta_mao"}}), "delta_mao rule");
     QCOMPARE(j::trainConfigFromJson({{"feature_map", "softmax"}, {"rule", "fast"}}).featureMap, std::string("softmax"));
@@ -74,12 +75,16 @@ class TestTrainConfig : public QObject {
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"knd", "copy"}}}}), "unknown key \"knd\"");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", 3}}), "\"task\": must be a JSON object");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "recall"}}}}), "\"kind\" must be");
-    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "associative_recall"}, {"vocab_size", 41}}}}), "\"vocab_size\"");
-    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}, {"sequence_length", 2}}}}), "\"sequence_length\"");
-    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}, {"test_samples", 0}}}}), "\"test_samples\"");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "associative_recall"}, {"vocab_size", 41}}}}),
+                          "\"vocab_size\"");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}, {"sequence_length", 2}}}}),
+                          "\"sequence_length\"");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}, {"test_samples", 0}}}}),
+                          "\"test_samples\"");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}, {"train_samples", "many"}}}}),
                           "\"train_samples\" has the wrong type");
-    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}}}, {"tokenizer", "gpt2"}}), "\"tokenizer\" must be empty");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}}}, {"tokenizer", "gpt2"}}),
+                          "\"tokenizer\" must be empty");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"exp_t", 0.0}}), "exp_t must be positive");
     QVERIFY(j::trainConfigFromJson({{"task", J(nullptr)}}).task.kind.empty());
   }
