@@ -268,11 +268,11 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   } catch (const std::exception& ex) {
     conversion.stop(JobStatus::Failed, ex.what());
   }
-  result.seconds = secondsSince(start);
-  if (!completed) return result;
-  result.message = conversionSummary(result);
-  writer.setStatus(runs::RunStatus::Completed, result.message);
-  writer.close();
+  if (completed) {
+    result.message = conversionSummary(result);
+    writer.setStatus(runs::RunStatus::Completed, result.message);
+    writer.close();
+  }
   result.seconds = secondsSince(start);
   return result;
 }

@@ -177,10 +177,11 @@ TrainSetup prepareTrain(const TrainConfig& config, bool resuming, const std::str
   const bool isTask = config.task.enabled();
   const auto device = jobDevice(config.device);
   TrainSetup s;
-  if (!isTask) s.tokenizer = resolveTokenizer(config);
   if (isTask) {
     s.task = data::buildSyntheticTask(config.task);
     moveTo(s.task, device);
+  } else {
+    s.tokenizer = resolveTokenizer(config);
   }
   s.vocab = isTask ? s.task.vocabSize : s.tokenizer.tokenizer->vocabSize();
   s.model = trainModel(config, resuming, modelDir, s.tokenizer, s.vocab);
@@ -256,7 +257,7 @@ TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
     return std::map<std::string, double>{{"val_loss", val}, {"perplexity", std::exp(val)}};
   };
 
-  BatchSampler sampler(s.trainIds.size(0), config.batchSize, config.seed, jobDevice(config.device));
+  BatchSampler sampler(s.trainIds.size(0), config.batchSize, config.seed, s.trainIds.device());
   sampler.skip(session.step);
   TrainingHooks hooks;
   hooks.failureHint = " (try a lower lr or more warmup)";

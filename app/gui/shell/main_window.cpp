@@ -61,6 +61,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(QStringLiteral("Hedgehog Workbench"));
   setWindowIcon(QIcon(QStringLiteral(":/icons/hedgehog.svg")));
   startEngineThread();
+  session_ = std::make_shared<ModelSession>();
   inspector_ = new InspectorView(session_, pool_);
   view_ = new ComparisonView;
   controls_ = new ComparisonControls(featureMapNames());
@@ -90,7 +91,6 @@ void MainWindow::startEngineThread() {
   // The pool's thread runs engine work: give it the same thread settings (they are per thread).
   const int engineThreads = hh::runtimeInfo().intraOpThreads;
   pool_->start([engineThreads] { hh::applyThreadCount(engineThreads); });
-  session_ = std::make_shared<ModelSession>();
 }
 
 // The comparison controls with Recompute (F5) above the comparison view.

@@ -139,7 +139,7 @@ class MainWindow : public QMainWindow {
   void followRequested(const QString& path);
 
  private:
-  void startEngineThread();  // the one pool thread for engine work (with its thread settings), the model session
+  void startEngineThread();  // the one pool thread for engine work, with its thread settings
   void buildComparisonPage();
   void buildTabs();
   void buildModelDock();

@@ -158,10 +158,10 @@ class TestCrashSafety : public QObject {
       const auto log = runDir + ".log";
       const std::string model = kind == "finetune" ? runDir + "/model" : "";
       const std::string adapters = kind == "distill" ? runDir + "/adapters.safetensors" : "";
+      int64_t from = 0;  // the step of the checkpoint the next run starts from
       for (int attempt = 0; attempt < 2; ++attempt) {
         auto args = jobArgs(kind, runDir, corpus, config);
         if (attempt > 0) args.push_back("--resume");
-        const int64_t from = attempt == 0 ? 0 : std::max<int64_t>(c::inspectRunFolder(runDir, model, adapters).checkpointStep, 0);
         const auto plan = planKill(rng, (cycle * 2 + attempt) % 3, from, base);
         const bool killed = c::runAndKill(args, log, plan);
         ++tally.runs;
@@ -172,9 +172,8 @@ class TestCrashSafety : public QObject {
         const auto state = c::inspectRunFolder(runDir, model, adapters);
         if (!state.problem.empty()) tally.fail(runDir + " after attempt " + std::to_string(attempt) + ": " + state.problem);
         else tally.readable += int(state.runFiles.size()) + (state.checkpointStep >= 0);
+        from = std::max<int64_t>(state.checkpointStep, 0);
       }
-      const auto before = c::inspectRunFolder(runDir, model, adapters);
-      const int64_t from = std::max<int64_t>(before.checkpointStep, 0);
       auto args = jobArgs(kind, runDir, corpus, config);
       args.push_back("--resume");
       ++tally.runs;
