@@ -327,7 +327,7 @@ void CurvePlot::doReplot() {
   bool anyPoint = false;
   for (const auto& series : series_) anyPoint = anyPoint || series.line->dataCount() > 0;
   if (emptyText_) emptyText_->setVisible(!anyPoint && !emptyTextValue_.isEmpty());
-  plot_->legend->setVisible(legendWanted_ && !series_.isEmpty());
+  plot_->legend->setVisible(legendWanted_ && anyPoint);  // a legend of empty curves names nothing
   if (plot_->legend->visible()) placeLegendAwayFromData();
   ++replotCount_;
   // Queued refresh: the widget repaints with the next paint event, together with whatever else

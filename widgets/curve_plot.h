@@ -51,7 +51,7 @@ class CurvePlot : public QWidget {
   void setTitle(const QString& title);
   void setAxisLabels(const QString& x, const QString& y);
   void setLogY(bool enabled);
-  // The legend shows while `visible` and the plot has a series.
+  // The legend shows while `visible` and a series has a point.
   void setLegendVisible(bool visible);
   // A line in the middle of the axes while no series has a point (e.g. what the run lacks);
   // empty: nothing.

@@ -106,6 +106,12 @@ void HeadGrid::setSummaryHigherIsBetter(bool higherIsBetter) {
   update();
 }
 
+void HeadGrid::setLegendWords(const QString& greyEnd, const QString& redEnd) {
+  greyWord_ = greyEnd;
+  redWord_ = redEnd;
+  update();
+}
+
 void HeadGrid::setSelected(int layer, int head) {
   selectedLayer_ = layer;
   selectedHead_ = head;
@@ -274,7 +280,7 @@ void HeadGrid::paintLegend(QPainter& p, const QRect& area) const {
     x += fm.horizontalAdvance(s) + 6;
   };
   text(tr("frame: %1").arg(summaryName_));
-  text(formatSummary(best) + tr(" best"));
+  text(formatSummary(best) + QLatin1Char(' ') + greyWord_);
   const int barW = 90;
   for (int i = 0; i < barW; ++i) {
     p.setPen(badnessColor(double(i) / (barW - 1)));
@@ -282,7 +288,7 @@ void HeadGrid::paintLegend(QPainter& p, const QRect& area) const {
   }
   x += barW + 6;
   p.setPen(palette().placeholderText().color());
-  text(formatSummary(worst) + tr(" worst"));
+  text(formatSummary(worst) + QLatin1Char(' ') + redWord_);
 }
 
 void HeadGrid::mousePressEvent(QMouseEvent* event) {

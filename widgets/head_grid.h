@@ -10,6 +10,7 @@
 #include <QImage>
 #include <QPainter>
 #include <QString>
+#include <QStringList>
 #include <QVector>
 #include <QWidget>
 
@@ -38,6 +39,10 @@ class HeadGrid : public QWidget {
   void setSummaryRange(double lo, double hi); // fixed colour range for the frames
   void setAutoSummaryRange();
   void setSummaryHigherIsBetter(bool higherIsBetter);
+  // The words the legend puts after the grey end's number and the red end's (default "best" and
+  // "worst"; e.g. "sharp" and "diffuse" for an entropy, which is neither good nor bad).
+  void setLegendWords(const QString& greyEnd, const QString& redEnd);
+  QStringList legendWords() const { return {greyWord_, redWord_}; }
   void setSelected(int layer, int head);      // highlighted cell; (-1, -1) for none
   void clear();
   // A line in the middle of an empty grid (no layers yet), e.g. why there is nothing to show.
@@ -88,6 +93,7 @@ class HeadGrid : public QWidget {
   QVector<Cell> cells_;  // layer-major
   QString summaryName_ = QStringLiteral("summary");
   QString emptyText_;
+  QString greyWord_ = tr("best"), redWord_ = tr("worst");
   std::optional<std::pair<double, double>> fixedRange_;
   bool higherIsBetter_ = true;
   int selectedLayer_ = -1, selectedHead_ = -1;

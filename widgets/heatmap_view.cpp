@@ -235,15 +235,47 @@ void HeatmapView::setValueLabel(const QString& label) {
 void HeatmapView::setColorScaleVisible(bool visible) {
   // Taken out of the layout (not only hidden) so that the map gets its width; the scale object
   // stays alive and keeps the colour range.
-  const bool shown = plot_->plotLayout()->hasElement(0, 1) && plot_->plotLayout()->element(0, 1) == colorScale_;
-  if (visible == shown) return;
+  if (visible == colorScaleInLayout()) return;
   if (visible) {
-    plot_->plotLayout()->addElement(0, 1, colorScale_);
+    plot_->plotLayout()->addElement(mapRow(), 1, colorScale_);  // beside the map, below a title
   } else {
     plot_->plotLayout()->take(colorScale_);
     plot_->plotLayout()->simplify();
   }
-  colorScale_->setVisible(visible);
+  colorScale_->setVisible(visible && !emptyTextShown());
+  requestReplot();
+}
+
+void HeatmapView::setEmptyText(const QString& text) {
+  if (!emptyText_) {
+    emptyText_ = new QCPItemText(plot_);
+    emptyText_->position->setType(QCPItemPosition::ptAxisRectRatio);
+    emptyText_->position->setCoords(0.5, 0.5);
+    emptyText_->setPositionAlignment(Qt::AlignCenter);
+    emptyText_->setTextAlignment(Qt::AlignCenter);
+    emptyText_->setColor(QColor(0x5f, 0x66, 0x70));
+    emptyText_->setClipToAxisRect(true);
+  }
+  emptyTextValue_ = text;
+  emptyText_->setText(text);
+  updateEmptyState();
+}
+
+bool HeatmapView::colorScaleInLayout() const { return plot_->plotLayout()->elements(false).contains(colorScale_); }
+
+int HeatmapView::mapRow() const {
+  QCPLayoutGrid* grid = plot_->plotLayout();
+  for (int r = 0; r < grid->rowCount(); ++r)
+    if (grid->hasElement(r, 0) && grid->element(r, 0) == plot_->axisRect()) return r;
+  return 0;
+}
+
+bool HeatmapView::emptyTextShown() const { return emptyText_ && emptyText_->visible(); }
+
+void HeatmapView::updateEmptyState() {
+  const bool empty = values_.empty() && !emptyTextValue_.isEmpty();
+  if (emptyText_) emptyText_->setVisible(empty);
+  colorScale_->setVisible(colorScaleInLayout() && !empty);
   requestReplot();
 }
 
@@ -268,6 +300,7 @@ void HeatmapView::clear() {
   yTicker_->setCells(0, queryLabels_);
   colorMap_->data()->clear();
   colorMap_->setVisible(false);  // (see rebuildDisplay)
+  updateEmptyState();
   hideReadout();
   resetView();
   requestReplot();
@@ -361,9 +394,9 @@ void HeatmapView::rebuildDisplay(bool force) {
   QCPColorMapData* data = colorMap_->data();
   // QCustomPlot draws a cleared colour map as one block of the lowest colour: hide it instead.
   colorMap_->setVisible(!values_.empty());
+  updateEmptyState();
   if (values_.empty()) {
     data->clear();
-    requestReplot();
     return;
   }
   const QSize axisRect = plot_->axisRect()->rect().size();

@@ -25,6 +25,7 @@
 class QCustomPlot;
 class QCPColorMap;
 class QCPColorScale;
+class QCPItemText;
 class QCPTextElement;
 class QLabel;
 class QMouseEvent;
@@ -64,6 +65,11 @@ class HeatmapView : public QWidget {
   void setReadoutNames(const QString& row, const QString& col);
   // Hides the colour bar (e.g. several maps on one shared scale with one legend elsewhere).
   void setColorScaleVisible(bool visible);
+  // A line in the middle of the view while there is no matrix (e.g. what to do to get one); the
+  // colour bar is hidden meanwhile, since it would describe nothing. Empty: no text.
+  void setEmptyText(const QString& text);
+  QString emptyText() const { return emptyTextValue_; }
+  bool emptyTextShown() const;
   void clear();
 
   int rows() const { return rows_; }
@@ -109,11 +115,16 @@ class HeatmapView : public QWidget {
   void showReadout(QPoint plotPos, const QString& text);
   void hideReadout();
   void requestReplot();
+  void updateEmptyState();  // the empty text and the colour bar, after the matrix changed
+  bool colorScaleInLayout() const;
+  int mapRow() const;  // the layout row of the map (1 below a title, else 0)
 
   QCustomPlot* plot_ = nullptr;
   QCPColorMap* colorMap_ = nullptr;
   QCPColorScale* colorScale_ = nullptr;
   QCPTextElement* title_ = nullptr;
+  QCPItemText* emptyText_ = nullptr;  // created by the first setEmptyText
+  QString emptyTextValue_;
   QLabel* readout_ = nullptr;
   QTimer* rebuildTimer_ = nullptr;  // coalesces re-reductions after zoom, pan and resize
   QSharedPointer<TokenAxisTicker> xTicker_, yTicker_;

@@ -48,10 +48,11 @@ class TestCurvePlot : public QObject {
     const int s = plot.addSeries("loss", {}, {});
     plot.replotNow();
     QVERIFY(plot.emptyTextShown());
-    QVERIFY(plot.plot()->legend->visible());
+    QVERIFY(!plot.plot()->legend->visible());  // a series without points: nothing drawn to name yet
     plot.appendPoint(s, 1.0, 2.0);
     plot.replotNow();
     QVERIFY(!plot.emptyTextShown());
+    QVERIFY(plot.plot()->legend->visible());
     plot.setLegendVisible(false);
     plot.replotNow();
     QVERIFY(!plot.plot()->legend->visible());

@@ -2,7 +2,7 @@
 // bottom, masked -> neutral grey, diverging zero -> white), cellAt / cellCenter round trips, the
 // hover signal and readout, token tick thinning, zoom clamping, and a 4096 x 4096 matrix set
 // quickly and displayed block-reduced while the readout keeps the full values, re-reduced to
-// single cells when zoomed in.
+// single cells when zoomed in; the empty text and the colour bar's place in the layout.
 #include <QElapsedTimer>
 #include <QMouseEvent>
 #include <QSignalSpy>
@@ -30,6 +30,13 @@ int channelDistance(QRgb a, QRgb b) {
 QRgb pixelAtCell(HeatmapView& view, const QImage& image, int row, int col) {
   const QPoint p = view.cellCenter(row, col).toPoint();
   return image.pixel(p);
+}
+
+// The colour scale in the plot's layout (nullptr when taken out of it).
+QCPColorScale* colourScaleOf(HeatmapView& view) {
+  for (QCPLayoutElement* e : view.plot()->plotLayout()->elements(false))
+    if (auto* scale = qobject_cast<QCPColorScale*>(e)) return scale;
+  return nullptr;
 }
 
 QImage renderNow(HeatmapView& view) {
@@ -269,6 +276,43 @@ class TestHeatmapView : public QObject {
     QVERIFY(view.setMatrix(1, 1, {0.5f}));  // a single cell is drawable too
     QCOMPARE(view.displaySize(), QSize(1, 1));
   }
+
+  void emptyTextShowsUntilThereIsAMatrix() {
+    HeatmapView view;
+    view.resize(400, 300);
+    view.show();
+    QCPColorScale* scale = colourScaleOf(view);
+    QVERIFY(scale != nullptr);
+    QVERIFY(!view.emptyTextShown());  // none set: the empty view keeps its colour bar
+    QVERIFY(scale->visible());
+    view.setEmptyText("open a model, then Inspect");
+    view.replotNow();
+    QVERIFY(view.emptyTextShown());
+    QVERIFY(!scale->visible());  // a colour bar of nothing is hidden
+    QVERIFY(view.setMatrix(2, 2, {0.1f, 0.2f, 0.3f, 0.4f}));
+    view.replotNow();
+    QVERIFY(!view.emptyTextShown());
+    QVERIFY(scale->visible());
+    view.clear();
+    QVERIFY(view.emptyTextShown());
+    view.setEmptyText("");
+    QVERIFY(!view.emptyTextShown());
+    QVERIFY(scale->visible());
+  }
+
+  void colourBarHidesAndReturnsBesideATitledMap() {
+    HeatmapView view;
+    view.setTitle("softmax");
+    QVERIFY(view.setMatrix(2, 2, {0.1f, 0.2f, 0.3f, 0.4f}));
+    QVERIFY(colourScaleOf(view) != nullptr);
+    view.setColorScaleVisible(false);  // taken out of the layout even below a title
+    QVERIFY(colourScaleOf(view) == nullptr);
+    view.setColorScaleVisible(true);
+    // Back in the map's row, not beside the title.
+    QCPLayoutGrid* grid = view.plot()->plotLayout();
+    QVERIFY(grid->hasElement(1, 1));
+    QVERIFY(grid->element(1, 1) == colourScaleOf(view));
+  }
 };
 
 HH_TEST_SUITE(TestHeatmapView, "widgets.heatmap",
@@ -276,7 +320,8 @@ HH_TEST_SUITE(TestHeatmapView, "widgets.heatmap",
               &TestHeatmapView::divergingIsSymmetricAroundZero, &TestHeatmapView::cellAtMapsPositionsToCells,
               &TestHeatmapView::hoverEmitsAndShowsTheReadout, &TestHeatmapView::manyTokenLabelsAreThinned, &TestHeatmapView::labelsRefitWhenAHiddenViewIsShown,
               &TestHeatmapView::zoomIsClampedToTheMatrix, &TestHeatmapView::largeMatrixIsFastAndDownsampled,
-              &TestHeatmapView::badSizesClearTheView)
+              &TestHeatmapView::badSizesClearTheView, &TestHeatmapView::emptyTextShowsUntilThereIsAMatrix,
+              &TestHeatmapView::colourBarHidesAndReturnsBesideATitledMap)
 #if HH_HAVE_QTEST
 #include "test_heatmap_view.moc"
 #endif

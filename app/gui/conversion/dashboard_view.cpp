@@ -122,9 +122,16 @@ void DashboardView::clear() {
 void DashboardView::updateEmptyTexts() {
   if (path_.isEmpty()) {
     grid_->setEmptyText(tr("No run open: start a conversion (Run menu) or open a run file"));
+    loss_->setEmptyText({});
+    lr_->setEmptyText({});
     mono_->setEmptyText({});
+    for (auto* map : {softmaxMap_, linearMap_}) map->setEmptyText(tr("No run open"));
     return;
   }
+  loss_->setEmptyText(tr("No steps yet"));
+  lr_->setEmptyText(tr("No steps yet"));
+  for (auto* map : {softmaxMap_, linearMap_})
+    map->setEmptyText(tr("No attention snapshots:\na distillation stores them\nat each evaluation"));
   grid_->setEmptyText(shownTables().empty()
                           ? tr("No per-head tables in this run yet: a distillation writes KL, entropy and "
                                "monotonicity per head at each evaluation")

@@ -159,13 +159,16 @@ QSplitter* GenerationView::createPlots() {
   latency_ = new hh::widgets::CurvePlot;
   latency_->setTitle(tr("Per-token latency"));
   latency_->setAxisLabels(tr("position"), tr("ms / token"));
+  latency_->setEmptyText(tr("Generate to time each token"));
   memory_ = new hh::widgets::CurvePlot;
   memory_->setTitle(tr("Cache memory (KV cache or recurrent state)"));
   memory_->setAxisLabels(tr("position"), tr("MB"));
+  memory_->setEmptyText(tr("Generate to follow the cache's size"));
   stateNorms_ = new hh::widgets::HeatmapView;
   stateNorms_->setTitle(tr("Converted model: ‖S‖ per layer/head"));
   stateNorms_->setValueLabel(tr("‖S‖_F"));
   stateNorms_->setAxisTitles(tr("generated token"), tr("layer / head"));
+  stateNorms_->setEmptyText(tr("The converted model's state,\nper layer and head, as it generates"));
   decay_ = new hh::widgets::CurvePlot;
   decay_->setTitle(tr("Decay factor per layer (mean over heads)"));
   decay_->setAxisLabels(tr("position"), tr("decay"));

@@ -62,6 +62,7 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   maxTokens_->setSuffix(tr(" tokens"));
   maxTokens_->setToolTip(tr("Longer texts are cut here (and at the model's position limit)"));
   summaryChoice_ = new QComboBox;
+  summaryChoice_->setObjectName(QStringLiteral("colourBy"));
   summaryChoice_->addItems({tr("entropy of softmax"), tr("KL(softmax \u2016 linear)"), tr("entropy of linear"),
                             tr("weight on the needle, softmax"), tr("weight on the needle, converted")});
   summaryChoice_->setToolTip(tr("What the frame colour and number under each head show"));
@@ -72,6 +73,7 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   large_ = new hh::widgets::HeatmapView;
   large_->setValueLabel(tr("weight"));
   large_->setAxisTitles(tr("key token"), tr("query token"));
+  large_->setEmptyText(tr("Inspect a text, then click a head\nto see its attention here"));
   viewChoice_ = new QComboBox;
   viewChoice_->addItems({tr("softmax"), tr("linear"), tr("linear \u2212 softmax")});
   viewChoice_->setToolTip(tr("On a converted layer: its linear weights, or their difference to softmax"));
@@ -300,6 +302,13 @@ void InspectorView::applySummary() {
   grid_->setSummaryName(needle ? tr("needle weight") : choice == Kl ? tr("KL") : tr("entropy"));
   // Low KL is good and low entropy sharp (bright); a head that looks at the needle is bright.
   grid_->setSummaryHigherIsBetter(needle);
+  if (needle) {
+    grid_->setLegendWords(tr("most"), tr("least"));
+  } else if (choice == Kl) {
+    grid_->setLegendWords(tr("best"), tr("worst"));
+  } else {
+    grid_->setLegendWords(tr("sharp"), tr("diffuse"));  // an entropy is neither good nor bad
+  }
   for (int l = 0; l < r.layers; ++l)
     for (int h = 0; h < r.heads; ++h) {
       const size_t i = size_t(l * r.heads + h);

@@ -94,6 +94,7 @@ QWidget* RankResultsPanel::buildMapSide() {
   heatmap_ = new widgets::HeatmapView;
   heatmap_->setAxisTitles(tr("head"), tr("layer"));
   heatmap_->setReadoutNames(tr("layer"), tr("head"));
+  heatmap_->setEmptyText(tr("Each head's error after the trial\nconversion, once a ranking is done"));
   heatmap_->plot()->addLayer(QString::fromLatin1(kDecorationLayer), heatmap_->plot()->layer(QStringLiteral("main")),
                              QCustomPlot::limAbove);
   connect(heatmap_->plot(), &QCustomPlot::beforeReplot, this, &RankResultsPanel::fitCellTexts);

@@ -29,7 +29,16 @@ ModelTree::ModelTree(QWidget* parent) : QTreeWidget(parent) {
     const QVariant layer = it->data(0, LayerRole), head = it->data(0, HeadRole);
     if (layer.isValid() && head.isValid()) Q_EMIT headActivated(layer.toInt(), head.toInt());
   });
-  showError(tr("No model. File > Open model folder (Ctrl+Shift+O)."));
+  showEmpty();
+}
+
+void ModelTree::showEmpty() {
+  // Short lines: the dock is narrow, and a long one would end behind a scroll bar.
+  clear();
+  auto* top = new QTreeWidgetItem(this, {tr("No model open")});
+  item(top, tr("File > Open model folder"));
+  item(top, tr("or Ctrl+Shift+O"));
+  top->setExpanded(true);
 }
 
 void ModelTree::setSummary(const ModelSummary& s) {

@@ -19,6 +19,7 @@ class ModelTree : public QTreeWidget {
   void setSummary(const ModelSummary& summary);
   // A failed load: the reason (and any blockers) in place of the tree.
   void showError(const QString& message, const QStringList& blockers = {});
+  void showEmpty();  // what to do to open one
 
  Q_SIGNALS:
   void headActivated(int layer, int head);

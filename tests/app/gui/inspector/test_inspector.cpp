@@ -17,6 +17,7 @@
 #include <torch/types.h>
 
 #include <QApplication>
+#include <QComboBox>
 #include <QElapsedTimer>
 #include <QLabel>
 #include <QMouseEvent>
@@ -344,6 +345,14 @@ class TestInspector : public QObject {
     for (int l = 0; l < inspector->grid()->layers(); ++l)
       for (int h = 0; h < inspector->grid()->heads(); ++h)
         QCOMPARE(inspector->grid()->summary(l, h), shown.convertedMass[size_t(l * inspector->grid()->heads() + h)]);
+    // The legend's words follow what the frames show: an entropy is sharp or diffuse, not good or bad.
+    QCOMPARE(inspector->grid()->legendWords(), QStringList({"most", "least"}));
+    auto* colourBy = inspector->findChild<QComboBox*>(QStringLiteral("colourBy"));
+    QVERIFY(colourBy != nullptr);
+    colourBy->setCurrentIndex(0);
+    QCOMPARE(inspector->grid()->legendWords(), QStringList({"sharp", "diffuse"}));
+    colourBy->setCurrentIndex(1);
+    QCOMPARE(inspector->grid()->legendWords(), QStringList({"best", "worst"}));
   }
 
   void fourThousandTokensStayResponsive() {
