@@ -55,7 +55,8 @@ models::PlanKeys planKeys(const DistillConfig& c) {
 }
 
 // Errors here are configuration errors: thrown before anything starts.
-Setup prepare(const DistillConfig& config) {
+Setup prepare(const DistillConfig& config, const dist::Communicator& world) {
+  requireRowPerRank("distill", config.batchSize, world);
   Setup s;
   // The frozen teacher's weights in config.dtype; the feature maps train in fp32.
   const auto load = loadOptions(config.device, config.dtype);
@@ -167,121 +168,162 @@ double probe(const DistillConfig& config, Setup& s, runs::RunWriter& writer, int
   return measured.meanKl();
 }
 
-}  // namespace
+// One distillation: the session, the model and what trains, the best feature maps so far, and the
+// hooks the shared loop calls. run() is the whole job.
+class Distillation {
+ public:
+  Distillation(const DistillConfig& config, JobObserver& observer, dist::Communicator* communicator)
+      : start_(config.seed),
+        config_(config),
+        observer_(observer),
+        session_("distill", config.runDir, observer, dist::Communicator::orAlone(communicator)),
+        world_(session_.world()),
+        s_(prepare(config, world_)),
+        optimizer_(s_.params, torch::optim::AdamWOptions(config.lr).weight_decay(config.weightDecay)),
+        sampler_(s_.dataset.train.size(0), config.batchSize, config.seed, s_.dataset.train.device()) {
+    result_.adaptersFile = (fs::path(config.runDir) / "adapters.safetensors").string();
+    result_.device = deviceLabelOf(*s_.model);
+  }
 
-DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dist::Communicator* communicator) {
-  hh::initRuntime();
-  torch::manual_seed(config.seed);
-  TrainingSession session("distill", config.runDir, observer, dist::Communicator::orAlone(communicator));
-  auto& world = session.world();
-  requireRowPerRank("distill", config.batchSize, world);
-  DistillResult result;
-  result.adaptersFile = (fs::path(config.runDir) / "adapters.safetensors").string();
-  Setup s = prepare(config);
-  result.device = deviceLabelOf(*s.model);
-  auto& model = *s.model;
+  DistillResult run() {
+    session_.stopping.patience = config_.patience;
+    std::map<std::string, torch::Tensor> savedBest;  // "best.<i>": the best feature maps so far
+    if (session_.resuming(config_.resume))
+      initialKl_ = counterNumber(session_.loadCheckpoint(optimizer_, &savedBest), "initial_kl", kNaN);
+    startTogether(world_, s_.params, session_.step);
+    session_.open(runHeader(config_, s_, world_), config_.resume, config_.steps);
+    logStart();
+    keepBest(savedBest);
+    sampler_.skip(session_.step);
+    session_.train(optimizer_, LrSchedule{config_.lr}, config_.steps, config_.evalEvery, "distilling", hooks());
+    return finish();
+  }
 
-  torch::optim::AdamW optimizer(s.params, torch::optim::AdamWOptions(config.lr).weight_decay(config.weightDecay));
-  session.stopping.patience = config.patience;
-  double initialKl = kNaN;
-  std::map<std::string, torch::Tensor> savedBest;  // "best.<i>": the best feature maps so far
-  if (session.resuming(config.resume))
-    initialKl = counterNumber(session.loadCheckpoint(optimizer, &savedBest), "initial_kl", kNaN);
-  startTogether(world, s.params, session.step);
-  session.open(runHeader(config, s, world), config.resume, config.steps);
-  if (session.main())
-    session.log("distill " + model.config().describe() + " | " + model.config().plan.summary() + " | " +
-                std::to_string(s.params.size()) + " trainable tensors | train " + std::to_string(s.dataset.train.size(0)) +
-                " x " + std::to_string(s.dataset.train.size(1)) + " tokens, validation " +
-                std::to_string(s.dataset.validation.size(0)) + dataParallelNote(world, config.batchSize, "sequences"));
+ private:
+  void logStart() {
+    if (!session_.main()) return;
+    const auto& model = *s_.model;
+    session_.log("distill " + model.config().describe() + " | " + model.config().plan.summary() + " | " +
+                 std::to_string(s_.params.size()) + " trainable tensors | train " + std::to_string(s_.dataset.train.size(0)) +
+                 " x " + std::to_string(s_.dataset.train.size(1)) + " tokens, validation " +
+                 std::to_string(s_.dataset.validation.size(0)) + dataParallelNote(world_, config_.batchSize, "sequences"));
+  }
 
   // The best feature maps by validation loss; a resumed run keeps those it had found (not those
   // at the checkpoint), so its result is the uninterrupted run's.
-  std::vector<torch::Tensor> best = cloneAdapters(model);
-  if (savedBest.size() == best.size())
-    for (size_t i = 0; i < best.size(); ++i) {
+  void keepBest(const std::map<std::string, torch::Tensor>& savedBest) {
+    best_ = cloneAdapters(*s_.model);
+    if (savedBest.size() != best_.size()) return;
+    for (size_t i = 0; i < best_.size(); ++i) {
       const auto it = savedBest.find("best." + std::to_string(i));
-      if (it != savedBest.end() && it->second.sizes() == best[i].sizes()) best[i] = it->second.to(best[i].dtype());
+      if (it != savedBest.end() && it->second.sizes() == best_[i].sizes()) best_[i] = it->second.to(best_[i].dtype());
     }
+  }
 
-  BatchSampler sampler(s.dataset.train.size(0), config.batchSize, config.seed, s.dataset.train.device());
-  sampler.skip(session.step);
-  TrainingHooks hooks;
-  hooks.kept = "the feature maps";
-  hooks.failureHint = " (try a lower lr, or hedgehog_softmax)";
-  hooks.stepSeconds = true;
-  hooks.start = [&] {
-    if (!std::isnan(initialKl)) return;  // resumed after the first evaluation
-    observer.progress(session.step, config.steps, "evaluating the untrained feature maps");
-    initialKl = session.main() ? probe(config, s, *session.writer(), session.step, true) : kNaN;
-    const double val = validationLoss(config, s, session);
-    session.record(session.step, session.main() ? std::map<std::string, double>{{"val_loss", val}, {"kl_mean", initialKl}}
-                                                : std::map<std::string, double>{{"val_loss", val}});
-    if (session.main())
-      session.log("step " + std::to_string(session.step) + ": val_loss " + std::to_string(val) + ", mean KL " +
-                  std::to_string(initialKl));
-    session.stopping.bestLoss = val;
-    session.stopping.bestStep = session.step;
-  };
+  TrainingHooks hooks() {
+    TrainingHooks hooks;
+    hooks.kept = "the feature maps";
+    hooks.failureHint = " (try a lower lr, or hedgehog_softmax)";
+    hooks.stepSeconds = true;
+    hooks.start = [this] { evaluateStart(); };
+    hooks.step = [this](int64_t step, double) { return trainStep(step); };
+    hooks.evaluate = [this](int64_t step, double loss, std::string& line) { return evaluate(step, loss, line); };
+    hooks.improved = [this](int64_t) { best_ = cloneAdapters(*s_.model); };
+    hooks.saveCheckpoint = [this] { saveCheckpoint(); };
+    return hooks;
+  }
+
+  void evaluateStart() {
+    if (!std::isnan(initialKl_)) return;  // resumed after the first evaluation
+    observer_.progress(session_.step, config_.steps, "evaluating the untrained feature maps");
+    initialKl_ = session_.main() ? probe(config_, s_, *session_.writer(), session_.step, true) : kNaN;
+    const double val = validationLoss(config_, s_, session_);
+    session_.record(session_.step, session_.main() ? std::map<std::string, double>{{"val_loss", val}, {"kl_mean", initialKl_}}
+                                                   : std::map<std::string, double>{{"val_loss", val}});
+    if (session_.main())
+      session_.log("step " + std::to_string(session_.step) + ": val_loss " + std::to_string(val) + ", mean KL " +
+                   std::to_string(initialKl_));
+    session_.stopping.bestLoss = val;
+    session_.stopping.bestStep = session_.step;
+  }
+
   // Every rank draws the same global batch and trains on its rows of it; its gradient, weighted
   // by its share, summed over ranks is the gradient of the whole batch.
-  hooks.step = [&](int64_t step, double) {
-    const auto shard = shardOf(sampler.next(), world);
-    const auto ids = s.dataset.train.index_select(0, shard.rows);  // [b, T]
-    optimizer.zero_grad();
-    const double localLoss = distillLayerByLayer(model, ids, s.capture, teacherOptions(s), config.loss, config.outputMse,
-                                                 LayerPass::Backward, step == config.debugNanAtStep);
+  StepReport trainStep(int64_t step) {
+    const auto shard = shardOf(sampler_.next(), world_);
+    const auto ids = s_.dataset.train.index_select(0, shard.rows);  // [b, T]
+    optimizer_.zero_grad();
+    const double localLoss = distillLayerByLayer(*s_.model, ids, s_.capture, teacherOptions(s_), config_.loss,
+                                                 config_.outputMse, LayerPass::Backward, step == config_.debugNanAtStep);
     StepReport report;
-    report.loss = world.reduceGradients(s.params, shard.share, {localLoss * shard.share}).front();
+    report.loss = world_.reduceGradients(s_.params, shard.share, {localLoss * shard.share}).front();
     return report;
-  };
-  hooks.evaluate = [&](int64_t step, double loss, std::string& line) {
-    const double val = validationLoss(config, s, session);
-    const bool snapshots = step % config.snapshotEvery == 0 || step == config.steps;
+  }
+
+  std::map<std::string, double> evaluate(int64_t step, double loss, std::string& line) {
+    const double val = validationLoss(config_, s_, session_);
+    const bool snapshots = step % config_.snapshotEvery == 0 || step == config_.steps;
     line = "step " + std::to_string(step) + ": loss " + std::to_string(loss) + ", val_loss " + std::to_string(val);
-    if (!session.main()) return std::map<std::string, double>{{"val_loss", val}};
-    const double kl = probe(config, s, *session.writer(), step, snapshots);
-    session.writer()->appendWeights(step, adapterFloats(model));
+    if (!session_.main()) return {{"val_loss", val}};
+    const double kl = probe(config_, s_, *session_.writer(), step, snapshots);
+    session_.writer()->appendWeights(step, adapterFloats(*s_.model));
     line += ", mean KL " + std::to_string(kl);
-    return std::map<std::string, double>{{"val_loss", val}, {"kl_mean", kl}};
-  };
-  hooks.improved = [&](int64_t) { best = cloneAdapters(model); };
+    return {{"val_loss", val}, {"kl_mean", kl}};
+  }
+
   // The checkpoint first (what resume reads, complete or not there at all), then the adapters
   // file users load; both are replaced atomically.
-  hooks.saveCheckpoint = [&] {
+  void saveCheckpoint() {
     std::vector<std::pair<std::string, torch::Tensor>> keep;
-    for (size_t i = 0; i < best.size(); ++i) keep.emplace_back("best." + std::to_string(i), best[i]);
-    session.saveCheckpoint(optimizer, {{"initial_kl", initialKl}}, keep);
-    models::saveAdapters(model, result.adaptersFile);
-  };
-  session.train(optimizer, LrSchedule{config.lr}, config.steps, config.evalEvery, "distilling", hooks);
+    for (size_t i = 0; i < best_.size(); ++i) keep.emplace_back("best." + std::to_string(i), best_[i]);
+    session_.saveCheckpoint(optimizer_, {{"initial_kl", initialKl_}}, keep);
+    models::saveAdapters(*s_.model, result_.adaptersFile);
+  }
 
-  // Keep the best feature maps (by validation loss) unless the job failed before any gain.
-  if (session.status() != JobStatus::Failed || session.stopping.bestStep > 0) restoreAdapters(model, best);
-  const bool main = session.finish(
-      [&] {
-        if (session.status() != JobStatus::Completed) return;
-        ProbeRequest request;
-        const int64_t probeRows = config.probeRows > 0 ? config.probeRows : config.batchSize;
-        const auto rows = s.dataset.validation.narrow(0, 0, std::min<int64_t>(probeRows, s.dataset.validation.size(0)));
-        result.finalKl = probeAttention(model, rows, {}, request).heads.meanKl();
-      },
-      nullptr, result.adaptersFile,
-      [&] {
-        return "best validation loss " + std::to_string(session.stopping.bestLoss) + " at step " +
-               std::to_string(session.stopping.bestStep) + "; mean KL " + std::to_string(initialKl) + " -> " +
-               std::to_string(result.finalKl);
-      });
-  result.status = session.status();
-  result.message = session.message();
-  result.steps = session.step;
-  result.bestStep = session.stopping.bestStep;
-  result.bestValidationLoss = session.stopping.bestLoss;
-  result.initialKl = initialKl;
-  result.runFile = main ? session.runFile() : "";
-  if (!main) result.adaptersFile.clear();
-  result.seconds = session.seconds();
-  return result;
+  DistillResult finish() {
+    // Keep the best feature maps (by validation loss) unless the job failed before any gain.
+    if (session_.status() != JobStatus::Failed || session_.stopping.bestStep > 0) restoreAdapters(*s_.model, best_);
+    const bool main = session_.finish([this] { measureFinalKl(); }, nullptr, result_.adaptersFile, [this] {
+      return "best validation loss " + std::to_string(session_.stopping.bestLoss) + " at step " +
+             std::to_string(session_.stopping.bestStep) + "; mean KL " + std::to_string(initialKl_) + " -> " +
+             std::to_string(result_.finalKl);
+    });
+    result_.status = session_.status();
+    result_.message = session_.message();
+    result_.steps = session_.step;
+    result_.bestStep = session_.stopping.bestStep;
+    result_.bestValidationLoss = session_.stopping.bestLoss;
+    result_.initialKl = initialKl_;
+    result_.runFile = main ? session_.runFile() : "";
+    if (!main) result_.adaptersFile.clear();
+    result_.seconds = session_.seconds();
+    return result_;
+  }
+
+  void measureFinalKl() {
+    if (session_.status() != JobStatus::Completed) return;
+    const int64_t probeRows = config_.probeRows > 0 ? config_.probeRows : config_.batchSize;
+    const auto rows = s_.dataset.validation.narrow(0, 0, std::min<int64_t>(probeRows, s_.dataset.validation.size(0)));
+    result_.finalKl = probeAttention(*s_.model, rows, {}, ProbeRequest{}).heads.meanKl();
+  }
+
+  JobStart start_;
+  const DistillConfig& config_;
+  JobObserver& observer_;
+  TrainingSession session_;
+  dist::Communicator& world_;
+  Setup s_;
+  torch::optim::AdamW optimizer_;
+  BatchSampler sampler_;
+  std::vector<torch::Tensor> best_;
+  double initialKl_ = kNaN;
+  DistillResult result_;
+};
+
+}  // namespace
+
+DistillResult runDistill(const DistillConfig& config, JobObserver& observer, dist::Communicator* communicator) {
+  return Distillation(config, observer, communicator).run();
 }
 
 }  // namespace hh::jobs

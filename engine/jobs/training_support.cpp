@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/core/runtime.h"
 #include "engine/distributed/communicator.h"
 #include "engine/jobs/linear_cross_entropy.h"
 
@@ -81,6 +82,11 @@ double clipGradients(const std::vector<torch::Tensor>& params, double maxNorm) {
 
 void throwIfCancelled(JobObserver& observer) {
   if (observer.cancelled()) throw JobCancelled();
+}
+
+JobStart::JobStart(uint64_t seed) {
+  hh::initRuntime();
+  torch::manual_seed(seed);
 }
 
 }  // namespace hh::jobs

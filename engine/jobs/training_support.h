@@ -45,4 +45,10 @@ double clipGradients(const std::vector<torch::Tensor>& params, double maxNorm);
 
 void throwIfCancelled(JobObserver& observer);
 
+// What every training job does first: the runtime set up (threads) and Torch's generator seeded.
+// A job class's first member, so that the members after it are made with the seed in force.
+struct JobStart {
+  explicit JobStart(uint64_t seed);
+};
+
 }  // namespace hh::jobs
