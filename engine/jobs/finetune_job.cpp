@@ -65,7 +65,9 @@ struct Setup {
   int64_t validationRows() const { return classification ? classes.validation.ids.size(0) : lm.validation.size(0); }
 };
 
-Setup prepare(const FinetuneConfig& config) {
+Setup prepare(const FinetuneConfig& config, const dist::Communicator& world) {
+  requireRowPerRank("finetune", config.batchSize, world);
+  if (config.modelDir.empty()) throw std::invalid_argument("finetune: model is empty");
   Setup s;
   // Frozen weights (and the teacher) in config.dtype; what trains in fp32.
   const auto load = loadOptions(config.device, config.dtype);
@@ -157,7 +159,7 @@ std::pair<double, double> classificationScore(const FinetuneConfig& config, Setu
 }
 
 // Held-out {val_loss, metric}: perplexity (lm) or accuracy (classification).
-std::pair<double, double> evaluate(const FinetuneConfig& config, Setup& s, TrainingSession& session) {
+std::pair<double, double> heldOutScores(const FinetuneConfig& config, Setup& s, TrainingSession& session) {
   at::NoGradGuard noGrad;
   if (s.lora) s.lora->apply();
   if (s.classification) return classificationScore(config, s, session);
@@ -166,117 +168,162 @@ std::pair<double, double> evaluate(const FinetuneConfig& config, Setup& s, Train
   return {loss, std::exp(loss)};
 }
 
-}  // namespace
-
-FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, dist::Communicator* communicator) {
-  hh::initRuntime();
-  torch::manual_seed(config.seed);
-  TrainingSession session("finetune", config.runDir, observer, dist::Communicator::orAlone(communicator));
-  auto& world = session.world();
-  requireRowPerRank("finetune", config.batchSize, world);
-  if (config.modelDir.empty()) throw std::invalid_argument("finetune: model is empty");
-  FinetuneResult result;
-  result.modelDir = config.outputDir.empty() ? (fs::path(config.runDir) / "model").string() : config.outputDir;
-  Setup s = prepare(config);
-  result.device = deviceLabelOf(*s.model);
-  result.trainableParameters = s.trainableParameters;
-  const std::string metric = s.classification ? "accuracy" : "perplexity";
-
-  // Trained values (LoRA A/B, heads, or every weight), optimizer state and counters in one file
-  // (training_checkpoint.h): resume rebuilds the same model and LoRA, then loads it.
-  torch::optim::AdamW optimizer(s.params, torch::optim::AdamWOptions(config.lr).weight_decay(config.weightDecay));
-  session.stopping.patience = config.patience;
-  const bool resuming = session.resuming(config.resume);
-  if (resuming) {
-    const auto j = session.loadCheckpoint(optimizer);
-    result.initialValidationLoss = counterNumber(j, "initial_val_loss", kNaN);
-    result.initialMetric = counterNumber(j, "initial_metric", kNaN);
-    result.finalValidationLoss = counterNumber(j, "val_loss", kNaN);
-    result.finalMetric = counterNumber(j, "metric", kNaN);
-  }
-  startTogether(world, s.params, session.step);
+// The run file's header: scalars (the task's metric among them) and the config.
+runs::RunHeader runHeader(const FinetuneConfig& config, const Setup& s, const dist::Communicator& world,
+                          const std::string& metric) {
   runs::RunHeader header;
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
   header.device = deviceName(deviceLabelOf(*s.model), world);
   header.layout.scalars = {{"loss", "nats"}, {"lr"}, {"grad_norm"}, {"val_loss", "nats"}, {metric}};
-  session.open(header, config.resume, config.steps);
-  session.log("finetune " + s.model->config().describe() + " | " + config.mode + " | task " + config.task +
-              (s.teacher ? " (loss: KL to the teacher)" : "") + " | " +
-              std::to_string(result.trainableParameters) + " of " + std::to_string(s.model->parameterCount()) +
-              " parameters train | train " + std::to_string(s.trainRows()) + " rows, validation " +
-              std::to_string(s.validationRows()) + (resuming ? " | resumed at step " + std::to_string(session.step) : "") +
-              dataParallelNote(world, config.batchSize, "rows"));
+  return header;
+}
 
-  BatchSampler sampler(s.trainRows(), config.batchSize, config.seed, jobDevice(config.device));
-  sampler.skip(session.step);
-  TrainingHooks hooks;
-  hooks.failureHint = " (try a lower lr)";
-  hooks.start = [&] {
-    if (resuming) return;
-    observer.progress(0, config.steps, "evaluating the starting model");
-    std::tie(result.initialValidationLoss, result.initialMetric) = evaluate(config, s, session);
-    session.record(0, {{"val_loss", result.initialValidationLoss}, {metric, result.initialMetric}});
-    session.log("step 0: val_loss " + std::to_string(result.initialValidationLoss) + ", " + metric + " " +
-                std::to_string(result.initialMetric));
-    session.stopping.bestLoss = result.initialValidationLoss;
-    result.finalValidationLoss = result.initialValidationLoss;
-    result.finalMetric = result.initialMetric;
-  };
+// One finetuning: the session, the model and what trains, and the hooks the shared loop calls.
+// run() is the whole job.
+class Finetuning {
+ public:
+  Finetuning(const FinetuneConfig& config, JobObserver& observer, dist::Communicator* communicator)
+      : start_(config.seed),
+        config_(config),
+        observer_(observer),
+        session_("finetune", config.runDir, observer, dist::Communicator::orAlone(communicator)),
+        world_(session_.world()),
+        s_(prepare(config, world_)),
+        metric_(s_.classification ? "accuracy" : "perplexity"),
+        // Trained values (LoRA A/B, heads, or every weight), optimizer state and counters in one
+        // file (training_checkpoint.h): resume rebuilds the same model and LoRA, then loads it.
+        optimizer_(s_.params, torch::optim::AdamWOptions(config.lr).weight_decay(config.weightDecay)),
+        sampler_(s_.trainRows(), config.batchSize, config.seed, jobDevice(config.device)) {
+    result_.modelDir = config.outputDir.empty() ? (fs::path(config.runDir) / "model").string() : config.outputDir;
+    result_.device = deviceLabelOf(*s_.model);
+    result_.trainableParameters = s_.trainableParameters;
+  }
+
+  FinetuneResult run() {
+    session_.stopping.patience = config_.patience;
+    resuming_ = session_.resuming(config_.resume);
+    if (resuming_) loadCounters();
+    startTogether(world_, s_.params, session_.step);
+    session_.open(runHeader(config_, s_, world_, metric_), config_.resume, config_.steps);
+    logStart();
+    sampler_.skip(session_.step);
+    session_.train(optimizer_, LrSchedule{config_.lr, config_.warmupSteps, config_.minLrRatio}, config_.steps,
+                   config_.evalEvery, "finetuning", hooks());
+    return finish();
+  }
+
+ private:
+  void loadCounters() {
+    const auto j = session_.loadCheckpoint(optimizer_);
+    result_.initialValidationLoss = counterNumber(j, "initial_val_loss", kNaN);
+    result_.initialMetric = counterNumber(j, "initial_metric", kNaN);
+    result_.finalValidationLoss = counterNumber(j, "val_loss", kNaN);
+    result_.finalMetric = counterNumber(j, "metric", kNaN);
+  }
+
+  void logStart() {
+    const auto& model = *s_.model;
+    session_.log("finetune " + model.config().describe() + " | " + config_.mode + " | task " + config_.task +
+                 (s_.teacher ? " (loss: KL to the teacher)" : "") + " | " +
+                 std::to_string(result_.trainableParameters) + " of " + std::to_string(model.parameterCount()) +
+                 " parameters train | train " + std::to_string(s_.trainRows()) + " rows, validation " +
+                 std::to_string(s_.validationRows()) +
+                 (resuming_ ? " | resumed at step " + std::to_string(session_.step) : "") +
+                 dataParallelNote(world_, config_.batchSize, "rows"));
+  }
+
+  TrainingHooks hooks() {
+    TrainingHooks hooks;
+    hooks.failureHint = " (try a lower lr)";
+    hooks.start = [this] { evaluateStart(); };
+    hooks.step = [this](int64_t step, double) { return trainStep(step); };
+    hooks.evaluate = [this](int64_t step, double loss, std::string& line) { return evaluate(step, loss, line); };
+    hooks.saveCheckpoint = [this] {
+      session_.saveCheckpoint(optimizer_, {{"initial_val_loss", result_.initialValidationLoss},
+                                           {"initial_metric", result_.initialMetric},
+                                           {"val_loss", result_.finalValidationLoss},
+                                           {"metric", result_.finalMetric}});
+    };
+    return hooks;
+  }
+
+  void evaluateStart() {
+    if (resuming_) return;
+    observer_.progress(0, config_.steps, "evaluating the starting model");
+    std::tie(result_.initialValidationLoss, result_.initialMetric) = heldOutScores(config_, s_, session_);
+    session_.record(0, {{"val_loss", result_.initialValidationLoss}, {metric_, result_.initialMetric}});
+    session_.log("step 0: val_loss " + std::to_string(result_.initialValidationLoss) + ", " + metric_ + " " +
+                 std::to_string(result_.initialMetric));
+    session_.stopping.bestLoss = result_.initialValidationLoss;
+    result_.finalValidationLoss = result_.initialValidationLoss;
+    result_.finalMetric = result_.initialMetric;
+  }
+
   // Every rank draws the same global batch and trains on its rows; its gradient, weighted by its
   // share, summed over ranks is the gradient of the whole batch (then clipped).
-  hooks.step = [&](int64_t step, double) {
-    optimizer.zero_grad();
-    const auto shard = shardOf(sampler.next(), world);
-    auto loss = batchLoss(s, shard.rows);
-    if (step == config.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
+  StepReport trainStep(int64_t step) {
+    optimizer_.zero_grad();
+    const auto shard = shardOf(sampler_.next(), world_);
+    auto loss = batchLoss(s_, shard.rows);
+    if (step == config_.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
     const double localLoss = loss.item<double>();
     if (std::isfinite(localLoss)) loss.backward();
     StepReport report;
-    report.loss = world.reduceGradients(s.params, shard.share, {localLoss * shard.share}).front();
-    if (std::isfinite(report.loss)) report.gradNorm = clipGradients(s.params, config.gradClip);
+    report.loss = world_.reduceGradients(s_.params, shard.share, {localLoss * shard.share}).front();
+    if (std::isfinite(report.loss)) report.gradNorm = clipGradients(s_.params, config_.gradClip);
     report.scalars["grad_norm"] = report.gradNorm;
     return report;
-  };
-  hooks.evaluate = [&](int64_t step, double loss, std::string& line) {
-    std::tie(result.finalValidationLoss, result.finalMetric) = evaluate(config, s, session);
+  }
+
+  std::map<std::string, double> evaluate(int64_t step, double loss, std::string& line) {
+    std::tie(result_.finalValidationLoss, result_.finalMetric) = heldOutScores(config_, s_, session_);
     line = "step " + std::to_string(step) + ": loss " + std::to_string(loss) + ", val_loss " +
-           std::to_string(result.finalValidationLoss) + ", " + metric + " " + std::to_string(result.finalMetric);
-    return std::map<std::string, double>{{"val_loss", result.finalValidationLoss}, {metric, result.finalMetric}};
-  };
-  hooks.saveCheckpoint = [&] {
-    session.saveCheckpoint(optimizer, {{"initial_val_loss", result.initialValidationLoss},
-                                       {"initial_metric", result.initialMetric},
-                                       {"val_loss", result.finalValidationLoss},
-                                       {"metric", result.finalMetric}});
-  };
-  session.train(optimizer, LrSchedule{config.lr, config.warmupSteps, config.minLrRatio}, config.steps, config.evalEvery,
-                "finetuning", hooks);
+           std::to_string(result_.finalValidationLoss) + ", " + metric_ + " " + std::to_string(result_.finalMetric);
+    return {{"val_loss", result_.finalValidationLoss}, {metric_, result_.finalMetric}};
+  }
 
   // Rank 0 saves the last good weights as a plain model (LoRA merged in) after the checkpoint,
   // which holds the unmerged LoRA factors that resume continues from.
-  const bool main = session.finish(
-      nullptr,
-      [&] {
-        if (s.lora) s.lora->merge();
-        s.model->eval();
-        models::saveModel(*s.model, result.modelDir, config.modelDir);
-      },
-      result.modelDir,
-      [&] {
-        return "validation loss " + std::to_string(result.initialValidationLoss) + " -> " +
-               std::to_string(result.finalValidationLoss) + ", " + metric + " " + std::to_string(result.initialMetric) +
-               " -> " + std::to_string(result.finalMetric);
-      });
-  result.status = session.status();
-  result.message = session.message();
-  result.steps = session.step;
-  result.bestStep = session.stopping.bestStep;
-  result.bestValidationLoss = session.stopping.bestLoss;
-  result.runFile = main ? session.runFile() : "";
-  if (!main) result.modelDir.clear();
-  result.seconds = session.seconds();
-  return result;
+  FinetuneResult finish() {
+    const auto saveModel = [this] {
+      if (s_.lora) s_.lora->merge();
+      s_.model->eval();
+      models::saveModel(*s_.model, result_.modelDir, config_.modelDir);
+    };
+    const bool main = session_.finish(nullptr, saveModel, result_.modelDir, [this] {
+      return "validation loss " + std::to_string(result_.initialValidationLoss) + " -> " +
+             std::to_string(result_.finalValidationLoss) + ", " + metric_ + " " + std::to_string(result_.initialMetric) +
+             " -> " + std::to_string(result_.finalMetric);
+    });
+    result_.status = session_.status();
+    result_.message = session_.message();
+    result_.steps = session_.step;
+    result_.bestStep = session_.stopping.bestStep;
+    result_.bestValidationLoss = session_.stopping.bestLoss;
+    result_.runFile = main ? session_.runFile() : "";
+    if (!main) result_.modelDir.clear();
+    result_.seconds = session_.seconds();
+    return result_;
+  }
+
+  JobStart start_;
+  const FinetuneConfig& config_;
+  JobObserver& observer_;
+  TrainingSession session_;
+  dist::Communicator& world_;
+  Setup s_;
+  std::string metric_;
+  torch::optim::AdamW optimizer_;
+  BatchSampler sampler_;
+  bool resuming_ = false;
+  FinetuneResult result_;
+};
+
+}  // namespace
+
+FinetuneResult runFinetune(const FinetuneConfig& config, JobObserver& observer, dist::Communicator* communicator) {
+  return Finetuning(config, observer, communicator).run();
 }
 
 }  // namespace hh::jobs

@@ -197,140 +197,189 @@ TrainSetup prepareTrain(const TrainConfig& config, bool resuming, const std::str
   return s;
 }
 
-}  // namespace
-
-TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
-  hh::initRuntime();
-  torch::manual_seed(config.seed);
-  TrainingSession session("train", config.runDir, observer, dist::Communicator::orAlone(nullptr));
+// A task run has no tokenizer; a text run may name one.
+bool isTaskRun(const TrainConfig& config) {
   const bool isTask = config.task.enabled();
   if (isTask && !config.tokenizer.empty())
     throw std::invalid_argument("train: \"tokenizer\" must be empty with a \"task\" (task runs have no tokenizer)");
-  TrainResult result;
-  result.modelDir = config.outputDir.empty() ? (fs::path(config.runDir) / "model").string() : config.outputDir;
-  const bool resuming = session.resuming(config.resume) && fs::exists(fs::path(result.modelDir) / "config.json");
+  return isTask;
+}
 
-  auto s = prepareTrain(config, resuming, result.modelDir);  // errors here are configuration errors: thrown
-  result.parameters = s.model->parameterCount();
-  result.device = deviceLabelOf(*s.model);
+// One training run: the session, the model and its data, and the hooks the shared loop calls.
+// run() is the whole job.
+class Training {
+ public:
+  Training(const TrainConfig& config, JobObserver& observer)
+      : start_(config.seed),
+        config_(config),
+        observer_(observer),
+        session_("train", config.runDir, observer, dist::Communicator::orAlone(nullptr)),
+        isTask_(isTaskRun(config)),
+        modelDir_(config.outputDir.empty() ? (fs::path(config.runDir) / "model").string() : config.outputDir),
+        resuming_(session_.resuming(config.resume) && fs::exists(fs::path(modelDir_) / "config.json")),
+        s_(prepareTrain(config, resuming_, modelDir_)),  // errors here are configuration errors: thrown
+        optimizer_(s_.params, torch::optim::AdamWOptions(config.lr)
+                                  .betas({config.beta1, config.beta2})
+                                  .weight_decay(config.weightDecay)),
+        pairs_(taskSnapshotPairs(static_cast<int>(s_.model->config().layers), static_cast<int>(s_.model->config().heads))),
+        probeRows_(isTask_ ? std::min<int64_t>(16, s_.task.test.ids.size(0)) : 0),
+        sampler_(s_.trainIds.size(0), config.batchSize, config.seed, s_.trainIds.device()) {
+    result_.modelDir = modelDir_;
+    result_.parameters = s_.model->parameterCount();
+    result_.device = deviceLabelOf(*s_.model);
+  }
 
-  torch::optim::AdamW optimizer(
-      s.params, torch::optim::AdamWOptions(config.lr).betas({config.beta1, config.beta2}).weight_decay(config.weightDecay));
-  session.stopping.patience = config.patience;
-  if (resuming) session.loadCheckpoint(optimizer);  // the weights too
+  TrainResult run() {
+    session_.stopping.patience = config_.patience;
+    if (resuming_) session_.loadCheckpoint(optimizer_);  // the weights too
+    session_.open(runHeader(config_, *s_.model, isTask_ ? &s_.task : nullptr, pairs_), config_.resume, config_.steps);
+    logStart();
+    sampler_.skip(session_.step);
+    session_.train(optimizer_, LrSchedule{config_.lr, config_.warmupSteps, config_.minLrRatio}, config_.steps,
+                   config_.evalEvery, "training", hooks());
+    return finish();
+  }
 
-  const auto pairs = taskSnapshotPairs(static_cast<int>(s.model->config().layers), static_cast<int>(s.model->config().heads));
-  const int64_t probeRows = isTask ? std::min<int64_t>(16, s.task.test.ids.size(0)) : 0;  // entropy batch
-  session.open(runHeader(config, *s.model, isTask ? &s.task : nullptr, pairs), config.resume, config.steps);
-  auto& writer = *session.writer();
-  const std::string dataLine = isTask ? "task " + config.task.kind + " (vocab " + std::to_string(s.vocab) + "): train " +
-                                        std::to_string(s.trainIds.size(0)) + " x " + std::to_string(s.trainIds.size(1)) +
-                                        ", test " + std::to_string(s.task.test.ids.size(0))
-                                  : "train " + std::to_string(s.trainIds.size(0)) + " x " + std::to_string(s.trainIds.size(1)) +
-                                        " tokens, validation " + std::to_string(s.dataset.validation.size(0));
-  session.log("train " + s.model->config().describe() + " | " + std::to_string(result.parameters) + " parameters | attention " +
-              attentionSummary(*s.model) + " | " + dataLine + (resuming ? " | resumed at step " + std::to_string(session.step) : ""));
+ private:
+  void logStart() {
+    const std::string rows = std::to_string(s_.trainIds.size(0)) + " x " + std::to_string(s_.trainIds.size(1));
+    const std::string data = isTask_ ? "task " + config_.task.kind + " (vocab " + std::to_string(s_.vocab) + "): train " +
+                                           rows + ", test " + std::to_string(s_.task.test.ids.size(0))
+                                     : "train " + rows + " tokens, validation " + std::to_string(s_.dataset.validation.size(0));
+    session_.log("train " + s_.model->config().describe() + " | " + std::to_string(result_.parameters) +
+                 " parameters | attention " + attentionSummary(*s_.model) + " | " + data +
+                 (resuming_ ? " | resumed at step " + std::to_string(session_.step) : ""));
+  }
+
+  TrainingHooks hooks() {
+    TrainingHooks hooks;
+    hooks.failureHint = " (try a lower lr or more warmup)";
+    hooks.tokensPerSecond = true;
+    hooks.start = [this] { evaluateStart(); };
+    hooks.step = [this](int64_t step, double) { return trainStep(step); };
+    hooks.evaluate = [this](int64_t step, double loss, std::string& line) {
+      std::string summary;
+      auto values = evaluate(true, summary);
+      line = "step " + std::to_string(step) + ": loss " + number(loss) + ", " + summary;
+      return values;
+    };
+    hooks.saveCheckpoint = [this] { saveCheckpoint(); };
+    return hooks;
+  }
 
   // Entropy table, heatmaps and attention_entropy of the model's own attention (task runs).
-  int64_t probedStep = -1;
-  auto probeTask = [&]() {
-    const auto own = probeOwnAttention(*s.model, s.task.test.ids.narrow(0, 0, probeRows), pairs, writer.layout().snapshots.size);
-    writer.appendTable(session.step, "entropy", own.entropy.values);
-    appendSnapshots(writer, session.step, own.snapshots);
-    probedStep = session.step;
-    result.attentionEntropy = own.meanEntropy;
+  double probeTask() {
+    auto& writer = *session_.writer();
+    const auto own = probeOwnAttention(*s_.model, s_.task.test.ids.narrow(0, 0, probeRows_), pairs_, writer.layout().snapshots.size);
+    writer.appendTable(session_.step, "entropy", own.entropy.values);
+    appendSnapshots(writer, session_.step, own.snapshots);
+    probedStep_ = session_.step;
+    result_.attentionEntropy = own.meanEntropy;
     return own.meanEntropy;
-  };
+  }
+
   // One evaluation on held-out data (eval_batches batches): its scalars (with `probe`, a task's
   // attention too) and the log line's part for it.
-  auto evaluate = [&](bool probe, std::string& summary) {
-    if (isTask) {
-      const auto score = scoreTask(*s.model, s.task.test, config.batchSize, config.evalBatches, observer);
+  std::map<std::string, double> evaluate(bool probe, std::string& summary) {
+    if (isTask_) {
+      const auto score = scoreTask(*s_.model, s_.task.test, config_.batchSize, config_.evalBatches, observer_);
       std::map<std::string, double> values{{"val_loss", score.loss}, {"accuracy", score.accuracy}};
       if (probe) values["attention_entropy"] = probeTask();
       summary = "val_loss " + number(score.loss) + ", accuracy " + number(score.accuracy) +
                 (probe ? ", attention entropy " + number(values["attention_entropy"]) : "");
       return values;
     }
-    const double val = heldOutLmLoss(*s.model, s.dataset.validation, config.batchSize, config.evalBatches, observer);
+    const double val = heldOutLmLoss(*s_.model, s_.dataset.validation, config_.batchSize, config_.evalBatches, observer_);
     summary = "val_loss " + number(val) + ", perplexity " + number(std::exp(val));
-    return std::map<std::string, double>{{"val_loss", val}, {"perplexity", std::exp(val)}};
-  };
+    return {{"val_loss", val}, {"perplexity", std::exp(val)}};
+  }
 
-  BatchSampler sampler(s.trainIds.size(0), config.batchSize, config.seed, s.trainIds.device());
-  sampler.skip(session.step);
-  TrainingHooks hooks;
-  hooks.failureHint = " (try a lower lr or more warmup)";
-  hooks.tokensPerSecond = true;
-  hooks.start = [&] {
-    observer.progress(session.step, config.steps, "evaluating the starting model");
+  void evaluateStart() {
+    observer_.progress(session_.step, config_.steps, "evaluating the starting model");
     std::string summary;
-    const auto values = evaluate(!resuming, summary);
-    if (!resuming) session.record(session.step, values);
-    result.initialValidationLoss = values.at("val_loss");
-    if (!resuming) session.stopping.bestLoss = result.initialValidationLoss;
-    session.log("step " + std::to_string(session.step) + ": " + summary);
-  };
-  hooks.step = [&](int64_t step, double) {
-    const auto rows = sampler.next();
-    const auto ids = s.trainIds.index_select(0, rows);  // [B,T]
-    optimizer.zero_grad();
-    auto loss = isTask ? targetLoss(s.model->forward(ids).logits, s.task.train.targets.index_select(0, rows))
-                       : modelNextTokenLoss(*s.model, ids);
-    if (step == config.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
+    const auto values = evaluate(!resuming_, summary);
+    if (!resuming_) session_.record(session_.step, values);
+    result_.initialValidationLoss = values.at("val_loss");
+    if (!resuming_) session_.stopping.bestLoss = result_.initialValidationLoss;
+    session_.log("step " + std::to_string(session_.step) + ": " + summary);
+  }
+
+  StepReport trainStep(int64_t step) {
+    const auto rows = sampler_.next();
+    const auto ids = s_.trainIds.index_select(0, rows);  // [B,T]
+    optimizer_.zero_grad();
+    auto loss = isTask_ ? targetLoss(s_.model->forward(ids).logits, s_.task.train.targets.index_select(0, rows))
+                        : modelNextTokenLoss(*s_.model, ids);
+    if (step == config_.debugNanAtStep) loss = loss * std::numeric_limits<float>::quiet_NaN();
     StepReport report;
     report.loss = loss.item<double>();
     report.tokens = ids.numel();
     if (std::isfinite(report.loss)) {
       loss.backward();
-      report.gradNorm = clipGradients(s.params, config.gradClip);
+      report.gradNorm = clipGradients(s_.params, config_.gradClip);
     }
     report.scalars["grad_norm"] = report.gradNorm;
     return report;
-  };
-  hooks.evaluate = [&](int64_t step, double loss, std::string& line) {
-    std::string summary;
-    auto values = evaluate(true, summary);
-    line = "step " + std::to_string(step) + ": loss " + number(loss) + ", " + summary;
-    return values;
-  };
+  }
+
   // The checkpoint (complete or absent: one file renamed into place) holds the trained weights,
   // so resume is exact even when a kill lands between it and the model folder.
-  hooks.saveCheckpoint = [&] {
-    session.saveCheckpoint(optimizer, nlohmann::json::object());
-    models::saveModel(*s.model, result.modelDir, s.tokenizer.folder);
-    if (isTask) writeTaskFile(result.modelDir, toJson(config.task), s.vocab, s.task.tokenNames);
-  };
-  session.train(optimizer, LrSchedule{config.lr, config.warmupSteps, config.minLrRatio}, config.steps, config.evalEvery,
-                "training", hooks);
+  void saveCheckpoint() {
+    session_.saveCheckpoint(optimizer_, nlohmann::json::object());
+    models::saveModel(*s_.model, modelDir_, s_.tokenizer.folder);
+    if (isTask_) writeTaskFile(modelDir_, toJson(config_.task), s_.vocab, s_.task.tokenNames);
+  }
 
-  // The saved model is the last good one (the weights of the last completed step).
-  session.finish(
-      [&] {
-        if (session.status() == JobStatus::Cancelled) return;
-        JobObserver quiet;
-        if (!isTask) {
-          result.finalValidationLoss = heldOutLmLoss(*s.model, s.dataset.validation, config.batchSize, config.evalBatches, quiet);
-          return;
-        }
-        const auto score = scoreTask(*s.model, s.task.test, config.batchSize, config.evalBatches, quiet);
-        result.finalValidationLoss = score.loss;
-        result.testAccuracy = (config.evalBatches == 0 ? score : scoreTask(*s.model, s.task.test, config.batchSize, 0, quiet)).accuracy;
-        if (probedStep != session.step) writer.appendScalar(session.step, "attention_entropy", probeTask());
-        writer.appendScalar(session.step, "test_accuracy", result.testAccuracy);
-        observer.scalars(session.step, {{"test_accuracy", result.testAccuracy}, {"attention_entropy", result.attentionEntropy}});
-      },
-      nullptr, result.modelDir, [&] {
-        return trainEndMessage(result, session, isTask, isTask ? s.task.test.ids.size(0) : 0);
-      });
-  result.status = session.status();
-  result.message = session.message();
-  result.steps = session.step;
-  result.bestStep = session.stopping.bestStep;
-  result.bestValidationLoss = session.stopping.bestLoss;
-  result.runFile = session.runFile();
-  result.seconds = session.seconds();
-  return result;
-}
+  // After the loop: the saved model is the last good one (the weights of the last completed step).
+  void evaluateLast() {
+    if (session_.status() == JobStatus::Cancelled) return;
+    JobObserver quiet;
+    if (!isTask_) {
+      result_.finalValidationLoss = heldOutLmLoss(*s_.model, s_.dataset.validation, config_.batchSize, config_.evalBatches, quiet);
+      return;
+    }
+    const auto score = scoreTask(*s_.model, s_.task.test, config_.batchSize, config_.evalBatches, quiet);
+    result_.finalValidationLoss = score.loss;
+    result_.testAccuracy =
+        (config_.evalBatches == 0 ? score : scoreTask(*s_.model, s_.task.test, config_.batchSize, 0, quiet)).accuracy;
+    auto& writer = *session_.writer();
+    if (probedStep_ != session_.step) writer.appendScalar(session_.step, "attention_entropy", probeTask());
+    writer.appendScalar(session_.step, "test_accuracy", result_.testAccuracy);
+    observer_.scalars(session_.step, {{"test_accuracy", result_.testAccuracy}, {"attention_entropy", result_.attentionEntropy}});
+  }
+
+  TrainResult finish() {
+    session_.finish([this] { evaluateLast(); }, nullptr, modelDir_, [this] {
+      return trainEndMessage(result_, session_, isTask_, isTask_ ? s_.task.test.ids.size(0) : 0);
+    });
+    result_.status = session_.status();
+    result_.message = session_.message();
+    result_.steps = session_.step;
+    result_.bestStep = session_.stopping.bestStep;
+    result_.bestValidationLoss = session_.stopping.bestLoss;
+    result_.runFile = session_.runFile();
+    result_.seconds = session_.seconds();
+    return result_;
+  }
+
+  JobStart start_;
+  const TrainConfig& config_;
+  JobObserver& observer_;
+  TrainingSession session_;
+  bool isTask_;
+  std::string modelDir_;
+  bool resuming_;
+  TrainSetup s_;
+  torch::optim::AdamW optimizer_;
+  std::vector<std::pair<int, int>> pairs_;  // snapshot (layer, head) pairs
+  int64_t probeRows_;                        // a task's rows for the entropy probe
+  BatchSampler sampler_;
+  int64_t probedStep_ = -1;
+  TrainResult result_;
+};
+
+}  // namespace
+
+TrainResult runTrain(const TrainConfig& config, JobObserver& observer) { return Training(config, observer).run(); }
 
 }  // namespace hh::jobs
