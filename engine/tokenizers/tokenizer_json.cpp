@@ -174,6 +174,104 @@ std::unique_ptr<Tokenizer> wordPiece(const json& root, const json& model, const 
   return std::make_unique<WordPieceTokenizer>(files::vocabFromJson(*vocab, where + ".vocab"), o, path);
 }
 
+// A ByteLevel BPE's pre-tokenizers: ByteLevel's options, and GPT-2's Split pattern (no other).
+ByteLevelOptions byteLevelOptions(const std::vector<const json*>& pre, const std::string& path, int64_t unkId) {
+  ByteLevelOptions o;
+  o.unkId = unkId;
+  bool splitByPattern = false;
+  const std::string at = path + ": pre_tokenizer";
+  for (const json* pp : pre) {
+    const json& p = *pp;
+    const std::string type = typeOf(p, at);
+    if (type == "ByteLevel") {
+      o.addPrefixSpace = boolAt(p, "add_prefix_space", at, false);
+      o.useRegex = boolAt(p, "use_regex", at, true) || splitByPattern;
+    } else if (type == "Split") {
+      const json* pattern = find(p, "pattern");
+      const std::string regex = pattern ? stringAt(*pattern, "Regex", at + ".pattern", "") : "";
+      if (regex != kGpt2Pattern) {
+        throw io::FormatError(at + ": Split pattern '" + regex.substr(0, 120) + "' is not supported (only GPT-2's)");
+      }
+      splitByPattern = true;
+    } else {
+      throw io::FormatError(at + ": '" + type + "' is not supported with a ByteLevel BPE");
+    }
+  }
+  return o;
+}
+
+// A SentencePiece-style BPE's normalizer steps into `o`; returns whether one prepends text.
+bool readNormalizer(const json& root, const std::string& path, SentencePieceOptions& o) {
+  std::vector<const json*> norm;
+  flatten(find(root, "normalizer"), "normalizers", path + ": normalizer", norm);
+  bool prepends = false;
+  const std::string at = path + ": normalizer";
+  for (const json* np : norm) {
+    const json& n = *np;
+    const std::string type = typeOf(n, at);
+    using K = NormalizerStep::Kind;
+    if (type == "Prepend") {
+      o.normalizer.push_back({K::kPrepend, "", stringAt(n, "prepend", at, "")});
+      prepends = true;
+    } else if (type == "Replace") {
+      const json* pattern = find(n, "pattern");
+      if (!pattern || !find(*pattern, "String")) throw io::FormatError(at + ": Replace needs a String pattern (Regex is not supported)");
+      o.normalizer.push_back({K::kReplace, stringAt(*pattern, "String", at + ".pattern", ""), stringAt(n, "content", at, "")});
+    } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD" || type == "Lowercase") {
+      const K kind = type == "NFC" ? K::kNfc : type == "NFD" ? K::kNfd : type == "NFKC" ? K::kNfkc : type == "NFKD" ? K::kNfkd : K::kLowercase;
+      o.normalizer.push_back({kind, "", ""});
+    } else {
+      throw io::FormatError(at + ": '" + type + "' is not supported");
+    }
+  }
+  return prepends;
+}
+
+// Its pre-tokenizers (Metaspace only) into `o`; returns whether they prepend the replacement.
+bool readMetaspace(const std::vector<const json*>& pre, const std::string& path, SentencePieceOptions& o) {
+  bool prepends = false;
+  const std::string at = path + ": pre_tokenizer";
+  for (const json* pp : pre) {
+    const json& p = *pp;
+    const std::string type = typeOf(p, at);
+    if (type != "Metaspace") throw io::FormatError(at + ": '" + type + "' is not supported with this BPE");
+    o.metaspace = true;
+    o.replacement = stringAt(p, "replacement", at, o.replacement);
+    o.split = boolAt(p, "split", at, true);
+    const std::string scheme = stringAt(p, "prepend_scheme", at, boolAt(p, "add_prefix_space", at, true) ? "always" : "never");
+    using P = SentencePieceOptions::Prepend;
+    if (scheme == "always") o.prepend = P::kAlways;
+    else if (scheme == "first") o.prepend = P::kFirst;
+    else if (scheme == "never") o.prepend = P::kNever;
+    else throw io::FormatError(at + ".prepend_scheme: '" + scheme + "' (expected always, first or never)");
+    prepends = prepends || o.prepend != P::kNever;
+  }
+  return prepends;
+}
+
+// Whether decoding strips one leading space: where the decoder says so (Strip, Metaspace) or,
+// without a decoder, where the encoder prepends (`prepends`).
+bool decoderStripsLeadingSpace(const json* decoder, const std::string& path, bool prepends) {
+  std::vector<const json*> dec;
+  flatten(decoder, "decoders", path + ": decoder", dec);
+  if (dec.empty()) return prepends;
+  bool strip = false;
+  const std::string at = path + ": decoder";
+  for (const json* dp : dec) {
+    const json& d = *dp;
+    const std::string type = typeOf(d, at);
+    if (type == "Strip") {
+      strip = strip || files::intAt(d, "start", at, 0) > 0;
+    } else if (type == "Metaspace") {
+      const std::string scheme = stringAt(d, "prepend_scheme", at, boolAt(d, "add_prefix_space", at, true) ? "always" : "never");
+      strip = strip || scheme != "never";
+    } else if (type != "Replace" && type != "ByteFallback" && type != "Fuse") {
+      throw io::FormatError(at + ": '" + type + "' is not supported with this BPE");
+    }
+  }
+  return strip;
+}
+
 std::unique_ptr<Tokenizer> bpe(const json& root, const json& model, const std::string& path, std::string& modelUnk) {
   const std::string where = path + ": model";
   const json* vocab = find(model, "vocab");
@@ -193,31 +291,9 @@ std::unique_ptr<Tokenizer> bpe(const json& root, const json& model, const std::s
   const json* decoder = find(root, "decoder");
   bool byteLevel = decoder && decoder->is_object() && stringAt(*decoder, "type", path + ": decoder", "") == "ByteLevel";
   for (const json* p : pre) byteLevel = byteLevel || typeOf(*p, path + ": pre_tokenizer") == "ByteLevel";
-
   if (byteLevel) {
     if (find(root, "normalizer")) throw io::FormatError(path + ": normalizer with a ByteLevel BPE is not supported");
-    ByteLevelOptions o;
-    o.unkId = unkId;
-    bool splitByPattern = false;
-    for (const json* pp : pre) {
-      const json& p = *pp;
-      const std::string at = path + ": pre_tokenizer";
-      const std::string type = typeOf(p, at);
-      if (type == "ByteLevel") {
-        o.addPrefixSpace = boolAt(p, "add_prefix_space", at, false);
-        o.useRegex = boolAt(p, "use_regex", at, true) || splitByPattern;
-      } else if (type == "Split") {
-        const json* pattern = find(p, "pattern");
-        const std::string regex = pattern ? stringAt(*pattern, "Regex", at + ".pattern", "") : "";
-        if (regex != kGpt2Pattern) {
-          throw io::FormatError(at + ": Split pattern '" + regex.substr(0, 120) + "' is not supported (only GPT-2's)");
-        }
-        splitByPattern = true;
-      } else {
-        throw io::FormatError(at + ": '" + type + "' is not supported with a ByteLevel BPE");
-      }
-    }
-    return std::make_unique<ByteLevelBpeTokenizer>(std::move(bpeModel), o);
+    return std::make_unique<ByteLevelBpeTokenizer>(std::move(bpeModel), byteLevelOptions(pre, path, unkId));
   }
 
   SentencePieceOptions o;
@@ -225,65 +301,9 @@ std::unique_ptr<Tokenizer> bpe(const json& root, const json& model, const std::s
   o.byteFallback = boolAt(model, "byte_fallback", where, false);
   o.fuseUnk = boolAt(model, "fuse_unk", where, false);
   o.ignoreMerges = boolAt(model, "ignore_merges", where, false);
-  std::vector<const json*> norm;
-  flatten(find(root, "normalizer"), "normalizers", path + ": normalizer", norm);
-  bool prepends = false;
-  for (const json* np : norm) {
-    const json& n = *np;
-    const std::string at = path + ": normalizer";
-    const std::string type = typeOf(n, at);
-    using K = NormalizerStep::Kind;
-    if (type == "Prepend") {
-      o.normalizer.push_back({K::kPrepend, "", stringAt(n, "prepend", at, "")});
-      prepends = true;
-    } else if (type == "Replace") {
-      const json* pattern = find(n, "pattern");
-      if (!pattern || !find(*pattern, "String")) throw io::FormatError(at + ": Replace needs a String pattern (Regex is not supported)");
-      o.normalizer.push_back({K::kReplace, stringAt(*pattern, "String", at + ".pattern", ""), stringAt(n, "content", at, "")});
-    } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD" || type == "Lowercase") {
-      const K kind = type == "NFC" ? K::kNfc : type == "NFD" ? K::kNfd : type == "NFKC" ? K::kNfkc : type == "NFKD" ? K::kNfkd : K::kLowercase;
-      o.normalizer.push_back({kind, "", ""});
-    } else {
-      throw io::FormatError(at + ": '" + type + "' is not supported");
-    }
-  }
-  for (const json* pp : pre) {
-    const json& p = *pp;
-    const std::string at = path + ": pre_tokenizer";
-    const std::string type = typeOf(p, at);
-    if (type != "Metaspace") throw io::FormatError(at + ": '" + type + "' is not supported with this BPE");
-    o.metaspace = true;
-    o.replacement = stringAt(p, "replacement", at, o.replacement);
-    o.split = boolAt(p, "split", at, true);
-    const std::string scheme = stringAt(p, "prepend_scheme", at, boolAt(p, "add_prefix_space", at, true) ? "always" : "never");
-    using P = SentencePieceOptions::Prepend;
-    if (scheme == "always") o.prepend = P::kAlways;
-    else if (scheme == "first") o.prepend = P::kFirst;
-    else if (scheme == "never") o.prepend = P::kNever;
-    else throw io::FormatError(at + ".prepend_scheme: '" + scheme + "' (expected always, first or never)");
-    prepends = prepends || o.prepend != P::kNever;
-  }
-  // The decoder strips one leading space where it says so (Strip, Metaspace) or, without a
-  // decoder, where the encoder prepends the replacement.
-  o.stripLeadingSpace = prepends;
-  std::vector<const json*> dec;
-  flatten(decoder, "decoders", path + ": decoder", dec);
-  if (!dec.empty()) {
-    o.stripLeadingSpace = false;
-    for (const json* dp : dec) {
-      const json& d = *dp;
-      const std::string at = path + ": decoder";
-      const std::string type = typeOf(d, at);
-      if (type == "Strip") {
-        o.stripLeadingSpace = o.stripLeadingSpace || files::intAt(d, "start", at, 0) > 0;
-      } else if (type == "Metaspace") {
-        const std::string scheme = stringAt(d, "prepend_scheme", at, boolAt(d, "add_prefix_space", at, true) ? "always" : "never");
-        o.stripLeadingSpace = o.stripLeadingSpace || scheme != "never";
-      } else if (type != "Replace" && type != "ByteFallback" && type != "Fuse") {
-        throw io::FormatError(at + ": '" + type + "' is not supported with this BPE");
-      }
-    }
-  }
+  const bool normalizerPrepends = readNormalizer(root, path, o);
+  const bool metaspacePrepends = readMetaspace(pre, path, o);
+  o.stripLeadingSpace = decoderStripsLeadingSpace(decoder, path, normalizerPrepends || metaspacePrepends);
   return std::make_unique<SentencePieceBpeTokenizer>(std::move(bpeModel), o);
 }
 }  // namespace
