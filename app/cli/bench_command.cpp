@@ -107,6 +107,102 @@ torch::Tensor benchBatch(const std::string& folder, int64_t vocab, int64_t batch
   return dataset.validation.narrow(0, 0, batch).contiguous();
 }
 
+// One bench run: the teacher, the batch on its device, and the timings so far.
+struct Bench {
+  ModelSource source;
+  torch::Tensor ids;  // [B, T] on source.load.device
+  std::string featureMap, dtype;
+  int warmup = 2, repeats = 10;
+  std::vector<Timing> timings;
+
+  // Times `step` (warm-up, repeats, each ending synchronised) with the device's peak memory.
+  void timed(const std::string& name, const std::function<double()>& step) {
+    const std::string device = source.load.device.str();
+    resetDevicePeakMemory(device);
+    timings.push_back(timeSteps(name, warmup, repeats, ids.numel(), [&] {
+      const double loss = step();
+      synchronizeDevice(device);
+      return loss;
+    }));
+    timings.back().peakBytes = devicePeakMemoryBytes(device);
+  }
+};
+
+// As the distill job steps: the feature maps train (fp32) under the frozen teacher.
+void timeDistillStep(Bench& bench) {
+  auto model = convertedModel(bench.source, bench.featureMap);
+  model->freezeAllBut(true);
+  jobs::applyComputeDtype(*model, bench.dtype);  // the feature maps train in fp32
+  std::vector<torch::Tensor> params;
+  for (auto& [name, t] : model->adapterTensors())
+    if (t.requires_grad()) params.push_back(t);
+  torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(1e-2));
+  models::CaptureRequest capture;
+  capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
+  capture.additiveFeatures = jobs::fusedDistillLossRequested(bench.source.load.device);  // as the distill job asks
+  for (int64_t l = 0; l < model->layerCount(); ++l) capture.layers.push_back(l);
+  models::ForwardOptions options;
+  options.teacher = true;
+  options.computeLogits = false;
+  options.stopAfterLayer = model->layerCount() - 1;
+  bench.timed("distill step", [&] {
+    optimizer.zero_grad();
+    const double loss = jobs::distillLayerByLayer(*model, bench.ids, capture, options, "soft_ce", 0.0, jobs::LayerPass::Backward);
+    optimizer.step();
+    return loss;
+  });
+}
+
+// As the finetune job steps: every weight trains, the LM head fused with the loss.
+void timeFinetuneStep(Bench& bench) {
+  auto model = convertedModel(bench.source, bench.featureMap);
+  jobs::applyComputeDtype(*model, bench.dtype);  // every weight trains: fp32 master weights
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4));
+  bench.timed("finetune step", [&] {
+    optimizer.zero_grad();
+    auto loss = jobs::modelNextTokenLoss(*model, bench.ids);
+    loss.backward();
+    optimizer.step();
+    return loss.item<double>();
+  });
+}
+
+// Inference forwards (logits) of the teacher, then of the converted model.
+void timeForwards(Bench& bench) {
+  at::NoGradGuard noGrad;
+  auto teacher = bench.source.make();
+  bench.timed("forward softmax", [&] { return teacher->forward(bench.ids).logits.sum().item<double>(); });
+  teacher.reset();
+  auto converted = convertedModel(bench.source, bench.featureMap);
+  bench.timed("forward " + bench.featureMap, [&] { return converted->forward(bench.ids).logits.sum().item<double>(); });
+}
+
+// The table on stdout and, with `jsonPath`, the same as JSON.
+void reportTimings(const Bench& bench, const std::string& jsonPath) {
+  const auto info = runtimeInfo();
+  const std::string device = deviceLabel(bench.source.load.device.str());
+  std::printf("%s | batch %lld x %lld tokens | %s, %s | %d threads | torch %s\n", bench.source.name().c_str(),
+              (long long)bench.ids.size(0), (long long)bench.ids.size(1), device.c_str(), bench.dtype.c_str(),
+              info.intraOpThreads, info.torchVersion.c_str());
+  std::printf("%-20s %12s %12s %14s %12s %12s\n", "step", "median ms", "best ms", "tokens/s", "peak MiB", "loss");
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& t : bench.timings) {
+    const std::string peak = t.peakBytes < 0 ? "-" : std::to_string(t.peakBytes >> 20);
+    std::printf("%-20s %12.1f %12.1f %14.0f %12s %12.6g\n", t.name.c_str(), t.medianMs, t.bestMs, t.tokensPerSecond,
+                peak.c_str(), t.loss);
+    out.push_back({{"step", t.name}, {"median_ms", t.medianMs}, {"best_ms", t.bestMs},
+                   {"tokens_per_second", t.tokensPerSecond}, {"peak_bytes", t.peakBytes}, {"loss", t.loss}});
+  }
+  if (jsonPath.empty()) return;
+  std::ofstream file(jsonPath);
+  file << nlohmann::json{{"model", bench.source.name()}, {"batch", bench.ids.size(0)}, {"seq_len", bench.ids.size(1)},
+                         {"dtype", bench.dtype}, {"threads", info.intraOpThreads}, {"device", device},
+                         {"torch", info.torchVersion}, {"timings", out}}
+              .dump(2)
+       << "\n";
+  if (!file) throw std::runtime_error("bench: cannot write " + jsonPath);
+}
+
 }  // namespace
 
 void addBenchCommand(CLI::App& app) {
@@ -135,92 +231,22 @@ void addBenchCommand(CLI::App& app) {
   cmd->callback([a] {
     initRuntime();
     if (a->model.empty() && a->shape.empty()) throw std::invalid_argument("bench: give a model folder or --shape");
+    if (!a->only.empty() && a->only != "distill" && a->only != "finetune" && a->only != "forward")
+      throw std::invalid_argument("bench: --only must be distill, finetune or forward");
     if (a->threads > 0) torch::set_num_threads(a->threads);
-    const ModelSource source{a->model, a->shape, a->seqLen, jobs::loadOptions(a->device, a->dtype)};
-    const std::string dtype = a->dtype.empty() ? "float32" : a->dtype;
+    Bench bench{ModelSource{a->model, a->shape, a->seqLen, jobs::loadOptions(a->device, a->dtype)}};
+    bench.featureMap = a->featureMap;
+    bench.dtype = a->dtype.empty() ? "float32" : a->dtype;
+    bench.warmup = a->warmup;
+    bench.repeats = a->repeats;
     const int64_t vocab = a->shape.empty() ? 0 : models::benchmarkShapeConfig(a->shape, a->seqLen).at("vocab_size").get<int64_t>();
     const auto cpuIds = benchBatch(a->model, vocab, a->batch, a->seqLen);  // [B, T]
     if (!a->saveBatch.empty()) models::writeTensorFile(a->saveBatch, {{"input_ids", cpuIds}}, {{"format", "pt"}});
-    const auto ids = cpuIds.to(source.load.device);
-    const int64_t tokens = ids.numel();
-    const std::string device = deviceLabel(source.load.device.str());
-    std::vector<Timing> timings;
-    const bool all = a->only.empty();
-    auto timed = [&](const std::string& name, const std::function<double()>& step) {
-      resetDevicePeakMemory(source.load.device.str());
-      timings.push_back(timeSteps(name, a->warmup, a->repeats, tokens, [&] {
-        const double loss = step();
-        synchronizeDevice(source.load.device.str());
-        return loss;
-      }));
-      timings.back().peakBytes = devicePeakMemoryBytes(source.load.device.str());
-    };
-    if (all || a->only == "distill") {
-      auto model = convertedModel(source, a->featureMap);
-      model->freezeAllBut(true);
-      jobs::applyComputeDtype(*model, dtype);  // the feature maps train in fp32
-      std::vector<torch::Tensor> params;
-      for (auto& [name, t] : model->adapterTensors())
-        if (t.requires_grad()) params.push_back(t);
-      torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(1e-2));
-      models::CaptureRequest capture;
-      capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
-      capture.additiveFeatures = jobs::fusedDistillLossRequested(source.load.device);  // as the distill job asks
-      for (int64_t l = 0; l < model->layerCount(); ++l) capture.layers.push_back(l);
-      models::ForwardOptions options;
-      options.teacher = true;
-      options.computeLogits = false;
-      options.stopAfterLayer = model->layerCount() - 1;
-      timed("distill step", [&] {  // as the distill job steps
-        optimizer.zero_grad();
-        const double loss = jobs::distillLayerByLayer(*model, ids, capture, options, "soft_ce", 0.0, jobs::LayerPass::Backward);
-        optimizer.step();
-        return loss;
-      });
-    }
-    if (all || a->only == "finetune") {
-      auto model = convertedModel(source, a->featureMap);
-      jobs::applyComputeDtype(*model, dtype);  // every weight trains: fp32 master weights
-      torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4));
-      timed("finetune step", [&] {
-        optimizer.zero_grad();
-        auto loss = jobs::modelNextTokenLoss(*model, ids);  // as the finetune job: the LM head fused with the loss
-        loss.backward();
-        optimizer.step();
-        return loss.item<double>();
-      });
-    }
-    if (all || a->only == "forward") {
-      at::NoGradGuard noGrad;
-      auto teacher = source.make();
-      timed("forward softmax", [&] { return teacher->forward(ids).logits.sum().item<double>(); });
-      teacher.reset();
-      auto converted = convertedModel(source, a->featureMap);
-      timed("forward " + a->featureMap, [&] { return converted->forward(ids).logits.sum().item<double>(); });
-    }
-    if (timings.empty()) throw std::runtime_error("bench: --only must be distill, finetune or forward");
-
-    const auto info = runtimeInfo();
-    std::printf("%s | batch %lld x %lld tokens | %s, %s | %d threads | torch %s\n", source.name().c_str(),
-                (long long)a->batch, (long long)a->seqLen, device.c_str(), dtype.c_str(), info.intraOpThreads,
-                info.torchVersion.c_str());
-    std::printf("%-20s %12s %12s %14s %12s %12s\n", "step", "median ms", "best ms", "tokens/s", "peak MiB", "loss");
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& t : timings) {
-      const std::string peak = t.peakBytes < 0 ? "-" : std::to_string(t.peakBytes >> 20);
-      std::printf("%-20s %12.1f %12.1f %14.0f %12s %12.6g\n", t.name.c_str(), t.medianMs, t.bestMs, t.tokensPerSecond,
-                  peak.c_str(), t.loss);
-      out.push_back({{"step", t.name}, {"median_ms", t.medianMs}, {"best_ms", t.bestMs},
-                     {"tokens_per_second", t.tokensPerSecond}, {"peak_bytes", t.peakBytes}, {"loss", t.loss}});
-    }
-    if (!a->json.empty()) {
-      std::ofstream file(a->json);
-      file << nlohmann::json{{"model", source.name()}, {"batch", a->batch}, {"seq_len", a->seqLen}, {"dtype", dtype},
-                             {"threads", info.intraOpThreads}, {"device", device}, {"torch", info.torchVersion}, {"timings", out}}
-                  .dump(2)
-           << "\n";
-      if (!file) throw std::runtime_error("bench: cannot write " + a->json);
-    }
+    bench.ids = cpuIds.to(bench.source.load.device);
+    if (a->only.empty() || a->only == "distill") timeDistillStep(bench);
+    if (a->only.empty() || a->only == "finetune") timeFinetuneStep(bench);
+    if (a->only.empty() || a->only == "forward") timeForwards(bench);
+    reportTimings(bench, a->json);
   });
 }
 
