@@ -22,6 +22,77 @@
 #include "engine/models/tensor_file.h"
 
 namespace hh::cli {
+namespace {
+
+std::string numberCell(double x) {  // 12 wide, "-" for none
+  char b[32];
+  if (std::isnan(x)) std::snprintf(b, sizeof b, "%12s", "-");
+  else std::snprintf(b, sizeof b, "%12.5g", x);
+  return b;
+}
+
+std::string shareCell(double x) {  // 9 wide, 3 decimals, "-" for none
+  char b[16];
+  if (std::isnan(x)) std::snprintf(b, sizeof b, "%9s", "-");
+  else std::snprintf(b, sizeof b, "%9.3f", x);
+  return b;
+}
+
+// The table: one row per layer and head, then the mean KL of the converted heads.
+void printHeadTable(const jobs::ProbeResult& probe) {
+  const auto& m = probe.heads;
+  const int L = m.kl.layers, H = m.kl.heads;
+  std::printf("%5s %4s %12s %12s %12s %12s %9s %9s %9s\n", "layer", "head", "H(softmax)", "H(linear)", "KL", "spearman",
+              "previous", "first", "induction");
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      const auto at = [&](const jobs::HeadTable& t) { return t.values[static_cast<size_t>(l * H + h)]; };
+      std::printf("%5d %4d %s %s %s %s %s %s %s\n", l, h, numberCell(at(m.entropySoftmax)).c_str(),
+                  numberCell(at(m.entropyLinear)).c_str(), numberCell(at(m.kl)).c_str(),
+                  numberCell(at(m.monotonicity)).c_str(), shareCell(at(probe.previousToken)).c_str(),
+                  shareCell(at(probe.firstToken)).c_str(), shareCell(at(probe.induction)).c_str());
+    }
+  if (!std::isnan(m.meanKl())) std::printf("mean KL over converted heads: %.4g\n", m.meanKl());
+}
+
+// The head with the largest weight on each pattern (previous token, first token, induction).
+void printDistinctiveHeads(const jobs::ProbeResult& probe) {
+  const int H = probe.heads.kl.heads;
+  std::printf("most distinctive softmax heads (layer, head: mean weight on the pattern):\n");
+  for (const auto* t : {&probe.previousToken, &probe.firstToken, &probe.induction}) {
+    const auto best = std::max_element(t->values.begin(), t->values.end(), [](double x, double y) {
+      return std::isnan(x) || (!std::isnan(y) && y > x);
+    });
+    if (best == t->values.end() || std::isnan(*best)) continue;
+    const auto i = int(best - t->values.begin());
+    std::printf("  %-15s layer %d, head %d: %.3f\n", t->name.c_str(), i / H, i % H, *best);
+  }
+}
+
+// input_ids [1, T] and every layer's softmax (and linear) weights [1, L, H, T, T] as safetensors.
+void writeAttentions(models::TransformerModel& model, const torch::Tensor& input, const std::string& text,
+                     const std::string& path) {
+  at::NoGradGuard noGrad;
+  models::CaptureRequest capture;
+  models::ForwardOptions options;
+  options.capture = &capture;
+  options.teacher = true;
+  options.computeLogits = false;
+  const auto out = model.forward(input, options);
+  std::vector<torch::Tensor> softmax, linear;
+  for (const auto& c : out.captures) {
+    softmax.push_back(c.softmaxWeights.to(torch::kFloat));
+    linear.push_back(c.linearWeights.defined() ? c.linearWeights.to(torch::kFloat)
+                                               : torch::full_like(c.softmaxWeights, NAN).to(torch::kFloat));
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> tensors{{"input_ids", input},
+                                                             {"softmax_attentions", torch::stack(softmax, 1).contiguous()}};
+  if (model.config().plan.anyLinear()) tensors.emplace_back("linear_attentions", torch::stack(linear, 1).contiguous());
+  models::writeTensorFile(path, tensors, {{"text", text}, {"model", model.config().describe()}});
+  std::printf("attentions [1, L, H, T, T] written to %s\n", path.c_str());
+}
+
+}  // namespace
 
 void addInspectCommand(CLI::App& app) {
   struct Args {
@@ -58,60 +129,9 @@ void addInspectCommand(CLI::App& app) {
     const auto probe = jobs::probeAttention(*model, input, {}, request);
     std::printf("%s | %zu tokens | %s\n", model->config().describe().c_str(), ids.size(),
                 jobs::deviceLabelOf(*model).c_str());
-    const auto& m = probe.heads;
-    const int L = m.kl.layers, H = m.kl.heads;
-    std::printf("%5s %4s %12s %12s %12s %12s %9s %9s %9s\n", "layer", "head", "H(softmax)", "H(linear)", "KL", "spearman",
-                "previous", "first", "induction");
-    for (int l = 0; l < L; ++l)
-      for (int h = 0; h < H; ++h) {
-        const auto at = [&](const jobs::HeadTable& t) { return t.values[static_cast<size_t>(l * H + h)]; };
-        auto cell = [](double x) {
-          char b[32];
-          if (std::isnan(x)) std::snprintf(b, sizeof b, "%12s", "-");
-          else std::snprintf(b, sizeof b, "%12.5g", x);
-          return std::string(b);
-        };
-        auto share = [](double x) {
-          char b[16];
-          if (std::isnan(x)) std::snprintf(b, sizeof b, "%9s", "-");
-          else std::snprintf(b, sizeof b, "%9.3f", x);
-          return std::string(b);
-        };
-        std::printf("%5d %4d %s %s %s %s %s %s %s\n", l, h, cell(at(m.entropySoftmax)).c_str(), cell(at(m.entropyLinear)).c_str(),
-                    cell(at(m.kl)).c_str(), cell(at(m.monotonicity)).c_str(), share(at(probe.previousToken)).c_str(),
-                    share(at(probe.firstToken)).c_str(), share(at(probe.induction)).c_str());
-      }
-    if (!std::isnan(m.meanKl())) std::printf("mean KL over converted heads: %.4g\n", m.meanKl());
-    if (request.patterns) {
-      std::printf("most distinctive softmax heads (layer, head: mean weight on the pattern):\n");
-      for (const auto* t : {&probe.previousToken, &probe.firstToken, &probe.induction}) {
-        const auto best = std::max_element(t->values.begin(), t->values.end(), [](double x, double y) {
-          return std::isnan(x) || (!std::isnan(y) && y > x);
-        });
-        if (best == t->values.end() || std::isnan(*best)) continue;
-        const auto i = int(best - t->values.begin());
-        std::printf("  %-15s layer %d, head %d: %.3f\n", t->name.c_str(), i / H, i % H, *best);
-      }
-    }
-    if (!a->out.empty()) {
-      at::NoGradGuard noGrad;
-      models::CaptureRequest capture;
-      models::ForwardOptions options;
-      options.capture = &capture;
-      options.teacher = true;
-      options.computeLogits = false;
-      const auto out = model->forward(input, options);
-      std::vector<torch::Tensor> softmax, linear;
-      for (const auto& c : out.captures) {
-        softmax.push_back(c.softmaxWeights.to(torch::kFloat));
-        linear.push_back(c.linearWeights.defined() ? c.linearWeights.to(torch::kFloat) : torch::full_like(c.softmaxWeights, NAN).to(torch::kFloat));
-      }
-      std::vector<std::pair<std::string, torch::Tensor>> tensors{{"input_ids", input},
-                                                                 {"softmax_attentions", torch::stack(softmax, 1).contiguous()}};
-      if (model->config().plan.anyLinear()) tensors.emplace_back("linear_attentions", torch::stack(linear, 1).contiguous());
-      models::writeTensorFile(a->out, tensors, {{"text", a->text}, {"model", model->config().describe()}});
-      std::printf("attentions [1, L, H, T, T] written to %s\n", a->out.c_str());
-    }
+    printHeadTable(probe);
+    if (request.patterns) printDistinctiveHeads(probe);
+    if (!a->out.empty()) writeAttentions(*model, input, a->text, a->out);
   });
 }
 
