@@ -107,63 +107,11 @@ void RunFollower::readUpdate() {
     } else {
       reader_->refresh();
     }
-    const auto& header = reader_->header();
-    RunUpdate u;
-    u.path = path_;
-    u.kind = QString::fromStdString(header.kind);
-    const auto status = reader_->status();
-    u.status = reader_->interrupted() ? QStringLiteral("interrupted") : QString::fromLatin1(runs::statusName(status));
-    u.statusMessage = QString::fromStdString(reader_->statusMessage());
-    u.plannedSteps = plannedStepsOf(header.configJson);
+    RunUpdate u = statusUpdate();
     bool changed = !announced_;
-    u.reset = !announced_;
-    if (!announced_) {
-      u.snapshotPairs = header.layout.snapshots.pairs;
-      for (const auto& t : header.layout.snapshots.tokens) u.probeTokens << QString::fromStdString(t);
-      u.curvePairs = header.layout.curves.pairs;
-      for (const auto& label : header.layout.curves.labels) u.curveLabels << QString::fromStdString(label);
-    }
-    for (const auto& spec : header.layout.scalars) {
-      auto& seen = scalarRows_[spec.name];
-      const int64_t rows = reader_->scalarRows(spec.name);
-      if (rows > seen) {
-        auto series = reader_->scalars(spec.name, seen);
-        if (!series.steps.empty()) u.lastStep = std::max(u.lastStep, series.steps.back());
-        u.newScalars.emplace(spec.name, std::move(series));
-        seen = rows;
-        changed = true;
-      }
-    }
-    for (const auto& spec : header.layout.tables) {
-      auto& seen = tableRows_[spec.name];
-      const int64_t rows = reader_->tableRows(spec.name);
-      if (rows > seen) {
-        u.latestTables.emplace(spec.name, reader_->table(spec.name, rows - 1));
-        seen = rows;
-        changed = true;
-      }
-    }
-    const int64_t snapshots = reader_->snapshotCount();
-    if (snapshots > snapshotCount_) {
-      const auto steps = reader_->snapshotSteps();
-      u.newSnapshotSteps.assign(steps.begin() + std::min<int64_t>(snapshotCount_, int64_t(steps.size())), steps.end());
-      u.latestSnapshot = reader_->snapshot(-1);
-      snapshotCount_ = snapshots;
-      changed = true;
-    }
-    const int64_t curveSets = reader_->curveCount();
-    if (curveSets > curveCount_) {
-      u.latestCurves = reader_->curves(-1);
-      curveCount_ = curveSets;
-      changed = true;
-    }
-    const int64_t logs = reader_->logCount();
-    if (logs > logCount_) {
-      for (const auto& line : reader_->logLines(logCount_)) u.newLogLines << QString::fromStdString(line.text);
-      logCount_ = logs;
-      changed = true;
-    }
-    const bool terminal = status != runs::RunStatus::Running || reader_->interrupted();
+    changed = readNewRows(u) || changed;
+    changed = readNewMapsAndLog(u) || changed;
+    const bool terminal = reader_->status() != runs::RunStatus::Running || reader_->interrupted();
     if (terminal) {
       finished_ = true;  // nothing more will come: one last update, then stop polling
       timer_->stop();
@@ -180,6 +128,73 @@ void RunFollower::readUpdate() {
       Q_EMIT failed(QString::fromStdString(e.what()));
     }
   }
+}
+
+RunUpdate RunFollower::statusUpdate() const {
+  const auto& header = reader_->header();
+  RunUpdate u;
+  u.path = path_;
+  u.kind = QString::fromStdString(header.kind);
+  u.status = reader_->interrupted() ? QStringLiteral("interrupted") : QString::fromLatin1(runs::statusName(reader_->status()));
+  u.statusMessage = QString::fromStdString(reader_->statusMessage());
+  u.plannedSteps = plannedStepsOf(header.configJson);
+  u.reset = !announced_;
+  if (!announced_) {  // the layout, once
+    u.snapshotPairs = header.layout.snapshots.pairs;
+    for (const auto& t : header.layout.snapshots.tokens) u.probeTokens << QString::fromStdString(t);
+    u.curvePairs = header.layout.curves.pairs;
+    for (const auto& label : header.layout.curves.labels) u.curveLabels << QString::fromStdString(label);
+  }
+  return u;
+}
+
+bool RunFollower::readNewRows(RunUpdate& u) {
+  bool changed = false;
+  const auto& layout = reader_->header().layout;
+  for (const auto& spec : layout.scalars) {
+    auto& seen = scalarRows_[spec.name];
+    const int64_t rows = reader_->scalarRows(spec.name);
+    if (rows <= seen) continue;
+    auto series = reader_->scalars(spec.name, seen);
+    if (!series.steps.empty()) u.lastStep = std::max(u.lastStep, series.steps.back());
+    u.newScalars.emplace(spec.name, std::move(series));
+    seen = rows;
+    changed = true;
+  }
+  for (const auto& spec : layout.tables) {
+    auto& seen = tableRows_[spec.name];
+    const int64_t rows = reader_->tableRows(spec.name);
+    if (rows <= seen) continue;
+    u.latestTables.emplace(spec.name, reader_->table(spec.name, rows - 1));
+    seen = rows;
+    changed = true;
+  }
+  return changed;
+}
+
+bool RunFollower::readNewMapsAndLog(RunUpdate& u) {
+  bool changed = false;
+  const int64_t snapshots = reader_->snapshotCount();
+  if (snapshots > snapshotCount_) {
+    const auto steps = reader_->snapshotSteps();
+    u.newSnapshotSteps.assign(steps.begin() + std::min<int64_t>(snapshotCount_, int64_t(steps.size())), steps.end());
+    u.latestSnapshot = reader_->snapshot(-1);
+    snapshotCount_ = snapshots;
+    changed = true;
+  }
+  const int64_t curveSets = reader_->curveCount();
+  if (curveSets > curveCount_) {
+    u.latestCurves = reader_->curves(-1);
+    curveCount_ = curveSets;
+    changed = true;
+  }
+  const int64_t logs = reader_->logCount();
+  if (logs > logCount_) {
+    for (const auto& line : reader_->logLines(logCount_)) u.newLogLines << QString::fromStdString(line.text);
+    logCount_ = logs;
+    changed = true;
+  }
+  return changed;
 }
 
 void RunFollower::loadSnapshot(qint64 index) {

@@ -93,6 +93,9 @@ class RunFollower : public QObject {
   bool openIfPossible();
   bool fileLooksChanged();  // size or mtime differ from the last look
   void readUpdate();
+  RunUpdate statusUpdate() const;           // status, and the layout on the first update
+  bool readNewRows(RunUpdate& u);           // scalars and tables past those seen; true if any
+  bool readNewMapsAndLog(RunUpdate& u);     // snapshots, curves and log lines past those seen
 
   QString path_;
   QTimer* timer_ = nullptr;
