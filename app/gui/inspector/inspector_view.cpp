@@ -70,6 +70,7 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   info_->setWordWrap(true);
 
   grid_ = new hh::widgets::HeadGrid;
+  grid_->setEmptyText(tr("Every layer and head of the model, once a text is inspected"));
   large_ = new hh::widgets::HeatmapView;
   large_->setValueLabel(tr("weight"));
   large_->setAxisTitles(tr("key token"), tr("query token"));

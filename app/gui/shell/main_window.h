@@ -152,7 +152,11 @@ class MainWindow : public QMainWindow {
   void onComputed(const ComparisonResult& result);
   void exportFigure();
   void exportWeights();
-  void buildRunControls();
+  void buildRunControls();  // the Run menu and toolbar, the job runners and the run file follower
+  void startRunFollower();
+  QList<QAction*> addStartActions(QMenu* run);
+  void addRankActions(QMenu* run);
+  void addCancelAndPause(QMenu* run);
   // Both runners' runFileStarted and finished.
   void jobRunFileStarted(const QString& path);
   void jobEnded(const QString& status, const QString& message, const QString& runFile, const QString& exportPath);

@@ -40,6 +40,29 @@ const char* const kNoPauseTip = "A conversion on several processes cannot be pau
 void MainWindow::buildRunControls() {
   runner_ = new JobRunner(this);
   processRunner_ = new ProcessJobRunner(this);
+  startRunFollower();
+  // Both runners report the same way.
+  for (JobSignals* jobs : {static_cast<JobSignals*>(runner_), static_cast<JobSignals*>(processRunner_)}) {
+    connect(jobs, &JobSignals::runFileStarted, this, &MainWindow::jobRunFileStarted);
+    connect(jobs, &JobSignals::progress, dashboard_, &DashboardView::setJobProgress);
+    connect(jobs, &JobSignals::finished, this, &MainWindow::jobEnded);
+  }
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  const QList<QAction*> starts = addStartActions(run);
+  run->addSeparator();
+  addRankActions(run);
+  run->addSeparator();
+  addCancelAndPause(run);
+
+  auto* bar = addToolBar(tr("Run"));
+  bar->setObjectName(QStringLiteral("runToolBar"));
+  bar->addActions(starts);
+  bar->addAction(pauseAction_);
+  bar->addAction(cancelAction_);
+}
+
+// The run file follower reads on a thread of its own and feeds the dashboard.
+void MainWindow::startRunFollower() {
   follower_ = new RunFollower;
   followerThread_ = new QThread(this);
   follower_->moveToThread(followerThread_);
@@ -51,15 +74,10 @@ void MainWindow::buildRunControls() {
     showErrorDialog(this, tr("Run file"), message);
   });
   followerThread_->start();
+}
 
-  // Both runners report the same way.
-  for (JobSignals* jobs : {static_cast<JobSignals*>(runner_), static_cast<JobSignals*>(processRunner_)}) {
-    connect(jobs, &JobSignals::runFileStarted, this, &MainWindow::jobRunFileStarted);
-    connect(jobs, &JobSignals::progress, dashboard_, &DashboardView::setJobProgress);
-    connect(jobs, &JobSignals::finished, this, &MainWindow::jobEnded);
-  }
-
-  QMenu* run = menuBar()->addMenu(tr("&Run"));
+// New conversion, convert a project, open a run file (the toolbar's too), open an experiment.
+QList<QAction*> MainWindow::addStartActions(QMenu* run) {
   QAction* newAction = run->addAction(tr("&New conversion\u2026"), this, &MainWindow::newConversion);
   newAction->setShortcut(QKeySequence::New);
   newAction->setToolTip(tr("Edit every setting of a conversion in a form, then start it"));
@@ -74,7 +92,10 @@ void MainWindow::buildRunControls() {
     const QString error = openExperiment(dir);
     if (!error.isEmpty()) showErrorDialog(this, tr("Open an experiment"), error);
   });
-  run->addSeparator();
+  return {newAction, convert, open};
+}
+
+void MainWindow::addRankActions(QMenu* run) {
   QAction* rank = run->addAction(tr("Ran&k layers\u2026"), this, &MainWindow::showRank);
   rank->setToolTip(tr("Rank the model's layers by how hard they are to convert, and choose a per-layer plan"));
   run->addAction(tr("Open a ran&king\u2026"), this, [this] {
@@ -86,13 +107,15 @@ void MainWindow::buildRunControls() {
   });
   connect(rank_, &RankView::convertRequested, this,
           [this] { newConversionWith(rank_->results()->conversionConfig()); });
-  run->addSeparator();
+}
+
+// Cancel, and pause / resume: the menu action and the dashboard's button both toggle the
+// runner; the runner's pausedChanged updates both (the job stops at its next step; cancel still
+// works). Only the in-process runner pauses: a multi-process run leaves the action disabled.
+void MainWindow::addCancelAndPause(QMenu* run) {
   cancelAction_ = run->addAction(tr("C&ancel the job"), this, &MainWindow::cancelJob);
   cancelAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
   cancelAction_->setEnabled(false);
-  // Pause / resume: the menu action and the dashboard's button both toggle the runner; the
-  // runner's pausedChanged updates both (the job stops at its next step; cancel still works).
-  // Only the in-process runner pauses: a multi-process run leaves the action disabled.
   pauseAction_ = run->addAction(tr("&Pause the job"));
   pauseAction_->setObjectName(QStringLiteral("pauseJobAction"));
   pauseAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
@@ -115,14 +138,6 @@ void MainWindow::buildRunControls() {
   processStatus_->setToolTip(tr(kNoPauseTip));
   processStatus_->hide();
   statusBar()->addPermanentWidget(processStatus_);
-
-  auto* bar = addToolBar(tr("Run"));
-  bar->setObjectName(QStringLiteral("runToolBar"));
-  bar->addAction(newAction);
-  bar->addAction(convert);
-  bar->addAction(open);
-  bar->addAction(pauseAction_);
-  bar->addAction(cancelAction_);
 }
 
 void MainWindow::jobRunFileStarted(const QString& path) {
