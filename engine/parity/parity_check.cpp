@@ -95,83 +95,108 @@ double toleranceFor(const std::string& dtype) {
   return 5e-2;
 }
 
+namespace {
+
+// Where the rows go: to the caller as each is made, and into the result.
+struct RowSink {
+  const std::function<void(const ParityRow&)>& onRow;
+  std::vector<ParityRow> rows;
+  void emit(ParityRow row) {
+    if (onRow) onRow(row);
+    rows.push_back(std::move(row));
+  }
+};
+
+// Softmax against its own brute force, causal and not, in every dtype.
+void softmaxRows(const ParityOptions& o, int64_t t, uint64_t& seed, const torch::Device& device, RowSink& sink) {
+  const auto in = makeInputs(o, t, FeatureMapKind::Elu, o.headDim, ++seed);
+  for (const bool causal : {true, false}) {
+    const auto ref = attn::referenceSoftmaxAttention(in.q, in.k, in.v, causal);
+    for (const auto& dt : o.dtypes) {
+      const auto type = dtypeOf(dt);
+      ParityRow row{"softmax", "-", causal, "quadratic", dt, t};
+      compare(row, attn::softmaxAttention(in.q.to(device, type), in.k.to(device, type), in.v.to(device, type), causal), ref);
+      sink.emit(row);
+    }
+  }
+}
+
+// One feature map under one rule: every form (and the layer, and the weights where there is a
+// reference) in every dtype, the whole pipeline in that dtype (inputs -> features -> form), against
+// the fp64 reference on the CPU's features `fq64`, `fk64`.
+void ruleRows(const ParityOptions& o, attn::FeatureMap& fm, const Inputs& in, const torch::Tensor& fq64,
+              const torch::Tensor& fk64, FeatureMapKind kind, const attn::RuleOptions& ro, int64_t t,
+              const torch::Device& device, RowSink& sink) {
+  const auto ref = attn::referenceLinearAttention(fq64, fk64, in.v, in.gates, ro);
+  const bool hasRefWeights = ro.rule == UpdateRule::Additive || ro.rule == UpdateRule::Gated;
+  const auto refWeights = hasRefWeights ? attn::referenceLinearWeights(fq64, fk64, in.gates, ro) : torch::Tensor();
+  const std::string map = attn::toString(kind), rule = attn::toString(ro.rule);
+  for (const auto& dt : o.dtypes) {
+    const auto type = dtypeOf(dt);
+    const auto q = in.q.to(device, type), k = in.k.to(device, type);
+    const auto fq = fm->forward(q), fk = fm->forward(k);
+    const auto v = in.v.to(device, type);
+    const auto gates = castGates(in.gates, device, type);
+    std::vector<attn::AttentionForm> forms = {attn::AttentionForm::Quadratic, attn::AttentionForm::Chunked};
+    if (ro.causal) forms.push_back(attn::AttentionForm::Recurrent);
+    for (const auto form : forms) {
+      ParityRow row{map, rule, ro.causal, attn::toString(form), dt, t};
+      compare(row, attn::linearAttention(form, fq, fk, v, gates, ro), ref);
+      sink.emit(row);
+    }
+    if (kind == FeatureMapKind::Hedgehog && ro.rule == UpdateRule::Additive && ro.causal && type != torch::kDouble) {
+      ParityRow row{map, rule, ro.causal, "layer", dt, t};
+      compare(row, layerForward(fm, o.chunkSize, q, k, v), ref);
+      sink.emit(row);
+    }
+    if (hasRefWeights) {
+      ParityRow row{map, rule, ro.causal, "weights", dt, t};
+      compare(row, attn::linearWeights(fq, fk, gates, ro), refWeights);
+      sink.emit(row);
+    }
+  }
+}
+
+// One feature map (its trainable weights random) under every rule the engine takes with it.
+void featureMapRows(const ParityOptions& o, FeatureMapKind kind, int64_t t, uint64_t& seed, const torch::Device& device,
+                    RowSink& sink) {
+  attn::FeatureMapConfig fc;
+  fc.kind = kind;
+  fc.heads = o.heads;
+  fc.headDim = o.headDim;
+  fc.expT = 2.0;
+  fc.cosformerMaxLength = 256;
+  fc.seed = seed;
+  attn::FeatureMap fm(fc);
+  randomizeTrainable(fm, ++seed);
+  const auto in = makeInputs(o, t, kind, fm->featureDim(), ++seed);
+  const auto fq64 = fm->forward(in.q), fk64 = fm->forward(in.k);  // the reference's, on the CPU
+  fm->to(device);
+  for (const auto rule : o.rules) {
+    if (rule == UpdateRule::DeltaMao && !attn::hasNonNegativeFeatures(kind)) continue;  // refused by the engine
+    for (const bool causal : {true, false}) {
+      if (!causal && rule != UpdateRule::Additive) continue;
+      attn::RuleOptions ro;
+      ro.rule = rule;
+      ro.causal = causal;
+      ro.chunkSize = o.chunkSize;
+      ruleRows(o, fm, in, fq64, fk64, kind, ro, t, device, sink);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<ParityRow> runParity(const ParityOptions& o, const std::function<void(const ParityRow&)>& onRow) {
   at::NoGradGuard noGrad;
   const torch::Device device(o.device);
-  std::vector<ParityRow> rows;
-  auto emit = [&](ParityRow row) {
-    if (onRow) onRow(row);
-    rows.push_back(std::move(row));
-  };
+  RowSink sink{onRow, {}};
   uint64_t seed = o.seed;
   for (const int64_t t : o.lengths) {
-    // Softmax against its own brute force.
-    {
-      const auto in = makeInputs(o, t, FeatureMapKind::Elu, o.headDim, ++seed);
-      for (const bool causal : {true, false}) {
-        const auto ref = attn::referenceSoftmaxAttention(in.q, in.k, in.v, causal);
-        for (const auto& dt : o.dtypes) {
-          const auto type = dtypeOf(dt);
-          ParityRow row{"softmax", "-", causal, "quadratic", dt, t};
-          compare(row, attn::softmaxAttention(in.q.to(device, type), in.k.to(device, type), in.v.to(device, type), causal), ref);
-          emit(row);
-        }
-      }
-    }
-    for (const auto kind : o.featureMaps) {
-      attn::FeatureMapConfig fc;
-      fc.kind = kind;
-      fc.heads = o.heads;
-      fc.headDim = o.headDim;
-      fc.expT = 2.0;
-      fc.cosformerMaxLength = 256;
-      fc.seed = seed;
-      attn::FeatureMap fm(fc);
-      randomizeTrainable(fm, ++seed);
-      const auto in = makeInputs(o, t, kind, fm->featureDim(), ++seed);
-      const auto fq64 = fm->forward(in.q), fk64 = fm->forward(in.k);  // the reference's, on the CPU
-      fm->to(device);
-      for (const auto rule : o.rules) {
-        if (rule == UpdateRule::DeltaMao && !attn::hasNonNegativeFeatures(kind)) continue;  // refused by the engine
-        for (const bool causal : {true, false}) {
-          if (!causal && rule != UpdateRule::Additive) continue;
-          attn::RuleOptions ro;
-          ro.rule = rule;
-          ro.causal = causal;
-          ro.chunkSize = o.chunkSize;
-          const auto ref = attn::referenceLinearAttention(fq64, fk64, in.v, in.gates, ro);
-          const bool hasRefWeights = rule == UpdateRule::Additive || rule == UpdateRule::Gated;
-          const auto refWeights = hasRefWeights ? attn::referenceLinearWeights(fq64, fk64, in.gates, ro) : torch::Tensor();
-          for (const auto& dt : o.dtypes) {
-            const auto type = dtypeOf(dt);
-            // The whole pipeline in this dtype: inputs -> features -> form.
-            const auto q = in.q.to(device, type), k = in.k.to(device, type);
-            const auto fq = fm->forward(q), fk = fm->forward(k);
-            const auto v = in.v.to(device, type);
-            const auto gates = castGates(in.gates, device, type);
-            std::vector<attn::AttentionForm> forms = {attn::AttentionForm::Quadratic, attn::AttentionForm::Chunked};
-            if (causal) forms.push_back(attn::AttentionForm::Recurrent);
-            for (const auto form : forms) {
-              ParityRow row{attn::toString(kind), attn::toString(rule), causal, attn::toString(form), dt, t};
-              compare(row, attn::linearAttention(form, fq, fk, v, gates, ro), ref);
-              emit(row);
-            }
-            if (kind == FeatureMapKind::Hedgehog && rule == UpdateRule::Additive && causal && type != torch::kDouble) {
-              ParityRow row{attn::toString(kind), attn::toString(rule), causal, "layer", dt, t};
-              compare(row, layerForward(fm, o.chunkSize, q, k, v), ref);
-              emit(row);
-            }
-            if (hasRefWeights) {
-              ParityRow row{attn::toString(kind), attn::toString(rule), causal, "weights", dt, t};
-              compare(row, attn::linearWeights(fq, fk, gates, ro), refWeights);
-              emit(row);
-            }
-          }
-        }
-      }
-    }
+    softmaxRows(o, t, seed, device, sink);
+    for (const auto kind : o.featureMaps) featureMapRows(o, kind, t, seed, device, sink);
   }
-  return rows;
+  return std::move(sink.rows);
 }
 
 }  // namespace hh::parity
