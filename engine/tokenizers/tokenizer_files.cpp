@@ -168,83 +168,110 @@ std::optional<json> configValue(const std::string& dir, const char* key) {
   return *v;
 }
 
-void applyConfig(Tokenizer& tok, const std::string& dir, const std::string& modelUnk, bool addConfigTokens) {
-  static const std::vector<std::pair<const char*, int64_t SpecialTokenIds::*>> kRoles = {
-      {"bos_token", &SpecialTokenIds::bos}, {"eos_token", &SpecialTokenIds::eos}, {"pad_token", &SpecialTokenIds::pad},
-      {"unk_token", &SpecialTokenIds::unk}, {"cls_token", &SpecialTokenIds::cls}, {"sep_token", &SpecialTokenIds::sep},
-      {"mask_token", &SpecialTokenIds::mask}};
+namespace {
+
+using RoleMember = int64_t SpecialTokenIds::*;
+
+// special_tokens_map.json, then tokenizer_config.json, where the folder has them.
+std::vector<std::pair<std::string, json>> readTokenizerConfigs(const std::string& dir) {
   std::vector<std::pair<std::string, json>> configs;
   for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
     const std::string path = join(dir, name);
-    if (!dir.empty() && exists(path)) {
-      json j = readJson(path);
-      if (!j.is_object()) throw io::FormatError(path + ": expected a JSON object");
-      configs.emplace_back(path, std::move(j));
+    if (dir.empty() || !exists(path)) continue;
+    json j = readJson(path);
+    if (!j.is_object()) throw io::FormatError(path + ": expected a JSON object");
+    configs.emplace_back(path, std::move(j));
+  }
+  return configs;
+}
+
+// One entry of added_tokens_decoder: "<id>": {"content": ..., "special": ..., ...}.
+AddedToken addedTokenOf(const std::string& key, const json& entry, const std::string& where) {
+  AddedToken t;
+  try {
+    size_t used = 0;
+    t.id = std::stoll(key, &used);
+    if (used != key.size() || t.id < 0) throw std::invalid_argument(key);
+  } catch (const std::exception&) {
+    throw io::FormatError(where + ": the key is not a token id");
+  }
+  t.content = stringAt(entry, "content", where, "");
+  t.special = boolAt(entry, "special", where, true);
+  t.lstrip = boolAt(entry, "lstrip", where, false);
+  t.rstrip = boolAt(entry, "rstrip", where, false);
+  t.singleWord = boolAt(entry, "single_word", where, false);
+  return t;
+}
+
+bool hasContent(const std::vector<AddedToken>& added, const std::string& content) {
+  for (const auto& t : added)
+    if (t.content == content) return true;
+  return false;
+}
+
+// The roles a config names (bos_token, eos_token, ...) with their tokens' text.
+void readRoleTokens(const json& config, const std::string& path, std::vector<std::pair<RoleMember, std::string>>& out) {
+  static const std::vector<std::pair<const char*, RoleMember>> kRoles = {
+      {"bos_token", &SpecialTokenIds::bos}, {"eos_token", &SpecialTokenIds::eos}, {"pad_token", &SpecialTokenIds::pad},
+      {"unk_token", &SpecialTokenIds::unk}, {"cls_token", &SpecialTokenIds::cls}, {"sep_token", &SpecialTokenIds::sep},
+      {"mask_token", &SpecialTokenIds::mask}};
+  for (const auto& [key, member] : kRoles) {
+    const json* v = find(config, key);
+    if (!v) continue;
+    const json* content = v->is_object() ? find(*v, "content") : v;
+    if (!content || !content->is_string()) {
+      throw io::FormatError(path + ": " + key + ": expected a string or {\"content\": string}");
+    }
+    out.emplace_back(member, content->get<std::string>());
+  }
+}
+
+// Without any config: the special tokens by the names models commonly give them.
+SpecialTokenIds specialIdsByName(const Tokenizer& tok) {
+  const std::vector<std::pair<RoleMember, std::vector<const char*>>> kNames = {
+      {&SpecialTokenIds::bos, {"<s>", "<|begin_of_text|>", "<|endoftext|>"}},
+      {&SpecialTokenIds::eos, {"</s>", "<|end_of_text|>", "<|endoftext|>"}},
+      {&SpecialTokenIds::unk, {"<unk>", "[UNK]", "<|endoftext|>"}},
+      {&SpecialTokenIds::pad, {"<pad>", "[PAD]"}},
+      {&SpecialTokenIds::cls, {"[CLS]"}},
+      {&SpecialTokenIds::sep, {"[SEP]"}},
+      {&SpecialTokenIds::mask, {"[MASK]", "<mask>"}}};
+  SpecialTokenIds ids;
+  for (const auto& [member, names] : kNames) {
+    for (const char* name : names) {
+      if ((ids.*member = tok.tokenToId(name)) >= 0) break;
     }
   }
+  return ids;
+}
+
+}  // namespace
+
+void applyConfig(Tokenizer& tok, const std::string& dir, const std::string& modelUnk, bool addConfigTokens) {
+  const auto configs = readTokenizerConfigs(dir);
   std::vector<AddedToken> added = tok.addedTokens();
-  auto isAdded = [&](const std::string& content) {
-    for (const auto& t : added) if (t.content == content) return true;
-    return false;
-  };
-  std::vector<std::pair<int64_t SpecialTokenIds::*, std::string>> roleTokens;
+  std::vector<std::pair<RoleMember, std::string>> roleTokens;
   for (const auto& [path, config] : configs) {
     if (const json* decoder = find(config, "added_tokens_decoder"); decoder && addConfigTokens) {
       if (!decoder->is_object()) throw io::FormatError(path + ": added_tokens_decoder: expected an object");
       for (const auto& [key, entry] : decoder->items()) {
-        const std::string where = path + ": added_tokens_decoder." + key;
-        AddedToken t;
-        try {
-          size_t used = 0;
-          t.id = std::stoll(key, &used);
-          if (used != key.size() || t.id < 0) throw std::invalid_argument(key);
-        } catch (const std::exception&) {
-          throw io::FormatError(where + ": the key is not a token id");
-        }
-        t.content = stringAt(entry, "content", where, "");
-        t.special = boolAt(entry, "special", where, true);
-        t.lstrip = boolAt(entry, "lstrip", where, false);
-        t.rstrip = boolAt(entry, "rstrip", where, false);
-        t.singleWord = boolAt(entry, "single_word", where, false);
-        if (!t.content.empty() && !isAdded(t.content)) added.push_back(t);
+        const AddedToken t = addedTokenOf(key, entry, path + ": added_tokens_decoder." + key);
+        if (!t.content.empty() && !hasContent(added, t.content)) added.push_back(t);
       }
     }
-    for (const auto& [key, member] : kRoles) {
-      const json* v = find(config, key);
-      if (!v) continue;
-      const json* content = v->is_object() ? find(*v, "content") : v;
-      if (!content || !content->is_string()) {
-        throw io::FormatError(path + ": " + key + ": expected a string or {\"content\": string}");
-      }
-      roleTokens.emplace_back(member, content->get<std::string>());
-    }
+    readRoleTokens(config, path, roleTokens);
   }
   if (addConfigTokens) {
     for (const auto& [member, content] : roleTokens) {
       const int64_t id = tok.tokenToId(content);
-      if (id >= 0 && !isAdded(content)) added.push_back({content, id, true, false, false, false});
+      if (id >= 0 && !hasContent(added, content)) added.push_back({content, id, true, false, false, false});
     }
   }
   tok.setAddedTokens(std::move(added));
 
   SpecialTokenIds ids;
-  if (!configs.empty()) {
-    for (const auto& [member, content] : roleTokens) ids.*member = tok.tokenToId(content);
-  } else {
-    const std::vector<std::pair<int64_t SpecialTokenIds::*, std::vector<const char*>>> kNames = {
-        {&SpecialTokenIds::bos, {"<s>", "<|begin_of_text|>", "<|endoftext|>"}},
-        {&SpecialTokenIds::eos, {"</s>", "<|end_of_text|>", "<|endoftext|>"}},
-        {&SpecialTokenIds::unk, {"<unk>", "[UNK]", "<|endoftext|>"}},
-        {&SpecialTokenIds::pad, {"<pad>", "[PAD]"}},
-        {&SpecialTokenIds::cls, {"[CLS]"}},
-        {&SpecialTokenIds::sep, {"[SEP]"}},
-        {&SpecialTokenIds::mask, {"[MASK]", "<mask>"}}};
-    for (const auto& [member, names] : kNames) {
-      for (const char* name : names) {
-        if ((ids.*member = tok.tokenToId(name)) >= 0) break;
-      }
-    }
-  }
+  if (configs.empty()) ids = specialIdsByName(tok);
+  for (const auto& [member, content] : roleTokens) ids.*member = tok.tokenToId(content);
   if (ids.unk < 0 && !modelUnk.empty()) ids.unk = tok.tokenToId(modelUnk);
   tok.setSpecialTokens(ids);
 }
