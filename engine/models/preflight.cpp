@@ -82,6 +82,77 @@ bool PreflightReport::ready() const {
   return configOk && weightsOk;
 }
 
+namespace {
+
+// The config's shape into the report, with what it means for the conversion.
+void describeConfig(const ModelConfig& config, PreflightReport& r) {
+  r.architecture = toString(config.architecture);
+  r.modelType = config.modelType;
+  r.head = toString(config.head);
+  r.positional = toString(config.positions);
+  r.activation = config.activation;
+  r.causal = config.causal;
+  r.tiedHead = config.tieWordEmbeddings;
+  r.layers = config.layers;
+  r.heads = config.heads;
+  r.kvHeads = config.kvHeads;
+  r.headDim = config.headDim;
+  r.hiddenSize = config.hiddenSize;
+  r.intermediateSize = config.intermediateSize;
+  r.maxPositions = config.maxPositions;
+  r.configVocab = config.vocabSize;
+  r.normEps = config.normEps;
+  r.ropeTheta = config.positions == PositionalScheme::Rotary ? config.ropeTheta : 0.0;
+  r.parameters = expectedParameterCount(config);
+  r.convertedLayers = config.plan.linearLayerCount();
+  if (config.headDim % 8 != 0)
+    r.findings.push_back({Severity::Warning, "head_dim " + std::to_string(config.headDim) +
+                                                 " is not a multiple of 8: the fused CPU kernel is not used"});
+  if (!config.causal)
+    r.findings.push_back({Severity::Info, "bidirectional attention: only the additive rule applies; no recurrent generation"});
+}
+
+// The weights file: its dtype, tensors and shards, and (with a config) every tensor's shape.
+void checkWeightsFile(const std::string& folder, const ModelConfig* config, PreflightReport& r) {
+  try {
+    auto source = WeightSource::open(folder);
+    r.weightsFile = source.path();
+    r.dtype = source.dominantDtype();
+    r.tensorsInFile = static_cast<int64_t>(source.names().size());
+    r.shards = static_cast<int64_t>(io::ShardedSafetensors::open(source.path()).shardCount());
+    if (config) checkWeights(*config, source, r);
+    if (r.dtype == "F16" || r.dtype == "BF16")
+      r.findings.push_back({Severity::Info, r.dtype + " weights are converted on load to the precision the job computes "
+                                                      "in (float32 unless its dtype says bfloat16)"});
+  } catch (const std::exception& e) {
+    r.findings.push_back({Severity::Blocker, e.what()});
+  }
+}
+
+// The tokenizer, and whether its ids fit the embedding.
+void checkTokenizer(const std::string& folder, PreflightReport& r) {
+  try {
+    auto tokenizer = tok::loadTokenizer(folder);
+    r.tokenizerOk = true;
+    r.tokenizerKind = tokenizer->kind();
+    r.tokenizerVocab = tokenizer->vocabSize();
+  } catch (const std::exception& e) {
+    r.findings.push_back({Severity::Warning, std::string("no usable tokenizer: ") + e.what() +
+                                                 " (text data cannot be tokenized for this model)"});
+  }
+  if (!r.tokenizerOk || !r.configOk) return;
+  const int64_t rows = r.embeddingRows > 0 ? r.embeddingRows : r.configVocab;
+  if (r.tokenizerVocab > rows)
+    r.findings.push_back({Severity::Blocker, "the tokenizer has " + std::to_string(r.tokenizerVocab) +
+                                                 " tokens but the embedding has " + std::to_string(rows) +
+                                                 " rows: some token ids would be out of range"});
+  else if (r.tokenizerVocab < rows)
+    r.findings.push_back({Severity::Info, "embedding has " + std::to_string(rows - r.tokenizerVocab) +
+                                              " more rows than the tokenizer has tokens (padding rows; fine)"});
+}
+
+}  // namespace
+
 PreflightReport preflight(const std::string& folder) {
   PreflightReport r;
   r.folder = folder;
@@ -97,63 +168,9 @@ PreflightReport preflight(const std::string& folder) {
   } catch (const std::exception& e) {
     r.findings.push_back({Severity::Blocker, e.what()});
   }
-  if (r.configOk) {
-    r.architecture = toString(config.architecture);
-    r.modelType = config.modelType;
-    r.head = toString(config.head);
-    r.positional = toString(config.positions);
-    r.activation = config.activation;
-    r.causal = config.causal;
-    r.tiedHead = config.tieWordEmbeddings;
-    r.layers = config.layers;
-    r.heads = config.heads;
-    r.kvHeads = config.kvHeads;
-    r.headDim = config.headDim;
-    r.hiddenSize = config.hiddenSize;
-    r.intermediateSize = config.intermediateSize;
-    r.maxPositions = config.maxPositions;
-    r.configVocab = config.vocabSize;
-    r.normEps = config.normEps;
-    r.ropeTheta = config.positions == PositionalScheme::Rotary ? config.ropeTheta : 0.0;
-    r.parameters = expectedParameterCount(config);
-    r.convertedLayers = config.plan.linearLayerCount();
-    if (config.headDim % 8 != 0)
-      r.findings.push_back({Severity::Warning, "head_dim " + std::to_string(config.headDim) +
-                                                   " is not a multiple of 8: the fused CPU kernel is not used"});
-    if (!config.causal)
-      r.findings.push_back({Severity::Info, "bidirectional attention: only the additive rule applies; no recurrent generation"});
-  }
-  try {
-    auto source = WeightSource::open(folder);
-    r.weightsFile = source.path();
-    r.dtype = source.dominantDtype();
-    r.tensorsInFile = static_cast<int64_t>(source.names().size());
-    r.shards = static_cast<int64_t>(io::ShardedSafetensors::open(source.path()).shardCount());
-    if (r.configOk) checkWeights(config, source, r);
-    if (r.dtype == "F16" || r.dtype == "BF16")
-      r.findings.push_back({Severity::Info, r.dtype + " weights are converted to F32 on load (CPU)"});
-  } catch (const std::exception& e) {
-    r.findings.push_back({Severity::Blocker, e.what()});
-  }
-  try {
-    auto tokenizer = tok::loadTokenizer(folder);
-    r.tokenizerOk = true;
-    r.tokenizerKind = tokenizer->kind();
-    r.tokenizerVocab = tokenizer->vocabSize();
-  } catch (const std::exception& e) {
-    r.findings.push_back({Severity::Warning, std::string("no usable tokenizer: ") + e.what() +
-                                                 " (text data cannot be tokenized for this model)"});
-  }
-  if (r.tokenizerOk && r.configOk) {
-    const int64_t rows = r.embeddingRows > 0 ? r.embeddingRows : r.configVocab;
-    if (r.tokenizerVocab > rows)
-      r.findings.push_back({Severity::Blocker, "the tokenizer has " + std::to_string(r.tokenizerVocab) +
-                                                   " tokens but the embedding has " + std::to_string(rows) +
-                                                   " rows: some token ids would be out of range"});
-    else if (r.tokenizerVocab < rows)
-      r.findings.push_back({Severity::Info, "embedding has " + std::to_string(rows - r.tokenizerVocab) +
-                                                " more rows than the tokenizer has tokens (padding rows; fine)"});
-  }
+  if (r.configOk) describeConfig(config, r);
+  checkWeightsFile(folder, r.configOk ? &config : nullptr, r);
+  checkTokenizer(folder, r);
   return r;
 }
 
