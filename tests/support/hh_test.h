@@ -38,6 +38,10 @@ bool registerSuite(const char* name, SuiteRunner runner);
         Cls suite;                                                               \
         return QTest::qExec(&suite, argc, argv);                                 \
       });
+// After a helper function that checks (QVERIFY/QCOMPARE return from the helper on failure):
+// leave the test function too.
+#define HH_RETURN_IF_FAILED() \
+  do { if (QTest::currentTestFailed()) return; } while (0)
 
 #else  // minimal stand-in for Qt Test
 #include <cmath>
@@ -90,6 +94,7 @@ class QObject {};
 #define QFAIL(msg) throw ::hh::test::Failure(HH_TEST_LOCATION + std::string(msg))
 #define QSKIP(msg) throw ::hh::test::Skipped(std::string(msg))
 #define QEXPECT_FAIL(...)
+#define HH_RETURN_IF_FAILED() do { } while (0)  // a failed check has thrown already
 #define qInfo(...) (std::printf("QINFO  : "), std::printf(__VA_ARGS__), std::printf("\n"))
 #define HH_TEST_SUITE(Cls, name, ...)                                                     \
   bool Cls::hhRegisterSuite() {                                                           \

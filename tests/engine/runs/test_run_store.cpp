@@ -32,33 +32,36 @@ class TestRunStore : public QObject {
   void largeConfigAndLongText();
 };
 
-void TestRunStore::roundTripEveryKind() {
-  ScratchDir tmp;
-  const std::string path = tmp.file("run.h5");
-  const RunHeader header = sampleHeader("rt-42");
-  const int steps = 25;
-  {
-    RunWriter w = RunWriter::create(path, header);
-    QCOMPARE(w.status(), RunStatus::Running);
-    for (int s = 0; s < steps; ++s) {
-      w.appendScalars(s, {{"loss", lossAt(s)}, {"lr", lrAt(s)}});
-      if (s % 5 == 4) w.appendScalar(s, "val_loss", lossAt(s) + 0.5);
-      for (int t = 0; t < 4; ++t) w.appendTable(s, header.layout.tables[t].name, tableAt(s, t));
-      if (s % 10 == 0) {
-        w.appendSnapshot(s, mapsAt(s, 2, kTokens, 0), s == 0 ? std::vector<float>{} : mapsAt(s, 2, kTokens, 1));
-        w.appendCurves(s, curvesAt(s));
-        w.appendWeights(s, {{"fm.weight", weightAt(s, 48)}, {"fm.bias", weightAt(s, 12)}});
-        w.log("step " + std::to_string(s), s);
-      }
+namespace {
+
+constexpr int kRoundTripSteps = 25;
+
+// Every kind of row a run holds, over 25 steps, then the final path and the status.
+void writeEveryKind(const std::string& path, const RunHeader& header, const std::string& exportPath) {
+  const int steps = kRoundTripSteps;
+  RunWriter w = RunWriter::create(path, header);
+  QCOMPARE(w.status(), RunStatus::Running);
+  for (int s = 0; s < steps; ++s) {
+    w.appendScalars(s, {{"loss", lossAt(s)}, {"lr", lrAt(s)}});
+    if (s % 5 == 4) w.appendScalar(s, "val_loss", lossAt(s) + 0.5);
+    for (int t = 0; t < 4; ++t) w.appendTable(s, header.layout.tables[t].name, tableAt(s, t));
+    if (s % 10 == 0) {
+      w.appendSnapshot(s, mapsAt(s, 2, kTokens, 0), s == 0 ? std::vector<float>{} : mapsAt(s, 2, kTokens, 1));
+      w.appendCurves(s, curvesAt(s));
+      w.appendWeights(s, {{"fm.weight", weightAt(s, 48)}, {"fm.bias", weightAt(s, 12)}});
+      w.log("step " + std::to_string(s), s);
     }
-    w.appendWeights(99, {{"fm.bias", weightAt(99, 12)}});  // a subset is fine
-    w.log("no step");
-    w.setFinal(tmp.file("export-folder"), steps - 1);
-    w.setStatus(RunStatus::Completed, "finished in 25 steps");
-    w.close();
-    QVERIFY(!w.isOpen());
   }
-  RunReader r = RunReader::open(path);
+  w.appendWeights(99, {{"fm.bias", weightAt(99, 12)}});  // a subset is fine
+  w.log("no step");
+  w.setFinal(exportPath, steps - 1);
+  w.setStatus(RunStatus::Completed, "finished in 25 steps");
+  w.close();
+  QVERIFY(!w.isOpen());
+}
+
+// The header and the layout as found in the file, in declaration order.
+void checkHeaderAndLayout(RunReader& r, const RunHeader& header) {
   QVERIFY(r.live());
   QCOMPARE(r.schemaVersion(), kSchemaVersion);
   const RunHeader& h = r.header();
@@ -70,7 +73,6 @@ void TestRunStore::roundTripEveryKind() {
   QVERIFY(h.startTime.size() == 20 && h.startTime.back() == 'Z');
   QVERIFY(std::abs(h.startTimeUnix - unixNow()) < 60.0);
 
-  // Layout as found in the file, in declaration order.
   const RunLayout& l = h.layout;
   QCOMPARE(l.scalars.size(), size_t(3));
   QCOMPARE(l.scalars[0].name, std::string("loss"));
@@ -90,6 +92,10 @@ void TestRunStore::roundTripEveryKind() {
   QCOMPARE(l.weights[0].name, std::string("fm.weight"));
   QVERIFY(l.weights[0].shape == (std::vector<int64_t>{3, 4, 4}));
 
+}
+
+void checkScalarsAndTables(RunReader& r, const RunHeader& header) {
+  const int steps = kRoundTripSteps;
   // Scalars: exact doubles, steps, times in order.
   const ScalarSeries loss = r.scalars("loss");
   QCOMPARE(loss.values.size(), size_t(steps));
@@ -115,6 +121,9 @@ void TestRunStore::roundTripEveryKind() {
     QCOMPARE(table.values.size(), size_t(steps * kLayers * kHeads));
   }
 
+}
+
+void checkMapsAndWeights(RunReader& r) {
   // Snapshots [P, S, S]; the first had no linear maps (NaN).
   QCOMPARE(r.snapshotCount(), int64_t(3));
   QVERIFY(r.snapshotSteps() == (std::vector<int64_t>{0, 10, 20}));
@@ -147,6 +156,10 @@ void TestRunStore::roundTripEveryKind() {
   QVERIFY(wt.values == weightAt(20, 48));
   QVERIFY(r.weights("fm.bias", -1).values == weightAt(99, 12));
 
+}
+
+void checkLogStatusAndErrors(RunReader& r, const std::string& exportPath) {
+  const int steps = kRoundTripSteps;
   // Log, export, status.
   const auto lines = r.logLines();
   QCOMPARE(lines.size(), size_t(4));
@@ -154,7 +167,7 @@ void TestRunStore::roundTripEveryKind() {
   QCOMPARE(lines[1].step, int64_t(10));
   QCOMPARE(lines[3].step, int64_t(-1));
   QCOMPARE(r.logLines(3).size(), size_t(1));
-  QCOMPARE(r.exportPath(), tmp.file("export-folder"));
+  QCOMPARE(r.exportPath(), exportPath);
   QCOMPARE(r.exports().back().step, int64_t(steps - 1));
   QCOMPARE(r.status(), RunStatus::Completed);
   QCOMPARE(r.statusMessage(), std::string("finished in 25 steps"));
@@ -163,11 +176,30 @@ void TestRunStore::roundTripEveryKind() {
   QVERIFY(!r.interrupted());
   QVERIFY(!r.refresh());  // nothing new
 
+
   // Unknown names and indices.
   QVERIFY_THROWS(std::invalid_argument, r.scalars("nope"), "nope");
   QVERIFY_THROWS(std::invalid_argument, r.table("nope"), "nope");
   QVERIFY_THROWS(std::out_of_range, r.snapshot(3), "snapshot");
   QVERIFY_THROWS(std::out_of_range, r.curves(-4), "curve");
+}
+
+}  // namespace
+
+void TestRunStore::roundTripEveryKind() {
+  ScratchDir tmp;
+  const std::string path = tmp.file("run.h5");
+  const RunHeader header = sampleHeader("rt-42");
+  writeEveryKind(path, header, tmp.file("export-folder"));
+  HH_RETURN_IF_FAILED();
+  RunReader r = RunReader::open(path);
+  checkHeaderAndLayout(r, header);
+  HH_RETURN_IF_FAILED();
+  checkScalarsAndTables(r, header);
+  HH_RETURN_IF_FAILED();
+  checkMapsAndWeights(r);
+  HH_RETURN_IF_FAILED();
+  checkLogStatusAndErrors(r, tmp.file("export-folder"));
 }
 
 void TestRunStore::snapshotPooling() {
