@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "widgets/plot_note.h"
+
 namespace hh::widgets {
 namespace {
 
@@ -200,15 +202,7 @@ void CurvePlot::setLegendVisible(bool visible) {
 }
 
 void CurvePlot::setEmptyText(const QString& text) {
-  if (!emptyText_) {
-    emptyText_ = new QCPItemText(plot_);
-    emptyText_->position->setType(QCPItemPosition::ptAxisRectRatio);
-    emptyText_->position->setCoords(0.5, 0.5);
-    emptyText_->setPositionAlignment(Qt::AlignCenter);
-    emptyText_->setTextAlignment(Qt::AlignCenter);
-    emptyText_->setColor(QColor(0x5f, 0x66, 0x70));
-    emptyText_->setClipToAxisRect(true);
-  }
+  if (!emptyText_) emptyText_ = addCentredNote(plot_);
   emptyTextValue_ = text;
   emptyText_->setText(text);
   scheduleReplot();

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "widgets/colormap.h"
+#include "widgets/plot_note.h"
 #include "widgets/token_axis_ticker.h"
 
 namespace hh::widgets {
@@ -247,15 +248,7 @@ void HeatmapView::setColorScaleVisible(bool visible) {
 }
 
 void HeatmapView::setEmptyText(const QString& text) {
-  if (!emptyText_) {
-    emptyText_ = new QCPItemText(plot_);
-    emptyText_->position->setType(QCPItemPosition::ptAxisRectRatio);
-    emptyText_->position->setCoords(0.5, 0.5);
-    emptyText_->setPositionAlignment(Qt::AlignCenter);
-    emptyText_->setTextAlignment(Qt::AlignCenter);
-    emptyText_->setColor(QColor(0x5f, 0x66, 0x70));
-    emptyText_->setClipToAxisRect(true);
-  }
+  if (!emptyText_) emptyText_ = addCentredNote(plot_);
   emptyTextValue_ = text;
   emptyText_->setText(text);
   updateEmptyState();
