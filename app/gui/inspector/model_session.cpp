@@ -210,6 +210,46 @@ InspectResult ModelSession::recallProbe(const QString& text, const QString& task
   }
 }
 
+namespace {
+
+// Every layer's q, k on the teacher's activations, as distillation sees them (no weights kept).
+models::ModelOutput captureQueriesKeys(models::TransformerModel& model, const std::vector<int64_t>& ids) {
+  models::CaptureRequest capture;
+  capture.queriesKeys = true;  // weights are recomputed per head: [H, T, T] per layer at most
+  capture.softmaxWeights = false;
+  capture.linearWeights = false;
+  models::ForwardOptions options;
+  options.capture = &capture;
+  options.teacher = true;  // every layer sees the teacher's activations, as distillation does
+  options.computeLogits = false;
+  const auto idTensor = torch::tensor(ids, torch::kLong).unsqueeze(0).to(jobs::deviceOf(model));  // [1, T]
+  return model.forward(idTensor, options);
+}
+
+// One layer's thumbnails and measures into `result`, one head at a time: one [T, T] softmax map
+// alive, not the layer's H (48 MB at T = 1024, H = 12), the allocator reusing one block.
+void measureLayer(models::TransformerModel& model, const models::LayerCapture& c, const torch::Tensor& valid,
+                  const torch::Tensor& empty, InspectResult& result) {
+  const int l = int(c.layer), H = result.heads;
+  torch::Tensor a;  // [1, H, T, T], the linear weights of a converted layer
+  if (auto linear = model.linearAttention(l)) {
+    result.converted = true;
+    try {
+      a = linear->weights(c.queries, c.keys);
+    } catch (const std::exception&) {
+      // Rules whose weights need the layer input (gated, delta, decay): no KL for this layer.
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    const auto qh = c.queries.narrow(1, h, 1), kh = c.keys.narrow(1, h, 1);  // [1, 1, T, D]
+    const auto p = attn::softmaxWeights(qh, kh, model.config().causal);    // [1, 1, T, T]
+    result.thumbnails[size_t(l * H + h)] = thumbnail(p[0][0], empty);
+    result.measures.measureHeads(l, h, p, a.defined() ? a.narrow(1, h, 1) : a, torch::Tensor(), valid);
+  }
+}
+
+}  // namespace
+
 InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResult result, int thumbSize) {
   QElapsedTimer timer;
   timer.start();
@@ -226,22 +266,11 @@ InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResul
     if (ids.empty()) throw std::runtime_error("the text has no tokens");
     const int64_t t = int64_t(ids.size());
     const int L = int(config.layers), H = int(config.heads);
-
-    models::CaptureRequest capture;
-    capture.queriesKeys = true;  // weights are recomputed per head below: [H, T, T] per layer at most
-    capture.softmaxWeights = false;
-    capture.linearWeights = false;
-    models::ForwardOptions options;
-    options.capture = &capture;
-    options.teacher = true;  // every layer sees the teacher's activations, as distillation does
-    options.computeLogits = false;
-    const auto idTensor = torch::tensor(ids, torch::kLong).unsqueeze(0).to(jobs::deviceOf(*state_->model));  // [1, T]
-    const auto out = st.model->forward(idTensor, options);
+    const auto out = captureQueriesKeys(*st.model, ids);
     result.forwardMilliseconds = double(timer.nsecsElapsed()) / 1e6;
 
     st.queries.assign(size_t(L), {});
     st.keys.assign(size_t(L), {});
-    st.tokens.clear();
     for (int64_t id : ids) st.tokens << tokenLabel(*st.tokenizer, id);
     result.tokens = st.tokens;
     result.layers = L;
@@ -253,26 +282,9 @@ InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResul
     const auto valid = attn::validPairs(t, t, config.causal);  // [1, 1, T, T]
     const auto empty = emptyBlocks(valid, result.thumbSize);
     for (const auto& c : out.captures) {
-      const int l = int(c.layer);
-      st.queries[size_t(l)] = c.queries;
-      st.keys[size_t(l)] = c.keys;
-      torch::Tensor a;  // [1, H, T, T], the linear weights of a converted layer
-      if (auto linear = st.model->linearAttention(l)) {
-        result.converted = true;
-        try {
-          a = linear->weights(c.queries, c.keys);
-        } catch (const std::exception&) {
-          // Rules whose weights need the layer input (gated, delta, decay): no KL for this layer.
-        }
-      }
-      // One head at a time: one [T, T] softmax map alive, not the layer's H (48 MB at T = 1024,
-      // H = 12), and the allocator reuses the same block for every head.
-      for (int h = 0; h < H; ++h) {
-        const auto qh = c.queries.narrow(1, h, 1), kh = c.keys.narrow(1, h, 1);  // [1, 1, T, D]
-        const auto p = attn::softmaxWeights(qh, kh, config.causal);               // [1, 1, T, T]
-        result.thumbnails[size_t(l * H + h)] = thumbnail(p[0][0], empty);
-        result.measures.measureHeads(l, h, p, a.defined() ? a.narrow(1, h, 1) : a, torch::Tensor(), valid);
-      }
+      st.queries[size_t(c.layer)] = c.queries;
+      st.keys[size_t(c.layer)] = c.keys;
+      measureLayer(*st.model, c, valid, empty, result);
     }
   } catch (const std::exception& e) {
     result = InspectResult{};
