@@ -35,6 +35,7 @@ ModelTree::ModelTree(QWidget* parent) : QTreeWidget(parent) {
 void ModelTree::showEmpty() {
   // Short lines: the dock is narrow, and a long one would end behind a scroll bar.
   clear();
+  setColumnHidden(1, true);  // no values: the hints get the dock's whole width
   auto* top = new QTreeWidgetItem(this, {tr("No model open")});
   item(top, tr("File > Open model folder"));
   item(top, tr("or Ctrl+Shift+O"));
@@ -43,6 +44,7 @@ void ModelTree::showEmpty() {
 
 void ModelTree::setSummary(const ModelSummary& s) {
   clear();
+  setColumnHidden(1, false);
   auto* root = new QTreeWidgetItem(this, {s.modelType, s.folder});
   root->setToolTip(1, s.folder);
   item(root, tr("parameters"), QString::fromStdString(models::humanCount(s.parameters)));
@@ -77,6 +79,7 @@ void ModelTree::setSummary(const ModelSummary& s) {
 
 void ModelTree::showError(const QString& message, const QStringList& blockers) {
   clear();
+  setColumnHidden(1, false);
   auto* top = new QTreeWidgetItem(this, {message});
   top->setToolTip(0, message);
   for (const QString& b : blockers) item(top, tr("blocker"), b);
