@@ -36,6 +36,27 @@ QString configString(const nlohmann::json& config, const char* key) {
   return {};
 }
 
+// What a run's model column says: its model folder, or for a model trained from scratch (a train
+// run without one) the architecture it built and the task it learnt, e.g. "new llama, 4 x 64,
+// task associative_recall".
+QString modelOf(const nlohmann::json& config) {
+  const QString folder = configString(config, "model");
+  if (!folder.isEmpty() || !config.is_object()) return folder;
+  const auto arch = config.find("architecture");
+  if (arch == config.end() || !arch->is_object()) return {};
+  const auto number = [&](const char* key) {
+    const auto it = arch->find(key);
+    return it != arch->end() && it->is_number_integer() ? QString::number(it->get<int64_t>()) : QStringLiteral("?");
+  };
+  QString text = QObject::tr("new %1, %2 x %3").arg(configString(*arch, "model_type"), number("n_layer"), number("n_embd"));
+  const auto task = config.find("task");
+  if (task != config.end() && task->is_object()) {
+    const QString kind = configString(*task, "kind");
+    if (!kind.isEmpty()) text += QObject::tr(", task %1").arg(kind);
+  }
+  return text;
+}
+
 RunSummary summarize(const QString& path) {
   RunSummary s;
   s.path = path;
@@ -51,7 +72,7 @@ RunSummary summarize(const QString& path) {
       config = nlohmann::json::parse(header.configJson);
     } catch (const std::exception&) {
     }
-    s.model = configString(config, "model");
+    s.model = modelOf(config);
     s.featureMap = configString(config, "feature_map");
     for (const auto& spec : header.layout.scalars) {
       const int64_t rows = reader.scalarRows(spec.name);

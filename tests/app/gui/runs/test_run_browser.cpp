@@ -17,11 +17,12 @@ namespace {
 
 namespace r = hh::runs;
 
-void writeRun(const std::string& path, const std::string& kind, r::RunStatus status, double lastKl) {
+void writeRun(const std::string& path, const std::string& kind, r::RunStatus status, double lastKl,
+              const std::string& config = R"({"model": "teacher-dir", "feature_map": "hedgehog", "steps": 20})") {
   r::RunHeader header;
   header.runId = kind;
   header.kind = kind;
-  header.configJson = R"({"model": "teacher-dir", "feature_map": "hedgehog", "steps": 20})";
+  header.configJson = config;
   header.layout.scalars = {"loss", "kl_mean"};
   auto w = r::RunWriter::create(path, header);
   for (int s = 1; s <= 20; ++s) w.appendScalar(s, "loss", 1.0 / s);
@@ -76,9 +77,24 @@ class TestRunBrowser : public QObject {
     QCOMPARE(activated.count(), 1);
     QVERIFY(activated.at(0).at(0).toString().endsWith("a/distill/run.h5"));
   }
+
+  // A train run has no model folder: the column names the architecture it built and its task.
+  void aModelTrainedFromScratchIsNamedByWhatItBuilt() {
+    hh::test::TempDir dir("run_browser_scratch");
+    writeRun(dir.file("task.h5"), "train", r::RunStatus::Completed, 0.1,
+             R"({"model": "", "feature_map": "hedgehog", "architecture": {"model_type": "llama", "n_layer": 4,
+                 "n_embd": 64}, "task": {"kind": "associative_recall"}})");
+    writeRun(dir.file("text.h5"), "train", r::RunStatus::Completed, 0.1,
+             R"({"model": "", "architecture": {"model_type": "gpt2", "n_layer": 2, "n_embd": 32}, "task": {"kind": ""}})");
+    for (const auto& s : hh::gui::scanRuns(QString::fromStdString(dir.path()))) {
+      if (s.path.endsWith("task.h5")) QCOMPARE(s.model, QString("new llama, 4 x 64, task associative_recall"));
+      else QCOMPARE(s.model, QString("new gpt2, 2 x 32"));
+    }
+  }
 };
 
-HH_TEST_SUITE(TestRunBrowser, "app.gui.run_browser", &TestRunBrowser::scansAFolderOfRuns)
+HH_TEST_SUITE(TestRunBrowser, "app.gui.run_browser", &TestRunBrowser::scansAFolderOfRuns,
+              &TestRunBrowser::aModelTrainedFromScratchIsNamedByWhatItBuilt)
 
 #if HH_HAVE_QTEST
 #include "test_run_browser.moc"
