@@ -86,7 +86,9 @@ class TestRunBrowser : public QObject {
                  "n_embd": 64}, "task": {"kind": "associative_recall"}})");
     writeRun(dir.file("text.h5"), "train", r::RunStatus::Completed, 0.1,
              R"({"model": "", "architecture": {"model_type": "gpt2", "n_layer": 2, "n_embd": 32}, "task": {"kind": ""}})");
-    for (const auto& s : hh::gui::scanRuns(QString::fromStdString(dir.path()))) {
+    const auto runs = hh::gui::scanRuns(QString::fromStdString(dir.path()));
+    QCOMPARE(runs.size(), size_t(2));
+    for (const auto& s : runs) {
       if (s.path.endsWith("task.h5")) QCOMPARE(s.model, QString("new llama, 4 x 64, task associative_recall"));
       else QCOMPARE(s.model, QString("new gpt2, 2 x 32"));
     }
