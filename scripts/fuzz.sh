@@ -153,6 +153,14 @@ for d in "$repo"/fuzz/seeds/*/; do
   cp "$d"* "$seeds/$t/"
 done
 
+# The run file's seed is written by the target itself (a small valid run file from RunWriter).
+for t in "${targets[@]}"; do
+  if [ "$t" = fuzz_run_file ]; then
+    mkdir -p "$seeds/$t"
+    HH_FUZZ_WRITE_SEED="$seeds/$t/run.h5" "$build/fuzz/$t" >/dev/null 2>&1 || log "$t: no seed written"
+  fi
+done
+
 # ---- run -------------------------------------------------------------------------------------
 summary="$build/fuzz_summary.tsv"
 [ -f "$summary" ] || printf 'date\ttarget\tseconds\texecs\texec_per_s\tcorpus\tcrashes\n' >"$summary"
@@ -165,10 +173,21 @@ for t in "${targets[@]}"; do
   # Twice the largest seed: longer inputs mostly cost time (a 64 KB vocabulary per exec) without
   # reaching new code.
   max_len=16384
+  # A run file is HDF5: its smallest valid form (the seed) is about 200 KB of metadata and chunks.
+  # Leaks are not reported there: libhdf5 1.10 itself loses ~4 KB of metadata cache (H5FL blocks
+  # under H5Gopen2 -> H5O_obj_type) on some damaged object headers (docs/reliability.md).
+  extra=()
+  asan="${ASAN_OPTIONS:-}"
+  if [ "$t" = fuzz_run_file ]; then
+    max_len=262144
+    extra=(-detect_leaks=0)
+    asan="detect_leaks=0${asan:+:$asan}"  # nor at exit
+  fi
   log "$t: ${seconds}s"
   # Limits from the hardening brief: > 10 s per input, > 2 GB resident or a single 1 GB
-  # allocation is a crash. Leak detection stays on (libFuzzer reports leaks per input).
-  nice -n 10 "$build/fuzz/$t" "$corpus" "$seeds/$t" -dict="$repo/fuzz/hh.dict" -max_len=$max_len \
+  # allocation is a crash. Leak detection stays on (libFuzzer reports leaks per input), except as
+  # said above.
+  ASAN_OPTIONS="$asan" nice -n 10 "$build/fuzz/$t" "$corpus" "$seeds/$t" -dict="$repo/fuzz/hh.dict" -max_len=$max_len "${extra[@]}" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
     -artifact_prefix="$crashes/" -print_final_stats=1 >"$build/logs/$t.log" 2>&1 || status=1
   # Scratch folders of this target's processes that died without their atexit clean-up.
