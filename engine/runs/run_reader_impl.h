@@ -33,7 +33,7 @@ struct PayloadIn {
 
 // Opens group `name` under `loc` with `payload`'s columns (checked against their ranks).
 GroupRows openRows(hid_t loc, const std::string& name, const std::vector<PayloadIn>& payload, hid_t dapl,
-              const std::string& path);
+                   const std::string& path);
 // Re-reads extents (when `live`) and recomputes the visible row count, at most `committed`; true
 // if it changed.
 bool updateRows(GroupRows& r, int64_t committed, bool live, bool inProcessWriter, const std::string& path);
@@ -48,7 +48,7 @@ struct RunReader::Impl {
   std::map<std::string, GroupRows> scalars, tables, weights;
   GroupRows snapshots, curves, logLines, status, exports;
   bool hasSnapshots = false, hasCurves = false;
-  h5::Column committed;                              // /committed_rows [G]
+  h5::Column committed;                                   // /committed_rows [G]
   std::vector<std::pair<std::string, GroupRows*>> order;  // groups in /committed_rows order
 
   // Reads /committed_rows and updates every group; true if any count changed.
@@ -89,6 +89,5 @@ struct RunReader::Impl {
   void loadCommitted();  // the log, status and export groups, then /committed_rows and its order
   std::vector<StatusEntry> statusRows() const;
 };
-
 
 }  // namespace hh::runs

@@ -27,7 +27,7 @@ std::string optionalString(hid_t obj, const char* name, const std::string& path)
 }  // namespace
 
 GroupRows openRows(hid_t loc, const std::string& name, const std::vector<PayloadIn>& payload, hid_t dapl,
-              const std::string& path) {
+                   const std::string& path) {
   GroupRows r;
   r.group = h5::openGroup(loc, name, path);
   for (const auto& p : payload) {
