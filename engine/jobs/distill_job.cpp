@@ -288,15 +288,9 @@ class Distillation {
              std::to_string(session_.stopping.bestStep) + "; mean KL " + std::to_string(initialKl_) + " -> " +
              std::to_string(result_.finalKl);
     });
-    result_.status = session_.status();
-    result_.message = session_.message();
-    result_.steps = session_.step;
-    result_.bestStep = session_.stopping.bestStep;
-    result_.bestValidationLoss = session_.stopping.bestLoss;
+    takeSessionEnding(result_, session_, main);
     result_.initialKl = initialKl_;
-    result_.runFile = main ? session_.runFile() : "";
     if (!main) result_.adaptersFile.clear();
-    result_.seconds = session_.seconds();
     return result_;
   }
 

@@ -296,14 +296,8 @@ class Finetuning {
              std::to_string(result_.finalValidationLoss) + ", " + metric_ + " " + std::to_string(result_.initialMetric) +
              " -> " + std::to_string(result_.finalMetric);
     });
-    result_.status = session_.status();
-    result_.message = session_.message();
-    result_.steps = session_.step;
-    result_.bestStep = session_.stopping.bestStep;
-    result_.bestValidationLoss = session_.stopping.bestLoss;
-    result_.runFile = main ? session_.runFile() : "";
+    takeSessionEnding(result_, session_, main);
     if (!main) result_.modelDir.clear();
-    result_.seconds = session_.seconds();
     return result_;
   }
 

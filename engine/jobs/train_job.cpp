@@ -349,16 +349,10 @@ class Training {
   }
 
   TrainResult finish() {
-    session_.finish([this] { evaluateLast(); }, nullptr, modelDir_, [this] {
+    const bool main = session_.finish([this] { evaluateLast(); }, nullptr, modelDir_, [this] {
       return trainEndMessage(result_, session_, isTask_, isTask_ ? s_.task.test.ids.size(0) : 0);
     });
-    result_.status = session_.status();
-    result_.message = session_.message();
-    result_.steps = session_.step;
-    result_.bestStep = session_.stopping.bestStep;
-    result_.bestValidationLoss = session_.stopping.bestLoss;
-    result_.runFile = session_.runFile();
-    result_.seconds = session_.seconds();
+    takeSessionEnding(result_, session_, main);  // one process: main
     return result_;
   }
 

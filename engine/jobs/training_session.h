@@ -150,6 +150,20 @@ class TrainingSession {
   std::string message_;
 };
 
+// What a job's result takes from its session after finish(): status, message, steps, the best step
+// and validation loss, the wall time, and the run file (empty where `main` is false: ranks other
+// than 0). Every training job's result has these fields.
+template <class Result>
+void takeSessionEnding(Result& result, const TrainingSession& session, bool main) {
+  result.status = session.status();
+  result.message = session.message();
+  result.steps = session.step;
+  result.bestStep = session.stopping.bestStep;
+  result.bestValidationLoss = session.stopping.bestLoss;
+  result.runFile = main ? session.runFile() : std::string();
+  result.seconds = session.seconds();
+}
+
 // "the loss became NaN at step 13; kept the weights of step 12 (try a lower lr)"
 std::string nonFiniteStepMessage(double loss, double gradNorm, int64_t step, const std::string& kept,
                                  const std::string& hint);

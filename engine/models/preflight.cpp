@@ -123,7 +123,7 @@ void checkWeightsFile(const std::string& folder, const ModelConfig* config, Pref
     if (config) checkWeights(*config, source, r);
     if (r.dtype == "F16" || r.dtype == "BF16")
       r.findings.push_back({Severity::Info, r.dtype + " weights are converted on load to the precision the job computes "
-                                                      "in (float32 unless its dtype says bfloat16)"});
+                                                      "in (float32 unless its dtype says otherwise)"});
   } catch (const std::exception& e) {
     r.findings.push_back({Severity::Blocker, e.what()});
   }
