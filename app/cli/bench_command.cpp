@@ -184,7 +184,7 @@ void reportTimings(const Bench& bench, const std::string& jsonPath) {
   std::printf("%s | batch %lld x %lld tokens | %s, %s | %d threads | torch %s\n", bench.source.name().c_str(),
               (long long)bench.ids.size(0), (long long)bench.ids.size(1), device.c_str(), bench.dtype.c_str(),
               info.intraOpThreads, info.torchVersion.c_str());
-  std::printf("%-20s %12s %12s %14s %12s %12s\n", "step", "median ms", "best ms", "tokens/s", "peak MiB", "loss");
+  std::printf("%-20s %12s %12s %14s %12s %12s\n", "step", "median ms", "best ms", "tokens/s", "peak MiB", "value");
   nlohmann::json out = nlohmann::json::array();
   for (const auto& t : bench.timings) {
     const std::string peak = t.peakBytes < 0 ? "-" : std::to_string(t.peakBytes >> 20);
@@ -193,6 +193,7 @@ void reportTimings(const Bench& bench, const std::string& jsonPath) {
     out.push_back({{"step", t.name}, {"median_ms", t.medianMs}, {"best_ms", t.bestMs},
                    {"tokens_per_second", t.tokensPerSecond}, {"peak_bytes", t.peakBytes}, {"loss", t.loss}});
   }
+  std::printf("value: a step's loss; a forward's is the sum of its logits, to check that two runs computed the same\n");
   if (jsonPath.empty()) return;
   std::ofstream file(jsonPath);
   file << nlohmann::json{{"model", bench.source.name()}, {"batch", bench.ids.size(0)}, {"seq_len", bench.ids.size(1)},
