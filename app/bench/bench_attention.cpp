@@ -162,13 +162,13 @@ bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], val = argv[i + 1];
     if (key == "--lengths") o.lengths = hh::bench::parseIntegers(val);
-    else if (key == "--repeats") o.repeats = std::stoi(val);
-    else if (key == "--softmax-max") o.softmaxMax = std::stoll(val);
-    else if (key == "--plain-max") o.plainMax = std::stoll(val);
-    else if (key == "--batch") o.batch = std::stoll(val);
-    else if (key == "--heads") o.heads = std::stoll(val);
-    else if (key == "--dim") o.dim = std::stoll(val);
-    else if (key == "--chunk") o.chunk = std::stoll(val);
+    else if (key == "--repeats") o.repeats = static_cast<int>(hh::bench::parseInteger(val));
+    else if (key == "--softmax-max") o.softmaxMax = hh::bench::parseInteger(val);
+    else if (key == "--plain-max") o.plainMax = hh::bench::parseInteger(val);
+    else if (key == "--batch") o.batch = hh::bench::parseInteger(val);
+    else if (key == "--heads") o.heads = hh::bench::parseInteger(val);
+    else if (key == "--dim") o.dim = hh::bench::parseInteger(val);
+    else if (key == "--chunk") o.chunk = hh::bench::parseInteger(val);
     else if (key == "--device") o.device = val;
     else if (key == "--dtype") o.dtype = val;
     else {
@@ -184,7 +184,7 @@ bool parse(int argc, char** argv, Options& o) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+int benchMain(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) return 2;
   mallopt(M_MMAP_THRESHOLD, 64 * 1024);
@@ -313,4 +313,8 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return hh::bench::reportErrors("hh_bench_attention", [&] { return benchMain(argc, argv); });
 }

@@ -133,7 +133,7 @@ Timing timeGraphedStep(m::TransformerModel& model, const m::AttentionPlan& plan,
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int benchMain(int argc, char** argv) {
   std::vector<int64_t> positions = {512, 2048, 8192, 32768};
   std::vector<std::string> shapes = {"demo", "gpt2-small"};
   int steps = 16;
@@ -142,9 +142,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], val = argv[i + 1];
     if (key == "--positions") positions = hh::bench::parseIntegers(val);
-    else if (key == "--steps") steps = std::stoi(val);
+    else if (key == "--steps") steps = static_cast<int>(hh::bench::parseInteger(val));
     else if (key == "--shapes") shapes = hh::bench::parseNames(val);
-    else if (key == "--batch") batch = std::stoll(val);
+    else if (key == "--batch") batch = hh::bench::parseInteger(val);
     else if (key == "--device") device = val;
     else if (key == "--dtype") dtype = val;
     else {
@@ -259,4 +259,8 @@ int main(int argc, char** argv) {
   }
   std::printf("\n# process peak RSS: %.0f MB\n", hh::peakResidentBytes() / 1e6);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return hh::bench::reportErrors("hh_bench_decode", [&] { return benchMain(argc, argv); });
 }

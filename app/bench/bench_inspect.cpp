@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "app/bench/bench_args.h"
 #include "app/gui/inspector/model_session.h"
 #include "engine/core/process_memory.h"
 
@@ -33,7 +34,7 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int benchMain(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s MODEL_FOLDER TEXT_FILE [--max-tokens N] [--repeat R]\n", argv[0]);
     return 2;
@@ -99,4 +100,8 @@ int main(int argc, char** argv) {
   std::printf("released: resident %.0f MB after the session is gone (%.0f MB before loading)\n", mb(hh::residentBytes()),
               mb(base));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return hh::bench::reportErrors("hh_bench_inspect", [&] { return benchMain(argc, argv); });
 }

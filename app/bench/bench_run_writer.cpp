@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "app/bench/bench_args.h"
 #include "engine/runs/run_writer.h"
 
 namespace {
@@ -27,7 +28,7 @@ double percentile(std::vector<double> v, double p) {
 double msSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 }  // namespace
 
-int main(int argc, char** argv) {
+int benchMain(int argc, char** argv) {
   int steps = 2000;
   std::string dir = std::filesystem::temp_directory_path().string();
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -91,4 +92,8 @@ int main(int argc, char** argv) {
     std::filesystem::remove(path);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return hh::bench::reportErrors("hh_bench_run_writer", [&] { return benchMain(argc, argv); });
 }
