@@ -182,6 +182,153 @@ bool parse(int argc, char** argv, Options& o) {
   }
   return true;
 }
+// One length's inputs and what every column of its row shares.
+struct Row {
+  Row(const Options& o, const std::string& device, hh::attn::LinearAttention& hedgehog, double rate, int64_t n)
+      : o(o), device(device), hedgehog(hedgehog), rate(rate), n(n) {}
+  const Options& o;
+  const std::string& device;
+  hh::attn::LinearAttention& hedgehog;
+  double rate = 0.0;  // the matmul rate, GFLOP/s
+  int64_t n = 0;
+  torch::Tensor q, k, v, qg, kg, vg;  // [B, H, n, D]; the g ones require gradients
+  double flops = 0.0, floorSec = 0.0;  // the chunked forward's FLOPs and their time at `rate`
+};
+
+Row makeRow(const Options& o, const std::string& device, hh::attn::LinearAttention& hedgehog, double rate, int64_t n,
+            const torch::TensorOptions& options) {
+  Row r(o, device, hedgehog, rate, n);
+  torch::manual_seed(0);
+  r.q = torch::randn({o.batch, o.heads, n, o.dim}, options) * 0.5;
+  r.k = torch::randn({o.batch, o.heads, n, o.dim}, options) * 0.5;
+  r.v = torch::randn({o.batch, o.heads, n, o.dim}, options);
+  r.qg = r.q.clone().requires_grad_(true), r.kg = r.k.clone().requires_grad_(true);
+  r.vg = r.v.clone().requires_grad_(true);
+  // FLOPs of the chunked forward as computed: feature map (two D x D products per token, q and k)
+  // + per chunk: scores C x C x F, scores x [V,1], chunk states F x E, carried-state product F x E.
+  const double f = double(hedgehog->featureMap()->featureDim()), e = double(o.dim + 1);
+  r.flops = double(o.batch) * o.heads * (4.0 * n * o.dim * o.dim + 2.0 * n * (o.chunk * f + o.chunk * e + 2.0 * f * e));
+  r.floorSec = r.flops / (rate * 1e9);
+  return r;
+}
+
+// "a / b" as "1.23x", or "-" where either did not run.
+std::string ratio(bool ran, const Measure& a, const Measure& b) {
+  char buf[32] = "-";
+  if (ran && !a.failed && !b.failed) std::snprintf(buf, sizeof buf, "%.2fx", a.seconds / b.seconds);
+  return std::string(buf);
+}
+
+void printPreamble(const Options& o, const std::string& device, const hh::RuntimeInfo& rt, double rate) {
+  std::printf("# hh_bench_attention: B=%lld H=%lld D=%lld causal, chunk %lld, %s, %s, torch %s, %d threads\n",
+              (long long)o.batch, (long long)o.heads, (long long)o.dim, (long long)o.chunk, o.dtype.c_str(),
+              hh::deviceLabel(device).c_str(), rt.torchVersion.c_str(), rt.intraOpThreads);
+  std::printf("# matmul rate (%s, best of 10): %.1f GFLOP/s\n", o.dtype.c_str(), rate);
+  std::printf("# times: median of the repeats (peak memory growth); fwd/floor compares the fastest hedgehog forward "
+              "with the floor at the best matmul rate; fused: at::scaled_dot_product_attention%s\n",
+              HH_HAVE_SDPA ? "" : " (not in this LibTorch)");
+  std::printf("\n| n | softmax fwd | softmax fwd+bwd | fused fwd | fused fwd+bwd | hedgehog fwd | hedgehog fwd+bwd "
+              "| plain loop fwd | plain loop fwd+bwd | hedgehog GFLOP | floor | fwd/floor | softmax/hedgehog fwd | fwd+bwd "
+              "| fused/hedgehog fwd | fwd+bwd |%s\n",
+              HH_CUDA_KERNELS ? " cuda kernel fwd | fwd+bwd | generic fwd | fwd+bwd | kernel/generic fwd | fwd+bwd |"
+                                " pipelined kernel fwd | fwd+bwd | pipelined/kernel fwd | pipelined fwd, % of rate |"
+                                " chunked kernel fwd | fwd+bwd | chunked/kernel fwd | chunked fwd, % of rate |"
+                              : "");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n",
+              HH_CUDA_KERNELS ? "---|---|---|---|---|---|---|---|---|---|---|---|---|---|" : "");
+}
+
+// The first sixteen cells: softmax, PyTorch's fused attention, the engine's Hedgehog, the plain
+// loop, the FLOP floor and the ratios between them.
+std::string baseCells(const Row& r) {
+  const Options& o = r.o;
+  const auto& q = r.q, &k = r.k, &v = r.v, &qg = r.qg, &kg = r.kg, &vg = r.vg;
+  auto fmap = r.hedgehog->featureMap();
+  const int reps = r.n >= 8192 && r.device == "cpu" ? 1 : o.repeats;
+  Measure smF, smFB, fuF, fuFB, plF, plFB;
+  const bool runSoftmax = r.n <= o.softmaxMax, runPlain = r.n <= o.plainMax;
+  if (runSoftmax) {
+    smF = measure(r.device, [&] { at::NoGradGuard g; hh::attn::softmaxAttention(q, k, v, true); }, reps);
+    smFB = measure(r.device, [&] { hh::attn::softmaxAttention(qg, kg, vg, true).sum().backward(); }, reps);
+  }
+  if (HH_HAVE_SDPA) {
+    fuF = measure(r.device, [&] { at::NoGradGuard g; fusedAttention(q, k, v); }, reps);
+    fuFB = measure(r.device, [&] { fusedAttention(qg, kg, vg).sum().backward(); }, reps);
+  }
+  const auto hhF = measure(r.device, [&] { at::NoGradGuard g; r.hedgehog->forward(q, k, v); }, o.repeats);
+  const auto hhFB = measure(r.device, [&] { r.hedgehog->forward(qg, kg, vg).sum().backward(); }, o.repeats);
+  const double eps = r.hedgehog->config().rule.eps;
+  if (runPlain) {
+    plF = measure(r.device, [&] {
+      at::NoGradGuard g;
+      plainChunkedLoop(fmap->forward(q), fmap->forward(k), v, o.chunk, eps);
+    }, o.repeats);
+    plFB = measure(r.device, [&] {
+      plainChunkedLoop(fmap->forward(qg), fmap->forward(kg), vg, o.chunk, eps).sum().backward();
+    }, o.repeats);
+  }
+  const std::string skipped = "skipped (memory)", skippedPlain = "skipped (--plain-max)", absent = "n/a (torch < 2)";
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.4f ms | %.2fx | %s | %s | %s | %s |",
+                (long long)r.n, (runSoftmax ? cell(smF) : skipped).c_str(), (runSoftmax ? cell(smFB) : skipped).c_str(),
+                (HH_HAVE_SDPA ? cell(fuF) : absent).c_str(), (HH_HAVE_SDPA ? cell(fuFB) : absent).c_str(),
+                cell(hhF).c_str(), cell(hhFB).c_str(), (runPlain ? cell(plF) : skippedPlain).c_str(),
+                (runPlain ? cell(plFB) : skippedPlain).c_str(), r.flops / 1e9, r.floorSec * 1e3, hhF.best / r.floorSec,
+                ratio(runSoftmax, smF, hhF).c_str(), ratio(runSoftmax, smFB, hhFB).c_str(),
+                ratio(HH_HAVE_SDPA, fuF, hhF).c_str(), ratio(HH_HAVE_SDPA, fuFB, hhFB).c_str());
+  return buf;
+}
+
+#if HH_CUDA_KERNELS
+// The fourteen cells of the fused CUDA kernels: each kernel set called directly against the
+// generic path they replace (n/a where the kernels do not take these inputs).
+std::string kernelCells(const Row& r) {
+  const auto& q = r.q, &k = r.k, &v = r.v, &qg = r.qg, &kg = r.kg, &vg = r.vg;
+  if (!hh::cuda::hedgehogCudaAccepts(q, k, v))
+    return " n/a | n/a | n/a | n/a | - | - | n/a | n/a | - | - | n/a | n/a | - | - |";
+  auto fmap = r.hedgehog->featureMap();
+  const auto w = fmap->weight(), b = fmap->bias();
+  const auto& rule = r.hedgehog->config().rule;
+  const int reps = r.o.repeats;
+  using hh::cuda::KernelSet;
+  const auto run = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z,
+                       KernelSet kernels = KernelSet::Measured) {
+    return hh::cuda::hedgehogCudaCausal(x, y, z, w, b, r.o.chunk, rule.eps, kernels);
+  };
+  const auto generic = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z) {
+    return hh::attn::linearChunked(fmap->forward(x), fmap->forward(y), z, {}, rule);
+  };
+  const auto ckF = measure(r.device, [&] { at::NoGradGuard g; run(q, k, v); }, reps);
+  const auto ckFB = measure(r.device, [&] { run(qg, kg, vg).sum().backward(); }, reps);
+  const auto geF = measure(r.device, [&] { at::NoGradGuard g; generic(q, k, v); }, reps);
+  const auto geFB = measure(r.device, [&] { generic(qg, kg, vg).sum().backward(); }, reps);
+  const auto piF = measure(r.device, [&] { at::NoGradGuard g; run(q, k, v, KernelSet::Pipelined); }, reps);
+  const auto piFB = measure(r.device, [&] { run(qg, kg, vg, KernelSet::Pipelined).sum().backward(); }, reps);
+  Measure chF, chFB;  // where the records do not fit, hedgehogCudaCausal would run the pipelined kernels
+  const bool chunkedFits = hh::cuda::chunkedKernelsFit(q);
+  if (chunkedFits) {
+    chF = measure(r.device, [&] { at::NoGradGuard g; run(q, k, v, KernelSet::Chunked); }, reps);
+    chFB = measure(r.device, [&] { run(qg, kg, vg, KernelSet::Chunked).sum().backward(); }, reps);
+  }
+  const std::string noRoom = "skipped (records > half the free memory)";
+  const auto share = [&](const Measure& m) {
+    char buf[32] = "-";
+    if (!m.failed) std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * r.floorSec / m.seconds);
+    return std::string(buf);
+  };
+  std::string cells;
+  for (const std::string& c : {cell(ckF), cell(ckFB), cell(geF), cell(geFB), ratio(true, ckF, geF),
+                               ratio(true, ckFB, geFB), cell(piF), cell(piFB), ratio(true, piF, ckF), share(piF),
+                               chunkedFits ? cell(chF) : noRoom, chunkedFits ? cell(chFB) : noRoom,
+                               ratio(chunkedFits, chF, ckF), chunkedFits ? share(chF) : std::string("-")})
+    cells += " " + c + " |";
+  return cells;
+}
+#else
+std::string kernelCells(const Row&) { return ""; }
+#endif
+
 }  // namespace
 
 int benchMain(int argc, char** argv) {
@@ -194,122 +341,17 @@ int benchMain(int argc, char** argv) {
                            .device(torch::Device(device))
                            .dtype(o.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat);
   const double rate = matmulRate(device, options, device == "cpu" ? 1024 : 8192);
-  std::printf("# hh_bench_attention: B=%lld H=%lld D=%lld causal, chunk %lld, %s, %s, torch %s, %d threads\n",
-              (long long)o.batch, (long long)o.heads, (long long)o.dim, (long long)o.chunk, o.dtype.c_str(),
-              hh::deviceLabel(device).c_str(), rt.torchVersion.c_str(), rt.intraOpThreads);
-  std::printf("# matmul rate (%s, best of 10): %.1f GFLOP/s\n", o.dtype.c_str(), rate);
-  std::printf("# times: median of the repeats (peak memory growth); fwd/floor compares the fastest hedgehog forward "
-              "with the floor at the best matmul rate; fused: at::scaled_dot_product_attention%s\n",
-              HH_HAVE_SDPA ? "" : " (not in this LibTorch)");
-
+  printPreamble(o, device, rt, rate);
   hh::attn::LinearAttentionConfig cfg;
   cfg.featureMap.heads = o.heads;
   cfg.featureMap.headDim = o.dim;
   cfg.rule.chunkSize = o.chunk;
   hh::attn::LinearAttention hedgehog(cfg);
   hedgehog->to(options.device(), options.dtype().toScalarType());
-  const int64_t f = hedgehog->featureMap()->featureDim(), e = o.dim + 1;
-
-  std::printf("\n| n | softmax fwd | softmax fwd+bwd | fused fwd | fused fwd+bwd | hedgehog fwd | hedgehog fwd+bwd "
-              "| plain loop fwd | plain loop fwd+bwd | hedgehog GFLOP | floor | fwd/floor | softmax/hedgehog fwd | fwd+bwd "
-              "| fused/hedgehog fwd | fwd+bwd |%s\n",
-              HH_CUDA_KERNELS ? " cuda kernel fwd | fwd+bwd | generic fwd | fwd+bwd | kernel/generic fwd | fwd+bwd |"
-                                " pipelined kernel fwd | fwd+bwd | pipelined/kernel fwd | pipelined fwd, % of rate |"
-                                " chunked kernel fwd | fwd+bwd | chunked/kernel fwd | chunked fwd, % of rate |"
-                              : "");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n",
-              HH_CUDA_KERNELS ? "---|---|---|---|---|---|---|---|---|---|---|---|---|---|" : "");
   for (const int64_t n : o.lengths) {
-    torch::manual_seed(0);
-    const auto q = torch::randn({o.batch, o.heads, n, o.dim}, options) * 0.5,
-               k = torch::randn({o.batch, o.heads, n, o.dim}, options) * 0.5,
-               v = torch::randn({o.batch, o.heads, n, o.dim}, options);
-    const auto qg = q.clone().requires_grad_(true), kg = k.clone().requires_grad_(true), vg = v.clone().requires_grad_(true);
-    auto fmap = hedgehog->featureMap();
-    const int reps = n >= 8192 && device == "cpu" ? 1 : o.repeats;
-
-    Measure smF, smFB, fuF, fuFB;
-    const bool runSoftmax = n <= o.softmaxMax;
-    if (runSoftmax) {
-      smF = measure(device, [&] { at::NoGradGuard g; hh::attn::softmaxAttention(q, k, v, true); }, reps);
-      smFB = measure(device, [&] { hh::attn::softmaxAttention(qg, kg, vg, true).sum().backward(); }, reps);
-    }
-    if (HH_HAVE_SDPA) {
-      fuF = measure(device, [&] { at::NoGradGuard g; fusedAttention(q, k, v); }, reps);
-      fuFB = measure(device, [&] { fusedAttention(qg, kg, vg).sum().backward(); }, reps);
-    }
-    const auto hhF = measure(device, [&] { at::NoGradGuard g; hedgehog->forward(q, k, v); }, o.repeats);
-    const auto hhFB = measure(device, [&] { hedgehog->forward(qg, kg, vg).sum().backward(); }, o.repeats);
-    Measure plF, plFB;
-    const bool runPlain = n <= o.plainMax;
-    if (runPlain) {
-      plF = measure(device, [&] {
-        at::NoGradGuard g;
-        plainChunkedLoop(fmap->forward(q), fmap->forward(k), v, o.chunk, cfg.rule.eps);
-      }, o.repeats);
-      plFB = measure(device, [&] {
-        plainChunkedLoop(fmap->forward(qg), fmap->forward(kg), vg, o.chunk, cfg.rule.eps).sum().backward();
-      }, o.repeats);
-    }
-
-    // FLOPs of the chunked forward as computed: feature map (two D x D products per token, q and k)
-    // + per chunk: scores C x C x F, scores x [V,1], chunk states F x E, carried-state product F x E.
-    const double flops = double(o.batch) * o.heads *
-                         (4.0 * n * o.dim * o.dim + 2.0 * n * (o.chunk * f + o.chunk * e + 2.0 * f * e));
-    const double floorSec = flops / (rate * 1e9);
-    const std::string skipped = "skipped (memory)", skippedPlain = "skipped (--plain-max)", absent = "n/a (torch < 2)";
-    const auto ratio = [](bool ran, const Measure& a, const Measure& b) {
-      char buf[32] = "-";
-      if (ran && !a.failed && !b.failed) std::snprintf(buf, sizeof buf, "%.2fx", a.seconds / b.seconds);
-      return std::string(buf);
-    };
-    std::string kernelCells;
-#if HH_CUDA_KERNELS
-    if (hh::cuda::hedgehogCudaAccepts(q, k, v)) {
-      const auto w = fmap->weight(), b = fmap->bias();
-      using hh::cuda::KernelSet;
-      const auto run = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z,
-                           KernelSet kernels = KernelSet::Measured) {
-        return hh::cuda::hedgehogCudaCausal(x, y, z, w, b, o.chunk, cfg.rule.eps, kernels);
-      };
-      const auto generic = [&](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z) {
-        return hh::attn::linearChunked(fmap->forward(x), fmap->forward(y), z, {}, cfg.rule);
-      };
-      const auto ckF = measure(device, [&] { at::NoGradGuard g; run(q, k, v); }, o.repeats);
-      const auto ckFB = measure(device, [&] { run(qg, kg, vg).sum().backward(); }, o.repeats);
-      const auto geF = measure(device, [&] { at::NoGradGuard g; generic(q, k, v); }, o.repeats);
-      const auto geFB = measure(device, [&] { generic(qg, kg, vg).sum().backward(); }, o.repeats);
-      const auto piF = measure(device, [&] { at::NoGradGuard g; run(q, k, v, KernelSet::Pipelined); }, o.repeats);
-      const auto piFB = measure(device, [&] { run(qg, kg, vg, KernelSet::Pipelined).sum().backward(); }, o.repeats);
-      Measure chF, chFB;  // where the records do not fit, hedgehogCudaCausal would run the pipelined kernels
-      const bool chunkedFits = hh::cuda::chunkedKernelsFit(q);
-      if (chunkedFits) {
-        chF = measure(device, [&] { at::NoGradGuard g; run(q, k, v, KernelSet::Chunked); }, o.repeats);
-        chFB = measure(device, [&] { run(qg, kg, vg, KernelSet::Chunked).sum().backward(); }, o.repeats);
-      }
-      const std::string noRoom = "skipped (records > half the free memory)";
-      const auto share = [&](const Measure& m) {
-        char buf[32] = "-";
-        if (!m.failed) std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * floorSec / m.seconds);
-        return std::string(buf);
-      };
-      kernelCells = " " + cell(ckF) + " | " + cell(ckFB) + " | " + cell(geF) + " | " + cell(geFB) + " | " +
-                    ratio(true, ckF, geF) + " | " + ratio(true, ckFB, geFB) + " | " + cell(piF) + " | " + cell(piFB) +
-                    " | " + ratio(true, piF, ckF) + " | " + share(piF) + " | " + (chunkedFits ? cell(chF) : noRoom) + " | " +
-                    (chunkedFits ? cell(chFB) : noRoom) + " | " + ratio(chunkedFits, chF, ckF) + " | " +
-                    (chunkedFits ? share(chF) : "-") + " |";
-    } else {
-      kernelCells = " n/a | n/a | n/a | n/a | - | - | n/a | n/a | - | - | n/a | n/a | - | - |";
-    }
-#endif
-    std::printf("| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.4f ms | %.2fx | %s | %s | %s | %s |%s\n",
-                (long long)n, (runSoftmax ? cell(smF) : skipped).c_str(), (runSoftmax ? cell(smFB) : skipped).c_str(),
-                (HH_HAVE_SDPA ? cell(fuF) : absent).c_str(), (HH_HAVE_SDPA ? cell(fuFB) : absent).c_str(),
-                cell(hhF).c_str(), cell(hhFB).c_str(), (runPlain ? cell(plF) : skippedPlain).c_str(),
-                (runPlain ? cell(plFB) : skippedPlain).c_str(), flops / 1e9,
-                floorSec * 1e3, hhF.best / floorSec, ratio(runSoftmax, smF, hhF).c_str(),
-                ratio(runSoftmax, smFB, hhFB).c_str(), ratio(HH_HAVE_SDPA, fuF, hhF).c_str(),
-                ratio(HH_HAVE_SDPA, fuFB, hhFB).c_str(), kernelCells.c_str());
+    const Row row = makeRow(o, device, hedgehog, rate, n, options);
+    const std::string base = baseCells(row);
+    std::printf("%s%s\n", base.c_str(), kernelCells(row).c_str());
     std::fflush(stdout);
   }
   return 0;

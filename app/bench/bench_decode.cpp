@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
+#include "app/bench/bench_args.h"
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/softmax_attention.h"
-#include "app/bench/bench_args.h"
 #include "engine/core/device.h"
 #include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
@@ -131,131 +131,162 @@ Timing timeGraphedStep(m::TransformerModel& model, const m::AttentionPlan& plan,
   }
 }
 
-}  // namespace
-
-int benchMain(int argc, char** argv) {
+// The command line (see the header).
+struct Args {
   std::vector<int64_t> positions = {512, 2048, 8192, 32768};
   std::vector<std::string> shapes = {"demo", "gpt2-small"};
   int steps = 16;
   int64_t batch = 1;
   std::string device = "auto", dtype = "float32";
+};
+
+bool parse(int argc, char** argv, Args& a) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], val = argv[i + 1];
-    if (key == "--positions") positions = hh::bench::parseIntegers(val);
-    else if (key == "--steps") steps = static_cast<int>(hh::bench::parseInteger(val));
-    else if (key == "--shapes") shapes = hh::bench::parseNames(val);
-    else if (key == "--batch") batch = hh::bench::parseInteger(val);
-    else if (key == "--device") device = val;
-    else if (key == "--dtype") dtype = val;
+    if (key == "--positions") a.positions = hh::bench::parseIntegers(val);
+    else if (key == "--steps") a.steps = static_cast<int>(hh::bench::parseInteger(val));
+    else if (key == "--shapes") a.shapes = hh::bench::parseNames(val);
+    else if (key == "--batch") a.batch = hh::bench::parseInteger(val);
+    else if (key == "--device") a.device = val;
+    else if (key == "--dtype") a.dtype = val;
     else {
       std::fprintf(stderr, "unknown option %s\n", key.c_str());
-      return 2;
+      return false;
     }
   }
-  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
-  if (dtype != "float32" && dtype != "bfloat16") {
+  if (a.dtype != "float32" && a.dtype != "bfloat16") {
     std::fprintf(stderr, "--dtype must be float32 or bfloat16\n");
-    return 2;
+    return false;
   }
+  return true;
+}
+
+// What every table of one run shares.
+struct Run {
+  const Args& args;
+  torch::TensorOptions options;  // the device and dtype of the weights
+  double bandwidth = 0.0;        // GB/s, measured
+};
+
+// One decoding step of `model` under `plan` from a cache at `position`: its time, and the bytes
+// of the cache it reads (`extra` positions reserved beyond, as generate() does for the KV cache).
+Timing timeStep(m::TransformerModel& model, const m::AttentionPlan& plan, const Run& run, int64_t position,
+                int64_t extra, const torch::Tensor& token, int64_t& cacheBytes) {
+  model.setAttentionPlan(plan);
+  auto cache = cacheAt(model, run.args.batch, position, extra);
+  m::ForwardOptions forward;
+  forward.cache = &cache;
+  const auto t = time([&] { model.forward(token, forward); }, run.args.steps);
+  cacheBytes = cache.bytes();
+  return t;
+}
+
+// The whole-model table: softmax with a KV cache, the Hedgehog recurrent step, the window hybrid
+// and the recorded CUDA graph, one row per position.
+void modelTable(m::TransformerModel& model, const Run& run) {
+  const auto& c = model.config();
+  const int64_t batch = run.args.batch, steps = run.args.steps;
+  hh::attn::LinearAttentionConfig hedgehog;
+  hedgehog.featureMap.kind = hh::attn::FeatureMapKind::Hedgehog;
+  const auto plan = m::AttentionPlan::uniform(c.layers, hedgehog);
+  auto windowed = hedgehog;
+  windowed.window = 64;
+  const auto windowPlan = m::AttentionPlan::uniform(c.layers, windowed);
+  std::printf("\n| position | softmax + KV cache ms/token | KV cache MB | floor ms | hedgehog recurrent ms/token | state MB "
+              "| floor ms | softmax / hedgehog | window(64) ms/token | window state MB | hedgehog, CUDA graph ms/token "
+              "| softmax / graph |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::string graphNote;  // why the CUDA-graph column is empty, once per shape
+  for (const int64_t p : run.args.positions) {
+    const auto token = torch::full({batch, 1}, 464, run.options.dtype(torch::kLong));
+    int64_t kvBytes = 0, stateBytes = 0, windowBytes = 0;
+    const auto soft = timeStep(model, {}, run, p, steps + 4, token, kvBytes);
+    const auto recurrent = timeStep(model, plan, run, p, 0, token, stateBytes);
+    const auto window = timeStep(model, windowPlan, run, p, 0, token, windowBytes);
+    const auto graphed = timeGraphedStep(model, plan, batch, p, token, int(steps), graphNote);
+    const double softFloor = double(weightBytes(model) + kvBytes * (p + 1) / (p + steps + 4)) / run.bandwidth / 1e6;
+    const double hhFloor = double(weightBytes(model) + stateBytes) / run.bandwidth / 1e6;
+    char graphCells[64] = "n/a | -";
+    if (graphed.medianMs > 0)
+      std::snprintf(graphCells, sizeof graphCells, "%.3f (%.3f) | %.1fx", graphed.medianMs, graphed.bestMs,
+                    soft.medianMs / graphed.medianMs);
+    std::printf("| %lld | %.2f (%.2f) | %.1f | %.2f | %.2f (%.2f) | %.2f | %.2f | %.1fx | %.2f (%.2f) | %.2f | %s |\n",
+                (long long)p, soft.medianMs, soft.bestMs, kvBytes / 1e6, softFloor, recurrent.medianMs,
+                recurrent.bestMs, stateBytes / 1e6, hhFloor, soft.medianMs / recurrent.medianMs, window.medianMs,
+                window.bestMs, windowBytes / 1e6, graphCells);
+    std::fflush(stdout);
+  }
+  if (!graphNote.empty()) std::printf("\nCUDA graph column: %s\n", graphNote.c_str());
+}
+
+// One attention layer alone: the softmax over the cached keys against the recurrent step (the
+// engine's, and LibTorch's with the fused kernels off), beside the floor of the state it reads.
+void layerTable(const std::string& shape, const m::ModelConfig& c, const Run& run) {
+  const int64_t batch = run.args.batch;
+  const int steps = run.args.steps * 4;
+  const auto& options = run.options;
+  std::printf("\n%s, one attention layer (H=%lld, D=%lld): the per-token attention alone\n\n", shape.c_str(),
+              (long long)c.heads, (long long)c.headDim);
+  // The step reads and writes the state S [B, H, 2D, D] and z [B, H, 2D] in fp32: its floor.
+  const double stateBytes = 2.0 * batch * c.heads * (2.0 * c.headDim * c.headDim + 2.0 * c.headDim) * 4.0;
+  std::printf("| position | softmax over the KV cache ms | hedgehog step ms | softmax / hedgehog | LibTorch step ms "
+              "(HH_FUSED_CUDA=off) | state floor ms |\n|---|---|---|---|---|---|\n");
+  hh::attn::LinearAttentionConfig hedgehog;
+  hedgehog.featureMap.kind = hh::attn::FeatureMapKind::Hedgehog;
+  hedgehog.featureMap.heads = c.heads;
+  hedgehog.featureMap.headDim = c.headDim;
+  hh::attn::LinearAttention layer(hedgehog);
+  layer->to(options.device(), options.dtype().toScalarType());
+  auto layerState = layer->initialState(batch, options.device(), options.dtype().toScalarType());
+  layerState.S.uniform_(0.0, 1.0);
+  layerState.z.uniform_(1.0, 2.0);
+  const auto q = torch::randn({batch, c.heads, 1, c.headDim}, options),
+             k = torch::randn({batch, c.heads, 1, c.headDim}, options),
+             v = torch::randn({batch, c.heads, 1, c.headDim}, options);
+  for (const int64_t p : run.args.positions) {
+    const auto keys = torch::randn({batch, c.heads, p, c.headDim}, options),
+               values = torch::randn({batch, c.heads, p, c.headDim}, options);
+    const double scale = 1.0 / std::sqrt(double(c.headDim));
+    const auto soft = time([&] { hh::attn::cachedSoftmaxAttention(q, keys, values, scale); }, steps);
+    const auto step = time([&] { layer->step(layerState, q, k, v); }, steps);
+    Timing generic;
+    {
+      const hh::attn::ScopedFusedCudaPolicy never(hh::attn::FusedCudaPolicy::Never);
+      generic = time([&] { layer->step(layerState, q, k, v); }, steps);
+    }
+    std::printf("| %lld | %.3f | %.3f | %.1fx | %.3f | %.4f |\n", (long long)p, soft.medianMs, step.medianMs,
+                soft.medianMs / step.medianMs, generic.medianMs, stateBytes / (run.bandwidth * 1e9) * 1e3);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int benchMain(int argc, char** argv) {
+  Args args;
+  if (!parse(argc, argv, args)) return 2;
+  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
   const auto rt = hh::initRuntime();
   at::NoGradGuard noGrad;
-  gDevice = hh::resolveDevice(device);
-  const auto options = torch::TensorOptions()
-                           .device(torch::Device(gDevice))
-                           .dtype(dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat);
-  const double bandwidth = readBandwidthGBs(options);
+  gDevice = hh::resolveDevice(args.device);
+  Run run{args, torch::TensorOptions()
+                    .device(torch::Device(gDevice))
+                    .dtype(args.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat)};
+  run.bandwidth = readBandwidthGBs(run.options);
   std::printf("# hh_bench_decode: batch %lld, %s, %s, torch %s, %d threads; %d timed steps per cell (median, fastest)\n",
-              (long long)batch, dtype.c_str(), hh::deviceLabel(gDevice).c_str(), rt.torchVersion.c_str(),
-              rt.intraOpThreads, steps);
-  std::printf("# read rate (matrix-vector product over 512 MiB, best of 5): %.1f GB/s\n", bandwidth);
-  const int64_t maxPosition = *std::max_element(positions.begin(), positions.end()) + steps + 8;
-
-  for (const auto& shape : shapes) {
+              (long long)args.batch, args.dtype.c_str(), hh::deviceLabel(gDevice).c_str(), rt.torchVersion.c_str(),
+              rt.intraOpThreads, args.steps);
+  std::printf("# read rate (matrix-vector product over 512 MiB, best of 5): %.1f GB/s\n", run.bandwidth);
+  const int64_t maxPosition = *std::max_element(args.positions.begin(), args.positions.end()) + args.steps + 8;
+  for (const auto& shape : args.shapes) {
     auto model = m::createModel(m::parseModelConfig(m::benchmarkShapeConfig(shape, maxPosition), shape));
-    model->to(options.device(), options.dtype().toScalarType());
+    model->to(run.options.device(), run.options.dtype().toScalarType());
     model->eval();
     const auto& c = model->config();
-    hh::attn::LinearAttentionConfig hedgehog;
-    hedgehog.featureMap.kind = hh::attn::FeatureMapKind::Hedgehog;
-    const auto plan = m::AttentionPlan::uniform(c.layers, hedgehog);
-    auto windowed = hedgehog;
-    windowed.window = 64;
-    const auto windowPlan = m::AttentionPlan::uniform(c.layers, windowed);
     std::printf("\n## %s: %lld layers, %lld heads, head dim %lld, %.1f M parameters (%.0f MB of weights)\n", shape.c_str(),
                 (long long)c.layers, (long long)c.heads, (long long)c.headDim, model->parameterCount() / 1e6,
                 weightBytes(*model) / 1e6);
-    std::printf("\n| position | softmax + KV cache ms/token | KV cache MB | floor ms | hedgehog recurrent ms/token | state MB "
-                "| floor ms | softmax / hedgehog | window(64) ms/token | window state MB | hedgehog, CUDA graph ms/token "
-                "| softmax / graph |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    std::string graphNote;  // why the CUDA-graph column is empty, once per shape
-    for (const int64_t p : positions) {
-      const auto token = torch::full({batch, 1}, 464, options.dtype(torch::kLong));
-      m::ForwardOptions options;
-      model->setAttentionPlan({});
-      auto kv = cacheAt(*model, batch, p, steps + 4);
-      options.cache = &kv;
-      const auto soft = time([&] { model->forward(token, options); }, steps);
-      const int64_t kvBytes = kv.bytes();
-      kv = {};
-      model->setAttentionPlan(plan);
-      auto state = cacheAt(*model, batch, p, 0);
-      options.cache = &state;
-      const auto hh = time([&] { model->forward(token, options); }, steps);
-      const int64_t stateBytes = state.bytes();
-      state = {};
-      model->setAttentionPlan(windowPlan);
-      auto windowState = cacheAt(*model, batch, p, 0);
-      options.cache = &windowState;
-      const auto window = time([&] { model->forward(token, options); }, steps);
-      const int64_t windowBytes = windowState.bytes();
-      windowState = {};
-      const auto graphed = timeGraphedStep(*model, plan, batch, p, token, steps, graphNote);
-      const double softFloor = double(weightBytes(*model) + kvBytes * (p + 1) / (p + steps + 4)) / bandwidth / 1e6;
-      const double hhFloor = double(weightBytes(*model) + stateBytes) / bandwidth / 1e6;
-      char graphCells[64] = "n/a | -";
-      if (graphed.medianMs > 0)
-        std::snprintf(graphCells, sizeof graphCells, "%.3f (%.3f) | %.1fx", graphed.medianMs, graphed.bestMs,
-                      soft.medianMs / graphed.medianMs);
-      std::printf("| %lld | %.2f (%.2f) | %.1f | %.2f | %.2f (%.2f) | %.2f | %.2f | %.1fx | %.2f (%.2f) | %.2f | %s |\n",
-                  (long long)p, soft.medianMs, soft.bestMs, kvBytes / 1e6, softFloor, hh.medianMs, hh.bestMs,
-                  stateBytes / 1e6, hhFloor, soft.medianMs / hh.medianMs, window.medianMs, window.bestMs,
-                  windowBytes / 1e6, graphCells);
-      std::fflush(stdout);
-    }
-    if (!graphNote.empty()) std::printf("\nCUDA graph column: %s\n", graphNote.c_str());
-
-    // One attention layer alone: the softmax over the cached keys against the recurrent step.
-    std::printf("\n%s, one attention layer (H=%lld, D=%lld): the per-token attention alone\n\n", shape.c_str(),
-                (long long)c.heads, (long long)c.headDim);
-    // The step reads and writes the state S [B, H, 2D, D] and z [B, H, 2D] in fp32: its floor.
-    const double stateBytes = 2.0 * batch * c.heads * (2.0 * c.headDim * c.headDim + 2.0 * c.headDim) * 4.0;
-    std::printf("| position | softmax over the KV cache ms | hedgehog step ms | softmax / hedgehog | LibTorch step ms "
-                "(HH_FUSED_CUDA=off) | state floor ms |\n|---|---|---|---|---|---|\n");
-    hedgehog.featureMap.heads = c.heads;
-    hedgehog.featureMap.headDim = c.headDim;
-    hh::attn::LinearAttention layer(hedgehog);
-    layer->to(options.device(), options.dtype().toScalarType());
-    auto layerState = layer->initialState(batch, options.device(), options.dtype().toScalarType());
-    layerState.S.uniform_(0.0, 1.0);
-    layerState.z.uniform_(1.0, 2.0);
-    const auto q = torch::randn({batch, c.heads, 1, c.headDim}, options),
-               k = torch::randn({batch, c.heads, 1, c.headDim}, options),
-               v = torch::randn({batch, c.heads, 1, c.headDim}, options);
-    for (const int64_t p : positions) {
-      const auto keys = torch::randn({batch, c.heads, p, c.headDim}, options),
-                 values = torch::randn({batch, c.heads, p, c.headDim}, options);
-      const double scale = 1.0 / std::sqrt(double(c.headDim));
-      const auto soft = time([&] { hh::attn::cachedSoftmaxAttention(q, keys, values, scale); }, steps * 4);
-      const auto step = time([&] { layer->step(layerState, q, k, v); }, steps * 4);
-      Timing generic;
-      {
-        const hh::attn::ScopedFusedCudaPolicy never(hh::attn::FusedCudaPolicy::Never);
-        generic = time([&] { layer->step(layerState, q, k, v); }, steps * 4);
-      }
-      std::printf("| %lld | %.3f | %.3f | %.1fx | %.3f | %.4f |\n", (long long)p, soft.medianMs, step.medianMs,
-                  soft.medianMs / step.medianMs, generic.medianMs, stateBytes / (bandwidth * 1e9) * 1e3);
-      std::fflush(stdout);
-    }
+    modelTable(*model, run);
+    layerTable(shape, c, run);
   }
   std::printf("\n# process peak RSS: %.0f MB\n", hh::peakResidentBytes() / 1e6);
   return 0;
