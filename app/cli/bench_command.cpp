@@ -112,6 +112,7 @@ struct Bench {
   ModelSource source;
   torch::Tensor ids;  // [B, T] on source.load.device
   std::string featureMap, dtype;
+  std::string distillLoss;  // how the distill step's loss was computed, when it ran
   int warmup = 2, repeats = 10;
   std::vector<Timing> timings;
 
@@ -139,7 +140,9 @@ void timeDistillStep(Bench& bench) {
   torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(1e-2));
   models::CaptureRequest capture;
   capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
-  capture.additiveFeatures = jobs::fusedDistillLossRequested(bench.source.load.device);  // as the distill job asks
+  const int64_t pairs = bench.ids.size(0) * model->config().heads * bench.ids.size(1) * bench.ids.size(1);
+  capture.additiveFeatures = jobs::fusedDistillLossRequested(bench.source.load.device, pairs);  // as the distill job asks
+  bench.distillLoss = capture.additiveFeatures ? "fused (from features, no T x T weights kept)" : "materialised weights";
   for (int64_t l = 0; l < model->layerCount(); ++l) capture.layers.push_back(l);
   models::ForwardOptions options;
   options.teacher = true;
@@ -194,11 +197,13 @@ void reportTimings(const Bench& bench, const std::string& jsonPath) {
                    {"tokens_per_second", t.tokensPerSecond}, {"peak_bytes", t.peakBytes}, {"loss", t.loss}});
   }
   std::printf("value: a step's loss; a forward's is the sum of its logits, to check that two runs computed the same\n");
+  if (!bench.distillLoss.empty())
+    std::printf("distill loss: %s (HH_FUSED_DISTILL_LOSS=on|off overrides the choice)\n", bench.distillLoss.c_str());
   if (jsonPath.empty()) return;
   std::ofstream file(jsonPath);
   file << nlohmann::json{{"model", bench.source.name()}, {"batch", bench.ids.size(0)}, {"seq_len", bench.ids.size(1)},
                          {"dtype", bench.dtype}, {"threads", info.intraOpThreads}, {"device", device},
-                         {"torch", info.torchVersion}, {"timings", out}}
+                         {"torch", info.torchVersion}, {"distill_loss", bench.distillLoss}, {"timings", out}}
               .dump(2)
        << "\n";
   if (!file) throw std::runtime_error("bench: cannot write " + jsonPath);
@@ -235,7 +240,8 @@ void addBenchCommand(CLI::App& app) {
     if (!a->only.empty() && a->only != "distill" && a->only != "finetune" && a->only != "forward")
       throw std::invalid_argument("bench: --only must be distill, finetune or forward");
     if (a->threads > 0) torch::set_num_threads(a->threads);
-    Bench bench{ModelSource{a->model, a->shape, a->seqLen, jobs::loadOptions(a->device, a->dtype)}};
+    Bench bench;
+    bench.source = ModelSource{a->model, a->shape, a->seqLen, jobs::loadOptions(a->device, a->dtype)};
     bench.featureMap = a->featureMap;
     bench.dtype = a->dtype.empty() ? "float32" : a->dtype;
     bench.warmup = a->warmup;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/attention/blas_kernels.h"
+#include "engine/attention/vector_math.h"
 #include "engine/config/attention_types.h"
 
 namespace hh::attn {
@@ -23,37 +24,8 @@ void gemm(bool transA, bool transB, int m, int n, int k, float alpha, const floa
   blas::gemm<float>(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// exp on 8 floats at once (GCC vector extensions: AVX2 in the avx2 clone, SSE pairs otherwise).
-// x is clamped to [-87.3, 88.7]; x = n ln2 + r with |r| <= ln2/2; exp(r) by its Taylor series to
-// degree 7 (truncation below 6e-9 relative); 2^n built in the float exponent bits.
-#pragma GCC diagnostic ignored "-Wpsabi"  // internal always-inline helpers, no ABI crossing
-typedef float Floats8 __attribute__((vector_size(32)));
-typedef int32_t Ints8 __attribute__((vector_size(32)));
-
-__attribute__((always_inline)) inline Floats8 exp8(Floats8 x) {
-  const Floats8 lo = {-87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f};
-  const Floats8 hi = lo * 0.0f + 88.7f;
-  x = x < lo ? lo : x;
-  x = x > hi ? hi : x;
-  // Round to nearest by adding and removing 1.5 * 2^23; the shifted float's bits then hold n
-  // as an integer offset from those of 1.5 * 2^23 (0x4B400000).
-  const Floats8 shifted = x * 1.44269504088896341f + 12582912.0f;
-  const Floats8 n = shifted - 12582912.0f;
-  const Floats8 r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;  // ln2 split hi + lo
-  Floats8 p = r * (1.0f / 5040.0f) + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  Ints8 bits;
-  std::memcpy(&bits, &shifted, sizeof bits);
-  bits = (bits - 0x4B400000 + 127) << 23;
-  Floats8 scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
+using vec::exp8;
+using vec::Floats8;
 
 // u [rows, d] (bias added) -> features [rows, 2d] = [exp(u), exp(-u)], u clamped to
 // +-kHedgehogClamp as the feature map does; d a multiple of 8.

@@ -85,7 +85,8 @@ Setup prepare(const DistillConfig& config, const dist::Communicator& world) {
   s.capture.linearWeights = true;
   s.capture.outputs = config.outputMse > 0;
   s.capture.keepGraph = true;
-  s.capture.additiveFeatures = fusedDistillLossRequested(load.device);
+  const int64_t length = config.data.sequenceLength;
+  s.capture.additiveFeatures = fusedDistillLossRequested(load.device, config.batchSize * s.model->config().heads * length * length);
   for (int64_t l = 0; l < L; ++l)
     if (plan.layers[static_cast<size_t>(l)].linear) s.capture.layers.push_back(l);
   return s;

@@ -6,9 +6,10 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
+#include <string>
 
+#include "engine/attention/fused_distill_loss_cpu.h"
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/softmax_attention.h"
 #if HH_CUDA_KERNELS
@@ -19,6 +20,10 @@ namespace hh::jobs {
 namespace {
 
 constexpr double kLogFloor = 1e-10;  // log(a + 1e-10): a zero weight costs 23 nats, not infinity
+// The fused CPU loss from a layer's 2^20 query-key pairs (4 MiB of fp32 weights) on: below, the
+// materialised weights stay in cache and measured faster (the demo teacher at 8 x 128 tokens:
+// 43 ms a step against 46; docs/performance.md).
+constexpr int64_t kFusedCpuMinPairs = int64_t(1) << 20;
 
 // -sum over every pair of p log(a + 1e-10), p, a [B,H,T,T] fp32 (p without a gradient), and its
 // gradient -g p / (a + 1e-10): three passes over the weights forward and three backward, where the
@@ -72,9 +77,13 @@ torch::Tensor maskedLoss(const torch::Tensor& p, const torch::Tensor& a, bool ca
 // The layer's mask-free loss from its features (CaptureRequest::additiveFeatures): the fused
 // kernel where it takes them, else both weights made here, as the capture would have made them.
 torch::Tensor featureLoss(const models::LayerCapture& c, bool causal, const std::string& loss) {
+  const double scale = 1.0 / std::sqrt(double(c.queries.size(-1)));  // softmaxWeights' (q carries the rest)
+  if (attn::fusedDistillLossCpuAccepts(c.queries, c.queryFeatures)) {
+    const auto f = attn::fusedDistillLossCpu(c.queries, c.keys, c.queryFeatures, c.keyFeatures, scale, c.normaliserEps, causal);
+    return loss == "kl" ? f.crossEntropy + f.negEntropy : f.crossEntropy;
+  }
 #if HH_CUDA_KERNELS
   if (cuda::fusedDistillLossAccepts(c.queries, c.queryFeatures)) {
-    const double scale = 1.0 / std::sqrt(double(c.queries.size(-1)));  // softmaxWeights' (q carries the rest)
     const auto f = cuda::fusedDistillLoss(c.queries, c.keys, c.queryFeatures, c.keyFeatures, scale, c.normaliserEps, causal);
     return loss == "kl" ? f.crossEntropy + f.negEntropy : f.crossEntropy;
   }
@@ -92,12 +101,14 @@ torch::Tensor featureLoss(const models::LayerCapture& c, bool causal, const std:
 
 }  // namespace
 
-bool fusedDistillLossRequested(const torch::Device& device) {
-#if HH_CUDA_KERNELS
+bool fusedDistillLossRequested(const torch::Device& device, int64_t pairs) {
   const char* env = std::getenv("HH_FUSED_DISTILL_LOSS");
-  return device.is_cuda() && env && std::strcmp(env, "on") == 0;
+  const std::string setting = env ? env : "";
+  if (setting == "off") return false;
+  if (device.is_cpu()) return attn::fusedDistillLossCpuAvailable() && (setting == "on" || pairs >= kFusedCpuMinPairs);
+#if HH_CUDA_KERNELS
+  return device.is_cuda() && setting == "on";
 #else
-  (void)device;
   return false;
 #endif
 }

@@ -9,13 +9,19 @@
 
 namespace hh::jobs {
 
-// Whether stage 1 should capture features for the fused distillation-loss kernel
-// (CaptureRequest::additiveFeatures) on `device`: a CUDA device, a build with the fused CUDA
-// kernels, and HH_FUSED_DISTILL_LOSS=on in the environment (off by default: not yet run on a GPU).
-bool fusedDistillLossRequested(const torch::Device& device);
+// Whether stage 1 should capture features for a fused distillation loss
+// (CaptureRequest::additiveFeatures) on `device`, for batches whose layers have `pairs` = B H T T
+// query-key pairs each. HH_FUSED_DISTILL_LOSS in the environment:
+//   unset  the CPU kernel (attn::fusedDistillLossCpu) where the build has a BLAS and a layer's
+//          weights would take at least 4 MiB in fp32 (pairs >= 2^20); below that the materialised
+//          weights, which stay in cache, measured faster (docs/performance.md); not the CUDA kernel
+//   on     the CPU kernel at any size, and the CUDA one where the build has the fused CUDA kernels
+//          (not yet run on a GPU)
+//   off    neither: both weights materialised
+bool fusedDistillLossRequested(const torch::Device& device, int64_t pairs);
 
 // The distillation loss of one batch's captures (exposed for tests and benchmarks). A capture with
-// features (CaptureRequest::additiveFeatures) goes through the fused kernel where it takes them.
+// features (CaptureRequest::additiveFeatures) goes through a fused kernel where one takes them.
 torch::Tensor distillationLoss(const std::vector<models::LayerCapture>& captures, bool causal, const torch::Tensor& mask,
                                const std::string& loss, double outputMse);
 

@@ -154,8 +154,11 @@ torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Te
   const bool wantSoftmaxWeights = capturing && request->softmaxWeights && !byFeatures;
   torch::Tensor softmaxW, softmaxOut, linearOut;
   if (!useLinear || wantSoftmaxWeights || wantOutputs) {
-    if (!at::GradMode::is_enabled() && !wantSoftmaxWeights) {
-      // Inference that keeps no weights: a block of query rows at a time, not [B,H,T,T] at once.
+    const bool softmaxNeedsGradient =
+        at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+    if (!softmaxNeedsGradient && !wantSoftmaxWeights) {
+      // Inference, or a frozen teacher's layer (stage 1), that keeps no weights: a block of query
+      // rows at a time, not [B,H,T,T] at once.
       softmaxOut = attn::softmaxAttentionInBlocks(q, k, v, config_.causal, context.keyMask);
     } else if (q.is_cuda() && !wantSoftmaxWeights) {
       // Training through softmax on a GPU, weights not kept: PyTorch's fused attention where it serves.

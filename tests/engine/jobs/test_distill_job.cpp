@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "engine/attention/fused_distill_loss_cpu.h"
 #include "engine/attention/softmax_attention.h"
 #include "engine/config/config_file.h"
 #include "engine/io/safetensors.h"
@@ -56,6 +57,64 @@ struct CountingObserver : j::JobObserver {
   void progress(int64_t step, int64_t, const std::string&) override { lastStep = step; }
   bool cancelled() override { return cancelAt >= 0 && lastStep >= cancelAt; }
 };
+
+// The test model in `type` with Hedgehog maps in `layers`, frozen but for them, the maps moved
+// away from their identity start (seeded); their tensors appended to `params`.
+hh::models::ModelPtr hedgehogStudent(torch::ScalarType type, const std::vector<int64_t>& layers, uint64_t seed,
+                                     std::vector<torch::Tensor>& params) {
+  auto model = hh::models::loadModel(kModel);
+  model->to(type);
+  hh::attn::LinearAttentionConfig linear;
+  linear.featureMap.kind = hh::attn::parseFeatureMapKind("hedgehog");
+  model->setAttentionPlan(hh::models::AttentionPlan::hybrid(model->layerCount(), layers, linear));
+  model->freezeAllBut(true);
+  at::NoGradGuard noGrad;
+  torch::manual_seed(seed);
+  for (auto& [name, t] : model->adapterTensors()) {
+    t.add_(torch::randn_like(t) * 0.1);
+    params.push_back(t);
+  }
+  return model;
+}
+
+// The body of TestDistillJob::featureCaptureEqualsWeightCapture in one dtype.
+void featureCaptureEqualsWeightCaptureIn(torch::ScalarType type, const std::string& loss, double tolerance) {
+  std::vector<torch::Tensor> params;
+  auto model = hedgehogStudent(type, {1, 3}, 4, params);
+  hh::models::CaptureRequest capture;
+  capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
+  capture.layers = {1, 3};
+  hh::models::ForwardOptions options;
+  options.teacher = true;
+  options.computeLogits = false;
+  options.stopAfterLayer = 3;
+  const auto ids = torch::randint(0, 1000, {2, 20}, torch::kLong);
+  std::vector<double> losses;
+  std::vector<std::vector<torch::Tensor>> grads;
+  for (const bool features : {false, true}) {
+    capture.additiveFeatures = features;
+    losses.push_back(j::distillLayerByLayer(*model, ids, capture, options, loss, 0.0, j::LayerPass::Backward));
+    grads.emplace_back();
+    for (auto& p : params) grads.back().push_back(p.grad().clone()), p.mutable_grad().zero_();
+  }
+  qInfo("%s, %s: loss %.9g from weights, %.9g from features", c10::toString(type), loss.c_str(), losses[0], losses[1]);
+  QVERIFY(std::abs(losses[0] - losses[1]) <= tolerance * std::abs(losses[0]));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const double scale = grads[0][i].abs().max().item<double>();
+    const double diff = grads[1][i].sub(grads[0][i]).abs().max().item<double>();
+    qInfo("gradient %zu: max |g| %.3g, relative difference %.2g", i, scale, diff / scale);
+    QVERIFY(scale > 0);
+    QVERIFY(diff <= tolerance * scale);
+  }
+  options.capture = &capture;
+  const auto out = model->forward(ids, options);
+  QCOMPARE(out.captures.size(), size_t(2));
+  for (const auto& c : out.captures) {
+    QVERIFY(c.queryFeatures.defined() && c.keyFeatures.defined() && c.queries.defined() && c.keys.defined());
+    QVERIFY(!c.softmaxWeights.defined() && !c.linearWeights.defined());
+    QCOMPARE(c.queryFeatures.size(-1), 2 * c.queries.size(-1));
+  }
+}
 
 }  // namespace
 
@@ -270,21 +329,8 @@ class TestDistillJob : public QObject {
   // loss is computed in float32 (distillationLoss casts), and only the order of the additions
   // differs: within 1e-6 relative to the largest value.
   void layerByLayerBackwardEqualsSummedLoss() {
-    auto model = hh::models::loadModel(kModel);
-    model->to(torch::kDouble);
-    hh::attn::LinearAttentionConfig linear;
-    linear.featureMap.kind = hh::attn::parseFeatureMapKind("hedgehog");
-    model->setAttentionPlan(hh::models::AttentionPlan::hybrid(model->layerCount(), {0, 2, 4}, linear));
-    model->freezeAllBut(true);
     std::vector<torch::Tensor> params;
-    {
-      at::NoGradGuard noGrad;
-      torch::manual_seed(3);
-      for (auto& [name, t] : model->adapterTensors()) {
-        t.add_(torch::randn_like(t) * 0.1);  // away from the identity start
-        params.push_back(t);
-      }
-    }
+    auto model = hedgehogStudent(torch::kDouble, {0, 2, 4}, 3, params);
     hh::models::CaptureRequest capture;
     capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
     capture.layers = {0, 2, 4};
@@ -318,56 +364,17 @@ class TestDistillJob : public QObject {
     QVERIFY(std::isnan(j::distillLayerByLayer(*model, ids, capture, options, "kl", 0.0, j::LayerPass::Backward, true)));
   }
 
-  // CaptureRequest::additiveFeatures (the fused distillation loss's inputs): on the CPU the loss
-  // makes both weights from the captured features and q, k itself, so the loss and every feature
-  // map's gradient equal those of the weight captures; the captures hold no weights.
+  // CaptureRequest::additiveFeatures (the fused distillation loss's inputs): the loss and every
+  // feature map's gradient equal those of the weight captures; the captures hold no weights. In
+  // fp64 the loss makes both weights from the captured features and q, k itself (within 1e-6); in
+  // fp32 it goes through the fused CPU kernel (attn::fusedDistillLossCpu; within 1e-4, fp32's
+  // tolerance).
   void featureCaptureEqualsWeightCapture() {
-    auto model = hh::models::loadModel(kModel);
-    model->to(torch::kDouble);
-    hh::attn::LinearAttentionConfig linear;
-    linear.featureMap.kind = hh::attn::parseFeatureMapKind("hedgehog");
-    model->setAttentionPlan(hh::models::AttentionPlan::hybrid(model->layerCount(), {1, 3}, linear));
-    model->freezeAllBut(true);
-    std::vector<torch::Tensor> params;
-    {
-      at::NoGradGuard noGrad;
-      torch::manual_seed(4);
-      for (auto& [name, t] : model->adapterTensors()) {
-        t.add_(torch::randn_like(t) * 0.1);  // away from the identity start
-        params.push_back(t);
-      }
-    }
-    hh::models::CaptureRequest capture;
-    capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;
-    capture.layers = {1, 3};
-    hh::models::ForwardOptions options;
-    options.teacher = true;
-    options.computeLogits = false;
-    options.stopAfterLayer = 3;
-    const auto ids = torch::randint(0, 1000, {2, 20}, torch::kLong);
-    std::vector<double> losses;
-    std::vector<std::vector<torch::Tensor>> grads;
-    for (const bool features : {false, true}) {
-      capture.additiveFeatures = features;
-      losses.push_back(j::distillLayerByLayer(*model, ids, capture, options, "kl", 0.0, j::LayerPass::Backward));
-      grads.emplace_back();
-      for (auto& p : params) grads.back().push_back(p.grad().clone()), p.mutable_grad().zero_();
-    }
-    qInfo("loss %.9g from weights, %.9g from features", losses[0], losses[1]);
-    QVERIFY(std::abs(losses[0] - losses[1]) <= 1e-6 * std::abs(losses[0]));
-    for (size_t i = 0; i < params.size(); ++i) {
-      const double scale = grads[0][i].abs().max().item<double>();
-      QVERIFY(scale > 0);
-      QVERIFY(grads[1][i].sub(grads[0][i]).abs().max().item<double>() <= 1e-6 * scale);
-    }
-    options.capture = &capture;
-    const auto out = model->forward(ids, options);
-    QCOMPARE(out.captures.size(), size_t(2));
-    for (const auto& c : out.captures) {
-      QVERIFY(c.queryFeatures.defined() && c.keyFeatures.defined() && c.queries.defined() && c.keys.defined());
-      QVERIFY(!c.softmaxWeights.defined() && !c.linearWeights.defined());
-      QCOMPARE(c.queryFeatures.size(-1), 2 * c.queries.size(-1));
-    }
+    featureCaptureEqualsWeightCaptureIn(torch::kDouble, "kl", 1e-6);
+    // The KL of this model's near-uniform heads (4.9e-4) is a small difference of two large terms
+    // (the cross-entropy is 16.9), which fp32 rounds by about 5 % whichever way it is computed (the
+    // materialised fp32 weights gave 5.12e-4): in fp32 the cross-entropy is compared.
+    if (hh::attn::fusedDistillLossCpuAvailable()) featureCaptureEqualsWeightCaptureIn(torch::kFloat, "soft_ce", 1e-4);
   }
 
   void configJsonRoundTripAndErrors() {
