@@ -43,12 +43,6 @@ int keysOfBlock(const Shape& s, int i0, int rows) {
   return s.causal ? i0 + rows : s.t;
 }
 
-// Lanes j0 .. j0 + 7 of a row of n entries: all-ones where j < n.
-__attribute__((always_inline)) inline vec::Ints8 lanesBelow(int j0, int n) {
-  const vec::Ints8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
-  return lane + j0 < n;
-}
-
 // t [rows, keys] = scale q_block k^T and s [rows, keys] = fq_block fk^T, row stride s.stride.
 void blockProducts(const HeadInputs& in, const Shape& s, int i0, int rows, float* t, float* prod) {
   const int keys = keysOfBlock(s, i0, rows);
@@ -64,18 +58,12 @@ struct RowTerms {
 // One query row: t [n] its scaled scores, s [n] its feature products, den its normaliser. The
 // buffers hold at least n rounded up to 8 floats; lanes past n are read and ignored.
 __attribute__((target_clones("avx2", "default"))) RowTerms rowTerms(const float* t, const float* s, int n, float den) {
-  Floats8 top = vec::splat(-__builtin_huge_valf());
-  for (int j = 0; j < n; j += 8) {
-    const Floats8 x = vec::load(t + j);
-    top = lanesBelow(j, n) & (x > top) ? x : top;
-  }
-  float m = top[0];
-  for (int l = 1; l < 8; ++l) m = std::max(m, top[l]);
+  const float m = vec::maxOf(t, n);
   const float floorDen = static_cast<float>(kLogFloor) * den, invDen = 1.0f / den;
   const Floats8 zero = vec::splat(0.0f);
   Floats8 z = zero, shifted = zero, logSum = zero, coefSum = zero;
   for (int j = 0; j < n; j += 8) {
-    const vec::Ints8 valid = lanesBelow(j, n);  // lanes past n hold stale values: never used
+    const vec::Ints8 valid = vec::lanesBelow(j, n);  // lanes past n hold stale values: never used
     const Floats8 x = valid ? vec::load(t + j) - m : zero, sj = valid ? vec::load(s + j) : vec::splat(1.0f);
     const Floats8 e = valid ? vec::exp8(x) : zero;
     z += e;
@@ -95,7 +83,7 @@ __attribute__((target_clones("avx2", "default"))) void rowGradient(const float* 
   for (int j = 0; j < n; j += 8) {
     const Floats8 sj = vec::load(s + j);
     const Floats8 grad = g * vec::exp8(vec::load(t + j) - lse) / (sj + floorDen);
-    vec::store(s + j, lanesBelow(j, n) ? grad : vec::splat(0.0f));
+    vec::store(s + j, vec::lanesBelow(j, n) ? grad : vec::splat(0.0f));
   }
   for (int j = (n + 7) / 8 * 8; j < keys; ++j) s[j] = 0.0f;
 }

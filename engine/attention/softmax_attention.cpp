@@ -6,6 +6,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/attention/fused_softmax_cpu.h"
+
 namespace hh::attn {
 
 namespace {
@@ -86,6 +88,7 @@ torch::Tensor softmaxAttentionInBlocks(const torch::Tensor& q, const torch::Tens
                                        const torch::Tensor& keyMask, int64_t blockBytes) {
   // q [B,H,Tq,D], k [B,H,Tk,D], v [B,H,Tk,Dv] -> [B,H,Tq,Dv]
   if (fusedAttentionServes(q, k, v, keyMask)) return fusedAttention(q, k, v, causal);  // no T x T at all
+  if (fusedSoftmaxAttentionCpuAccepts(q, k, v, keyMask)) return fusedSoftmaxAttentionCpu(q, k, v, causal);
   const int64_t B = q.size(0), H = q.size(1), tq = q.size(2), tk = k.size(2);
   const auto computeType = q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   const int64_t rowBytes = std::max<int64_t>(1, B * H * tk * int64_t(c10::elementSize(computeType)));

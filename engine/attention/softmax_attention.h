@@ -24,7 +24,8 @@ at::Tensor softmaxAttention(const at::Tensor& q, const at::Tensor& k, const at::
 // `blockBytes` of fp32 scores alive ([B, H, rows, keys]) instead of [B, H, Tq, Tk] and its
 // masked, softmaxed and cleaned copies; causal blocks read only the keys their rows can see.
 // Equals softmaxAttention to rounding (the same per-row arithmetic); when one block would hold
-// every row it is softmaxAttention.
+// every row it is softmaxAttention. fp32 and bf16 CPU tensors without a key mask or a gradient go
+// to fusedSoftmaxAttentionCpu instead (64 rows at a time, one [64, Tk] buffer per thread).
 at::Tensor softmaxAttentionInBlocks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                                        const at::Tensor& keyMask = {}, int64_t blockBytes = int64_t(8) << 20);
 

@@ -44,6 +44,25 @@ __attribute__((always_inline)) inline Ints8 floatsToBits(Floats8 x) {
   return bits;
 }
 
+// Lanes j0 .. j0 + 7 of a row of n entries: all ones where j < n (for the ragged end of a row).
+__attribute__((always_inline)) inline Ints8 lanesBelow(int j0, int n) {
+  const Ints8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
+  return lane + j0 < n;
+}
+
+// The largest of x[0 .. n-1] (n >= 1; NaNs are passed over); x is read in whole 8-float steps, the
+// lanes past n ignored, so the buffer must hold n rounded up to 8.
+__attribute__((always_inline)) inline float maxOf(const float* x, int n) {
+  Floats8 top = splat(-__builtin_huge_valf());
+  for (int j = 0; j < n; j += 8) {
+    const Floats8 y = load(x + j);
+    top = lanesBelow(j, n) & (y > top) ? y : top;
+  }
+  float m = top[0];
+  for (int l = 1; l < 8; ++l) m = m > top[l] ? m : top[l];
+  return m;
+}
+
 // exp(x): x clamped to [-87.3, 88.7] (so exp(-inf) is 1.2e-38, not 0); x = n ln2 + r with
 // |r| <= ln2/2; exp(r) by its Taylor series to degree 7 (truncation below 6e-9 relative); 2^n
 // built in the float exponent bits. NaN stays NaN.

@@ -1,7 +1,8 @@
 // engine.attention.softmax_blocks: softmax attention a block of query rows at a time (inference
 // on long texts) against the fp64 brute force of the whole matrix, at lengths the block does not
 // divide, causal and bidirectional, with padded keys (a fully padded sequence included), and
-// grouped sizes; float32 within 1e-5 relative (max-abs over the output), float64 within 1e-12.
+// grouped sizes; float32 within 1e-5 relative (max-abs over the output), float64 within 1e-12. (The
+// float32 cases without a mask run through fusedSoftmaxAttentionCpu where the build has a BLAS.)
 // And the per-head measurement the inspector uses (HeadMeasures::measureHeads, one head at a
 // time) equals the per-layer one exactly.
 #include <torch/types.h>
@@ -61,9 +62,11 @@ class TestSoftmaxBlocks : public QObject {
   }
 
   void oneBlockIsTheWholeMatrix() {
-    // With room for every row the blocked call is softmaxAttention itself: equal to the bit.
+    // With room for every row the blocked call is softmaxAttention itself: equal to the bit. (In fp64:
+    // fp32 and bf16 without a key mask go to fusedSoftmaxAttentionCpu, test_fused_softmax_cpu.cpp.)
     torch::manual_seed(3);
-    const auto q = torch::randn({1, 2, 40, 8}), k = torch::randn({1, 2, 40, 8}), v = torch::randn({1, 2, 40, 8});
+    const auto q = torch::randn({1, 2, 40, 8}, torch::kDouble), k = torch::randn({1, 2, 40, 8}, torch::kDouble);
+    const auto v = torch::randn({1, 2, 40, 8}, torch::kDouble);
     QVERIFY(torch::equal(hh::attn::softmaxAttentionInBlocks(q, k, v, true), hh::attn::softmaxAttention(q, k, v, true)));
   }
 
