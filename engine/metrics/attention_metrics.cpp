@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <unordered_map>
@@ -145,6 +147,34 @@ bool averageRanks(const double* values, const std::vector<int64_t>& keys, std::v
   return true;
 }
 
+// averageRanks for values that are doubles made from fp32 (or narrower) data, so that each
+// converts back to a float exactly: each valid key becomes one 64-bit integer, the float's
+// order-preserving bits above the key's index (-0 taken as +0, as == does), and those sort about
+// twice as fast as pairs of double and index. The same ranks (engine.metrics.attention
+// compares the fp32 path with its exact fp64 copy to the bit).
+bool averageRanksOfFloats(const double* values, const std::vector<int64_t>& keys, std::vector<uint64_t>& packed,
+                          double* rank) {
+  packed.clear();
+  for (const int64_t j : keys) {
+    if (std::isnan(values[j])) return false;
+    const float f = static_cast<float>(values[j]) + 0.0f;
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+    packed.push_back((uint64_t(bits) << 32) | uint64_t(j));
+  }
+  std::sort(packed.begin(), packed.end());
+  const int64_t n = static_cast<int64_t>(packed.size());
+  for (int64_t start = 0; start < n;) {
+    int64_t end = start + 1;
+    while (end < n && (packed[end] >> 32) == (packed[start] >> 32)) ++end;
+    const double mean = 0.5 * static_cast<double>(start + 1 + end);  // as averageRanks
+    for (int64_t t = start; t < end; ++t) rank[packed[t] & 0xffffffffu] = mean;
+    start = end;
+  }
+  return true;
+}
+
 // scores, weights [..., Tq, Tk] -> (rho [..., Tq] on the input's device, skipped [..., Tq] bool).
 // A row is skipped (rho NaN) if it has < 3 valid keys or constant valid scores or weights; a row
 // with a NaN among its valid scores or weights is NaN but not skipped, so it poisons the head mean.
@@ -172,6 +202,7 @@ std::pair<torch::Tensor, torch::Tensor> spearmanRows(const char* fn, const torch
 
   double* rhoPtr = rho.data_ptr<double>();
   bool* skipPtr = skipped.data_ptr<bool>();
+  const bool scoresAreFloats = scores.scalar_type() != torch::kDouble, weightsAreFloats = weights.scalar_type() != torch::kDouble;
   // Rows are converted to float64 in blocks to bound the extra memory; each row is then ranked
   // with std::sort over its valid keys only (half the work of a full-row sort for causal rows).
   const int64_t blockRows = std::max<int64_t>(1, kBlockElements / tk);
@@ -187,8 +218,13 @@ std::pair<torch::Tensor, torch::Tensor> spearmanRows(const char* fn, const torch
       std::vector<double> rankS(tk), rankW(tk);
       std::vector<int64_t> keys;
       std::vector<std::pair<double, int64_t>> pairs;
+      std::vector<uint64_t> packed;
       keys.reserve(tk);
       pairs.reserve(tk);
+      packed.reserve(tk);
+      const auto ranks = [&](const double* values, bool floats, double* rank) {
+        return floats ? averageRanksOfFloats(values, keys, packed, rank) : averageRanks(values, keys, pairs, rank);
+      };
       for (int64_t r = begin; r < end; ++r) {
         const bool* validRow = vPtr ? vPtr + r * tk : nullptr;
         const int64_t out = r0 + r;
@@ -198,8 +234,7 @@ std::pair<torch::Tensor, torch::Tensor> spearmanRows(const char* fn, const torch
         }
         const int64_t n = static_cast<int64_t>(keys.size());
         if (n < 3) continue;  // skipped: NaN, skipped = true (the defaults)
-        if (!averageRanks(sPtr + r * tk, keys, pairs, rankS.data()) ||
-            !averageRanks(wPtr + r * tk, keys, pairs, rankW.data())) {
+        if (!ranks(sPtr + r * tk, scoresAreFloats, rankS.data()) || !ranks(wPtr + r * tk, weightsAreFloats, rankW.data())) {
           skipPtr[out] = false;  // NaN data: reported, not hidden
           continue;
         }
