@@ -234,7 +234,8 @@ std::pair<torch::Tensor, torch::Tensor> spearmanRows(const char* fn, const torch
         }
         const int64_t n = static_cast<int64_t>(keys.size());
         if (n < 3) continue;  // skipped: NaN, skipped = true (the defaults)
-        if (!ranks(sPtr + r * tk, scoresAreFloats, rankS.data()) || !ranks(wPtr + r * tk, weightsAreFloats, rankW.data())) {
+        if (!ranks(sPtr + r * tk, scoresAreFloats, rankS.data()) ||
+            !ranks(wPtr + r * tk, weightsAreFloats, rankW.data())) {
           skipPtr[out] = false;  // NaN data: reported, not hidden
           continue;
         }
