@@ -164,7 +164,7 @@ void forEachHead(const Inputs& in, const Body& body) {
   });
 }
 
-// fq, fk [B,H,T,F] and den [B,H,T] with autograd; q, k [B,H,T,D] constants -> {crossEntropy, negEntropy}.
+// fq, fk [B,H,T,F] fp32 and den [B,H,T] with autograd; q, k [B,H,T,D] constants -> {crossEntropy, negEntropy}.
 class FusedSoftCrossEntropy : public torch::autograd::Function<FusedSoftCrossEntropy> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& fq,
@@ -184,8 +184,6 @@ class FusedSoftCrossEntropy : public torch::autograd::Function<FusedSoftCrossEnt
     ctx->save_for_backward({in.fq, in.fk, in.den, in.q, in.k, rows[1], rows[3]});
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["causal"] = causal;
-    ctx->saved_data["fqType"] = fq.scalar_type();
-    ctx->saved_data["fkType"] = fk.scalar_type();
     ctx->mark_non_differentiable({negEntropy});
     return {crossEntropy, negEntropy};
   }
@@ -205,8 +203,8 @@ class FusedSoftCrossEntropy : public torch::autograd::Function<FusedSoftCrossEnt
                    gfq.data_ptr<float>() + featOff, gfk.data_ptr<float>() + featOff);
     });
     const auto gden = coef.view_as(in.den) / in.den * g;  // d loss / d den_i = g coef_i / den_i
-    return {gfq.to(ctx->saved_data["fqType"].toScalarType()),
-            gfk.to(ctx->saved_data["fkType"].toScalarType()),
+    return {gfq,
+            gfk,
             gden,
             torch::Tensor(),
             torch::Tensor(),
@@ -241,7 +239,8 @@ DistillLossTerms fusedDistillLossCpu(const at::Tensor& q, const at::Tensor& k, c
   const auto fq32 = fq.to(torch::kFloat), fk32 = fk.to(torch::kFloat);
   const auto fkSums = causal ? fk32.cumsum(2) : fk32.sum(2, true);
   const auto den = (fq32 * fkSums).sum(-1) + eps;  // [B,H,T]
-  const auto out = FusedSoftCrossEntropy::apply(fq, fk, den, q.detach(), k.detach(), scale, causal);
+  // The fp32 features go in: autograd's cast hands their gradients back in the features' dtype.
+  const auto out = FusedSoftCrossEntropy::apply(fq32, fk32, den, q.detach(), k.detach(), scale, causal);
   return {out[0], out[1]};
 }
 
