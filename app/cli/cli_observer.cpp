@@ -21,6 +21,7 @@ std::string formatSeconds(double s) {
   else std::snprintf(buffer, sizeof buffer, "%dm%02ds", int(s / 60), int(s) % 60);
   return buffer;
 }
+std::string formatEta(double s) { return s < 0 ? "?" : formatSeconds(s); }  // < 0: not known yet
 }  // namespace
 
 CliObserver::CliObserver()
@@ -43,6 +44,7 @@ CliObserver::~CliObserver() {
 }
 
 void CliObserver::started(const std::string& runPath, int64_t totalSteps) {
+  eta_.restart();
   if (jsonl_) return emitEvent({{"event", "run_file"}, {"path", runPath}, {"total_steps", totalSteps}});
   std::printf("run file: %s\n", runPath.c_str());
   std::fflush(stdout);
@@ -73,15 +75,12 @@ bool CliObserver::cancelled() {
 
 void CliObserver::draw(int64_t step, int64_t total, const std::string& phase) {
   const auto now = std::chrono::steady_clock::now();
-  if (firstStep_ < 0) firstStep_ = step, start_ = now;
-  const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double done = double(step - firstStep_);
-  const double eta = done > 0 && total > step ? elapsed / done * double(total - step) : 0.0;
-  if (jsonl_) {
-    const bool known = done > 0 || step >= total;  // no estimate before the second call
+  if (!drawn_) drawn_ = true, start_ = now;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();  // since the first report
+  const double eta = eta_.secondsLeft(step, total, now);                       // of this stage; < 0: unknown
+  if (jsonl_)
     return emitEvent({{"event", "progress"}, {"step", step}, {"total", total}, {"phase", phase},
-                      {"elapsed_s", elapsed}, {"eta_s", known ? nlohmann::json(eta) : nlohmann::json()}});
-  }
+                      {"elapsed_s", elapsed}, {"eta_s", eta >= 0 ? nlohmann::json(eta) : nlohmann::json()}});
   std::string metrics;
   for (const char* key : {"loss", "val_loss", "kl_mean", "perplexity", "accuracy"}) {
     auto it = latest_.find(key);
@@ -96,12 +95,12 @@ void CliObserver::draw(int64_t step, int64_t total, const std::string& phase) {
     std::string bar(static_cast<size_t>(std::min(filled, width)), '#');
     bar.resize(width, '.');
     std::printf("\r\033[K[%s] %lld/%lld %s elapsed %s eta %s%s", bar.c_str(), (long long)step, (long long)total,
-                phase.c_str(), formatSeconds(elapsed).c_str(), formatSeconds(eta).c_str(), metrics.c_str());
+                phase.c_str(), formatSeconds(elapsed).c_str(), formatEta(eta).c_str(), metrics.c_str());
     barVisible_ = true;
   } else if (std::chrono::duration<double>(now - lastPlain_).count() >= plainInterval_ || step == total) {
     lastPlain_ = now;
     std::printf("[%s] step %lld/%lld %s eta %s%s\n", formatSeconds(elapsed).c_str(), (long long)step, (long long)total,
-                phase.c_str(), formatSeconds(eta).c_str(), metrics.c_str());
+                phase.c_str(), formatEta(eta).c_str(), metrics.c_str());
   }
   std::fflush(stdout);
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/jobs/job_observer.h"
+#include "engine/jobs/stage_eta.h"
 
 namespace hh::cli {
 
@@ -26,7 +27,8 @@ class CliObserver : public jobs::JobObserver {
   void draw(int64_t step, int64_t total, const std::string& phase);
   bool tty_, jsonl_;
   std::chrono::steady_clock::time_point start_, lastPlain_;
-  int64_t firstStep_ = -1;
+  bool drawn_ = false;
+  jobs::StageEta eta_;  // restarted by started(): a conversion's stages share this observer
   std::map<std::string, double> latest_;
   bool barVisible_ = false;
   double plainInterval_ = 5.0;  // seconds between plain progress lines

@@ -8,6 +8,7 @@
 
 #include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
+#include "engine/jobs/stage_eta.h"
 
 namespace hh::gui {
 
@@ -49,7 +50,7 @@ class SignalObserver : public jobs::JobObserver {
       : runner_(runner), control_(std::move(control)) {}
 
   void started(const std::string& runPath, int64_t) override {
-    stageStart_ = Clock::now();
+    eta_.restart();
     lastProgress_ = {};
     Q_EMIT runner_->runFileStarted(QString::fromStdString(runPath));
   }
@@ -57,13 +58,7 @@ class SignalObserver : public jobs::JobObserver {
     const auto now = Clock::now();
     if (step < total && now - lastProgress_ < std::chrono::milliseconds(JobRunner::kProgressMs)) return;
     lastProgress_ = now;
-    if (step <= 0 || firstStep_ < 0 || step < firstStep_) {
-      firstStep_ = step;
-      stageStart_ = now;
-    }
-    const double elapsed = std::chrono::duration<double>(now - stageStart_).count();
-    const double eta = step > firstStep_ && total > step ? elapsed / double(step - firstStep_) * double(total - step) : -1;
-    Q_EMIT runner_->progress(step, total, QString::fromStdString(phase), eta);
+    Q_EMIT runner_->progress(step, total, QString::fromStdString(phase), eta_.secondsLeft(step, total, now));
   }
   void log(const std::string& line) override { Q_EMIT runner_->logLine(QString::fromStdString(line)); }
   bool cancelled() override { return control_->check(); }
@@ -72,8 +67,8 @@ class SignalObserver : public jobs::JobObserver {
   using Clock = std::chrono::steady_clock;
   JobRunner* runner_;
   std::shared_ptr<JobRunner::Control> control_;
-  Clock::time_point stageStart_ = Clock::now(), lastProgress_{};
-  int64_t firstStep_ = -1;
+  Clock::time_point lastProgress_{};
+  jobs::StageEta eta_;  // restarted by started(): a conversion's stages share this observer
 };
 
 }  // namespace

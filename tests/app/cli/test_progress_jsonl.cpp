@@ -4,7 +4,8 @@
 //     scalars carry the loss, the "end" event says completed after 6 steps with the adapters file
 //     that exists, and only "memory" follows it; the option works after the command's name too;
 //   - convert: the end event carries the evaluation (both perplexities finite), each stage's run
-//     file and the exported folder; every stage's run file was announced before the end;
+//     file and the exported folder; every stage's run file was announced before the end, and the
+//     first progress event after it has no eta (a stage's estimate is its own);
 //   - SIGINT while distilling: exit 130, an end event "cancelled", stdout still only JSON, one
 //     stderr line "hedgehog: cancelled: ...";
 //   - an unknown format is one error line naming the option, exit 1, and nothing on stdout.
@@ -162,6 +163,18 @@ class TestProgressJsonl : public QObject {
       QVERIFY2(announced.count(file) == 1, (std::string(stage) + " run file not announced: " + file).c_str());
     }
     QCOMPARE(end["stages"]["distill"]["steps"].get<int64_t>(), int64_t(2));
+    // Each stage's estimate starts from nothing (engine/jobs/stage_eta.h): the first progress event
+    // after a run file has no eta, the earlier stages' time not in it.
+    int stagesStarted = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i]["event"] != "run_file") continue;
+      size_t next = i + 1;
+      while (next < all.size() && all[next]["event"] != "progress") ++next;
+      QVERIFY2(next < all.size(), "a stage with no progress event");
+      QVERIFY2(all[next]["eta_s"].is_null(), all[next].dump().c_str());
+      ++stagesStarted;
+    }
+    QCOMPARE(stagesStarted, 3);
   }
 
   void interruptEndsCancelled() {

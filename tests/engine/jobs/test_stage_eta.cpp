@@ -1,0 +1,74 @@
+// engine.jobs.stage_eta: the time left in a stage comes from that stage's rate alone. Two stages
+// through one estimate, as a conversion reports them: 10 steps at 1 s, then 1000 steps at 0.1 s
+// (the stories conversion's finetune once said 43m40s left at step 20 of 1000, from the whole
+// run's elapsed time, for what took 1m52s). The new stage is told by restart(), by the step
+// count going back, or by a new total; unknown (< 0) at a stage's first report; 0 at its end.
+#include <chrono>
+
+#include "engine/jobs/stage_eta.h"
+#include "tests/support/hh_test.h"
+
+namespace {
+
+using hh::jobs::StageEta;
+using Clock = StageEta::Clock;
+
+Clock::time_point at(double seconds) {
+  return Clock::time_point{} + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// Runs the first stage (steps 0..10 of 10 at 1 s a step, from t = 100 s) and returns the time
+// its last report came at.
+double runFirstStage(StageEta& eta) {
+  double t = 100;
+  for (int64_t step = 0; step <= 10; ++step, t += 1.0) eta.secondsLeft(step, 10, at(t));
+  return t - 1.0;
+}
+
+}  // namespace
+
+class TestStageEta : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void firstReportIsUnknownThenTheRateTimesTheStepsLeft() {
+    StageEta eta;
+    QVERIFY(eta.secondsLeft(0, 100, at(5)) < 0);
+    QCOMPARE(eta.secondsLeft(10, 100, at(25)), 180.0);  // 2 s a step, 90 steps left
+    QCOMPARE(eta.secondsLeft(100, 100, at(205)), 0.0);
+  }
+
+  void aStageThatStartsBelowStepOneStillTimesItsFirstStep() {
+    StageEta eta;
+    QVERIFY(eta.secondsLeft(3, 10, at(0)) < 0);  // resumed at step 3
+    QCOMPARE(eta.secondsLeft(5, 10, at(4)), 10.0);
+  }
+
+  void restartStartsANewStage() {
+    StageEta eta;
+    const double end = runFirstStage(eta);
+    eta.restart();
+    QVERIFY(eta.secondsLeft(1, 1000, at(end + 1)) < 0);
+    QCOMPARE(eta.secondsLeft(21, 1000, at(end + 3)), 0.1 * 979);
+  }
+
+  void aStepCountThatGoesBackStartsANewStage() {
+    StageEta eta;
+    runFirstStage(eta);
+    eta.secondsLeft(10, 10, at(200));  // a second stage of the same length, counting again
+    QVERIFY(eta.secondsLeft(0, 10, at(300)) < 0);
+    QCOMPARE(eta.secondsLeft(4, 10, at(302)), 3.0);  // 0.5 s a step, 6 left
+  }
+
+  void aNewTotalStartsANewStage() {
+    StageEta eta;
+    const double end = runFirstStage(eta);
+    QVERIFY(eta.secondsLeft(20, 1000, at(end + 1)) < 0);  // no restart(), no step back
+    QCOMPARE(eta.secondsLeft(30, 1000, at(end + 2)), 0.1 * 970);
+  }
+};
+
+HH_TEST_SUITE(TestStageEta, "engine.jobs.stage_eta", &TestStageEta::firstReportIsUnknownThenTheRateTimesTheStepsLeft,
+              &TestStageEta::aStageThatStartsBelowStepOneStillTimesItsFirstStep, &TestStageEta::restartStartsANewStage,
+              &TestStageEta::aStepCountThatGoesBackStartsANewStage, &TestStageEta::aNewTotalStartsANewStage)
+#include "test_stage_eta.moc"
