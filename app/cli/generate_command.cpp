@@ -181,7 +181,7 @@ void addGenerateCommand(CLI::App& app) {
   cmd->add_option("model", a->model, "Model folder (original or converted, with its tokenizer files)")
       ->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt,-p", a->prompt, "Prompt text")->required();
-  cmd->add_option("--max-tokens,-n", a->options.maxNewTokens, "Tokens to generate at most")->capture_default_str();
+  cmd->add_option("--max-tokens,-n,--max-new-tokens", a->options.maxNewTokens, "Tokens to generate at most")->capture_default_str();
   cmd->add_option("--temperature,-t", a->options.sampling.temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", a->options.sampling.topK, "Keep the k most likely tokens (0 = all)")->capture_default_str();
   cmd->add_option("--top-p", a->options.sampling.topP, "Nucleus: keep the most likely tokens up to this mass")->capture_default_str();

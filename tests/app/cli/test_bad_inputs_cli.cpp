@@ -264,8 +264,9 @@ class TestBadInputsCli : public QObject {
     if (std::string(HH_CLI_BINARY).empty()) QSKIP("the hedgehog CLI is not built (CLI11 missing)");
     Scratch scratch;
     const std::string teacher = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
-    const auto soft = runCli({"generate", teacher, "--prompt", "The cat", "-n", "3", "--cuda-graph", "--device", "cpu"},
-                             scratch.path, 0, false);
+    const auto soft = runCli(
+        {"generate", teacher, "--prompt", "The cat", "--max-new-tokens", "3", "--cuda-graph", "--device", "cpu"},
+        scratch.path, 0, false);
     QVERIFY2(soft.exited && soft.status == 0, soft.err.c_str());
     QVERIFY2(soft.err.find("--cuda-graph: " + teacher + " has softmax layers") != std::string::npos, soft.err.c_str());
     auto model = hh::models::loadModel(teacher);
