@@ -183,6 +183,27 @@ std::string humanCount(int64_t n) {
   return buffer;
 }
 
+namespace {
+
+// 1.0 MiB, 253 KiB, 980 B: a file's size as people read it.
+std::string humanBytes(int64_t bytes) {
+  char buffer[32];
+  if (bytes >= (int64_t(1) << 30)) std::snprintf(buffer, sizeof buffer, "%.2f GiB", double(bytes) / double(1 << 30));
+  else if (bytes >= (1 << 20)) std::snprintf(buffer, sizeof buffer, "%.1f MiB", double(bytes) / double(1 << 20));
+  else if (bytes >= (1 << 10)) std::snprintf(buffer, sizeof buffer, "%lld KiB", static_cast<long long>(bytes >> 10));
+  else std::snprintf(buffer, sizeof buffer, "%lld B", static_cast<long long>(bytes));
+  return buffer;
+}
+
+// 10000, 500000, 0.5: RoPE's base without trailing zeros.
+std::string shortNumber(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.10g", value);
+  return buffer;
+}
+
+}  // namespace
+
 std::string PreflightReport::text() const {
   std::ostringstream s;
   auto row = [&](const char* key, const std::string& value) { s << "  " << key << std::string(22 - std::string(key).size(), ' ') << value << "\n"; };
@@ -195,7 +216,7 @@ std::string PreflightReport::text() const {
     row("heads", num(heads) + " query, " + num(kvHeads) + " key/value" + (kvHeads != heads ? " (grouped-query)" : ""));
     row("head dim", num(headDim));
     row("hidden / MLP", num(hiddenSize) + " / " + num(intermediateSize) + " (" + activation + ")");
-    row("positions", positional + ", up to " + num(maxPositions) + (ropeTheta > 0 ? ", theta " + std::to_string(ropeTheta) : ""));
+    row("positions", positional + ", up to " + num(maxPositions) + (ropeTheta > 0 ? ", theta " + shortNumber(ropeTheta) : ""));
     row("attention", std::string(causal ? "causal" : "bidirectional") +
                          (convertedLayers > 0 ? ", " + num(convertedLayers) + " layers already linear" : ", all softmax"));
     row("tied head", tiedHead ? "yes" : "no");
@@ -203,7 +224,7 @@ std::string PreflightReport::text() const {
   }
   if (!weightsFile.empty()) {
     row("weights", weightsFile + " (" + num(shards) + (shards == 1 ? " file, " : " shards, ") + num(tensorsInFile) +
-                       " tensors, " + std::to_string(weightBytes / (1 << 20)) + " MiB)");
+                       " tensors, " + humanBytes(static_cast<int64_t>(weightBytes)) + ")");
     row("dtype", dtype);
     if (embeddingRows > 0) row("embedding rows", num(embeddingRows));
   }

@@ -2,7 +2,8 @@
 // vocab in config vs tokenizer vs embedding rows, tied head, dtype, causal vs bidirectional,
 // positional scheme, parameters, the weights file), its JSON and text forms, a converted folder
 // (saveModel after setAttentionPlan) reporting its converted layers, a grouped-query Llama with
-// RoPE, and a BF16 folder (reported as BF16, loaded as F32).
+// RoPE (its theta printed as a whole number), and a BF16 folder (reported as BF16, loaded as F32);
+// the weights' size in KiB below a MiB.
 
 #include <torch/types.h>
 
@@ -151,6 +152,11 @@ class TestPreflight : public QObject {
                                "1000 tokens", "ready to convert", "all softmax"})
       QVERIFY2(text.find(needle) != std::string::npos, needle);
     QVERIFY(m::preflight(dir.path()).text().find("NOT ready to convert") != std::string::npos);
+    // The weights' size in the unit that reads (a sub-MiB file was "0 MiB").
+    const auto gpt2 = m::preflight(kGpt2);
+    QVERIFY(gpt2.weightBytes > 1024 && gpt2.weightBytes < (1 << 20));
+    const auto kib = std::to_string(gpt2.weightBytes >> 10) + " KiB)";
+    QVERIFY2(gpt2.text().find(kib) != std::string::npos, kib.c_str());
     QCOMPARE(m::humanCount(111968), std::string("112.0 K"));
     QCOMPARE(m::humanCount(124439808), std::string("124.4 M"));
     QCOMPARE(m::humanCount(999), std::string("999"));
@@ -191,6 +197,7 @@ class TestPreflight : public QObject {
     QVERIFY(!r.tiedHead);
     QVERIFY(r.causal);
     QVERIFY(r.text().find("grouped-query") != std::string::npos);
+    QVERIFY2(r.text().find("theta 500000\n") != std::string::npos, r.text().c_str());  // not 500000.000000
     QVERIFY(!r.tokenizerOk);  // no tokenizer files: a warning, not a blocker
     QVERIFY(hasFinding(r, Severity::Warning, "no usable tokenizer"));
   }
