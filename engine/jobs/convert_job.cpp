@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "engine/core/device.h"
+#include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
 #include "engine/distributed/communicator.h"
 #include "engine/jobs/data_parallel.h"
@@ -147,6 +148,7 @@ class Conversion {
 
   bool distill() {
     stage_ = "distill";
+    releaseFreeMemory();  // what the stage before freed, back to the system before this one allocates
     const auto t = std::chrono::steady_clock::now();
     const auto distill = distillStage(config_);
     writer_.log("stage 1/4 distill: " + distill.runDir + "/run.h5");
@@ -163,6 +165,7 @@ class Conversion {
 
   bool finetune() {
     stage_ = "finetune";
+    releaseFreeMemory();  // what the stage before freed, back to the system before this one allocates
     if (config_.finetune.steps <= 0) {
       writer_.log("stage 2/4 finetune: skipped (finetune.steps is 0)");
       return true;
@@ -178,6 +181,7 @@ class Conversion {
 
   bool evaluate() {
     stage_ = "evaluate";
+    releaseFreeMemory();  // what the stage before freed, back to the system before this one allocates
     const auto t = std::chrono::steady_clock::now();
     const auto evaluate = evaluateStage(config_);
     writer_.log("stage 3/4 evaluate: " + evaluate.runDir + "/run.h5");

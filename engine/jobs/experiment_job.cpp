@@ -10,6 +10,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "engine/core/process_memory.h"
 #include "engine/jobs/convert_job.h"
 #include "engine/jobs/run_support.h"
 #include "engine/jobs/train_job.h"
@@ -192,6 +193,7 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
       observer.log(prefix + "running " + c.job + " into " + dir.string());
       fs::create_directories(dir);
       fs::remove(record);
+      releaseFreeMemory();  // what the variant before freed, back to the system before this one allocates
       const auto t0 = std::chrono::steady_clock::now();
       VariantObserver inner(observer, prefix);
       Outcome outcome{JobStatus::Failed, ""};
