@@ -87,6 +87,12 @@ int CurvePlot::addSeries(const QString& name, const QVector<double>& xs, const Q
   return index;
 }
 
+void CurvePlot::setSeriesName(int index, const QString& name) {
+  if (index < 0 || index >= series_.size()) return;
+  series_[index].line->setName(name);
+  scheduleReplot();
+}
+
 void CurvePlot::setSeriesStyle(int index, SeriesStyle style, double width) {
   if (index < 0 || index >= series_.size()) return;
   QCPGraph* g = series_[index].line;

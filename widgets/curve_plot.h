@@ -47,6 +47,8 @@ class CurvePlot : public QWidget {
   // as a loss), or markers only (sparse measurements such as a held-out loss). width: line pen.
   enum class SeriesStyle { LineAndPoints, Line, Points };
   void setSeriesStyle(int index, SeriesStyle style, double width = 2.0);
+  // Renames series `index` in the legend (nothing for an index out of range).
+  void setSeriesName(int index, const QString& name);
 
   void setTitle(const QString& title);
   void setAxisLabels(const QString& x, const QString& y);

@@ -45,6 +45,7 @@ CliObserver::~CliObserver() {
 
 void CliObserver::started(const std::string& runPath, int64_t totalSteps) {
   eta_.restart();
+  latest_.clear();  // a new stage: the last one's numbers are not this one's
   if (jsonl_) return emitEvent({{"event", "run_file"}, {"path", runPath}, {"total_steps", totalSteps}});
   std::printf("run file: %s\n", runPath.c_str());
   std::fflush(stdout);
@@ -82,7 +83,7 @@ void CliObserver::draw(int64_t step, int64_t total, const std::string& phase) {
     return emitEvent({{"event", "progress"}, {"step", step}, {"total", total}, {"phase", phase},
                       {"elapsed_s", elapsed}, {"eta_s", eta >= 0 ? nlohmann::json(eta) : nlohmann::json()}});
   std::string metrics;
-  for (const char* key : {"loss", "val_loss", "kl_mean", "perplexity", "accuracy"}) {
+  for (const char* key : {"loss", "val_kl", "val_loss", "kl_mean", "perplexity", "accuracy"}) {
     auto it = latest_.find(key);
     if (it == latest_.end()) continue;
     char buffer[64];

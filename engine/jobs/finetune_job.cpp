@@ -158,14 +158,28 @@ std::pair<double, double> classificationScore(const FinetuneConfig& config, Setu
   return {totals[0] / std::max(totals[2], 1.0), totals[1] / std::max(totals[2], 1.0)};
 }
 
-// Held-out {val_loss, metric}: perplexity (lm) or accuracy (classification).
-std::pair<double, double> heldOutScores(const FinetuneConfig& config, Setup& s, TrainingSession& session) {
+// Held-out scores: val_loss, the metric (perplexity for lm, accuracy for classification) and,
+// with the teacher_kl loss, val_kl: the training loss's own quantity on held-out rows (val_loss is
+// the next-token loss, a different number).
+struct HeldOutScores {
+  double loss = kNaN, metric = kNaN, teacherKl = kNaN;
+};
+
+HeldOutScores heldOutScores(const FinetuneConfig& config, Setup& s, TrainingSession& session) {
   at::NoGradGuard noGrad;
   if (s.lora) s.lora->apply();
-  if (s.classification) return classificationScore(config, s, session);
-  const double loss = heldOutLmLoss(*s.model, s.lm.validation, config.batchSize, config.evalBatches, session.observer(),
-                                    &session.world());
-  return {loss, std::exp(loss)};
+  if (s.classification) {
+    const auto [loss, accuracy] = classificationScore(config, s, session);
+    return {loss, accuracy};
+  }
+  HeldOutScores scores;
+  scores.loss = heldOutLmLoss(*s.model, s.lm.validation, config.batchSize, config.evalBatches, session.observer(),
+                              &session.world());
+  scores.metric = std::exp(scores.loss);
+  if (s.teacher)
+    scores.teacherKl = heldOutTeacherKl(*s.model, *s.teacher, s.lm.validation, config.batchSize, config.evalBatches,
+                                        session.observer(), &session.world());
+  return scores;
 }
 
 // The run file's header: scalars (the task's metric among them) and the config.
@@ -176,6 +190,7 @@ runs::RunHeader runHeader(const FinetuneConfig& config, const Setup& s, const di
   header.engineVersion = engineVersion();
   header.device = deviceName(deviceLabelOf(*s.model), world);
   header.layout.scalars = {{"loss", "nats"}, {"lr"}, {"grad_norm"}, {"val_loss", "nats"}, {metric}};
+  if (s.teacher) header.layout.scalars.push_back({"val_kl", "nats"});
   return header;
 }
 
@@ -251,13 +266,25 @@ class Finetuning {
   void evaluateStart() {
     if (resuming_) return;
     observer_.progress(0, config_.steps, "evaluating the starting model");
-    std::tie(result_.initialValidationLoss, result_.initialMetric) = heldOutScores(config_, s_, session_);
-    session_.record(0, {{"val_loss", result_.initialValidationLoss}, {metric_, result_.initialMetric}});
-    session_.log("step 0: val_loss " + std::to_string(result_.initialValidationLoss) + ", " + metric_ + " " +
-                 std::to_string(result_.initialMetric));
+    const auto scores = heldOutScores(config_, s_, session_);
+    result_.initialValidationLoss = scores.loss, result_.initialMetric = scores.metric;
+    std::string line = "step 0: ";
+    session_.record(0, heldOutRecord(scores, line));
+    session_.log(line);
     session_.stopping.bestLoss = result_.initialValidationLoss;
     result_.finalValidationLoss = result_.initialValidationLoss;
     result_.finalMetric = result_.initialMetric;
+  }
+
+  // The scalars an evaluation records, and their text appended to `line`.
+  std::map<std::string, double> heldOutRecord(const HeldOutScores& scores, std::string& line) const {
+    std::map<std::string, double> values{{"val_loss", scores.loss}, {metric_, scores.metric}};
+    line += "val_loss " + std::to_string(scores.loss) + ", " + metric_ + " " + std::to_string(scores.metric);
+    if (s_.teacher) {
+      values["val_kl"] = scores.teacherKl;
+      line += ", val_kl " + std::to_string(scores.teacherKl);
+    }
+    return values;
   }
 
   // Every rank draws the same global batch and trains on its rows; its gradient, weighted by its
@@ -277,10 +304,10 @@ class Finetuning {
   }
 
   std::map<std::string, double> evaluate(int64_t step, double loss, std::string& line) {
-    std::tie(result_.finalValidationLoss, result_.finalMetric) = heldOutScores(config_, s_, session_);
-    line = "step " + std::to_string(step) + ": loss " + std::to_string(loss) + ", val_loss " +
-           std::to_string(result_.finalValidationLoss) + ", " + metric_ + " " + std::to_string(result_.finalMetric);
-    return {{"val_loss", result_.finalValidationLoss}, {metric_, result_.finalMetric}};
+    const auto scores = heldOutScores(config_, s_, session_);
+    result_.finalValidationLoss = scores.loss, result_.finalMetric = scores.metric;
+    line = "step " + std::to_string(step) + ": loss " + std::to_string(loss) + ", ";
+    return heldOutRecord(scores, line);
   }
 
   // Rank 0 saves the last good weights as a plain model (LoRA merged in) after the checkpoint,

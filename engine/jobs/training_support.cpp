@@ -41,13 +41,19 @@ torch::Tensor teacherKlLoss(const torch::Tensor& studentLogits, const torch::Ten
   return (logT.exp() * (logT - logS)).sum(-1).mean();
 }
 
-double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows, int64_t batchSize, int64_t maxBatches,
-                     JobObserver& observer, dist::Communicator* world) {
+namespace {
+
+// The mean of a per-batch loss over up to `maxBatches` batches of `rows`, weighted by what each
+// batch counts (`count(ids)`: its predictions or positions), in eval mode without gradients. The
+// loss of a batch is a mean over its count.
+template <typename BatchLoss, typename Count>
+double heldOutMean(models::TransformerModel& model, const torch::Tensor& rows, int64_t batchSize, int64_t maxBatches,
+                   JobObserver& observer, dist::Communicator* world, BatchLoss batchLoss, Count count) {
   at::NoGradGuard noGrad;
   const bool wasTraining = model.is_training();
   model.eval();
   dist::Communicator& ranks = dist::Communicator::orAlone(world);
-  double sum = 0, tokens = 0;
+  double sum = 0, total = 0;
   int64_t batches = 0;
   const int64_t n = rows.size(0);
   for (int64_t start = 0; start < n && (maxBatches <= 0 || batches < maxBatches); start += batchSize, ++batches) {
@@ -55,13 +61,30 @@ double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows,
     const auto [first, last] = dist::shardRange(std::min(batchSize, n - start), ranks.rank(), ranks.size());
     if (last == first) continue;
     const auto ids = rows.narrow(0, start + first, last - first);  // [b, T]
-    const int64_t count = ids.size(0) * (ids.size(1) - 1);
-    sum += modelNextTokenLoss(model, ids).item<double>() * double(count);
-    tokens += double(count);
+    const double weight = double(count(ids));
+    sum += batchLoss(ids).template item<double>() * weight;
+    total += weight;
   }
   model.train(wasTraining);
-  const auto both = ranks.sum(std::vector<double>{sum, tokens});  // this rank's alone
+  const auto both = ranks.sum(std::vector<double>{sum, total});  // this rank's alone
   return both[0] / std::max(both[1], 1.0);
+}
+
+}  // namespace
+
+double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows, int64_t batchSize, int64_t maxBatches,
+                     JobObserver& observer, dist::Communicator* world) {
+  return heldOutMean(
+      model, rows, batchSize, maxBatches, observer, world, [&](const torch::Tensor& ids) { return modelNextTokenLoss(model, ids); },
+      [](const torch::Tensor& ids) { return ids.size(0) * (ids.size(1) - 1); });
+}
+
+double heldOutTeacherKl(models::TransformerModel& model, models::TransformerModel& teacher, const torch::Tensor& rows,
+                        int64_t batchSize, int64_t maxBatches, JobObserver& observer, dist::Communicator* world) {
+  return heldOutMean(
+      model, rows, batchSize, maxBatches, observer, world,
+      [&](const torch::Tensor& ids) { return modelTeacherKlLoss(model, teacher, ids); },
+      [](const torch::Tensor& ids) { return ids.size(0) * ids.size(1); });
 }
 
 double clipGradients(const std::vector<torch::Tensor>& params, double maxNorm) {

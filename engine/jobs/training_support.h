@@ -39,6 +39,12 @@ torch::Tensor teacherKlLoss(const torch::Tensor& studentLogits, const torch::Ten
 double heldOutLmLoss(models::TransformerModel& model, const torch::Tensor& rows, int64_t batchSize, int64_t maxBatches,
                      JobObserver& observer, dist::Communicator* world = nullptr);
 
+// The same for the teacher_kl loss: mean over every position of `rows` of KL(teacher || model)
+// between the next-token distributions (modelTeacherKlLoss), batched, in eval mode and without
+// gradients, distributed as above. The held-out counterpart of finetuning's teacher_kl loss.
+double heldOutTeacherKl(models::TransformerModel& model, models::TransformerModel& teacher, const torch::Tensor& rows,
+                        int64_t batchSize, int64_t maxBatches, JobObserver& observer, dist::Communicator* world = nullptr);
+
 // Clips the gradients of `params` to total norm `maxNorm` (<= 0: no clipping) and returns the
 // norm before clipping (NaN/inf when some gradient is not finite; the caller then skips the step).
 double clipGradients(const std::vector<torch::Tensor>& params, double maxNorm);

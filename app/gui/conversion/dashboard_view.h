@@ -104,6 +104,7 @@ class DashboardView : public QWidget {
   void syncTableChoices();  // the tables the shown run has, and a choice among them
   void updateEmptyTexts();  // what the grid and the curves say while they have nothing to show
   void appendLoss(const runs::ScalarSeries& series);
+  void showHeldOutTeacherKl();  // a run with val_kl: the held-out points and the legend follow it
   void rebuildSmoothed();
   void refreshGrid();
   void refreshMaps();
@@ -138,6 +139,7 @@ class DashboardView : public QWidget {
   QString jobPhase_;
   int64_t plannedSteps_ = 0, lastStep_ = 0;
   double smoothingWeight_ = 0.9, ema_ = 0.0;
+  bool heldOutTeacherKl_ = false;  // the held-out points are val_kl (a finetuning on teacher_kl)
   QVector<double> lossSteps_, lossValues_;
   std::map<std::string, runs::TableSeries> tables_;  // latest row of each table
   std::optional<runs::Snapshot> snapshot_;           // latest snapshot

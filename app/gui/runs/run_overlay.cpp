@@ -16,7 +16,8 @@
 namespace hh::gui {
 
 const QStringList& overlayScalars() {
-  static const QStringList names{QStringLiteral("loss"), QStringLiteral("val_loss"), QStringLiteral("kl_mean")};
+  static const QStringList names{QStringLiteral("loss"), QStringLiteral("val_loss"), QStringLiteral("val_kl"),
+                                 QStringLiteral("kl_mean")};
   return names;
 }
 
@@ -140,7 +141,12 @@ void RunOverlay::redraw() {
     bool any = false;
     if (loss) {
       any |= draw(QStringLiteral("loss"), run.label, widgets::CurvePlot::SeriesStyle::Line);
-      any |= draw(QStringLiteral("val_loss"), tr("%1 (held-out)").arg(run.label), widgets::CurvePlot::SeriesStyle::Points);
+      // A finetuning on teacher_kl has its loss's own quantity held out (val_kl); val_loss is the
+      // next-token loss there, another number.
+      const auto kl = run.curves.find(QStringLiteral("val_kl"));
+      const bool heldOutKl = kl != run.curves.end() && !kl->second.values.isEmpty();
+      any |= draw(heldOutKl ? QStringLiteral("val_kl") : QStringLiteral("val_loss"), tr("%1 (held-out)").arg(run.label),
+                  widgets::CurvePlot::SeriesStyle::Points);
     } else {
       any = draw(QStringLiteral("kl_mean"), run.label, widgets::CurvePlot::SeriesStyle::LineAndPoints);
     }

@@ -4,7 +4,9 @@
 // saves a plain folder (no LoRA tensors) that reloads to the same loss (the drop is small: the
 // body and the random tied embedding stay frozen); classification on a
 // tiny TSV of two easily separable classes reaches >= 0.9 held-out accuracy (a head is added to
-// the LM folder); NaN stops with failed status; cancel marks the run cancelled; config JSON.
+// the LM folder); NaN stops with failed status; cancel marks the run cancelled; config JSON. With
+// the teacher_kl loss the held-out KL to the teacher (val_kl) is recorded beside val_loss and
+// falls with the training loss; heldOutTeacherKl is the mean over positions whatever the batches.
 
 #include <torch/types.h>
 
@@ -118,6 +120,13 @@ void teacherKlApproaches(const std::string& dtype) {
         losses.size(), losses.back());
   QVERIFY(losses.front() > 0.1);
   QVERIFY(losses.back() < 0.7 * losses.front());
+  // The held-out counterpart of that loss (val_kl, beside the next-token val_loss) falls too.
+  const auto heldOut = hh::runs::RunReader::open(r.runFile).scalars("val_kl");
+  QCOMPARE(heldOut.steps.front(), int64_t(0));
+  qInfo("held-out teacher KL: step 0 %.4g -> step %lld %.4g", heldOut.values.front(), (long long)heldOut.steps.back(),
+        heldOut.values.back());
+  QVERIFY(heldOut.values.front() > 0.1);
+  QVERIFY(heldOut.values.back() < 0.7 * heldOut.values.front());
 }
 
 }  // namespace
@@ -242,6 +251,32 @@ class TestFinetuneJob : public QObject {
     QVERIFY(std::abs(j::teacherKlLoss(teacher, teacher).item<double>()) < 1e-7);
   }
 
+  // heldOutTeacherKl is the mean over every position of the held-out rows, whatever the batches:
+  // 7 rows in batches of 3 (3, 3, 1) against one forward of all 7, and one batch of 3 against
+  // those 3 rows; stories260K with untrained Hedgehog maps against itself as softmax.
+  void heldOutTeacherKlIsTheMeanOverPositions() {
+    const std::string stories = std::string(HH_FIXTURES_DIR) + "/stories260K";
+    auto teacher = m::loadModel(stories), student = m::loadModel(stories);
+    hh::attn::LinearAttentionConfig linear;
+    linear.featureMap.kind = hh::attn::FeatureMapKind::Hedgehog;
+    student->setAttentionPlan(m::AttentionPlan::uniform(student->layerCount(), linear));
+    torch::manual_seed(3);
+    const auto rows = torch::randint(1, 512, {7, 24}, torch::kLong);
+    at::NoGradGuard noGrad;
+    const auto whole = [&](const torch::Tensor& ids) {
+      return j::teacherKlLoss(student->forward(ids).logits, teacher->forward(ids).logits).item<double>();
+    };
+    j::JobObserver quiet;
+    const double all = j::heldOutTeacherKl(*student, *teacher, rows, 3, 0, quiet);
+    const double first = j::heldOutTeacherKl(*student, *teacher, rows, 3, 1, quiet);
+    qInfo("held-out teacher KL %.7g (whole %.7g), first batch %.7g (whole %.7g)", all, whole(rows), first,
+          whole(rows.narrow(0, 0, 3)));
+    QVERIFY(all > 0.1);
+    QVERIFY(std::abs(all - whole(rows)) < 1e-5 * all);
+    QVERIFY(std::abs(first - whole(rows.narrow(0, 0, 3))) < 1e-5 * first);
+    QVERIFY(std::abs(first - all) > 1e-3 * all);  // the batch limit is honoured
+  }
+
   void teacherKlFinetuneApproachesTheTeacher() {
     teacherKlApproaches("float32");
     // The teacher alone as the student (no adapters, every layer softmax) starts at KL 0.
@@ -254,6 +289,7 @@ class TestFinetuneJob : public QObject {
     const auto first = j::runFinetune(t, observer);
     QVERIFY2(first.status == j::JobStatus::Completed, first.message.c_str());
     QVERIFY(std::abs(hh::runs::RunReader::open(first.runFile).scalars("loss").values.at(0)) < 1e-6);
+    QVERIFY(std::abs(hh::runs::RunReader::open(first.runFile).scalars("val_kl").values.at(0)) < 1e-6);
     HH_VERIFY_THROWS_WITH(j::finetuneConfigFromJson({{"loss", "mse"}}), "loss must be");
     HH_VERIFY_THROWS_WITH(j::finetuneConfigFromJson({{"loss", "teacher_kl"}, {"task", "classification"}}), "is for task");
   }
@@ -286,7 +322,7 @@ class TestFinetuneJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestFinetuneJob, "engine.jobs.finetune", &TestFinetuneJob::initTestCase, &TestFinetuneJob::fullLmFinetuneLowersLoss, &TestFinetuneJob::loraFromTeacherAndAdaptersSavesAPlainModel, &TestFinetuneJob::classificationReachesHighAccuracy, &TestFinetuneJob::nanStopsAndCancelMarksRun, &TestFinetuneJob::teacherKlLossByHand, &TestFinetuneJob::teacherKlFinetuneApproachesTheTeacher, &TestFinetuneJob::teacherKlFinetuneApproachesTheTeacherInBf16, &TestFinetuneJob::configJsonRoundTripAndErrors)
+HH_TEST_SUITE(TestFinetuneJob, "engine.jobs.finetune", &TestFinetuneJob::initTestCase, &TestFinetuneJob::fullLmFinetuneLowersLoss, &TestFinetuneJob::loraFromTeacherAndAdaptersSavesAPlainModel, &TestFinetuneJob::classificationReachesHighAccuracy, &TestFinetuneJob::nanStopsAndCancelMarksRun, &TestFinetuneJob::teacherKlLossByHand, &TestFinetuneJob::heldOutTeacherKlIsTheMeanOverPositions, &TestFinetuneJob::teacherKlFinetuneApproachesTheTeacher, &TestFinetuneJob::teacherKlFinetuneApproachesTheTeacherInBf16, &TestFinetuneJob::configJsonRoundTripAndErrors)
 
 #if HH_HAVE_QTEST
 #include "test_finetune_job.moc"

@@ -1,6 +1,8 @@
 // app.gui.dashboard: the conversion dashboard and its plumbing.
 //   - a finished run file (written here with known rows) is shown as it is: every loss row on the
 //     loss plot, the per-head grid coloured from the latest KL row, the snapshot maps;
+//   - a finetuning on teacher_kl shows its held-out KL to the teacher (val_kl) as the held-out
+//     points, named so, not the next-token val_loss; a run without val_kl is back to val_loss;
 //   - the main window starts a conversion of the tiny GPT-2 fixture from a project file; the
 //     dashboard follows the stage run files while the job writes them and shows their steps, and
 //     the GUI thread stays responsive: the longest gap between 10 ms timer ticks while the job
@@ -113,6 +115,47 @@ class TestDashboard : public QObject {
     QCOMPARE(view.linearMap()->rows(), 4);
     QCOMPARE(double(view.linearMap()->valueAt(1, 1)), 1.0);
     QCOMPARE(double(view.softmaxMap()->valueAt(3, 0)), 0.25);
+  }
+
+  // A finetuning on the teacher_kl loss: the held-out points are val_kl (the loss's own quantity),
+  // not val_loss (the next-token loss, another number), and the legend says so.
+  void aTeacherKlFinetuningHoldsOutItsOwnLoss() {
+    hh::test::TempDir dir("dashboard_teacher_kl");
+    r::RunHeader header;
+    header.runId = "test";
+    header.kind = "finetune";
+    header.configJson = R"({"steps": 10, "loss": "teacher_kl"})";
+    header.layout.scalars = {"loss", "val_loss", "perplexity", "val_kl"};
+    const auto path = dir.file("run.h5");
+    {
+      auto w = r::RunWriter::create(path, header);
+      w.appendScalars(0, {{"val_loss", 3.0}, {"perplexity", 20.0}, {"val_kl", 0.9}});
+      for (int s = 1; s <= 10; ++s) w.appendScalar(s, "loss", 1.0 - 0.05 * s);
+      w.appendScalars(10, {{"val_loss", 2.0}, {"perplexity", 7.4}, {"val_kl", 0.4}});
+      w.setStatus(r::RunStatus::Completed, "done");
+    }
+    hh::gui::DashboardView view;
+    view.resize(1200, 800);
+    view.show();
+    hh::gui::RunFollower follower;
+    connect(&follower, &hh::gui::RunFollower::updated, &view, &hh::gui::DashboardView::applyUpdate);
+    follower.follow(QString::fromStdString(path));
+    QCOMPARE(view.lossPointCount(), 10);
+    QCOMPARE(view.lossPlot()->seriesValues(2), (QVector<double>{0.9, 0.4}));
+    QCOMPARE(view.lossPlot()->seriesName(0), QStringLiteral("KL to the teacher"));
+    QCOMPARE(view.lossPlot()->seriesName(2), QStringLiteral("held-out KL to the teacher"));
+    // Another run afterwards (no val_kl) is back to the held-out loss.
+    const auto plain = dir.file("plain.h5");
+    {
+      header.layout.scalars = {"loss", "val_loss"};
+      auto w = r::RunWriter::create(plain, header);
+      w.appendScalar(1, "loss", 1.0);
+      w.appendScalar(1, "val_loss", 1.5);
+      w.setStatus(r::RunStatus::Completed, "done");
+    }
+    follower.follow(QString::fromStdString(plain));
+    QTRY_COMPARE(view.lossPlot()->seriesValues(2), (QVector<double>{1.5}));
+    QCOMPARE(view.lossPlot()->seriesName(2), QStringLiteral("held-out loss"));
   }
 
   void offersOnlyTheTablesTheRunHas() {
@@ -255,7 +298,7 @@ class TestDashboard : public QObject {
 };
 
 HH_TEST_SUITE(TestDashboard, "app.gui.dashboard", &TestDashboard::initTestCase, &TestDashboard::showsAFinishedRunFile,
-              &TestDashboard::offersOnlyTheTablesTheRunHas,
+              &TestDashboard::aTeacherKlFinetuningHoldsOutItsOwnLoss, &TestDashboard::offersOnlyTheTablesTheRunHas,
               &TestDashboard::followsAConversionAndStaysResponsive, &TestDashboard::cancelFromTheGuiStopsTheJob,
               &TestDashboard::refusesABadProjectFile)
 
