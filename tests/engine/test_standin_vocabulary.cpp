@@ -3,7 +3,8 @@
 // for anything else of Qt's (QVERIFY_EXCEPTION_THROWN, qWarning, QString, ...) compiles here and
 // breaks that build, which only a GPU session would find. This reads every engine suite and the
 // shared test support for Qt names outside the stand-in's vocabulary. It also keeps dtypes out of
-// QCOMPARE in every test tree (a failing one aborts the suite; tests/support/hh_test.h).
+// QCOMPARE in every test tree (a failing one aborts the suite; tests/support/hh_test.h), and
+// checks that every engine suite includes its moc output only where there is Qt.
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -102,6 +103,23 @@ std::vector<std::string> dtypeComparisons(const std::string& code) {
   return found;
 }
 
+// The `#include "<suite>.moc"` lines not right under `#if HH_HAVE_QTEST`: without Qt there is no
+// moc output to include (the stand-in needs none), so an unguarded one breaks the device build.
+std::vector<std::string> unguardedMocIncludes(const std::string& text) {
+  std::vector<std::string> found;
+  std::istringstream in(text);
+  std::string previous;
+  for (std::string line; std::getline(in, line);) {
+    const auto start = line.find_first_not_of(" \t");
+    if (start == std::string::npos) continue;
+    line = line.substr(start);
+    if (line.rfind("#include", 0) == 0 && line.find(".moc\"") != std::string::npos && previous != "#if HH_HAVE_QTEST")
+      found.push_back(line);
+    previous = line;
+  }
+  return found;
+}
+
 std::string readFile(const fs::path& path) {
   std::ifstream in(path);
   std::ostringstream text;
@@ -140,6 +158,25 @@ class StandInVocabularyTest : public QObject {
     QVERIFY2(problems.empty(), ("not in the stand-in for Qt Test (tests/support/hh_test.h):\n" + problems).c_str());
   }
 
+  // Every engine suite includes its moc output only under HH_HAVE_QTEST; the reader finds one
+  // that does not.
+  void engineSuitesGuardTheirMocOutput() {
+    const fs::path root(HH_SOURCE_DIR);
+    std::string problems;
+    size_t read = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(root / "tests" / "engine")) {
+      if (!entry.is_regular_file() || entry.path().extension() != ".cpp") continue;
+      ++read;
+      for (const auto& line : unguardedMocIncludes(readFile(entry.path())))
+        problems += fs::relative(entry.path(), root).generic_string() + ": " + line + "\n";
+    }
+    QVERIFY2(read > 50, ("read only " + std::to_string(read) + " files").c_str());
+    QVERIFY2(problems.empty(), ("put these under #if HH_HAVE_QTEST ... #endif:\n" + problems).c_str());
+    QCOMPARE(unguardedMocIncludes("HH_TEST_SUITE(A, \"a\", &A::f)\n#include \"test_a.moc\"\n").size(), size_t(1));
+    QVERIFY(unguardedMocIncludes("HH_TEST_SUITE(A, \"a\", &A::f)\n\n#if HH_HAVE_QTEST\n#include \"test_a.moc\"\n#endif\n")
+                .empty());
+  }
+
   // The reader catches what broke the device build once, and lets the rest through.
   void catchesQtNamesOutsideTheStandIn() {
     const std::string bad =
@@ -175,6 +212,7 @@ class StandInVocabularyTest : public QObject {
 };
 
 HH_TEST_SUITE(StandInVocabularyTest, "engine.standin_vocabulary", &StandInVocabularyTest::engineSuitesUseOnlyTheStandIn,
+              &StandInVocabularyTest::engineSuitesGuardTheirMocOutput,
               &StandInVocabularyTest::catchesQtNamesOutsideTheStandIn,
               &StandInVocabularyTest::noSuiteComparesDtypesWithQCompare)
 

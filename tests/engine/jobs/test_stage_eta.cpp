@@ -71,4 +71,7 @@ class TestStageEta : public QObject {
 HH_TEST_SUITE(TestStageEta, "engine.jobs.stage_eta", &TestStageEta::firstReportIsUnknownThenTheRateTimesTheStepsLeft,
               &TestStageEta::aStageThatStartsBelowStepOneStillTimesItsFirstStep, &TestStageEta::restartStartsANewStage,
               &TestStageEta::aStepCountThatGoesBackStartsANewStage, &TestStageEta::aNewTotalStartsANewStage)
+
+#if HH_HAVE_QTEST
 #include "test_stage_eta.moc"
+#endif
