@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 
 #include <cstdlib>
 #include <string>
@@ -27,12 +28,21 @@ int requestedThreads() {
     if (end != env && n > 0 && n < 4096) return static_cast<int>(n);
   }
   if (const int n = defaultThreads.load(); n > 0) return n;
-  const unsigned hw = std::thread::hardware_concurrency();
-  // Two threads or fewer: one. OpenMP's spinning workers and OpenBLAS's pool fight over two
-  // cores; small-model training ran 1.8x slower with 2 threads than with 1 (docs/performance.md).
-  return hw > 2 ? static_cast<int>(hw) : 1;
+  return hardwareThreadCount(std::thread::hardware_concurrency(), std::getenv("OMP_WAIT_POLICY"));
 }
 }  // namespace
+
+int hardwareThreadCount(unsigned hardwareThreads, const char* openMpWaitPolicy) {
+  std::string policy(openMpWaitPolicy != nullptr ? openMpWaitPolicy : "");
+  for (auto& c : policy) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  // Two cores or fewer: one thread, unless OpenMP's idle workers wait passively. Spinning ones
+  // fight OpenBLAS's pool and the job's other threads over two cores (the stories conversion
+  // took 403.5 s with two spinning threads, 224.1 s with one, 189.7 s with two passive ones;
+  // docs/performance.md). scripts/demo.sh sets OMP_WAIT_POLICY=PASSIVE on such machines; it has
+  // to be set before the process starts (libgomp reads it when it loads).
+  if (hardwareThreads <= 2 && policy != "passive") return 1;
+  return static_cast<int>(std::max(1u, hardwareThreads));
+}
 
 void setDefaultThreadCount(int threads) {
   defaultThreads.store(std::max(0, threads));

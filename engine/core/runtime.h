@@ -14,9 +14,13 @@ struct RuntimeInfo {
 };
 
 // Sets Torch's intra-op threads from HH_NUM_THREADS when set (> 0), else the process default
-// (setDefaultThreadCount), else the hardware: every hardware thread, or 1 on machines with two or
-// fewer (measured faster there, docs/performance.md). Idempotent; returns what is in force afterwards.
+// (setDefaultThreadCount), else the hardware (hardwareThreadCount). Idempotent; returns what is
+// in force afterwards.
 RuntimeInfo initRuntime();
+// The hardware's count: every hardware thread, but 1 on machines with two or fewer unless
+// OpenMP's idle workers wait passively (OMP_WAIT_POLICY=passive, any case): spinning workers made
+// two threads slower than one there, passive ones faster (docs/performance.md).
+int hardwareThreadCount(unsigned hardwareThreads, const char* openMpWaitPolicy);
 // The count initRuntime uses when HH_NUM_THREADS is not set (0 = from the hardware), e.g. the
 // workbench leaving a core to its GUI thread; applied to the calling thread at once.
 void setDefaultThreadCount(int threads);
