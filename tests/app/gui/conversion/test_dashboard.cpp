@@ -63,6 +63,18 @@ std::string writeProject(const hh::test::TempDir& dir, int64_t distillSteps, int
 }
 
 
+// A shown dashboard and a follower wired to it, as the main window wires them.
+struct FollowingDashboard {
+  hh::gui::DashboardView view;
+  hh::gui::RunFollower follower;
+  FollowingDashboard() {
+    view.resize(1200, 800);
+    view.show();
+    QObject::connect(&follower, &hh::gui::RunFollower::updated, &view, &hh::gui::DashboardView::applyUpdate);
+  }
+  void follow(const std::string& path) { follower.follow(QString::fromStdString(path)); }
+};
+
 }  // namespace
 
 class TestDashboard : public QObject {
@@ -94,12 +106,9 @@ class TestDashboard : public QObject {
       w.appendSnapshot(30, softmax, linear);
       w.setStatus(r::RunStatus::Completed, "done");
     }
-    hh::gui::DashboardView view;
-    view.resize(1200, 800);
-    view.show();
-    hh::gui::RunFollower follower;
-    connect(&follower, &hh::gui::RunFollower::updated, &view, &hh::gui::DashboardView::applyUpdate);
-    follower.follow(QString::fromStdString(path));
+    FollowingDashboard shown;
+    auto& view = shown.view;
+    shown.follow(path);
     QCOMPARE(view.lossPointCount(), 30);
     QCOMPARE(view.lastStep(), int64_t(30));
     QVERIFY(view.statusText().startsWith("completed"));
@@ -134,12 +143,9 @@ class TestDashboard : public QObject {
       w.appendScalars(10, {{"val_loss", 2.0}, {"perplexity", 7.4}, {"val_kl", 0.4}});
       w.setStatus(r::RunStatus::Completed, "done");
     }
-    hh::gui::DashboardView view;
-    view.resize(1200, 800);
-    view.show();
-    hh::gui::RunFollower follower;
-    connect(&follower, &hh::gui::RunFollower::updated, &view, &hh::gui::DashboardView::applyUpdate);
-    follower.follow(QString::fromStdString(path));
+    FollowingDashboard shown;
+    auto& view = shown.view;
+    shown.follow(path);
     QCOMPARE(view.lossPointCount(), 10);
     QCOMPARE(view.lossPlot()->seriesValues(2), (QVector<double>{0.9, 0.4}));
     QCOMPARE(view.lossPlot()->seriesName(0), QStringLiteral("KL to the teacher"));
@@ -153,7 +159,7 @@ class TestDashboard : public QObject {
       w.appendScalar(1, "val_loss", 1.5);
       w.setStatus(r::RunStatus::Completed, "done");
     }
-    follower.follow(QString::fromStdString(plain));
+    shown.follow(plain);
     QTRY_COMPARE(view.lossPlot()->seriesValues(2), (QVector<double>{1.5}));
     QCOMPARE(view.lossPlot()->seriesName(2), QStringLiteral("held-out loss"));
   }
@@ -175,13 +181,10 @@ class TestDashboard : public QObject {
       w.appendTable(1, "entropy", {2.0, 1.5});
       w.setStatus(r::RunStatus::Completed, "done");
     }
-    hh::gui::DashboardView view;
-    view.resize(1200, 800);
-    view.show();
+    FollowingDashboard shown;
+    auto& view = shown.view;
     QVERIFY(view.headGrid()->emptyText().startsWith("No run open"));
-    hh::gui::RunFollower follower;
-    connect(&follower, &hh::gui::RunFollower::updated, &view, &hh::gui::DashboardView::applyUpdate);
-    follower.follow(QString::fromStdString(path));
+    shown.follow(path);
     QCOMPARE(view.tableChoice()->currentData().toString(), QString("entropy"));
     QCOMPARE(view.headGrid()->layers(), 2);
     QCOMPARE(view.headGrid()->summary(1, 0), 1.5);
@@ -198,7 +201,7 @@ class TestDashboard : public QObject {
       auto w = r::RunWriter::create(bare, header);
       w.appendScalars(1, {{"loss", 1.0}});
     }
-    follower.follow(QString::fromStdString(bare));
+    shown.follow(bare);
     QCOMPARE(view.headGrid()->layers(), 0);
     QVERIFY2(view.headGrid()->emptyText().startsWith("No per-head tables in this run yet"),
              qPrintable(view.headGrid()->emptyText()));
