@@ -2,7 +2,7 @@
 # Sets up (see setup.sh) and runs the main job on the embedded default: the stories conversion
 # (projects/stories/stories.json) of stories260K, a real pretrained Llama (Karpathy's TinyStories
 # model), to Hedgehog linear attention in every layer: distil on text the teacher wrote, finetune
-# towards the teacher, evaluate on real TinyStories text, export; about 8 minutes on 2 cores. It
+# towards the teacher, evaluate on real TinyStories text, export; about 3 to 8 minutes on 2 cores. It
 # ends by printing the run file and the exported model.
 #   - With a display (DISPLAY or WAYLAND_DISPLAY) and the workbench built, the conversion runs in
 #     the workbench on its live dashboard; --headless (or no display) runs the CLI.
