@@ -3,6 +3,8 @@
 // (the stories conversion's finetune once said 43m40s left at step 20 of 1000, from the whole
 // run's elapsed time, for what took 1m52s). The new stage is told by restart(), by the step
 // count going back, or by a new total; unknown (< 0) at a stage's first report; 0 at its end.
+// The rate is the stage's recent one (its last quarter of steps), so a stage whose steps become
+// dearer (the evaluation's tables after its perplexity batches) is estimated at the new cost.
 #include <chrono>
 
 #include "engine/jobs/stage_eta.h"
@@ -38,6 +40,25 @@ class TestStageEta : public QObject {
     QCOMPARE(eta.secondsLeft(100, 100, at(205)), 0.0);
   }
 
+  // The evaluation's shape: 16 cheap steps (0.1 s), then steps of 1 s. Three slow steps in, the
+  // rate is over the stage's last quarter (4 steps: one cheap, three slow), near the new rate;
+  // the average since the start (4.6 s / 19 steps, 12.3 s left) was a quarter of the 51 s left.
+  void theRateFollowsTheStagesRecentSteps() {
+    StageEta eta;
+    double t = 0;
+    for (int64_t step = 0; step <= 16; ++step, t += 0.1) eta.secondsLeft(step, 70, at(t));
+    t -= 0.1;  // step 16 came at 1.6 s
+    double left = 0;
+    for (int64_t step = 17; step <= 19; ++step) left = eta.secondsLeft(step, 70, at(t += 1.0));
+    QCOMPARE(left, (4.6 - 1.5) / 4 * 51);  // from step 15 (1.5 s) to step 19 (4.6 s)
+    // A repeated report of one step (an evaluation at step 0, then the first step) times from the
+    // later one.
+    StageEta again;
+    QVERIFY(again.secondsLeft(0, 10, at(0)) < 0);
+    QVERIFY(again.secondsLeft(0, 10, at(5)) < 0);
+    QCOMPARE(again.secondsLeft(1, 10, at(6)), 9.0);
+  }
+
   void aStageThatStartsBelowStepOneStillTimesItsFirstStep() {
     StageEta eta;
     QVERIFY(eta.secondsLeft(3, 10, at(0)) < 0);  // resumed at step 3
@@ -69,6 +90,7 @@ class TestStageEta : public QObject {
 };
 
 HH_TEST_SUITE(TestStageEta, "engine.jobs.stage_eta", &TestStageEta::firstReportIsUnknownThenTheRateTimesTheStepsLeft,
+              &TestStageEta::theRateFollowsTheStagesRecentSteps,
               &TestStageEta::aStageThatStartsBelowStepOneStillTimesItsFirstStep, &TestStageEta::restartStartsANewStage,
               &TestStageEta::aStepCountThatGoesBackStartsANewStage, &TestStageEta::aNewTotalStartsANewStage)
 
