@@ -2,6 +2,7 @@
 
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -58,6 +59,25 @@ std::vector<float> toFloats(const torch::Tensor& t) {
   const auto c = t.to(torch::kFloat).contiguous().cpu();
   return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }
+// The layer's tables: softmax entropy, then the model's own linear weights (a converted layer) and
+// every candidate's for this layer, each against one ranking of the layer's scores.
+// valid [B|1, 1, T, T]; keyMask [B, T] bool or undefined.
+void measureTables(ProbeResult& result, const ProbeRequest& request, const models::LayerCapture& c,
+                   const torch::Tensor& valid, const torch::Tensor& keyMask) {
+  const int l = static_cast<int>(c.layer);
+  result.heads.measureLayer(l, c.softmaxWeights, torch::Tensor(), torch::Tensor(), valid);
+  const auto goesHere = [&](const auto& modules) { return !modules[static_cast<size_t>(l)].is_empty(); };
+  const bool anyCandidate = std::any_of(request.candidates.begin(), request.candidates.end(), goesHere);
+  if (!c.linearWeights.defined() && !anyCandidate) return;
+  const metrics::RankedScores ranked(fp32Scores(c.queries, c.keys), valid);
+  if (c.linearWeights.defined()) result.heads.measureLinear(l, c.softmaxWeights, c.linearWeights, ranked, valid);
+  for (size_t m = 0; m < request.candidates.size(); ++m) {
+    auto module = request.candidates[m][static_cast<size_t>(l)];  // a handle: weights() is not const
+    if (module.is_empty()) continue;
+    const auto a = module->weights(c.queries, c.keys, c.hidden, keyMask);  // [B, H, T, T]
+    result.candidateHeads[m].measureLinear(l, c.softmaxWeights, a, ranked, valid);
+  }
+}
 }  // namespace
 
 HeadMeasures::HeadMeasures(int layers, int heads) {
@@ -75,21 +95,38 @@ void HeadMeasures::measureLayer(int layer, const torch::Tensor& p, const torch::
   measureHeads(layer, 0, p, a, scores, valid);
 }
 
+namespace {
+// perHead [h] float64 into table's row `layer`, columns firstHead ...
+void putHeads(HeadTable& table, int layer, int firstHead, const torch::Tensor& perHead) {
+  const auto v = perHead.cpu();
+  for (int h = 0; h < int(v.size(0)); ++h)
+    table.values[static_cast<size_t>(layer * table.heads + firstHead + h)] = v[h].item<double>();
+}
+}  // namespace
+
 void HeadMeasures::measureHeads(int layer, int firstHead, const torch::Tensor& p, const torch::Tensor& a,
                                 const torch::Tensor& scores, const torch::Tensor& valid) {
   TORCH_CHECK(firstHead >= 0 && firstHead + p.size(1) <= entropySoftmax.heads, "measureHeads: heads ", firstHead, " + ",
               p.size(1), " of ", entropySoftmax.heads);
-  auto put = [&](HeadTable& table, const torch::Tensor& perHead) {  // perHead [h] float64
-    const auto v = perHead.cpu();
-    for (int h = 0; h < int(v.size(0)); ++h)
-      table.values[static_cast<size_t>(layer * table.heads + firstHead + h)] = v[h].item<double>();
-  };
-  put(entropySoftmax, metrics::headEntropy(p, valid));
+  putHeads(entropySoftmax, layer, firstHead, metrics::headEntropy(p, valid));
   if (!a.defined()) return;
+  measureLinearHeads(layer, firstHead, p, a, valid,
+                     scores.defined() ? metrics::headSpearman(scores, a, valid) : torch::Tensor());
+}
+
+void HeadMeasures::measureLinear(int layer, const torch::Tensor& p, const torch::Tensor& a,
+                                 const metrics::RankedScores& scores, const torch::Tensor& valid) {
+  TORCH_CHECK(p.size(1) == entropySoftmax.heads, "measureLinear: ", p.size(1), " heads, the tables ",
+              entropySoftmax.heads);
+  measureLinearHeads(layer, 0, p, a, valid, metrics::headSpearman(scores, a));
+}
+
+void HeadMeasures::measureLinearHeads(int layer, int firstHead, const torch::Tensor& p, const torch::Tensor& a,
+                                      const torch::Tensor& valid, const torch::Tensor& monotonicityPerHead) {
   const auto klPerHead = metrics::headKl(p, a, valid).cpu();
-  put(kl, klPerHead);
-  put(entropyLinear, metrics::headEntropy(a, valid));
-  if (scores.defined()) put(monotonicity, metrics::headSpearman(scores, a, valid));
+  putHeads(kl, layer, firstHead, klPerHead);
+  putHeads(entropyLinear, layer, firstHead, metrics::headEntropy(a, valid));
+  if (monotonicityPerHead.defined()) putHeads(monotonicity, layer, firstHead, monotonicityPerHead);
   for (int h = 0; h < int(klPerHead.size(0)); ++h) {
     const double v = klPerHead[h].item<double>();
     klSum_ = std::isfinite(v) ? klSum_ + v : kNaN;
@@ -120,12 +157,16 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
   result.induction = empty("induction");
   result.outputError = empty("output_error");
   capture.outputs = request.outputs;
+  result.candidateHeads.assign(request.candidates.size(), HeadMeasures(L, H));
+  for (const auto& modules : request.candidates)
+    TORCH_CHECK(static_cast<int>(modules.size()) == L, "probeAttention: a candidate has ", modules.size(),
+                " layers, the model ", L);
+  const auto keyMask = mask.defined() ? mask.to(torch::kBool) : torch::Tensor();
   const int64_t T = ids.size(1);
   // Each layer is reduced to its numbers as soon as it has run (one layer's maps alive at a time).
   capture.consume = [&](const models::LayerCapture& c) {
     const int l = static_cast<int>(c.layer);
-    const auto valid = attn::validPairs(T, T, config.causal, mask.defined() ? mask.to(torch::kBool) : torch::Tensor(),
-                                        ids.device());  // [B|1,1,T,T]
+    const auto valid = attn::validPairs(T, T, config.causal, keyMask, ids.device());  // [B|1,1,T,T]
     if (request.patterns) {
       const auto patterns = metrics::headPatterns(c.softmaxWeights, ids);
       for (int h = 0; h < H; ++h) {
@@ -139,9 +180,7 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
       const auto perHead = relativeOutputError(c.softmaxOutput, c.linearOutput, mask);  // [H]
       for (int h = 0; h < H; ++h) result.outputError.values[static_cast<size_t>(l * H + h)] = perHead[h].item<double>();
     }
-    if (request.tables)
-      result.heads.measureLayer(l, c.softmaxWeights, c.linearWeights,
-                                c.linearWeights.defined() ? fp32Scores(c.queries, c.keys) : torch::Tensor(), valid);
+    if (request.tables) measureTables(result, request, c, valid, keyMask);
     for (const auto& [pl, ph] : request.snapshotPairs) {
       if (pl != l || ph < 0 || ph >= H) continue;
       AttentionSnapshot snap;

@@ -24,6 +24,9 @@ struct ProbeResult {
   // output, sum ||y_linear - y_softmax||^2 / sum ||y_softmax||^2 over the real query rows
   // ("output_error", NaN for softmax layers).
   HeadTable outputError;
+  // With ProbeRequest::candidates, per candidate in its order: kl, entropyLinear and monotonicity
+  // of its linear attention against the model's softmax (entropySoftmax NaN: it is in `heads`).
+  std::vector<HeadMeasures> candidateHeads;
   std::vector<AttentionSnapshot> snapshots;
   // With curveBins > 0: per snapshot pair (in the order of `snapshots`) the monotonicity curve of
   // the softmax weights, then of the linear weights (all-NaN on a softmax layer), over the first
@@ -38,6 +41,10 @@ struct ProbeRequest {
   int curveBins = 0;                               // 0 = no monotonicity curves
   bool patterns = false;                           // previous-token, first-token, induction scores
   bool outputs = false;                            // outputError
+  // With tables: linear attentions to measure beside the model's own, each a module per layer
+  // (an empty holder where it does not go), on the same q and k (the model runs as the teacher):
+  // one forward, one softmax and one ranking of the scores per layer serve them all.
+  std::vector<std::vector<attn::LinearAttention>> candidates;
 };
 
 // ids [B, T], mask [B, T] or undefined. Runs without gradients; restores nothing (no state).

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
+#include <map>
 
 #include "engine/core/runtime.h"
 #include "engine/data/classification_data.h"
@@ -186,13 +188,13 @@ class Evaluation {
         lm_(config.task == "lm"),
         tableRows_(config.tableSequences > 0 ? std::min(config.tableSequences, heldOut_.rows()) : heldOut_.rows()) {}
 
-  // Progress: both models' task batches, every row's table batches, and the teacher's own when
-  // no row measures the teacher.
+  // Progress: both models' task batches, then the table's batches on the teacher (every map but
+  // "trained" at once) and on the converted model when a row is "trained".
   void start(const std::vector<std::string>& mapNames) {
     const int64_t batches = (heldOut_.rows() + config_.batchSize - 1) / config_.batchSize;
     const int64_t tableBatches = (tableRows_ + config_.batchSize - 1) / config_.batchSize;
-    const bool teacherMeasured = std::any_of(mapNames.begin(), mapNames.end(), [](const auto& n) { return n != "trained"; });
-    total_ = 2 * batches + (static_cast<int64_t>(mapNames.size()) + (teacherMeasured ? 0 : 1)) * tableBatches;
+    const bool trained = std::find(mapNames.begin(), mapNames.end(), "trained") != mapNames.end();
+    total_ = 2 * batches + (trained ? 2 : 1) * tableBatches;
     observer_.started(result_.runFile, total_);
     log("evaluate " + m_.teacher->config().describe() + " | converted: " +
         (config_.converted.empty() ? config_.featureMap + " (untrained)" : config_.converted) + " | " + config_.task + " on " +
@@ -228,31 +230,24 @@ class Evaluation {
     observer_.scalars(0, scalars);
   }
 
-  // One row of the table: "trained" measures the converted model, any other name the teacher
-  // with that map (at its initialisation) on the table's layers.
-  void measureRow(const std::string& name) {
-    HeadMeasures tables;
-    if (name == "trained") {
-      tables = measure(*m_.converted, name);
-    } else {
-      attn::LinearAttentionConfig linear;
-      const auto spec = attn::parseFeatureMapSpec(name);  // a kind, or exp_t=<t>
-      linear.featureMap.kind = spec.kind;
-      linear.featureMap.expT = spec.expT;
-      linear.featureMap.seed = config_.seed;
-      m_.teacher->setAttentionPlan(models::AttentionPlan::hybrid(m_.teacher->layerCount(), m_.tableLayers, linear));
-      tables = measure(*m_.teacher, name);
-      m_.teacher->setAttentionPlan(models::AttentionPlan{});
-      if (!result_.softmaxEntropyTable.heads) recordSoftmaxEntropy(tables.entropySoftmax);
-    }
-    recordRow(name, tables);
-  }
-
-  // The original teacher's softmax entropy (a "trained" row measures the converted model, whose
-  // q and k full finetuning has changed): from the first row measured on the teacher, else from
-  // the teacher alone after the rows.
-  void recordSoftmaxEntropyIfMissing() {
-    if (!result_.softmaxEntropyTable.heads) recordSoftmaxEntropy(measure(*m_.teacher, "softmax").entropySoftmax);
+  // The table's rows, recorded in the config's order: "trained" measures the converted model
+  // (against its own softmax: full finetuning changes q and k), every other name the teacher with
+  // that map at its initialisation on the table's layers. Those maps are measured together: one
+  // teacher forward, softmax and ranking of its scores per layer and batch serve them all. The
+  // teacher's softmax entropy comes from the same pass.
+  void measureRows(const std::vector<std::string>& names) {
+    std::vector<std::string> teacherMaps;
+    const auto untrained = [](const std::string& name) { return name != "trained"; };
+    std::copy_if(names.begin(), names.end(), std::back_inserter(teacherMaps), untrained);
+    std::map<std::string, HeadMeasures> rows;
+    if (teacherMaps.size() < names.size()) rows["trained"] = measure(*m_.converted, "trained").front();
+    const auto label = teacherMaps.empty()      ? std::string("softmax")
+                       : teacherMaps.size() == 1 ? teacherMaps.front()
+                                                 : std::to_string(teacherMaps.size()) + " feature maps";
+    const auto teacher = measure(*m_.teacher, label, candidateModules(teacherMaps));
+    recordSoftmaxEntropy(teacher.front().entropySoftmax);
+    for (size_t i = 0; i < teacherMaps.size(); ++i) rows[teacherMaps[i]] = teacher[i + 1];
+    for (const auto& name : names) recordRow(name, rows.at(name));
   }
 
   std::string cancelledMessage() const {
@@ -291,25 +286,56 @@ class Evaluation {
     return sum / double(std::max<int64_t>(count, 1));
   }
 
-  // Per-head tables of one model's linear attention against softmax, averaged over the table's
-  // batches (weighted by their sequence count; NaN entries propagate).
-  HeadMeasures measure(models::TransformerModel& model, const std::string& name) {
-    HeadMeasures sums(static_cast<int>(model.config().layers), static_cast<int>(model.config().heads));
-    for (auto* t : sums.tables()) std::fill(t->values.begin(), t->values.end(), 0.0);
+  // Each map's linear attention for the table's layers (empty elsewhere), [map][layer]: made by
+  // the teacher's own plan, so initialised and seeded as a converted model's are, then taken out.
+  std::vector<std::vector<attn::LinearAttention>> candidateModules(const std::vector<std::string>& maps) {
+    std::vector<std::vector<attn::LinearAttention>> out;
+    for (const auto& name : maps) {
+      attn::LinearAttentionConfig linear;
+      const auto spec = attn::parseFeatureMapSpec(name);  // a kind, or exp_t=<t>
+      linear.featureMap.kind = spec.kind;
+      linear.featureMap.expT = spec.expT;
+      linear.featureMap.seed = config_.seed;
+      m_.teacher->setAttentionPlan(models::AttentionPlan::hybrid(m_.teacher->layerCount(), m_.tableLayers, linear));
+      auto& modules = out.emplace_back();
+      for (int64_t l = 0; l < m_.teacher->layerCount(); ++l) modules.push_back(m_.teacher->linearAttention(l));
+    }
+    m_.teacher->setAttentionPlan(models::AttentionPlan{});
+    return out;
+  }
+
+  // Per-head tables averaged over the table's batches (weighted by their sequence count; NaN
+  // entries propagate): [0] the model's own (its softmax entropy, and its linear layers against
+  // their softmax), then one per candidate (probeAttention's candidateHeads).
+  std::vector<HeadMeasures> measure(models::TransformerModel& model, const std::string& label,
+                                    std::vector<std::vector<attn::LinearAttention>> candidates = {}) {
+    const int L = static_cast<int>(model.config().layers), H = static_cast<int>(model.config().heads);
+    std::vector<HeadMeasures> sums(1 + candidates.size(), HeadMeasures(L, H));
+    for (auto& measures : sums)
+      for (auto* t : measures.tables()) std::fill(t->values.begin(), t->values.end(), 0.0);
+    ProbeRequest request;
+    request.candidates = std::move(candidates);
     for (int64_t start = 0; start < tableRows_; start += config_.batchSize) {
       checkCancel();
       const int64_t n = std::min(config_.batchSize, tableRows_ - start);
       const auto batch = heldOut_.slice(start, n);
-      const auto probed = probeAttention(model, batch.ids, batch.mask, ProbeRequest{}).heads;
-      const auto from = probed.tables();
-      auto into = sums.tables();
-      for (size_t i = 0; i < into.size(); ++i)
-        for (size_t k = 0; k < into[i]->values.size(); ++k) into[i]->values[k] += double(n) * from[i]->values[k];
-      observer_.progress(++done_, total_, "attention table: " + name);
+      const auto probed = probeAttention(model, batch.ids, batch.mask, request);
+      addWeighted(sums.front(), probed.heads, double(n));
+      for (size_t m = 0; m < probed.candidateHeads.size(); ++m)
+        addWeighted(sums[m + 1], probed.candidateHeads[m], double(n));
+      observer_.progress(++done_, total_, "attention table: " + label);
     }
-    for (auto* t : sums.tables())
-      for (auto& v : t->values) v /= double(tableRows_);
+    for (auto& measures : sums)
+      for (auto* t : measures.tables())
+        for (auto& v : t->values) v /= double(tableRows_);
     return sums;
+  }
+
+  static void addWeighted(HeadMeasures& into, const HeadMeasures& from, double weight) {
+    const auto target = into.tables();
+    const auto source = from.tables();
+    for (size_t i = 0; i < target.size(); ++i)
+      for (size_t k = 0; k < target[i]->values.size(); ++k) target[i]->values[k] += weight * source[i]->values[k];
   }
 
   void recordSoftmaxEntropy(const HeadTable& entropy) {
@@ -381,8 +407,7 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
   evaluation.start(mapNames);
   try {
     evaluation.recordQuality();
-    for (const auto& name : mapNames) evaluation.measureRow(name);
-    evaluation.recordSoftmaxEntropyIfMissing();
+    evaluation.measureRows(mapNames);
     result.status = JobStatus::Completed;
   } catch (const JobCancelled&) {
     result.status = JobStatus::Cancelled;

@@ -11,7 +11,9 @@
 //      its own softmax: full finetuning changes q and k). Per map:
 //      [L, H] tables of KL(softmax || linear), entropy of the linear weights and monotonicity
 //      (Spearman's rho against q.k/sqrt(d)); scalars = their mean over the converted layers' heads
-//      (layers that stay softmax are NaN in the tables and left out of the means).
+//      (layers that stay softmax are NaN in the tables and left out of the means). The untrained
+//      maps are measured in one pass over the table's batches: per layer one teacher forward,
+//      one softmax and one ranking of its scores serve every map (ProbeRequest::candidates).
 // The converted model is `converted` (a converted folder, or an adapters .safetensors file applied
 // to the teacher) or, when that is empty, the teacher with `feature_map` at its initialisation.
 // Everything goes to <run_dir>/run.h5 (kind "evaluate"; scalars at step 0; tables kl_<map>,

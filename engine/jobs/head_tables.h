@@ -10,6 +10,9 @@
 namespace at {
 class Tensor;
 }
+namespace hh::metrics {
+struct RankedScores;
+}
 
 namespace hh::jobs {
 
@@ -38,11 +41,19 @@ struct HeadMeasures {
   // [B, h, T, T]): the inspector measures one head at a time to hold one [T, T] map, not H.
   void measureHeads(int layer, int firstHead, const at::Tensor& p, const at::Tensor& a, const at::Tensor& scores,
                     const at::Tensor& valid);
+  // The linear half of measureLayer (kl, entropyLinear, monotonicity; entropySoftmax untouched)
+  // against the layer's scores ranked once (metrics::RankedScores of its scores and valid), for
+  // several linear attentions measured against one softmax.
+  void measureLinear(int layer, const at::Tensor& p, const at::Tensor& a, const metrics::RankedScores& scores,
+                     const at::Tensor& valid);
   // Mean KL over the heads of the layers measured with linear weights; NaN when there are none
   // or when one of them is not finite.
   double meanKl() const;
 
  private:
+  // kl, entropyLinear and, with monotonicity [h] defined, monotonicity of heads firstHead ...
+  void measureLinearHeads(int layer, int firstHead, const at::Tensor& p, const at::Tensor& a, const at::Tensor& valid,
+                          const at::Tensor& monotonicity);
   double klSum_ = 0;
   int64_t klCount_ = 0;
 };

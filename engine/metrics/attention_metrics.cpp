@@ -147,17 +147,16 @@ bool averageRanks(const double* values, const std::vector<int64_t>& keys, std::v
   return true;
 }
 
-// averageRanks for values that are doubles made from fp32 (or narrower) data, so that each
-// converts back to a float exactly: each valid key becomes one 64-bit integer, the float's
-// order-preserving bits above the key's index (-0 taken as +0, as == does), and those sort about
-// twice as fast as pairs of double and index. The same ranks (engine.metrics.attention
-// compares the fp32 path with its exact fp64 copy to the bit).
-bool averageRanksOfFloats(const double* values, const std::vector<int64_t>& keys, std::vector<uint64_t>& packed,
+// averageRanks for fp32 values (and narrower ones, widened to fp32 exactly): each valid key
+// becomes one 64-bit integer, the float's order-preserving bits above the key's index (-0 taken
+// as +0, as == does), and those sort about twice as fast as pairs of double and index. The same
+// ranks (engine.metrics.attention compares the fp32 path with its exact fp64 copy to the bit).
+bool averageRanksOfFloats(const float* values, const std::vector<int64_t>& keys, std::vector<uint64_t>& packed,
                           double* rank) {
   packed.clear();
   for (const int64_t j : keys) {
     if (std::isnan(values[j])) return false;
-    const float f = static_cast<float>(values[j]) + 0.0f;
+    const float f = values[j] + 0.0f;
     uint32_t bits;
     std::memcpy(&bits, &f, sizeof bits);
     bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
@@ -175,89 +174,132 @@ bool averageRanksOfFloats(const double* values, const std::vector<int64_t>& keys
   return true;
 }
 
-// scores, weights [..., Tq, Tk] -> (rho [..., Tq] on the input's device, skipped [..., Tq] bool).
-// A row is skipped (rho NaN) if it has < 3 valid keys or constant valid scores or weights; a row
-// with a NaN among its valid scores or weights is NaN but not skipped, so it poisons the head mean.
-std::pair<torch::Tensor, torch::Tensor> spearmanRows(const char* fn, const torch::Tensor& scores,
-                                                     const torch::Tensor& weights, const torch::Tensor& valid) {
-  checkPair(fn, scores, weights);
-  const auto device = scores.device();
-  const auto sizes = scores.sizes().vec();
-  const int64_t tk = sizes.back();
-  const int64_t rowsTotal = scores.numel() / std::max<int64_t>(tk, 1);
-  std::vector<int64_t> rowShape(sizes.begin(), sizes.end() - 1);
-
-  auto rho = torch::full({rowsTotal}, kNaN, torch::kDouble);
-  auto skipped = torch::ones({rowsTotal}, torch::kBool);
-  if (rowsTotal == 0 || tk == 0) {
-    return {rho.reshape(rowShape).to(device), skipped.reshape(rowShape).to(device)};
+// Ranks one row's valid keys: fp32 values through the packed sort, fp64 through pairs.
+class RowRanker {
+ public:
+  explicit RowRanker(int64_t tk) : rank_(tk) {
+    keys_.reserve(tk);
+    pairs_.reserve(tk);
+    packed_.reserve(tk);
+  }
+  // Takes the valid keys of a row (validRow null: every key).
+  void setKeys(const bool* validRow, int64_t tk) {
+    keys_.clear();
+    for (int64_t j = 0; j < tk; ++j)
+      if (!validRow || validRow[j]) keys_.push_back(j);
+  }
+  const std::vector<int64_t>& keys() const { return keys_; }
+  // Average ranks of row `row` of a block (rankingBlock) at the keys into ranks(); false if a
+  // value there is NaN.
+  bool rank(const torch::Tensor& block, int64_t row) {
+    const int64_t tk = block.size(1);
+    return block.scalar_type() == torch::kFloat
+               ? averageRanksOfFloats(block.data_ptr<float>() + row * tk, keys_, packed_, rank_.data())
+               : averageRanks(block.data_ptr<double>() + row * tk, keys_, pairs_, rank_.data());
+  }
+  const std::vector<double>& ranks() const { return rank_; }
+  // Sum over the keys of (rank - mean)^2; the mean of average ranks 1..n is (n + 1) / 2.
+  double spread() const {
+    const double mean = 0.5 * static_cast<double>(keys_.size() + 1);
+    double sum = 0.0;
+    for (const int64_t j : keys_) sum += (rank_[j] - mean) * (rank_[j] - mean);
+    return sum;
   }
 
-  const auto s2 = scores.reshape({rowsTotal, tk});
-  const auto w2 = weights.reshape({rowsTotal, tk});
-  torch::Tensor v2;  // [rows, Tk] bool, contiguous, CPU
-  if (valid.defined()) {
-    v2 = expandValid(fn, valid, scores.sizes(), torch::kCPU).reshape({rowsTotal, tk}).contiguous();
-  }
+ private:
+  std::vector<double> rank_;
+  std::vector<int64_t> keys_;
+  std::vector<std::pair<double, int64_t>> pairs_;
+  std::vector<uint64_t> packed_;
+};
 
-  double* rhoPtr = rho.data_ptr<double>();
-  bool* skipPtr = skipped.data_ptr<bool>();
-  const bool scoresAreFloats = scores.scalar_type() != torch::kDouble, weightsAreFloats = weights.scalar_type() != torch::kDouble;
-  // Rows are converted to float64 in blocks to bound the extra memory; each row is then ranked
-  // with std::sort over its valid keys only (half the work of a full-row sort for causal rows).
-  const int64_t blockRows = std::max<int64_t>(1, kBlockElements / tk);
+// Rows [r0, r1) of x [rows, Tk] as a contiguous CPU block to rank: float64 stays float64, every
+// other dtype becomes float32 (exactly: fp32, bf16, fp16), which ranks faster.
+torch::Tensor rankingBlock(const torch::Tensor& x, int64_t r0, int64_t r1) {
+  const auto type = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  return x.slice(0, r0, r1).to(torch::kCPU, type).contiguous();
+}
+
+// Ranks every row of x [rows, Tk] that has at least 3 valid keys (validKeys [rows, Tk] bool,
+// contiguous, CPU, or undefined: all) and hands it on: rowFn(r, ranker, ranked), ranked false
+// when a valid value is NaN. Rows in parallel, converted a block at a time.
+template <typename RowFn>
+void rankRows(const torch::Tensor& x, const torch::Tensor& validKeys, RowFn rowFn) {
+  const int64_t rowsTotal = x.size(0), tk = x.size(1);
+  const int64_t blockRows = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(tk, 1));
   for (int64_t r0 = 0; r0 < rowsTotal; r0 += blockRows) {
     const int64_t r1 = std::min(rowsTotal, r0 + blockRows);
-    const auto sBlk = s2.slice(0, r0, r1).to(torch::kCPU, torch::kDouble).contiguous();
-    const auto wBlk = w2.slice(0, r0, r1).to(torch::kCPU, torch::kDouble).contiguous();
-    const double* sPtr = sBlk.data_ptr<double>();
-    const double* wPtr = wBlk.data_ptr<double>();
-    const bool* vPtr = v2.defined() ? v2.data_ptr<bool>() + r0 * tk : nullptr;
-
-    at::parallel_for(0, r1 - r0, 16, [&](int64_t begin, int64_t end) {
-      std::vector<double> rankS(tk), rankW(tk);
-      std::vector<int64_t> keys;
-      std::vector<std::pair<double, int64_t>> pairs;
-      std::vector<uint64_t> packed;
-      keys.reserve(tk);
-      pairs.reserve(tk);
-      packed.reserve(tk);
-      const auto ranks = [&](const double* values, bool floats, double* rank) {
-        return floats ? averageRanksOfFloats(values, keys, packed, rank) : averageRanks(values, keys, pairs, rank);
-      };
+    const auto block = rankingBlock(x, r0, r1);
+    at::parallel_for(r0, r1, 16, [&](int64_t begin, int64_t end) {
+      RowRanker ranker(tk);
       for (int64_t r = begin; r < end; ++r) {
-        const bool* validRow = vPtr ? vPtr + r * tk : nullptr;
-        const int64_t out = r0 + r;
-        keys.clear();
-        for (int64_t j = 0; j < tk; ++j) {
-          if (!validRow || validRow[j]) keys.push_back(j);
-        }
-        const int64_t n = static_cast<int64_t>(keys.size());
-        if (n < 3) continue;  // skipped: NaN, skipped = true (the defaults)
-        if (!ranks(sPtr + r * tk, scoresAreFloats, rankS.data()) ||
-            !ranks(wPtr + r * tk, weightsAreFloats, rankW.data())) {
-          skipPtr[out] = false;  // NaN data: reported, not hidden
-          continue;
-        }
-        // Both rank vectors are permutations (ties averaged) of 1..n: their mean is (n + 1) / 2.
-        const double mean = 0.5 * static_cast<double>(n + 1);
-        double sxy = 0.0, sxx = 0.0, syy = 0.0;
-        for (const int64_t j : keys) {
-          const double dx = rankS[j] - mean, dy = rankW[j] - mean;
-          sxy += dx * dy;
-          sxx += dx * dx;
-          syy += dy * dy;
-        }
-        if (sxx == 0.0 || syy == 0.0) continue;  // constant scores or weights: skipped
-        rhoPtr[out] = sxy / std::sqrt(sxx * syy);
-        skipPtr[out] = false;
+        ranker.setKeys(validKeys.defined() ? validKeys.data_ptr<bool>() + r * tk : nullptr, tk);
+        if (ranker.keys().size() < 3) continue;  // too few keys: skipped whatever the values
+        const bool ranked = ranker.rank(block, r - r0);
+        rowFn(r, ranker, ranked);
       }
     });
   }
-  return {rho.reshape(rowShape).to(device), skipped.reshape(rowShape).to(device)};
+}
+
+// (rho [..., Tq] on the scores' device, skipped [..., Tq] bool) of weights against ranked scores.
+// A row is skipped (rho NaN) if it has < 3 valid keys or constant valid scores or weights; a row
+// with a NaN among its valid scores or weights is NaN but not skipped, so it poisons the head mean.
+std::pair<torch::Tensor, torch::Tensor> spearmanRows(const char* fn, const RankedScores& s,
+                                                     const torch::Tensor& weights) {
+  checkWeights(fn, weights);
+  TORCH_CHECK(weights.sizes() == torch::IntArrayRef(s.sizes), fn, ": both tensors must have the same shape, got ",
+              shapeString(s.sizes), " and ", shapeString(weights.sizes()));
+  const int64_t rowsTotal = static_cast<int64_t>(s.sxx.size()), tk = s.sizes.back();
+  const std::vector<int64_t> rowShape(s.sizes.begin(), s.sizes.end() - 1);
+  auto rho = torch::full({rowsTotal}, kNaN, torch::kDouble);    // skipped rows keep NaN
+  auto skipped = torch::ones({rowsTotal}, torch::kBool);        // and true
+  double* rhoPtr = rho.data_ptr<double>();
+  bool* skipPtr = skipped.data_ptr<bool>();
+  const float* rankPtr = s.ranks.data_ptr<float>();
+  rankRows(weights.reshape({rowsTotal, tk}), s.validKeys, [&](int64_t r, const RowRanker& w, bool ranked) {
+    if (std::isnan(s.sxx[r]) || !ranked) {
+      skipPtr[r] = false;  // NaN data: reported, not hidden
+      return;
+    }
+    const double syy = w.spread();
+    if (s.sxx[r] == 0.0 || syy == 0.0) return;  // constant scores or weights: skipped
+    // Both rank vectors are permutations (ties averaged) of 1..n: their mean is (n + 1) / 2.
+    const double mean = 0.5 * static_cast<double>(w.keys().size() + 1);
+    const float* rankS = rankPtr + r * tk;
+    double sxy = 0.0;
+    for (const int64_t j : w.keys()) sxy += (double(rankS[j]) - mean) * (w.ranks()[j] - mean);
+    rhoPtr[r] = sxy / std::sqrt(s.sxx[r] * syy);
+    skipPtr[r] = false;
+  });
+  return {rho.reshape(rowShape).to(s.device), skipped.reshape(rowShape).to(s.device)};
 }
 
 }  // namespace
+
+RankedScores::RankedScores(const torch::Tensor& scores, const torch::Tensor& valid) : device(scores.device()) {
+  checkWeights("RankedScores", scores);
+  sizes = scores.sizes().vec();
+  const int64_t tk = sizes.back();
+  // Average ranks are multiples of 1/2 up to Tk: exact in float32 below 2^23 keys.
+  TORCH_CHECK(tk < (int64_t{1} << 23), "RankedScores: ", tk, " keys are too many to rank in float32");
+  int64_t rowsTotal = 1;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) rowsTotal *= sizes[i];
+  sxx.assign(static_cast<size_t>(rowsTotal), 0.0);
+  ranks = torch::zeros({rowsTotal, tk}, torch::kFloat);
+  if (rowsTotal == 0 || tk == 0) return;
+  if (valid.defined())
+    validKeys = expandValid("RankedScores", valid, scores.sizes(), torch::kCPU).reshape({rowsTotal, tk}).contiguous();
+  float* rankPtr = ranks.data_ptr<float>();
+  rankRows(scores.reshape({rowsTotal, tk}), validKeys, [&](int64_t r, const RowRanker& ranker, bool ranked) {
+    if (!ranked) {
+      sxx[static_cast<size_t>(r)] = kNaN;
+      return;
+    }
+    for (const int64_t j : ranker.keys()) rankPtr[r * tk + j] = static_cast<float>(ranker.ranks()[j]);
+    sxx[static_cast<size_t>(r)] = ranker.spread();
+  });
+}
 
 torch::Tensor causalMask(int64_t length, torch::Device device) {
   // -> [T, T] bool, true on and below the diagonal
@@ -289,13 +331,23 @@ torch::Tensor headKl(const torch::Tensor& p, const torch::Tensor& a, const torch
 
 torch::Tensor rowSpearman(const torch::Tensor& scores, const torch::Tensor& weights, const torch::Tensor& valid) {
   // scores, weights [..., Tq, Tk] -> [..., Tq]
-  return spearmanRows("rowSpearman", scores, weights, valid).first;
+  checkPair("rowSpearman", scores, weights);
+  return rowSpearman(RankedScores(scores, valid), weights);
 }
 
 torch::Tensor headSpearman(const torch::Tensor& scores, const torch::Tensor& weights, const torch::Tensor& valid) {
   // scores, weights [B, H, Tq, Tk] (any leading dims, or [Tq, Tk]) -> [H]
-  const auto [rows, skipped] = spearmanRows("headSpearman", scores, weights, valid);
-  return headMean(rows, skipped.logical_not(), scores.dim());
+  checkPair("headSpearman", scores, weights);
+  return headSpearman(RankedScores(scores, valid), weights);
+}
+
+torch::Tensor rowSpearman(const RankedScores& scores, const torch::Tensor& weights) {
+  return spearmanRows("rowSpearman", scores, weights).first;
+}
+
+torch::Tensor headSpearman(const RankedScores& scores, const torch::Tensor& weights) {
+  const auto [rows, skipped] = spearmanRows("headSpearman", scores, weights);
+  return headMean(rows, skipped.logical_not(), static_cast<int64_t>(scores.sizes.size()));
 }
 
 // From this many pairs on, monotonicityCurve bins the central 99.8 % of the scores.

@@ -48,6 +48,20 @@ at::Tensor rowSpearman(const at::Tensor& scores, const at::Tensor& weights, cons
 // Mean over non-skipped rows per head: [H] float64 (NaN if a head has no usable row).
 at::Tensor headSpearman(const at::Tensor& scores, const at::Tensor& weights, const at::Tensor& valid = {});
 
+// The scores' half of Spearman's rho, ranked once for several weight tensors (the evaluation
+// measures every feature map against one teacher's scores): rowSpearman(RankedScores(s, v), w)
+// equals rowSpearman(s, w, v) to the bit. Ranked on the CPU; results go to the scores' device.
+struct RankedScores {
+  RankedScores(const at::Tensor& scores, const at::Tensor& valid = {});  // as rowSpearman takes them
+  std::vector<int64_t> sizes;  // the scores' shape [..., Tq, Tk]
+  at::Device device;           // the scores' device
+  at::Tensor ranks;            // [rows, Tk] float32, CPU: average rank (1-based) of each valid key, else 0
+  at::Tensor validKeys;        // [rows, Tk] bool, contiguous, CPU; undefined = every key valid
+  std::vector<double> sxx;     // per row: sum of squared centred ranks (0: constant or < 3 keys; NaN: a NaN score)
+};
+at::Tensor rowSpearman(const RankedScores& scores, const at::Tensor& weights);   // [..., Tq]
+at::Tensor headSpearman(const RankedScores& scores, const at::Tensor& weights);  // [H]
+
 // Binned monotonicity curve: weights against scores over all valid pairs of the given tensors
 // (pass one head's slice for a per-head curve). Bins are equal-width over [lo, hi] of the valid
 // scores: [min, max] below 2,000 pairs; from 2,000 on, the 0.1th to the 99.9th percentile, the

@@ -175,7 +175,10 @@ torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Te
   if (capturing) {
     LayerCapture c;
     c.layer = layer;
-    if (request->queriesKeys) c.values = v.detach();
+    if (request->queriesKeys) {
+      c.values = v.detach();
+      if (hidden.defined()) c.hidden = hidden.detach();
+    }
     if (request->queriesKeys || byFeatures) {
       c.queries = q.detach();
       c.keys = k.detach();

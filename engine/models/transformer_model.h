@@ -32,7 +32,8 @@ struct LayerCapture;
 
 struct CaptureRequest {
   std::vector<int64_t> layers;   // empty = every layer
-  bool queriesKeys = false;      // q, k after projection (and RoPE), and v; k, v expanded to H heads
+  // q, k after projection (and RoPE), v (k, v expanded to H heads), and the layer's hidden input
+  bool queriesKeys = false;
   bool softmaxWeights = true;    // [B, H, T, T], also for converted layers (the reference)
   bool linearWeights = true;     // [B, H, T, T], converted layers only (quadratic form)
   bool outputs = false;          // per-head attention outputs of both kinds (output-MSE loss)
@@ -53,6 +54,7 @@ struct LayerCapture {
   torch::Tensor queries;         // [B, H, T, D]
   torch::Tensor keys;            // [B, H, T, D]
   torch::Tensor values;          // [B, H, T, D]
+  torch::Tensor hidden;          // [B, T, C]: what the layer's linear attention gets (its gates)
   torch::Tensor softmaxWeights;  // [B, H, T, T] (masked entries 0)
   torch::Tensor linearWeights;   // [B, H, T, T] or undefined for softmax layers
   torch::Tensor softmaxOutput;   // [B, H, T, D] (outputs requested)

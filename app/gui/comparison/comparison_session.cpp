@@ -82,13 +82,14 @@ void compareHead(const torch::Tensor& qIn, const torch::Tensor& kIn, bool causal
   const torch::Tensor valid = hh::attn::validPairs(t, t, causal);  // [1, 1, T, T] bool
   const torch::Tensor p = hh::attn::softmaxWeights(q, k, causal);  // [1, 1, T, T]
   const torch::Tensor s = hh::attn::attentionScores(q, k);         // [1, 1, T, T]
+  const hh::metrics::RankedScores ranked(s, valid);                // for every map's Spearman
   result.length = int(t);
   result.headDim = int(q.size(3));
   result.causal = causal;
   result.softmax = toMaskedMatrix(p, valid);
   result.scores = toMaskedMatrix(s, valid);
   result.entropySoftmax = toScalar(hh::metrics::headEntropy(p, valid));
-  result.spearmanSoftmax = toScalar(hh::metrics::headSpearman(s, p, valid));
+  result.spearmanSoftmax = toScalar(hh::metrics::headSpearman(ranked, p));
   result.softmaxCurve = toCurve(hh::metrics::monotonicityCurve(s, p, valid, settings.bins));
   result.maps.clear();
   for (const QString& name : settings.featureMaps) {
@@ -100,7 +101,7 @@ void compareHead(const torch::Tensor& qIn, const torch::Tensor& kIn, bool causal
     m.difference = toMaskedMatrix(a - p.to(torch::kFloat), valid);
     m.kl = toScalar(hh::metrics::headKl(p, a, valid));
     m.entropy = toScalar(hh::metrics::headEntropy(a, valid));
-    m.spearman = toScalar(hh::metrics::headSpearman(s, a, valid));
+    m.spearman = toScalar(hh::metrics::headSpearman(ranked, a));
     m.curve = toCurve(hh::metrics::monotonicityCurve(s, a, valid, settings.bins));
     result.maps.push_back(std::move(m));
   }

@@ -70,6 +70,7 @@ class TestSpearman : public QObject {
   void spearmanValidSubset();
   void spearmanNaNPropagates();
   void spearmanRandomAgainstReference();
+  void rankedScoresServeSeveralWeights();
 };
 
 void TestSpearman::spearmanMonotonic() {
@@ -208,9 +209,52 @@ void TestSpearman::spearmanRandomAgainstReference() {
   }
 }
 
+void TestSpearman::rankedScoresServeSeveralWeights() {
+  // One ranking of fp32 scores with many ties [2, 2, 9, 9] (causal), three weight tensors against
+  // it, each row against the reference; and the rows whose fate the scores decide: a NaN score
+  // (row NaN, not skipped, whatever the weights: head 0 NaN), constant scores (skipped, unless a
+  // weight is NaN: then NaN), fewer than 3 keys (skipped even with a NaN weight).
+  torch::manual_seed(99);
+  const int64_t T = 9;
+  auto s = torch::round(torch::randn({2, 2, T, T}) * 2.0) / 2.0;
+  s[0][0][5][2] = kNaN;
+  s[1][1][6].fill_(0.5);
+  const auto valid = m::causalMask(T);
+  const m::RankedScores ranked(s, valid);
+  for (int trial = 0; trial < 3; ++trial) {
+    auto w = torch::round(torch::softmax(s.nan_to_num() + torch::randn({2, 2, T, T}), -1) * 8.0) / 8.0;
+    if (trial == 1) w[1][1][6][3] = kNaN;  // the constant-scores row
+    if (trial == 2) w[0][1][1][0] = kNaN;  // a row of 2 keys
+    const auto rows = m::rowSpearman(ranked, w);
+    const auto sa = s.accessor<float, 4>();
+    const auto wa = w.accessor<float, 4>();
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t i = 0; i < T; ++i) {
+          const double got = rows[b][h][i].item<double>();
+          std::vector<double> rs, rw;
+          for (int64_t j = 0; j <= i; ++j) rs.push_back(sa[b][h][i][j]), rw.push_back(wa[b][h][i][j]);
+          const bool nanRow = std::any_of(rs.begin(), rs.end(), [](double v) { return std::isnan(v); }) ||
+                              std::any_of(rw.begin(), rw.end(), [](double v) { return std::isnan(v); });
+          if (nanRow) continue;
+          const double want = referenceSpearman(rs, rw);
+          QVERIFY2(near(got, want, 1e-12), (diff(got, want, 1e-12) + " trial " + std::to_string(trial)).c_str());
+        }
+    const auto head = m::headSpearman(ranked, w);
+    QVERIFY2(std::isnan(valueAt(head, 0)), "the NaN score's row is not skipped: head 0 is NaN");
+    QVERIFY2(std::isnan(valueAt(rows[1][1], 6)), "constant scores: NaN");
+    if (trial == 1)
+      QVERIFY2(std::isnan(valueAt(head, 1)), "constant scores and a NaN weight: NaN, not skipped");
+    else
+      QVERIFY2(std::isfinite(valueAt(head, 1)), "constant scores, or 2 keys with a NaN weight: skipped");
+  }
+  HH_VERIFY_THROWS(std::exception, m::rowSpearman(ranked, torch::rand({2, 2, T, T - 1})));
+}
+
 HH_TEST_SUITE(TestSpearman, "engine.metrics.spearman", &TestSpearman::spearmanMonotonic, &TestSpearman::spearmanTiesByHand,
               &TestSpearman::spearmanSkippedRows, &TestSpearman::spearmanValidSubset,
-              &TestSpearman::spearmanNaNPropagates, &TestSpearman::spearmanRandomAgainstReference)
+              &TestSpearman::spearmanNaNPropagates, &TestSpearman::spearmanRandomAgainstReference,
+              &TestSpearman::rankedScoresServeSeveralWeights)
 
 #if HH_HAVE_QTEST
 #include "test_spearman.moc"
