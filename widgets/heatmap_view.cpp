@@ -21,6 +21,12 @@ namespace hh::widgets {
 namespace {
 
 constexpr double kZoomFactor = 0.85;  // per wheel step
+
+// The values of a view with no matrix (one shared empty vector).
+SharedValues noValues() {
+  static const SharedValues empty = std::make_shared<const std::vector<float>>();
+  return empty;
+}
 constexpr int kReadoutOffset = 14;    // px between the cursor and the readout box
 constexpr int kRebuildDelayMs = 50;   // after the last zoom / pan / resize step
 constexpr int kMinBudget = 32;        // display cells per side, at least
@@ -73,7 +79,7 @@ QString formatNumber(double v) {
 
 }  // namespace
 
-HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
+HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent), values_(noValues()) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   plot_ = new QCustomPlot(this);
@@ -131,7 +137,7 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
   // hidden fitted them to a few pixels: one label per axis until the next replot).
   connect(plot_, &QCustomPlot::afterReplot, this, [this] {
     const QSize size = plot_->axisRect()->rect().size();
-    if (!values_.empty() && size != plannedFor_) scheduleRebuild();
+    if (!values().empty() && size != plannedFor_) scheduleRebuild();
     if (size != tickedFor_) requestReplot();
   });
   connect(plot_, &QCustomPlot::mouseMove, this, &HeatmapView::onMouseMove);
@@ -146,15 +152,19 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
 HeatmapView::~HeatmapView() = default;
 
 bool HeatmapView::setMatrix(int rows, int cols, std::vector<float> values) {
-  if (rows <= 0 || cols <= 0 || values.size() != std::size_t(rows) * std::size_t(cols)) {
+  return setSharedMatrix(rows, cols, std::make_shared<const std::vector<float>>(std::move(values)));
+}
+
+bool HeatmapView::setSharedMatrix(int rows, int cols, SharedValues shared) {
+  if (rows <= 0 || cols <= 0 || !shared || shared->size() != std::size_t(rows) * std::size_t(cols)) {
     clear();
     return false;
   }
   rows_ = rows;
   cols_ = cols;
-  values_ = std::move(values);
-  if (scores_.size() != values_.size()) scores_.clear();
-  const FiniteRange range = finiteRange(values_.data(), values_.size());
+  values_ = std::move(shared);
+  if (scores_.size() != values().size()) scores_.clear();
+  const FiniteRange range = finiteRange(values().data(), values().size());
   dataLo_ = range.valid ? range.lo : 0.0;
   dataHi_ = range.valid ? range.hi : 1.0;
   xTicker_->setCells(cols_, keyLabels_);
@@ -166,7 +176,7 @@ bool HeatmapView::setMatrix(int rows, int cols, std::vector<float> values) {
 }
 
 bool HeatmapView::setScores(int rows, int cols, std::vector<float> scores) {
-  if (rows != rows_ || cols != cols_ || scores.size() != values_.size()) return false;
+  if (rows != rows_ || cols != cols_ || scores.size() != values().size()) return false;
   scores_ = std::move(scores);
   return true;
 }
@@ -266,7 +276,7 @@ int HeatmapView::mapRow() const {
 bool HeatmapView::emptyTextShown() const { return emptyText_ && emptyText_->visible(); }
 
 void HeatmapView::updateEmptyState() {
-  const bool empty = values_.empty() && !emptyTextValue_.isEmpty();
+  const bool empty = values().empty() && !emptyTextValue_.isEmpty();
   if (emptyText_) emptyText_->setVisible(empty);
   colorScale_->setVisible(colorScaleInLayout() && !empty);
   requestReplot();
@@ -285,7 +295,7 @@ void HeatmapView::setReadoutNames(const QString& row, const QString& col) {
 
 void HeatmapView::clear() {
   rows_ = cols_ = 0;
-  values_.clear();
+  values_ = noValues();
   scores_.clear();
   display_ = DownsampledMatrix{};
   rebuildTimer_->stop();
@@ -310,7 +320,7 @@ std::pair<double, double> HeatmapView::valueRange() const {
 
 float HeatmapView::valueAt(int row, int col) const {
   if (row < 0 || col < 0 || row >= rows_ || col >= cols_) return std::nanf("");
-  return values_[std::size_t(row) * std::size_t(cols_) + std::size_t(col)];
+  return values()[std::size_t(row) * std::size_t(cols_) + std::size_t(col)];
 }
 
 std::optional<float> HeatmapView::scoreAt(int row, int col) const {
@@ -379,16 +389,16 @@ BlockReduce HeatmapView::currentReduce() const {
 }
 
 void HeatmapView::scheduleRebuild() {
-  if (!values_.empty() && !rebuildTimer_->isActive()) rebuildTimer_->start();
+  if (!values().empty() && !rebuildTimer_->isActive()) rebuildTimer_->start();
 }
 
 void HeatmapView::rebuildDisplay(bool force) {
   rebuildTimer_->stop();
   QCPColorMapData* data = colorMap_->data();
   // QCustomPlot draws a cleared colour map as one block of the lowest colour: hide it instead.
-  colorMap_->setVisible(!values_.empty());
+  colorMap_->setVisible(!values().empty());
   updateEmptyState();
-  if (values_.empty()) {
+  if (values().empty()) {
     data->clear();
     return;
   }
@@ -402,7 +412,7 @@ void HeatmapView::rebuildDisplay(bool force) {
                     reduce == displayReduce_ && !display_.values.empty();
   if (same && !force) return;
 
-  display_ = downsampleRegion(rows_, cols_, values_.data(), MatrixRegion{py.start, px.start, py.span, px.span},
+  display_ = downsampleRegion(rows_, cols_, values().data(), MatrixRegion{py.start, px.start, py.span, px.span},
                               py.block, px.block, reduce);
   displayReduce_ = reduce;
   displayRegion_ = MatrixRegion{py.start, px.start, py.span, px.span};

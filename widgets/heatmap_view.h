@@ -48,6 +48,8 @@ class HeatmapView : public QWidget {
   // Replaces the matrix (values.size() must be rows * cols, else the view is cleared and false is
   // returned). Scores of another size are dropped. Resets the zoom.
   bool setMatrix(int rows, int cols, std::vector<float> values);
+  // The same without a copy: the view keeps a reference to the values (they must not change).
+  bool setSharedMatrix(int rows, int cols, SharedValues shared);
   // Scores for the readout; must match the matrix size (returns false otherwise).
   bool setScores(int rows, int cols, std::vector<float> scores);
   void clearScores();
@@ -130,7 +132,8 @@ class HeatmapView : public QWidget {
   QSharedPointer<TokenAxisTicker> xTicker_, yTicker_;
 
   int rows_ = 0, cols_ = 0;
-  std::vector<float> values_;
+  const std::vector<float>& values() const { return *values_; }
+  SharedValues values_;  // never null
   std::vector<float> scores_;
   QStringList queryLabels_, keyLabels_;
   QString valueLabel_;

@@ -8,9 +8,14 @@
 // covers source rows [row0 + r * blockRows, row0 + (r + 1) * blockRows), likewise columns.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace hh::widgets {
+
+// A matrix's values shared between their producer and the views that draw them: a 4096 x 4096
+// map (67 MB) is handed to a view without a copy on the GUI thread.
+using SharedValues = std::shared_ptr<const std::vector<float>>;
 
 enum class BlockReduce {
   Max,     // largest value: keeps sharp attention peaks visible

@@ -93,7 +93,8 @@ int benchMain(int argc, char** argv) {
     std::fprintf(stderr, "head: %s\n", qPrintable(maps.error));
     return 1;
   }
-  const double shown = mb(int64_t(maps.softmax.size() + maps.scores.size() + maps.linear.size()) * 4);
+  const size_t cells = maps.softmax->size() + maps.scores.size() + (maps.linear ? maps.linear->size() : 0);
+  const double shown = mb(int64_t(cells) * 4);
   std::printf("head maps (layer %d, head 0): %.2f s; %.0f MB of maps shown; peak %.0f MB above before\n", summary.layers - 1,
               headSeconds, shown, mb(hh::peakResidentBytes() - before));
   session.reset();

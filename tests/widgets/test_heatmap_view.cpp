@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "tests/support/hh_test.h"
@@ -277,6 +278,20 @@ class TestHeatmapView : public QObject {
     QCOMPARE(view.displaySize(), QSize(1, 1));
   }
 
+  void sharedValuesAreKeptNotCopied() {
+    HeatmapView view;
+    const auto shared = std::make_shared<const std::vector<float>>(std::vector<float>{0.1f, 0.7f, 0.2f, 0.4f});
+    QVERIFY(view.setSharedMatrix(2, 2, shared));
+    QCOMPARE(shared.use_count(), 2L);  // the view holds the same vector
+    QCOMPARE(view.valueAt(0, 1), 0.7f);
+    QCOMPARE(view.valueRange().second, double(0.7f));  // its range is read from it
+    view.clear();
+    QCOMPARE(shared.use_count(), 1L);  // and lets it go
+    QVERIFY(!view.setSharedMatrix(2, 2, nullptr));
+    QVERIFY(!view.setSharedMatrix(3, 3, shared));
+    QCOMPARE(view.rows(), 0);
+  }
+
   void emptyTextShowsUntilThereIsAMatrix() {
     HeatmapView view;
     view.resize(400, 300);
@@ -320,7 +335,8 @@ HH_TEST_SUITE(TestHeatmapView, "widgets.heatmap",
               &TestHeatmapView::divergingIsSymmetricAroundZero, &TestHeatmapView::cellAtMapsPositionsToCells,
               &TestHeatmapView::hoverEmitsAndShowsTheReadout, &TestHeatmapView::manyTokenLabelsAreThinned, &TestHeatmapView::labelsRefitWhenAHiddenViewIsShown,
               &TestHeatmapView::zoomIsClampedToTheMatrix, &TestHeatmapView::largeMatrixIsFastAndDownsampled,
-              &TestHeatmapView::badSizesClearTheView, &TestHeatmapView::emptyTextShowsUntilThereIsAMatrix,
+              &TestHeatmapView::badSizesClearTheView, &TestHeatmapView::sharedValuesAreKeptNotCopied,
+              &TestHeatmapView::emptyTextShowsUntilThereIsAMatrix,
               &TestHeatmapView::colourBarHidesAndReturnsBesideATitledMap)
 #if HH_HAVE_QTEST
 #include "test_heatmap_view.moc"

@@ -333,7 +333,7 @@ void InspectorView::onHeadMaps(HeadMaps maps) {
     info_->setText(QStringLiteral("<span style='color:#b2182b'>%1</span>").arg(maps_.error.toHtmlEscaped()));
   }
   compareButton_->setEnabled(maps_.error.isEmpty());
-  viewChoice_->setEnabled(!maps_.linear.empty());
+  viewChoice_->setEnabled(maps_.linear != nullptr);
   large_->clearScores();  // the previous head's scores must not read out for this one
   applyHeadView();
   // The scores (T x T, read only by the hover readout) are handed over in a later event, so
@@ -353,15 +353,16 @@ void InspectorView::applyHeadView() {
   const HeadMaps& m = maps_;
   if (!m.error.isEmpty() || m.length == 0) return;
   const int t = m.length;
-  const int view = m.linear.empty() ? 0 : viewChoice_->currentIndex();
+  const int view = m.linear ? viewChoice_->currentIndex() : 0;
   const size_t i = size_t(m.layer * result_.heads + m.head);
   auto metric = [&](const std::vector<double>& v) {
     return i < v.size() && !std::isnan(v[i]) ? QString::number(v[i], 'f', 3) : QStringLiteral("n/a");
   };
   QString title = tr("layer %1, head %2").arg(m.layer).arg(m.head);
   if (view == 2) {
-    std::vector<float> diff(m.softmax.size());
-    for (size_t j = 0; j < diff.size(); ++j) diff[j] = m.linear[j] - m.softmax[j];
+    const auto &linear = *m.linear, &softmax = *m.softmax;
+    std::vector<float> diff(softmax.size());
+    for (size_t j = 0; j < diff.size(); ++j) diff[j] = linear[j] - softmax[j];
     large_->setColorMode(hh::widgets::HeatmapView::ColorMode::Diverging);
     large_->setValueLabel(tr("linear \u2212 softmax (clipped at p99)"));
     large_->setMatrix(t, t, std::move(diff));
@@ -371,7 +372,7 @@ void InspectorView::applyHeadView() {
   } else {
     large_->setColorMode(hh::widgets::HeatmapView::ColorMode::Sequential);
     large_->setValueLabel(view == 1 ? tr("linear weight (clipped at p99)") : tr("softmax weight (clipped at p99)"));
-    large_->setMatrix(t, t, view == 1 ? m.linear : m.softmax);
+    large_->setSharedMatrix(t, t, view == 1 ? m.linear : m.softmax);
     const double top = view == 1 ? m.linearTop : m.softmaxTop;
     if (top > 0) large_->setValueRange(0.0, top);
     else large_->setAutoValueRange();

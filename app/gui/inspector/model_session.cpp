@@ -316,13 +316,13 @@ HeadMaps ModelSession::headMaps(int layer, int head) {
     const auto qh = q.narrow(1, head, 1), kh = k.narrow(1, head, 1);  // [1, 1, T, D]
     maps.length = int(t);
     const auto p = attn::softmaxWeights(qh, kh, causal);  // [1, 1, T, T]
-    maps.softmax = toMaskedMatrix(p, valid);
+    maps.softmax = std::make_shared<const std::vector<float>>(toMaskedMatrix(p, valid));
     maps.softmaxTop = top99(p, valid);
     maps.scores = toMaskedMatrix(attn::attentionScores(qh, kh), valid);
     if (auto linear = st.model->linearAttention(layer)) {
       maps.featureMap = fromStd(attn::describe(linear->config()));
       const auto a = linear->weights(q, k).narrow(1, head, 1);  // [1, 1, T, T]
-      maps.linear = toMaskedMatrix(a, valid);
+      maps.linear = std::make_shared<const std::vector<float>>(toMaskedMatrix(a, valid));
       maps.linearTop = top99(a, valid);
       maps.differenceTop = top99((a.to(torch::kFloat) - p.to(torch::kFloat)).abs(), valid);
     }

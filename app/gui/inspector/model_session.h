@@ -30,6 +30,7 @@
 #include "app/gui/common/compute_choice.h"
 #include "app/gui/comparison/comparison_session.h"
 #include "engine/jobs/head_tables.h"
+#include "widgets/matrix_downsample.h"
 
 namespace hh::gui {
 
@@ -79,9 +80,11 @@ struct InspectResult {
 struct HeadMaps {
   QString error;
   int layer = 0, head = 0, length = 0;
-  // T x T row-major, NaN where masked.
-  std::vector<float> softmax, scores;
-  std::vector<float> linear;  // empty for softmax layers
+  // T x T row-major, NaN where masked. The weights are shared with the view that draws them
+  // (no 67 MB copy on the GUI thread at 4096 tokens); the scores are moved to it.
+  widgets::SharedValues softmax;
+  widgets::SharedValues linear;  // null for softmax layers
+  std::vector<float> scores;
   QString featureMap;         // the layer's linear feature map, empty for softmax layers
   // 99th percentiles for the colour scales (a few saturated cells, e.g. the first causal row,
   // would otherwise leave everything else dark): of softmax, of linear, of |linear - softmax|.

@@ -122,9 +122,9 @@ class TestInspector : public QObject {
     const auto out = model->forward(idTensor, options);
     const auto maps = session.headMaps(3, 2);
     QVERIFY2(maps.error.isEmpty(), qPrintable(maps.error));
-    QVERIFY(maps.linear.empty());
+    QVERIFY(maps.linear == nullptr);
     const auto& c = out.captures[3];
-    const double weightErr = maxAbsDiff(maps.softmax, c.softmaxWeights[0][2]);
+    const double weightErr = maxAbsDiff(*maps.softmax, c.softmaxWeights[0][2]);
     const double scoreErr = maxAbsDiff(maps.scores, hh::attn::attentionScores(c.queries, c.keys)[0][2]);
     qInfo("head (3, 2): max |weight diff| %.3g, max |score diff| %.3g", weightErr, scoreErr);
     QVERIFY(weightErr < 1e-6);
@@ -156,7 +156,7 @@ class TestInspector : public QObject {
     const auto out = model->forward(idTensor, options);
     const auto maps = session.headMaps(1, 3);
     QCOMPARE(maps.featureMap, QString("hedgehog"));
-    const double linearErr = maxAbsDiff(maps.linear, out.captures[1].linearWeights[0][3]);
+    const double linearErr = maxAbsDiff(*maps.linear, out.captures[1].linearWeights[0][3]);
     qInfo("converted head (1, 3): max |linear weight diff| %.3g", linearErr);
     QVERIFY(linearErr < 1e-6);
 
@@ -266,7 +266,7 @@ class TestInspector : public QObject {
     QCOMPARE(hovered.at(0).at(1).toInt(), col);
     const auto& maps = inspector->headMaps();
     const size_t i = size_t(row) * size_t(t) + size_t(col);
-    QCOMPARE(hovered.at(0).at(2).toDouble(), double(maps.softmax[i]));
+    QCOMPARE(hovered.at(0).at(2).toDouble(), double((*maps.softmax)[i]));
     // The score shown is q.k/sqrt(d) of that pair: recompute it from the model's own capture.
     QTRY_VERIFY(view->scoreAt(row, col).has_value());
     {
@@ -290,8 +290,9 @@ class TestInspector : public QObject {
     // The brightest cell is drawn in viridis' top colour (the scale is clipped at p99, so the
     // maximum is at or above the top).
     size_t best = 0;
-    for (size_t j = 0; j < maps.softmax.size(); ++j)
-      if (!std::isnan(maps.softmax[j]) && maps.softmax[j] > maps.softmax[best]) best = j;
+    const auto& softmax = *maps.softmax;
+    for (size_t j = 0; j < softmax.size(); ++j)
+      if (!std::isnan(softmax[j]) && softmax[j] > softmax[best]) best = j;
     const QImage image = view->grab().toImage();
     const QPointF c = view->cellCenter(int(best / size_t(t)), int(best % size_t(t)));
     const QColor drawn = image.pixelColor(c.toPoint());
@@ -398,9 +399,10 @@ class TestInspector : public QObject {
           "longest GUI-thread gap %.1f ms",
           timer.elapsed(), inspector->result().milliseconds, inspector->result().forwardMilliseconds,
           inspector->headMaps().milliseconds, worst);
-    // No freeze: the one long GUI-thread step is handing the 16.8 M-value map to the view (copy,
-    // range, block reduction: 80-150 ms on 2 vCPUs); everything else runs on the worker.
-    QVERIFY2(worst < 250.0, qPrintable(QString::number(worst)));
+    // No freeze: the one long GUI-thread step is handing the 16.8 M-value map to the view, shared,
+    // not copied (range and block reduction: 47-69 ms on 2 vCPUs; with the 67 MB copy it was
+    // 238 ms, docs/workbench.md); everything else runs on the worker.
+    QVERIFY2(worst < 200.0, qPrintable(QString::number(worst)));
   }
 };
 
