@@ -59,6 +59,14 @@ std::vector<float> toFloats(const torch::Tensor& t) {
   const auto c = t.to(torch::kFloat).contiguous().cpu();
   return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }
+
+// perHead [h] float64 into table's row `layer`, columns firstHead ...
+void putHeads(HeadTable& table, int layer, int firstHead, const torch::Tensor& perHead) {
+  const auto v = perHead.cpu();
+  for (int h = 0; h < int(v.size(0)); ++h)
+    table.values[static_cast<size_t>(layer * table.heads + firstHead + h)] = v[h].item<double>();
+}
+
 // The layer's tables: softmax entropy, then the model's own linear weights (a converted layer) and
 // every candidate's for this layer, each against one ranking of the layer's scores.
 // valid [B|1, 1, T, T]; keyMask [B, T] bool or undefined.
@@ -94,15 +102,6 @@ void HeadMeasures::measureLayer(int layer, const torch::Tensor& p, const torch::
                                 const torch::Tensor& valid) {
   measureHeads(layer, 0, p, a, scores, valid);
 }
-
-namespace {
-// perHead [h] float64 into table's row `layer`, columns firstHead ...
-void putHeads(HeadTable& table, int layer, int firstHead, const torch::Tensor& perHead) {
-  const auto v = perHead.cpu();
-  for (int h = 0; h < int(v.size(0)); ++h)
-    table.values[static_cast<size_t>(layer * table.heads + firstHead + h)] = v[h].item<double>();
-}
-}  // namespace
 
 void HeadMeasures::measureHeads(int layer, int firstHead, const torch::Tensor& p, const torch::Tensor& a,
                                 const torch::Tensor& scores, const torch::Tensor& valid) {
