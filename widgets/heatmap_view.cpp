@@ -21,15 +21,15 @@ namespace hh::widgets {
 namespace {
 
 constexpr double kZoomFactor = 0.85;  // per wheel step
+constexpr int kReadoutOffset = 14;    // px between the cursor and the readout box
+constexpr int kRebuildDelayMs = 50;   // after the last zoom / pan / resize step
+constexpr int kMinBudget = 32;        // display cells per side, at least
 
 // The values of a view with no matrix (one shared empty vector).
 SharedValues noValues() {
   static const SharedValues empty = std::make_shared<const std::vector<float>>();
   return empty;
 }
-constexpr int kReadoutOffset = 14;    // px between the cursor and the readout box
-constexpr int kRebuildDelayMs = 50;   // after the last zoom / pan / resize step
-constexpr int kMinBudget = 32;        // display cells per side, at least
 
 // Centre, in plot coordinates, of display cell i when display cell 0 starts at source cell
 // `start` and each display cell covers `block` source cells.
