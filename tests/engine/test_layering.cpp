@@ -20,6 +20,8 @@
 #include "engine_layers.h"
 #include "tests/support/hh_test.h"
 
+namespace test_layering {
+
 namespace {
 namespace fs = std::filesystem;
 
@@ -206,6 +208,9 @@ HH_TEST_SUITE(LayeringTest, "engine.layering", &LayeringTest::everyEngineFolderI
               &LayeringTest::engineIncludesOnlyWhatItDependsOn, &LayeringTest::widgetsIncludeNeitherTorchNorEngine,
               &LayeringTest::onlySessionsAndRunnersReachTorchInTheWorkbench,
               &LayeringTest::catchesATorchIncludeWhereNoneIsAllowed)
+
+}  // namespace test_layering
+
 #if HH_HAVE_QTEST
 #include "test_layering.moc"
 #endif

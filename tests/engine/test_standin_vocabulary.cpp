@@ -17,6 +17,8 @@
 
 #include "tests/support/hh_test.h"
 
+namespace test_standin_vocabulary {
+
 namespace {
 namespace fs = std::filesystem;
 
@@ -215,6 +217,8 @@ HH_TEST_SUITE(StandInVocabularyTest, "engine.standin_vocabulary", &StandInVocabu
               &StandInVocabularyTest::engineSuitesGuardTheirMocOutput,
               &StandInVocabularyTest::catchesQtNamesOutsideTheStandIn,
               &StandInVocabularyTest::noSuiteComparesDtypesWithQCompare)
+
+}  // namespace test_standin_vocabulary
 
 #if HH_HAVE_QTEST
 #include "test_standin_vocabulary.moc"

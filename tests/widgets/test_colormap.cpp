@@ -7,6 +7,8 @@
 #include "tests/support/hh_test.h"
 #include "widgets/colormap.h"
 
+namespace test_colormap {
+
 using hh::widgets::ColorMap;
 
 namespace {
@@ -99,6 +101,9 @@ HH_TEST_SUITE(TestColorMap, "widgets.colormap",
               &TestColorMap::viridisEndpointsAndMiddle, &TestColorMap::viridisLuminanceIsMonotone,
               &TestColorMap::anchorsAreSortedAndDense, &TestColorMap::divergingIsWhiteInTheMiddleAndSymmetric,
               &TestColorMap::nanGetsTheNeutralColour, &TestColorMap::gradientMatchesColorAt)
+
+}  // namespace test_colormap
+
 #if HH_HAVE_QTEST
 #include "test_colormap.moc"
 #endif

@@ -12,6 +12,8 @@
 #include "tests/support/hh_test.h"
 #include "widgets/curve_plot.h"
 
+namespace test_curve_plot {
+
 using hh::widgets::CurvePlot;
 
 class TestCurvePlot : public QObject {
@@ -172,6 +174,9 @@ HH_TEST_SUITE(TestCurvePlot, "widgets.curve_plot",
               &TestCurvePlot::seriesWithAndWithoutSpread, &TestCurvePlot::replotsAreCoalesced,
               &TestCurvePlot::nanLeavesAGapAndClearEmpties, &TestCurvePlot::userZoomStopsAutoRescale, &TestCurvePlot::legendAvoidsTheData,
               &TestCurvePlot::emptyTextShowsUntilThereIsData)
+
+}  // namespace test_curve_plot
+
 #if HH_HAVE_QTEST
 #include "test_curve_plot.moc"
 #endif

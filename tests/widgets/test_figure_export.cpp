@@ -12,6 +12,8 @@
 #include "widgets/figure_export.h"
 #include "widgets/heatmap_view.h"
 
+namespace test_figure_export {
+
 using namespace hh::widgets;
 
 namespace {
@@ -103,6 +105,9 @@ class TestFigureExport : public QObject {
 HH_TEST_SUITE(TestFigureExport, "widgets.figure_export",
               &TestFigureExport::heatmapToPngSvgPdf, &TestFigureExport::compositeWidgetAndDefaultSize,
               &TestFigureExport::failuresReportAndLeaveNothing)
+
+}  // namespace test_figure_export
+
 #if HH_HAVE_QTEST
 #include "test_figure_export.moc"
 #endif

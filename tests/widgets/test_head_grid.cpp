@@ -12,6 +12,8 @@
 #include "widgets/colormap.h"
 #include "widgets/head_grid.h"
 
+namespace test_head_grid {
+
 using hh::widgets::HeadGrid;
 
 namespace {
@@ -102,6 +104,9 @@ class TestHeadGrid : public QObject {
 HH_TEST_SUITE(TestHeadGrid, "widgets.head_grid",
               &TestHeadGrid::clickEmitsTheRightHead, &TestHeadGrid::thumbnailsAreSmallAndSummariesColoured,
               &TestHeadGrid::emptyGridShowsItsText)
+
+}  // namespace test_head_grid
+
 #if HH_HAVE_QTEST
 #include "test_head_grid.moc"
 #endif

@@ -18,6 +18,8 @@
 #include "widgets/colormap.h"
 #include "widgets/heatmap_view.h"
 
+namespace test_heatmap_view {
+
 using hh::widgets::ColorMap;
 using hh::widgets::HeatmapView;
 
@@ -338,6 +340,9 @@ HH_TEST_SUITE(TestHeatmapView, "widgets.heatmap",
               &TestHeatmapView::badSizesClearTheView, &TestHeatmapView::sharedValuesAreKeptNotCopied,
               &TestHeatmapView::emptyTextShowsUntilThereIsAMatrix,
               &TestHeatmapView::colourBarHidesAndReturnsBesideATitledMap)
+
+}  // namespace test_heatmap_view
+
 #if HH_HAVE_QTEST
 #include "test_heatmap_view.moc"
 #endif

@@ -7,6 +7,8 @@
 #include "tests/support/hh_test.h"
 #include "widgets/matrix_downsample.h"
 
+namespace test_matrix_downsample {
+
 using namespace hh::widgets;
 
 class TestMatrixDownsample : public QObject {
@@ -87,6 +89,9 @@ HH_TEST_SUITE(TestMatrixDownsample, "widgets.downsample",
               &TestMatrixDownsample::maskedCellsAreIgnoredAndAllMaskedStaysNan,
               &TestMatrixDownsample::unevenLastBlock, &TestMatrixDownsample::largeMatrixFitsTheLimit,
               &TestMatrixDownsample::finiteRangeSkipsNanAndInf)
+
+}  // namespace test_matrix_downsample
+
 #if HH_HAVE_QTEST
 #include "test_matrix_downsample.moc"
 #endif

@@ -34,6 +34,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_bad_inputs_cli {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -286,6 +288,8 @@ HH_TEST_SUITE(TestBadInputsCli, "app.cli.bad_inputs", &TestBadInputsCli::initTes
               &TestBadInputsCli::catalogueIsWellFormed, &TestBadInputsCli::everyBadInputFailsWithOneLineNamingTheFile,
               &TestBadInputsCli::runInfoDescribesARun, &TestBadInputsCli::benchRunsAShapeInBf16,
               &TestBadInputsCli::jobFlagsAreCheckedLikeConfigKeys, &TestBadInputsCli::generateCudaGraphSaysWhatItCannotDo)
+
+}  // namespace test_bad_inputs_cli
 
 #if HH_HAVE_QTEST
 #include "test_bad_inputs_cli.moc"

@@ -22,6 +22,8 @@
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/child_process.h"
 
+namespace test_progress_jsonl {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -217,6 +219,8 @@ class TestProgressJsonl : public QObject {
 HH_TEST_SUITE(TestProgressJsonl, "app.cli.progress_jsonl", &TestProgressJsonl::distillEvents,
               &TestProgressJsonl::optionAfterTheCommand, &TestProgressJsonl::convertEndCarriesEvaluation,
               &TestProgressJsonl::interruptEndsCancelled, &TestProgressJsonl::unknownFormatIsOneError)
+
+}  // namespace test_progress_jsonl
 
 #if HH_HAVE_QTEST
 #include "test_progress_jsonl.moc"

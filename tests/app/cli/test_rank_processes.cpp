@@ -23,6 +23,8 @@
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/child_process.h"
 
+namespace test_rank_processes {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -246,6 +248,8 @@ HH_TEST_SUITE(TestRankProcesses, "app.cli.rank_processes", &TestRankProcesses::t
               &TestRankProcesses::terminateCancelsEveryRank, &TestRankProcesses::killedRankFailsTheRun,
               &TestRankProcesses::resumeOnTwoProcessesEqualsOneRun,
               &TestRankProcesses::badWorldsAreOneLineErrors)
+
+}  // namespace test_rank_processes
 
 #if HH_HAVE_QTEST
 #include "test_rank_processes.moc"

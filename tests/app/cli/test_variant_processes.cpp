@@ -24,6 +24,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_variant_processes {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -217,6 +219,8 @@ class TestVariantProcesses : public QObject {
 HH_TEST_SUITE(TestVariantProcesses, "app.cli.variant_processes", &TestVariantProcesses::runsVariantsInProcesses,
               &TestVariantProcesses::failingVariantIsNamed, &TestVariantProcesses::terminateCancelsEveryVariant,
               &TestVariantProcesses::ctrlCReachesEachChildOnce, &TestVariantProcesses::killedLauncherLeavesNoChild)
+
+}  // namespace test_variant_processes
 
 #if HH_HAVE_QTEST
 #include "test_variant_processes.moc"

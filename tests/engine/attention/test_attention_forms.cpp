@@ -10,6 +10,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/test_device.h"
 
+namespace test_attention_forms {
+
 class TestAttentionForms : public QObject {
   Q_OBJECT
  private Q_SLOTS:
@@ -107,6 +109,8 @@ class TestAttentionForms : public QObject {
 HH_TEST_SUITE(TestAttentionForms, "engine.attention.forms", &TestAttentionForms::initTestCase, &TestAttentionForms::allFormsMatchBruteForce,
               &TestAttentionForms::defaultChunkSizeAtLengthsAroundIt, &TestAttentionForms::halfPrecisionAccumulatesInFloat,
               &TestAttentionForms::recurrentStateDoesNotGrow, &TestAttentionForms::rejectsBadInputs)
+
+}  // namespace test_attention_forms
 
 #if HH_HAVE_QTEST
 #include "test_attention_forms.moc"

@@ -7,6 +7,8 @@
 #include "engine/attention/linear_attention.h"
 #include "tests/support/hh_test.h"
 
+namespace test_chunked_backward {
+
 namespace {
 using hh::attn::RuleInputs;
 using hh::attn::RuleOptions;
@@ -202,6 +204,8 @@ HH_TEST_SUITE(TestChunkedBackward, "engine.attention.chunked_backward",
               &TestChunkedBackward::additiveBackwardMatchesFiniteDifferences,
               &TestChunkedBackward::weightsBackwardMatchesFiniteDifferences, &TestChunkedBackward::float32BackwardAtLength,
               &TestChunkedBackward::otherRulesDifferentiateLikeQuadratic, &TestChunkedBackward::moduleFormsAgreeAndStepMatches)
+
+}  // namespace test_chunked_backward
 
 #if HH_HAVE_QTEST
 #include "test_chunked_backward.moc"

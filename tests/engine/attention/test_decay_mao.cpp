@@ -22,6 +22,8 @@
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_decay_mao {
+
 namespace {
 
 namespace a = hh::attn;
@@ -135,6 +137,8 @@ class TestDecayMao : public QObject {
 HH_TEST_SUITE(TestDecayMao, "engine.attention.decay_mao", &TestDecayMao::linearMapStartsAsTheIdentity,
               &TestDecayMao::gatesStartUniformAndValuesScaled, &TestDecayMao::everyFormEqualsTheReferenceOnScaledValues,
               &TestDecayMao::decayMaoStartsNearTheTeacher, &TestDecayMao::scaledValuesMakeAMovingAverage)
+
+}  // namespace test_decay_mao
 
 #if HH_HAVE_QTEST
 #include "test_decay_mao.moc"

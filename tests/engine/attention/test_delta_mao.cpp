@@ -18,6 +18,8 @@
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_delta_mao {
+
 namespace {
 
 namespace a = hh::attn;
@@ -134,6 +136,8 @@ class TestDeltaMao : public QObject {
 HH_TEST_SUITE(TestDeltaMao, "engine.attention.delta_mao", &TestDeltaMao::writeStrengthStartsNear0007,
               &TestDeltaMao::twoTokensByHand, &TestDeltaMao::everyFormEqualsTheReference,
               &TestDeltaMao::signedMapsAreRefused, &TestDeltaMao::startsNearTheTeacher)
+
+}  // namespace test_delta_mao
 
 #if HH_HAVE_QTEST
 #include "test_delta_mao.moc"

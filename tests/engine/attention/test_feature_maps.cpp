@@ -7,6 +7,8 @@
 #include "engine/attention/softmax_attention.h"
 #include "tests/support/hh_test.h"
 
+namespace test_feature_maps {
+
 using hh::attn::FeatureMap;
 using hh::attn::FeatureMapConfig;
 using hh::attn::FeatureMapKind;
@@ -223,6 +225,8 @@ HH_TEST_SUITE(TestFeatureMaps, "engine.attention.feature_maps", &TestFeatureMaps
               &TestFeatureMaps::hedgehogSoftmaxHalvesSumToOne, &TestFeatureMaps::taylorKernelIsSecondOrderExpansion,
               &TestFeatureMaps::performerApproximatesSoftmaxKernel, &TestFeatureMaps::cosformerReweightsByPositionDistance,
               &TestFeatureMaps::elementwiseMaps, &TestFeatureMaps::namesRoundTrip)
+
+}  // namespace test_feature_maps
 
 #if HH_HAVE_QTEST
 #include "test_feature_maps.moc"

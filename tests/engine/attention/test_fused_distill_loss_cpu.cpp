@@ -13,6 +13,8 @@
 #include "engine/attention/vector_math.h"
 #include "tests/support/hh_test.h"
 
+namespace test_fused_distill_loss_cpu {
+
 namespace {
 
 struct Case {
@@ -173,6 +175,8 @@ HH_TEST_SUITE(TestFusedDistillLossCpu, "engine.attention.fused_distill_loss_cpu"
               &TestFusedDistillLossCpu::matchesBruteForce, &TestFusedDistillLossCpu::singleKeyRowsGiveTheEpsTerm,
               &TestFusedDistillLossCpu::nonFiniteInputsGiveNonFiniteLoss,
               &TestFusedDistillLossCpu::refusesWhatItCannotTake, &TestFusedDistillLossCpu::vectorExpAndLogAreAccurate)
+
+}  // namespace test_fused_distill_loss_cpu
 
 #if HH_HAVE_QTEST
 #include "test_fused_distill_loss_cpu.moc"

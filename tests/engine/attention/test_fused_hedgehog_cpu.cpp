@@ -7,6 +7,8 @@
 #include "engine/attention/reference.h"
 #include "tests/support/hh_test.h"
 
+namespace test_fused_hedgehog_cpu {
+
 class TestFusedHedgehogCpu : public QObject {
   Q_OBJECT
  private Q_SLOTS:
@@ -136,6 +138,8 @@ class TestFusedHedgehogCpu : public QObject {
 HH_TEST_SUITE(TestFusedHedgehogCpu, "engine.attention.fused_hedgehog_cpu", &TestFusedHedgehogCpu::matchesBruteForce,
               &TestFusedHedgehogCpu::fusedStepMatchesGenericSteps, &TestFusedHedgehogCpu::clampedFeaturesAgreeAndStayFinite,
               &TestFusedHedgehogCpu::gradientsStillFlowThroughGenericPath, &TestFusedHedgehogCpu::fusedCudaPolicyIsScoped)
+
+}  // namespace test_fused_hedgehog_cpu
 
 #if HH_HAVE_QTEST
 #include "test_fused_hedgehog_cpu.moc"

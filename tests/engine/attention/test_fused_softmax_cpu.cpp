@@ -13,6 +13,8 @@
 #include "engine/attention/softmax_attention.h"
 #include "tests/support/hh_test.h"
 
+namespace test_fused_softmax_cpu {
+
 namespace {
 
 struct Case {
@@ -99,6 +101,8 @@ class TestFusedSoftmaxCpu : public QObject {
 HH_TEST_SUITE(TestFusedSoftmaxCpu, "engine.attention.fused_softmax_cpu", &TestFusedSoftmaxCpu::matchesBruteForce,
               &TestFusedSoftmaxCpu::refusesWhatItCannotTake, &TestFusedSoftmaxCpu::nonFiniteInputsStayVisible,
               &TestFusedSoftmaxCpu::blocksTakeTheKernel)
+
+}  // namespace test_fused_softmax_cpu
 
 #if HH_HAVE_QTEST
 #include "test_fused_softmax_cpu.moc"

@@ -14,6 +14,8 @@
 #include "engine/jobs/head_tables.h"
 #include "tests/support/hh_test.h"
 
+namespace test_softmax_blocks {
+
 namespace {
 
 double relError(const torch::Tensor& got, const torch::Tensor& want) {
@@ -96,6 +98,8 @@ class TestSoftmaxBlocks : public QObject {
 
 HH_TEST_SUITE(TestSoftmaxBlocks, "engine.attention.softmax_blocks", &TestSoftmaxBlocks::blocksMatchTheWholeMatrix,
               &TestSoftmaxBlocks::oneBlockIsTheWholeMatrix, &TestSoftmaxBlocks::perHeadMeasuresEqualPerLayer)
+
+}  // namespace test_softmax_blocks
 
 #if HH_HAVE_QTEST
 #include "test_softmax_blocks.moc"

@@ -8,6 +8,8 @@
 #include "engine/attention/stable_exp.h"
 #include "tests/support/hh_test.h"
 
+namespace test_stable_exp {
+
 namespace a = hh::attn;
 
 namespace {
@@ -157,6 +159,8 @@ class TestStableExp : public QObject {
 HH_TEST_SUITE(TestStableExp, "engine.attention.stable_exp", &TestStableExp::formsEqualTheUnshiftedMap,
               &TestStableExp::largeInputsStayFiniteAndExact, &TestStableExp::decodingEqualsTheWholeSequence,
               &TestStableExp::paddedKeysTakeNoPart, &TestStableExp::gradientEqualsTheUnshiftedMap)
+
+}  // namespace test_stable_exp
 
 #if HH_HAVE_QTEST
 #include "test_stable_exp.moc"

@@ -14,6 +14,8 @@
 #include "engine/attention/window_attention.h"
 #include "tests/support/hh_test.h"
 
+namespace test_window_attention {
+
 namespace {
 
 namespace a = hh::attn;
@@ -155,6 +157,8 @@ HH_TEST_SUITE(TestWindowAttention, "engine.attention.window", &TestWindowAttenti
               &TestWindowAttention::aWindowAsLongAsTheTextIsSoftmax,
               &TestWindowAttention::chunkedGradientsEqualTheQuadraticForms,
               &TestWindowAttention::prefillThenStepsEqualTheWholeSequence, &TestWindowAttention::badInputsAreRefused)
+
+}  // namespace test_window_attention
 
 #if HH_HAVE_QTEST
 #include "test_window_attention.moc"

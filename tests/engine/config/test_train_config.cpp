@@ -8,6 +8,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/test_device.h"
 
+namespace test_train_config {
+
 namespace j = hh::jobs;
 
 class TestTrainConfig : public QObject {
@@ -92,6 +94,8 @@ class TestTrainConfig : public QObject {
 
 HH_TEST_SUITE(TestTrainConfig, "engine.config.train_config", &TestTrainConfig::configJsonRoundTripAndErrors,
               &TestTrainConfig::taskConfigJsonRoundTripAndErrors)
+
+}  // namespace test_train_config
 
 #if HH_HAVE_QTEST
 #include "test_train_config.moc"

@@ -17,6 +17,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_device.h"
 
+namespace test_device {
+
 namespace j = hh::jobs;
 
 class TestDevice : public QObject {
@@ -83,6 +85,8 @@ class TestDevice : public QObject {
 
 HH_TEST_SUITE(TestDevice, "engine.core.device", &TestDevice::namesResolve, &TestDevice::cudaIsRefusedWhereItCannotBeHad,
               &TestDevice::jobsRecordTheirDevice)
+
+}  // namespace test_device
 
 #if HH_HAVE_QTEST
 #include "test_device.moc"

@@ -4,6 +4,8 @@
 #include "engine/core/runtime.h"
 #include "tests/support/hh_test.h"
 
+namespace test_runtime {
+
 class TestRuntime : public QObject {
   Q_OBJECT
 
@@ -33,6 +35,8 @@ class TestRuntime : public QObject {
 
 HH_TEST_SUITE(TestRuntime, "engine.core.runtime", &TestRuntime::everyCoreFromThreeOn,
               &TestRuntime::twoCoresTakeTwoThreadsOnlyWithPassiveWaits, &TestRuntime::neverBelowOne)
+
+}  // namespace test_runtime
 
 #if HH_HAVE_QTEST
 #include "test_runtime.moc"

@@ -10,6 +10,8 @@
 #include "engine/jobs/distillation_loss.h"
 #include "tests/engine/cuda/distill_loss_cases.h"
 
+namespace test_distill_loss {
+
 namespace {
 using namespace hh::test::distill_loss_cases;
 bool haveGpu() {
@@ -81,6 +83,8 @@ class TestDistillLoss : public QObject {
 HH_TEST_SUITE(TestDistillLoss, "engine.cuda.distill_loss", &TestDistillLoss::initTestCase,
               &TestDistillLoss::rowsAndGradients, &TestDistillLoss::wrapperMatchesAutograd,
               &TestDistillLoss::distillationLossTakesTheKernel)
+
+}  // namespace test_distill_loss
 
 #if HH_HAVE_QTEST
 #include "test_distill_loss.moc"

@@ -7,6 +7,8 @@
 
 #include "tests/engine/cuda/distill_loss_cases.h"
 
+namespace test_distill_loss_emulated {
+
 namespace {
 using namespace hh::test::distill_loss_cases;
 }  // namespace
@@ -60,6 +62,8 @@ HH_TEST_SUITE(TestDistillLossEmulated, "engine.cuda.distill_loss_emulated",
               &TestDistillLossEmulated::rowsAndGradientsFp32, &TestDistillLossEmulated::rowsAndGradientsBf16,
               &TestDistillLossEmulated::lastWarpFirst, &TestDistillLossEmulated::wrapperMatchesAutograd,
               &TestDistillLossEmulated::refusesWhatItCannotRun)
+
+}  // namespace test_distill_loss_emulated
 
 #if HH_HAVE_QTEST
 #include "test_distill_loss_emulated.moc"

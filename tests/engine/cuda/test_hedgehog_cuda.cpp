@@ -9,6 +9,8 @@
 #include "engine/cuda/hedgehog_cuda_torch.h"
 #include "tests/engine/cuda/hedgehog_cuda_cases.h"
 
+namespace test_hedgehog_cuda {
+
 namespace {
 using namespace hh::test::cuda_cases;
 bool haveGpu() { return torch::cuda::is_available(); }
@@ -101,6 +103,8 @@ HH_TEST_SUITE(TestHedgehogCuda, "engine.cuda.hedgehog_cuda", &TestHedgehogCuda::
               &TestHedgehogCuda::pipelinedMatchesReference, &TestHedgehogCuda::chunkedMatchesReference,
               &TestHedgehogCuda::clampedFeatures, &TestHedgehogCuda::unalignedRows, &TestHedgehogCuda::moduleTakesTheKernelWithGradients,
               &TestHedgehogCuda::kernelsPayWhereHeadsFillTheGpu, &TestHedgehogCuda::stepMatchesGenericSteps)
+
+}  // namespace test_hedgehog_cuda
 
 #if HH_HAVE_QTEST
 #include "test_hedgehog_cuda.moc"

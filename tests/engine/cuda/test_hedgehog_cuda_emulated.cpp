@@ -12,6 +12,8 @@
 
 #include "tests/engine/cuda/hedgehog_cuda_cases.h"
 
+namespace test_hedgehog_cuda_emulated {
+
 namespace {
 using namespace hh::test::cuda_cases;
 }  // namespace
@@ -82,6 +84,8 @@ HH_TEST_SUITE(TestHedgehogCudaEmulated, "engine.cuda.hedgehog_cuda_emulated", &T
               &TestHedgehogCudaEmulated::clampedFeatures, &TestHedgehogCudaEmulated::unalignedRows,
               &TestHedgehogCudaEmulated::stepMatchesGenericSteps, &TestHedgehogCudaEmulated::lastWarpFirst,
               &TestHedgehogCudaEmulated::refusesWhatItCannotRun)
+
+}  // namespace test_hedgehog_cuda_emulated
 
 #if HH_HAVE_QTEST
 #include "test_hedgehog_cuda_emulated.moc"

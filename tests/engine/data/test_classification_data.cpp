@@ -15,6 +15,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
+namespace test_classification_data {
+
 namespace {
 
 namespace d = hh::data;
@@ -192,6 +194,8 @@ class TestClassificationData : public QObject {
 };
 
 HH_TEST_SUITE(TestClassificationData, "engine.data.classification", &TestClassificationData::tsvWithAndWithoutHeader, &TestClassificationData::jsonlStringAndIntegerLabels, &TestClassificationData::mailBodyDropsHeaders, &TestClassificationData::realSpamAssassin, &TestClassificationData::datasetPaddingMaskTruncation, &TestClassificationData::datasetSplitDeterministic)
+
+}  // namespace test_classification_data
 
 #if HH_HAVE_QTEST
 #include "test_classification_data.moc"

@@ -15,6 +15,8 @@
 #include "engine/data/synthetic_tasks.h"
 #include "tests/support/hh_test.h"
 
+namespace test_synthetic_tasks {
+
 namespace {
 
 namespace d = hh::data;
@@ -221,6 +223,8 @@ class TestSyntheticTasks : public QObject {
 HH_TEST_SUITE(TestSyntheticTasks, "engine.data.synthetic_tasks", &TestSyntheticTasks::deterministicForASeed,
               &TestSyntheticTasks::associativeRecallIsConsistent, &TestSyntheticTasks::copyRepeatsTheSymbols,
               &TestSyntheticTasks::badConfigsNameTheField, &TestSyntheticTasks::everyRecallScoresRepeatedKeys)
+
+}  // namespace test_synthetic_tasks
 
 #if HH_HAVE_QTEST
 #include "test_synthetic_tasks.moc"

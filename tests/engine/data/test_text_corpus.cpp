@@ -19,6 +19,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
+namespace test_text_corpus {
+
 namespace {
 
 namespace d = hh::data;
@@ -266,6 +268,8 @@ class TestTextCorpus : public QObject {
 };
 
 HH_TEST_SUITE(TestTextCorpus, "engine.data.text_corpus", &TestTextCorpus::detagQuotesAndPunctuation, &TestTextCorpus::detagContractionsMoneyParentheses, &TestTextCorpus::detagSingleQuotes, &TestTextCorpus::realBrownCorpus, &TestTextCorpus::readTextFoldersAndJsonl, &TestTextCorpus::lmDatasetRowsSplitAndEos, &TestTextCorpus::framedTokenizerStartsEachDocumentWithBos, &TestTextCorpus::lmDatasetDeterministicBySeed)
+
+}  // namespace test_text_corpus
 
 #if HH_HAVE_QTEST
 #include "test_text_corpus.moc"

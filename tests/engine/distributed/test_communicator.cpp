@@ -18,6 +18,8 @@
 #include "engine/distributed/communicator.h"
 #include "tests/support/hh_test.h"
 
+namespace test_communicator {
+
 namespace {
 
 using hh::dist::Communicator;
@@ -244,6 +246,8 @@ HH_TEST_SUITE(TestCommunicator, "engine.distributed.communicator", &TestCommunic
               &TestCommunicator::worldFromEnvironment, &TestCommunicator::singleIsTheIdentity,
               &TestCommunicator::allReduceMatchesBruteForce, &TestCommunicator::reduceGradientsWeightsEachRank,
               &TestCommunicator::agreementBroadcastAndBarrier, &TestCommunicator::missingPeerTimesOut)
+
+}  // namespace test_communicator
 
 #if HH_HAVE_QTEST
 #include "test_communicator.moc"

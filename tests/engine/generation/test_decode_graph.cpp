@@ -11,6 +11,8 @@
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_decode_graph {
+
 namespace {
 
 namespace a = hh::attn;
@@ -108,6 +110,8 @@ class TestDecodeGraph : public QObject {
 HH_TEST_SUITE(TestDecodeGraph, "engine.generation.decode_graph", &TestDecodeGraph::initTestCase,
               &TestDecodeGraph::positionsReadOnTheDeviceGiveTheSameLogits, &TestDecodeGraph::refusesWhatItCannotRecord,
               &TestDecodeGraph::replayedStepsGiveThePlainStepsLogits)
+
+}  // namespace test_decode_graph
 
 #if HH_HAVE_QTEST
 #include "test_decode_graph.moc"

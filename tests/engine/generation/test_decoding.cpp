@@ -16,6 +16,8 @@
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_decoding {
+
 namespace {
 
 namespace a = hh::attn;
@@ -323,6 +325,8 @@ HH_TEST_SUITE(TestDecoding, "engine.generation.decoding", &TestDecoding::initTes
               &TestDecoding::identityNormaliserInFp64,
               &TestDecoding::recurrentMemoryIsFlatAndKvGrows, &TestDecoding::generateStopsWhereItShould,
               &TestDecoding::storiesEndWhereTheNextWouldBegin, &TestDecoding::badInputsAreRefused)
+
+}  // namespace test_decoding
 
 #if HH_HAVE_QTEST
 #include "test_decoding.moc"

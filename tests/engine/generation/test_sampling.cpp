@@ -10,6 +10,8 @@
 #include "engine/generation/sampling.h"
 #include "tests/support/hh_test.h"
 
+namespace test_sampling {
+
 namespace {
 namespace g = hh::gen;
 
@@ -129,6 +131,8 @@ class TestSampling : public QObject {
 HH_TEST_SUITE(TestSampling, "engine.generation.sampling", &TestSampling::greedyIsArgmax,
               &TestSampling::filtersMatchHandComputation, &TestSampling::frequenciesFollowTheDistribution,
               &TestSampling::seedRepeatsARun, &TestSampling::badSettingsAreNamed)
+
+}  // namespace test_sampling
 
 #if HH_HAVE_QTEST
 #include "test_sampling.moc"

@@ -4,6 +4,8 @@
 #include "engine/generation/text_stream.h"
 #include "tests/support/hh_test.h"
 
+namespace test_text_stream {
+
 class TestTextStream : public QObject {
   Q_OBJECT
  private Q_SLOTS:
@@ -37,6 +39,8 @@ class TestTextStream : public QObject {
 
 HH_TEST_SUITE(TestTextStream, "engine.generation.text_stream", &TestTextStream::piecesJoinToTheDecodedText,
               &TestTextStream::midCharacterBytes)
+
+}  // namespace test_text_stream
 
 #if HH_HAVE_QTEST
 #include "test_text_stream.moc"

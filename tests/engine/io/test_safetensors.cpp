@@ -14,6 +14,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_safetensors {
+
 using hh::io::FormatError;
 using hh::io::SafetensorsFile;
 using hh::io::ShardedSafetensors;
@@ -331,6 +333,8 @@ HH_TEST_SUITE(TestSafetensors, "engine.io.safetensors", &TestSafetensors::roundT
               &TestSafetensors::sizeMismatch, &TestSafetensors::unknownDtype,
               &TestSafetensors::missingTensorName, &TestSafetensors::pickleRefused,
               &TestSafetensors::shardedIndex, &TestSafetensors::writerPadsHeaderAndTiles)
+
+}  // namespace test_safetensors
 
 #if HH_HAVE_QTEST
 #include "test_safetensors.moc"

@@ -19,6 +19,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/test_device.h"
 
+namespace test_attention_probe {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -130,6 +132,8 @@ HH_TEST_SUITE(TestAttentionProbe, "engine.jobs.attention_probe",
               &TestAttentionProbe::candidatesEqualTheirOwnPlansOnStories260K,
               &TestAttentionProbe::candidatesEqualTheirOwnPlansOnPaddedRows,
               &TestAttentionProbe::candidatesOfTheWrongDepthAreRefused)
+
+}  // namespace test_attention_probe
 
 #if HH_HAVE_QTEST
 #include "test_attention_probe.moc"

@@ -19,6 +19,8 @@
 #include "tests/support/test_device.h"
 #include "tests/support/hh_test.h"
 
+namespace test_convert_job {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -253,6 +255,8 @@ HH_TEST_SUITE(TestConvertJob, "engine.jobs.convert", &TestConvertJob::initTestCa
               &TestConvertJob::evalDataIsTheEvaluateStagesOwn, &TestConvertJob::cancelInFinetuningStopsTheJob,
               &TestConvertJob::aStageThatThrowsFailsTheConversionThere,
               &TestConvertJob::cancelInDistillRecordsOnlyWhatWasMeasured)
+
+}  // namespace test_convert_job
 
 #if HH_HAVE_QTEST
 #include "test_convert_job.moc"

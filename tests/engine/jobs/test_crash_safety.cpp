@@ -35,6 +35,8 @@
 #include "tests/engine/runs/run_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_crash_safety {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -326,6 +328,8 @@ class TestCrashSafety : public QObject {
 HH_TEST_SUITE(TestCrashSafety, "engine.jobs.crash_safety", &TestCrashSafety::initTestCase, &TestCrashSafety::distillSurvivesKills,
               &TestCrashSafety::finetuneSurvivesKills, &TestCrashSafety::killedExportKeepsAModel,
               &TestCrashSafety::interruptedSaveRecovers, &TestCrashSafety::killedRunFileCreation)
+
+}  // namespace test_crash_safety
 
 #if HH_HAVE_QTEST
 #include "test_crash_safety.moc"

@@ -27,6 +27,8 @@
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_distill_job {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -423,6 +425,8 @@ class TestDistillJob : public QObject {
 };
 
 HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::bfloat16TeacherLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::maskFreeLossEqualsMaskedLoss, &TestDistillJob::layerByLayerBackwardEqualsSummedLoss, &TestDistillJob::featureCaptureEqualsWeightCapture, &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
+
+}  // namespace test_distill_job
 
 #if HH_HAVE_QTEST
 #include "test_distill_job.moc"

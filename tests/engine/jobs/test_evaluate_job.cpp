@@ -25,6 +25,8 @@
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_evaluate_job {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -334,6 +336,8 @@ class TestEvaluateJob : public QObject {
 };
 
 HH_TEST_SUITE(TestEvaluateJob, "engine.jobs.evaluate", &TestEvaluateJob::initTestCase, &TestEvaluateJob::perplexityAndTable, &TestEvaluateJob::wholeCorpusHeldOutAndExpTRows, &TestEvaluateJob::softmaxEntropyIsTheTeachersWhateverTheOrder, &TestEvaluateJob::trainedAdaptersBeatUntrainedHedgehog, &TestEvaluateJob::classificationAccuracy, &TestEvaluateJob::cancelStopsWithinASecond, &TestEvaluateJob::configJsonRoundTripAndErrors)
+
+}  // namespace test_evaluate_job
 
 #if HH_HAVE_QTEST
 #include "test_evaluate_job.moc"

@@ -24,6 +24,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
+namespace test_experiment_job {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -218,6 +220,8 @@ HH_TEST_SUITE(TestExperimentJob, "engine.jobs.experiment", &TestExperimentJob::i
               &TestExperimentJob::configErrorsNameTheProblem, &TestExperimentJob::variantsAreMergePatches,
               &TestExperimentJob::runsSummarizesAndReuses, &TestExperimentJob::failureIsRecordedAndCancelStops,
               &TestExperimentJob::resumeContinuesAnInterruptedVariant, &TestExperimentJob::pendingAndSummaryOnly)
+
+}  // namespace test_experiment_job
 
 #if HH_HAVE_QTEST
 #include "test_experiment_job.moc"

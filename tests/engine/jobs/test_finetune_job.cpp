@@ -25,6 +25,8 @@
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_finetune_job {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -323,6 +325,8 @@ class TestFinetuneJob : public QObject {
 };
 
 HH_TEST_SUITE(TestFinetuneJob, "engine.jobs.finetune", &TestFinetuneJob::initTestCase, &TestFinetuneJob::fullLmFinetuneLowersLoss, &TestFinetuneJob::loraFromTeacherAndAdaptersSavesAPlainModel, &TestFinetuneJob::classificationReachesHighAccuracy, &TestFinetuneJob::nanStopsAndCancelMarksRun, &TestFinetuneJob::teacherKlLossByHand, &TestFinetuneJob::heldOutTeacherKlIsTheMeanOverPositions, &TestFinetuneJob::teacherKlFinetuneApproachesTheTeacher, &TestFinetuneJob::teacherKlFinetuneApproachesTheTeacherInBf16, &TestFinetuneJob::configJsonRoundTripAndErrors)
+
+}  // namespace test_finetune_job
 
 #if HH_HAVE_QTEST
 #include "test_finetune_job.moc"

@@ -11,6 +11,8 @@
 #include "engine/models/model_io.h"
 #include "tests/support/hh_test.h"
 
+namespace test_linear_cross_entropy {
+
 namespace {
 namespace j = hh::jobs;
 
@@ -177,6 +179,8 @@ HH_TEST_SUITE(TestLinearCrossEntropy, "engine.jobs.linear_cross_entropy",
               &TestLinearCrossEntropy::matchesCrossEntropyOnLogits, &TestLinearCrossEntropy::teacherKlMatchesKlOnLogits,
               &TestLinearCrossEntropy::bf16HiddenWithFp32Head, &TestLinearCrossEntropy::noGradientsWhereNoneAsked,
               &TestLinearCrossEntropy::modelLossEqualsLogitsLoss, &TestLinearCrossEntropy::modelTeacherKlEqualsLogitsKl)
+
+}  // namespace test_linear_cross_entropy
 
 #if HH_HAVE_QTEST
 #include "test_linear_cross_entropy.moc"

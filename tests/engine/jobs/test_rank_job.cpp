@@ -26,6 +26,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_rank_job {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -162,6 +164,8 @@ class TestRankJob : public QObject {
 HH_TEST_SUITE(TestRankJob, "engine.jobs.rank", &TestRankJob::initTestCase, &TestRankJob::orderAndPlan,
               &TestRankJob::ranksTheLayersOfTheFixture, &TestRankJob::windowMixCalibrationStartsNearSoftmax,
               &TestRankJob::badConfigsAreRefused)
+
+}  // namespace test_rank_job
 
 #if HH_HAVE_QTEST
 #include "test_rank_job.moc"

@@ -29,6 +29,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_recall_checks {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -170,6 +172,8 @@ class TestRecallChecks : public QObject {
 
 HH_TEST_SUITE(TestRecallChecks, "engine.jobs.recall_checks", &TestRecallChecks::initTestCase,
               &TestRecallChecks::trainedHedgehogEqualsTheFp64Reference, &TestRecallChecks::gradientsReachTheFeatureMaps)
+
+}  // namespace test_recall_checks
 
 #if HH_HAVE_QTEST
 #include "test_recall_checks.moc"

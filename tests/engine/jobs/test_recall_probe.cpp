@@ -17,6 +17,8 @@
 #include "engine/models/model_io.h"
 #include "tests/support/hh_test.h"
 
+namespace test_recall_probe {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -103,6 +105,8 @@ class TestRecallProbe : public QObject {
 HH_TEST_SUITE(TestRecallProbe, "engine.jobs.recall_probe", &TestRecallProbe::passkeyPromptsHideTheNeedleOnce,
               &TestRecallProbe::mqarQueriesAskForValuesShownEarlier, &TestRecallProbe::scoresTeacherAndConvertedHeads,
               &TestRecallProbe::badOptionsAreRefused)
+
+}  // namespace test_recall_probe
 
 #if HH_HAVE_QTEST
 #include "test_recall_probe.moc"

@@ -10,6 +10,8 @@
 #include "engine/jobs/stage_eta.h"
 #include "tests/support/hh_test.h"
 
+namespace test_stage_eta {
+
 namespace {
 
 using hh::jobs::StageEta;
@@ -93,6 +95,8 @@ HH_TEST_SUITE(TestStageEta, "engine.jobs.stage_eta", &TestStageEta::firstReportI
               &TestStageEta::theRateFollowsTheStagesRecentSteps,
               &TestStageEta::aStageThatStartsBelowStepOneStillTimesItsFirstStep, &TestStageEta::restartStartsANewStage,
               &TestStageEta::aStepCountThatGoesBackStartsANewStage, &TestStageEta::aNewTotalStartsANewStage)
+
+}  // namespace test_stage_eta
 
 #if HH_HAVE_QTEST
 #include "test_stage_eta.moc"

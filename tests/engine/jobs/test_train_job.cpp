@@ -29,6 +29,8 @@
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_train_job {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -426,6 +428,8 @@ HH_TEST_SUITE(TestTrainJob, "engine.jobs.train", &TestTrainJob::initTestCase, &T
               &TestTrainJob::taskRunCancelsAndResumes, &TestTrainJob::softmaxLearnsRecallAndEluDoesNot,
               &TestTrainJob::hedgehogLearnsThePreviousTokenStep, &TestTrainJob::hedgehogWithHeadDim64LeavesThePlateau,
               &TestTrainJob::hedgehogCopiesAheadOfElu)
+
+}  // namespace test_train_job
 
 #if HH_HAVE_QTEST
 #include "test_train_job.moc"

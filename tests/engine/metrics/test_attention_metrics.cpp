@@ -16,6 +16,8 @@
 #include "tests/engine/metrics/metrics_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_attention_metrics {
+
 namespace {
 
 namespace m = hh::metrics;
@@ -362,6 +364,8 @@ HH_TEST_SUITE(TestAttentionMetrics, "engine.metrics.attention", &TestAttentionMe
               &TestAttentionMetrics::dtypesAgree, &TestAttentionMetrics::validBroadcasts,
               &TestAttentionMetrics::nonContiguousAndBlockedInputs,
               &TestAttentionMetrics::badArgumentsThrow, &TestAttentionMetrics::headPatternsByHand)
+
+}  // namespace test_attention_metrics
 
 #if HH_HAVE_QTEST
 #include "test_attention_metrics.moc"

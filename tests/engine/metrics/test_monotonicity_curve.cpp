@@ -16,6 +16,8 @@
 #include "tests/engine/metrics/metrics_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_monotonicity_curve {
+
 namespace {
 
 namespace m = hh::metrics;
@@ -116,6 +118,8 @@ void TestMonotonicityCurve::monotonicityCurveTrimsOutliers() {
 HH_TEST_SUITE(TestMonotonicityCurve, "engine.metrics.monotonicity_curve", &TestMonotonicityCurve::monotonicityCurveByHand,
               &TestMonotonicityCurve::monotonicityCurveConstantScores, &TestMonotonicityCurve::monotonicityCurveNoPairs,
               &TestMonotonicityCurve::monotonicityCurveTrimsOutliers)
+
+}  // namespace test_monotonicity_curve
 
 #if HH_HAVE_QTEST
 #include "test_monotonicity_curve.moc"

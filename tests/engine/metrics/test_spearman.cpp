@@ -14,6 +14,8 @@
 #include "tests/engine/metrics/metrics_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_spearman {
+
 namespace {
 
 namespace m = hh::metrics;
@@ -255,6 +257,8 @@ HH_TEST_SUITE(TestSpearman, "engine.metrics.spearman", &TestSpearman::spearmanMo
               &TestSpearman::spearmanSkippedRows, &TestSpearman::spearmanValidSubset,
               &TestSpearman::spearmanNaNPropagates, &TestSpearman::spearmanRandomAgainstReference,
               &TestSpearman::rankedScoresServeSeveralWeights)
+
+}  // namespace test_spearman
 
 #if HH_HAVE_QTEST
 #include "test_spearman.moc"

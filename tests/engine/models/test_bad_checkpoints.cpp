@@ -26,6 +26,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
+namespace test_bad_checkpoints {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -295,6 +297,8 @@ class TestBadCheckpoints : public QObject {
 // clang-format off
 HH_TEST_SUITE(TestBadCheckpoints, "engine.models.bad_checkpoints", &TestBadCheckpoints::fixtureIsGood, &TestBadCheckpoints::truncatedWeights, &TestBadCheckpoints::offsetsPastTheEnd, &TestBadCheckpoints::overlappingTensors, &TestBadCheckpoints::integerWeight, &TestBadCheckpoints::unsupportedDtype, &TestBadCheckpoints::missingTensor, &TestBadCheckpoints::shapesDisagreeWithConfig, &TestBadCheckpoints::configNotJson, &TestBadCheckpoints::tokenizerLargerThanEmbedding, &TestBadCheckpoints::pickleOnly, &TestBadCheckpoints::emptyFolder, &TestBadCheckpoints::shardMissing)
 // clang-format on
+
+}  // namespace test_bad_checkpoints
 
 #if HH_HAVE_QTEST
 #include "test_bad_checkpoints.moc"

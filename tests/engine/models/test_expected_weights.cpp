@@ -21,6 +21,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
+namespace test_expected_weights {
+
 namespace {
 
 namespace m = hh::models;
@@ -187,6 +189,8 @@ class TestExpectedWeights : public QObject {
 // clang-format off
 HH_TEST_SUITE(TestExpectedWeights, "engine.models.expected_weights", &TestExpectedWeights::namesAndShapesMatchExport, &TestExpectedWeights::adaptersAreExtra, &TestExpectedWeights::bodyPrefixes, &TestExpectedWeights::savedFoldersPassPreflight)
 // clang-format on
+
+}  // namespace test_expected_weights
 
 #if HH_HAVE_QTEST
 #include "test_expected_weights.moc"

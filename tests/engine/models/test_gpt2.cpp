@@ -15,6 +15,8 @@
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_gpt2 {
+
 namespace {
 
 namespace m = hh::models;
@@ -234,6 +236,8 @@ class TestGpt2 : public QObject {
 };
 
 HH_TEST_SUITE(TestGpt2, "engine.models.gpt2", &TestGpt2::logitsMatchReference, &TestGpt2::attentionsMatchReference, &TestGpt2::prefixOptional, &TestGpt2::untiedHeadUsedWhenPresent, &TestGpt2::captureShapesAndLinearWeights, &TestGpt2::teacherModePropagatesSoftmax, &TestGpt2::linearFormsAgreeInsideTheModel, &TestGpt2::saveAndReloadOriginal, &TestGpt2::saveAndReloadHybrid, &TestGpt2::adapterFileRoundTrip, &TestGpt2::stopEarlyAndSkipHead, &TestGpt2::freezeLeavesOnlyAdaptersTrainable)
+
+}  // namespace test_gpt2
 
 #if HH_HAVE_QTEST
 #include "test_gpt2.moc"

@@ -16,6 +16,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
+namespace test_lora {
+
 namespace {
 
 namespace m = hh::models;
@@ -143,6 +145,8 @@ class TestLora : public QObject {
 };
 
 HH_TEST_SUITE(TestLora, "engine.models.lora", &TestLora::initTestCase, &TestLora::freshAdapterChangesNothing, &TestLora::onlyAdaptersGetGradients, &TestLora::mergedExportEqualsUnmergedForward, &TestLora::targetsOfEachFamily, &TestLora::classificationHeadOnAnLmFolder)
+
+}  // namespace test_lora
 
 #if HH_HAVE_QTEST
 #include "test_lora.moc"

@@ -22,6 +22,8 @@
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_mixed_precision {
+
 namespace {
 
 namespace m = hh::models;
@@ -199,6 +201,8 @@ HH_TEST_SUITE(TestMixedPrecision, "engine.models.mixed_precision", &TestMixedPre
               &TestMixedPrecision::bf16FollowsFp32, &TestMixedPrecision::featureMapsTrainInFp32OnABf16Teacher,
               &TestMixedPrecision::loraTrainsInFp32OnABf16Base, &TestMixedPrecision::fp32WeightsUnderBf16Activations,
               &TestMixedPrecision::configsTakeTheTwoNames)
+
+}  // namespace test_mixed_precision
 
 #if HH_HAVE_QTEST
 #include "test_mixed_precision.moc"

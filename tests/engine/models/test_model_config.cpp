@@ -14,6 +14,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
+namespace test_model_config {
+
 namespace {
 
 namespace m = hh::models;
@@ -409,6 +411,8 @@ class TestModelConfig : public QObject {
 // clang-format off
 HH_TEST_SUITE(TestModelConfig, "engine.models.config", &TestModelConfig::gpt2FixtureDefaults, &TestModelConfig::gpt2ActivationKept, &TestModelConfig::llamaDefaults, &TestModelConfig::llamaExplicitKeys, &TestModelConfig::tokenIds, &TestModelConfig::bertHeads, &TestModelConfig::errorsNameFileAndKey, &TestModelConfig::attentionPlanRoundTrip, &TestModelConfig::layerSpecsAndWindowPlans, &TestModelConfig::badAttentionPlans, &TestModelConfig::fuzzHugeFloatForIntegerKey)
 // clang-format on
+
+}  // namespace test_model_config
 
 #if HH_HAVE_QTEST
 #include "test_model_config.moc"

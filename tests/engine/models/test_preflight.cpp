@@ -20,6 +20,8 @@
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_preflight {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -227,6 +229,8 @@ class TestPreflight : public QObject {
 // clang-format off
 HH_TEST_SUITE(TestPreflight, "engine.models.preflight", &TestPreflight::gpt2Fixture, &TestPreflight::bertFixture, &TestPreflight::jsonAndTextForms, &TestPreflight::convertedFolder, &TestPreflight::groupedQueryLlama, &TestPreflight::bf16Folder)
 // clang-format on
+
+}  // namespace test_preflight
 
 #if HH_HAVE_QTEST
 #include "test_preflight.moc"

@@ -28,6 +28,8 @@
 #include "tests/engine/models/reference_transformer.h"
 #include "tests/support/hh_test.h"
 
+namespace test_reference_models {
+
 namespace {
 
 namespace m = hh::models;
@@ -482,6 +484,8 @@ class TestReferenceModels : public QObject {
 // clang-format off
 HH_TEST_SUITE(TestReferenceModels, "engine.models.reference", &TestReferenceModels::initTestCase, &TestReferenceModels::bertWithTokenTypesAndPadding, &TestReferenceModels::bertTiniestFixture, &TestReferenceModels::llamaGqaRopeParameters, &TestReferenceModels::llamaExplicitHeadDimWithBiases, &TestReferenceModels::llamaTiedHead, &TestReferenceModels::ropeByHand, &TestReferenceModels::llama3RopeScaling)
 // clang-format on
+
+}  // namespace test_reference_models
 
 #if HH_HAVE_QTEST
 #include "test_reference_models.moc"

@@ -20,6 +20,8 @@
 #include "tests/engine/models/model_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_stories260k {
+
 namespace {
 
 namespace m = hh::models;
@@ -95,6 +97,8 @@ class TestStories260K : public QObject {
 
 HH_TEST_SUITE(TestStories260K, "engine.models.stories260k", &TestStories260K::initTestCase, &TestStories260K::logitsAndAttentionsMatchLlama2c,
               &TestStories260K::predictsTinyStoriesText, &TestStories260K::tokenizerRoundTripsTheReferenceRows)
+
+}  // namespace test_stories260k
 
 #if HH_HAVE_QTEST
 #include "test_stories260k.moc"

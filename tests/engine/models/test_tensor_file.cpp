@@ -20,6 +20,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_tensor_file {
+
 namespace {
 
 namespace m = hh::models;
@@ -120,6 +122,8 @@ class TestTensorFile : public QObject {
 HH_TEST_SUITE(TestTensorFile, "engine.models.tensor_file", &TestTensorFile::readIntoEqualsReadTensor,
               &TestTensorFile::unalignedDataIsReadToo, &TestTensorFile::nonFiniteValuesAreCountedAndRefused,
               &TestTensorFile::readingIntoATensorHoldsNoSecondCopy)
+
+}  // namespace test_tensor_file
 
 #if HH_HAVE_QTEST
 #include "test_tensor_file.moc"

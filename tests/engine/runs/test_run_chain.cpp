@@ -14,6 +14,8 @@
 #include "tests/engine/runs/run_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_run_chain {
+
 using namespace hh::runs;
 using namespace hh::runs::testing;
 
@@ -85,6 +87,8 @@ class TestRunChain : public QObject {
 
 HH_TEST_SUITE(TestRunChain, "engine.runs.chain", &TestRunChain::listsTheContinuationsInOrder,
               &TestRunChain::joinsTheScalarsAtTheResumeSteps, &TestRunChain::skipsFilesWithoutTheScalarOrUnreadable)
+
+}  // namespace test_run_chain
 
 #if HH_HAVE_QTEST
 #include "test_run_chain.moc"

@@ -15,6 +15,8 @@
 #include "tests/engine/runs/run_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_run_errors {
+
 using namespace hh::runs;
 using namespace hh::runs::testing;
 
@@ -212,6 +214,8 @@ void TestRunErrors::truncatedAndDamagedFilesFail() {
 
 HH_TEST_SUITE(TestRunErrors, "engine.runs.errors", &TestRunErrors::layoutValidation, &TestRunErrors::appendValidation,
               &TestRunErrors::missingAndForeignFilesFail, &TestRunErrors::truncatedAndDamagedFilesFail)
+
+}  // namespace test_run_errors
 
 #if HH_HAVE_QTEST
 #include "test_run_errors.moc"

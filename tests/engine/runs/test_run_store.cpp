@@ -16,6 +16,8 @@
 #include "tests/engine/runs/run_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_run_store {
+
 using namespace hh::runs;
 using namespace hh::runs::testing;
 
@@ -395,6 +397,8 @@ void TestRunStore::largeConfigAndLongText() {
 HH_TEST_SUITE(TestRunStore, "engine.runs.store", &TestRunStore::roundTripEveryKind, &TestRunStore::snapshotPooling,
               &TestRunStore::statusTransitions, &TestRunStore::readerBesideWriter, &TestRunStore::readerOnAnotherThread,
               &TestRunStore::flushCadence, &TestRunStore::largeConfigAndLongText)
+
+}  // namespace test_run_store
 
 #if HH_HAVE_QTEST
 #include "test_run_store.moc"

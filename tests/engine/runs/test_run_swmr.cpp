@@ -25,6 +25,8 @@
 #include "tests/engine/runs/run_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_run_swmr {
+
 using namespace hh::runs;
 using namespace hh::runs::testing;
 
@@ -262,6 +264,8 @@ void TestRunSwmr::killedWriterKeepsFlushedRows() {
 
 HH_TEST_SUITE(TestRunSwmr, "engine.runs.swmr", &TestRunSwmr::liveReadFromSecondProcess,
               &TestRunSwmr::killedWriterKeepsFlushedRows)
+
+}  // namespace test_run_swmr
 
 #if HH_HAVE_QTEST
 #include "test_run_swmr.moc"

@@ -12,6 +12,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
+namespace test_config_paths {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -82,6 +84,8 @@ class TestConfigPaths : public QObject {
 HH_TEST_SUITE(TestConfigPaths, "engine.security.config_paths", &TestConfigPaths::parentFoldersAreRefused,
               &TestConfigPaths::plainFoldersRead, &TestConfigPaths::absoluteFoldersStayInside,
               &TestConfigPaths::cliPrintsTheRefusal)
+
+}  // namespace test_config_paths
 
 #if HH_HAVE_QTEST
 #include "test_config_paths.moc"

@@ -15,6 +15,8 @@
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_no_network {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -106,6 +108,8 @@ class TestNoNetwork : public QObject {
 
 HH_TEST_SUITE(TestNoNetwork, "engine.security.no_network", &TestNoNetwork::initTestCase, &TestNoNetwork::classifiesTraceLines,
               &TestNoNetwork::distillOpensNoNetworkSocket, &TestNoNetwork::generateOpensNoNetworkSocket)
+
+}  // namespace test_no_network
 
 #if HH_HAVE_QTEST
 #include "test_no_network.moc"

@@ -23,6 +23,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
+namespace test_no_pickle {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -109,6 +111,8 @@ class TestNoPickle : public QObject {
 
 HH_TEST_SUITE(TestNoPickle, "engine.security.no_pickle", &TestNoPickle::sourcesCallNoPickleSerializer,
               &TestNoPickle::legacyPickleCheckpointIsRefused, &TestNoPickle::checkpointRoundTripsAndValidates)
+
+}  // namespace test_no_pickle
 
 #if HH_HAVE_QTEST
 #include "test_no_pickle.moc"

@@ -14,6 +14,8 @@
 #include "engine/tokenizers/tokenizer.h"
 #include "tests/support/hh_test.h"
 
+namespace test_byte_level_bpe {
+
 namespace {
 
 using Ids = std::vector<int64_t>;
@@ -189,6 +191,8 @@ class TestByteLevelBpe : public QObject {
 };
 
 HH_TEST_SUITE(TestByteLevelBpe, "engine.tokenizers.gpt2", &TestByteLevelBpe::preTokenizerSplits, &TestByteLevelBpe::gpt2TokenizerJsonMatchesReference, &TestByteLevelBpe::legacyFilesMatchTokenizerJson, &TestByteLevelBpe::endOfTextIsAnAddedToken, &TestByteLevelBpe::decodeRoundTrips, &TestByteLevelBpe::longRunsUseTheHeapMergeConsistently, &TestByteLevelBpe::tinyRandomGpt2)
+
+}  // namespace test_byte_level_bpe
 
 #if HH_HAVE_QTEST
 #include "test_byte_level_bpe.moc"

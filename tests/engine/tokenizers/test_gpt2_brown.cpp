@@ -17,6 +17,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_gpt2_brown {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -88,6 +90,8 @@ class TestGpt2Brown : public QObject {
 };
 
 HH_TEST_SUITE(TestGpt2Brown, "engine.tokenizers.brown", &TestGpt2Brown::matchesReferenceEncoder)
+
+}  // namespace test_gpt2_brown
 
 #if HH_HAVE_QTEST
 #include "test_gpt2_brown.moc"

@@ -18,6 +18,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_sentencepiece_bpe {
+
 namespace {
 
 using Ids = std::vector<int64_t>;
@@ -160,6 +162,8 @@ class TestSentencePieceBpe : public QObject {
 };
 
 HH_TEST_SUITE(TestSentencePieceBpe, "engine.tokenizers.llama", &TestSentencePieceBpe::mergesAndByteFallback, &TestSentencePieceBpe::specialTokensAndTemplate, &TestSentencePieceBpe::decodeReversesEverything, &TestSentencePieceBpe::metaspacePreTokenizer, &TestSentencePieceBpe::unknownWithoutByteFallback)
+
+}  // namespace test_sentencepiece_bpe
 
 #if HH_HAVE_QTEST
 #include "test_sentencepiece_bpe.moc"

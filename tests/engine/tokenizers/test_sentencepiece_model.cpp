@@ -27,6 +27,8 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_sentencepiece_model {
+
 namespace {
 
 using Ids = std::vector<int64_t>;
@@ -160,6 +162,8 @@ HH_TEST_SUITE(TestSentencePieceModel, "engine.tokenizers.sentencepiece", &TestSe
               &TestSentencePieceModel::llama2EqualsTheLibrary, &TestSentencePieceModel::byteFallback,
               &TestSentencePieceModel::specialTokensInText, &TestSentencePieceModel::configFlags,
               &TestSentencePieceModel::badFilesNameTheFile)
+
+}  // namespace test_sentencepiece_model
 
 #if HH_HAVE_QTEST
 #include "test_sentencepiece_model.moc"

@@ -15,7 +15,7 @@
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
-namespace {
+namespace test_tokenizer_files {
 
 namespace fs = std::filesystem;
 using Ids = std::vector<int64_t>;
@@ -60,8 +60,6 @@ std::string failsWith(const std::function<void()>& fn, const std::vector<std::st
   } while (0)
 
 const char* kMinimalBpe = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}})";
-
-}  // namespace
 
 class TestTokenizerFiles : public QObject {
   Q_OBJECT
@@ -182,6 +180,8 @@ class TestTokenizerFiles : public QObject {
 };
 
 HH_TEST_SUITE(TestTokenizerFiles, "engine.tokenizers.files", &TestTokenizerFiles::legacyGpt2DirectoryMatchesTokenizerJson, &TestTokenizerFiles::legacyVocabTxtWithoutConfig, &TestTokenizerFiles::aTokenizerJsonPathWorksToo, &TestTokenizerFiles::malformedFilesThrowFormatError, &TestTokenizerFiles::randomInputNeverBreaks)
+
+}  // namespace test_tokenizer_files
 
 #if HH_HAVE_QTEST
 #include "test_tokenizer_files.moc"

@@ -13,6 +13,8 @@
 #include "engine/tokenizers/wordpiece.h"
 #include "tests/support/hh_test.h"
 
+namespace test_wordpiece {
+
 namespace {
 
 using Ids = std::vector<int64_t>;
@@ -140,6 +142,8 @@ class TestWordPiece : public QObject {
 };
 
 HH_TEST_SUITE(TestWordPiece, "engine.tokenizers.wordpiece", &TestWordPiece::tokenizerJsonByHand, &TestWordPiece::vocabTxtMatchesTokenizerJson, &TestWordPiece::specialTokensAndPostProcessor, &TestWordPiece::decodeJoinsPieces, &TestWordPiece::optionsOnHandMadeVocab)
+
+}  // namespace test_wordpiece
 
 #if HH_HAVE_QTEST
 #include "test_wordpiece.moc"

@@ -21,6 +21,8 @@
 #include "engine/config/attention_types.h"
 #include "tests/support/hh_test.h"
 
+namespace test_config_form {
+
 class TestConfigForm : public QObject {
   Q_OBJECT
  private Q_SLOTS:
@@ -124,6 +126,8 @@ class TestConfigForm : public QObject {
 HH_TEST_SUITE(TestConfigForm, "app.gui.config_form", &TestConfigForm::defaultsRoundTrip,
               &TestConfigForm::editsReachTheConfig, &TestConfigForm::layersAreChosenFromTheModel,
               &TestConfigForm::badInputIsRefused)
+
+}  // namespace test_config_form
 
 #if HH_HAVE_QTEST
 #include "test_config_form.moc"

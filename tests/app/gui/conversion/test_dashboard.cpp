@@ -45,6 +45,8 @@
 #include "widgets/head_grid.h"
 #include "widgets/heatmap_view.h"
 
+namespace test_dashboard {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -304,6 +306,8 @@ HH_TEST_SUITE(TestDashboard, "app.gui.dashboard", &TestDashboard::initTestCase, 
               &TestDashboard::aTeacherKlFinetuningHoldsOutItsOwnLoss, &TestDashboard::offersOnlyTheTablesTheRunHas,
               &TestDashboard::followsAConversionAndStaysResponsive, &TestDashboard::cancelFromTheGuiStopsTheJob,
               &TestDashboard::refusesABadProjectFile)
+
+}  // namespace test_dashboard
 
 #if HH_HAVE_QTEST
 #include "test_dashboard.moc"

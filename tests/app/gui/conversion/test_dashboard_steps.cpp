@@ -25,6 +25,8 @@
 
 #include "widgets/qcp.h"
 
+namespace test_dashboard_steps {
+
 namespace {
 
 namespace r = hh::runs;
@@ -230,6 +232,8 @@ HH_TEST_SUITE(TestDashboardSteps, "app.gui.dashboard_steps",
               &TestDashboardSteps::sliderFollowsTheLatestUnlessMovedAway,
               &TestDashboardSteps::lossGrowsByAppendingWithTheSameSmoothing,
               &TestDashboardSteps::aHiddenDashboardDoesNotRedraw)
+
+}  // namespace test_dashboard_steps
 
 #if HH_HAVE_QTEST
 #include "test_dashboard_steps.moc"

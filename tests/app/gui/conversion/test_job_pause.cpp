@@ -24,6 +24,8 @@
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_job_pause {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -108,6 +110,8 @@ class TestJobPause : public QObject {
 };
 
 HH_TEST_SUITE(TestJobPause, "app.gui.job_pause", &TestJobPause::initTestCase, &TestJobPause::pauseResumeAndCancelWhilePaused)
+
+}  // namespace test_job_pause
 
 #if HH_HAVE_QTEST
 #include "test_job_pause.moc"

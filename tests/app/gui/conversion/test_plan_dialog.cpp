@@ -21,6 +21,8 @@
 #include "engine/config/attention_types.h"
 #include "tests/support/hh_test.h"
 
+namespace test_plan_dialog {
+
 namespace {
 
 constexpr int kFixtureLayers = 5;  // tiny-random-gpt2
@@ -170,6 +172,8 @@ class TestPlanDialog : public QObject {
 HH_TEST_SUITE(TestPlanDialog, "app.gui.plan_dialog", &TestPlanDialog::withoutAModelItSaysSo,
               &TestPlanDialog::prefillsFromTheFormKeys, &TestPlanDialog::prefillsFromAPlanOfTheModelsLength,
               &TestPlanDialog::acceptingWritesThePlan, &TestPlanDialog::aBadRowIsRefusedNamingItsLayer)
+
+}  // namespace test_plan_dialog
 
 #if HH_HAVE_QTEST
 #include "test_plan_dialog.moc"

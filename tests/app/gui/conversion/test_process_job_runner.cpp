@@ -36,6 +36,8 @@
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
+namespace test_process_job_runner {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -201,6 +203,8 @@ HH_TEST_SUITE(TestProcessJobRunner, "app.gui.process_job_runner", &TestProcessJo
               &TestProcessJobRunner::completesOnTwoProcesses, &TestProcessJobRunner::cancelStopsEveryRank,
               &TestProcessJobRunner::mainWindowFollowsAMultiProcessRun,
               &TestProcessJobRunner::refusesAMissingCliAndOffersProcesses)
+
+}  // namespace test_process_job_runner
 
 #if HH_HAVE_QTEST
 #include "test_process_job_runner.moc"

@@ -12,6 +12,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
+namespace test_run_follower {
+
 namespace r = hh::runs;
 
 class TestRunFollower : public QObject {
@@ -61,6 +63,8 @@ class TestRunFollower : public QObject {
 };
 
 HH_TEST_SUITE(TestRunFollower, "app.gui.run_follower", &TestRunFollower::readsOnlyWhenTheFileChanged)
+
+}  // namespace test_run_follower
 
 #if HH_HAVE_QTEST
 #include "test_run_follower.moc"

@@ -20,6 +20,8 @@
 #include "widgets/curve_plot.h"
 #include "widgets/heatmap_view.h"
 
+namespace test_experiment_view {
+
 namespace {
 namespace j = hh::jobs;
 using nlohmann::json;
@@ -144,6 +146,8 @@ class TestExperimentView : public QObject {
 HH_TEST_SUITE(TestExperimentView, "app.gui.experiment_view", &TestExperimentView::initTestCase,
               &TestExperimentView::showsAndExportsAnExperiment, &TestExperimentView::resumedVariantIsOneRun,
               &TestExperimentView::noSnapshotsNoMapsFigure)
+
+}  // namespace test_experiment_view
 
 #if HH_HAVE_QTEST
 #include "test_experiment_view.moc"

@@ -18,6 +18,8 @@
 #include "widgets/curve_plot.h"
 #include "widgets/heatmap_view.h"
 
+namespace test_generation_view {
+
 namespace {
 const std::string kFixture = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
 
@@ -157,6 +159,8 @@ class TestGenerationView : public QObject {
 HH_TEST_SUITE(TestGenerationView, "app.gui.generation_view", &TestGenerationView::initTestCase,
               &TestGenerationView::streamsBothModelsWithLivePlots, &TestGenerationView::bfloat16HalvesTheKvCache, &TestGenerationView::stopEndsALongRunPromptly,
               &TestGenerationView::remembersFoldersAndSettings, &TestGenerationView::badFolderIsRefused)
+
+}  // namespace test_generation_view
 
 #if HH_HAVE_QTEST
 #include "test_generation_view.moc"

@@ -49,6 +49,8 @@
 
 #include "widgets/qcp.h"
 
+namespace test_inspector {
+
 namespace {
 
 namespace m = hh::models;
@@ -411,6 +413,8 @@ HH_TEST_SUITE(TestInspector, "app.gui.inspector", &TestInspector::initTestCase, 
               &TestInspector::exportsWeightsWithTheEngineWriter,
               &TestInspector::windowInspectsAndReadsTheHoveredPair, &TestInspector::recallProbeColoursHeadsByTheNeedle,
               &TestInspector::fourThousandTokensStayResponsive)
+
+}  // namespace test_inspector
 
 #if HH_HAVE_QTEST
 #include "test_inspector.moc"

@@ -46,6 +46,8 @@
 #include "tests/support/temp_dir.h"
 #include "widgets/heatmap_view.h"
 
+namespace test_rank_view {
+
 namespace {
 
 namespace j = hh::jobs;
@@ -307,6 +309,8 @@ HH_TEST_SUITE(TestRankView, "app.gui.rank_view", &TestRankView::initTestCase, &T
               &TestRankView::budgetAndKeepAsChangeThePlan, &TestRankView::convertUsesThePlanShown,
               &TestRankView::ranksTheFixtureOnTheWorker, &TestRankView::cancelStopsARun,
               &TestRankView::mainWindowOpensTheTabAndTheForm)
+
+}  // namespace test_rank_view
 
 #if HH_HAVE_QTEST
 #include "test_rank_view.moc"

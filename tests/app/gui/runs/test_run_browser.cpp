@@ -13,6 +13,8 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
 
+namespace test_run_browser {
+
 namespace {
 
 namespace r = hh::runs;
@@ -97,6 +99,8 @@ class TestRunBrowser : public QObject {
 
 HH_TEST_SUITE(TestRunBrowser, "app.gui.run_browser", &TestRunBrowser::scansAFolderOfRuns,
               &TestRunBrowser::aModelTrainedFromScratchIsNamedByWhatItBuilt)
+
+}  // namespace test_run_browser
 
 #if HH_HAVE_QTEST
 #include "test_run_browser.moc"

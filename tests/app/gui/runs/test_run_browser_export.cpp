@@ -32,6 +32,8 @@
 #include "tests/support/hh_test.h"
 #include "widgets/curve_plot.h"
 
+namespace test_run_browser_export {
+
 namespace {
 
 namespace r = hh::runs;
@@ -247,6 +249,8 @@ class TestRunBrowserExport : public QObject {
 HH_TEST_SUITE(TestRunBrowserExport, "app.gui.run_browser_export", &TestRunBrowserExport::overlayAndCsvOfSelectedRuns,
               &TestRunBrowserExport::wholeTracesAsOneWideCsv, &TestRunBrowserExport::runsOfDifferentKindsAreDrawnRelative,
               &TestRunBrowserExport::fieldsAreQuotedOnlyWhenNeeded)
+
+}  // namespace test_run_browser_export
 
 #if HH_HAVE_QTEST
 #include "test_run_browser_export.moc"

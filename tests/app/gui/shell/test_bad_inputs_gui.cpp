@@ -22,6 +22,8 @@
 #include "tests/support/bad_inputs.h"
 #include "tests/support/hh_test.h"
 
+namespace test_bad_inputs_gui {
+
 namespace {
 
 using hh::test::BadInput;
@@ -152,6 +154,8 @@ class TestBadInputsGui : public QObject {
 };
 
 HH_TEST_SUITE(TestBadInputsGui, "app.gui.bad_inputs", &TestBadInputsGui::everyBadInputEndsInADialogNamingTheFile)
+
+}  // namespace test_bad_inputs_gui
 
 #if HH_HAVE_QTEST
 #include "test_bad_inputs_gui.moc"

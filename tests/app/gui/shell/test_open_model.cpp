@@ -22,6 +22,8 @@
 #include "widgets/qcp.h"
 #include "widgets/heatmap_view.h"
 
+namespace test_open_model {
+
 namespace {
 const QString kModel = QStringLiteral(HH_FIXTURES_DIR) + QStringLiteral("/tiny-random-gpt2");
 
@@ -160,6 +162,8 @@ class TestOpenModel : public QObject {
 HH_TEST_SUITE(TestOpenModel, "app.gui.open_model", &TestOpenModel::initTestCase, &TestOpenModel::openingAModelShowsTheInspector,
               &TestOpenModel::precisionChoiceReloadsTheModel, &TestOpenModel::aHeadInspectedHiddenIsLabelledWhenShown,
               &TestOpenModel::positionLimitIsSaid, &TestOpenModel::emptyExperimentsTabNamesItsMenu)
+
+}  // namespace test_open_model
 
 #if HH_HAVE_QTEST
 #include "test_open_model.moc"
