@@ -2,9 +2,14 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <limits>
+
 #include "engine/config/attention_types.h"
 
 namespace hh::attn::detail {
+
+// The score of a masked position: exp(kNegInf) = 0.
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // States and normalisers accumulate in fp64 for fp64 inputs and in fp32 otherwise (fp16/bf16
 // would overflow the key-sum normaliser).

@@ -19,7 +19,7 @@ namespace {
 using vec::Floats8;
 
 constexpr double kLogFloor = 1e-10;  // log(a + 1e-10), as jobs::distillationLoss
-constexpr int kBlockRows = 64;       // query rows per block: two [64, T] fp32 buffers per thread
+constexpr int kLossBlockRows = 64;   // query rows per block: two [64, T] fp32 buffers per thread
 
 // What one (batch, head) reads: rows of [T, X] fp32, contiguous.
 struct HeadInputs {
@@ -28,7 +28,7 @@ struct HeadInputs {
   const float* den;      // [T]
 };
 
-struct Shape {
+struct LossShape {
   int t = 0, d = 0, f = 0;
   bool causal = true;
   float scale = 1.0f;
@@ -36,15 +36,15 @@ struct Shape {
 };
 
 // Keys row i sees, and the keys a block of rows starting at i0 needs.
-int keysOfRow(const Shape& s, int i) {
+int keysOfRow(const LossShape& s, int i) {
   return s.causal ? i + 1 : s.t;
 }
-int keysOfBlock(const Shape& s, int i0, int rows) {
+int keysOfBlock(const LossShape& s, int i0, int rows) {
   return s.causal ? i0 + rows : s.t;
 }
 
 // t [rows, keys] = scale q_block k^T and s [rows, keys] = fq_block fk^T, row stride s.stride.
-void blockProducts(const HeadInputs& in, const Shape& s, int i0, int rows, float* t, float* prod) {
+void blockProducts(const HeadInputs& in, const LossShape& s, int i0, int rows, float* t, float* prod) {
   const int keys = keysOfBlock(s, i0, rows);
   blas::gemm<float>(false, true, rows, keys, s.d, s.scale, in.q + int64_t(i0) * s.d, s.d, in.k, s.d, 0.0f, t, s.stride);
   blas::gemm<float>(false, true, rows, keys, s.f, 1.0f, in.fq + int64_t(i0) * s.f, s.f, in.fk, s.f, 0.0f, prod,
@@ -89,9 +89,9 @@ __attribute__((target_clones("avx2", "default"))) void rowGradient(const float* 
 }
 
 // Per row: loss, coef (sum_j p s / (s + 1e-10 den), for den's gradient), sum p log p, lse.
-void headForward(const HeadInputs& in, const Shape& s, float* t, float* prod, float* rowOut[4]) {
-  for (int i0 = 0; i0 < s.t; i0 += kBlockRows) {
-    const int rows = std::min(kBlockRows, s.t - i0);
+void headForward(const HeadInputs& in, const LossShape& s, float* t, float* prod, float* rowOut[4]) {
+  for (int i0 = 0; i0 < s.t; i0 += kLossBlockRows) {
+    const int rows = std::min(kLossBlockRows, s.t - i0);
     blockProducts(in, s, i0, rows, t, prod);
     for (int r = 0; r < rows; ++r) {
       const int i = i0 + r;
@@ -106,11 +106,11 @@ void headForward(const HeadInputs& in, const Shape& s, float* t, float* prod, fl
 
 // gfq [T, F] = G fk and gfk [T, F] = G^T fq, G_ij = -g p_ij / (s_ij + 1e-10 den_i) over the
 // valid pairs (den held fixed; its own gradient is the caller's).
-void headBackward(const HeadInputs& in, const Shape& s, const float* lse, float g, float* t, float* prod, float* gfq,
-                  float* gfk) {
+void headBackward(const HeadInputs& in, const LossShape& s, const float* lse, float g, float* t, float* prod,
+                  float* gfq, float* gfk) {
   std::fill(gfk, gfk + int64_t(s.t) * s.f, 0.0f);
-  for (int i0 = 0; i0 < s.t; i0 += kBlockRows) {
-    const int rows = std::min(kBlockRows, s.t - i0), keys = keysOfBlock(s, i0, rows);
+  for (int i0 = 0; i0 < s.t; i0 += kLossBlockRows) {
+    const int rows = std::min(kLossBlockRows, s.t - i0), keys = keysOfBlock(s, i0, rows);
     blockProducts(in, s, i0, rows, t, prod);
     for (int r = 0; r < rows; ++r) {
       const int i = i0 + r;
@@ -127,7 +127,7 @@ void headBackward(const HeadInputs& in, const Shape& s, const float* lse, float 
 // The inputs as the kernels read them: fp32, contiguous.
 struct Inputs {
   torch::Tensor q, k, fq, fk, den;
-  Shape shape;
+  LossShape shape;
   HeadInputs head(int64_t bh) const {
     const int64_t t = shape.t;
     return {q.data_ptr<float>() + bh * t * shape.d, k.data_ptr<float>() + bh * t * shape.d,
@@ -159,7 +159,7 @@ template <typename Body>
 void forEachHead(const Inputs& in, const Body& body) {
   const blas::SingleThreaded oneThread;  // the tasks are the parallelism
   at::parallel_for(0, in.heads(), 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> t(size_t(kBlockRows) * in.shape.stride), prod(t.size());
+    std::vector<float> t(size_t(kLossBlockRows) * in.shape.stride), prod(t.size());
     for (int64_t bh = begin; bh < end; ++bh) body(bh, t.data(), prod.data());
   });
 }
@@ -213,7 +213,7 @@ class FusedSoftCrossEntropy : public torch::autograd::Function<FusedSoftCrossEnt
   }
 };
 
-[[noreturn]] void fail(const std::string& what) {
+[[noreturn]] void failLoss(const std::string& what) {
   throw std::invalid_argument("fused distillation loss (CPU): " + what);
 }
 
@@ -231,10 +231,10 @@ bool fusedDistillLossCpuAccepts(const at::Tensor& q, const at::Tensor& fq) {
 
 DistillLossTerms fusedDistillLossCpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& fq,
                                      const at::Tensor& fk, double scale, double eps, bool causal) {
-  if (!fusedDistillLossCpuAccepts(q, fq)) fail("needs fp32 or bf16 [B, H, T, X] CPU tensors and a BLAS");
+  if (!fusedDistillLossCpuAccepts(q, fq)) failLoss("needs fp32 or bf16 [B, H, T, X] CPU tensors and a BLAS");
   if (k.sizes() != q.sizes() || fk.sizes() != fq.sizes() || fq.sizes().slice(0, 3) != q.sizes().slice(0, 3))
-    fail("q, k [B, H, T, D] and fq, fk [B, H, T, F] must agree in B, H and T");
-  if (q.size(2) > (int64_t(1) << 24) || q.size(3) > 65536 || fq.size(3) > 65536) fail("a dimension is too large");
+    failLoss("q, k [B, H, T, D] and fq, fk [B, H, T, F] must agree in B, H and T");
+  if (q.size(2) > (int64_t(1) << 24) || q.size(3) > 65536 || fq.size(3) > 65536) failLoss("a dimension is too large");
   // den_i = sum_{j <= i} fq_i . fk_j + eps = fq_i . cumsum(fk)_i + eps, in fp32: its gradient flows by autograd.
   const auto fq32 = fq.to(torch::kFloat), fk32 = fk.to(torch::kFloat);
   const auto fkSums = causal ? fk32.cumsum(2) : fk32.sum(2, true);

@@ -18,9 +18,9 @@ namespace {
 
 using vec::Floats8;
 
-constexpr int kBlockRows = 64;  // query rows per block: one [64, Tk] fp32 buffer per thread
+constexpr int kSoftmaxBlockRows = 64;  // query rows per block: one [64, Tk] fp32 buffer per thread
 
-struct Shape {
+struct AttentionShape {
   int tq = 0, tk = 0, d = 0, dv = 0;
   bool causal = false;
   float scale = 1.0f;
@@ -42,11 +42,11 @@ __attribute__((target_clones("avx2", "default"))) float expRow(float* t, int n, 
 }
 
 // One (batch, head): q [Tq, D], k [Tk, D], v [Tk, Dv] -> y [Tq, Dv], all fp32 contiguous.
-void headAttention(const float* q, const float* k, const float* v, const Shape& s, float* t, float* y) {
-  for (int i0 = 0; i0 < s.tq; i0 += kBlockRows) {
-    const int rows = std::min(kBlockRows, s.tq - i0), keys = s.causal ? i0 + rows : s.tk;
+void headAttention(const float* q, const float* k, const float* v, const AttentionShape& s, float* t, float* y) {
+  for (int i0 = 0; i0 < s.tq; i0 += kSoftmaxBlockRows) {
+    const int rows = std::min(kSoftmaxBlockRows, s.tq - i0), keys = s.causal ? i0 + rows : s.tk;
     blas::gemm<float>(false, true, rows, keys, s.d, s.scale, q + int64_t(i0) * s.d, s.d, k, s.d, 0.0f, t, s.stride);
-    float sums[kBlockRows];
+    float sums[kSoftmaxBlockRows];
     for (int r = 0; r < rows; ++r) sums[r] = expRow(t + int64_t(r) * s.stride, s.causal ? i0 + r + 1 : s.tk, keys);
     float* out = y + int64_t(i0) * s.dv;
     blas::gemm<float>(false, false, rows, s.dv, keys, 1.0f, t, s.stride, v, s.dv, 0.0f, out, s.dv);
@@ -57,7 +57,7 @@ void headAttention(const float* q, const float* k, const float* v, const Shape& 
   }
 }
 
-[[noreturn]] void fail(const std::string& what) {
+[[noreturn]] void failSoftmax(const std::string& what) {
   throw std::invalid_argument("fused softmax attention (CPU): " + what);
 }
 
@@ -79,18 +79,18 @@ bool fusedSoftmaxAttentionCpuAccepts(const at::Tensor& q, const at::Tensor& k, c
 at::Tensor fusedSoftmaxAttentionCpu(const at::Tensor& qIn, const at::Tensor& kIn, const at::Tensor& vIn, bool causal) {
   // q [B,H,Tq,D], k [B,H,Tk,D], v [B,H,Tk,Dv] -> [B,H,Tq,Dv]
   if (!fusedSoftmaxAttentionCpuAccepts(qIn, kIn, vIn, {}))
-    fail("needs fp32 or bf16 [B, H, T, X] CPU tensors without a key mask or a gradient, and a BLAS");
+    failSoftmax("needs fp32 or bf16 [B, H, T, X] CPU tensors without a key mask or a gradient, and a BLAS");
   const int64_t B = qIn.size(0), H = qIn.size(1);
   if (kIn.size(0) != B || kIn.size(1) != H || kIn.size(3) != qIn.size(3) ||
       vIn.sizes().slice(0, 3) != kIn.sizes().slice(0, 3))
-    fail("q [B, H, Tq, D], k [B, H, Tk, D] and v [B, H, Tk, Dv] do not agree");
-  if (causal && qIn.size(2) != kIn.size(2)) fail("causal attention needs as many keys as queries");
+    failSoftmax("q [B, H, Tq, D], k [B, H, Tk, D] and v [B, H, Tk, Dv] do not agree");
+  if (causal && qIn.size(2) != kIn.size(2)) failSoftmax("causal attention needs as many keys as queries");
   if (qIn.size(2) > (int64_t(1) << 24) || kIn.size(2) > (int64_t(1) << 24) || qIn.size(3) > 65536 ||
       vIn.size(3) > 65536)
-    fail("a dimension is too large");
+    failSoftmax("a dimension is too large");
   const auto q = qIn.to(torch::kFloat).contiguous(), k = kIn.to(torch::kFloat).contiguous(),
              v = vIn.to(torch::kFloat).contiguous();
-  Shape s;
+  AttentionShape s;
   s.tq = static_cast<int>(q.size(2));
   s.tk = static_cast<int>(k.size(2));
   s.d = static_cast<int>(q.size(3));
@@ -101,7 +101,7 @@ at::Tensor fusedSoftmaxAttentionCpu(const at::Tensor& qIn, const at::Tensor& kIn
   auto y = torch::empty({B, H, q.size(2), v.size(3)}, q.options());
   const blas::SingleThreaded oneThread;  // the (batch, head) tasks are the parallelism
   at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> t(size_t(kBlockRows) * s.stride);
+    std::vector<float> t(size_t(kSoftmaxBlockRows) * s.stride);
     for (int64_t bh = begin; bh < end; ++bh)
       headAttention(q.data_ptr<float>() + bh * s.tq * s.d, k.data_ptr<float>() + bh * s.tk * s.d,
                     v.data_ptr<float>() + bh * s.tk * s.dv, s, t.data(), y.data_ptr<float>() + bh * s.tq * s.dv);

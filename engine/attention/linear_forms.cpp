@@ -16,10 +16,10 @@ namespace hh::attn {
 
 using detail::accumulateType;
 using detail::deltaNormalize;
+using detail::kNegInf;
 using detail::withOnes;
 
 namespace {
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // exp(L_i - L_j) for j <= i (else 0): L [B,H,T] -> [B,H,T,T]
 torch::Tensor pairDecay(const torch::Tensor& logCum, const torch::Tensor& causal) {

@@ -16,10 +16,10 @@
 namespace hh::attn {
 
 using detail::accumulateType;
+using detail::kNegInf;
 using detail::withOnes;
 
 namespace {
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // Key positions [j0, j1) against query positions [i0, i1): which pairs are near (the window).
 torch::Tensor nearMask(int64_t i0, int64_t i1, int64_t j0, int64_t j1, const WindowOptions& o, torch::Device device) {

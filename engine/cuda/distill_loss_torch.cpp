@@ -20,7 +20,7 @@ namespace {
 
 constexpr double kLogFloor = 1e-10;  // as distillation_loss.cpp's
 
-[[noreturn]] void fail(const std::string& what) {
+[[noreturn]] void failLoss(const std::string& what) {
   throw std::invalid_argument("fused distillation loss: " + what);
 }
 
@@ -53,18 +53,18 @@ cudaStream_t streamOf(const at::Tensor& t) {
 }
 #endif
 
-DType dtypeOf(const at::Tensor& t) {
+DType lossDtypeOf(const at::Tensor& t) {
   return t.scalar_type() == at::kBFloat16 ? DType::BF16 : DType::F32;
 }
 
-DistillLossProblem problemOf(const at::Tensor& q, const at::Tensor& fq, double scale, bool causal) {
+DistillLossProblem lossProblemOf(const at::Tensor& q, const at::Tensor& fq, double scale, bool causal) {
   DistillLossProblem p;
   p.batch = static_cast<int>(q.size(0));
   p.heads = static_cast<int>(q.size(1));
   p.length = q.size(2);
   p.headDim = static_cast<int>(q.size(3));
   p.features = static_cast<int>(fq.size(3));
-  p.dtype = dtypeOf(q);
+  p.dtype = lossDtypeOf(q);
   p.causal = causal;
   p.scale = static_cast<float>(scale);
   p.floor = static_cast<float>(kLogFloor);
@@ -72,22 +72,23 @@ DistillLossProblem problemOf(const at::Tensor& q, const at::Tensor& fq, double s
   return p;
 }
 
-void check(const Status& s) {
-  if (s.message) fail(s.message);
+void checkLoss(const Status& s) {
+  if (s.message) failLoss(s.message);
   if (s.cuda != cudaSuccess)
     throw std::runtime_error(std::string("fused distillation loss: ") + cudaGetErrorString(s.cuda));
 }
 
-void checkInputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& fq, const at::Tensor& fk) {
-  if (q.dim() != 4 || k.sizes() != q.sizes()) fail("q and k must be [B, H, T, D] of one shape");
+void checkLossInputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& fq, const at::Tensor& fk) {
+  if (q.dim() != 4 || k.sizes() != q.sizes()) failLoss("q and k must be [B, H, T, D] of one shape");
   if (fq.dim() != 4 || fk.sizes() != fq.sizes() || fq.sizes().slice(0, 3) != q.sizes().slice(0, 3))
-    fail("fq and fk must be [B, H, T, F] with q's B, H and T");
+    failLoss("fq and fk must be [B, H, T, F] with q's B, H and T");
   if (k.device() != q.device() || fq.device() != q.device() || fk.device() != q.device())
-    fail("q, k, fq and fk must be on one device");
-  if (k.scalar_type() != q.scalar_type()) fail("q and k must share a dtype");
+    failLoss("q, k, fq and fk must be on one device");
+  if (k.scalar_type() != q.scalar_type()) failLoss("q and k must share a dtype");
   if (!fusedDistillLossAccepts(q, fq))
-    fail("unsupported input (needs fp32 or bf16 on a GPU of sm_80 or newer, D in {32, 64, 128} and F = 2D; got D = " +
-         std::to_string(q.size(-1)) + ", F = " + std::to_string(fq.size(-1)) + ")");
+    failLoss(
+        "unsupported input (needs fp32 or bf16 on a GPU of sm_80 or newer, D in {32, 64, 128} and F = 2D; got D = " +
+        std::to_string(q.size(-1)) + ", F = " + std::to_string(fq.size(-1)) + ")");
 }
 
 // fq, fk [B,H,T,F] and den [B,H,T] fp32 with autograd; q, k [B,H,T,D] constants
@@ -98,7 +99,7 @@ class FusedSoftCrossEntropy : public torch::autograd::Function<FusedSoftCrossEnt
                                                 const at::Tensor& fk, const at::Tensor& den, const at::Tensor& q,
                                                 const at::Tensor& k, double scale, bool causal) {
     const DeviceGuard guard(q);
-    const auto p = problemOf(q, fq, scale, causal);
+    const auto p = lossProblemOf(q, fq, scale, causal);
     auto rows = at::empty({4, q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));  // loss, coef, -H, lse
     DistillLossArgs a{p,
                       rowsOf(q),
@@ -110,7 +111,7 @@ class FusedSoftCrossEntropy : public torch::autograd::Function<FusedSoftCrossEnt
                       rows[1].data_ptr<float>(),
                       rows[2].data_ptr<float>(),
                       rows[3].data_ptr<float>()};
-    check(distillLossCudaForward(a));
+    checkLoss(distillLossCudaForward(a));
     const double count = double(q.size(0)) * double(q.size(2));
     auto crossEntropy = rows[0].sum() / count, negEntropy = rows[2].sum() / count;
     ctx->save_for_backward({fq, fk, den, q, k, rows[1], rows[3]});
@@ -130,18 +131,19 @@ class FusedSoftCrossEntropy : public torch::autograd::Function<FusedSoftCrossEnt
     const auto g = grads[0].defined() ? grads[0].to(at::kFloat).reshape({1}).contiguous()
                                       : at::zeros({1}, q.options().dtype(at::kFloat));
     auto gfq = at::empty(fq.sizes(), fq.options().dtype(at::kFloat)), gfk = at::empty_like(gfq);
-    DistillLossBackwardArgs a{problemOf(q, fq, ctx->saved_data["scale"].toDouble(), ctx->saved_data["causal"].toBool()),
-                              rowsOf(q),
-                              rowsOf(k),
-                              rowsOf(fq),
-                              rowsOf(fk),
-                              den.data_ptr<float>(),
-                              lse.data_ptr<float>(),
-                              g.data_ptr<float>()};
+    DistillLossBackwardArgs a{
+        lossProblemOf(q, fq, ctx->saved_data["scale"].toDouble(), ctx->saved_data["causal"].toBool()),
+        rowsOf(q),
+        rowsOf(k),
+        rowsOf(fq),
+        rowsOf(fk),
+        den.data_ptr<float>(),
+        lse.data_ptr<float>(),
+        g.data_ptr<float>()};
     a.multiplier = static_cast<float>(1.0 / count);
     a.gfq = gfq.data_ptr<float>();
     a.gfk = gfk.data_ptr<float>();
-    check(distillLossCudaBackward(a));
+    checkLoss(distillLossCudaBackward(a));
     const auto gden = coef / den * (g / count);  // d loss / d den_i = coef_i / den_i
     return {gfq.to(fq.scalar_type()),
             gfk.to(fk.scalar_type()),
@@ -158,13 +160,13 @@ class FusedSoftCrossEntropy : public torch::autograd::Function<FusedSoftCrossEnt
 bool fusedDistillLossAccepts(const at::Tensor& q, const at::Tensor& fq) {
   if (q.dim() != 4 || fq.dim() != 4 || !onKernelDevice(q)) return false;
   if (q.scalar_type() != at::kFloat && q.scalar_type() != at::kBFloat16) return false;
-  return distillLossCudaSupports(dtypeOf(q), static_cast<int>(q.size(3)), static_cast<int>(fq.size(3)),
+  return distillLossCudaSupports(lossDtypeOf(q), static_cast<int>(q.size(3)), static_cast<int>(fq.size(3)),
                                  deviceIndexOf(q));
 }
 
 FusedDistillLoss fusedDistillLoss(const at::Tensor& q, const at::Tensor& k, const at::Tensor& fq, const at::Tensor& fk,
                                   double scale, double eps, bool causal) {
-  checkInputs(q, k, fq, fk);
+  checkLossInputs(q, k, fq, fk);
   const auto type = q.scalar_type();
   const auto fqK = rowsContiguous(fq.to(type)), fkK = rowsContiguous(fk.to(type));
   // den_i = sum_{j <= i} fq_i . fk_j + eps = fq_i . cumsum(fk)_i + eps: its gradient flows by autograd

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string readFile(const fs::path& path) {
+std::string readDatasetFile(const fs::path& path) {
   auto text = io::readWholeFile(path.string());
   if (!text) throw std::runtime_error(path.string() + ": cannot read");
   return std::move(*text);
@@ -51,7 +51,7 @@ void checkLabel(const std::string& where, const std::string& label) {
 }  // namespace
 
 LabelledCorpus readClassificationFile(const std::string& path) {
-  auto text = readFile(path);
+  auto text = readDatasetFile(path);
   if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 byte-order mark (spreadsheet exports)
   const bool jsonl = fs::path(path).extension() == ".jsonl";
   LabelledCorpus corpus;
@@ -136,7 +136,7 @@ LabelledCorpus readSpamAssassin(const std::string& dir) {
     for (const auto& entry : fs::directory_iterator(group, ec))
       if (entry.path().extension() == ".txt") files.push_back(entry.path());
     std::sort(files.begin(), files.end());
-    for (const auto& f : files) corpus.examples.push_back({mailBody(readFile(f)), label});
+    for (const auto& f : files) corpus.examples.push_back({mailBody(readDatasetFile(f)), label});
   }
   if (corpus.examples.empty()) throw std::runtime_error(dir + ": no SpamAssassin mails (easy-ham-*/spam-* folders)");
   return corpus;

@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string readFile(const fs::path& path) {
+std::string readCorpusFile(const fs::path& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw std::runtime_error(path.string() + ": is a folder, not a text file");
   auto text = io::readWholeFile(path.string());
@@ -29,7 +29,7 @@ std::string readFile(const fs::path& path) {
 // Training text must be UTF-8: the tokenizers read it as such, so a Latin-1 file would be trained
 // on as something other than the text it holds, without a word said.
 std::string readUtf8File(const fs::path& path) {
-  auto text = readFile(path);
+  auto text = readCorpusFile(path);
   if (!tok::text::isValidUtf8(text)) {
     // Where: the first line that is not valid UTF-8 on its own.
     const std::string_view all(text);
@@ -94,7 +94,7 @@ std::vector<Document> readBrownCorpus(const std::string& dir) {
   if (files.empty()) throw std::runtime_error(dir + ": no Brown corpus files (ca01 ..) found");
   std::sort(files.begin(), files.end());
   std::vector<Document> docs;
-  for (const auto& f : files) docs.push_back({f.filename().string(), detagBrown(readFile(f))});
+  for (const auto& f : files) docs.push_back({f.filename().string(), detagBrown(readCorpusFile(f))});
   return docs;
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "engine/attention/softmax_attention.h"
+#include "engine/jobs/job_support.h"
 #include "engine/metrics/attention_metrics.h"
 #include "engine/runs/run_layout.h"
 
@@ -30,7 +31,6 @@ torch::Tensor fp32Scores(const torch::Tensor& q, const torch::Tensor& k) {
   const auto type = q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   return attn::attentionScores(q.to(type), k.to(type));
 }
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 runs::CurveRow toRow(metrics::MonotonicityCurve curve) {
   return {std::move(curve.binCenters), std::move(curve.mean), std::move(curve.stddev), std::move(curve.count)};
@@ -53,11 +53,6 @@ torch::Tensor relativeOutputError(const torch::Tensor& soft, const torch::Tensor
     norm = norm * keep;
   }
   return diff.sum(at::IntArrayRef{0, 2}) / norm.sum(at::IntArrayRef{0, 2}).clamp_min(1e-300);
-}
-
-std::vector<float> toFloats(const torch::Tensor& t) {
-  const auto c = t.to(torch::kFloat).contiguous().cpu();
-  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }
 
 // perHead [h] float64 into table's row `layer`, columns firstHead ...

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <limits>
 
 #include "engine/core/runtime.h"
 #include "engine/distributed/communicator.h"
@@ -25,8 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 std::vector<torch::Tensor> cloneAdapters(const models::TransformerModel& model) {
   std::vector<torch::Tensor> out;
   for (const auto& [name, t] : model.adapterTensors()) out.push_back(t.detach().clone());
@@ -40,7 +37,7 @@ void restoreAdapters(models::TransformerModel& model, const std::vector<torch::T
 }
 
 // The teacher with the plan's feature maps, what trains, the data and the probe text.
-struct Setup {
+struct DistillSetup {
   models::ModelPtr model;
   std::vector<torch::Tensor> params;   // the adapters that train
   data::LmDataset dataset;
@@ -55,9 +52,9 @@ models::PlanKeys planKeys(const DistillConfig& c) {
 }
 
 // Errors here are configuration errors: thrown before anything starts.
-Setup prepare(const DistillConfig& config, const dist::Communicator& world) {
+DistillSetup prepareDistillation(const DistillConfig& config, const dist::Communicator& world) {
   requireRowPerRank("distill", config.batchSize, world);
-  Setup s;
+  DistillSetup s;
   // The frozen teacher's weights in config.dtype; the feature maps train in fp32.
   const auto load = loadOptions(config.device, config.dtype);
   s.model = models::loadModel(config.modelDir, load);
@@ -93,7 +90,7 @@ Setup prepare(const DistillConfig& config, const dist::Communicator& world) {
 }
 
 // The run file's layout: scalars, per-head tables, probe snapshots and curves, adapter weights.
-runs::RunHeader runHeader(const DistillConfig& config, const Setup& s, const dist::Communicator& world) {
+runs::RunHeader distillRunHeader(const DistillConfig& config, const DistillSetup& s, const dist::Communicator& world) {
   runs::RunHeader header;
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
@@ -119,7 +116,7 @@ runs::RunHeader runHeader(const DistillConfig& config, const Setup& s, const dis
 }
 
 // Stage 1 needs no LM head and nothing after the last converted layer.
-models::ForwardOptions teacherOptions(const Setup& s) {
+models::ForwardOptions teacherOptions(const DistillSetup& s) {
   models::ForwardOptions options;
   options.capture = &s.capture;
   options.teacher = true;
@@ -130,7 +127,7 @@ models::ForwardOptions teacherOptions(const Setup& s) {
 
 // Mean loss over up to evalBatches held-out batches; with several processes each takes its rows
 // of every batch (weighted by its share) and one sum gives every rank the same value.
-double validationLoss(const DistillConfig& config, Setup& s, TrainingSession& session) {
+double validationLoss(const DistillConfig& config, DistillSetup& s, TrainingSession& session) {
   at::NoGradGuard noGrad;
   auto& world = session.world();
   double sum = 0;
@@ -150,7 +147,7 @@ double validationLoss(const DistillConfig& config, Setup& s, TrainingSession& se
 
 // Rank 0's per-head tables on `probeRows` held-out rows, and with `withSnapshots` the probe text's
 // maps and curves, into the run file. Returns the mean KL.
-double probe(const DistillConfig& config, Setup& s, runs::RunWriter& writer, int64_t step, bool withSnapshots) {
+double probe(const DistillConfig& config, DistillSetup& s, runs::RunWriter& writer, int64_t step, bool withSnapshots) {
   const int64_t probeRows = config.probeRows > 0 ? config.probeRows : config.batchSize;
   ProbeRequest request;
   request.snapshotPairs = withSnapshots ? s.pairs : std::vector<std::pair<int, int>>{};
@@ -179,7 +176,7 @@ class Distillation {
         observer_(observer),
         session_("distill", config.runDir, observer, dist::Communicator::orAlone(communicator)),
         world_(session_.world()),
-        s_(prepare(config, world_)),
+        s_(prepareDistillation(config, world_)),
         optimizer_(s_.params, torch::optim::AdamWOptions(config.lr).weight_decay(config.weightDecay)),
         sampler_(s_.dataset.train.size(0), config.batchSize, config.seed, s_.dataset.train.device()) {
     result_.adaptersFile = (fs::path(config.runDir) / "adapters.safetensors").string();
@@ -192,7 +189,7 @@ class Distillation {
     if (session_.resuming(config_.resume))
       initialKl_ = counterNumber(session_.loadCheckpoint(optimizer_, &savedBest), "initial_kl", kNaN);
     startTogether(world_, s_.params, session_.step);
-    session_.open(runHeader(config_, s_, world_), config_.resume, config_.steps);
+    session_.open(distillRunHeader(config_, s_, world_), config_.resume, config_.steps);
     logStart();
     keepBest(savedBest);
     sampler_.skip(session_.step);
@@ -307,7 +304,7 @@ class Distillation {
   JobObserver& observer_;
   TrainingSession session_;
   dist::Communicator& world_;
-  Setup s_;
+  DistillSetup s_;
   torch::optim::AdamW optimizer_;
   BatchSampler sampler_;
   std::vector<torch::Tensor> best_;

@@ -149,8 +149,8 @@ Models loadModels(const EvaluateConfig& config, const models::LoadOptions& load)
 
 // What the run file declares before SWMR starts: the task's scalars, and per feature map its
 // means and its per-head tables.
-runs::RunHeader runHeader(const EvaluateConfig& config, const models::TransformerModel& teacher,
-                          const std::vector<std::string>& mapNames) {
+runs::RunHeader evaluateRunHeader(const EvaluateConfig& config, const models::TransformerModel& teacher,
+                                  const std::vector<std::string>& mapNames) {
   runs::RunHeader header;
   header.runId = makeRunId("evaluate");
   header.kind = "evaluate";
@@ -402,7 +402,8 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
   fs::create_directories(config.runDir);
   runs::RunWriterOptions writerOptions;
   writerOptions.overwrite = true;
-  auto writer = runs::RunWriter::create(result.runFile, runHeader(config, *models.teacher, mapNames), writerOptions);
+  auto writer =
+      runs::RunWriter::create(result.runFile, evaluateRunHeader(config, *models.teacher, mapNames), writerOptions);
   Evaluation evaluation(config, observer, models, std::move(heldOut), writer, result);
   evaluation.start(mapNames);
   try {

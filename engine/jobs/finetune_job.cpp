@@ -47,11 +47,9 @@ data::ClassificationDataset loadClassificationData(const ClassificationDataConfi
   return dataset;
 }
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 // The model with what trains (every weight, or LoRA factors and a classification head), and the
 // task's data. Errors here are configuration errors: thrown before anything starts.
-struct Setup {
+struct FinetuneSetup {
   std::unique_ptr<tok::Tokenizer> tokenizer;
   data::LmDataset lm;                      // task lm
   data::ClassificationDataset classes;     // task classification
@@ -65,10 +63,10 @@ struct Setup {
   int64_t validationRows() const { return classification ? classes.validation.ids.size(0) : lm.validation.size(0); }
 };
 
-Setup prepare(const FinetuneConfig& config, const dist::Communicator& world) {
+FinetuneSetup prepareFinetuning(const FinetuneConfig& config, const dist::Communicator& world) {
   requireRowPerRank("finetune", config.batchSize, world);
   if (config.modelDir.empty()) throw std::invalid_argument("finetune: model is empty");
-  Setup s;
+  FinetuneSetup s;
   // Frozen weights (and the teacher) in config.dtype; what trains in fp32.
   const auto load = loadOptions(config.device, config.dtype);
   s.classification = config.task == "classification";
@@ -119,7 +117,7 @@ Setup prepare(const FinetuneConfig& config, const dist::Communicator& world) {
 }
 
 // The task loss of one batch of this rank's rows (training mode).
-torch::Tensor batchLoss(Setup& s, const torch::Tensor& rows) {
+torch::Tensor batchLoss(FinetuneSetup& s, const torch::Tensor& rows) {
   if (s.lora) s.lora->apply();
   if (!s.classification) {
     const auto ids = s.lm.train.index_select(0, rows);  // [B,T]
@@ -133,7 +131,8 @@ torch::Tensor batchLoss(Setup& s, const torch::Tensor& rows) {
 
 // Held-out {val_loss, accuracy} of a classifier, the same on every rank (each evaluates its rows
 // of every batch).
-std::pair<double, double> classificationScore(const FinetuneConfig& config, Setup& s, TrainingSession& session) {
+std::pair<double, double> classificationScore(const FinetuneConfig& config, FinetuneSetup& s,
+                                              TrainingSession& session) {
   auto& world = session.world();
   s.model->eval();
   std::vector<double> totals{0.0, 0.0, 0.0};  // loss sum, correct, count
@@ -165,7 +164,7 @@ struct HeldOutScores {
   double loss = kNaN, metric = kNaN, teacherKl = kNaN;
 };
 
-HeldOutScores heldOutScores(const FinetuneConfig& config, Setup& s, TrainingSession& session) {
+HeldOutScores heldOutScores(const FinetuneConfig& config, FinetuneSetup& s, TrainingSession& session) {
   at::NoGradGuard noGrad;
   if (s.lora) s.lora->apply();
   if (s.classification) {
@@ -183,8 +182,8 @@ HeldOutScores heldOutScores(const FinetuneConfig& config, Setup& s, TrainingSess
 }
 
 // The run file's header: scalars (the task's metric among them) and the config.
-runs::RunHeader runHeader(const FinetuneConfig& config, const Setup& s, const dist::Communicator& world,
-                          const std::string& metric) {
+runs::RunHeader finetuneRunHeader(const FinetuneConfig& config, const FinetuneSetup& s, const dist::Communicator& world,
+                                  const std::string& metric) {
   runs::RunHeader header;
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
@@ -204,7 +203,7 @@ class Finetuning {
         observer_(observer),
         session_("finetune", config.runDir, observer, dist::Communicator::orAlone(communicator)),
         world_(session_.world()),
-        s_(prepare(config, world_)),
+        s_(prepareFinetuning(config, world_)),
         metric_(s_.classification ? "accuracy" : "perplexity"),
         // Trained values (LoRA A/B, heads, or every weight), optimizer state and counters in one
         // file (training_checkpoint.h): resume rebuilds the same model and LoRA, then loads it.
@@ -220,7 +219,7 @@ class Finetuning {
     resuming_ = session_.resuming(config_.resume);
     if (resuming_) loadCounters();
     startTogether(world_, s_.params, session_.step);
-    session_.open(runHeader(config_, s_, world_, metric_), config_.resume, config_.steps);
+    session_.open(finetuneRunHeader(config_, s_, world_, metric_), config_.resume, config_.steps);
     logStart();
     sampler_.skip(session_.step);
     session_.train(optimizer_, LrSchedule{config_.lr, config_.warmupSteps, config_.minLrRatio}, config_.steps,
@@ -333,7 +332,7 @@ class Finetuning {
   JobObserver& observer_;
   TrainingSession session_;
   dist::Communicator& world_;
-  Setup s_;
+  FinetuneSetup s_;
   std::string metric_;
   torch::optim::AdamW optimizer_;
   BatchSampler sampler_;

@@ -114,11 +114,13 @@ std::string deviceOf(const models::TransformerModel& model) {
 
 std::map<std::string, std::vector<float>> adapterFloats(const models::TransformerModel& model) {
   std::map<std::string, std::vector<float>> out;
-  for (const auto& [name, t] : model.adapterTensors()) {
-    const auto c = t.detach().to(torch::kFloat).contiguous().cpu();
-    out[name] = std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-  }
+  for (const auto& [name, t] : model.adapterTensors()) out[name] = toFloats(t.detach());
   return out;
+}
+
+std::vector<float> toFloats(const at::Tensor& t) {
+  const auto c = t.to(torch::kFloat).contiguous().cpu();
+  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }
 
 }  // namespace hh::jobs

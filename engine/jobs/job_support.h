@@ -1,6 +1,6 @@
 // Pieces the jobs that hold a model need: the LM data of a DataConfig, a seeded batch sampler,
-// the device of a model, the adapter tensors as plain floats for the run file (the run-file
-// pieces without Torch are in run_support.h).
+// the device of a model, tensors (the adapters among them) as plain floats for the run file (the
+// run-file pieces without Torch are in run_support.h).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -24,6 +25,9 @@
 #include "engine/runs/run_writer.h"
 
 namespace hh::jobs {
+
+// A value not measured (a result, a table cell): NaN, as the run file stores it.
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The corpus of `config` as training and validation rows; each split must give at least one row,
 // unless `needTraining` is false (evaluation, which reads only the validation split).
@@ -68,6 +72,7 @@ std::string deviceLabelOf(const models::TransformerModel& model);
 // The device a model computes on ("cpu", "cuda:0"): its parameters'.
 std::string deviceOf(const models::TransformerModel& model);
 std::map<std::string, std::vector<float>> adapterFloats(const models::TransformerModel& model);
-
+// t's values as float32, row-major, copied to the CPU.
+std::vector<float> toFloats(const at::Tensor& t);
 
 }  // namespace hh::jobs

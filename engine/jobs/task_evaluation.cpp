@@ -10,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "engine/jobs/job_support.h"
 #include "engine/jobs/training_support.h"
 #include "engine/metrics/attention_metrics.h"
 #include "engine/runs/run_layout.h"
@@ -17,11 +18,6 @@
 namespace hh::jobs {
 
 namespace {
-
-std::vector<float> toFloats(const torch::Tensor& t) {
-  const auto c = t.to(torch::kFloat).contiguous().cpu();
-  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-}
 
 // Restores the module's training flag when it goes out of scope.
 struct EvalModeGuard {
@@ -85,7 +81,7 @@ OwnAttention probeOwnAttention(models::TransformerModel& model, const torch::Ten
   const auto out = model.forward(ids, options);
 
   OwnAttention result;
-  result.entropy = {"entropy", L, H, std::vector<double>(static_cast<size_t>(L * H), std::numeric_limits<double>::quiet_NaN())};
+  result.entropy = {"entropy", L, H, std::vector<double>(static_cast<size_t>(L * H), kNaN)};
   const auto valid = metrics::causalMask(T, ids.device());  // [T,T]
   for (const auto& c : out.captures) {
     const int l = static_cast<int>(c.layer);

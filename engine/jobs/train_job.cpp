@@ -87,8 +87,8 @@ namespace {
 
 // The run file's layout: task runs add the attention the model uses (an entropy table and
 // heatmaps of the first test sequence).
-runs::RunHeader runHeader(const TrainConfig& config, const models::TransformerModel& model, const data::TaskDataset* task,
-                          const std::vector<std::pair<int, int>>& pairs) {
+runs::RunHeader trainRunHeader(const TrainConfig& config, const models::TransformerModel& model,
+                               const data::TaskDataset* task, const std::vector<std::pair<int, int>>& pairs) {
   runs::RunHeader header;
   header.configJson = toJson(config).dump();
   header.engineVersion = engineVersion();
@@ -232,7 +232,8 @@ class Training {
   TrainResult run() {
     session_.stopping.patience = config_.patience;
     if (resuming_) session_.loadCheckpoint(optimizer_);  // the weights too
-    session_.open(runHeader(config_, *s_.model, isTask_ ? &s_.task : nullptr, pairs_), config_.resume, config_.steps);
+    session_.open(trainRunHeader(config_, *s_.model, isTask_ ? &s_.task : nullptr, pairs_), config_.resume,
+                  config_.steps);
     logStart();
     sampler_.skip(session_.step);
     session_.train(optimizer_, LrSchedule{config_.lr, config_.warmupSteps, config_.minLrRatio}, config_.steps,

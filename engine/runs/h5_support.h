@@ -5,10 +5,17 @@
 #include <hdf5.h>
 
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "engine/runs/run_layout.h"
+
+namespace hh::runs {
+// What the run file stores for a number not measured (docs/run_file.md).
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
+}  // namespace hh::runs
 
 namespace hh::runs::h5 {
 

@@ -2,12 +2,9 @@
 #include "engine/runs/run_file_groups.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace hh::runs {
 namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 constexpr int64_t kMinusOne = -1;
 constexpr hsize_t kRows1d = 512;  // chunk rows of 1-D columns
 

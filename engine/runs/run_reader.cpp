@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <map>
 
 #include "engine/runs/run_reader_impl.h"
@@ -13,7 +12,6 @@
 namespace hh::runs {
 
 namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr unsigned kMetadataReadAttempts = 26;
 
 template <typename T>

@@ -2,14 +2,11 @@
 // group's columns opened and their shapes checked against the layout, every group listed once in
 // /committed_rows. Anything else is a RunFileError naming the file.
 #include <cmath>
-#include <limits>
 
 #include "engine/runs/run_reader_impl.h"
 
 namespace hh::runs {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::vector<LayerHead> readPairs(hid_t group, const std::string& path) {
   std::vector<hsize_t> dims;

@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <limits>
 
 #include "engine/runs/h5_support.h"
 #include "engine/runs/run_file_groups.h"
@@ -16,7 +15,6 @@
 namespace hh::runs {
 
 namespace {
-constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 
 std::vector<char> fixedText(const std::string& text, size_t bytes) {
   std::vector<char> buffer(bytes, '\0');

@@ -8,13 +8,6 @@
 namespace hh::tok {
 
 namespace {
-void replaceAll(std::string& s, const std::string& from, const std::string& to) {
-  if (from.empty()) return;
-  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) {
-    s.replace(pos, from.size(), to);
-  }
-}
-
 // "<0xXX>" -> XX, else -1.
 int byteTokenValue(std::string_view t) {
   if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return -1;
@@ -85,7 +78,9 @@ void SentencePieceBpeTokenizer::encodeRun(std::string_view text, bool atStart, s
     using K = NormalizerStep::Kind;
     switch (step.kind) {
       case K::kPrepend: if (!s.empty()) s.insert(0, step.to); break;
-      case K::kReplace: replaceAll(s, step.from, step.to); break;
+      case K::kReplace:
+        text::replaceAll(s, step.from, step.to);
+        break;
       case K::kNfc: s = text::normalizeForm(s, text::NormalForm::kNfc); break;
       case K::kNfd: s = text::normalizeForm(s, text::NormalForm::kNfd); break;
       case K::kNfkc: s = text::normalizeForm(s, text::NormalForm::kNfkc); break;
@@ -98,7 +93,7 @@ void SentencePieceBpeTokenizer::encodeRun(std::string_view text, bool atStart, s
     return;
   }
   const std::string& r = options_.replacement;
-  replaceAll(s, " ", r);
+  text::replaceAll(s, " ", r);
   using P = SentencePieceOptions::Prepend;
   const bool prepend = options_.prepend == P::kAlways || (options_.prepend == P::kFirst && atStart);
   if (prepend && s.compare(0, r.size(), r) != 0) s.insert(0, r);
@@ -137,7 +132,7 @@ std::string SentencePieceBpeTokenizer::decodePieces(const std::vector<Piece>& pi
     }
     flushBytes();
     token.assign(p.token);
-    replaceAll(token, options_.replacement, " ");
+    text::replaceAll(token, options_.replacement, " ");
     out += token;
   }
   flushBytes();

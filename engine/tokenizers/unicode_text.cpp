@@ -165,4 +165,10 @@ std::string toLower(std::string_view s) {
   return result;
 }
 
+void replaceAll(std::string& s, std::string_view from, std::string_view to) {
+  if (from.empty()) return;
+  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size()))
+    s.replace(pos, from.size(), to);
+}
+
 }  // namespace hh::tok::text

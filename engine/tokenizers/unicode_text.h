@@ -42,5 +42,8 @@ std::string normalizeForm(std::string_view s, NormalForm form);
 inline std::string nfd(std::string_view s) { return normalizeForm(s, NormalForm::kNfd); }
 // Full Unicode lower-case mapping, root locale (final sigma handled). Invalid UTF-8 -> U+FFFD.
 std::string toLower(std::string_view s);
+// Every occurrence of `from` in s replaced by `to`, left to right, replacements not rescanned;
+// nothing for an empty `from`.
+void replaceAll(std::string& s, std::string_view from, std::string_view to);
 
 }  // namespace hh::tok::text

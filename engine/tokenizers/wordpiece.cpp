@@ -7,25 +7,19 @@
 namespace hh::tok {
 
 namespace {
-void replaceAll(std::string& s, std::string_view from, std::string_view to) {
-  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) {
-    s.replace(pos, from.size(), to);
-  }
-}
-
 // HF tokenizers' decoder cleanup, applied to each token with its leading space.
 void cleanup(std::string& s) {
-  replaceAll(s, " .", ".");
-  replaceAll(s, " ?", "?");
-  replaceAll(s, " !", "!");
-  replaceAll(s, " ,", ",");
-  replaceAll(s, " ' ", "'");
-  replaceAll(s, " n't", "n't");
-  replaceAll(s, " 'm", "'m");
-  replaceAll(s, " do not", " don't");
-  replaceAll(s, " 's", "'s");
-  replaceAll(s, " 've", "'ve");
-  replaceAll(s, " 're", "'re");
+  text::replaceAll(s, " .", ".");
+  text::replaceAll(s, " ?", "?");
+  text::replaceAll(s, " !", "!");
+  text::replaceAll(s, " ,", ",");
+  text::replaceAll(s, " ' ", "'");
+  text::replaceAll(s, " n't", "n't");
+  text::replaceAll(s, " 'm", "'m");
+  text::replaceAll(s, " do not", " don't");
+  text::replaceAll(s, " 's", "'s");
+  text::replaceAll(s, " 've", "'ve");
+  text::replaceAll(s, " 're", "'re");
 }
 }  // namespace
 

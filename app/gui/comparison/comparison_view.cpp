@@ -30,7 +30,7 @@ const QColor kMapColors[] = {QColor(0xd5, 0x5e, 0x00), QColor(0x00, 0x72, 0xb2),
 QColor mapColor(int i) { return kMapColors[size_t(i) % (sizeof(kMapColors) / sizeof(kMapColors[0]))]; }
 
 // A white rounded panel (style.qss: QFrame#panel) around one widget.
-QFrame* panel(QWidget* content, const QString& title = {}, QWidget* corner = nullptr) {
+QFrame* titledPanel(QWidget* content, const QString& title = {}, QWidget* corner = nullptr) {
   auto* frame = new QFrame;
   frame->setObjectName(QStringLiteral("panel"));
   auto* layout = new QVBoxLayout(frame);
@@ -126,11 +126,11 @@ ComparisonView::ComparisonView(QWidget* parent) : QWidget(parent) {
   grid->setSpacing(8);
   // The maps take the whole first row (up to six side by side); below them the difference map,
   // the monotonicity curves and the metrics.
-  grid->addWidget(panel(mapsBox_, tr("Softmax and linear attention weights (one colour scale, clipped at p99)")), 0,
-                  0, 1, 3);
-  grid->addWidget(panel(difference_, tr("Difference to softmax of"), focusBox_), 1, 0);
-  grid->addWidget(panel(curves_, tr("Monotonicity: mean weight per score bin \u00b1 std")), 1, 1);
-  grid->addWidget(panel(metricsBox, tr("Head metrics")), 1, 2);
+  grid->addWidget(titledPanel(mapsBox_, tr("Softmax and linear attention weights (one colour scale, clipped at p99)")),
+                  0, 0, 1, 3);
+  grid->addWidget(titledPanel(difference_, tr("Difference to softmax of"), focusBox_), 1, 0);
+  grid->addWidget(titledPanel(curves_, tr("Monotonicity: mean weight per score bin \u00b1 std")), 1, 1);
+  grid->addWidget(titledPanel(metricsBox, tr("Head metrics")), 1, 2);
   grid->setRowStretch(0, 3);
   grid->setRowStretch(1, 2);
   for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);

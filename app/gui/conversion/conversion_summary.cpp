@@ -18,7 +18,7 @@
 namespace hh::gui {
 namespace {
 
-QString number(double v, int digits = 3) {
+QString summaryNumber(double v, int digits = 3) {
   return std::isnan(v) ? QStringLiteral("\u2014") : QString::number(v, 'f', digits);
 }
 
@@ -130,12 +130,14 @@ void ConversionSummaryView::setResult(const ConversionResult& result) {
     const double change = r.lm() ? r.qualityConverted / r.qualityOriginal - 1 : r.qualityConverted - r.qualityOriginal;
     const bool close = r.lm() ? change <= 0.10 : change >= -0.01;
     const QString colour = close ? QStringLiteral("#1a7f37") : QStringLiteral("#b35900");
-    quality = r.lm() ? tr("Perplexity <b>%1</b> (teacher) \u2192 <b>%2</b> (converted) <span style='color:%3'>%4%5 %</span>")
-                           .arg(number(r.qualityOriginal, 2), number(r.qualityConverted, 2), colour,
-                                change >= 0 ? QStringLiteral("+") : QString(), QString::number(100 * change, 'f', 1))
-                     : tr("Accuracy <b>%1</b> (teacher) \u2192 <b>%2</b> (converted) <span style='color:%3'>%4%5 points</span>")
-                           .arg(number(r.qualityOriginal, 3), number(r.qualityConverted, 3), colour,
-                                change >= 0 ? QStringLiteral("+") : QString(), QString::number(100 * change, 'f', 1));
+    quality =
+        r.lm()
+            ? tr("Perplexity <b>%1</b> (teacher) \u2192 <b>%2</b> (converted) <span style='color:%3'>%4%5 %</span>")
+                  .arg(summaryNumber(r.qualityOriginal, 2), summaryNumber(r.qualityConverted, 2), colour,
+                       change >= 0 ? QStringLiteral("+") : QString(), QString::number(100 * change, 'f', 1))
+            : tr("Accuracy <b>%1</b> (teacher) \u2192 <b>%2</b> (converted) <span style='color:%3'>%4%5 points</span>")
+                  .arg(summaryNumber(r.qualityOriginal, 3), summaryNumber(r.qualityConverted, 3), colour,
+                       change >= 0 ? QStringLiteral("+") : QString(), QString::number(100 * change, 'f', 1));
   } else {
     quality = tr("No quality measured (the evaluate stage did not run or did not finish)");
   }
@@ -144,10 +146,12 @@ void ConversionSummaryView::setResult(const ConversionResult& result) {
   QString kl;
   if (!std::isnan(r.klUntrained) && !std::isnan(r.klDistilled))
     kl = tr("KL to softmax on the distillation's probe text: %1 before distillation \u2192 %2 after (%3\u00d7 lower)")
-             .arg(number(r.klUntrained), number(r.klDistilled), QString::number(r.klUntrained / r.klDistilled, 'f', 1));
+             .arg(summaryNumber(r.klUntrained), summaryNumber(r.klDistilled),
+                  QString::number(r.klUntrained / r.klDistilled, 'f', 1));
   else
     kl = tr("KL to softmax before and after distillation: not measured");
-  if (!std::isnan(r.softmaxEntropy)) kl += tr(" \u00b7 softmax entropy on the evaluation text %1 nats").arg(number(r.softmaxEntropy));
+  if (!std::isnan(r.softmaxEntropy))
+    kl += tr(" \u00b7 softmax entropy on the evaluation text %1 nats").arg(summaryNumber(r.softmaxEntropy));
   kl_->setText(kl);
 
   fillMaps();
@@ -170,16 +174,16 @@ void ConversionSummaryView::fillMaps() {
   if (!std::isnan(result_.softmaxEntropy)) {
     cell(row, 0, tr("softmax (the teacher)"), false);
     cell(row, 1, QStringLiteral("0"), false);
-    cell(row, 2, number(result_.softmaxEntropy), false);
+    cell(row, 2, summaryNumber(result_.softmaxEntropy), false);
     cell(row, 3, QStringLiteral("1"), false);
     ++row;
   }
   for (const MapScore& m : maps) {
     const bool own = m.name == QLatin1String("trained");
     cell(row, 0, mapLabel(m.name), own);
-    cell(row, 1, number(m.kl), own);
-    cell(row, 2, number(m.entropy), own);
-    cell(row, 3, number(m.monotonicity), own);
+    cell(row, 1, summaryNumber(m.kl), own);
+    cell(row, 2, summaryNumber(m.entropy), own);
+    cell(row, 3, summaryNumber(m.monotonicity), own);
     ++row;
   }
   maps_->resizeColumnsToContents();

@@ -36,7 +36,7 @@ const char* kDefaultText =
     "The committee met on Monday to discuss the budget. After a long debate, the members agreed that the "
     "new library would open in the spring, and the mayor said the city would pay for the books.";
 
-QFrame* panel(QWidget* content) {
+QFrame* framedPanel(QWidget* content) {
   auto* frame = new QFrame;
   frame->setObjectName(QStringLiteral("panel"));
   auto* layout = new QVBoxLayout(frame);
@@ -102,7 +102,7 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   leftLayout->addLayout(controls);
   leftLayout->addLayout(buildProbeControls());
   leftLayout->addWidget(info_);
-  leftLayout->addWidget(panel(grid_), 3);
+  leftLayout->addWidget(framedPanel(grid_), 3);
 
   auto* rightHead = new QHBoxLayout;
   rightHead->addWidget(new QLabel(tr("show")));
@@ -113,7 +113,7 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   auto* rightLayout = new QVBoxLayout(right);
   rightLayout->setContentsMargins(0, 0, 0, 0);
   rightLayout->addLayout(rightHead);
-  rightLayout->addWidget(panel(large_), 1);
+  rightLayout->addWidget(framedPanel(large_), 1);
   rightLayout->addWidget(hover_);
 
   auto* split = new QSplitter(Qt::Horizontal);

@@ -30,9 +30,11 @@ const char* const kStar = "\u2605";
 const char* const kDecorationLayer = "rankDecorations";  // the heatmap's QCP layer of the outlines and values
 constexpr int kMaxCellTexts = 32 * 32;  // more cells get no printed values (the readout still has them)
 
-enum Column { kRankColumn, kLayerColumn, kErrorColumn, kKlColumn, kPlanColumn, kColumns };
+enum RankColumn { kRankColumn, kLayerColumn, kErrorColumn, kKlColumn, kPlanColumn, kColumns };
 
-QString number(double v) { return std::isfinite(v) ? QString::number(v, 'f', 4) : QStringLiteral("\u2013"); }
+QString cellNumber(double v) {
+  return std::isfinite(v) ? QString::number(v, 'f', 4) : QStringLiteral("\u2013");
+}
 
 // The spec of a layer in the plan, or "" when keep-as is not a valid spec.
 QString validSpec(const QString& spec) {
@@ -237,8 +239,8 @@ void RankResultsPanel::fillList() {
     auto* item = new QTreeWidgetItem(list_);
     item->setText(kRankColumn, QString::number(i + 1));
     item->setText(kLayerColumn, QStringLiteral("L%1").arg(layer));
-    item->setText(kErrorColumn, number(layer < result_.layerScore.size() ? result_.layerScore[layer] : NAN));
-    item->setText(kKlColumn, number(layer < result_.layerKl.size() ? result_.layerKl[layer] : NAN));
+    item->setText(kErrorColumn, cellNumber(layer < result_.layerScore.size() ? result_.layerScore[layer] : NAN));
+    item->setText(kKlColumn, cellNumber(layer < result_.layerKl.size() ? result_.layerKl[layer] : NAN));
     item->setData(kLayerColumn, Qt::UserRole, qlonglong(layer));
     for (int c : {kRankColumn, kErrorColumn, kKlColumn}) item->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
   }

@@ -28,7 +28,7 @@
 namespace hh::gui {
 namespace {
 
-enum Column { kFile, kKind, kStatus, kStarted, kModel, kFeatureMap, kSteps, kFirstMetric };
+enum BrowserColumn { kFile, kKind, kStatus, kStarted, kModel, kFeatureMap, kSteps, kFirstMetric };
 
 QString configString(const nlohmann::json& config, const char* key) {
   if (config.is_object() && config.contains(key) && config.at(key).is_string())

@@ -11,7 +11,7 @@
 namespace hh::gui {
 namespace {
 
-QString number(double v) {
+QString csvNumber(double v) {
   if (std::isnan(v)) return QStringLiteral("nan");
   if (std::isinf(v)) return v > 0 ? QStringLiteral("inf") : QStringLiteral("-inf");
   return QString::number(v, 'g', 10);
@@ -64,7 +64,7 @@ QString runsCsv(const std::vector<RunSummary>& runs) {
     QStringList fields{run.runId, run.path, run.kind, run.status, run.model, run.featureMap};
     for (const QString& metric : metrics) {
       const auto it = run.lastValues.find(metric);
-      fields << (it == run.lastValues.end() ? QString() : number(it->second));
+      fields << (it == run.lastValues.end() ? QString() : csvNumber(it->second));
     }
     lines << csvLine(fields);
   }
@@ -108,7 +108,7 @@ QString tracesCsv(const std::vector<RunTraces>& runs) {
     QStringList fields{QString::number(step)};
     for (const auto* trace : columns) {
       const auto it = trace->find(step);
-      fields << (it == trace->end() ? QString() : number(it->second));
+      fields << (it == trace->end() ? QString() : csvNumber(it->second));
     }
     lines << csvLine(fields);
   }
