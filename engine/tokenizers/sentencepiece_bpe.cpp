@@ -78,9 +78,7 @@ void SentencePieceBpeTokenizer::encodeRun(std::string_view text, bool atStart, s
     using K = NormalizerStep::Kind;
     switch (step.kind) {
       case K::kPrepend: if (!s.empty()) s.insert(0, step.to); break;
-      case K::kReplace:
-        text::replaceAll(s, step.from, step.to);
-        break;
+      case K::kReplace: text::replaceAll(s, step.from, step.to); break;
       case K::kNfc: s = text::normalizeForm(s, text::NormalForm::kNfc); break;
       case K::kNfd: s = text::normalizeForm(s, text::NormalForm::kNfd); break;
       case K::kNfkc: s = text::normalizeForm(s, text::NormalForm::kNfkc); break;
