@@ -5,13 +5,15 @@
 # the CUDA kernels' emulated suite included: there ASan is the CPU's compute-sanitizer memcheck.
 #   HH_SANITIZE_TESTS  1 (default) runs the sanitizer step, 0 skips it
 #   HH_ASAN_BUILD_DIR  its build directory (default: <repo>/build-asan)
+#   HH_TEST_JOBS       suites run at once in each step (default: 2, as on CI's two cores)
 # Extra arguments go to the first ctest run (e.g. -R engine.io).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$repo/scripts/setup.sh"
 build="${HH_BUILD_DIR:-$repo/build}"
 export QT_QPA_PLATFORM=offscreen
-(cd "$build" && ctest --output-on-failure --timeout 900 -j 1 "$@")
+tests="${HH_TEST_JOBS:-2}"
+(cd "$build" && ctest --output-on-failure --timeout 900 -j "$tests" "$@")
 
 [ "${HH_SANITIZE_TESTS:-1}" = "1" ] || exit 0
 asan="${HH_ASAN_BUILD_DIR:-$repo/build-asan}"
@@ -27,7 +29,7 @@ cmake --build "$asan" -j "${HH_JOBS:-$(nproc)}" --target hedgehog hh_engine_test
 # LeakSanitizer reports at exit. Any ASan or UBSan report fails the test that triggers it.
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-# The emulated CUDA suite runs 3 minutes under the sanitizers here: past Qt Test's 5-minute
-# watchdog per function on a slower machine, so the watchdog waits 20.
+# The emulated CUDA suite runs about 6 minutes under the sanitizers here (339 s on 2026-11-27):
+# one function could pass Qt Test's 5-minute watchdog on a slower machine, so the watchdog waits 20.
 export QTEST_FUNCTION_TIMEOUT=1200000
-(cd "$asan" && ctest --output-on-failure --timeout 1800 -j 1 -R '^(engine|app\.cli)\.')
+(cd "$asan" && ctest --output-on-failure --timeout 1800 -j "$tests" -R '^(engine|app\.cli)\.')
