@@ -1,21 +1,23 @@
 // Unity builds compile a target's files in batches, one translation unit a batch (docs/design.md,
 // "Libraries, the CLI and the test suites compile in batches"). What a file keeps to itself (its
 // anonymous namespace, a `static` function or variable, a macro it leaves defined, a
-// using-directive at namespace scope) is then seen by the files after it in its batch. Two files of
-// one target keeping the same name break the build at best; at worst a call picks the other file's
-// overload without a word. This suite reads the files of every batched target and fails on a name
-// two of them keep. The test suites themselves are held apart by their file namespaces (checked at
-// configure time, tests/CMakeLists.txt).
+// using-directive in a namespace another file's code is in) is then seen by the files after it
+// in its batch. Two files of one target keeping the same name break the build at best; at worst
+// a call picks the other file's overload without a word. This suite reads the files of every
+// target hh_unity_build was given (the list CMake generates) and fails on a name two of them
+// keep. The test executables are read too; their suites' file namespaces (checked at configure
+// time, tests/CMakeLists.txt) already hold them apart.
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/support/child_process.h"  // readAll
 #include "tests/support/hh_test.h"
+#include "unity_targets.h"
 
 namespace test_unity_names {
 
@@ -188,6 +190,7 @@ class ScopeReader {
 
   // Reads one namespace scope (scope_) from i_ to its closing brace (or the end of the file).
   void read(bool fileLocal) {
+    scopes.insert(scope_);
     Statement statement;
     while (i_ < t_.size()) {
       const std::string& x = t_[i_].text;
@@ -212,6 +215,7 @@ class ScopeReader {
   }
 
   std::vector<Declared> declared;
+  std::set<std::string> scopes;  // every namespace the file has declarations in, "" the global one
 
  private:
   // At the "{" after `statement`: a namespace is read as a scope; a function's, a class's or an
@@ -285,57 +289,60 @@ class ScopeReader {
   std::string scope_;
 };
 
+struct FileNames {
+  std::vector<Declared> names;   // what the file keeps to itself
+  std::set<std::string> scopes;  // where its code is
+};
+
 // What a file keeps to itself and the files after it in a batch would see.
-std::vector<Declared> fileLocalNames(const std::string& source) {
+FileNames fileLocalNames(const std::string& source) {
   const Scan scan = tokenize(source);
   ScopeReader reader(scan.tokens);
   reader.read(false);
   for (const auto& [name, line] : scan.macros) reader.declared.push_back({"macro " + name, "", line, ""});
-  return reader.declared;
+  return {reader.declared, reader.scopes};
+}
+
+// Whether code in scope `inner` sees the names of scope `outer`: it is outer or inside it.
+bool encloses(const std::string& outer, const std::string& inner) {
+  return inner.compare(0, outer.size(), outer) == 0 &&
+         (inner.size() == outer.size() || inner.compare(outer.size(), 2, "::") == 0);
 }
 
 // Whether code in one scope sees names of the other: one encloses the other, or they are one.
 bool related(const std::string& a, const std::string& b) {
-  auto encloses = [](const std::string& outer, const std::string& inner) {
-    return inner.compare(0, outer.size(), outer) == 0 &&
-           (inner.size() == outer.size() || inner.compare(outer.size(), 2, "::") == 0);
-  };
   return encloses(a, b) || encloses(b, a);
 }
 
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Each batched target's .cpp files, by the target's name, as its CMakeLists.txt globs them.
-std::map<std::string, std::vector<fs::path>> batchedTargets() {
-  const fs::path root = HH_SOURCE_DIR;
-  std::map<std::string, std::vector<fs::path>> targets;
-  auto take = [&](const std::string& target, const fs::directory_entry& entry) {
-    if (entry.is_regular_file() && entry.path().extension() == ".cpp") targets[target].push_back(entry.path());
-  };
-  auto add = [&](const std::string& target, const fs::path& folder) {
-    for (const auto& entry : fs::directory_iterator(folder)) take(target, entry);
-  };
-  for (const auto& entry : fs::directory_iterator(root / "engine"))
-    if (entry.is_directory() && entry.path().filename() != "cuda")
-      add("hh_" + entry.path().filename().string(), entry.path());
-  add("hh_attention", root / "engine" / "cuda");  // its Torch wrappers join hh_attention
-  add("hedgehog", root / "app" / "cli");
-  for (const auto& entry : fs::recursive_directory_iterator(root / "app" / "gui"))
-    take("hedgehog_gui", entry);  // shell/main.cpp too, the workbench's own: one file more to compare
-  add("hedgehog_widgets", root / "widgets");
+// Each target compiled in unity batches (hh_unity_build, generated/unity_targets.h) with its .cpp
+// files. The CUDA wrappers join hh_attention only in a GPU build (HH_CUDA_KERNELS), which CI never
+// configures, so they are read with it everywhere.
+std::map<std::string, std::set<fs::path>> batchedTargets() {
+  std::map<std::string, std::set<fs::path>> targets;
+  for (const auto& target : kHhUnityTargets) {
+    std::istringstream sources(target.sources);
+    std::string path;
+    while (std::getline(sources, path, ';'))
+      if (!path.empty()) targets[target.name].insert(path);
+  }
+  for (const auto& entry : fs::directory_iterator(fs::path(HH_SOURCE_DIR) / "engine" / "cuda"))
+    if (entry.path().extension() == ".cpp") targets["hh_attention"].insert(entry.path());
   return targets;
 }
 
-// "name: a.cpp:12, b.cpp:40" for every name two files of `files` keep.
-using NamesByFile = std::map<std::string, std::vector<Declared>>;
+using NamesByFile = std::map<std::string, FileNames>;
+
+// Whether code of a file other than `file` lies in `scope` or inside it.
+bool anotherFileIsIn(const NamesByFile& namesByFile, const std::string& file, const std::string& scope) {
+  for (const auto& [other, kept] : namesByFile)
+    if (other != file)
+      for (const auto& inner : kept.scopes)
+        if (encloses(scope, inner)) return true;
+  return false;
+}
 
 // "name: a.cpp:12 b.cpp:40" for every name that files of `namesByFile` keep in related scopes
-// (one alias repeated word for word excepted), then each using-directive at namespace scope.
+// (one alias repeated word for word excepted), then each using-directive another file's code sees.
 std::vector<std::string> clashes(const NamesByFile& namesByFile) {
   struct Place {
     std::string file;
@@ -343,12 +350,12 @@ std::vector<std::string> clashes(const NamesByFile& namesByFile) {
   };
   std::map<std::string, std::vector<Place>> byName;
   std::vector<std::string> out, directives;
-  for (const auto& [file, names] : namesByFile)
-    for (const auto& declared : names) {
-      if (declared.name == "using namespace")
-        directives.push_back(file + ":" + std::to_string(declared.line) + " has a using-directive at namespace scope");
-      else
+  for (const auto& [file, kept] : namesByFile)
+    for (const auto& declared : kept.names) {
+      if (declared.name != "using namespace")
         byName[declared.name].push_back({file, declared});
+      else if (anotherFileIsIn(namesByFile, file, declared.scope))
+        directives.push_back(file + ":" + std::to_string(declared.line) + " has a using-directive another file sees");
     }
   for (const auto& [name, places] : byName) {
     std::vector<bool> clashing(places.size(), false);
@@ -388,8 +395,8 @@ class UnityNamesTest : public QObject {
       NamesByFile namesByFile;
       for (const auto& path : sources) {
         auto& kept = namesByFile[fs::relative(path, root).generic_string()];
-        kept = fileLocalNames(readFile(path));
-        names += kept.size();
+        kept = fileLocalNames(hh::test::crash::readAll(path.string()));
+        names += kept.names.size();
       }
       files += sources.size();
       for (const auto& clash : clashes(namesByFile)) problems.push_back(target + ": " + clash);
@@ -439,10 +446,10 @@ class UnityNamesTest : public QObject {
         "::hh::attn::scale",    "::hh::attn::fail",      "::hh::attn::detail", "::hh::attn::detail::helper",
         "::hh::attn::kText",    "::hh::attn::countOnce", "::hh::attn::Column", "::hh::attn::kFile",
         "::hh::attn::kKind",    "::hh::attn::kCount",    "::hh::attn::kRaw"};
-    QCOMPARE(qualifiedNames(fileLocalNames(source)), expected);
+    QCOMPARE(qualifiedNames(fileLocalNames(source).names), expected);
   }
 
-  void reportsAClashAndAUsingDirective() {
+  void reportsAClashAndAUsingDirectiveSeenElsewhere() {
     NamesByFile namesByFile;
     namesByFile["a.cpp"] =
         fileLocalNames("namespace { struct Setup {}; }\nusing namespace std;\nnamespace fs = std::fs;");
@@ -451,20 +458,22 @@ class UnityNamesTest : public QObject {
     namesByFile["c.cpp"] = fileLocalNames("namespace {\n\nstruct Setup { int a; };\nusing Row = int;\n}");
     namesByFile["d.cpp"] = fileLocalNames("namespace y {\nusing Row = long;\n}");
     namesByFile["e.cpp"] = fileLocalNames("namespace p { namespace { int count; } }");
-    namesByFile["f.cpp"] = fileLocalNames("namespace q { namespace { int count; } }");
+    namesByFile["f.cpp"] = fileLocalNames("namespace q {\nusing namespace std;\nnamespace { int count; }\n}");
     namesByFile["g.cpp"] = fileLocalNames("namespace p::inner {\nstatic int count;\n}");
-    // fs is one alias twice; the two Rows differ; p's count is seen in p::inner, q's in neither
+    // fs is one alias twice; the two Rows differ; p's count is seen in p::inner, q's in neither; a's
+    // global using-directive reaches every file, f's in q none
     const auto found = clashes(namesByFile);
     QCOMPARE(found.size(), size_t(4));
     QCOMPARE(found[0], std::string("Row: c.cpp:4 d.cpp:2"));
     QCOMPARE(found[1], std::string("Setup: a.cpp:1 c.cpp:3"));
     QCOMPARE(found[2], std::string("count: e.cpp:1 g.cpp:2"));
-    QCOMPARE(found[3], std::string("a.cpp:2 has a using-directive at namespace scope"));
+    QCOMPARE(found[3], std::string("a.cpp:2 has a using-directive another file sees"));
   }
 };
 
 HH_TEST_SUITE(UnityNamesTest, "engine.unity_names", &UnityNamesTest::noTwoFilesOfABatchedTargetKeepOneName,
-              &UnityNamesTest::readsEveryKindOfFileLocalName, &UnityNamesTest::reportsAClashAndAUsingDirective)
+              &UnityNamesTest::readsEveryKindOfFileLocalName,
+              &UnityNamesTest::reportsAClashAndAUsingDirectiveSeenElsewhere)
 
 }  // namespace test_unity_names
 
