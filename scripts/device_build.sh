@@ -27,6 +27,7 @@
 #   HH_TORCH_PREFIX       Torch's CMake prefix (default: the python3 wheel's)
 #   HH_DEVICE_TARGETS     build only these targets (default: everything the build defines)
 #   HH_CUDA_ARCHS         CMAKE_CUDA_ARCHITECTURES of the fused kernels (default 80;90)
+#   HH_DEVICE_UNITY       ON (default) / OFF: HH_UNITY_BUILD (OFF: one file a translation unit)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dev="$repo/.device"
@@ -74,9 +75,10 @@ cuda="${HH_DEVICE_CUDA:-ON}"
 kernels="${HH_DEVICE_CUDA_KERNELS:-ON}"
 
 if [[ " ${steps[*]} " == *" build "* ]]; then
-  log "configure $build (HH_CUDA=$cuda, HH_CUDA_KERNELS=$kernels, Torch from $torch_prefix)"
+  log "configure $build (HH_CUDA=$cuda, HH_CUDA_KERNELS=$kernels, HH_UNITY_BUILD=${HH_DEVICE_UNITY:-ON}, Torch from $torch_prefix)"
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DHH_BUILD_GUI=OFF -DHH_BUILD_TESTS=ON -DHH_BUILD_BENCHMARKS=ON -DHH_CUDA="$cuda" -DHH_CUDA_KERNELS="$kernels" -DHH_USE_CCACHE=OFF \
+    -DHH_UNITY_BUILD="${HH_DEVICE_UNITY:-ON}" \
     -DCMAKE_CUDA_ARCHITECTURES="${HH_CUDA_ARCHS:-80;90}" \
     -DCMAKE_PREFIX_PATH="$HH_DEPS/usr;$torch_prefix" \
     -DHDF5_ROOT="$HH_DEPS/usr/lib/x86_64-linux-gnu/hdf5/serial" -DICU_ROOT="$HH_DEPS/usr" \
