@@ -1,11 +1,11 @@
 // Attention metrics (see attention_metrics.h for the contract, docs/metrics.md for the formulas).
-// Everything is computed in float64. Entropy and KL are plain vectorised Torch ops on the input's
-// device; Spearman ranks each row (its valid keys sorted, ties averaged) in a parallel C++ pass on
-// the CPU. at::parallel_for is inlined here: it only runs in parallel when this file is
-// compiled with OpenMP flags (Torch's parallel backend); otherwise it is serial but still correct.
+// Everything is computed in float64. Entropy and KL sum each row in one C++ pass on the CPU, and as
+// Torch ops on the input's device elsewhere; Spearman ranks each row (its valid keys sorted, ties
+// averaged) in a parallel C++ pass on the CPU. at::parallel_for is inlined here: it only runs in parallel when this
+// file is compiled with OpenMP flags (Torch's parallel backend); otherwise it is serial but still correct.
 #include "engine/metrics/attention_metrics.h"
 
-#include "engine/metrics/radix_sort.h"
+#include "engine/metrics/row_ranking.h"
 
 #include <ATen/Parallel.h>
 #include <torch/types.h>
@@ -20,6 +20,12 @@
 
 namespace hh::metrics {
 namespace {
+
+using detail::blockType;
+using detail::cpuBlock;
+using detail::kBlockElements;
+using detail::rankRows;
+using detail::RowRanker;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -70,38 +76,87 @@ torch::Tensor headMean(const torch::Tensor& rows, const torch::Tensor& used, int
   return total / u.sum(1).to(torch::kDouble);
 }
 
-// Elements per block when a metric walks the rows of a big input: bounds the float64 temporaries
-// (about 32 MiB each) whatever the input size.
-constexpr int64_t kBlockElements = int64_t{1} << 22;
+// rows [r1 - r0] <- each row's sum of term(x, y) over its valid keys, in float64, in one pass a row,
+// rows in parallel. x, y [r1 - r0, Tk] (y may be null), valid [same] bool (null: all valid).
+template <typename T, typename ScalarTerm>
+void sumRowsOnCpu(const T* x, const T* y, const bool* valid, int64_t rows, int64_t tk, double* out, ScalarTerm term) {
+  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      double sum = 0.0;
+      for (int64_t j = r * tk; j < (r + 1) * tk; ++j)
+        if (!valid || valid[j]) sum += term(static_cast<double>(x[j]), y ? static_cast<double>(y[j]) : 0.0);
+      out[r] = sum;
+    }
+  });
+}
+
+// x2, y2 [rows, Tk] (y2 may be undefined), v2 [rows, Tk] bool or undefined -> [rows] float64 row sums
+// of term over the valid keys (0 for a row without one), on the CPU a block at a time: the inputs
+// are read in their own type (blockType), no [rows, Tk] float64 temporaries.
+template <typename ScalarTerm>
+torch::Tensor rowSumsOnCpu(const torch::Tensor& x2, const torch::Tensor& y2, const torch::Tensor& v2, ScalarTerm term) {
+  const int64_t rowsTotal = x2.size(0), tk = x2.size(1);
+  const auto type = blockType(x2, y2);
+  auto rows = torch::zeros({rowsTotal}, torch::kDouble);
+  const int64_t blockRows = std::max<int64_t>(1, kBlockElements / tk);
+  for (int64_t r0 = 0; r0 < rowsTotal; r0 += blockRows) {
+    const int64_t r1 = std::min(rowsTotal, r0 + blockRows);
+    const auto xb = cpuBlock(x2, r0, r1, type);
+    const auto yb = y2.defined() ? cpuBlock(y2, r0, r1, type) : torch::Tensor();
+    const auto vb = v2.defined() ? v2.slice(0, r0, r1).contiguous() : torch::Tensor();
+    const bool* valid = vb.defined() ? vb.data_ptr<bool>() : nullptr;
+    double* out = rows.data_ptr<double>() + r0;
+    if (type == torch::kDouble) {
+      sumRowsOnCpu(xb.data_ptr<double>(), yb.defined() ? yb.data_ptr<double>() : nullptr, valid, r1 - r0, tk, out,
+                   term);
+    } else {
+      sumRowsOnCpu(xb.data_ptr<float>(), yb.defined() ? yb.data_ptr<float>() : nullptr, valid, r1 - r0, tk, out, term);
+    }
+  }
+  return rows;
+}
+
+// The same sums as rowSumsOnCpu with Torch ops on x2's device: tensorTerm maps float64 [r, Tk]
+// blocks (not to be modified: a float64 input is passed as is) to a new tensor of per-pair terms.
+template <typename TensorTerm>
+torch::Tensor rowSumsOnDevice(const torch::Tensor& x2, const torch::Tensor& y2, const torch::Tensor& v2,
+                              TensorTerm tensorTerm) {
+  const int64_t rowsTotal = x2.size(0), tk = x2.size(1);
+  const auto invalid2 = v2.defined() ? v2.logical_not() : torch::Tensor();
+  auto rows = torch::empty({rowsTotal}, x2.options().dtype(torch::kDouble));
+  const int64_t blockRows = std::max<int64_t>(1, kBlockElements / tk);
+  for (int64_t r0 = 0; r0 < rowsTotal; r0 += blockRows) {
+    const int64_t r1 = std::min(rowsTotal, r0 + blockRows);
+    auto terms = tensorTerm(x2.slice(0, r0, r1).to(torch::kDouble),
+                            y2.defined() ? y2.slice(0, r0, r1).to(torch::kDouble) : torch::Tensor());
+    if (invalid2.defined()) terms.masked_fill_(invalid2.slice(0, r0, r1), 0.0);
+    rows.slice(0, r0, r1).copy_(terms.sum(-1));
+  }
+  return rows;
+}
 
 // x, y [..., Tq, Tk] (y may be undefined) -> (row sums [..., Tq], rows with >= 1 valid key [..., Tq]).
-// term(xBlock, yBlock) maps float64 [r, Tk] blocks (not to be modified: a float64 input is passed
-// as is) to a new tensor of per-pair terms; invalid pairs count 0 and a
-// row without a valid key is NaN. Rows are processed in blocks on the input's device.
-template <typename Term>
+// Each row sums one term per valid pair, in float64; a row without a valid key is NaN. On the CPU
+// scalarTerm(x, y) on doubles (rowSumsOnCpu), elsewhere tensorTerm, the same formula as Torch ops
+// on the input's device (rowSumsOnDevice).
+template <typename TensorTerm, typename ScalarTerm>
 std::pair<torch::Tensor, torch::Tensor> rowSums(const char* fn, const torch::Tensor& x, const torch::Tensor& y,
-                                                const torch::Tensor& valid, Term term) {
+                                                const torch::Tensor& valid, TensorTerm tensorTerm,
+                                                ScalarTerm scalarTerm) {
   const auto device = x.device();
   const int64_t tk = x.size(-1);
   const int64_t rowsTotal = tk > 0 ? x.numel() / tk : 0;
   const auto rowShape = x.sizes().slice(0, x.dim() - 1);
-  const auto x2 = x.reshape({rowsTotal, tk});
-  const auto y2 = y.defined() ? y.to(device).reshape({rowsTotal, tk}) : torch::Tensor();
-  const auto v2 = valid.defined() ? expandValid(fn, valid, x.sizes(), device).reshape({rowsTotal, tk}) : torch::Tensor();
-  const auto invalid2 = v2.defined() ? v2.logical_not() : torch::Tensor();
   const auto f64 = torch::TensorOptions().dtype(torch::kDouble).device(device);
   if (rowsTotal == 0) {  // no rows, or rows without keys
+    if (valid.defined()) expandValid(fn, valid, x.sizes(), device);  // still refuses a mask that does not fit
     return {torch::full(rowShape, kNaN, f64), torch::zeros(rowShape, f64.dtype(torch::kBool))};
   }
-  auto rows = torch::empty({rowsTotal}, f64);
-  const int64_t blockRows = std::max<int64_t>(1, kBlockElements / tk);
-  for (int64_t r0 = 0; r0 < rowsTotal; r0 += blockRows) {
-    const int64_t r1 = std::min(rowsTotal, r0 + blockRows);
-    auto terms = term(x2.slice(0, r0, r1).to(torch::kDouble),
-                      y2.defined() ? y2.slice(0, r0, r1).to(torch::kDouble) : torch::Tensor());
-    if (invalid2.defined()) terms.masked_fill_(invalid2.slice(0, r0, r1), 0.0);
-    rows.slice(0, r0, r1).copy_(terms.sum(-1));
-  }
+  const auto x2 = x.reshape({rowsTotal, tk});
+  const auto y2 = y.defined() ? y.to(device).reshape({rowsTotal, tk}) : torch::Tensor();
+  const auto v2 =
+      valid.defined() ? expandValid(fn, valid, x.sizes(), device).reshape({rowsTotal, tk}) : torch::Tensor();
+  auto rows = device.is_cpu() ? rowSumsOnCpu(x2, y2, v2, scalarTerm) : rowSumsOnDevice(x2, y2, v2, tensorTerm);
   const auto used = v2.defined() ? v2.any(-1) : torch::ones({rowsTotal}, f64.dtype(torch::kBool));
   rows.masked_fill_(used.logical_not(), kNaN);
   return {rows.reshape(rowShape), used.reshape(rowShape)};
@@ -111,139 +166,27 @@ std::pair<torch::Tensor, torch::Tensor> rowSums(const char* fn, const torch::Ten
 std::pair<torch::Tensor, torch::Tensor> entropyRows(const char* fn, const torch::Tensor& weights,
                                                     const torch::Tensor& valid) {
   checkWeights(fn, weights);
-  return rowSums(fn, weights, {}, valid, [](const torch::Tensor& w, const torch::Tensor&) {
-    return torch::xlogy(w, w).neg_();  // -w log w; 0 where w == 0; NaN where w < 0 or w is NaN
-  });
+  // -w log w; 0 where w == 0; NaN where w < 0 or w is NaN
+  return rowSums(
+      fn, weights, {}, valid, [](const torch::Tensor& w, const torch::Tensor&) { return torch::xlogy(w, w).neg_(); },
+      [](double w, double) { return w == 0.0 ? 0.0 : -w * std::log(w); });
 }
 
 // p, a [..., Tq, Tk] -> (row KL [..., Tq], rows with >= 1 valid key [..., Tq]).
 std::pair<torch::Tensor, torch::Tensor> klRows(const char* fn, const torch::Tensor& p, const torch::Tensor& a,
                                                const torch::Tensor& valid) {
   checkPair(fn, p, a);
-  return rowSums(fn, p, a, valid, [](const torch::Tensor& pd, const torch::Tensor& ad) {
-    auto terms = (pd + kKlEpsilon).log_().sub_((ad + kKlEpsilon).log_()).mul_(pd);
-    return terms.masked_fill_(pd == 0, 0.0);  // terms with p = 0 are 0
-  });
-}
-
-// Average ranks (1-based) of one row's valid keys. `keys` holds the valid key indices; they are
-// sorted by value (scratch: `pairs`), and each run of equal values gets the mean of the ranks it
-// spans. Writes rank[j] for the valid j. Returns false if a valid value is NaN (no ranking then).
-bool averageRanks(const double* values, const std::vector<int64_t>& keys, std::vector<std::pair<double, int64_t>>& pairs,
-                  double* rank) {
-  pairs.clear();
-  for (const int64_t j : keys) {
-    if (std::isnan(values[j])) return false;
-    pairs.emplace_back(values[j], j);
-  }
-  std::sort(pairs.begin(), pairs.end());
-  const int64_t n = static_cast<int64_t>(pairs.size());
-  for (int64_t start = 0; start < n;) {
-    int64_t end = start + 1;
-    while (end < n && pairs[end].first == pairs[start].first) ++end;
-    // sorted positions start..end-1 hold ranks start+1..end: their mean is (start + 1 + end) / 2
-    const double mean = 0.5 * static_cast<double>(start + 1 + end);
-    for (int64_t t = start; t < end; ++t) rank[pairs[t].second] = mean;
-    start = end;
-  }
-  return true;
-}
-
-// averageRanks for fp32 values (and narrower ones, widened to fp32 exactly): each valid key
-// becomes one 64-bit integer, the float's order-preserving bits above the key's index (-0 taken
-// as +0, as == does), sorted by radix (radix_sort.h), several times faster than pairs of double
-// and index through std::sort. The same ranks (engine.metrics.attention compares the fp32 path
-// with its exact fp64 copy to the bit).
-bool averageRanksOfFloats(const float* values, const std::vector<int64_t>& keys, std::vector<uint64_t>& packed,
-                          std::vector<uint64_t>& scratch, double* rank) {
-  packed.clear();
-  for (const int64_t j : keys) {
-    if (std::isnan(values[j])) return false;
-    const float f = values[j] + 0.0f;
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-    packed.push_back((uint64_t(bits) << 32) | uint64_t(j));
-  }
-  radixSortByUpperHalf(packed, scratch);
-  const int64_t n = static_cast<int64_t>(packed.size());
-  for (int64_t start = 0; start < n;) {
-    int64_t end = start + 1;
-    while (end < n && (packed[end] >> 32) == (packed[start] >> 32)) ++end;
-    const double mean = 0.5 * static_cast<double>(start + 1 + end);  // as averageRanks
-    for (int64_t t = start; t < end; ++t) rank[packed[t] & 0xffffffffu] = mean;
-    start = end;
-  }
-  return true;
-}
-
-// Ranks one row's valid keys: fp32 values through the packed sort, fp64 through pairs.
-class RowRanker {
- public:
-  explicit RowRanker(int64_t tk) : rank_(tk) {
-    keys_.reserve(tk);
-    pairs_.reserve(tk);
-    packed_.reserve(tk);
-    scratch_.reserve(tk);
-  }
-  // Takes the valid keys of a row (validRow null: every key).
-  void setKeys(const bool* validRow, int64_t tk) {
-    keys_.clear();
-    for (int64_t j = 0; j < tk; ++j)
-      if (!validRow || validRow[j]) keys_.push_back(j);
-  }
-  const std::vector<int64_t>& keys() const { return keys_; }
-  // Average ranks of row `row` of a block (rankingBlock) at the keys into ranks(); false if a
-  // value there is NaN.
-  bool rank(const torch::Tensor& block, int64_t row) {
-    const int64_t tk = block.size(1);
-    return block.scalar_type() == torch::kFloat
-               ? averageRanksOfFloats(block.data_ptr<float>() + row * tk, keys_, packed_, scratch_, rank_.data())
-               : averageRanks(block.data_ptr<double>() + row * tk, keys_, pairs_, rank_.data());
-  }
-  const std::vector<double>& ranks() const { return rank_; }
-  // Sum over the keys of (rank - mean)^2; the mean of average ranks 1..n is (n + 1) / 2.
-  double spread() const {
-    const double mean = 0.5 * static_cast<double>(keys_.size() + 1);
-    double sum = 0.0;
-    for (const int64_t j : keys_) sum += (rank_[j] - mean) * (rank_[j] - mean);
-    return sum;
-  }
-
- private:
-  std::vector<double> rank_;
-  std::vector<int64_t> keys_;
-  std::vector<std::pair<double, int64_t>> pairs_;
-  std::vector<uint64_t> packed_, scratch_;
-};
-
-// Rows [r0, r1) of x [rows, Tk] as a contiguous CPU block to rank: float64 stays float64, every
-// other dtype becomes float32 (exactly: fp32, bf16, fp16), which ranks faster.
-torch::Tensor rankingBlock(const torch::Tensor& x, int64_t r0, int64_t r1) {
-  const auto type = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
-  return x.slice(0, r0, r1).to(torch::kCPU, type).contiguous();
-}
-
-// Ranks every row of x [rows, Tk] that has at least 3 valid keys (validKeys [rows, Tk] bool,
-// contiguous, CPU, or undefined: all) and hands it on: rowFn(r, ranker, ranked), ranked false
-// when a valid value is NaN. Rows in parallel, converted a block at a time.
-template <typename RowFn>
-void rankRows(const torch::Tensor& x, const torch::Tensor& validKeys, RowFn rowFn) {
-  const int64_t rowsTotal = x.size(0), tk = x.size(1);
-  const int64_t blockRows = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(tk, 1));
-  for (int64_t r0 = 0; r0 < rowsTotal; r0 += blockRows) {
-    const int64_t r1 = std::min(rowsTotal, r0 + blockRows);
-    const auto block = rankingBlock(x, r0, r1);
-    at::parallel_for(r0, r1, 16, [&](int64_t begin, int64_t end) {
-      RowRanker ranker(tk);
-      for (int64_t r = begin; r < end; ++r) {
-        ranker.setKeys(validKeys.defined() ? validKeys.data_ptr<bool>() + r * tk : nullptr, tk);
-        if (ranker.keys().size() < 3) continue;  // too few keys: skipped whatever the values
-        const bool ranked = ranker.rank(block, r - r0);
-        rowFn(r, ranker, ranked);
-      }
-    });
-  }
+  // p (log(p + eps) - log(a + eps)), as p log((p + eps) / (a + eps)): one logarithm instead of two,
+  // and no cancellation where p and a are close (identical rows give exactly 0 either way); terms
+  // with p = 0 are 0.
+  const auto tensorTerm = [](const torch::Tensor& pd, const torch::Tensor& ad) {
+    auto terms = (pd + kKlEpsilon).div_(ad + kKlEpsilon).log_().mul_(pd);
+    return terms.masked_fill_(pd == 0, 0.0);
+  };
+  const auto scalarTerm = [](double pd, double ad) {
+    return pd == 0.0 ? 0.0 : pd * std::log((pd + kKlEpsilon) / (ad + kKlEpsilon));
+  };
+  return rowSums(fn, p, a, valid, tensorTerm, scalarTerm);
 }
 
 // (rho [..., Tq] on the scores' device, skipped [..., Tq] bool) of weights against ranked scores.

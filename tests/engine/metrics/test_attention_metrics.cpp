@@ -65,6 +65,7 @@ class TestAttentionMetrics : public QObject {
   void dtypesAgree();
   void validBroadcasts();
   void nonContiguousAndBlockedInputs();
+  void cpuPassMatchesTensorFormula();
   void badArgumentsThrow();
   void headPatternsByHand();
 };
@@ -319,6 +320,55 @@ void TestAttentionMetrics::nonContiguousAndBlockedInputs() {
   QVERIFY2(maxAbsDiff(rhoWhole, rhoParts) == 0.0, "Spearman across block boundaries");
 }
 
+void TestAttentionMetrics::cpuPassMatchesTensorFormula() {
+  // On the CPU, entropy and KL sum each row in one C++ pass; the contract's formulas written as
+  // float64 Torch ops are the reference: causal rows with padded keys, zeros among p, a weight of 0
+  // where p > 0 (the epsilon path), NaN in a where p = 0 (a term of 0), a negative weight and a NaN
+  // (NaN rows), and rows without a valid key (NaN); float32, float64 and bfloat16 inputs.
+  torch::manual_seed(17);
+  const int64_t B = 2, H = 3, T = 37;
+  auto keep = torch::ones({B, 1, 1, T}, torch::kBool);
+  keep.index_put_({1, 0, 0, torch::indexing::Slice(0, 3)}, false);           // batch 1: rows 0-2 have no key
+  const auto valid = m::causalMask(T).view({1, 1, T, T}).logical_and(keep);  // [B, 1, T, T]
+  auto p = torch::softmax(torch::randn({B, H, T, T}, torch::kDouble) * 3, -1);
+  auto a = torch::softmax(torch::randn({B, H, T, T}, torch::kDouble), -1);
+  p.masked_fill_(torch::rand({B, H, T, T}, torch::kDouble) < 0.2, 0.0);
+  p.index_put_({0, 0, 5, 2}, 0.3);
+  a.index_put_({0, 0, 5, 2}, 0.0);  // a = 0 where p > 0
+  p.index_put_({0, 1, 6, 3}, 0.0);
+  a.index_put_({0, 1, 6, 3}, kNaN);  // p = 0: the KL term is 0 whatever a is (the entropy row is NaN)
+  p.index_put_({0, 2, 8, 1}, 0.1);
+  a.index_put_({0, 2, 8, 1}, -0.25);  // a negative weight: NaN
+  p.index_put_({1, 0, 9, 4}, kNaN);   // NaN
+  const auto full = valid.expand({B, H, T, T});
+  const auto wantKl = ((p + m::kKlEpsilon).log() - (a + m::kKlEpsilon).log())
+                          .mul(p)
+                          .masked_fill(p == 0, 0.0)
+                          .masked_fill(full.logical_not(), 0.0)
+                          .sum(-1)
+                          .masked_fill(full.any(-1).logical_not(), kNaN);  // [B, H, T]
+  const auto wantEntropy = torch::xlogy(a, a)
+                               .neg()
+                               .masked_fill(full.logical_not(), 0.0)
+                               .sum(-1)
+                               .masked_fill(full.any(-1).logical_not(), kNaN);
+  const auto sameOrNaN = [](const torch::Tensor& got, const torch::Tensor& want, double tol) {
+    const auto bothNaN = got.isnan().logical_and(want.isnan());
+    const auto close = (got - want).abs() <= tol * (want.abs() + 1e-300);
+    return bothNaN.logical_or(close).all().item<bool>() && got.isnan().equal(want.isnan());
+  };
+  QVERIFY2(sameOrNaN(m::rowKl(p, a, valid), wantKl, 1e-12), "KL, float64: the CPU pass equals the formula");
+  QVERIFY2(sameOrNaN(m::rowEntropy(a, valid), wantEntropy, 1e-12), "entropy, float64: the CPU pass equals the formula");
+  QVERIFY2(wantKl.isnan().sum().item<int64_t>() == 3 * H + 2, "the case has 9 rows without a key and two NaN rows");
+  for (const auto type : {torch::kFloat, torch::kBFloat16}) {  // the same values as that type, widened exactly
+    const auto pt = p.to(type), at = a.to(type);
+    const auto pw = pt.to(torch::kDouble), aw = at.to(torch::kDouble);
+    QVERIFY2(sameOrNaN(m::rowKl(pt, at, valid), m::rowKl(pw, aw, valid), 0.0),
+             "KL: a narrow input equals its float64 copy");
+    QVERIFY2(sameOrNaN(m::rowEntropy(at, valid), m::rowEntropy(aw, valid), 0.0), "entropy: the same");
+  }
+}
+
 void TestAttentionMetrics::badArgumentsThrow() {
   const auto w = torch::rand({2, 3, 4, 4});
   QVERIFY2(throwsError([&] { m::rowKl(w, torch::rand({2, 3, 4, 5})); }), "KL: shape mismatch throws");
@@ -356,13 +406,13 @@ void TestAttentionMetrics::headPatternsByHand() {
 }
 
 HH_TEST_SUITE(TestAttentionMetrics, "engine.metrics.attention", &TestAttentionMetrics::causalMaskRows,
-              &TestAttentionMetrics::entropyUniformOneHotAndHandRow, &TestAttentionMetrics::entropyCausalAndMaskedGarbage,
-              &TestAttentionMetrics::entropyEmptyRowsLeftOut, &TestAttentionMetrics::entropyNaNPropagates,
-              &TestAttentionMetrics::klIdentical, &TestAttentionMetrics::klHandComputed,
-              &TestAttentionMetrics::klEpsilonPath, &TestAttentionMetrics::klEmptyRowsLeftOut,
-              &TestAttentionMetrics::headReductionsMatchManualMean,
+              &TestAttentionMetrics::entropyUniformOneHotAndHandRow,
+              &TestAttentionMetrics::entropyCausalAndMaskedGarbage, &TestAttentionMetrics::entropyEmptyRowsLeftOut,
+              &TestAttentionMetrics::entropyNaNPropagates, &TestAttentionMetrics::klIdentical,
+              &TestAttentionMetrics::klHandComputed, &TestAttentionMetrics::klEpsilonPath,
+              &TestAttentionMetrics::klEmptyRowsLeftOut, &TestAttentionMetrics::headReductionsMatchManualMean,
               &TestAttentionMetrics::dtypesAgree, &TestAttentionMetrics::validBroadcasts,
-              &TestAttentionMetrics::nonContiguousAndBlockedInputs,
+              &TestAttentionMetrics::nonContiguousAndBlockedInputs, &TestAttentionMetrics::cpuPassMatchesTensorFormula,
               &TestAttentionMetrics::badArgumentsThrow, &TestAttentionMetrics::headPatternsByHand)
 
 }  // namespace test_attention_metrics

@@ -1,17 +1,21 @@
-// hh_bench_ranking: ranking attention rows for Spearman's monotonicity (the evaluation's largest
-// cost, docs/performance.md), on the rows the evaluation ranks: B x H x T causal rows of softmax
-// weights over random scores, row i holding keys 0..i. One thread (the engine's default on two cores).
-//   std::sort     every row's valid keys packed as the ranking packs them (the float's order-
-//                 preserving bits above the key's index), then std::sort (the ranking before radix)
-//   radix         the same keys through metrics::radixSortByUpperHalf (the ranking now)
-//   torch::sort   the plain PyTorch way: the same rows through torch::sort(dim -1, stable), the
-//                 invalid keys set to +inf (a tensor sort cannot take rows of different lengths)
-//   headSpearman  the whole metric: the weights ranked, ties averaged, and correlated with the
-//                 scores' ranks (metrics::RankedScores, made once outside the timing)
-//   floor         reading the weights once (a sum over them)
-//   hh_bench_ranking [--batch B] [--heads H] [--length T] [--repeats R]    (defaults 8 8 256 5)
+// hh_bench_metrics: the evaluation's per-head metrics on the rows it measures (docs/performance.md):
+// B x H x T causal rows, row i holding keys 0..i, the teacher's softmax weights p over random scores
+// and a student's weights a (a softmax of the flipped rows). One thread (the engine's default on two
+// cores), the allocator the CLI links.
+//   std::sort      every row's valid keys packed as the ranking packs them (the float's order-
+//                  preserving bits above the key's index), then std::sort (the ranking before radix)
+//   radix          the same keys through metrics::radixSortByUpperHalf (the ranking now)
+//   torch::sort    the plain PyTorch way: the same rows through torch::sort(dim -1, stable), the
+//                  invalid keys set to +inf (a tensor sort cannot take rows of different lengths)
+//   headSpearman   the whole metric: a ranked, ties averaged, and correlated with the scores' ranks
+//                  (metrics::RankedScores, made once outside the timing)
+//   headKl         KL(p || a) per head; "torch ops": the same formula as float64 Torch ops (the
+//                  plain PyTorch way, and what the engine ran before its one-pass CPU sums)
+//   headEntropy    the entropy of a per head; "torch ops": the same through xlogy in float64
+//   floor          reading the weights once (a sum over them)
+//   hh_bench_metrics [--batch B] [--heads H] [--length T] [--repeats R]    (defaults 8 8 256 5)
 // Each is timed R times after one warm-up; the median and the fastest are printed, in ms and in ns
-// per ranked key.
+// per valid key.
 #include <torch/types.h>
 
 #include <algorithm>
@@ -105,12 +109,12 @@ int benchMain(int argc, char** argv) {
   const auto padded = weights.masked_fill(causal.logical_not(), INFINITY);
   double floorSum = 0.0;
 
-  std::printf("ranking %lld rows (B=%lld H=%lld T=%lld, causal: %.0f keys), one thread, %lld repeats\n",
+  std::printf("%lld rows (B=%lld H=%lld T=%lld, causal: %.0f keys), one thread, %lld repeats\n",
               static_cast<long long>(rows), static_cast<long long>(a.batch), static_cast<long long>(a.heads),
               static_cast<long long>(T), keysRanked, static_cast<long long>(a.repeats));
-  std::printf("%-14s %12s %12s %14s\n", "", "median ms", "best ms", "ns per key");
+  std::printf("%-14s %12s %12s %18s\n", "", "median ms", "best ms", "ns per valid key");
   auto report = [&](const char* name, std::pair<double, double> ms) {
-    std::printf("%-14s %12.2f %12.2f %14.2f\n", name, ms.first, ms.second, ms.first * 1e6 / keysRanked);
+    std::printf("%-14s %12.2f %12.2f %18.2f\n", name, ms.first, ms.second, ms.first * 1e6 / keysRanked);
   };
   report("std::sort", timeMs(a.repeats, [&] { sortRows(false); }));
   const uint64_t sortedChecksum = checksum;
@@ -118,10 +122,26 @@ int benchMain(int argc, char** argv) {
   if (checksum != sortedChecksum) throw std::runtime_error("radix and std::sort disagree");
   report("torch::sort", timeMs(a.repeats, [&] { (void)std::get<0>(padded.sort(/*stable=*/true, -1, false)); }));
   report("headSpearman", timeMs(a.repeats, [&] { (void)hh::metrics::headSpearman(ranked, weights); }));
+  const auto student = weights.flip(-1).softmax(-1);  // [B, H, T, T]
+  const auto full = causal.expand({a.batch, a.heads, T, T});
+  report("headKl", timeMs(a.repeats, [&] { (void)hh::metrics::headKl(weights, student, causal); }));
+  report("  torch ops", timeMs(a.repeats, [&] {
+           const auto p = weights.to(torch::kDouble), q = student.to(torch::kDouble);
+           const auto terms = ((p + hh::metrics::kKlEpsilon).log() - (q + hh::metrics::kKlEpsilon).log()) * p;
+           (void)terms.masked_fill(p == 0, 0.0)
+               .masked_fill(full.logical_not(), 0.0)
+               .sum(-1)
+               .mean(std::vector<int64_t>{0, 2});
+         }));
+  report("headEntropy", timeMs(a.repeats, [&] { (void)hh::metrics::headEntropy(student, causal); }));
+  report("  torch ops", timeMs(a.repeats, [&] {
+           const auto q = student.to(torch::kDouble);
+           (void)torch::xlogy(q, q).neg().masked_fill(full.logical_not(), 0.0).sum(-1).mean(std::vector<int64_t>{0, 2});
+         }));
   report("floor", timeMs(a.repeats, [&] { floorSum += weights.sum().item<double>(); }));
   return floorSum > 0 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
-  return hh::bench::reportErrors("hh_bench_ranking", [&] { return benchMain(argc, argv); });
+  return hh::bench::reportErrors("hh_bench_metrics", [&] { return benchMain(argc, argv); });
 }
