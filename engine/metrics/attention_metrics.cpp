@@ -1,8 +1,9 @@
 // Attention metrics (see attention_metrics.h for the contract, docs/metrics.md for the formulas).
 // Everything is computed in float64. Entropy and KL sum each row in one C++ pass on the CPU, and as
 // Torch ops on the input's device elsewhere; Spearman ranks each row (its valid keys sorted, ties
-// averaged) in a parallel C++ pass on the CPU. at::parallel_for is inlined here: it only runs in parallel when this
-// file is compiled with OpenMP flags (Torch's parallel backend); otherwise it is serial but still correct.
+// averaged) in a parallel C++ pass on the CPU (row_ranking.h). at::parallel_for is inlined here: it
+// only runs in parallel when this file is compiled with OpenMP flags (Torch's parallel backend);
+// otherwise it is serial but still correct.
 #include "engine/metrics/attention_metrics.h"
 
 #include "engine/metrics/row_ranking.h"
