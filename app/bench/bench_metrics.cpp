@@ -20,10 +20,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -69,16 +70,54 @@ std::pair<double, double> timeMs(int64_t repeats, const std::function<void()>& f
   return {ms[ms.size() / 2], ms.front()};
 }
 
-// One row's valid keys (0..validKeys-1) packed as the ranking packs them.
-void packRow(const float* row, int64_t validKeys, std::vector<uint64_t>& keys) {
-  keys.clear();
-  for (int64_t j = 0; j < validKeys; ++j) {
-    uint32_t bits;
-    const float f = row[j] + 0.0f;
-    std::memcpy(&bits, &f, sizeof bits);
-    bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-    keys.push_back((uint64_t(bits) << 32) | uint64_t(j));
+// Rows of `weights` [rows, T], row r holding keys 0 .. r % T, packed and sorted as the ranking
+// does, by radix or by std::sort; returns a checksum of the middle keys (the two sorts must agree).
+uint64_t sortRows(const torch::Tensor& weights, bool radix) {
+  const int64_t rows = weights.size(0), T = weights.size(1);
+  const float* data = weights.data_ptr<float>();
+  std::vector<uint64_t> keys, scratch;
+  uint64_t checksum = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    keys.clear();
+    for (int64_t j = 0; j <= r % T; ++j) keys.push_back(hh::metrics::rankingKey(data[r * T + j], uint32_t(j)));
+    radix ? hh::metrics::radixSortByUpperHalf(keys, scratch) : std::sort(keys.begin(), keys.end());
+    checksum += keys[keys.size() / 2] & 0xffffffffu;
   }
+  return checksum;
+}
+
+using Report = std::function<void(const char*, std::pair<double, double>)>;
+
+// The sorts and Spearman. scores, weights [B, H, T, T], causal [T, T].
+void timeRanking(const Args& a, const torch::Tensor& scores, const torch::Tensor& weights, const torch::Tensor& causal,
+                 const Report& report) {
+  const auto flat = weights.reshape({-1, a.length}).contiguous();  // [B H T, T]
+  uint64_t bySort = 0, byRadix = 0;
+  report("std::sort", timeMs(a.repeats, [&] { bySort = sortRows(flat, false); }));
+  report("radix", timeMs(a.repeats, [&] { byRadix = sortRows(flat, true); }));
+  if (bySort != byRadix) throw std::runtime_error("radix and std::sort disagree");
+  const auto padded = weights.masked_fill(causal.logical_not(), INFINITY);
+  report("torch::sort", timeMs(a.repeats, [&] { (void)std::get<0>(padded.sort(/*stable=*/true, -1, false)); }));
+  const auto ranked = hh::metrics::RankedScores(scores, causal);
+  report("headSpearman", timeMs(a.repeats, [&] { (void)hh::metrics::headSpearman(ranked, weights); }));
+}
+
+// KL and entropy, each beside the same formula as float64 Torch ops. p, q [B, H, T, T], causal [T, T].
+void timeRowSums(const Args& a, const torch::Tensor& p, const torch::Tensor& q, const torch::Tensor& causal,
+                 const Report& report) {
+  const auto invalid = causal.logical_not().expand(p.sizes());
+  const std::vector<int64_t> batchAndRows = {0, 2};
+  report("headKl", timeMs(a.repeats, [&] { (void)hh::metrics::headKl(p, q, causal); }));
+  report("  torch ops", timeMs(a.repeats, [&] {
+           const auto p64 = p.to(torch::kDouble), q64 = q.to(torch::kDouble);
+           const auto terms = ((p64 + hh::metrics::kKlEpsilon).log() - (q64 + hh::metrics::kKlEpsilon).log()) * p64;
+           (void)terms.masked_fill(p64 == 0, 0.0).masked_fill(invalid, 0.0).sum(-1).mean(batchAndRows);
+         }));
+  report("headEntropy", timeMs(a.repeats, [&] { (void)hh::metrics::headEntropy(q, causal); }));
+  report("  torch ops", timeMs(a.repeats, [&] {
+           const auto q64 = q.to(torch::kDouble);
+           (void)torch::xlogy(q64, q64).neg().masked_fill(invalid, 0.0).sum(-1).mean(batchAndRows);
+         }));
 }
 
 }  // namespace
@@ -87,57 +126,23 @@ int benchMain(int argc, char** argv) {
   const Args a = parseArgs(argc, argv);
   at::set_num_threads(1);
   torch::manual_seed(0);
-  const int64_t T = a.length, rows = a.batch * a.heads * T;
+  const int64_t T = a.length;
   const auto causal = torch::ones({T, T}, torch::kBool).tril();                          // [T, T]
   const auto scores = torch::randn({a.batch, a.heads, T, T});                            // [B, H, T, T]
   const auto weights = scores.masked_fill(causal.logical_not(), -INFINITY).softmax(-1);  // [B, H, T, T]
-  const auto flat = weights.reshape({rows, T}).contiguous();
-  const float* data = flat.data_ptr<float>();
-  const double keysRanked = double(a.batch * a.heads) * double(T * (T + 1) / 2);
-
-  std::vector<uint64_t> keys, scratch;
-  uint64_t checksum = 0;  // keeps the sorts from being optimised away, and shows both agree
-  auto sortRows = [&](bool radix) {
-    checksum = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      packRow(data + r * T, r % T + 1, keys);
-      radix ? hh::metrics::radixSortByUpperHalf(keys, scratch) : std::sort(keys.begin(), keys.end());
-      checksum += keys[keys.size() / 2] & 0xffffffffu;
-    }
-  };
-  const auto ranked = hh::metrics::RankedScores(scores, causal);
-  const auto padded = weights.masked_fill(causal.logical_not(), INFINITY);
-  double floorSum = 0.0;
+  const auto student = weights.flip(-1).softmax(-1);                                     // [B, H, T, T]
+  const double validKeys = double(a.batch * a.heads) * double(T * (T + 1) / 2);
 
   std::printf("%lld rows (B=%lld H=%lld T=%lld, causal: %.0f keys), one thread, %lld repeats\n",
-              static_cast<long long>(rows), static_cast<long long>(a.batch), static_cast<long long>(a.heads),
-              static_cast<long long>(T), keysRanked, static_cast<long long>(a.repeats));
+              static_cast<long long>(a.batch * a.heads * T), static_cast<long long>(a.batch),
+              static_cast<long long>(a.heads), static_cast<long long>(T), validKeys, static_cast<long long>(a.repeats));
   std::printf("%-14s %12s %12s %18s\n", "", "median ms", "best ms", "ns per valid key");
-  auto report = [&](const char* name, std::pair<double, double> ms) {
-    std::printf("%-14s %12.2f %12.2f %18.2f\n", name, ms.first, ms.second, ms.first * 1e6 / keysRanked);
+  const Report report = [&](const char* name, std::pair<double, double> ms) {
+    std::printf("%-14s %12.2f %12.2f %18.2f\n", name, ms.first, ms.second, ms.first * 1e6 / validKeys);
   };
-  report("std::sort", timeMs(a.repeats, [&] { sortRows(false); }));
-  const uint64_t sortedChecksum = checksum;
-  report("radix", timeMs(a.repeats, [&] { sortRows(true); }));
-  if (checksum != sortedChecksum) throw std::runtime_error("radix and std::sort disagree");
-  report("torch::sort", timeMs(a.repeats, [&] { (void)std::get<0>(padded.sort(/*stable=*/true, -1, false)); }));
-  report("headSpearman", timeMs(a.repeats, [&] { (void)hh::metrics::headSpearman(ranked, weights); }));
-  const auto student = weights.flip(-1).softmax(-1);  // [B, H, T, T]
-  const auto full = causal.expand({a.batch, a.heads, T, T});
-  report("headKl", timeMs(a.repeats, [&] { (void)hh::metrics::headKl(weights, student, causal); }));
-  report("  torch ops", timeMs(a.repeats, [&] {
-           const auto p = weights.to(torch::kDouble), q = student.to(torch::kDouble);
-           const auto terms = ((p + hh::metrics::kKlEpsilon).log() - (q + hh::metrics::kKlEpsilon).log()) * p;
-           (void)terms.masked_fill(p == 0, 0.0)
-               .masked_fill(full.logical_not(), 0.0)
-               .sum(-1)
-               .mean(std::vector<int64_t>{0, 2});
-         }));
-  report("headEntropy", timeMs(a.repeats, [&] { (void)hh::metrics::headEntropy(student, causal); }));
-  report("  torch ops", timeMs(a.repeats, [&] {
-           const auto q = student.to(torch::kDouble);
-           (void)torch::xlogy(q, q).neg().masked_fill(full.logical_not(), 0.0).sum(-1).mean(std::vector<int64_t>{0, 2});
-         }));
+  timeRanking(a, scores, weights, causal, report);
+  timeRowSums(a, weights, student, causal, report);
+  double floorSum = 0.0;
   report("floor", timeMs(a.repeats, [&] { floorSum += weights.sum().item<double>(); }));
   return floorSum > 0 ? 0 : 1;
 }

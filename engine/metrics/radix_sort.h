@@ -17,6 +17,16 @@
 
 namespace hh::metrics {
 
+// The key of value `value` at key index `index`: the float's bits made order-preserving (-0 taken
+// as +0, as == does) above the index. Keys sort as their values do, ties by index.
+inline uint64_t rankingKey(float value, uint32_t index) {
+  const float f = value + 0.0f;
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return (uint64_t(bits) << 32) | uint64_t(index);
+}
+
 // From this many keys on, radixSortByUpperHalf sorts by radix (measured crossover: about 32).
 inline constexpr size_t kRadixMinKeys = 32;
 

@@ -2,7 +2,6 @@
 #include "engine/metrics/row_ranking.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "engine/metrics/radix_sort.h"
 
@@ -42,11 +41,7 @@ bool averageRanksOfFloats(const float* values, const std::vector<int64_t>& keys,
   packed.clear();
   for (const int64_t j : keys) {
     if (std::isnan(values[j])) return false;
-    const float f = values[j] + 0.0f;
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-    packed.push_back((uint64_t(bits) << 32) | uint64_t(j));
+    packed.push_back(rankingKey(values[j], static_cast<uint32_t>(j)));
   }
   radixSortByUpperHalf(packed, scratch);
   const int64_t n = static_cast<int64_t>(packed.size());

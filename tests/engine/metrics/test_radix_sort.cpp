@@ -2,9 +2,11 @@
 // the ranking builds (an order-preserving 32-bit value above an ascending index): lengths around
 // the switch to radix (32) and up to 70,000, values with many ties, values that
 // share their top bytes (so passes are skipped), values that differ only in their top byte (only
-// the last pass runs), and all values equal (no pass runs).
+// the last pass runs), and all values equal (no pass runs); and that rankingKey orders as the
+// floats do.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -63,6 +65,7 @@ class TestRadixSort : public QObject {
   void matchesStdSortWithTies();
   void skipsSharedDigits();
   void keepsEqualValuesInIndexOrder();
+  void keysOrderAsTheirValues();
 };
 
 void TestRadixSort::matchesStdSortOnRandomValues() {
@@ -112,9 +115,21 @@ void TestRadixSort::keepsEqualValuesInIndexOrder() {
   QCOMPARE(keys.front() >> 32, uint64_t{1} << 20);
 }
 
+void TestRadixSort::keysOrderAsTheirValues() {
+  // rankingKey: the upper halves order as the floats do, -0 and +0 equal (as == has them); the
+  // index is the lower half.
+  const std::vector<float> ascending = {-INFINITY, -3.0e38f, -2.5f, -1e-45f, 0.0f,
+                                        1e-45f,    1e-30f,   0.5f,  1.0f,    INFINITY};
+  for (size_t i = 0; i + 1 < ascending.size(); ++i)
+    QVERIFY2((m::rankingKey(ascending[i], 0) >> 32) < (m::rankingKey(ascending[i + 1], 0) >> 32),
+             ("key order at " + std::to_string(i)).c_str());
+  QCOMPARE(m::rankingKey(-0.0f, 0) >> 32, m::rankingKey(0.0f, 0) >> 32);
+  QCOMPARE(m::rankingKey(0.25f, 77) & 0xffffffffu, uint64_t{77});
+}
+
 HH_TEST_SUITE(TestRadixSort, "engine.metrics.radix_sort", &TestRadixSort::matchesStdSortOnRandomValues,
               &TestRadixSort::matchesStdSortWithTies, &TestRadixSort::skipsSharedDigits,
-              &TestRadixSort::keepsEqualValuesInIndexOrder)
+              &TestRadixSort::keepsEqualValuesInIndexOrder, &TestRadixSort::keysOrderAsTheirValues)
 
 }  // namespace test_radix_sort
 
