@@ -14,10 +14,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace hh::metrics {
 namespace {
