@@ -91,90 +91,164 @@ void saveTrainingCheckpoint(const std::string& path, torch::optim::AdamW& optimi
   io::writeFileAtomically(fs::path(path).replace_extension(".json").string(), counters.dump(2) + "\n");
 }
 
-nlohmann::json loadTrainingCheckpoint(const std::string& path, torch::optim::AdamW& optimizer,
-                                      std::map<std::string, torch::Tensor>* extra) {
-  io::SafetensorsFile file = [&] {
+namespace {
+
+// What a checkpoint holds for the optimizer, read and checked before anything of the job changes.
+struct RestoredState {
+  std::vector<torch::Tensor> values;                                   // per parameter
+  std::vector<std::unique_ptr<torch::optim::AdamWParamState>> states;  // null: no AdamW state yet
+  std::vector<torch::optim::AdamWOptions> groupOptions;                // per parameter group
+};
+
+// One checkpoint file being read: every problem names the file.
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(const std::string& path) : path_(path), file_(open(path)) {}
+
+  [[noreturn]] void fail(const std::string& problem) const { jobs::fail(path_, problem); }
+
+  std::string metadata(const char* key) const {
+    const auto& meta = file_.metadata();
+    const auto it = meta.find(key);
+    if (it == meta.end()) fail(std::string("no \"") + key + "\" metadata: not a checkpoint written by hedgehog");
+    return it->second;
+  }
+
+  nlohmann::json metadataJson(const char* key) const {
+    try {
+      return nlohmann::json::parse(metadata(key));
+    } catch (const nlohmann::json::exception& e) {
+      fail(std::string("metadata is not JSON (") + e.what() + ")");
+    }
+  }
+
+  // The tensor `name`, which must have the live parameter's shape; in its dtype, on its device.
+  torch::Tensor tensorLike(const std::string& name, const torch::Tensor& like) const {
+    if (!file_.contains(name)) fail("no tensor '" + name + "'");
+    const auto& info = file_.info(name);
+    if (c10::IntArrayRef(info.shape) != like.sizes())
+      fail("tensor '" + name + "' has shape " + shapeText(info.shape) + ", the live parameter " +
+           shapeText(like.sizes()));
+    return models::readTensor(file_, name, like.scalar_type()).to(like.device());
+  }
+
+  // AdamW's step count per parameter (-1: no state yet).
+  torch::Tensor steps(size_t parameterCount) const {
+    if (!file_.contains("adamw.step")) fail("no tensor 'adamw.step'");
+    const auto steps = models::readTensor(file_, "adamw.step", torch::kLong);
+    if (steps.numel() != static_cast<int64_t>(parameterCount))
+      fail("'adamw.step' does not have one entry per parameter");
+    return steps;
+  }
+
+  bool contains(const std::string& name) const { return file_.contains(name); }
+
+  std::map<std::string, torch::Tensor> extras() const {
+    std::map<std::string, torch::Tensor> out;
+    for (const auto& name : file_.names())
+      if (name.rfind("extra.", 0) == 0)
+        out[name.substr(6)] =
+            models::readTensor(file_, name, file_.info(name).dtype == "I64" ? torch::kLong : torch::kFloat);
+    return out;
+  }
+
+ private:
+  static io::SafetensorsFile open(const std::string& path) {
     try {
       return io::SafetensorsFile::open(path);
     } catch (const std::exception& e) {
-      fail(path, std::string("unreadable (") + e.what() + ")");
+      jobs::fail(path, std::string("unreadable (") + e.what() + ")");
     }
-  }();
-  const auto& meta = file.metadata();
-  const auto get = [&](const char* key) {
-    const auto it = meta.find(key);
-    if (it == meta.end()) fail(path, std::string("no \"") + key + "\" metadata: not a checkpoint written by hedgehog");
-    return it->second;
-  };
-  if (get("format") != kFormat) fail(path, "format \"" + get("format") + "\", expected \"" + kFormat + "\"");
-  nlohmann::json counters, groups;
-  try {
-    counters = nlohmann::json::parse(get("hedgehog_checkpoint"));
-    groups = nlohmann::json::parse(get("adamw_groups"));
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, std::string("metadata is not JSON (") + e.what() + ")");
   }
-  const auto params = allParameters(optimizer);
-  if (get("parameters") != std::to_string(params.size()))
-    fail(path, "holds " + get("parameters") + " parameters, the job trains " + std::to_string(params.size()) +
-                   " (a different model, plan or mode?)");
-  if (!groups.is_array() || groups.size() != optimizer.param_groups().size())
-    fail(path, "\"adamw_groups\" does not match the optimizer's " + std::to_string(optimizer.param_groups().size()) + " groups");
-  const auto tensorOf = [&](const std::string& name, const torch::Tensor& like) {
-    if (!file.contains(name)) fail(path, "no tensor '" + name + "'");
-    const auto& info = file.info(name);
-    if (c10::IntArrayRef(info.shape) != like.sizes())
-      fail(path, "tensor '" + name + "' has shape " + shapeText(info.shape) + ", the live parameter " + shapeText(like.sizes()));
-    return models::readTensor(file, name, like.scalar_type()).to(like.device());
-  };
-  if (!file.contains("adamw.step")) fail(path, "no tensor 'adamw.step'");
-  const auto steps = models::readTensor(file, "adamw.step", torch::kLong);
-  if (steps.numel() != static_cast<int64_t>(params.size())) fail(path, "'adamw.step' does not have one entry per parameter");
 
-  // Validate everything before changing anything: a bad file leaves the job untouched.
-  std::vector<torch::Tensor> values;
-  std::vector<std::unique_ptr<torch::optim::AdamWParamState>> states;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto index = std::to_string(i);
-    values.push_back(tensorOf("param." + index, params[i]));
-    const int64_t step = steps[static_cast<int64_t>(i)].item<int64_t>();
-    if (step < 0) {
-      states.emplace_back();
-      continue;
-    }
-    auto s = std::make_unique<torch::optim::AdamWParamState>();
-    s->step(step);
-    s->exp_avg(tensorOf("adamw.exp_avg." + index, params[i]));
-    s->exp_avg_sq(tensorOf("adamw.exp_avg_sq." + index, params[i]));
-    if (file.contains("adamw.max_exp_avg_sq." + index)) s->max_exp_avg_sq(tensorOf("adamw.max_exp_avg_sq." + index, params[i]));
-    states.push_back(std::move(s));
-  }
+  std::string path_;
+  io::SafetensorsFile file_;
+};
+
+std::unique_ptr<torch::optim::AdamWParamState> readAdamState(const CheckpointReader& reader, int64_t step,
+                                                             const std::string& index, const torch::Tensor& param) {
+  if (step < 0) return nullptr;
+  auto s = std::make_unique<torch::optim::AdamWParamState>();
+  s->step(step);
+  s->exp_avg(reader.tensorLike("adamw.exp_avg." + index, param));
+  s->exp_avg_sq(reader.tensorLike("adamw.exp_avg_sq." + index, param));
+  const auto maxName = "adamw.max_exp_avg_sq." + index;
+  if (reader.contains(maxName)) s->max_exp_avg_sq(reader.tensorLike(maxName, param));
+  return s;
+}
+
+// The group settings saved as JSON, one per optimizer group, each with the optimizer's own
+// parameter count.
+std::vector<torch::optim::AdamWOptions> readGroupOptions(const CheckpointReader& reader, const nlohmann::json& groups,
+                                                         torch::optim::AdamW& optimizer) {
+  const auto& live = optimizer.param_groups();
+  if (!groups.is_array() || groups.size() != live.size())
+    reader.fail("\"adamw_groups\" does not match the optimizer's " + std::to_string(live.size()) + " groups");
+  std::vector<torch::optim::AdamWOptions> out;
   try {
     for (size_t g = 0; g < groups.size(); ++g) {
-      auto& o = static_cast<torch::optim::AdamWOptions&>(optimizer.param_groups()[g].options());
       const auto& j = groups[g];
-      if (j.at("params").get<size_t>() != optimizer.param_groups()[g].params().size())
-        fail(path, "parameter group " + std::to_string(g) + " has a different number of parameters");
+      if (j.at("params").get<size_t>() != live[g].params().size())
+        reader.fail("parameter group " + std::to_string(g) + " has a different number of parameters");
+      auto o = static_cast<const torch::optim::AdamWOptions&>(live[g].options());
       o.lr(j.at("lr").get<double>());
       o.betas({j.at("betas").at(0).get<double>(), j.at("betas").at(1).get<double>()});
       o.eps(j.at("eps").get<double>());
       o.weight_decay(j.at("weight_decay").get<double>());
       o.amsgrad(j.at("amsgrad").get<bool>());
+      out.push_back(o);
     }
   } catch (const nlohmann::json::exception& e) {
-    fail(path, std::string("\"adamw_groups\" is malformed (") + e.what() + ")");
+    reader.fail(std::string("\"adamw_groups\" is malformed (") + e.what() + ")");
   }
+  return out;
+}
+
+RestoredState readRestoredState(const CheckpointReader& reader, torch::optim::AdamW& optimizer,
+                                const std::vector<torch::Tensor>& params) {
+  if (reader.metadata("parameters") != std::to_string(params.size()))
+    reader.fail("holds " + reader.metadata("parameters") + " parameters, the job trains " +
+                std::to_string(params.size()) + " (a different model, plan or mode?)");
+  RestoredState out;
+  out.groupOptions = readGroupOptions(reader, reader.metadataJson("adamw_groups"), optimizer);
+  const auto steps = reader.steps(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto index = std::to_string(i);
+    out.values.push_back(reader.tensorLike("param." + index, params[i]));
+    out.states.push_back(readAdamState(reader, steps[static_cast<int64_t>(i)].item<int64_t>(), index, params[i]));
+  }
+  return out;
+}
+
+void applyRestoredState(RestoredState& restored, torch::optim::AdamW& optimizer,
+                        const std::vector<torch::Tensor>& params) {
+  for (size_t g = 0; g < restored.groupOptions.size(); ++g)
+    static_cast<torch::optim::AdamWOptions&>(optimizer.param_groups()[g].options()) = restored.groupOptions[g];
   at::NoGradGuard noGrad;
   auto& state = optimizer.state();
   state.clear();
   for (size_t i = 0; i < params.size(); ++i) {
-    params[i].copy_(values[i]);
-    if (states[i]) state[stateKey(params[i])] = std::move(states[i]);
+    params[i].copy_(restored.values[i]);
+    if (restored.states[i]) state[stateKey(params[i])] = std::move(restored.states[i]);
   }
-  if (!counters.is_object()) fail(path, "\"hedgehog_checkpoint\" is not a JSON object");
+}
+
+}  // namespace
+
+nlohmann::json loadTrainingCheckpoint(const std::string& path, torch::optim::AdamW& optimizer,
+                                      std::map<std::string, torch::Tensor>* extra) {
+  const CheckpointReader reader(path);
+  const auto format = reader.metadata("format");
+  if (format != kFormat) reader.fail("format \"" + format + "\", expected \"" + kFormat + "\"");
+  auto counters = reader.metadataJson("hedgehog_checkpoint");
+  if (!counters.is_object()) reader.fail("\"hedgehog_checkpoint\" is not a JSON object");
+  const auto params = allParameters(optimizer);
+  // Everything is read and checked before anything changes: a bad file leaves the job untouched.
+  auto restored = readRestoredState(reader, optimizer, params);
+  auto extras = extra != nullptr ? reader.extras() : std::map<std::string, torch::Tensor>{};
+  applyRestoredState(restored, optimizer, params);
   if (extra != nullptr)
-    for (const auto& name : file.names())
-      if (name.rfind("extra.", 0) == 0) (*extra)[name.substr(6)] = models::readTensor(file, name, file.info(name).dtype == "I64" ? torch::kLong : torch::kFloat);
+    for (auto& [name, t] : extras) (*extra)[name] = std::move(t);
   return counters;
 }
 

@@ -4,10 +4,12 @@
 // jobs' checkpoints are safetensors, engine/jobs/training_checkpoint.h), and (2) a run folder
 // holding only an old pickle checkpoint is refused on resume with an error naming it, never
 // loaded, and a checkpoint whose tensors do not match the live parameters is refused naming the
-// file and the tensor.
+// file and the tensor, and one whose metadata is bad changes nothing.
 
 #include <torch/optim/adamw.h>
 #include <torch/types.h>
+
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -105,12 +107,51 @@ class TestNoPickle : public QObject {
     hh::models::writeTensorFile(dir.file("plain.safetensors"), {{"param.0", torch::zeros({3, 4})}});
     HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(dir.file("plain.safetensors"), restored), "not a checkpoint");
   }
+
+  // A checkpoint whose metadata goes bad after the tensors were checked (the second parameter
+  // group's settings, the counters) is refused, and neither the parameters nor the first group's
+  // settings have changed.
+  void badMetadataChangesNothing() {
+    hh::test::TempDir dir("no_pickle_bad_metadata");
+    auto a = torch::randn({3, 4}).requires_grad_(), b = torch::randn({5}).requires_grad_();
+    torch::optim::AdamW optimizer({torch::optim::OptimizerParamGroup({a}), torch::optim::OptimizerParamGroup({b})},
+                                  torch::optim::AdamWOptions(0.01));
+    const auto good = dir.file("good.safetensors");
+    hh::jobs::saveTrainingCheckpoint(good, optimizer, {{"step", 1}});
+    const auto file = hh::io::SafetensorsFile::open(good);
+    std::vector<std::pair<std::string, torch::Tensor>> tensors;
+    for (const auto& name : file.names())
+      tensors.emplace_back(name,
+                           hh::models::readTensor(file, name, name == "adamw.step" ? torch::kLong : torch::kFloat));
+    const auto withMetadata = [&](const std::string& name, const std::string& key, const std::string& value) {
+      auto metadata = file.metadata();
+      metadata[key] = value;
+      hh::models::writeTensorFile(dir.file(name), tensors, metadata);
+      return dir.file(name);
+    };
+    auto groups = nlohmann::json::parse(file.metadata().at("adamw_groups"));
+    groups[0]["lr"] = 0.5;
+    groups[1].erase("eps");
+    const auto badGroup = withMetadata("bad_group.safetensors", "adamw_groups", groups.dump());
+    const auto badCounters = withMetadata("bad_counters.safetensors", "hedgehog_checkpoint", "[1, 2]");
+    auto a2 = torch::zeros({3, 4}).requires_grad_(), b2 = torch::zeros({5}).requires_grad_();
+    torch::optim::AdamW fresh({torch::optim::OptimizerParamGroup({a2}), torch::optim::OptimizerParamGroup({b2})},
+                              torch::optim::AdamWOptions(0.02));
+    HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(badGroup, fresh), "\"adamw_groups\" is malformed");
+    HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(badCounters, fresh), "not a JSON object");
+    QCOMPARE(static_cast<const torch::optim::AdamWOptions&>(fresh.param_groups()[0].options()).lr(), 0.02);
+    QVERIFY(torch::equal(a2, torch::zeros({3, 4})) && torch::equal(b2, torch::zeros({5})));
+    // The same tensors with good metadata load.
+    hh::jobs::loadTrainingCheckpoint(good, fresh);
+    QVERIFY(torch::equal(a2, a) && torch::equal(b2, b));
+  }
 };
 
 }  // namespace
 
 HH_TEST_SUITE(TestNoPickle, "engine.security.no_pickle", &TestNoPickle::sourcesCallNoPickleSerializer,
-              &TestNoPickle::legacyPickleCheckpointIsRefused, &TestNoPickle::checkpointRoundTripsAndValidates)
+              &TestNoPickle::legacyPickleCheckpointIsRefused, &TestNoPickle::checkpointRoundTripsAndValidates,
+              &TestNoPickle::badMetadataChangesNothing)
 
 }  // namespace test_no_pickle
 
