@@ -126,6 +126,74 @@ TransformerModel::LayerContext TransformerModel::makeContext(const torch::Tensor
   return context;
 }
 
+namespace {
+
+// q [B,H,T,D] scaled so that the 1/sqrt(D) of the attention forms gives the model's own scale.
+torch::Tensor scaleQueries(const ModelConfig& config, int64_t layer, torch::Tensor q) {
+  double scale = config.attentionScale > 0 ? config.attentionScale : 1.0 / std::sqrt(double(config.headDim));
+  if (config.scaleByInverseLayer) scale /= double(layer + 1);
+  const double qFactor = scale * std::sqrt(double(config.headDim));
+  return std::abs(qFactor - 1.0) > 1e-12 ? q * qFactor : q;
+}
+
+struct SoftmaxResult {
+  torch::Tensor weights;  // [B,H,T,T], >= fp32; only when asked to keep them
+  torch::Tensor output;   // [B,H,T,D]
+};
+
+SoftmaxResult softmaxForward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
+                             const torch::Tensor& keyMask, bool keepWeights) {
+  const bool needsGradient =
+      at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  // Inference, or a frozen teacher's layer (stage 1), that keeps no weights: a block of query
+  // rows at a time, not [B,H,T,T] at once.
+  if (!needsGradient && !keepWeights) return {{}, attn::softmaxAttentionInBlocks(q, k, v, causal, keyMask)};
+  // Training through softmax on a GPU, weights not kept: PyTorch's fused attention where it serves.
+  if (q.is_cuda() && !keepWeights) return {{}, attn::softmaxAttention(q, k, v, causal, keyMask)};
+  auto weights = attn::softmaxWeights(q, k, causal, keyMask);
+  return {weights, torch::matmul(weights.to(v.scalar_type()), v)};
+}
+
+// What one layer computed, for its capture.
+struct LayerTensors {
+  torch::Tensor q, k, v;                                 // [B,H,T,D], k and v expanded to H heads
+  torch::Tensor hidden;                                  // [B,T,C] or undefined
+  attn::LinearAttentionImpl::AdditiveFeatures features;  // defined: captured in place of both weights
+  SoftmaxResult softmax;
+  torch::Tensor linearOutput;  // [B,H,T,D] when the linear form ran
+};
+
+LayerCapture makeCapture(int64_t layer, const CaptureRequest& request, const LayerTensors& t,
+                         attn::LinearAttention linear, const torch::Tensor& keyMask) {
+  const auto kept = [&](const torch::Tensor& x) { return request.keepGraph ? x : x.detach(); };
+  const bool byFeatures = t.features.fq.defined();
+  LayerCapture c;
+  c.layer = layer;
+  if (request.queriesKeys) {
+    c.values = t.v.detach();
+    if (t.hidden.defined()) c.hidden = t.hidden.detach();
+  }
+  if (request.queriesKeys || byFeatures) {
+    c.queries = t.q.detach();
+    c.keys = t.k.detach();
+  }
+  if (byFeatures) {
+    c.queryFeatures = kept(t.features.fq);
+    c.keyFeatures = kept(t.features.fk);
+    c.normaliserEps = t.features.eps;
+  }
+  if (t.softmax.weights.defined()) c.softmaxWeights = t.softmax.weights.detach();
+  if (linear && request.linearWeights && !byFeatures)
+    c.linearWeights = kept(linear->weights(t.q, t.k, t.hidden, keyMask));
+  if (request.outputs) {
+    c.softmaxOutput = t.softmax.output.detach();
+    if (t.linearOutput.defined()) c.linearOutput = kept(t.linearOutput);
+  }
+  return c;
+}
+
+}  // namespace
+
 torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Tensor k, torch::Tensor v,
                                        const torch::Tensor& hidden, const LayerContext& context) {
   // q [B,H,T,D]; k, v [B,Hkv,T,D]
@@ -135,68 +203,26 @@ torch::Tensor TransformerModel::attend(int64_t layer, torch::Tensor q, torch::Te
     k = k.repeat_interleave(groups, 1);
     v = v.repeat_interleave(groups, 1);
   }
-  // softmaxWeights divides by sqrt(D); other scales are folded into q.
-  double scale = config_.attentionScale > 0 ? config_.attentionScale : 1.0 / std::sqrt(double(config_.headDim));
-  if (config_.scaleByInverseLayer) scale /= double(layer + 1);
-  const double qFactor = scale * std::sqrt(double(config_.headDim));
-  if (std::abs(qFactor - 1.0) > 1e-12) q = q * qFactor;
+  q = scaleQueries(config_, layer, std::move(q));
 
   const auto& options = *context.options;
   const auto* request = options.capture;
   const bool capturing = request && request->wants(layer);
   attn::LinearAttention linear = linear_.empty() ? attn::LinearAttention(nullptr) : linear_[static_cast<size_t>(layer)];
   const bool useLinear = linear && !options.teacher;
-
   const bool wantOutputs = capturing && request->outputs;
-  attn::LinearAttentionImpl::AdditiveFeatures features;  // for the fused distillation loss, in place of both weights
-  if (capturing && request->additiveFeatures && linear) features = linear->additiveFeatures(q, k, context.keyMask);
-  const bool byFeatures = features.fq.defined();
-  const bool wantSoftmaxWeights = capturing && request->softmaxWeights && !byFeatures;
-  torch::Tensor softmaxW, softmaxOut, linearOut;
-  if (!useLinear || wantSoftmaxWeights || wantOutputs) {
-    const bool softmaxNeedsGradient =
-        at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-    if (!softmaxNeedsGradient && !wantSoftmaxWeights) {
-      // Inference, or a frozen teacher's layer (stage 1), that keeps no weights: a block of query
-      // rows at a time, not [B,H,T,T] at once.
-      softmaxOut = attn::softmaxAttentionInBlocks(q, k, v, config_.causal, context.keyMask);
-    } else if (q.is_cuda() && !wantSoftmaxWeights) {
-      // Training through softmax on a GPU, weights not kept: PyTorch's fused attention where it serves.
-      softmaxOut = attn::softmaxAttention(q, k, v, config_.causal, context.keyMask);
-    } else {
-      softmaxW = attn::softmaxWeights(q, k, config_.causal, context.keyMask);  // [B,H,T,T], >= fp32
-      softmaxOut = torch::matmul(softmaxW.to(v.scalar_type()), v);
-    }
-  }
+
+  LayerTensors t{q, k, v, hidden, {}, {}, {}};
+  if (capturing && request->additiveFeatures && linear) t.features = linear->additiveFeatures(q, k, context.keyMask);
+  const bool wantSoftmaxWeights = capturing && request->softmaxWeights && !t.features.fq.defined();
+  if (!useLinear || wantSoftmaxWeights || wantOutputs)
+    t.softmax = softmaxForward(q, k, v, config_.causal, context.keyMask, wantSoftmaxWeights);
   if (linear && (useLinear || wantOutputs))
-    linearOut = linear->forward(q, k, v, hidden, options.form, context.keyMask);
-  const torch::Tensor out = useLinear ? linearOut : softmaxOut;
+    t.linearOutput = linear->forward(q, k, v, hidden, options.form, context.keyMask);
+  const torch::Tensor out = useLinear ? t.linearOutput : t.softmax.output;
 
   if (capturing) {
-    LayerCapture c;
-    c.layer = layer;
-    if (request->queriesKeys) {
-      c.values = v.detach();
-      if (hidden.defined()) c.hidden = hidden.detach();
-    }
-    if (request->queriesKeys || byFeatures) {
-      c.queries = q.detach();
-      c.keys = k.detach();
-    }
-    if (byFeatures) {
-      c.queryFeatures = request->keepGraph ? features.fq : features.fq.detach();
-      c.keyFeatures = request->keepGraph ? features.fk : features.fk.detach();
-      c.normaliserEps = features.eps;
-    }
-    if (wantSoftmaxWeights) c.softmaxWeights = softmaxW.detach();
-    if (linear && request->linearWeights && !byFeatures) {
-      auto w = linear->weights(q, k, hidden, context.keyMask);
-      c.linearWeights = request->keepGraph ? w : w.detach();
-    }
-    if (wantOutputs) {
-      c.softmaxOutput = softmaxOut.detach();
-      if (linearOut.defined()) c.linearOutput = request->keepGraph ? linearOut : linearOut.detach();
-    }
+    auto c = makeCapture(layer, *request, t, linear, context.keyMask);
     if (request->consume) request->consume(c);
     else context.captures->push_back(std::move(c));
   }
