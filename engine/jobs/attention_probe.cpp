@@ -81,6 +81,55 @@ void measureTables(ProbeResult& result, const ProbeRequest& request, const model
     result.candidateHeads[m].measureLinear(l, c.softmaxWeights, a, ranked, valid);
   }
 }
+
+// The result before any layer has run: every table NaN, one set of measures per candidate.
+ProbeResult emptyProbeResult(int L, int H, const ProbeRequest& request) {
+  ProbeResult result;
+  result.heads = HeadMeasures(L, H);
+  const auto empty = [&](const char* name) { return HeadTable{name, L, H, std::vector<double>(size_t(L * H), kNaN)}; };
+  result.previousToken = empty("previous_token");
+  result.firstToken = empty("first_token");
+  result.induction = empty("induction");
+  result.outputError = empty("output_error");
+  result.candidateHeads.assign(request.candidates.size(), HeadMeasures(L, H));
+  return result;
+}
+
+// The layer's previous-token, first-token and induction scores per head.
+void measurePatterns(ProbeResult& result, const models::LayerCapture& c, const torch::Tensor& ids) {
+  const auto patterns = metrics::headPatterns(c.softmaxWeights, ids);
+  const int l = static_cast<int>(c.layer);
+  putHeads(result.previousToken, l, 0, patterns.previousToken);
+  putHeads(result.firstToken, l, 0, patterns.firstToken);
+  putHeads(result.induction, l, 0, patterns.induction);
+}
+
+// The snapshots (and monotonicity curves) asked for in this layer. valid [B|1, 1, T, T].
+void takeSnapshots(ProbeResult& result, const ProbeRequest& request, const models::LayerCapture& c,
+                   const torch::Tensor& valid) {
+  const int64_t T = c.softmaxWeights.size(-1);
+  const int heads = static_cast<int>(c.softmaxWeights.size(1));
+  for (const auto& [pl, ph] : request.snapshotPairs) {
+    if (pl != c.layer || ph < 0 || ph >= heads) continue;
+    AttentionSnapshot snap;
+    snap.layer = pl;
+    snap.head = ph;
+    snap.size = static_cast<int>(std::min<int64_t>(T, request.snapshotSize));
+    snap.softmax = runs::poolMaps(toFloats(c.softmaxWeights[0][ph]), 1, static_cast<int>(T), snap.size);
+    if (c.linearWeights.defined())
+      snap.linear = runs::poolMaps(toFloats(c.linearWeights[0][ph]), 1, static_cast<int>(T), snap.size);
+    result.snapshots.push_back(std::move(snap));
+    if (request.curveBins <= 0) continue;
+    const auto scores = fp32Scores(c.queries.narrow(0, 0, 1).narrow(1, ph, 1),
+                                   c.keys.narrow(0, 0, 1).narrow(1, ph, 1))[0][0];  // [T, T]
+    const auto pairValid = valid[0][0];                                             // [T, T]
+    const auto curve = [&](const torch::Tensor& weights) {
+      return toRow(metrics::monotonicityCurve(scores, weights[0][ph], pairValid, request.curveBins));
+    };
+    result.curves.push_back(curve(c.softmaxWeights));
+    result.curves.push_back(c.linearWeights.defined() ? curve(c.linearWeights) : emptyCurve(request.curveBins));
+  }
+}
 }  // namespace
 
 HeadMeasures::HeadMeasures(int layers, int heads) {
@@ -135,66 +184,30 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
   at::NoGradGuard noGrad;
   const auto& config = model.config();
   const int L = static_cast<int>(config.layers), H = static_cast<int>(config.heads);
+  for (const auto& modules : request.candidates)
+    TORCH_CHECK(static_cast<int>(modules.size()) == L, "probeAttention: a candidate has ", modules.size(),
+                " layers, the model ", L);
   models::CaptureRequest capture;
   capture.queriesKeys = request.tables || (request.curveBins > 0 && !request.snapshotPairs.empty());
+  capture.outputs = request.outputs;
   models::ForwardOptions options;
   options.capture = &capture;
   options.attentionMask = mask;
   options.teacher = true;  // measure each layer on the teacher's activations, as distillation does
   options.computeLogits = false;
 
-  ProbeResult result;
-  result.heads = HeadMeasures(L, H);
-  const auto empty = [&](const char* name) { return HeadTable{name, L, H, std::vector<double>(size_t(L * H), kNaN)}; };
-  result.previousToken = empty("previous_token");
-  result.firstToken = empty("first_token");
-  result.induction = empty("induction");
-  result.outputError = empty("output_error");
-  capture.outputs = request.outputs;
-  result.candidateHeads.assign(request.candidates.size(), HeadMeasures(L, H));
-  for (const auto& modules : request.candidates)
-    TORCH_CHECK(static_cast<int>(modules.size()) == L, "probeAttention: a candidate has ", modules.size(),
-                " layers, the model ", L);
+  ProbeResult result = emptyProbeResult(L, H, request);
   const auto keyMask = mask.defined() ? mask.to(torch::kBool) : torch::Tensor();
   const int64_t T = ids.size(1);
   // Each layer is reduced to its numbers as soon as it has run (one layer's maps alive at a time).
   capture.consume = [&](const models::LayerCapture& c) {
-    const int l = static_cast<int>(c.layer);
     const auto valid = attn::validPairs(T, T, config.causal, keyMask, ids.device());  // [B|1,1,T,T]
-    if (request.patterns) {
-      const auto patterns = metrics::headPatterns(c.softmaxWeights, ids);
-      for (int h = 0; h < H; ++h) {
-        const size_t i = static_cast<size_t>(l * H + h);
-        result.previousToken.values[i] = patterns.previousToken[h].item<double>();
-        result.firstToken.values[i] = patterns.firstToken[h].item<double>();
-        result.induction.values[i] = patterns.induction[h].item<double>();
-      }
-    }
-    if (request.outputs && c.linearOutput.defined()) {
-      const auto perHead = relativeOutputError(c.softmaxOutput, c.linearOutput, mask);  // [H]
-      for (int h = 0; h < H; ++h) result.outputError.values[static_cast<size_t>(l * H + h)] = perHead[h].item<double>();
-    }
+    if (request.patterns) measurePatterns(result, c, ids);
+    if (request.outputs && c.linearOutput.defined())
+      putHeads(result.outputError, static_cast<int>(c.layer), 0,
+               relativeOutputError(c.softmaxOutput, c.linearOutput, mask));
     if (request.tables) measureTables(result, request, c, valid, keyMask);
-    for (const auto& [pl, ph] : request.snapshotPairs) {
-      if (pl != l || ph < 0 || ph >= H) continue;
-      AttentionSnapshot snap;
-      snap.layer = pl;
-      snap.head = ph;
-      snap.size = static_cast<int>(std::min<int64_t>(T, request.snapshotSize));
-      snap.softmax = runs::poolMaps(toFloats(c.softmaxWeights[0][ph]), 1, static_cast<int>(T), snap.size);
-      if (c.linearWeights.defined())
-        snap.linear = runs::poolMaps(toFloats(c.linearWeights[0][ph]), 1, static_cast<int>(T), snap.size);
-      result.snapshots.push_back(std::move(snap));
-      if (request.curveBins > 0) {
-        const auto scores = fp32Scores(c.queries.narrow(0, 0, 1).narrow(1, ph, 1),
-                                       c.keys.narrow(0, 0, 1).narrow(1, ph, 1))[0][0];  // [T, T]
-        const auto pairValid = valid[0][0];                                                         // [T, T]
-        result.curves.push_back(toRow(metrics::monotonicityCurve(scores, c.softmaxWeights[0][ph], pairValid, request.curveBins)));
-        result.curves.push_back(c.linearWeights.defined()
-                                    ? toRow(metrics::monotonicityCurve(scores, c.linearWeights[0][ph], pairValid, request.curveBins))
-                                    : emptyCurve(request.curveBins));
-      }
-    }
+    takeSnapshots(result, request, c, valid);
   };
   model.forward(ids, options);
   return result;
