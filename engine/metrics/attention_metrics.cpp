@@ -17,6 +17,7 @@
 #include <limits>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace hh::metrics {
@@ -301,6 +302,55 @@ torch::Tensor headSpearman(const RankedScores& scores, const torch::Tensor& weig
 // From this many pairs on, monotonicityCurve bins the central 99.8 % of the scores.
 constexpr int64_t kCurveTrimMinPairs = 2000;
 
+namespace {
+
+// The bins span the scores' central range: with many pairs, from the 0.1th to the 99.9th
+// percentile, the few beyond counted in the edge bins. A handful of outlying scores (a token
+// attending to itself) would otherwise stretch the axis into bins of one or two pairs, drawn as
+// stray points far from the curve. sv [N], N >= 1.
+std::pair<double, double> curveRange(const torch::Tensor& sv) {
+  const int64_t n = sv.numel();
+  if (n < kCurveTrimMinPairs) return {sv.min().item<double>(), sv.max().item<double>()};
+  const int64_t tail = n / 1000;
+  return {std::get<0>(sv.kthvalue(tail + 1)).item<double>(), std::get<0>(sv.kthvalue(n - tail)).item<double>()};
+}
+
+// The bin of each score sv [N] -> [N] int64; writes the bins' centres into `centers`.
+torch::Tensor binOfEachScore(const torch::Tensor& sv, int bins, std::vector<double>& centers) {
+  const auto [lo, hi] = curveRange(sv);
+  const double width = (hi - lo) / bins;
+  if (width > 0.0) {
+    // Bin b holds lo + b*width <= s < lo + (b+1)*width; the maximum goes into the last bin.
+    for (int b = 0; b < bins; ++b) centers[b] = lo + (b + 0.5) * width;
+    return torch::floor((sv - lo) / width).clamp(0, bins - 1).to(torch::kLong);
+  }
+  // All scores equal (or a range too narrow to split): every pair goes into bin bins/2, centred on
+  // the score; the other bins are empty, 1/bins wide, so the curve keeps `bins` entries.
+  for (int b = 0; b < bins; ++b) centers[b] = lo + (b - bins / 2) * (1.0 / bins);
+  return torch::full_like(sv, bins / 2, torch::kLong);
+}
+
+// Count, mean and population standard deviation of the weights wv [N] in each bin idx [N].
+void fillBinStatistics(MonotonicityCurve& curve, const torch::Tensor& idx, const torch::Tensor& wv, int bins) {
+  const auto count = torch::zeros({bins}, torch::kLong).index_add_(0, idx, torch::ones_like(idx));
+  const auto countD = count.to(torch::kDouble);
+  const auto mean = torch::zeros({bins}, torch::kDouble).index_add_(0, idx, wv) / countD;
+  const auto dev = wv - mean.index_select(0, idx);
+  const auto stdv = (torch::zeros({bins}, torch::kDouble).index_add_(0, idx, dev * dev) / countD).sqrt();
+  const auto countA = count.accessor<int64_t, 1>();
+  const auto meanA = mean.accessor<double, 1>();
+  const auto stdA = stdv.accessor<double, 1>();
+  for (int b = 0; b < bins; ++b) {
+    curve.count[b] = countA[b];
+    if (countA[b] > 0) {
+      curve.mean[b] = meanA[b];
+      curve.stddev[b] = stdA[b];
+    }
+  }
+}
+
+}  // namespace
+
 MonotonicityCurve monotonicityCurve(const torch::Tensor& scores, const torch::Tensor& weights,
                                     const torch::Tensor& valid, int bins) {
   // scores, weights [..., Tq, Tk] -> `bins` bins over the valid pairs with a finite score
@@ -320,48 +370,7 @@ MonotonicityCurve monotonicityCurve(const torch::Tensor& scores, const torch::Te
   curve.stddev.assign(bins, kNaN);
   curve.count.assign(bins, 0);
   if (sv.numel() == 0) return curve;
-
-  // The bins span the scores' central range: with many pairs, from the 0.1th to the 99.9th
-  // percentile, the few beyond counted in the edge bins. A handful of outlying scores (a token
-  // attending to itself) would otherwise stretch the axis into bins of one or two pairs, drawn
-  // as stray points far from the curve.
-  double lo = sv.min().item<double>(), hi = sv.max().item<double>();
-  const int64_t n = sv.numel();
-  if (n >= kCurveTrimMinPairs) {
-    const int64_t tail = n / 1000;
-    lo = std::get<0>(sv.kthvalue(tail + 1)).item<double>();
-    hi = std::get<0>(sv.kthvalue(n - tail)).item<double>();
-  }
-  double width = (hi - lo) / bins;
-  torch::Tensor idx;  // [N] bin of each pair
-  if (width > 0.0) {
-    // Bin b holds lo + b*width <= s < lo + (b+1)*width; the maximum goes into the last bin.
-    for (int b = 0; b < bins; ++b) curve.binCenters[b] = lo + (b + 0.5) * width;
-    idx = torch::floor((sv - lo) / width).clamp(0, bins - 1).to(torch::kLong);
-  } else {
-    // All scores equal (or a range too narrow to split): every pair goes into bin bins/2, centred
-    // on the score; the other bins are empty, 1/bins wide, so the curve keeps `bins` entries.
-    width = 1.0 / bins;
-    for (int b = 0; b < bins; ++b) curve.binCenters[b] = lo + (b - bins / 2) * width;
-    idx = torch::full_like(sv, bins / 2, torch::kLong);
-  }
-  const auto count = torch::zeros({bins}, torch::kLong).index_add_(0, idx, torch::ones_like(idx));
-  const auto countD = count.to(torch::kDouble);
-  const auto mean = torch::zeros({bins}, torch::kDouble).index_add_(0, idx, wv) / countD;
-  const auto dev = wv - mean.index_select(0, idx);
-  const auto var = torch::zeros({bins}, torch::kDouble).index_add_(0, idx, dev * dev) / countD;
-  const auto stdv = var.sqrt();
-
-  const auto countA = count.accessor<int64_t, 1>();
-  const auto meanA = mean.accessor<double, 1>();
-  const auto stdA = stdv.accessor<double, 1>();
-  for (int b = 0; b < bins; ++b) {
-    curve.count[b] = countA[b];
-    if (countA[b] > 0) {
-      curve.mean[b] = meanA[b];
-      curve.stddev[b] = stdA[b];
-    }
-  }
+  fillBinStatistics(curve, binOfEachScore(sv, bins, curve.binCenters), wv, bins);
   return curve;
 }
 
