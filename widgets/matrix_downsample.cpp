@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace hh::widgets {
 
@@ -36,6 +37,67 @@ DownsampledMatrix downsampleMatrix(int rows, int cols, const float* values, int 
                           (cols + maxCols - 1) / maxCols, reduce);
 }
 
+namespace {
+
+// One reduction's step: `a` the running value, v the next value (NaN kept out without a branch on
+// it: a comparison with NaN is false, and v == v only for non-NaN v, so the loops vectorise).
+template <BlockReduce R>
+inline float reduceStep(float a, float v) {
+  if constexpr (R == BlockReduce::Max) return v > a ? v : a;
+  if constexpr (R == BlockReduce::Mean) return a + (v == v ? v : 0.0f);
+  return std::fabs(v) > std::fabs(a) ? v : a;  // AbsMax
+}
+
+// The region's rows [row0, rowEnd) x columns [col0, colEnd) copied cell for cell (blocks of 1 x 1).
+void copyRegion(DownsampledMatrix& out, int cols, const float* values) {
+  out.values.resize(std::size_t(out.rows) * std::size_t(out.cols));
+  for (int r = 0; r < out.rows; ++r) {
+    const float* src = values + std::size_t(out.row0 + r) * std::size_t(cols) + std::size_t(out.col0);
+    std::copy(src, src + out.cols, out.values.begin() + std::ptrdiff_t(r) * out.cols);
+  }
+}
+
+// Display row `br`: its source rows in memory order, each accumulated into every display cell.
+// acc and count [out.cols] are scratch. Kept out of line: inlined into the dispatch below, GCC 12
+// made the AbsMax loop 25 % slower on a 4096 x 4096 map (23 against 18 ms; Max and Mean unchanged).
+template <BlockReduce R>
+__attribute__((noinline)) void reduceBlockRow(DownsampledMatrix& out, int br, int rowEnd, int colEnd, int cols,
+                                              const float* values, std::vector<float>& acc, std::vector<int>& count) {
+  std::fill(acc.begin(), acc.end(), R == BlockReduce::Max ? -std::numeric_limits<float>::infinity() : 0.0f);
+  std::fill(count.begin(), count.end(), 0);
+  const int r0 = out.row0 + br * out.blockRows, r1 = std::min(rowEnd, r0 + out.blockRows);
+  for (int r = r0; r < r1; ++r) {
+    const float* row = values + std::size_t(r) * std::size_t(cols);
+    for (int bc = 0; bc < out.cols; ++bc) {
+      const int c0 = out.col0 + bc * out.blockCols, c1 = std::min(colEnd, c0 + out.blockCols);
+      float a = acc[std::size_t(bc)];
+      int finite = 0;
+      for (int c = c0; c < c1; ++c) {
+        const float v = row[c];
+        finite += v == v;
+        a = reduceStep<R>(a, v);
+      }
+      acc[std::size_t(bc)] = a;
+      count[std::size_t(bc)] += finite;
+    }
+  }
+  float* dst = out.values.data() + std::size_t(br) * std::size_t(out.cols);
+  for (int bc = 0; bc < out.cols; ++bc) {
+    const int n = count[std::size_t(bc)];
+    if (n == 0) continue;  // all masked: stays NaN
+    dst[bc] = R == BlockReduce::Mean ? acc[std::size_t(bc)] / float(n) : acc[std::size_t(bc)];
+  }
+}
+
+template <BlockReduce R>
+void reduceBlocks(DownsampledMatrix& out, int rowEnd, int colEnd, int cols, const float* values) {
+  std::vector<float> acc(std::size_t(out.cols));
+  std::vector<int> count(std::size_t(out.cols));
+  for (int br = 0; br < out.rows; ++br) reduceBlockRow<R>(out, br, rowEnd, colEnd, cols, values, acc, count);
+}
+
+}  // namespace
+
 DownsampledMatrix downsampleRegion(int rows, int cols, const float* values, MatrixRegion region, int blockRows,
                                    int blockCols, BlockReduce reduce) {
   DownsampledMatrix out;
@@ -48,68 +110,23 @@ DownsampledMatrix downsampleRegion(int rows, int cols, const float* values, Matr
   out.col0 = region.col0;
   out.blockRows = std::max(blockRows, 1);
   out.blockCols = std::max(blockCols, 1);
-  const int spanRows = rowEnd - region.row0, spanCols = colEnd - region.col0;
-  out.rows = (spanRows + out.blockRows - 1) / out.blockRows;
-  out.cols = (spanCols + out.blockCols - 1) / out.blockCols;
-  const float nan = std::numeric_limits<float>::quiet_NaN();
+  out.rows = (rowEnd - region.row0 + out.blockRows - 1) / out.blockRows;
+  out.cols = (colEnd - region.col0 + out.blockCols - 1) / out.blockCols;
   if (out.blockRows == 1 && out.blockCols == 1) {
-    out.values.resize(std::size_t(out.rows) * std::size_t(out.cols));
-    for (int r = 0; r < out.rows; ++r) {
-      const float* src = values + std::size_t(region.row0 + r) * std::size_t(cols) + std::size_t(region.col0);
-      std::copy(src, src + out.cols, out.values.begin() + std::ptrdiff_t(r) * out.cols);
-    }
+    copyRegion(out, cols, values);
     return out;
   }
-  out.values.assign(std::size_t(out.rows) * std::size_t(out.cols), nan);
-
-  // Accumulators for one display row: the running reduction and the finite count.
-  std::vector<float> acc(std::size_t(out.cols));
-  std::vector<int> count(std::size_t(out.cols));
-  for (int br = 0; br < out.rows; ++br) {
-    std::fill(acc.begin(), acc.end(), reduce == BlockReduce::Max ? -std::numeric_limits<float>::infinity() : 0.0f);
-    std::fill(count.begin(), count.end(), 0);
-    const int r0 = region.row0 + br * out.blockRows, r1 = std::min(rowEnd, r0 + out.blockRows);
-    for (int r = r0; r < r1; ++r) {
-      const float* row = values + std::size_t(r) * std::size_t(cols);
-      for (int bc = 0; bc < out.cols; ++bc) {
-        const int c0 = region.col0 + bc * out.blockCols, c1 = std::min(colEnd, c0 + out.blockCols);
-        float a = acc[std::size_t(bc)];
-        int n = 0;
-        // One loop per reduction, without branches on NaN (a comparison with NaN is false, and
-        // v == v only for non-NaN v), so the hot loop vectorises.
-        switch (reduce) {
-          case BlockReduce::Max:
-            for (int c = c0; c < c1; ++c) {
-              const float v = row[c];
-              n += v == v;
-              a = v > a ? v : a;
-            }
-            break;
-          case BlockReduce::Mean:
-            for (int c = c0; c < c1; ++c) {
-              const float v = row[c];
-              n += v == v;
-              a += v == v ? v : 0.0f;
-            }
-            break;
-          case BlockReduce::AbsMax:
-            for (int c = c0; c < c1; ++c) {
-              const float v = row[c];
-              n += v == v;
-              a = std::fabs(v) > std::fabs(a) ? v : a;
-            }
-            break;
-        }
-        acc[std::size_t(bc)] = a;
-        count[std::size_t(bc)] += n;
-      }
-    }
-    float* dst = out.values.data() + std::size_t(br) * std::size_t(out.cols);
-    for (int bc = 0; bc < out.cols; ++bc) {
-      const int n = count[std::size_t(bc)];
-      if (n == 0) continue;  // all masked: stays NaN
-      dst[bc] = reduce == BlockReduce::Mean ? acc[std::size_t(bc)] / float(n) : acc[std::size_t(bc)];
-    }
+  out.values.assign(std::size_t(out.rows) * std::size_t(out.cols), std::numeric_limits<float>::quiet_NaN());
+  switch (reduce) {
+    case BlockReduce::Max:
+      reduceBlocks<BlockReduce::Max>(out, rowEnd, colEnd, cols, values);
+      break;
+    case BlockReduce::Mean:
+      reduceBlocks<BlockReduce::Mean>(out, rowEnd, colEnd, cols, values);
+      break;
+    case BlockReduce::AbsMax:
+      reduceBlocks<BlockReduce::AbsMax>(out, rowEnd, colEnd, cols, values);
+      break;
   }
   return out;
 }
