@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "engine/core/process_memory.h"
+#include "engine/io/durable_file.h"
 #include "engine/jobs/convert_job.h"
 #include "engine/jobs/run_support.h"
 #include "engine/jobs/train_job.h"
@@ -149,6 +150,38 @@ bool reusable(const fs::path& record, const nlohmann::json& config, VariantResul
   }
 }
 
+// Runs one variant's job into its run folder and records how it ended in `record` (written whole
+// or not at all, so a killed experiment never leaves a half record).
+void runVariant(const ExperimentConfig& c, const nlohmann::json& config, const fs::path& record,
+                const ExperimentOptions& options, VariantObserver& observer, VariantResult& vr) {
+  fs::create_directories(record.parent_path());
+  fs::remove(record);
+  releaseFreeMemory();  // what the variant before freed, back to the system before this one allocates
+  const auto t0 = std::chrono::steady_clock::now();
+  Outcome outcome{JobStatus::Failed, ""};
+  try {
+    outcome = runJob(c.job, jobConfig(c.job, config, options), observer);
+  } catch (const std::exception& e) {
+    outcome = {JobStatus::Failed, e.what()};
+  }
+  vr.status = outcome.status;
+  vr.message = outcome.message;
+  vr.seconds = secondsSince(t0);
+  const nlohmann::json entry{
+      {"config", config}, {"status", toString(vr.status)}, {"message", vr.message}, {"seconds", vr.seconds}};
+  io::writeFileAtomically(record.string(), entry.dump(2) + "\n");
+}
+
+// The overall status and message once the variants are in the summary.
+void finishResult(ExperimentResult& result, size_t variants) {
+  int failed = 0;
+  for (const auto& v : result.variants) failed += v.status == JobStatus::Failed;
+  if (result.status != JobStatus::Cancelled && failed > 0) result.status = JobStatus::Failed;
+  result.message = std::to_string(result.variants.size()) + " of " + std::to_string(variants) +
+                   " variants in the summary" + (failed ? ", " + std::to_string(failed) + " failed" : "") + " (" +
+                   result.summaryCsv + ")";
+}
+
 }  // namespace
 
 std::vector<std::string> pendingVariants(const ExperimentConfig& c, const ExperimentOptions& options) {
@@ -191,24 +224,8 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
         break;
       }
       observer.log(prefix + "running " + c.job + " into " + dir.string());
-      fs::create_directories(dir);
-      fs::remove(record);
-      releaseFreeMemory();  // what the variant before freed, back to the system before this one allocates
-      const auto t0 = std::chrono::steady_clock::now();
       VariantObserver inner(observer, prefix);
-      Outcome outcome{JobStatus::Failed, ""};
-      try {
-        outcome = runJob(c.job, jobConfig(c.job, config, options), inner);
-      } catch (const std::exception& e) {
-        outcome = {JobStatus::Failed, e.what()};
-      }
-      vr.status = outcome.status;
-      vr.message = outcome.message;
-      vr.seconds = secondsSince(t0);
-      std::ofstream(record) << nlohmann::json{{"config", config}, {"status", toString(vr.status)},
-                                              {"message", vr.message}, {"seconds", vr.seconds}}
-                                   .dump(2)
-                            << "\n";
+      runVariant(c, config, record, options, inner, vr);
       observer.log(prefix + toString(vr.status) + " in " + csvNumber(vr.seconds) + " s: " + vr.message);
     }
     vr.metrics = finalMetrics(vr.runDir);
@@ -219,11 +236,7 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
     }
   }
   writeSummary(c, result.variants, result);
-  int failed = 0;
-  for (const auto& v : result.variants) failed += v.status == JobStatus::Failed;
-  if (result.status != JobStatus::Cancelled && failed > 0) result.status = JobStatus::Failed;
-  result.message = std::to_string(result.variants.size()) + " of " + std::to_string(n) + " variants in the summary" +
-                   (failed ? ", " + std::to_string(failed) + " failed" : "") + " (" + result.summaryCsv + ")";
+  finishResult(result, n);
   result.seconds = secondsSince(started);
   return result;
 }
