@@ -12,7 +12,10 @@ namespace hh::io {
 void syncFile(const std::string& path);
 void syncDirectory(const std::string& path);
 
-// `text` to `path + ".tmp"`, fsync, rename over `path`, fsync of the parent folder.
+// `text` to a temporary file beside `path` (`path.tmp.<pid>.<n>`: unique to the call, so writers
+// of the same file in several processes or threads never share one), fsync, rename over `path`,
+// fsync of the parent folder. Of concurrent writers the last rename wins, whole. A failed write
+// removes its temporary file; a killed one leaves it behind (never read).
 void writeFileAtomically(const std::string& path, const std::string& text);
 
 }  // namespace hh::io

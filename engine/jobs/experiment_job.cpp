@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "engine/core/process_memory.h"
@@ -116,11 +117,11 @@ void writeSummary(const ExperimentConfig& c, const std::vector<VariantResult>& v
   fs::create_directories(c.runDir);
   result.summaryJson = (fs::path(c.runDir) / "summary.json").string();
   result.summaryCsv = (fs::path(c.runDir) / "summary.csv").string();
-  std::ofstream(result.summaryJson) << experimentSummary(c, variants).dump(2) << "\n";
+  io::writeFileAtomically(result.summaryJson, experimentSummary(c, variants).dump(2) + "\n");
   std::set<std::string> keys;
   for (const auto& v : variants)
     for (const auto& [k, value] : v.metrics) keys.insert(k);
-  std::ofstream csv(result.summaryCsv);
+  std::ostringstream csv;
   csv << "variant,status,seconds,reused";
   for (const auto& k : keys) csv << "," << k;
   csv << "\n";
@@ -132,6 +133,7 @@ void writeSummary(const ExperimentConfig& c, const std::vector<VariantResult>& v
     }
     csv << "\n";
   }
+  io::writeFileAtomically(result.summaryCsv, csv.str());
 }
 
 // The record of a completed variant, when its config equals `config`.

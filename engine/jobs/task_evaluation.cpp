@@ -10,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "engine/io/durable_file.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/training_support.h"
 #include "engine/metrics/attention_metrics.h"
@@ -119,9 +120,8 @@ std::vector<std::pair<int, int>> taskSnapshotPairs(int layers, int heads) {
 void writeTaskFile(const std::string& dir, const nlohmann::json& task, int64_t vocabSize,
                    const std::vector<std::string>& tokenNames) {
   const auto path = std::filesystem::path(dir) / "task.json";
-  std::ofstream out(path);
-  out << nlohmann::json{{"task", task}, {"vocab_size", vocabSize}, {"token_names", tokenNames}}.dump(2) << "\n";
-  if (!out) throw std::runtime_error("cannot write " + path.string());
+  const nlohmann::json file{{"task", task}, {"vocab_size", vocabSize}, {"token_names", tokenNames}};
+  io::writeFileAtomically(path.string(), file.dump(2) + "\n");
 }
 
 }  // namespace hh::jobs
