@@ -48,6 +48,52 @@ void checkLabel(const std::string& where, const std::string& label) {
                              "\" is not a class: labels are integers 0..K-1 or names");
 }
 
+// One .jsonl line: {"text": string, "label": integer or string}. `where` is file:line.
+LabelledText parseJsonlLine(const std::string& line, const std::string& where, std::string& labelName) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::runtime_error(where + ": not JSON (" + e.what() + ")");
+  }
+  if (!j.is_object() || !j.contains("text") || !j["text"].is_string() || !j.contains("label"))
+    throw std::runtime_error(where + ": needs \"text\" (string) and \"label\" (integer or string)");
+  const auto& label = j["label"];
+  if (label.is_number_integer())
+    labelName = std::to_string(label.get<int64_t>());
+  else if (label.is_string())
+    labelName = label.get<std::string>();
+  else
+    throw std::runtime_error(where + ": \"label\" must be an integer or a string");
+  return {j["text"].get<std::string>(), 0};
+}
+
+// One .tsv line: label<TAB>text (only the first tab splits).
+LabelledText parseTsvLine(const std::string& line, const std::string& where, std::string& labelName) {
+  const auto tab = line.find('\t');
+  if (tab == std::string::npos) throw std::runtime_error(where + ": expected \"label<TAB>text\"");
+  labelName = line.substr(0, tab);
+  return {line.substr(tab + 1), 0};
+}
+
+// Integer labels keep their numeric meaning when they are exactly 0..K-1: relabels the examples
+// with their numbers and names the classes in that order. False (nothing changed) otherwise.
+bool keepNumericLabels(const LabelTable& labels, LabelledCorpus& corpus) {
+  // A number of more than 18 digits cannot be a class number, and would not fit std::stoll.
+  for (const auto& name : labels.names)
+    if (name.empty() || name.size() > 18 || name.find_first_not_of("0123456789") != std::string::npos) return false;
+  std::vector<int64_t> values;
+  for (const auto& name : labels.names) values.push_back(std::stoll(name));
+  auto sorted = values;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int64_t>(i)) return false;
+  for (auto& e : corpus.examples) e.label = values[static_cast<size_t>(e.label)];
+  corpus.labelNames.resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) corpus.labelNames[static_cast<size_t>(values[i])] = labels.names[i];
+  return true;
+}
+
 }  // namespace
 
 LabelledCorpus readClassificationFile(const std::string& path) {
@@ -64,52 +110,15 @@ LabelledCorpus readClassificationFile(const std::string& path) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     const auto where = path + ":" + std::to_string(number);
-    LabelledText example;
     std::string labelName;
-    if (jsonl) {
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw std::runtime_error(where + ": not JSON (" + e.what() + ")");
-      }
-      if (!j.is_object() || !j.contains("text") || !j["text"].is_string() || !j.contains("label"))
-        throw std::runtime_error(where + ": needs \"text\" (string) and \"label\" (integer or string)");
-      example.text = j["text"].get<std::string>();
-      const auto& label = j["label"];
-      if (label.is_number_integer()) labelName = std::to_string(label.get<int64_t>());
-      else if (label.is_string()) labelName = label.get<std::string>();
-      else throw std::runtime_error(where + ": \"label\" must be an integer or a string");
-    } else {
-      const auto tab = line.find('\t');
-      if (tab == std::string::npos) throw std::runtime_error(where + ": expected \"label<TAB>text\"");
-      labelName = line.substr(0, tab);
-      example.text = line.substr(tab + 1);
-      if (number == 1 && labelName == "label") continue;  // header
-    }
+    auto example = jsonl ? parseJsonlLine(line, where, labelName) : parseTsvLine(line, where, labelName);
+    if (!jsonl && number == 1 && labelName == "label") continue;  // header
     checkLabel(where, labelName);
     example.label = labels.idOf(labelName);
     corpus.examples.push_back(std::move(example));
   }
   if (corpus.examples.empty()) throw std::runtime_error(path + ": no examples");
-  // Integer labels keep their numeric meaning when they are exactly 0..K-1.
-  bool numeric = true;
-  for (const auto& name : labels.names) numeric = numeric && !name.empty() && name.find_first_not_of("0123456789") == std::string::npos;
-  if (numeric) {
-    std::vector<int64_t> values;
-    for (const auto& name : labels.names) values.push_back(std::stoll(name));
-    auto sorted = values;
-    std::sort(sorted.begin(), sorted.end());
-    bool dense = true;
-    for (size_t i = 0; i < sorted.size(); ++i) dense = dense && sorted[i] == static_cast<int64_t>(i);
-    if (dense) {
-      for (auto& e : corpus.examples) e.label = values[static_cast<size_t>(e.label)];
-      corpus.labelNames.resize(values.size());
-      for (size_t i = 0; i < values.size(); ++i) corpus.labelNames[static_cast<size_t>(values[i])] = labels.names[i];
-      return corpus;
-    }
-  }
-  corpus.labelNames = labels.names;
+  if (!keepNumericLabels(labels, corpus)) corpus.labelNames = labels.names;
   return corpus;
 }
 

@@ -69,6 +69,11 @@ class TestClassificationData : public QObject {
     write(dir.file("d.tsv"), "label\ttext\n");
     HH_VERIFY_THROWS_WITH(d::readClassificationFile(dir.file("d.tsv")), "no examples");
     HH_VERIFY_THROWS_WITH(d::readClassificationFile(dir.file("missing.tsv")), "missing.tsv");
+    // Numbers past 64 bits are not 0..K-1 either: they are class names, like other sparse numbers.
+    write(dir.file("e.tsv"), "0\tgood\n99999999999999999999\tbad\n1\tfine\n");
+    corpus = d::readClassificationFile(dir.file("e.tsv"));
+    QCOMPARE(corpus.labelNames, (std::vector<std::string>{"0", "99999999999999999999", "1"}));
+    QCOMPARE(labelsOf(corpus), (std::vector<int64_t>{0, 1, 2}));
   }
 
   void jsonlStringAndIntegerLabels() {
