@@ -75,6 +75,58 @@ std::vector<float> toVector(const torch::Tensor& t) {
   const auto flat = t.to(torch::kCPU, torch::kFloat).contiguous().view(-1);
   return {flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()};
 }
+
+gen::GenerateOptions generateOptions(const GenerationSettings& settings) {
+  gen::GenerateOptions options;
+  options.maxNewTokens = settings.maxTokens;
+  options.sampling.temperature = settings.temperature;
+  options.sampling.topK = settings.topK;
+  options.sampling.topP = settings.topP;
+  options.sampling.seed = settings.seed;
+  options.sampling.validate();
+  return options;
+}
+
+// One side's decoding in progress (no decoder: the side has no model).
+struct RunningSide {
+  std::unique_ptr<gen::Decoder> decoder;
+  std::unique_ptr<gen::TextStream> text;
+};
+
+GenerationToken tokenOf(int side, const gen::TokenEvent& event, gen::TextStream& text) {
+  GenerationToken token;
+  token.side = side;
+  token.index = int(event.index);
+  token.position = int(event.position);
+  token.piece = QString::fromStdString(text.push(event.token));
+  token.milliseconds = event.seconds * 1e3;
+  token.cacheBytes = event.cacheBytes;
+  token.stateNorms = toVector(event.stateNorms);
+  token.decay = toVector(event.decay);
+  return token;
+}
+
+GenerationSummary summaryOf(const gen::GenerateResult& res) {
+  GenerationSummary sum;
+  sum.promptTokens = int(res.promptTokens);
+  sum.tokens = int(res.tokens.size());
+  sum.prefillMs = res.prefillSeconds * 1e3;
+  sum.tokensPerSecond = res.decodeTokensPerSecond();
+  sum.peakCacheBytes = res.peakCacheBytes;
+  sum.stateBytes = res.stateBytes;
+  sum.stopReason = QString::fromStdString(res.stopReason.empty() ? "cancelled" : res.stopReason);
+  return sum;
+}
+
+// Starts a side: its prompt prefilled, its stop tokens set.
+std::unique_ptr<gen::Decoder> startDecoder(models::TransformerModel& model, const tok::Tokenizer& tokenizer,
+                                           const GenerationSettings& settings, gen::GenerateOptions options) {
+  if (settings.stopAtEos)
+    for (const int64_t id : gen::endOfTextTokens(model.config(), tokenizer)) options.stopTokens.push_back(id);
+  const auto prompt = tokenizer.encode(settings.prompt.toStdString(), /*addSpecialTokens=*/true);
+  return std::make_unique<gen::Decoder>(model, prompt, options);
+}
+
 }  // namespace
 
 QString GenerationSession::run(const GenerationSettings& settings,
@@ -85,49 +137,21 @@ QString GenerationSession::run(const GenerationSettings& settings,
   if (!sides_[0] && !sides_[1]) return QStringLiteral("load a model first");
   if (settings.prompt.trimmed().isEmpty()) return QStringLiteral("the prompt is empty");
   try {
-    gen::GenerateOptions options;
-    options.maxNewTokens = settings.maxTokens;
-    options.sampling.temperature = settings.temperature;
-    options.sampling.topK = settings.topK;
-    options.sampling.topP = settings.topP;
-    options.sampling.seed = settings.seed;
-    options.sampling.validate();
-    struct Running {
-      Side* side = nullptr;
-      std::unique_ptr<gen::Decoder> decoder;
-      std::unique_ptr<gen::TextStream> text;
-    };
-    std::vector<Running> running(2);
+    const auto options = generateOptions(settings);
+    std::vector<RunningSide> running(2);
     for (int s = 0; s < 2; ++s) {
       if (!sides_[s]) continue;
-      auto& r = running[size_t(s)];
-      r.side = sides_[s].get();
-      auto o = options;
-      if (settings.stopAtEos) {
-        for (const int64_t id : gen::endOfTextTokens(r.side->model->config(), *r.side->tokenizer))
-          o.stopTokens.push_back(id);
-      }
-      const auto prompt = r.side->tokenizer->encode(settings.prompt.toStdString(), /*addSpecialTokens=*/true);
-      r.decoder = std::make_unique<gen::Decoder>(*r.side->model, prompt, o);
-      r.text = std::make_unique<gen::TextStream>(*r.side->tokenizer);
+      running[size_t(s)].decoder = startDecoder(*sides_[s]->model, *sides_[s]->tokenizer, settings, options);
+      running[size_t(s)].text = std::make_unique<gen::TextStream>(*sides_[s]->tokenizer);
     }
-    bool any = true;
-    while (any && !cancel.load()) {
+    // The two sides take turns, a token each, so both stream at once.
+    for (bool any = true; any && !cancel.load();) {
       any = false;
       for (int s = 0; s < 2 && !cancel.load(); ++s) {
         auto& r = running[size_t(s)];
         if (!r.decoder || r.decoder->done()) continue;
         any = true;
-        const auto event = r.decoder->next();
-        GenerationToken token;
-        token.side = s;
-        token.index = int(event.index);
-        token.position = int(event.position);
-        token.piece = QString::fromStdString(r.text->push(event.token));
-        token.milliseconds = event.seconds * 1e3;
-        token.cacheBytes = event.cacheBytes;
-        token.stateNorms = toVector(event.stateNorms);
-        token.decay = toVector(event.decay);
+        const auto token = tokenOf(s, r.decoder->next(), *r.text);
         if (onToken) onToken(token);
       }
     }
@@ -135,17 +159,7 @@ QString GenerationSession::run(const GenerationSettings& settings,
       auto& r = running[size_t(s)];
       if (!r.decoder) continue;
       if (cancel.load()) r.decoder->cancel();
-      const auto& res = r.decoder->result();
-      if (summaries) {
-        auto& sum = (*summaries)[size_t(s)];
-        sum.promptTokens = int(res.promptTokens);
-        sum.tokens = int(res.tokens.size());
-        sum.prefillMs = res.prefillSeconds * 1e3;
-        sum.tokensPerSecond = res.decodeTokensPerSecond();
-        sum.peakCacheBytes = res.peakCacheBytes;
-        sum.stateBytes = res.stateBytes;
-        sum.stopReason = QString::fromStdString(res.stopReason.empty() ? "cancelled" : res.stopReason);
-      }
+      if (summaries) (*summaries)[size_t(s)] = summaryOf(r.decoder->result());
     }
     return {};
   } catch (const std::exception& e) {
