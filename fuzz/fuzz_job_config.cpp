@@ -2,6 +2,7 @@
 // section, or the whole file for an experiment), parsed by every job's config parser; a config
 // that parses is written back with toJson and parsed again.
 #include <exception>
+#include <optional>
 
 #include "engine/config/config_file.h"
 #include "engine/config/convert_config.h"
@@ -14,11 +15,19 @@
 
 namespace {
 
+// As the CLI's --config reads it (parseConfigFile: a rejection names the file), then the parsed
+// config through toJson and back.
 template <typename Parse>
 void parseSection(const std::string& path, const char* section, Parse parse) {
+  std::optional<decltype(parse(nlohmann::json()))> config;
   try {
-    const auto config = parse(hh::jobs::readConfigFile(path, section));
-    (void)parse(hh::jobs::toJson(config));
+    config = hh::jobs::parseConfigFile(path, section, parse);
+  } catch (const std::exception& e) {
+    hh::fuzz::requireNamesFile(e, path, {"project.json"});
+    return;
+  }
+  try {
+    (void)parse(hh::jobs::toJson(*config));
   } catch (const std::exception&) {
   }
 }

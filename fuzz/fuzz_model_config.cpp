@@ -8,8 +8,14 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = hh::fuzz::scratchDir("model_config") + "/config.json";
   hh::fuzz::writeFile(path, hh::fuzz::asText(data, size));
+  hh::models::ModelConfig config;
   try {
-    const auto config = hh::models::loadModelConfig(path);
+    config = hh::models::loadModelConfig(path);
+  } catch (const std::exception& e) {
+    hh::fuzz::requireNamesFile(e, path, {"config.json"});
+    return 0;
+  }
+  try {
     (void)config.describe();
     const auto json = hh::models::modelConfigToJson(config);
     (void)hh::models::parseModelConfig(json, "round trip").describe();

@@ -70,7 +70,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hh::fuzz::writeFile(path, hh::fuzz::asText(data, size));
   try {
     readEverything(path);
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    hh::fuzz::requireNamesFile(e, path, {"run.h5"});
   }
   return 0;
 }

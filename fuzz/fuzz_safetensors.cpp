@@ -11,7 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const auto file = hh::io::SafetensorsFile::open(path);
     for (const auto& name : file.names()) hh::fuzz::copyBytes(file, name);
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    hh::fuzz::requireNamesFile(e, path, {"model.safetensors"});
   }
   return 0;
 }

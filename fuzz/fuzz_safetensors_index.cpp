@@ -39,7 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto model = hh::io::ShardedSafetensors::open(path);
     for (const auto& name : model.names()) hh::fuzz::copyBytes(model, name);
     (void)model.metadata();
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    hh::fuzz::requireNamesFile(e, path, {"model.safetensors.index.json", "model-0000"});
   }
   return 0;
 }

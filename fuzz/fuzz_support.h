@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -75,6 +76,19 @@ void copyBytes(const File& file, const std::string& name) {
   const auto size = file.info(name).size;
   std::vector<uint8_t> out(static_cast<size_t>(size));
   if (size > 0) std::memcpy(out.data(), file.bytes(name), out.size());
+}
+
+// A parser that rejects a file must say which file: the CLI and the workbench show the message as
+// it is, so it has to name the folder the input lies in (`dir`) or one of its files (`names`). A
+// message that names neither (std::stoll's bare "stoll", say) aborts, and libFuzzer keeps the
+// input as a crash (docs/reliability.md, "Fuzzing").
+inline void requireNamesFile(const std::exception& e, const std::string& dir, const std::vector<std::string>& names) {
+  const std::string_view what = e.what();
+  if (what.find(dir) != std::string_view::npos) return;
+  for (const auto& name : names)
+    if (what.find(name) != std::string_view::npos) return;
+  std::fprintf(stderr, "hh-fuzz: a rejection that names no file (%s): %s\n", dir.c_str(), e.what());
+  std::abort();
 }
 
 inline std::string_view asText(const uint8_t* data, size_t size) {

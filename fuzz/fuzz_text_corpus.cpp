@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     hh::fuzz::writeFile(dir + name, text);
     try {
       (void)hh::data::readTextDocuments(dir + name);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
+      hh::fuzz::requireNamesFile(e, dir, {name + 1});
     }
   }
   try {

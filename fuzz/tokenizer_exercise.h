@@ -4,8 +4,9 @@
 #pragma once
 #include <algorithm>
 #include <climits>
-#include <exception>
 #include <cstdint>
+#include <exception>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,8 +47,16 @@ inline int fuzzTokenizerFolder(const char* target, const std::vector<std::string
     writeFile(dir + "/" + names[i], i < parts.size() ? parts[i] : std::string_view());
   if (parts.size() > names.size()) writeFile(dir + "/tokenizer_config.json", parts[names.size()]);
   else removeFile(dir + "/tokenizer_config.json");
+  std::unique_ptr<tok::Tokenizer> tok;
   try {
-    const auto tok = tok::loadTokenizer(dir);
+    tok = tok::loadTokenizer(dir);
+  } catch (const std::exception& e) {
+    auto files = names;
+    files.push_back("tokenizer_config.json");
+    requireNamesFile(e, dir, files);
+    return 0;
+  }
+  try {
     exerciseTokenizer(*tok, asText(data, size));
   } catch (const std::exception&) {
   }

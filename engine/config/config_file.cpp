@@ -72,7 +72,7 @@ nlohmann::json readConfigFile(const std::string& path, const std::string& sectio
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in, depthLimit);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": not JSON (" + e.what() + ")");
   }
   checkOutputPaths(j, path);

@@ -301,7 +301,7 @@ ModelConfig loadModelConfig(const std::string& dirOrFile) {
   json j;
   try {
     j = json::parse(*text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw ConfigError(path.string() + ": not valid JSON (" + e.what() + ")");
   }
   return parseModelConfig(j, path.string());

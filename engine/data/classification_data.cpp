@@ -53,7 +53,7 @@ LabelledText parseJsonlLine(const std::string& line, const std::string& where, s
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(where + ": not JSON (" + e.what() + ")");
   }
   if (!j.is_object() || !j.contains("text") || !j["text"].is_string() || !j.contains("label"))

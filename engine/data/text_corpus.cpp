@@ -121,7 +121,7 @@ std::vector<Document> readTextDocuments(const std::string& path) {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {
         throw std::runtime_error(path + ":" + std::to_string(number) + ": not JSON (" + e.what() + ")");
       }
       if (!j.is_object() || !j.contains("text") || !j["text"].is_string())

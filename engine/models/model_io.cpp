@@ -208,7 +208,7 @@ void loadAdaptersFile(TransformerModel& model, const std::string& path) {
   nlohmann::json plan;
   try {
     plan = nlohmann::json::parse(it->second);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw io::FormatError(path + ": \"hedgehog_attention\" metadata is not JSON (" + e.what() + ")");
   }
   model.setAttentionPlan(parseAttentionPlan(plan, model.layerCount(), path));

@@ -210,6 +210,10 @@ void configCases(Builder& b) {
   edited("config.indivisible_heads", "\"n_embd\": 30 is not divisible by \"n_head\": 4", "n_embd", 30);
   edited("config.negative_vocab", "\"vocab_size\": -5", "vocab_size", -5);
   edited("config.absurd_size", "\"n_embd\": 10^9 (must be refused before allocating)", "n_embd", 1000000000);
+  std::string overflow = config.dump(2);  // JSON has no such number: the text is edited
+  const auto embd = overflow.find("\"n_embd\": ");
+  overflow.replace(embd, overflow.find(',', embd) - embd, "\"n_embd\": 1e400");
+  broken("config.number_overflow", "\"n_embd\": 1e400, past the range of a double", overflow);
   std::string text = config.dump(2);
   text.replace(text.find("tiny-random-gpt2"), 4, "ti\xff\xfe");
   broken("config.non_utf8", "config.json holds bytes that are not UTF-8", text);
@@ -292,6 +296,9 @@ void datasetCases(Builder& b) {
   path = b.root + "/dataset.text_not_string.jsonl";
   writeBytes(path, "{\"text\": \"a document\"}\n{\"text\": 42}\n");
   lm("dataset.jsonl_text_not_string", "a .jsonl corpus line whose \"text\" is a number", path, path);
+  path = b.root + "/dataset.number_overflow.jsonl";
+  writeBytes(path, "{\"text\": \"a document\"}\n{\"text\": \"another\", \"score\": 1e400}\n");
+  lm("dataset.jsonl_number_overflow", "a .jsonl corpus line holding the number 1e400", path, path);
   path = b.root + "/dataset.latin1.txt";
   writeBytes(path, "Caf\xe9 au lait, cr\xe8me br\xfbl\xe9\x65 and other Latin-1 text.\n");
   lm("dataset.txt_non_utf8", "a .txt corpus in Latin-1, not UTF-8", path, path);

@@ -99,6 +99,10 @@ class TestClassificationData : public QObject {
     HH_VERIFY_THROWS_WITH(d::readClassificationFile(dir.file("e3.jsonl")), "e3.jsonl:1");
     write(dir.file("e4.jsonl"), "{\"text\": \"a\"}\n");
     HH_VERIFY_THROWS_WITH(d::readClassificationFile(dir.file("e4.jsonl")), "e4.jsonl:1");
+    // Found by fuzz/fuzz_classification: a number past a double's range is JSON's out_of_range,
+    // not a parse_error, and went out without the file's name.
+    write(dir.file("e5.jsonl"), "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": 71e308}\n");
+    HH_VERIFY_THROWS_WITH(d::readClassificationFile(dir.file("e5.jsonl")), "e5.jsonl:2");
   }
 
   void mailBodyDropsHeaders() {

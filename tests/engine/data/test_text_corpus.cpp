@@ -159,6 +159,10 @@ class TestTextCorpus : public QObject {
     HH_VERIFY_THROWS_WITH(d::readTextDocuments(dir.file("bad.jsonl")), "bad.jsonl:3");
     write(dir.file("notext.jsonl"), "{\"text\": \"one\"}\n{\"body\": \"two\"}\n");
     HH_VERIFY_THROWS_WITH(d::readTextDocuments(dir.file("notext.jsonl")), "notext.jsonl:2");
+    // Found by fuzz/fuzz_text_corpus: a number past a double's range (JSON's out_of_range, not a
+    // parse_error) went out without the file's name.
+    write(dir.file("overflow.jsonl"), "{\"text\": \"one\", \"n\": 1e468}\n");
+    HH_VERIFY_THROWS_WITH(d::readTextDocuments(dir.file("overflow.jsonl")), "overflow.jsonl:1");
     write(dir.file("empty.jsonl"), "\n\n");
     HH_VERIFY_THROWS_WITH(d::readTextDocuments(dir.file("empty.jsonl")), "no documents");
     std::filesystem::create_directories(dir.file("none"));

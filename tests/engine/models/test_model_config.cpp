@@ -375,6 +375,10 @@ class TestModelConfig : public QObject {
     problem = configErrorProblem(with(bertBase(), "hidden_size", -1e300).dump(), {"\"hidden_size\" must be an integer"});
     QVERIFY2(problem.empty(), problem.c_str());
     QCOMPARE(m::parseModelConfig(with(bertBase(), "vocab_size", 128.0), "a").vocabSize, int64_t(128));
+    // Found by fuzz/fuzz_model_config once it required every rejection to name the file: a number
+    // past a double's range is JSON's out_of_range, not a parse_error, and left without the path.
+    problem = configErrorProblem(R"({"model_type": "gpt2", "n_embd": 321e308})", {"not valid JSON", "number overflow"});
+    QVERIFY2(problem.empty(), problem.c_str());
   }
 
   void badAttentionPlans() {
