@@ -71,7 +71,7 @@ models::ModelPtr loadOn(const std::string& dir, const GenerateArgs& a) {
 Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std::ofstream* csv) {
   Summary s;
   auto model = loadOn(dir, a);
-  const auto tokenizer = tok::loadTokenizer(dir);
+  const auto tokenizer = jobs::loadTokenizerFor(*model, dir);
   const auto& config = model->config();
   auto options = optionsFor(a, config, *tokenizer);
   options.teacher = teacher;
@@ -117,7 +117,7 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
 // --samples N --output FILE: N texts, one JSON line each; progress and a summary on stdout.
 void writeSamples(const GenerateArgs& a) {
   auto model = loadOn(a.model, a);
-  const auto tokenizer = tok::loadTokenizer(a.model);
+  const auto tokenizer = jobs::loadTokenizerFor(*model, a.model);
   auto options = optionsFor(a, model->config(), *tokenizer);
   options.teacher = a.teacher;
   const auto prompt = tokenizer->encode(a.prompt, /*addSpecialTokens=*/true);

@@ -113,7 +113,7 @@ void addInspectCommand(CLI::App& app) {
     const auto load = jobs::loadOptions(a->device, a->dtype);
     auto model = models::loadModel(a->model, load);
     if (!a->adapters.empty()) models::loadAdaptersFile(*model, a->adapters);
-    const auto tokenizer = tok::loadTokenizer(a->model);
+    const auto tokenizer = jobs::loadTokenizerFor(*model, a->model);
     if (!a->textFile.empty()) {
       auto text = io::readWholeFile(a->textFile);
       if (!text) throw std::runtime_error(a->textFile + ": cannot read the text file");

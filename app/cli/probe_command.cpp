@@ -65,7 +65,7 @@ void addProbeCommand(CLI::App& app) {
   cmd->callback([a] {
     const auto load = jobs::loadOptions(a->device);
     auto model = models::loadModel(a->model, load);
-    const auto tokenizer = tok::loadTokenizer(a->model);
+    const auto tokenizer = jobs::loadTokenizerFor(*model, a->model);
     jobs::DataConfig data;
     data.corpus = a->corpus;
     data.sequenceLength = *std::max_element(a->options.lengths.begin(), a->options.lengths.end());

@@ -67,7 +67,7 @@ DistillSetup prepareDistillation(const DistillConfig& config, const dist::Commun
   if (s.params.empty())
     throw std::invalid_argument(s.model->config().plan.summary() + ": nothing to train; feature map \"" + config.featureMap + "\" with rule \"" + config.rule +
                                 "\" has nothing to train (choose hedgehog, hedgehog_softmax or t2r, or a gated rule)");
-  const auto tokenizer = tok::loadTokenizer(config.modelDir);
+  const auto tokenizer = loadTokenizerFor(*s.model, config.modelDir);
   s.dataset = loadLmData(config.data, *tokenizer);
   moveTo(s.dataset, load.device);
   calibrateWindowMix(*s.model, s.dataset.train.narrow(0, 0, std::min<int64_t>(2, s.dataset.train.size(0))));

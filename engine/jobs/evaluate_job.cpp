@@ -391,7 +391,7 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
   const auto mapNames = evaluateFeatureMapNames(config);
   const auto load = loadOptions(config.device, config.dtype);
   auto models = loadModels(config, load);
-  const auto tokenizer = tok::loadTokenizer(config.modelDir);
+  const auto tokenizer = loadTokenizerFor(*models.teacher, config.modelDir);
   auto heldOut = loadHeldOut(config, *tokenizer).to(load.device);
 
   EvaluateResult result;

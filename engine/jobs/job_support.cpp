@@ -9,6 +9,7 @@
 #include "engine/config/compute_dtype.h"
 #include "engine/core/device.h"
 #include "engine/data/data_paths.h"
+#include "engine/tokenizers/tokenizer.h"
 
 namespace hh::jobs {
 
@@ -66,6 +67,21 @@ models::LoadOptions loadOptions(const std::string& device, const std::string& dt
   load.device = jobDevice(device.empty() ? "auto" : device);
   load.dtype = jobDtype(dtype.empty() ? "float32" : dtype);
   return load;
+}
+
+void checkTokenizerFits(const models::TransformerModel& model, const tok::Tokenizer& tokenizer,
+                        const std::string& dir) {
+  const int64_t rows = model.config().vocabSize;
+  if (tokenizer.vocabSize() > rows)
+    throw std::invalid_argument(dir + ": the tokenizer has " + std::to_string(tokenizer.vocabSize()) +
+                                " tokens but the model's embedding has " + std::to_string(rows) +
+                                " rows (vocab_size in config.json): a tokenizer from another model?");
+}
+
+std::unique_ptr<tok::Tokenizer> loadTokenizerFor(const models::TransformerModel& model, const std::string& dir) {
+  auto tokenizer = tok::loadTokenizer(dir);
+  checkTokenizerFits(model, *tokenizer, dir);
+  return tokenizer;
 }
 
 void applyComputeDtype(models::TransformerModel& model, const std::string& dtype) {

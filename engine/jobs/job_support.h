@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -57,6 +58,12 @@ c10::ScalarType jobDtype(const std::string& name);
 // Where and in what a model is loaded: jobDevice(device) and jobDtype(dtype), an empty name
 // meaning the default ("auto", "float32"). The CLI verbs' and the workbench's --device/--dtype.
 models::LoadOptions loadOptions(const std::string& device, const std::string& dtype = "");
+// The tokenizer in `dir` (tok::loadTokenizer) for `model`: refused with an error naming the folder
+// when it has ids the model's embedding has no row for (a tokenizer from another model, whose
+// text would index past the table and stop the job inside Torch).
+std::unique_ptr<tok::Tokenizer> loadTokenizerFor(const models::TransformerModel& model, const std::string& dir);
+// The same check for a tokenizer loaded before its model.
+void checkTokenizerFits(const models::TransformerModel& model, const tok::Tokenizer& tokenizer, const std::string& dir);
 // Mixed precision for a job's model once what trains requires grad: that converted to fp32
 // (master weights), the activations in `dtype` (TransformerModel::setComputeDtype). Nothing
 // changes for float32.

@@ -61,7 +61,7 @@ void measure(const RankConfig& c, const std::string& adapters, RankResult& resul
   const auto load = loadOptions(c.device);
   auto model = models::loadModel(c.modelDir, load);
   models::loadAdaptersFile(*model, adapters);
-  const auto tokenizer = tok::loadTokenizer(c.modelDir);
+  const auto tokenizer = loadTokenizerFor(*model, c.modelDir);
   const auto data = loadLmData(c.data, *tokenizer, /*needTraining=*/false);
   const auto rows = data.validation.narrow(0, 0, std::min<int64_t>(c.probeRows, data.validation.size(0))).to(load.device);
   ProbeRequest request;

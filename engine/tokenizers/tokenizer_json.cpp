@@ -90,6 +90,16 @@ void postProcessor(const json* pp, const Tokenizer& tok, const std::string& wher
       if (id < 0) throw io::FormatError(at + ": special token '" + token + "' is not in the vocabulary");
       return id;
     };
+    // An id given as a number must be one of the tokenizer's: past its last id it would index
+    // past the model's embedding.
+    auto checkedId = [&](const json& id, const std::string& key) {
+      if (!id.is_number_integer()) throw io::FormatError(at + key + ": not integers");
+      const int64_t value = id.get<int64_t>();
+      if (value < 0 || value >= tok.vocabSize())
+        throw io::FormatError(at + key + ": id " + std::to_string(value) + " is not in the vocabulary (0.." +
+                              std::to_string(tok.vocabSize() - 1) + ")");
+      return value;
+    };
     if (type == "TemplateProcessing") {
       const json* single = find(c, "single");
       if (!single || !single->is_array()) throw io::FormatError(at + ".single: expected an array");
@@ -101,10 +111,7 @@ void postProcessor(const json* pp, const Tokenizer& tok, const std::string& wher
           std::vector<int64_t> ids;
           const json* entry = specials ? find(*specials, name.c_str()) : nullptr;
           if (const json* list = entry ? find(*entry, "ids") : nullptr) {
-            for (const json& id : *list) {
-              if (!id.is_number_integer()) throw io::FormatError(at + ".special_tokens." + name + ".ids: not integers");
-              ids.push_back(id.get<int64_t>());
-            }
+            for (const json& id : *list) ids.push_back(checkedId(id, ".special_tokens." + name + ".ids"));
           } else {
             ids.push_back(idOf(name));
           }
@@ -121,7 +128,7 @@ void postProcessor(const json* pp, const Tokenizer& tok, const std::string& wher
         if (!pair || !pair->is_array() || pair->size() != 2 || !(*pair)[1].is_number_integer()) {
           throw io::FormatError(at + "." + key + ": expected [token, id]");
         }
-        (std::string(key) == "cls" ? before : after).push_back((*pair)[1].get<int64_t>());
+        (std::string(key) == "cls" ? before : after).push_back(checkedId((*pair)[1], std::string(".") + key));
       }
     } else if (type != "ByteLevel") {
       throw io::FormatError(at + ": post-processor type '" + type + "' is not supported");

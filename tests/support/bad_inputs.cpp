@@ -232,6 +232,21 @@ void tokenizerCases(Builder& b) {
   tokenizerJson("tokenizer.not_json", "tokenizer.json cut off in the middle (not JSON)",
                 readBytes(kFixtures + "/tiny-random-gpt2/tokenizer.json").substr(0, 300));
   tokenizerJson("tokenizer.deep_json", "tokenizer.json is 100000 nested JSON arrays", deepJson(100000));
+  json bert = json::parse(readBytes(kFixtures + "/bert-tiniest/tokenizer.json"));
+  bert["post_processor"]["special_tokens"]["[CLS]"]["ids"] = {999999};
+  const auto bertFolder = b.model("tokenizer.special_id_past_vocab", "bert-tiniest");
+  writeBytes(bertFolder + "/tokenizer.json", bert.dump());
+  b.folderCase("tokenizer.special_id_past_vocab", "tokenizer",
+               "tokenizer.json's post-processor gives [CLS] the id 999999 (the vocabulary has 30522)", bertFolder,
+               bertFolder + "/tokenizer.json");
+  // GPT-2's whole tokenizer (50257 tokens) beside the tiny model's 1000-row embedding.
+  const auto other = b.model("tokenizer.from_another_model");
+  fs::remove(other + "/tokenizer.json");
+  for (const char* name : {"vocab.json", "merges.txt"})
+    fs::copy_file(kFixtures + "/gpt2-tokenizer/" + name, other + "/" + name, fs::copy_options::overwrite_existing);
+  b.folderCase("tokenizer.from_another_model", "tokenizer",
+               "GPT-2's 50257-token vocab.json and merges.txt beside a model whose embedding has 1000 rows", other,
+               other);
 
   // Folders with vocab.json + merges.txt only (no tokenizer.json), one of them broken.
   auto gpt2Files = [&](const std::string& id, const std::string& description, const std::string& name,

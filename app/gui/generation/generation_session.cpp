@@ -27,7 +27,7 @@ QString GenerationSession::load(int side, const QString& folder, GenerationSideI
     auto s = std::make_unique<Side>();
     s->model = models::loadModel(folder.toStdString(),
                                  jobs::loadOptions(choice.device.toStdString(), choice.dtype.toStdString()));
-    s->tokenizer = tok::loadTokenizer(folder.toStdString());
+    s->tokenizer = jobs::loadTokenizerFor(*s->model, folder.toStdString());
     const auto& c = s->model->config();
     if (!c.causal) return folder + QStringLiteral(": ") + QString::fromStdString(c.modelType) +
                           QStringLiteral(" is bidirectional; generation needs a decoder (GPT-2, Llama)");

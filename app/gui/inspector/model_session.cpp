@@ -114,7 +114,7 @@ ModelSummary ModelSession::load(const QString& folder, QString* error, const Com
     }
     auto model = models::loadModel(folder.toStdString(),
                                    jobs::loadOptions(choice.device.toStdString(), choice.dtype.toStdString()));
-    auto tokenizer = tok::loadTokenizer(folder.toStdString());
+    auto tokenizer = jobs::loadTokenizerFor(*model, folder.toStdString());
     model->eval();
     const auto& c = model->config();
     summary.folder = folder;

@@ -115,6 +115,22 @@ class TestTokenizerFiles : public QObject {
                   "l.json", "Precompiled");
     QVERIFY_FAILS(load(dir.file("m.json", std::string(kMinimalBpe).insert(1, "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}]}, "))),
                   "m.json", "'<s>' is not in the vocabulary");
+    // Ids given as numbers must be the tokenizer's own: past the last one they indexed past the
+    // model's embedding, and the job stopped in Torch with a stack trace and no file.
+    QVERIFY_FAILS(
+        load(dir.file(
+            "m2.json",
+            std::string(kMinimalBpe)
+                .insert(
+                    1,
+                    R"("post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "a"}}, {"Sequence": {"id": "A"}}], "special_tokens": {"a": {"ids": [999999]}}}, )"))),
+        "m2.json", "id 999999 is not in the vocabulary (0..2)");
+    QVERIFY_FAILS(
+        load(dir.file(
+            "m3.json",
+            std::string(kMinimalBpe)
+                .insert(1, R"("post_processor": {"type": "BertProcessing", "cls": ["a", 0], "sep": ["b", -1]}, )"))),
+        "m3.json", "post_processor.sep: id -1");
     QVERIFY_FAILS(load(dir.file("n.json", R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})")), "n.json", "[UNK]");
     QVERIFY_FAILS(load(dir.file("o.json", std::string(kMinimalBpe).insert(1, "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\w+\"}}, \"decoder\": {\"type\": \"ByteLevel\"}, "))),
                   "o.json", "Split pattern");
