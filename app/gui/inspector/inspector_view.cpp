@@ -49,12 +49,32 @@ QFrame* framedPanel(QWidget* content) {
 
 InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool* pool, QWidget* parent)
     : QWidget(parent), session_(std::move(session)), pool_(pool) {
+  compute_ = new ComputeChoiceBox;
+  compute_->setToolTip(tr("Where the model computes, and in what precision (it is loaded again on a change)"));
+  connect(compute_, &ComputeChoiceBox::changed, this, &InspectorView::computeChoiceChanged);
+
+  auto* split = new QSplitter(Qt::Horizontal);
+  split->addWidget(buildTextPanel());
+  split->addWidget(buildHeadPanel());
+  split->setStretchFactor(0, 2);
+  split->setStretchFactor(1, 3);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(8, 8, 8, 8);
+  layout->addWidget(split);
+  connectControls();
+}
+
+// Left: the text, its controls, the probe controls, and the grid of every layer and head.
+QWidget* InspectorView::buildTextPanel() {
   textEdit_ = new QPlainTextEdit;
   textEdit_->setPlaceholderText(tr("Type or paste text, then Inspect (Ctrl+Return)"));
   textEdit_->setPlainText(QString::fromUtf8(kDefaultText));
+  textEdit_->setMaximumHeight(140);
   runButton_ = new QPushButton(tr("Inspect"));
   runButton_->setToolTip(tr("Run the model on the text (Ctrl+Return)"));
+  runButton_->setEnabled(false);
   auto* loadButton = new QPushButton(tr("Load text\u2026"));
+  connect(loadButton, &QPushButton::clicked, this, &InspectorView::loadTextFile);
   maxTokens_ = new QSpinBox;
   maxTokens_->setRange(2, kMaxTokens);
   maxTokens_->setValue(kDefaultMaxTokens);
@@ -68,9 +88,29 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   summaryChoice_->setToolTip(tr("What the frame colour and number under each head show"));
   info_ = new QLabel(tr("Open a model folder (File > Open model, Ctrl+Shift+O), then Inspect."));
   info_->setWordWrap(true);
-
   grid_ = new hh::widgets::HeadGrid;
   grid_->setEmptyText(tr("Every layer and head of the model, once a text is inspected"));
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(runButton_);
+  controls->addWidget(loadButton);
+  controls->addWidget(maxTokens_);
+  controls->addStretch(1);
+  controls->addWidget(new QLabel(tr("colour by")));
+  controls->addWidget(summaryChoice_);
+  auto* left = new QWidget;
+  auto* leftLayout = new QVBoxLayout(left);
+  leftLayout->setContentsMargins(0, 0, 0, 0);
+  leftLayout->addWidget(textEdit_);
+  leftLayout->addLayout(controls);
+  leftLayout->addLayout(buildProbeControls());
+  leftLayout->addWidget(info_);
+  leftLayout->addWidget(framedPanel(grid_), 3);
+  return left;
+}
+
+// Right: one head's map large, what it shows, and the hovered cell's readout.
+QWidget* InspectorView::buildHeadPanel() {
   large_ = new hh::widgets::HeatmapView;
   large_->setValueLabel(tr("weight"));
   large_->setAxisTitles(tr("key token"), tr("query token"));
@@ -83,27 +123,6 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   hover_ = new QLabel;
   hover_->setObjectName(QStringLiteral("metrics"));
 
-  compute_ = new ComputeChoiceBox;
-  compute_->setToolTip(tr("Where the model computes, and in what precision (it is loaded again on a change)"));
-  connect(compute_, &ComputeChoiceBox::changed, this, &InspectorView::computeChoiceChanged);
-
-  auto* controls = new QHBoxLayout;
-  controls->addWidget(runButton_);
-  controls->addWidget(loadButton);
-  controls->addWidget(maxTokens_);
-  controls->addStretch(1);
-  controls->addWidget(new QLabel(tr("colour by")));
-  controls->addWidget(summaryChoice_);
-  auto* left = new QWidget;
-  auto* leftLayout = new QVBoxLayout(left);
-  leftLayout->setContentsMargins(0, 0, 0, 0);
-  textEdit_->setMaximumHeight(140);
-  leftLayout->addWidget(textEdit_);
-  leftLayout->addLayout(controls);
-  leftLayout->addLayout(buildProbeControls());
-  leftLayout->addWidget(info_);
-  leftLayout->addWidget(framedPanel(grid_), 3);
-
   auto* rightHead = new QHBoxLayout;
   rightHead->addWidget(new QLabel(tr("show")));
   rightHead->addWidget(viewChoice_);
@@ -115,21 +134,13 @@ InspectorView::InspectorView(std::shared_ptr<ModelSession> session, QThreadPool*
   rightLayout->addLayout(rightHead);
   rightLayout->addWidget(framedPanel(large_), 1);
   rightLayout->addWidget(hover_);
+  return right;
+}
 
-  auto* split = new QSplitter(Qt::Horizontal);
-  split->addWidget(left);
-  split->addWidget(right);
-  split->setStretchFactor(0, 2);
-  split->setStretchFactor(1, 3);
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(8, 8, 8, 8);
-  layout->addWidget(split);
-
-  runButton_->setEnabled(false);
+void InspectorView::connectControls() {
   connect(runButton_, &QPushButton::clicked, this, &InspectorView::inspect);
   auto* shortcut = new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return), this);
   connect(shortcut, &QShortcut::activated, this, &InspectorView::inspect);
-  connect(loadButton, &QPushButton::clicked, this, &InspectorView::loadTextFile);
   connect(summaryChoice_, &QComboBox::currentIndexChanged, this, &InspectorView::applySummary);
   connect(viewChoice_, &QComboBox::currentIndexChanged, this, &InspectorView::applyHeadView);
   connect(grid_, &hh::widgets::HeadGrid::headClicked, this, &InspectorView::showHead);

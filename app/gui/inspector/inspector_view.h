@@ -75,7 +75,10 @@ class InspectorView : public QWidget {
 
  private:
   void loadTextFile();
+  QWidget* buildTextPanel();
+  QWidget* buildHeadPanel();
   QHBoxLayout* buildProbeControls();
+  void connectControls();
   void onInspected(InspectResult result);
   void onHeadMaps(HeadMaps maps);
   void applySummary();
