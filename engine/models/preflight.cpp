@@ -16,48 +16,61 @@ namespace {
 
 using Severity = PreflightFinding::Severity;
 
-void checkWeights(const ModelConfig& config, WeightSource& source, PreflightReport& r) {
-  // Which body prefix does the file use? (anchor: the first body tensor)
-  const auto specs = expectedWeights(config);
-  const auto prefix = bodyPrefix(config.architecture);
+// The body prefix the file uses ("transformer." or none, say), found by the first body tensor;
+// false when neither form is there.
+bool findBodyPrefix(const std::vector<WeightSpec>& specs, const std::string& prefix, WeightSource& source,
+                    std::string& used) {
   const std::string anchor = specs.front().name.substr(prefix.size());
-  std::string bodyPrefixUsed;
-  bool found = false;
   for (const std::string& p : {prefix, std::string()}) {
     if (source.contains(p + anchor)) {
-      bodyPrefixUsed = p;
-      found = true;
-      break;
+      used = p;
+      return true;
     }
   }
-  if (!found) {
-    r.findings.push_back({Severity::Blocker, source.path() + ": missing tensor \"" + prefix + anchor +
-                                                 "\" — is this checkpoint of the architecture its config.json names?"});
-    return;
-  }
+  return false;
+}
+
+// Every tensor the config implies: present, of its shape, floating point. The first five missing
+// and the first five of another shape are listed, then counted. Returns the names it found.
+std::set<std::string> checkExpectedTensors(const std::vector<WeightSpec>& specs, const std::string& prefix,
+                                           const std::string& bodyPrefixUsed, WeightSource& source,
+                                           PreflightReport& r) {
   std::set<std::string> used;
   int missing = 0, mismatched = 0;
+  const auto blocker = [&](const std::string& text) { r.findings.push_back({Severity::Blocker, text}); };
   for (const auto& spec : specs) {
     const auto name = spec.bodyPrefixOptional ? bodyPrefixUsed + spec.name.substr(prefix.size()) : spec.name;
     if (!source.contains(name)) {
-      if (++missing <= 5) r.findings.push_back({Severity::Blocker, source.path() + ": missing tensor \"" + name + "\""});
+      if (++missing <= 5) blocker(source.path() + ": missing tensor \"" + name + "\"");
       continue;
     }
     used.insert(name);
     const auto& info = source.info(name);
     if (info.shape != spec.shape) {
       if (++mismatched <= 5)
-        r.findings.push_back({Severity::Blocker, source.path() + ": tensor \"" + name + "\" has shape " +
-                                                     shapeString(info.shape) + ", config.json implies " +
-                                                     shapeString(spec.shape) + " (" + spec.what + ")"});
+        blocker(source.path() + ": tensor \"" + name + "\" has shape " + shapeString(info.shape) +
+                ", config.json implies " + shapeString(spec.shape) + " (" + spec.what + ")");
     } else if (info.dtype != "F32" && info.dtype != "F16" && info.dtype != "BF16" && info.dtype != "F64") {
-      r.findings.push_back({Severity::Blocker, source.path() + ": tensor \"" + name + "\" has dtype " + info.dtype +
-                                                   "; weights must be floating point"});
+      blocker(source.path() + ": tensor \"" + name + "\" has dtype " + info.dtype + "; weights must be floating point");
     }
     if (spec.name == specs.front().name) r.embeddingRows = info.shape.empty() ? 0 : info.shape[0];
   }
-  if (missing > 5) r.findings.push_back({Severity::Blocker, std::to_string(missing - 5) + " more tensors are missing"});
-  if (mismatched > 5) r.findings.push_back({Severity::Blocker, std::to_string(mismatched - 5) + " more shapes differ"});
+  if (missing > 5) blocker(std::to_string(missing - 5) + " more tensors are missing");
+  if (mismatched > 5) blocker(std::to_string(mismatched - 5) + " more shapes differ");
+  r.weightsOk = missing == 0 && mismatched == 0;
+  return used;
+}
+
+void checkWeights(const ModelConfig& config, WeightSource& source, PreflightReport& r) {
+  const auto specs = expectedWeights(config);
+  const auto prefix = bodyPrefix(config.architecture);
+  std::string bodyPrefixUsed;
+  if (!findBodyPrefix(specs, prefix, source, bodyPrefixUsed)) {
+    r.findings.push_back({Severity::Blocker, source.path() + ": missing tensor \"" + specs.front().name +
+                                                 "\" — is this checkpoint of the architecture its config.json names?"});
+    return;
+  }
+  auto used = checkExpectedTensors(specs, prefix, bodyPrefixUsed, source, r);
   // An lm_head in a "tied" checkpoint is used as an untied head.
   if (config.tieWordEmbeddings && source.contains("lm_head.weight")) {
     used.insert("lm_head.weight");
@@ -69,9 +82,9 @@ void checkWeights(const ModelConfig& config, WeightSource& source, PreflightRepo
     if (!used.count(name) && !isIgnoredBuffer(name) && name.rfind("hedgehog.", 0) != 0) r.unusedTensors.push_back(name);
   }
   if (!r.unusedTensors.empty())
-    r.findings.push_back({Severity::Warning, std::to_string(r.unusedTensors.size()) + " tensors in the file are not used (first: \"" +
+    r.findings.push_back({Severity::Warning, std::to_string(r.unusedTensors.size()) +
+                                                 " tensors in the file are not used (first: \"" +
                                                  r.unusedTensors.front() + "\")"});
-  r.weightsOk = missing == 0 && mismatched == 0;
 }
 
 }  // namespace
