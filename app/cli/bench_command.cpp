@@ -21,6 +21,7 @@
 #include <functional>
 
 #include "app/cli/commands.h"
+#include "engine/config/model_config.h"
 #include "engine/core/device.h"
 #include "engine/core/runtime.h"
 #include "engine/io/safetensors.h"
@@ -29,8 +30,8 @@
 #include "engine/jobs/linear_cross_entropy.h"
 #include "engine/models/model_io.h"
 #include "engine/models/model_shapes.h"
-#include "engine/tokenizers/tokenizer.h"
 #include "engine/models/tensor_file.h"
+#include "engine/tokenizers/tokenizer.h"
 
 namespace hh::cli {
 namespace {
@@ -97,6 +98,7 @@ torch::Tensor benchBatch(const std::string& folder, int64_t vocab, int64_t batch
     return torch::randint(vocab, {batch, seqLen}, torch::kLong);
   }
   const auto tokenizer = tok::loadTokenizer(folder);
+  jobs::checkTokenizerFits(models::loadModelConfig(folder).vocabSize, *tokenizer, folder);
   jobs::DataConfig data;
   data.sequenceLength = seqLen;
   data.maxValidationSequences = batch;

@@ -89,7 +89,7 @@ FinetuneSetup prepareFinetuning(const FinetuneConfig& config, const dist::Commun
       for (auto& p : s.teacher->parameters()) p.set_requires_grad(false);
     }
   }
-  checkTokenizerFits(*s.model, *s.tokenizer, config.modelDir);
+  checkTokenizerFits(s.model->config().vocabSize, *s.tokenizer, config.modelDir);
   auto& model = *s.model;
   if (!config.adapters.empty()) models::loadAdaptersFile(model, config.adapters);
   model.train();

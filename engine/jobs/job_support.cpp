@@ -69,9 +69,7 @@ models::LoadOptions loadOptions(const std::string& device, const std::string& dt
   return load;
 }
 
-void checkTokenizerFits(const models::TransformerModel& model, const tok::Tokenizer& tokenizer,
-                        const std::string& dir) {
-  const int64_t rows = model.config().vocabSize;
+void checkTokenizerFits(int64_t rows, const tok::Tokenizer& tokenizer, const std::string& dir) {
   if (tokenizer.vocabSize() > rows)
     throw std::invalid_argument(dir + ": the tokenizer has " + std::to_string(tokenizer.vocabSize()) +
                                 " tokens but the model's embedding has " + std::to_string(rows) +
@@ -80,7 +78,7 @@ void checkTokenizerFits(const models::TransformerModel& model, const tok::Tokeni
 
 std::unique_ptr<tok::Tokenizer> loadTokenizerFor(const models::TransformerModel& model, const std::string& dir) {
   auto tokenizer = tok::loadTokenizer(dir);
-  checkTokenizerFits(model, *tokenizer, dir);
+  checkTokenizerFits(model.config().vocabSize, *tokenizer, dir);
   return tokenizer;
 }
 

@@ -62,8 +62,8 @@ models::LoadOptions loadOptions(const std::string& device, const std::string& dt
 // when it has ids the model's embedding has no row for (a tokenizer from another model, whose
 // text would index past the table and stop the job inside Torch).
 std::unique_ptr<tok::Tokenizer> loadTokenizerFor(const models::TransformerModel& model, const std::string& dir);
-// The same check for a tokenizer loaded before its model.
-void checkTokenizerFits(const models::TransformerModel& model, const tok::Tokenizer& tokenizer, const std::string& dir);
+// The same check for a tokenizer loaded apart from its model, whose embedding has `rows` rows.
+void checkTokenizerFits(int64_t rows, const tok::Tokenizer& tokenizer, const std::string& dir);
 // Mixed precision for a job's model once what trains requires grad: that converted to fp32
 // (master weights), the activations in `dtype` (TransformerModel::setComputeDtype). Nothing
 // changes for float32.
