@@ -89,16 +89,15 @@ models::ModelPtr convertedModel(const ModelSource& source, const std::string& fe
   return model;
 }
 
-
-// The batch [B, T] on the CPU: held-out rows of the folder's tokenizer's corpus, or random ids
-// (seeded) for a shape.
+// The batch [B, T] on the CPU: held-out rows of the folder's tokenizer's corpus (a tokenizer with
+// ids past the model's `vocab` rows is refused), or random ids (seeded) for a shape.
 torch::Tensor benchBatch(const std::string& folder, int64_t vocab, int64_t batch, int64_t seqLen) {
   if (folder.empty()) {
     torch::manual_seed(1);
     return torch::randint(vocab, {batch, seqLen}, torch::kLong);
   }
   const auto tokenizer = tok::loadTokenizer(folder);
-  jobs::checkTokenizerFits(models::loadModelConfig(folder).vocabSize, *tokenizer, folder);
+  jobs::checkTokenizerFits(vocab, *tokenizer, folder);
   jobs::DataConfig data;
   data.sequenceLength = seqLen;
   data.maxValidationSequences = batch;
@@ -248,7 +247,9 @@ void addBenchCommand(CLI::App& app) {
     bench.dtype = a->dtype.empty() ? "float32" : a->dtype;
     bench.warmup = a->warmup;
     bench.repeats = a->repeats;
-    const int64_t vocab = a->shape.empty() ? 0 : models::benchmarkShapeConfig(a->shape, a->seqLen).at("vocab_size").get<int64_t>();
+    const int64_t vocab = a->shape.empty()
+                              ? models::loadModelConfig(a->model).vocabSize
+                              : models::benchmarkShapeConfig(a->shape, a->seqLen).at("vocab_size").get<int64_t>();
     const auto cpuIds = benchBatch(a->model, vocab, a->batch, a->seqLen);  // [B, T]
     if (!a->saveBatch.empty()) models::writeTensorFile(a->saveBatch, {{"input_ids", cpuIds}}, {{"format", "pt"}});
     bench.ids = cpuIds.to(bench.source.load.device);

@@ -6,13 +6,12 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/io/durable_file.h"
+#include "tests/support/child_process.h"
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
 
@@ -21,11 +20,7 @@ namespace test_durable_file {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string contents(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using hh::test::crash::readAll;
 
 // Files in `dir` other than `keep`.
 std::vector<std::string> othersIn(const std::string& dir, const std::string& keep) {
@@ -35,12 +30,12 @@ std::vector<std::string> othersIn(const std::string& dir, const std::string& kee
   return out;
 }
 
-// The text writer `w` writes: its name repeated, long enough that a torn file would show.
+// The text writer `w` writes: one letter of its own, 4096 times, so that a torn or mixed file shows.
 std::string textOf(int w) {
   return std::string(4096, static_cast<char>('a' + w));
 }
 
-// Throws from `writes` writes of textOf(w) to `path`; returns how many failed.
+// `writes` writes of textOf(w) to `path`; returns how many of them threw.
 int writeMany(const std::string& path, int w, int writes) {
   int failed = 0;
   for (int i = 0; i < writes; ++i) {
@@ -67,11 +62,11 @@ class TestDurableFile : public QObject {
     hh::test::TempDir dir("durable_replace");
     const auto path = dir.file("state.json");
     hh::io::writeFileAtomically(path, "first\n");
-    QCOMPARE(contents(path), std::string("first\n"));
+    QCOMPARE(readAll(path), std::string("first\n"));
     hh::io::writeFileAtomically(path, "second, longer\n");
-    QCOMPARE(contents(path), std::string("second, longer\n"));
+    QCOMPARE(readAll(path), std::string("second, longer\n"));
     hh::io::writeFileAtomically(path, "");
-    QCOMPARE(contents(path), std::string());
+    QCOMPARE(readAll(path), std::string());
     QVERIFY(othersIn(dir.path(), "state.json").empty());
   }
 
@@ -85,7 +80,7 @@ class TestDurableFile : public QObject {
       threads.emplace_back([&, w] { failed[size_t(w)] = writeMany(path, w, kWrites); });
     for (auto& t : threads) t.join();
     for (int w = 0; w < kWriters; ++w) QCOMPARE(failed[size_t(w)], 0);
-    QVERIFY(isOneWritersText(contents(path), kWriters));
+    QVERIFY(isOneWritersText(readAll(path), kWriters));
     QVERIFY(othersIn(dir.path(), "summary.json").empty());
   }
 
@@ -107,7 +102,7 @@ class TestDurableFile : public QObject {
       QCOMPARE(waitpid(pid, &status, 0), pid);
       QVERIFY2(WIFEXITED(status) && WEXITSTATUS(status) == 0, "a writer's rename or write failed");
     }
-    QVERIFY(isOneWritersText(contents(path), kWriters));
+    QVERIFY(isOneWritersText(readAll(path), kWriters));
     QVERIFY(othersIn(dir.path(), "summary.json").empty());
   }
 
