@@ -75,63 +75,84 @@ std::vector<AddedToken> addedTokens(const json& root, const std::string& path) {
   return out;
 }
 
-// Ids the post-processor puts around a single sequence.
+// Looks up the ids a post-processor names, refusing any the tokenizer does not have: past its
+// last id an id would index past the model's embedding.
+struct SpecialIds {
+  const Tokenizer& tok;
+  std::string at;  // where in the file, for errors
+
+  int64_t byName(const std::string& token) const {
+    const int64_t id = tok.tokenToId(token);
+    if (id < 0) throw io::FormatError(at + ": special token '" + token + "' is not in the vocabulary");
+    return id;
+  }
+  int64_t byNumber(const json& id, const std::string& key) const {
+    if (!id.is_number_integer()) throw io::FormatError(at + key + ": not integers");
+    const int64_t value = id.get<int64_t>();
+    if (value < 0 || value >= tok.vocabSize())
+      throw io::FormatError(at + key + ": id " + std::to_string(value) + " is not in the vocabulary (0.." +
+                            std::to_string(tok.vocabSize() - 1) + ")");
+    return value;
+  }
+};
+
+// TemplateProcessing's "single" template: special tokens before and after "$A".
+void templateIds(const json& c, const SpecialIds& ids, std::vector<int64_t>& before, std::vector<int64_t>& after) {
+  const json* single = find(c, "single");
+  if (!single || !single->is_array()) throw io::FormatError(ids.at + ".single: expected an array");
+  const json* specials = find(c, "special_tokens");
+  bool seenSequence = false;
+  for (const json& item : *single) {
+    const json* st = find(item, "SpecialToken");
+    if (!st) {
+      if (!find(item, "Sequence"))
+        throw io::FormatError(ids.at + ".single: expected SpecialToken or Sequence items, got " +
+                              item.dump().substr(0, 80));
+      seenSequence = true;
+      continue;
+    }
+    const std::string name = stringAt(*st, "id", ids.at + ".single.SpecialToken", "");
+    std::vector<int64_t>& side = seenSequence ? after : before;
+    const json* entry = specials ? find(*specials, name.c_str()) : nullptr;
+    const json* list = entry ? find(*entry, "ids") : nullptr;
+    if (!list) {
+      side.push_back(ids.byName(name));
+      continue;
+    }
+    const std::string key = ".special_tokens." + name + ".ids";
+    if (!list->is_array()) throw io::FormatError(ids.at + key + ": expected an array");
+    for (const json& id : *list) side.push_back(ids.byNumber(id, key));
+  }
+}
+
+// BertProcessing / RobertaProcessing: "cls" before the sequence and "sep" after, each [token, id].
+void bertIds(const json& c, const SpecialIds& ids, std::vector<int64_t>& before, std::vector<int64_t>& after) {
+  for (const char* key : {"cls", "sep"}) {
+    const json* pair = find(c, key);
+    if (!pair || !pair->is_array() || pair->size() != 2 || !(*pair)[1].is_number_integer()) {
+      throw io::FormatError(ids.at + "." + key + ": expected [token, id]");
+    }
+    (std::string(key) == "cls" ? before : after).push_back(ids.byNumber((*pair)[1], std::string(".") + key));
+  }
+}
+
+// Ids the post-processor puts around a single sequence. In a Sequence each processor wraps what
+// the ones before it produced.
 void postProcessor(const json* pp, const Tokenizer& tok, const std::string& where, std::vector<int64_t>& prefix,
                    std::vector<int64_t>& suffix) {
   std::vector<const json*> parts;
   flatten(pp, "processors", where, parts);
   for (size_t p = 0; p < parts.size(); ++p) {
     const json& c = *parts[p];
-    const std::string at = where + (parts.size() > 1 ? "[" + std::to_string(p) + "]" : "");
-    const std::string type = typeOf(c, at);
+    const SpecialIds ids{tok, where + (parts.size() > 1 ? "[" + std::to_string(p) + "]" : "")};
+    const std::string type = typeOf(c, ids.at);
     std::vector<int64_t> before, after;
-    auto idOf = [&](const std::string& token) {
-      const int64_t id = tok.tokenToId(token);
-      if (id < 0) throw io::FormatError(at + ": special token '" + token + "' is not in the vocabulary");
-      return id;
-    };
-    // An id given as a number must be one of the tokenizer's: past its last id it would index
-    // past the model's embedding.
-    auto checkedId = [&](const json& id, const std::string& key) {
-      if (!id.is_number_integer()) throw io::FormatError(at + key + ": not integers");
-      const int64_t value = id.get<int64_t>();
-      if (value < 0 || value >= tok.vocabSize())
-        throw io::FormatError(at + key + ": id " + std::to_string(value) + " is not in the vocabulary (0.." +
-                              std::to_string(tok.vocabSize() - 1) + ")");
-      return value;
-    };
     if (type == "TemplateProcessing") {
-      const json* single = find(c, "single");
-      if (!single || !single->is_array()) throw io::FormatError(at + ".single: expected an array");
-      const json* specials = find(c, "special_tokens");
-      bool seenSequence = false;
-      for (const json& item : *single) {
-        if (const json* st = find(item, "SpecialToken")) {
-          const std::string name = stringAt(*st, "id", at + ".single.SpecialToken", "");
-          std::vector<int64_t> ids;
-          const json* entry = specials ? find(*specials, name.c_str()) : nullptr;
-          if (const json* list = entry ? find(*entry, "ids") : nullptr) {
-            for (const json& id : *list) ids.push_back(checkedId(id, ".special_tokens." + name + ".ids"));
-          } else {
-            ids.push_back(idOf(name));
-          }
-          (seenSequence ? after : before).insert((seenSequence ? after : before).end(), ids.begin(), ids.end());
-        } else if (find(item, "Sequence")) {
-          seenSequence = true;
-        } else {
-          throw io::FormatError(at + ".single: expected SpecialToken or Sequence items, got " + item.dump().substr(0, 80));
-        }
-      }
+      templateIds(c, ids, before, after);
     } else if (type == "BertProcessing" || type == "RobertaProcessing") {
-      for (const char* key : {"cls", "sep"}) {
-        const json* pair = find(c, key);
-        if (!pair || !pair->is_array() || pair->size() != 2 || !(*pair)[1].is_number_integer()) {
-          throw io::FormatError(at + "." + key + ": expected [token, id]");
-        }
-        (std::string(key) == "cls" ? before : after).push_back(checkedId((*pair)[1], std::string(".") + key));
-      }
+      bertIds(c, ids, before, after);
     } else if (type != "ByteLevel") {
-      throw io::FormatError(at + ": post-processor type '" + type + "' is not supported");
+      throw io::FormatError(ids.at + ": post-processor type '" + type + "' is not supported");
     }
     before.insert(before.end(), prefix.begin(), prefix.end());
     prefix = std::move(before);

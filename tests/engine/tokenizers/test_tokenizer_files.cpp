@@ -131,6 +131,15 @@ class TestTokenizerFiles : public QObject {
             std::string(kMinimalBpe)
                 .insert(1, R"("post_processor": {"type": "BertProcessing", "cls": ["a", 0], "sep": ["b", -1]}, )"))),
         "m3.json", "post_processor.sep: id -1");
+    // "ids" must be a list: a bare number or an object was iterated as if it were one.
+    QVERIFY_FAILS(
+        load(dir.file(
+            "m4.json",
+            std::string(kMinimalBpe)
+                .insert(
+                    1,
+                    R"("post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "a"}}], "special_tokens": {"a": {"ids": 1}}}, )"))),
+        "m4.json", "special_tokens.a.ids: expected an array");
     QVERIFY_FAILS(load(dir.file("n.json", R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})")), "n.json", "[UNK]");
     QVERIFY_FAILS(load(dir.file("o.json", std::string(kMinimalBpe).insert(1, "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\w+\"}}, \"decoder\": {\"type\": \"ByteLevel\"}, "))),
                   "o.json", "Split pattern");
