@@ -19,18 +19,7 @@ bool endsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-}  // namespace
-
-ShardedSafetensors ShardedSafetensors::open(const std::string& path) {
-  refusePickle(path);
-  ShardedSafetensors s;
-  s.path_ = path;
-  if (!endsWith(path, ".json")) {
-    s.shards_.push_back(SafetensorsFile::open(path));
-    for (const auto& name : s.shards_[0].names()) s.shardOf_[name] = 0;
-    s.metadata_ = s.shards_[0].metadata();
-    return s;
-  }
+nlohmann::json readIndex(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) failIndex(path, "cannot open the file", "check that the path exists and is readable");
   std::stringstream buffer;
@@ -44,33 +33,56 @@ ShardedSafetensors ShardedSafetensors::open(const std::string& path) {
   if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object()) {
     failIndex(path, "no \"weight_map\" object", "an index maps tensor names to shard files");
   }
+  return index;
+}
+
+// The shard file named for `tensor`, opened. Shards must be plain file names beside the index.
+SafetensorsFile openShard(const std::string& path, const std::string& shard, const std::string& tensor) {
+  if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos ||
+      shard.find("..") != std::string::npos) {
+    failIndex(path, "shard name '" + shard + "' of tensor '" + tensor + "' would leave the index's directory",
+              "shards must be plain file names beside the index; this index may be malicious");
+  }
+  const std::filesystem::path shardPath = std::filesystem::path(path).parent_path() / shard;
+  std::error_code error;  // a name too long for the file system is an error here, not an exception
+  if (!std::filesystem::exists(shardPath, error)) {
+    failIndex(path,
+              "shard '" + shard + "' (needed for tensor '" + tensor + "') does not exist" +
+                  (error ? " (" + error.message() + ")" : ""),
+              "download every shard listed in the index next to it");
+  }
+  try {
+    return SafetensorsFile::open(shardPath.string());
+  } catch (const FormatError& e) {
+    failIndex(path, std::string("shard '") + shard + "' is unreadable: " + e.what(), "re-download that shard");
+  }
+}
+
+}  // namespace
+
+ShardedSafetensors ShardedSafetensors::open(const std::string& path) {
+  refusePickle(path);
+  ShardedSafetensors s;
+  s.path_ = path;
+  if (!endsWith(path, ".json")) {
+    s.shards_.push_back(SafetensorsFile::open(path));
+    for (const auto& name : s.shards_[0].names()) s.shardOf_[name] = 0;
+    s.metadata_ = s.shards_[0].metadata();
+    return s;
+  }
+  const nlohmann::json index = readIndex(path);
   if (index.contains("metadata") && index.at("metadata").is_object()) {
     for (const auto& [k, v] : index.at("metadata").items()) {
       s.metadata_[k] = v.is_string() ? v.get<std::string>() : v.dump();
     }
   }
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::map<std::string, size_t> shardIndex;
   for (const auto& [name, shardJson] : index.at("weight_map").items()) {
     if (!shardJson.is_string()) failIndex(path, "shard of tensor '" + name + "' is not a string", "fix the index");
     const std::string shard = shardJson.get<std::string>();
-    if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos ||
-        shard.find("..") != std::string::npos) {
-      failIndex(path, "shard name '" + shard + "' of tensor '" + name + "' would leave the index's directory",
-                "shards must be plain file names beside the index; this index may be malicious");
-    }
     auto it = shardIndex.find(shard);
     if (it == shardIndex.end()) {
-      const std::string shardPath = (dir / shard).string();
-      if (!std::filesystem::exists(shardPath)) {
-        failIndex(path, "shard '" + shard + "' (needed for tensor '" + name + "') does not exist",
-                  "download every shard listed in the index next to it");
-      }
-      try {
-        s.shards_.push_back(SafetensorsFile::open(shardPath));
-      } catch (const FormatError& e) {
-        failIndex(path, std::string("shard '") + shard + "' is unreadable: " + e.what(), "re-download that shard");
-      }
+      s.shards_.push_back(openShard(path, shard, name));
       it = shardIndex.emplace(shard, s.shards_.size() - 1).first;
     }
     if (!s.shards_[it->second].contains(name)) {

@@ -181,6 +181,15 @@ void checkpointCases(Builder& b) {
               if (name != "__metadata__") index["weight_map"][name] = "model-00001-of-00002.safetensors";
             writeBytes(f + ".index.json", index.dump(2));
           }).file += ".index.json";
+  weights("checkpoint.shard_name_too_long", "model.safetensors.index.json names a shard longer than a file name may be",
+          [&](const std::string& f) {
+            fs::remove(f);
+            json index{{"weight_map", json::object()}};
+            for (const auto& [name, value] : original.header.items())
+              if (name != "__metadata__") index["weight_map"][name] = std::string(300, 's') + ".safetensors";
+            writeBytes(f + ".index.json", index.dump(2));
+          })
+      .file += ".index.json";
   weights("checkpoint.is_directory", "model.safetensors is a directory", [](const std::string& f) {
     fs::remove(f);
     fs::create_directory(f);

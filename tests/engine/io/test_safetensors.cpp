@@ -291,6 +291,13 @@ class TestSafetensors : public QObject {
     writeBytes(wrongShard, R"({"weight_map": {"c": "model-00001-of-00002.safetensors"}})");
     const auto wrongMsg = formatErrorOf([&] { ShardedSafetensors::open(wrongShard); });
     QVERIFY2(has(wrongMsg, wrongShard) && has(wrongMsg, "does not contain"), wrongMsg.c_str());
+
+    // A shard name longer than the file system allows made std::filesystem throw its own error,
+    // which named neither the index nor the problem in the index's terms.
+    const auto longName = tmp.file("long.safetensors.index.json");
+    writeBytes(longName, R"({"weight_map": {"a": ")" + std::string(300, 'x') + R"("}})");
+    const auto longMsg = formatErrorOf([&] { ShardedSafetensors::open(longName); });
+    QVERIFY2(has(longMsg, longName) && has(longMsg, "does not exist"), longMsg.c_str());
   }
 
   void writerPadsHeaderAndTiles() {
