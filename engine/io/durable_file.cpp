@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 namespace hh::io {
 namespace {
@@ -28,26 +29,6 @@ std::string temporaryName(const std::string& path) {
   return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(written++);
 }
 
-// Writes all of `text` to fd; 0, or the errno that stopped it (ENOSPC for a write of 0 bytes).
-int writeAll(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return ENOSPC;
-    done += static_cast<size_t>(n);
-  }
-  return 0;
-}
-
-// fsync of an open file, again when a signal interrupts it; 0 or the errno.
-int syncOpenFile(int fd) {
-  while (::fsync(fd) != 0)
-    if (errno != EINTR) return errno;
-  return 0;
-}
-
 }  // namespace
 
 void syncFile(const std::string& path) { syncPath(path, O_RDONLY, "file"); }
@@ -56,24 +37,51 @@ void syncDirectory(const std::string& path) {
   syncPath(path.empty() ? std::string(".") : path, O_RDONLY | O_DIRECTORY, "folder");
 }
 
-void writeFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = temporaryName(path);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot create '" + tmp + "': " + std::strerror(errno));
-  const auto giveUp = [&](const std::string& what, const std::string& reason) {
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), temporary_(temporaryName(path_)) {
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error("cannot create '" + temporary_ + "': " + std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) {
     std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw std::runtime_error(what + ": " + reason);
-  };
-  const int writeError = writeAll(fd, text);
-  const int syncError = writeError == 0 ? syncOpenFile(fd) : 0;
-  ::close(fd);
-  if (writeError != 0) giveUp("cannot write '" + tmp + "'", std::strerror(writeError));
-  if (syncError != 0) giveUp("cannot sync '" + tmp + "'", std::strerror(syncError));
+    std::filesystem::remove(temporary_, ignored);
+  }
+}
+
+void AtomicFile::giveUp(const std::string& what, int error) {
+  throw std::runtime_error(what + " '" + temporary_ + "': " + std::strerror(error));
+}
+
+void AtomicFile::write(const void* data, size_t bytes) {
+  const char* from = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd_, from, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) giveUp("cannot write", n < 0 ? errno : ENOSPC);  // 0 bytes written: the disk is full
+    from += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+void AtomicFile::commit() {
+  while (::fsync(fd_) != 0)  // on disk before the rename: a crash must not expose a torn file
+    if (errno != EINTR) giveUp("cannot sync", errno);
+  const int closed = ::close(fd_);
+  fd_ = -1;
+  if (closed != 0) giveUp("cannot close", errno);
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) giveUp("cannot rename '" + tmp + "' to '" + path + "'", ec.message());
-  syncDirectory(std::filesystem::path(path).parent_path().string());
+  std::filesystem::rename(temporary_, path_, ec);
+  if (ec) throw std::runtime_error("cannot rename '" + temporary_ + "' to '" + path_ + "': " + ec.message());
+  committed_ = true;
+  syncDirectory(std::filesystem::path(path_).parent_path().string());
+}
+
+void writeFileAtomically(const std::string& path, const std::string& text) {
+  AtomicFile file(path);
+  file.write(text.data(), text.size());
+  file.commit();
 }
 
 }  // namespace hh::io

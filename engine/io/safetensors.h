@@ -112,7 +112,8 @@ struct TensorBytes {
 };
 
 // Writes the tensors in the given order, contiguous offsets, header padded with spaces so that
-// 8 + N is a multiple of 8. Written to `path + ".tmp"`, fsynced, then renamed into place.
+// 8 + N is a multiple of 8. Written through an AtomicFile (durable_file.h): readers see the old
+// file or the new one, never a torn one.
 void writeSafetensors(const std::string& path, const std::vector<TensorBytes>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

@@ -1,14 +1,8 @@
 // safetensors writer (see safetensors.h): header padded with spaces to 8-byte alignment of the
-// data buffer, tensors in the given order, written to a temporary file, fsynced and renamed into place.
+// data buffer, tensors in the given order, written through an AtomicFile (durable_file.h).
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <set>
-
-#include <unistd.h>
 
 #include "engine/io/durable_file.h"
 #include "engine/io/safetensors.h"
@@ -24,31 +18,16 @@ bool writable(const std::string& dtype) {
   return false;
 }
 
-// Closes the FILE* and removes the temporary file unless released.
-struct TempFile {
-  std::string path;
-  std::FILE* f = nullptr;
-  bool keep = false;
-  ~TempFile() {
-    if (f != nullptr) std::fclose(f);
-    if (!keep) {
-      std::error_code ec;
-      std::filesystem::remove(path, ec);
-    }
-  }
-};
-
-}  // namespace
-
-void writeSafetensors(const std::string& path, const std::vector<TensorBytes>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+// The header (`__metadata__` first, then the tensors in order), padded with spaces so that the
+// data starts 8-byte aligned, and each tensor's size in bytes.
+std::string headerFor(const std::string& path, const std::vector<TensorBytes>& tensors,
+                      const std::map<std::string, std::string>& metadata, std::vector<uint64_t>& sizes) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     auto& meta = header["__metadata__"];
     meta = nlohmann::ordered_json::object();
     for (const auto& [k, v] : metadata) meta[k] = v;
   }
-  std::vector<uint64_t> sizes;  // bytes per tensor
   std::set<std::string> seen;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
@@ -71,30 +50,24 @@ void writeSafetensors(const std::string& path, const std::vector<TensorBytes>& t
   }
   std::string text = header.dump();
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');
+  return text;
+}
 
-  TempFile tmp;
-  tmp.path = path + ".tmp";
-  tmp.f = std::fopen(tmp.path.c_str(), "wb");
-  if (tmp.f == nullptr) failWrite(path, std::string("cannot create '") + tmp.path + "': " + std::strerror(errno));
-  uint8_t lengthBytes[8];
-  for (int i = 0; i < 8; ++i) lengthBytes[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  bool ok = std::fwrite(lengthBytes, 1, 8, tmp.f) == 8 &&
-            std::fwrite(text.data(), 1, text.size(), tmp.f) == text.size();
-  for (size_t i = 0; ok && i < tensors.size(); ++i)
-    if (sizes[i] > 0) ok = std::fwrite(tensors[i].data, 1, sizes[i], tmp.f) == sizes[i];
-  if (!ok) failWrite(path, std::string("write error: ") + std::strerror(errno));
-  // On disk before the rename: a kill or power cut after it must not expose an empty or torn file.
-  if (std::fflush(tmp.f) != 0 || ::fsync(fileno(tmp.f)) != 0) failWrite(path, std::string("sync error: ") + std::strerror(errno));
-  const int closed = std::fclose(tmp.f);
-  tmp.f = nullptr;
-  if (closed != 0) failWrite(path, std::string("close error: ") + std::strerror(errno));
-  std::error_code ec;
-  std::filesystem::rename(tmp.path, path, ec);
-  if (ec) failWrite(path, "cannot rename '" + tmp.path + "' into place: " + ec.message());
-  tmp.keep = true;
+}  // namespace
+
+void writeSafetensors(const std::string& path, const std::vector<TensorBytes>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<uint64_t> sizes;
+  const std::string header = headerFor(path, tensors, metadata, sizes);
+  uint8_t lengthBytes[8];  // little-endian
+  for (int i = 0; i < 8; ++i) lengthBytes[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
   try {
-    syncDirectory(std::filesystem::path(path).parent_path().string());
-  } catch (const std::exception& e) {
+    AtomicFile file(path);  // a kill or power cut at any point leaves the old file or the new one
+    file.write(lengthBytes, 8);
+    file.write(header.data(), header.size());
+    for (size_t i = 0; i < tensors.size(); ++i) file.write(tensors[i].data, sizes[i]);
+    file.commit();
+  } catch (const std::runtime_error& e) {
     failWrite(path, e.what());
   }
 }

@@ -1,7 +1,7 @@
 // engine.io.durable_file: writeFileAtomically replaces a file whole; writers of one file in several
 // threads and several processes at once never collide on the temporary file (each rename succeeds
 // and the file is always one writer's text, whole); a failed write says which file and leaves no
-// temporary file behind.
+// temporary file behind, and so does an AtomicFile destroyed before its commit.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,13 +116,33 @@ class TestDurableFile : public QObject {
     HH_VERIFY_THROWS_WITH(hh::io::writeFileAtomically(dir.file("taken"), "x"), "cannot rename");
     QVERIFY(othersIn(dir.path(), "taken").empty());
   }
+
+  // An AtomicFile given up before commit() (an exception half-way through a model's tensors)
+  // leaves the old file as it was and no temporary file.
+  void uncommittedFileChangesNothing() {
+    hh::test::TempDir dir("durable_uncommitted");
+    const auto path = dir.file("model.safetensors");
+    hh::io::writeFileAtomically(path, "old");
+    {
+      hh::io::AtomicFile file(path);
+      file.write("new, but only half", 9);
+      QCOMPARE(othersIn(dir.path(), "model.safetensors").size(), size_t{1});  // the temporary file
+    }
+    QCOMPARE(readAll(path), std::string("old"));
+    QVERIFY(othersIn(dir.path(), "model.safetensors").empty());
+    hh::io::AtomicFile file(path);
+    file.write("new", 3);
+    file.commit();
+    QCOMPARE(readAll(path), std::string("new"));
+    QVERIFY(othersIn(dir.path(), "model.safetensors").empty());
+  }
 };
 
 }  // namespace
 
 HH_TEST_SUITE(TestDurableFile, "engine.io.durable_file", &TestDurableFile::replacesTheFileWhole,
               &TestDurableFile::concurrentThreadsNeverCollide, &TestDurableFile::concurrentProcessesNeverCollide,
-              &TestDurableFile::failureNamesTheFile)
+              &TestDurableFile::failureNamesTheFile, &TestDurableFile::uncommittedFileChangesNothing)
 
 }  // namespace test_durable_file
 
