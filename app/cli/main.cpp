@@ -6,6 +6,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/progress_format.h"
 #include "app/cli/rank_processes.h"
+#include "engine/core/error_text.h"
 #include "engine/core/runtime.h"
 
 namespace {
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
   } catch (const hh::cli::JobFailed& e) {
     return fail(e.what(), e.exitCode);
   } catch (const std::exception& e) {
-    return fail(e.what());
+    return fail(hh::errorText(e));
   }
   return 0;
 }

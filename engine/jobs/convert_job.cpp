@@ -1,6 +1,7 @@
 // runConvert: distill -> finetune -> evaluate -> export, with a "convert" run file that ties the
 // stages' run files together and records the headline numbers.
 #include "engine/jobs/convert_job.h"
+#include "engine/core/error_text.h"
 
 #include <torch/types.h>
 
@@ -270,7 +271,7 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   } catch (const JobCancelled&) {
     conversion.stop(JobStatus::Cancelled, "cancelled");
   } catch (const std::exception& ex) {
-    conversion.stop(JobStatus::Failed, ex.what());
+    conversion.stop(JobStatus::Failed, errorText(ex));
   }
   if (completed) {
     result.message = conversionSummary(result);

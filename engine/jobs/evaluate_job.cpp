@@ -1,4 +1,5 @@
 #include "engine/jobs/evaluate_job.h"
+#include "engine/core/error_text.h"
 
 #include <torch/types.h>
 
@@ -415,7 +416,7 @@ EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) 
     result.message = evaluation.cancelledMessage();
   } catch (const std::exception& e) {
     result.status = JobStatus::Failed;
-    result.message = e.what();
+    result.message = errorText(e);
   }
   if (result.message.empty()) {
     result.message = config.task == "lm"

@@ -1,4 +1,5 @@
 #include "engine/jobs/experiment_job.h"
+#include "engine/core/error_text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -164,7 +165,7 @@ void runVariant(const ExperimentConfig& c, const nlohmann::json& config, const f
   try {
     outcome = runJob(c.job, jobConfig(c.job, config, options), observer);
   } catch (const std::exception& e) {
-    outcome = {JobStatus::Failed, e.what()};
+    outcome = {JobStatus::Failed, errorText(e)};
   }
   vr.status = outcome.status;
   vr.message = outcome.message;

@@ -1,5 +1,6 @@
 // Pickle-free training checkpoints (see training_checkpoint.h).
 #include "engine/jobs/training_checkpoint.h"
+#include "engine/core/error_text.h"
 
 #include <torch/optim/adamw.h>
 #include <torch/types.h>
@@ -157,7 +158,7 @@ class CheckpointReader {
     try {
       return io::SafetensorsFile::open(path);
     } catch (const std::exception& e) {
-      jobs::fail(path, std::string("unreadable (") + e.what() + ")");
+      jobs::fail(path, "unreadable (" + errorText(e) + ")");
     }
   }
 

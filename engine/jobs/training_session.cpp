@@ -1,5 +1,6 @@
 // The shared training loop (see training_session.h).
 #include "engine/jobs/training_session.h"
+#include "engine/core/error_text.h"
 
 #include <torch/optim/adamw.h>
 
@@ -163,7 +164,7 @@ bool TrainingSession::finish(const std::function<void()>& evaluateLast, const st
     if (saveLast) saveLast();
     writer_->setFinal(final, step);
   } catch (const std::exception& e) {
-    if (status_ == JobStatus::Completed) fail(e.what());
+    if (status_ == JobStatus::Completed) fail(errorText(e));
   }
   if (message_.empty()) message_ = summary();
   finishRun(*writer_, observer_, status_, message_, step);

@@ -1,4 +1,5 @@
 #include "engine/models/preflight.h"
+#include "engine/core/error_text.h"
 
 #include <filesystem>
 #include <set>
@@ -138,7 +139,7 @@ void checkWeightsFile(const std::string& folder, const ModelConfig* config, Pref
       r.findings.push_back({Severity::Info, r.dtype + " weights are converted on load to the precision the job computes "
                                                       "in (float32 unless its dtype says otherwise)"});
   } catch (const std::exception& e) {
-    r.findings.push_back({Severity::Blocker, e.what()});
+    r.findings.push_back({Severity::Blocker, errorText(e)});
   }
 }
 
@@ -150,8 +151,8 @@ void checkTokenizer(const std::string& folder, PreflightReport& r) {
     r.tokenizerKind = tokenizer->kind();
     r.tokenizerVocab = tokenizer->vocabSize();
   } catch (const std::exception& e) {
-    r.findings.push_back({Severity::Warning, std::string("no usable tokenizer: ") + e.what() +
-                                                 " (text data cannot be tokenized for this model)"});
+    r.findings.push_back({Severity::Warning,
+                          "no usable tokenizer: " + errorText(e) + " (text data cannot be tokenized for this model)"});
   }
   if (!r.tokenizerOk || !r.configOk) return;
   const int64_t rows = r.embeddingRows > 0 ? r.embeddingRows : r.configVocab;
@@ -179,7 +180,7 @@ PreflightReport preflight(const std::string& folder) {
     config = loadModelConfig(folder);
     r.configOk = true;
   } catch (const std::exception& e) {
-    r.findings.push_back({Severity::Blocker, e.what()});
+    r.findings.push_back({Severity::Blocker, errorText(e)});
   }
   if (r.configOk) describeConfig(config, r);
   checkWeightsFile(folder, r.configOk ? &config : nullptr, r);

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "engine/core/error_text.h"
 #include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
 #include "engine/jobs/stage_eta.h"
@@ -98,7 +99,7 @@ bool JobRunner::startConvert(const jobs::ConvertConfig& config) {
       Q_EMIT finished(QString::fromLatin1(jobs::toString(r.status)), QString::fromStdString(r.message),
                       QString::fromStdString(r.runFile), QString::fromStdString(r.exportPath));
     } catch (const std::exception& e) {
-      Q_EMIT finished(QStringLiteral("failed"), QString::fromStdString(e.what()), QString(), QString());
+      Q_EMIT finished(QStringLiteral("failed"), QString::fromStdString(hh::errorText(e)), QString(), QString());
     }
   });
   // Queued from the worker's finished(): by then the job has returned (running() is false).

@@ -2,6 +2,7 @@
 
 #include <torch/types.h>
 
+#include "engine/core/error_text.h"
 #include "engine/generation/generator.h"
 #include "engine/generation/text_stream.h"
 #include "engine/jobs/job_support.h"
@@ -55,7 +56,7 @@ QString GenerationSession::load(int side, const QString& folder, GenerationSideI
     sides_[side] = std::move(s);
     return {};
   } catch (const std::exception& e) {
-    return QString::fromStdString(e.what());
+    return QString::fromStdString(hh::errorText(e));
   }
 }
 
@@ -163,7 +164,7 @@ QString GenerationSession::run(const GenerationSettings& settings,
     }
     return {};
   } catch (const std::exception& e) {
-    return QString::fromStdString(e.what());
+    return QString::fromStdString(hh::errorText(e));
   }
 }
 

@@ -10,9 +10,10 @@
 #include <exception>
 #include <limits>
 
-#include "app/gui/comparison/head_comparison.h"
 #include "app/gui/common/session_tensors.h"
+#include "app/gui/comparison/head_comparison.h"
 #include "engine/attention/softmax_attention.h"
+#include "engine/core/error_text.h"
 #include "engine/core/process_memory.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/recall_probe.h"
@@ -140,7 +141,8 @@ ModelSummary ModelSession::load(const QString& folder, QString* error, const Com
     state_->tokenizer = std::move(tokenizer);
     hh::releaseFreeMemory();  // what loading held beside the weights (and a model this one replaced)
   } catch (const std::exception& e) {
-    const QString what = QString::fromUtf8(e.what()).section(QLatin1Char('\n'), 0, 0);  // engine errors are one line
+    const QString what =
+        QString::fromStdString(hh::errorText(e)).section(QLatin1Char('\n'), 0, 0);  // engine errors are one line
     if (error) *error = what.contains(folder) ? what : QStringLiteral("%1: %2").arg(folder, what);
     return ModelSummary{};
   }
@@ -165,7 +167,7 @@ InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thum
       result.cutByModel = config.maxPositions > 0 && limit >= config.maxPositions;
     }
   } catch (const std::exception& e) {
-    result.error = QString::fromLocal8Bit(e.what()).section('\n', 0, 1);
+    result.error = QString::fromStdString(hh::errorText(e)).section('\n', 0, 1);
     return result;
   }
   return inspectTokens(std::move(ids), std::move(result), thumbSize);
@@ -205,7 +207,7 @@ InspectResult ModelSession::recallProbe(const QString& text, const QString& task
                          std::move(result), thumbSize);
   } catch (const std::exception& e) {
     InspectResult result;
-    result.error = QString::fromLocal8Bit(e.what()).section('\n', 0, 1);
+    result.error = QString::fromStdString(hh::errorText(e)).section('\n', 0, 1);
     return result;
   }
 }
@@ -288,7 +290,7 @@ InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResul
     }
   } catch (const std::exception& e) {
     result = InspectResult{};
-    result.error = QString::fromLocal8Bit(e.what()).section('\n', 0, 1);
+    result.error = QString::fromStdString(hh::errorText(e)).section('\n', 0, 1);
   }
   hh::releaseFreeMemory();  // the forward pass's activations, back to the system
   result.milliseconds = double(timer.nsecsElapsed()) / 1e6;
@@ -328,7 +330,7 @@ HeadMaps ModelSession::headMaps(int layer, int head) {
     }
   } catch (const std::exception& e) {
     maps = HeadMaps{};
-    maps.error = QString::fromLocal8Bit(e.what()).section('\n', 0, 1);
+    maps.error = QString::fromStdString(hh::errorText(e)).section('\n', 0, 1);
   }
   maps.milliseconds = double(timer.nsecsElapsed()) / 1e6;
   return maps;
@@ -351,7 +353,7 @@ QString ModelSession::exportModel(const QString& output, const QString& dtype, b
     options.tokenizerFrom = st.summary.folder.toStdString();
     models::saveModel(*st.model, output.toStdString(), options);
   } catch (const std::exception& e) {
-    const QString what = QString::fromUtf8(e.what()).section(QLatin1Char('\n'), 0, 0);
+    const QString what = QString::fromStdString(hh::errorText(e)).section(QLatin1Char('\n'), 0, 0);
     return what.contains(output) ? what : QStringLiteral("%1: %2").arg(output, what);
   }
   return {};
@@ -382,7 +384,7 @@ ComparisonResult ModelSession::headComparison(int layer, int head, const Compari
   } catch (const std::exception& e) {
     result = ComparisonResult{};
     result.settings = settings;
-    result.error = QString::fromLocal8Bit(e.what()).section('\n', 0, 1);
+    result.error = QString::fromStdString(hh::errorText(e)).section('\n', 0, 1);
   }
   result.milliseconds = double(timer.nsecsElapsed()) / 1e6;
   return result;

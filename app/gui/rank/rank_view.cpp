@@ -22,6 +22,7 @@
 #include "app/gui/common/error_dialog.h"
 #include "app/gui/rank/rank_results.h"
 #include "app/gui/rank/rank_runner.h"
+#include "engine/core/error_text.h"
 #include "engine/jobs/rank_job.h"
 
 namespace hh::gui {
@@ -138,7 +139,7 @@ QString RankView::start() {
   try {
     c = jobs::rankConfigFromJson(jobs::toJson(config()));  // the checks the CLI makes
   } catch (const std::exception& e) {
-    return QString::fromStdString(e.what());
+    return QString::fromStdString(hh::errorText(e));
   }
   if (!runner_->start(c)) return tr("a ranking is already running");
   progress_->setRange(0, int(c.steps));
