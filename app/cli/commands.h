@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,6 +39,11 @@ void addDeviceOption(CLI::App* command, std::string& device);
 // (engine/config/compute_dtype.h). Empty when not given (the config's "dtype", float32 by default).
 void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& name = "--dtype");
 
+// A floating-point flag's check: a finite number. The configs' checks read JSON, which has no NaN
+// or infinity (an infinite --lr became null there, and the default came back silently). With
+// `positive`, also > 0 (for flags no config checks).
+CLI::Validator finiteNumber(bool positive = false);
+
 // The end of a job verb's config (distill, finetune, train): `config` goes through its JSON
 // parser again, so that the values flags set get the checks a config file's keys get
 // (debug_nan_at_step, which toJson leaves out, is kept). With `print` (--print-config) the checked
@@ -56,7 +62,7 @@ bool recheckConfig(Config& config, FromJson&& fromJson, bool print) {
 struct PlanFlags {
   std::string featureMap, rule;
   std::vector<int64_t> layers;
-  int64_t window = -1;
+  std::optional<int64_t> window;
   std::vector<std::string> plan;
   void addTo(CLI::App* command);
   // The given flags onto a config with members featureMap, rule, layers, window and plan.
@@ -65,7 +71,7 @@ struct PlanFlags {
     if (!featureMap.empty()) c.featureMap = featureMap;
     if (!rule.empty()) c.rule = rule;
     if (!layers.empty()) c.layers = layers;
-    if (window >= 0) c.window = window;
+    if (window) c.window = *window;
     if (!plan.empty()) c.plan = plan;
   }
 };

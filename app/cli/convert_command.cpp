@@ -4,7 +4,9 @@
 // every default. Ends by printing the run file and the exported model.
 #include <cstdio>
 
+#include <optional>
 #include "app/cli/cli_observer.h"
+
 #include "app/cli/commands.h"
 #include "app/cli/job_end.h"
 #include "app/cli/rank_processes.h"
@@ -16,7 +18,7 @@ void addConvertCommand(CLI::App& app) {
   struct Args {
     std::string model, configFile, runDir, outputDir, corpus, dtype, device, computeDtype;
     PlanFlags planFlags;
-    int64_t distillSteps = -1, finetuneSteps = -1, seqLen = -1, maxTrain = -1;
+    std::optional<int64_t> distillSteps, finetuneSteps, seqLen, maxTrain;
     bool adaptersOnly = false, printConfig = false;
     int processes = 1;
   };
@@ -48,10 +50,10 @@ void addConvertCommand(CLI::App& app) {
     if (!a->outputDir.empty()) c.outputDir = a->outputDir;
     a->planFlags.applyTo(c);
     if (!a->corpus.empty()) c.data.corpus = a->corpus;
-    if (a->seqLen > 0) c.data.sequenceLength = a->seqLen;
-    if (a->maxTrain >= 0) c.data.maxTrainSequences = a->maxTrain;
-    if (a->distillSteps >= 0) c.distill.steps = a->distillSteps;
-    if (a->finetuneSteps >= 0) c.finetune.steps = a->finetuneSteps;
+    if (a->seqLen) c.data.sequenceLength = *a->seqLen;
+    if (a->maxTrain) c.data.maxTrainSequences = *a->maxTrain;
+    if (a->distillSteps) c.distill.steps = *a->distillSteps;
+    if (a->finetuneSteps) c.finetune.steps = *a->finetuneSteps;
     if (!a->dtype.empty()) c.exportOptions.dtype = a->dtype;
     if (a->adaptersOnly) c.exportOptions.adaptersOnly = true;
     if (c.runDir.empty()) c.runDir = "runs/convert";

@@ -10,8 +10,8 @@ void addDistillCommand(CLI::App& app) {
   struct Args {
     std::string model, configFile, runDir, corpus, loss, device, dtype;
     PlanFlags planFlags;
-    int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1;
-    double lr = -1;
+    std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery;
+    std::optional<double> lr;
     bool resume = false, printConfig = false;
     int processes = 1;
   };
@@ -27,7 +27,7 @@ void addDistillCommand(CLI::App& app) {
   cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence");
   cmd->add_option("--max-train", a->maxTrain, "Use at most this many training sequences");
   cmd->add_option("--eval-every", a->evalEvery, "Steps between evaluations");
-  cmd->add_option("--lr", a->lr, "AdamW learning rate");
+  cmd->add_option("--lr", a->lr, "AdamW learning rate")->check(finiteNumber());
   cmd->add_option("--corpus", a->corpus, "brown, or a .txt/.jsonl file or folder of .txt");
   cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
@@ -46,12 +46,12 @@ void addDistillCommand(CLI::App& app) {
     a->planFlags.applyTo(c);
     if (!a->loss.empty()) c.loss = a->loss;
     if (!a->corpus.empty()) c.data.corpus = a->corpus;
-    if (a->steps >= 0) c.steps = a->steps;
-    if (a->batch > 0) c.batchSize = a->batch;
-    if (a->seqLen > 0) c.data.sequenceLength = a->seqLen;
-    if (a->maxTrain >= 0) c.data.maxTrainSequences = a->maxTrain;
-    if (a->evalEvery > 0) c.evalEvery = a->evalEvery;
-    if (a->lr > 0) c.lr = a->lr;
+    if (a->steps) c.steps = *a->steps;
+    if (a->batch) c.batchSize = *a->batch;
+    if (a->seqLen) c.data.sequenceLength = *a->seqLen;
+    if (a->maxTrain) c.data.maxTrainSequences = *a->maxTrain;
+    if (a->evalEvery) c.evalEvery = *a->evalEvery;
+    if (a->lr) c.lr = *a->lr;
     c.resume = c.resume || a->resume;
     if (c.runDir.empty()) c.runDir = "runs/distill";
     if (recheckConfig(c, jobs::distillConfigFromJson, a->printConfig)) return;

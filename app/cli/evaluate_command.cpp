@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include <optional>
 #include "app/cli/cli_observer.h"
+
 #include "app/cli/commands.h"
 #include "app/cli/job_end.h"
 #include "engine/jobs/evaluate_job.h"
@@ -54,7 +56,7 @@ void addEvaluateCommand(CLI::App& app) {
     std::string model, converted, featureMap, configFile, runDir, task, corpus, device, dtype;
     std::vector<std::string> featureMaps;
     std::vector<int64_t> layers;
-    int64_t maxSequences = -1, tableSequences = -1, batch = -1, seqLen = -1;
+    std::optional<int64_t> maxSequences, tableSequences, batch, seqLen;
     bool printConfig = false;
   };
   auto a = std::make_shared<Args>();
@@ -89,10 +91,10 @@ void addEvaluateCommand(CLI::App& app) {
     if (!a->task.empty()) c.task = a->task;
     if (!a->featureMaps.empty()) c.featureMaps = a->featureMaps;
     if (!a->layers.empty()) c.layers = a->layers;
-    if (a->maxSequences >= 0) c.maxSequences = a->maxSequences;
-    if (a->tableSequences >= 0) c.tableSequences = a->tableSequences;
-    if (a->batch > 0) c.batchSize = a->batch;
-    if (a->seqLen > 0) c.data.sequenceLength = a->seqLen;
+    if (a->maxSequences) c.maxSequences = *a->maxSequences;
+    if (a->tableSequences) c.tableSequences = *a->tableSequences;
+    if (a->batch) c.batchSize = *a->batch;
+    if (a->seqLen) c.data.sequenceLength = *a->seqLen;
     if (!a->corpus.empty()) c.data.corpus = a->corpus;
     else if (c.task == "classification" && c.data.corpus == "brown") c.data.corpus = "spamassassin";
     if (c.runDir.empty()) c.runDir = "runs/evaluate";

@@ -9,8 +9,8 @@ namespace hh::cli {
 void addFinetuneCommand(CLI::App& app) {
   struct Args {
     std::string model, adapters, configFile, runDir, outputDir, mode, task, loss, corpus, classData, device, dtype;
-    int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1, rank = -1;
-    double lr = -1, alpha = -1;
+    std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery, rank;
+    std::optional<double> lr, alpha;
     bool resume = false, printConfig = false;
     int processes = 1;
   };
@@ -23,7 +23,7 @@ void addFinetuneCommand(CLI::App& app) {
   cmd->add_option("--output", a->outputDir, "Folder for the finetuned model (default: <run-dir>/model)");
   cmd->add_option("--mode", a->mode, "full | lora (default full)");
   cmd->add_option("--lora-rank", a->rank, "LoRA rank r");
-  cmd->add_option("--lora-alpha", a->alpha, "LoRA alpha (scale alpha / r)");
+  cmd->add_option("--lora-alpha", a->alpha, "LoRA alpha (scale alpha / r)")->check(finiteNumber());
   cmd->add_option("--task", a->task, "lm | classification (default lm)");
   cmd->add_option("--loss", a->loss, "lm: next_token | teacher_kl (KL to the original model's next-token distribution)");
   cmd->add_option("--corpus", a->corpus, "LM data: brown, or a .txt/.jsonl file or folder of .txt");
@@ -33,7 +33,7 @@ void addFinetuneCommand(CLI::App& app) {
   cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence (both tasks)");
   cmd->add_option("--max-train", a->maxTrain, "LM: at most this many training sequences");
   cmd->add_option("--eval-every", a->evalEvery, "Steps between evaluations");
-  cmd->add_option("--lr", a->lr, "AdamW peak learning rate");
+  cmd->add_option("--lr", a->lr, "AdamW peak learning rate")->check(finiteNumber());
   cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addProcessCountOption(cmd, a->processes);
@@ -51,18 +51,18 @@ void addFinetuneCommand(CLI::App& app) {
     if (!a->runDir.empty()) c.runDir = a->runDir;
     if (!a->outputDir.empty()) c.outputDir = a->outputDir;
     if (!a->mode.empty()) c.mode = a->mode;
-    if (a->rank > 0) c.loraRank = a->rank;
-    if (a->alpha > 0) c.loraAlpha = a->alpha;
+    if (a->rank) c.loraRank = *a->rank;
+    if (a->alpha) c.loraAlpha = *a->alpha;
     if (!a->task.empty()) c.task = a->task;
     if (!a->loss.empty()) c.loss = a->loss;
     if (!a->corpus.empty()) c.data.corpus = a->corpus;
     if (!a->classData.empty()) c.classification.path = a->classData;
-    if (a->steps >= 0) c.steps = a->steps;
-    if (a->batch > 0) c.batchSize = a->batch;
-    if (a->seqLen > 0) c.data.sequenceLength = c.classification.sequenceLength = a->seqLen;
-    if (a->maxTrain >= 0) c.data.maxTrainSequences = a->maxTrain;
-    if (a->evalEvery > 0) c.evalEvery = a->evalEvery;
-    if (a->lr > 0) c.lr = a->lr;
+    if (a->steps) c.steps = *a->steps;
+    if (a->batch) c.batchSize = *a->batch;
+    if (a->seqLen) c.data.sequenceLength = c.classification.sequenceLength = *a->seqLen;
+    if (a->maxTrain) c.data.maxTrainSequences = *a->maxTrain;
+    if (a->evalEvery) c.evalEvery = *a->evalEvery;
+    if (a->lr) c.lr = *a->lr;
     c.resume = c.resume || a->resume;
     if (c.runDir.empty()) c.runDir = "runs/finetune";
     if (recheckConfig(c, jobs::finetuneConfigFromJson, a->printConfig)) return;

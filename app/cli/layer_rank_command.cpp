@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include <optional>
 #include "app/cli/cli_observer.h"
+
 #include "app/cli/commands.h"
 #include "engine/jobs/rank_job.h"
 
@@ -38,7 +40,7 @@ void printRanking(const jobs::RankResult& r) {
 void addRankCommand(CLI::App& app) {
   struct Args {
     std::string model, configFile, runDir, attention, keepAs, corpus, device;
-    int64_t steps = -1, keep = -1, probeRows = -1, seqLen = -1, maxTrain = -1;
+    std::optional<int64_t> steps, keep, probeRows, seqLen, maxTrain;
     bool printConfig = false;
   };
   auto a = std::make_shared<Args>();
@@ -65,11 +67,11 @@ void addRankCommand(CLI::App& app) {
     if (!a->attention.empty()) c.attention = a->attention;
     if (!a->keepAs.empty()) c.keepAs = a->keepAs;
     if (!a->corpus.empty()) c.data.corpus = a->corpus;
-    if (a->steps > 0) c.steps = a->steps;
-    if (a->keep >= 0) c.keep = a->keep;
-    if (a->probeRows > 0) c.probeRows = a->probeRows;
-    if (a->seqLen > 0) c.data.sequenceLength = a->seqLen;
-    if (a->maxTrain >= 0) c.data.maxTrainSequences = a->maxTrain;
+    if (a->steps) c.steps = *a->steps;
+    if (a->keep) c.keep = *a->keep;
+    if (a->probeRows) c.probeRows = *a->probeRows;
+    if (a->seqLen) c.data.sequenceLength = *a->seqLen;
+    if (a->maxTrain) c.data.maxTrainSequences = *a->maxTrain;
     if (c.runDir.empty()) c.runDir = "runs/rank";
     c = jobs::rankConfigFromJson(jobs::toJson(c));  // the same checks as a config file
     if (a->printConfig) {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +94,18 @@ void addDeviceOption(CLI::App* command, std::string& device) {
   command->add_option("--device", device,
                       "auto | cpu | cuda | cuda:N (default auto: the GPU when this build has CUDA and one is visible, "
                       "else the CPU)");
+}
+
+CLI::Validator finiteNumber(bool positive) {
+  return CLI::Validator(
+      [positive](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(value) || (positive && !(value > 0)))
+          return std::string("must be a ") + (positive ? "positive " : "") + "finite number, got " + text;
+        return {};
+      },
+      positive ? "POSITIVE" : "FINITE");
 }
 
 void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& name) {

@@ -4,7 +4,9 @@
 // `--print-config` writes the full config (every default) as JSON, to start a project file.
 #include <cstdio>
 
+#include <optional>
 #include "app/cli/cli_observer.h"
+
 #include "app/cli/commands.h"
 #include "app/cli/job_end.h"
 #include "engine/jobs/train_job.h"
@@ -15,9 +17,9 @@ void addTrainCommand(CLI::App& app) {
   struct Args {
     std::string model, configFile, runDir, outputDir, tokenizer, modelType, featureMap, rule, corpus, device, dtype;
     std::vector<int64_t> layers;
-    int64_t steps = -1, batch = -1, seqLen = -1, maxTrain = -1, evalEvery = -1, warmup = -1;
-    int64_t nEmbd = -1, nLayer = -1, nHead = -1, nPositions = -1;
-    double lr = -1;
+    std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery, warmup;
+    std::optional<int64_t> nEmbd, nLayer, nHead, nPositions;
+    std::optional<double> lr;
     bool resume = false, printConfig = false;
   };
   auto a = std::make_shared<Args>();
@@ -41,7 +43,7 @@ void addTrainCommand(CLI::App& app) {
   cmd->add_option("--max-train", a->maxTrain, "Use at most this many training sequences");
   cmd->add_option("--eval-every", a->evalEvery, "Steps between evaluations (and checkpoints)");
   cmd->add_option("--warmup", a->warmup, "Linear warmup steps");
-  cmd->add_option("--lr", a->lr, "AdamW peak learning rate");
+  cmd->add_option("--lr", a->lr, "AdamW peak learning rate")->check(finiteNumber());
   cmd->add_option("--corpus", a->corpus, "brown, or a .txt/.jsonl file or folder of .txt");
   cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
@@ -59,21 +61,21 @@ void addTrainCommand(CLI::App& app) {
     if (!a->outputDir.empty()) c.outputDir = a->outputDir;
     if (!a->tokenizer.empty()) c.tokenizer = a->tokenizer;
     if (!a->modelType.empty()) c.architecture.modelType = a->modelType;
-    if (a->nEmbd > 0) c.architecture.nEmbd = a->nEmbd;
-    if (a->nLayer > 0) c.architecture.nLayer = a->nLayer;
-    if (a->nHead > 0) c.architecture.nHead = a->nHead;
-    if (a->nPositions > 0) c.architecture.nPositions = a->nPositions;
+    if (a->nEmbd) c.architecture.nEmbd = *a->nEmbd;
+    if (a->nLayer) c.architecture.nLayer = *a->nLayer;
+    if (a->nHead) c.architecture.nHead = *a->nHead;
+    if (a->nPositions) c.architecture.nPositions = *a->nPositions;
     if (!a->featureMap.empty()) c.featureMap = a->featureMap;
     if (!a->rule.empty()) c.rule = a->rule;
     if (!a->layers.empty()) c.layers = a->layers;
     if (!a->corpus.empty()) c.data.corpus = a->corpus;
-    if (a->steps >= 0) c.steps = a->steps;
-    if (a->batch > 0) c.batchSize = a->batch;
-    if (a->seqLen > 0) c.data.sequenceLength = a->seqLen;
-    if (a->maxTrain >= 0) c.data.maxTrainSequences = a->maxTrain;
-    if (a->evalEvery > 0) c.evalEvery = a->evalEvery;
-    if (a->warmup >= 0) c.warmupSteps = a->warmup;
-    if (a->lr > 0) c.lr = a->lr;
+    if (a->steps) c.steps = *a->steps;
+    if (a->batch) c.batchSize = *a->batch;
+    if (a->seqLen) c.data.sequenceLength = *a->seqLen;
+    if (a->maxTrain) c.data.maxTrainSequences = *a->maxTrain;
+    if (a->evalEvery) c.evalEvery = *a->evalEvery;
+    if (a->warmup) c.warmupSteps = *a->warmup;
+    if (a->lr) c.lr = *a->lr;
     c.resume = c.resume || a->resume;
     if (c.runDir.empty()) c.runDir = "runs/train";
     if (recheckConfig(c, jobs::trainConfigFromJson, a->printConfig)) return;

@@ -25,6 +25,10 @@ DataConfig dataConfigFromJson(const nlohmann::json& j, const std::string& where)
   r.read("seed", d.seed);
   r.checkUnknownKeys();
   if (d.sequenceLength < 2) throw std::invalid_argument(where + ": sequence_length must be at least 2");
+  if (d.maxTrainSequences < 0 || d.maxValidationSequences < 0)
+    throw std::invalid_argument(where + ": max_train_sequences and max_validation_sequences must be >= 0 (0 = all)");
+  if (!(d.validationFraction >= 0 && d.validationFraction <= 1))
+    throw std::invalid_argument(where + ": validation_fraction must lie in [0, 1]");
   return d;
 }
 

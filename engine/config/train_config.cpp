@@ -139,6 +139,10 @@ TrainConfig trainConfigFromJson(const nlohmann::json& j) {
     if (c.featureMap.find('=') != std::string::npos)
       throw std::invalid_argument("train config: feature_map is a name (" + c.featureMap + "); give exp_t's t as \"exp_t\"");
     models::checkPlanKeys({c.featureMap, c.rule, 0, c.layers, {}, c.seed}, r.where);
+  } else if (c.rule != "additive" || !c.layers.empty()) {  // they shape a linear map: ignored, they would mislead
+    throw std::invalid_argument("train config: rule and layers apply to a linear feature_map; with feature_map \"" +
+                                c.featureMap + "\" (" + (c.featureMap.empty() ? "the model's own plan" : "softmax") +
+                                ") they would be ignored");
   }
   checkOptimizationKeys(c, r.where);
   return c;

@@ -247,7 +247,19 @@ class TestBadInputsCli : public QObject {
         {{"distill", teacher, "--layers", "-1"}, "layer -1"},
         {{"finetune", teacher, "--mode", "half"}, "mode must be"},
         {{"train", "--feature-map", "relu6"}, "relu6"},
-        {{"convert", teacher, "--feature-map", "relu6"}, "relu6"}};
+        {{"convert", teacher, "--feature-map", "relu6"}, "relu6"},
+        // Counts of 0 or below, NaN and infinity fell back to the default silently (the flags
+        // took effect only when > 0), and rule/layers without a linear map were ignored.
+        {{"train", "--batch-size", "0"}, "batch_size"},
+        {{"train", "--lr", "inf"}, "--lr: must be a finite number"},
+        {{"train", "--max-train", "-7"}, "max_train_sequences"},
+        {{"train", "--rule", "delta"}, "rule and layers apply to a linear feature_map"},
+        {{"distill", teacher, "--window", "-5"}, "window"},
+        {{"finetune", teacher, "--lora-rank", "0"}, "lora_rank"},
+        {{"finetune", teacher, "--lora-alpha", "nan"}, "--lora-alpha: must be a finite number"},
+        {{"evaluate", teacher, "--seq-len", "0"}, "sequence_length"},
+        {{"convert", teacher, "--distill-steps", "-3"}, "steps"},
+        {{"rank", teacher, "--probe-rows", "0"}, "probe_rows"}};
     for (const auto& [args, needle] : cases) {
       auto argv = args;
       argv.push_back("--print-config");

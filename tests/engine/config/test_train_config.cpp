@@ -44,7 +44,7 @@ class TestTrainConfig : public QObject {
                           "train config: unknown feature map 'relu6'");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"feature_map", "exp_t=2"}}), "give exp_t's t as \"exp_t\"");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"feature_map", "taylor"}, {"rule", "delta_mao"}}), "delta_mao rule");
-    QCOMPARE(j::trainConfigFromJson({{"feature_map", "softmax"}, {"rule", "fast"}}).featureMap, std::string("softmax"));
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"feature_map", "softmax"}, {"rule", "fast"}}), "would be ignored");
   }
 
   void taskConfigJsonRoundTripAndErrors() {
@@ -88,6 +88,16 @@ class TestTrainConfig : public QObject {
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"task", {{"kind", "copy"}}}, {"tokenizer", "gpt2"}}),
                           "\"tokenizer\" must be empty");
     HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"exp_t", 0.0}}), "exp_t must be positive");
+    // A negative count used to mean "all", the same as 0, so a mistyped --max-train -7 ran on everything.
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"data", {{"max_train_sequences", -7}}}}), "max_train_sequences");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"data", {{"max_validation_sequences", -1}}}}),
+                          "max_validation_sequences");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"data", {{"validation_fraction", 1.5}}}}), "validation_fraction");
+    QCOMPARE(j::trainConfigFromJson({{"data", {{"max_train_sequences", 0}}}}).data.maxTrainSequences, int64_t(0));
+    // rule and layers shape a linear map; without one the job ignored them.
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"rule", "delta"}}), "rule and layers apply to a linear feature_map");
+    HH_VERIFY_THROWS_WITH(j::trainConfigFromJson({{"feature_map", "softmax"}, {"layers", {1}}}), "would be ignored");
+    QCOMPARE(j::trainConfigFromJson({{"feature_map", "hedgehog"}, {"rule", "delta"}}).rule, std::string("delta"));
     QVERIFY(j::trainConfigFromJson({{"task", J(nullptr)}}).task.kind.empty());
   }
 };
