@@ -9,7 +9,6 @@
 // cache, later passes (--passes) show the warm-cache rate.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "app/cli/commands.h"
+#include "engine/io/durable_file.h"
 #include "engine/io/text_file.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "engine/tokenizers/unicode_text.h"
@@ -38,7 +38,7 @@ std::string readFile(const std::string& path) {
   return std::move(*text);
 }
 
-void runTokenize(const TokenizeArgs& a) {
+std::unique_ptr<tok::Tokenizer> loadTokenizer(const TokenizeArgs& a) {
   const bool explicitFiles = !a.vocab.empty() || !a.merges.empty();
   if (explicitFiles == !a.tokenizerDir.empty()) {
     throw std::runtime_error("tokenize: give either --vocab and --merges, or --tokenizer DIR");
@@ -47,26 +47,27 @@ void runTokenize(const TokenizeArgs& a) {
     throw std::runtime_error("tokenize: --vocab and --merges go together");
   }
   const auto loadStart = std::chrono::steady_clock::now();
-  const auto tok = explicitFiles ? tok::loadGpt2Bpe(a.vocab, a.merges, /*endOfTextIsSpecial=*/false)
-                                 : tok::loadTokenizer(a.tokenizerDir);
+  auto tok = explicitFiles ? tok::loadGpt2Bpe(a.vocab, a.merges, /*endOfTextIsSpecial=*/false)
+                           : tok::loadTokenizer(a.tokenizerDir);
   const double loadSecs = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
   std::printf("tokenizer: %s, %lld tokens, loaded in %.3f s\n", tok->kind().c_str(), (long long)tok->vocabSize(), loadSecs);
+  return tok;
+}
 
-  std::vector<std::string> texts;
-  texts.reserve(a.files.size());
+// Each text's ids, encoded `passes` times with the rate of each pass printed.
+std::vector<std::vector<int64_t>> encodeTimed(const tok::Tokenizer& tok, const std::vector<std::string>& texts,
+                                              const TokenizeArgs& a) {
   size_t bytes = 0, chars = 0;
-  for (const auto& f : a.files) {
-    texts.push_back(readFile(f));
-    bytes += texts.back().size();
-    chars += tok::text::countCodePoints(texts.back());
+  for (const auto& text : texts) {
+    bytes += text.size();
+    chars += tok::text::countCodePoints(text);
   }
   std::vector<std::vector<int64_t>> ids(texts.size());
-  size_t tokens = 0;
   for (int pass = 0; pass < a.passes; ++pass) {
-    tokens = 0;
+    size_t tokens = 0;
     const auto start = std::chrono::steady_clock::now();
     for (size_t i = 0; i < texts.size(); ++i) {
-      ids[i] = tok->encode(texts[i], a.addSpecial);
+      ids[i] = tok.encode(texts[i], a.addSpecial);
       tokens += ids[i].size();
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -74,28 +75,47 @@ void runTokenize(const TokenizeArgs& a) {
                 pass + 1, pass == 0 ? "cold" : "warm", texts.size(), bytes, chars, tokens, secs, tokens / secs,
                 bytes / secs / 1e6);
   }
-  if (a.checkRoundTrip) {
-    size_t bad = 0;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      if (tok->decode(ids[i]) != texts[i]) {
-        ++bad;
-        std::printf("round trip differs: %s\n", a.files[i].c_str());
-      }
+  return ids;
+}
+
+void checkRoundTrip(const tok::Tokenizer& tok, const std::vector<std::string>& texts,
+                    const std::vector<std::vector<int64_t>>& ids, const std::vector<std::string>& files) {
+  size_t bad = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (tok.decode(ids[i]) != texts[i]) {
+      ++bad;
+      std::printf("round trip differs: %s\n", files[i].c_str());
     }
-    std::printf("round trip decode(encode(text)) == text: %zu of %zu files\n", texts.size() - bad, texts.size());
-    if (bad) throw std::runtime_error("tokenize: round trip failed for " + std::to_string(bad) + " files");
   }
-  if (!a.out.empty()) {
-    std::ofstream out(a.out, std::ios::binary);
-    if (!out) throw std::runtime_error(a.out + ": cannot write");
-    for (size_t i = 0; i < texts.size(); ++i) {
-      out << a.files[i] << '\t' << ids[i].size() << '\t';
-      for (size_t k = 0; k < ids[i].size(); ++k) out << (k ? " " : "") << ids[i][k];
-      out << '\n';
-    }
-    if (!out) throw std::runtime_error(a.out + ": write failed");
-    std::printf("ids written to %s\n", a.out.c_str());
+  std::printf("round trip decode(encode(text)) == text: %zu of %zu files\n", texts.size() - bad, texts.size());
+  if (bad) throw std::runtime_error("tokenize: round trip failed for " + std::to_string(bad) + " files");
+}
+
+// The ids file, written whole or not at all (a full disk left half a file behind).
+void writeIds(const std::string& path, const std::vector<std::string>& files,
+              const std::vector<std::vector<int64_t>>& ids) {
+  std::ostringstream out;
+  for (size_t i = 0; i < files.size(); ++i) {
+    out << files[i] << '\t' << ids[i].size() << '\t';
+    for (size_t k = 0; k < ids[i].size(); ++k) out << (k ? " " : "") << ids[i][k];
+    out << '\n';
   }
+  try {
+    io::writeFileAtomically(path, out.str());
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path + ": cannot write the ids (" + e.what() + ")");
+  }
+  std::printf("ids written to %s\n", path.c_str());
+}
+
+void runTokenize(const TokenizeArgs& a) {
+  const auto tok = loadTokenizer(a);
+  std::vector<std::string> texts;
+  texts.reserve(a.files.size());
+  for (const auto& f : a.files) texts.push_back(readFile(f));
+  const auto ids = encodeTimed(*tok, texts, a);
+  if (a.checkRoundTrip) checkRoundTrip(*tok, texts, ids, a.files);
+  if (!a.out.empty()) writeIds(a.out, a.files, ids);
 }
 }  // namespace
 
