@@ -122,16 +122,21 @@ ExperimentView::ExperimentView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(body, 1);
 }
 
-QString ExperimentView::open(const QString& path) {
-  const QString file = QFileInfo(path).isDir() ? QDir(path).filePath(QStringLiteral("summary.json")) : path;
+namespace {
+
+// The variants summary.json lists, with their folders beside it; an error naming the file, empty
+// on success.
+template <class Variant>
+QString readVariants(const QString& file, QJsonObject& root, std::vector<Variant>& variants) {
   QFile in(file);
-  if (!in.open(QIODevice::ReadOnly)) return tr("%1: cannot open (run `hedgehog experiment` first)").arg(file);
+  if (!in.open(QIODevice::ReadOnly)) return QObject::tr("%1: cannot open (run `hedgehog experiment` first)").arg(file);
   QJsonParseError error{};
   const auto doc = QJsonDocument::fromJson(in.readAll(), &error);
-  if (doc.isNull() || !doc.isObject()) return tr("%1: not an experiment summary (%2)").arg(file, error.errorString());
-  const auto root = doc.object();
-  dir_ = QFileInfo(file).absolutePath();
-  variants_.clear();
+  if (doc.isNull() || !doc.isObject())
+    return QObject::tr("%1: not an experiment summary (%2)")
+        .arg(file, doc.isNull() ? error.errorString() : QObject::tr("not a JSON object"));
+  root = doc.object();
+  const QString dir = QFileInfo(file).absolutePath();
   for (const auto& item : root.value(QStringLiteral("variants")).toArray()) {
     const auto o = item.toObject();
     Variant v;
@@ -139,21 +144,40 @@ QString ExperimentView::open(const QString& path) {
     v.status = o.value(QStringLiteral("status")).toString();
     v.seconds = o.value(QStringLiteral("seconds")).toDouble();
     // Variant folders are found beside summary.json (the recorded run_dir may be relative to elsewhere).
-    v.runDir = QDir(dir_).filePath(v.name);
+    v.runDir = QDir(dir).filePath(v.name);
     const auto metrics = o.value(QStringLiteral("metrics")).toObject();
     for (auto it = metrics.begin(); it != metrics.end(); ++it)
       v.metrics[it.key()] = it.value().isDouble() ? it.value().toDouble() : std::nan("");
-    if (!v.name.isEmpty()) variants_.push_back(std::move(v));
+    if (!v.name.isEmpty()) variants.push_back(std::move(v));
   }
-  if (variants_.empty()) return tr("%1: the summary lists no variants").arg(file);
-  title_->setText(QStringLiteral("<b>%1</b> (%2, %3 variants) &nbsp; %4<br>%5")
-                      .arg(root.value(QStringLiteral("name")).toString().toHtmlEscaped(),
-                           root.value(QStringLiteral("job")).toString().toHtmlEscaped())
-                      .arg(variants_.size())
-                      .arg(dir_.toHtmlEscaped(), root.value(QStringLiteral("description")).toString().toHtmlEscaped()));
-  fillTable();
+  if (variants.empty()) return QObject::tr("%1: the summary lists no variants").arg(file);
+  return {};
+}
 
-  // Choices: metrics every variant has; scalars of the first variant's run files; snapshot pairs.
+}  // namespace
+
+QString ExperimentView::open(const QString& path) {
+  const QString file = QFileInfo(path).isDir() ? QDir(path).filePath(QStringLiteral("summary.json")) : path;
+  QJsonObject root;
+  std::vector<Variant> variants;
+  // What is on screen stays as it was when the file is refused (it was half replaced).
+  if (const QString error = readVariants(file, root, variants); !error.isEmpty()) return error;
+  dir_ = QFileInfo(file).absolutePath();
+  variants_ = std::move(variants);
+  const auto text = [&](const char* key) { return root.value(QLatin1String(key)).toString().toHtmlEscaped(); };
+  title_->setText(QStringLiteral("<b>%1</b> (%2, %3 variants) &nbsp; %4<br>%5")
+                      .arg(text("name"), text("job"), QString::number(variants_.size()), dir_.toHtmlEscaped(),
+                           text("description")));
+  fillTable();
+  fillChoices();
+  refreshScatter();
+  refreshCurves();
+  refreshMaps();
+  return {};
+}
+
+// Choices: metrics every variant has; scalars of the first variant's run files; snapshot pairs.
+void ExperimentView::fillChoices() {
   std::set<QString> metricKeys;
   for (const auto& [k, value] : variants_.front().metrics) metricKeys.insert(k);
   for (const auto& v : variants_)
@@ -185,10 +209,6 @@ QString ExperimentView::open(const QString& path) {
   pick(yChoice_, {QStringLiteral("test_accuracy"), QStringLiteral("perplexity"), QStringLiteral("evaluate/ppl_converted")}, 1);
   pick(scalarChoice_, {QStringLiteral("accuracy"), QStringLiteral("val_loss"), QStringLiteral("distill/val_loss")}, 0);
   pick(pairChoice_, {}, int(pairs.size()) - 1);  // the last pair: the top layer's last head
-  refreshScatter();
-  refreshCurves();
-  refreshMaps();
-  return {};
 }
 
 void ExperimentView::fillTable() {

@@ -59,6 +59,7 @@ class ExperimentView : public QWidget {
     std::map<QString, double> metrics;
   };
   void fillTable();
+  void fillChoices();
   void refreshScatter();
   void refreshCurves();
   void refreshMaps();

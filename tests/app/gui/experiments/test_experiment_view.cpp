@@ -12,11 +12,12 @@
 #include <filesystem>
 
 #include "app/gui/experiments/experiment_view.h"
+#include "engine/io/durable_file.h"
 #include "engine/jobs/experiment_job.h"
 #include "engine/runs/run_reader.h"
 #include "tests/engine/jobs/experiment_test_support.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
 #include "widgets/curve_plot.h"
 #include "widgets/heatmap_view.h"
 
@@ -57,6 +58,13 @@ class TestExperimentView : public QObject {
     QCOMPARE(view.variantCount(), 2);
     QCOMPARE(view.table()->rowCount(), 2);
     QCOMPARE(view.table()->item(1, 0)->text(), QString("t2r"));
+    // A summary the view refuses leaves the open experiment as it was (the variants were cleared
+    // while the table, title and plots still showed them).
+    const QString empty = QString::fromStdString(dir.file("empty_summary.json"));
+    hh::io::writeFileAtomically(empty.toStdString(), R"({"name": "x", "variants": []})");
+    QVERIFY(view.open(empty).contains("lists no variants"));
+    QCOMPARE(view.variantCount(), 2);
+    QCOMPARE(view.table()->rowCount(), 2);
 
     QVERIFY(view.setScatterAxes("kl_mean", "val_loss"));
     QVERIFY(!view.setScatterAxes("kl_mean", "no_such_metric"));
