@@ -87,6 +87,12 @@ ExportResult exportFigure(QWidget* widget, const QString& path, const FigureExpo
   const QSize canvas = options.size.isEmpty() ? widget->size() : options.size;
   if (canvas.isEmpty() || canvas.width() > kMaxSide || canvas.height() > kMaxSide)
     return failure(path, QStringLiteral("bad size %1 x %2").arg(canvas.width()).arg(canvas.height()));
+  const QSize pixels = canvas * options.scale;
+  if (*format == FigureFormat::Png && (pixels.width() > kMaxSide || pixels.height() > kMaxSide))
+    return failure(path, QStringLiteral("a PNG of %1 x %2 pixels (size x scale) is more than %3 a side")
+                             .arg(pixels.width())
+                             .arg(pixels.height())
+                             .arg(kMaxSide));
   QCustomPlot* plot = plotFor(widget);
 
   QSaveFile file(path);

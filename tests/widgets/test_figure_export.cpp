@@ -96,6 +96,12 @@ class TestFigureExport : public QObject {
     FigureExportOptions o;
     o.scale = 0.0;
     QVERIFY(!exportFigure(&view, dir.filePath("x.png"), o).ok);
+    // The size is checked with the scale applied: 20000 x 20000 at scale 8 asked for a
+    // 160000-pixel-wide image and failed as "could not encode the image".
+    o.scale = 8.0;
+    o.size = QSize(20000, 20000);
+    r = exportFigure(&view, dir.filePath("huge.png"), o);
+    QVERIFY2(!r.ok && r.error.contains("huge.png") && r.error.contains("160000 x 160000 pixels"), qPrintable(r.error));
     QCOMPARE(QDir(dir.path()).entryList(QDir::Files).size(), 0);
     QCOMPARE(figureFormatFromPath("a/b.Pdf"), std::optional<FigureFormat>(FigureFormat::Pdf));
     QCOMPARE(figureFormatName(FigureFormat::Svg), QStringLiteral("svg"));
