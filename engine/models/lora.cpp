@@ -39,6 +39,11 @@ LoraAdapters::LoraAdapters(TransformerModel& model, const LoraOptions& options) 
     t.linear = std::dynamic_pointer_cast<torch::nn::LinearImpl>(item.value());
     t.base = t.linear->named_parameters(false)["weight"];  // the registered W0
     const int64_t out = t.base.size(0), in = t.base.size(1);
+    // B A has rank at most min(out, in): a larger rank only costs memory and time.
+    if (options.rank > std::min(out, in))
+      throw std::invalid_argument("LoRA rank " + std::to_string(options.rank) + " is more than " + t.name + "'s " +
+                                  std::to_string(out) + " x " + std::to_string(in) + " weight can use (at most " +
+                                  std::to_string(std::min(out, in)) + "; mode \"full\" trains the whole weight)");
     // A and B train: fp32 (master weights) under a half-precision base, else the base's dtype.
     const auto type = isHalf(t.base.scalar_type()) ? torch::kFloat : t.base.scalar_type();
     const auto options32 = torch::TensorOptions().dtype(torch::kFloat);

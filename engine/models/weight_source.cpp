@@ -34,7 +34,7 @@ WeightSource WeightSource::open(const std::string& dir) {
       io::refusePickle(dir);
       return WeightSource(dir, io::ShardedSafetensors::open(dir));
     }
-    throw io::FormatError(dir + ": no such model folder");
+    throw io::FormatError(dir + ": no such model folder or safetensors file");
   }
   const fs::path base(dir);
   for (const char* name : {"model.safetensors.index.json", "model.safetensors"}) {

@@ -122,6 +122,8 @@ class TestLora : public QObject {
     lora.apply();
     QVERIFY(torch::equal(bert->forward(ids).logits, before));
     HH_VERIFY_THROWS_WITH(m::LoraAdapters(*bert, {0, 2.0, 0}), "rank must be at least 1");
+    // A rank past the weight's smaller side ran (rank 100000 on a 64-wide model: 3.7 GB, 54 s a step).
+    HH_VERIFY_THROWS_WITH(m::LoraAdapters(*bert, {17, 2.0, 0}), "LoRA rank 17 is more than layer_0_query's 16 x 16");
   }
 
   void classificationHeadOnAnLmFolder() {
