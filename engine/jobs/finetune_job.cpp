@@ -63,12 +63,9 @@ struct FinetuneSetup {
   int64_t validationRows() const { return classification ? classes.validation.ids.size(0) : lm.validation.size(0); }
 };
 
-FinetuneSetup prepareFinetuning(const FinetuneConfig& config, const dist::Communicator& world) {
-  requireRowPerRank("finetune", config.batchSize, world);
-  if (config.modelDir.empty()) throw std::invalid_argument("finetune: model is empty");
-  FinetuneSetup s;
-  // Frozen weights (and the teacher) in config.dtype; what trains in fp32.
-  const auto load = loadOptions(config.device, config.dtype);
+// The task's data and the model to train (with a classification head for task classification),
+// and for loss teacher_kl the frozen teacher, all on the config's device.
+void loadDataAndModels(const FinetuneConfig& config, const models::LoadOptions& load, FinetuneSetup& s) {
   s.classification = config.task == "classification";
   s.tokenizer = tok::loadTokenizer(config.modelDir);
   if (s.classification) {
@@ -90,10 +87,14 @@ FinetuneSetup prepareFinetuning(const FinetuneConfig& config, const dist::Commun
     }
   }
   checkTokenizerFits(s.model->config().vocabSize, *s.tokenizer, config.modelDir);
+}
+
+// What trains: the adapters (feature maps, gates) always; then every weight (mode full) or LoRA
+// factors on the attention projections and the classification head (mode lora).
+void chooseTrainable(const FinetuneConfig& config, FinetuneSetup& s) {
   auto& model = *s.model;
-  if (!config.adapters.empty()) models::loadAdaptersFile(model, config.adapters);
   model.train();
-  model.freezeAllBut(true);  // adapters (feature maps, gates) train in both modes
+  model.freezeAllBut(true);
   if (config.mode == "full") {
     std::set<const void*> adapters;
     for (const auto& [name, t] : model.adapterTensors()) adapters.insert(t.unsafeGetTensorImpl());
@@ -108,8 +109,19 @@ FinetuneSetup prepareFinetuning(const FinetuneConfig& config, const dist::Commun
     for (auto& item : model.named_parameters(true))
       if (isClassificationHead(item.key())) item.value().set_requires_grad(true);
   }
-  applyComputeDtype(model, config.dtype);
-  for (auto& p : model.parameters())
+}
+
+FinetuneSetup prepareFinetuning(const FinetuneConfig& config, const dist::Communicator& world) {
+  requireRowPerRank("finetune", config.batchSize, world);
+  if (config.modelDir.empty()) throw std::invalid_argument("finetune: model is empty");
+  FinetuneSetup s;
+  // Frozen weights (and the teacher) in config.dtype; what trains in fp32.
+  const auto load = loadOptions(config.device, config.dtype);
+  loadDataAndModels(config, load, s);
+  if (!config.adapters.empty()) models::loadAdaptersFile(*s.model, config.adapters);
+  chooseTrainable(config, s);
+  applyComputeDtype(*s.model, config.dtype);
+  for (auto& p : s.model->parameters())
     if (p.requires_grad()) s.params.push_back(p);
   if (s.lora)
     for (const auto& p : s.lora->parameters()) s.params.push_back(p);
