@@ -68,6 +68,37 @@ torch::Tensor referenceLinearWeights(const torch::Tensor& fqIn, const torch::Ten
   return out;
 }
 
+namespace {
+
+// The state S (F x D, S[x * d + e]) of head (b, h) after position i of the delta rule (DeltaMao
+// normalises k and q first): S += k (beta (v - S^T k))^T; then o_i = S^T q.
+void deltaStep(std::vector<double>& S, const Acc4& q, const Acc4& k, const Acc4& v, double beta, int64_t b, int64_t h,
+               int64_t i, int64_t f, int64_t d, UpdateRule rule, Acc4& o) {
+  const auto kn = deltaNormalized(k, b, h, i, f, rule), qn = deltaNormalized(q, b, h, i, f, rule);
+  std::vector<double> u(d);
+  for (int64_t e = 0; e < d; ++e) {
+    double recalled = 0.0;
+    for (int64_t x = 0; x < f; ++x) recalled += S[x * d + e] * kn[x];
+    u[e] = beta * (v[b][h][i][e] - recalled);
+  }
+  for (int64_t x = 0; x < f; ++x)
+    for (int64_t e = 0; e < d; ++e) S[x * d + e] += kn[x] * u[e];
+  for (int64_t e = 0; e < d; ++e)
+    for (int64_t x = 0; x < f; ++x) o[b][h][i][e] += qn[x] * S[x * d + e];
+}
+
+// The same for the decay rule: S = (a b^T) * S + k v^T, elementwise decay; then o_i = S^T q.
+void decayStep(std::vector<double>& S, const Acc4& q, const Acc4& k, const Acc4& v, const Acc4& keyDecay,
+               const Acc4& valueDecay, int64_t b, int64_t h, int64_t i, int64_t f, int64_t d, Acc4& o) {
+  for (int64_t x = 0; x < f; ++x)
+    for (int64_t e = 0; e < d; ++e)
+      S[x * d + e] = keyDecay[b][h][i][x] * valueDecay[b][h][i][e] * S[x * d + e] + k[b][h][i][x] * v[b][h][i][e];
+  for (int64_t e = 0; e < d; ++e)
+    for (int64_t x = 0; x < f; ++x) o[b][h][i][e] += q[b][h][i][x] * S[x * d + e];
+}
+
+}  // namespace
+
 torch::Tensor referenceLinearAttention(const torch::Tensor& fqIn, const torch::Tensor& fkIn, const torch::Tensor& vIn,
                                        const RuleInputs& gatesIn, const RuleOptions& options) {
   const auto fq = toCpuDouble(fqIn), fk = toCpuDouble(fkIn), v = toCpuDouble(vIn);
@@ -89,34 +120,17 @@ torch::Tensor referenceLinearAttention(const torch::Tensor& fqIn, const torch::T
 
   // Delta and decay: run the state recurrence of the definition, element by element.
   auto q = fq.accessor<double, 4>(), k = fk.accessor<double, 4>();
+  const bool delta = options.rule == UpdateRule::Delta || options.rule == UpdateRule::DeltaMao;
   const auto beta = toCpuDouble(gatesIn.beta), keyDecay = toCpuDouble(gatesIn.keyDecay),
              valueDecay = toCpuDouble(gatesIn.valueDecay);
   for (int64_t b = 0; b < nb; ++b)
     for (int64_t h = 0; h < nh; ++h) {
-      std::vector<double> S(f * d, 0.0);  // S[x * d + e], F x D
+      std::vector<double> S(f * d, 0.0);
       for (int64_t i = 0; i < t; ++i) {
-        if (options.rule == UpdateRule::Delta || options.rule == UpdateRule::DeltaMao) {
-          const auto kn = deltaNormalized(k, b, h, i, f, options.rule), qn = deltaNormalized(q, b, h, i, f, options.rule);
-          const double bt = beta.accessor<double, 3>()[b][h][i];
-          std::vector<double> u(d);
-          for (int64_t e = 0; e < d; ++e) {
-            double recalled = 0.0;
-            for (int64_t x = 0; x < f; ++x) recalled += S[x * d + e] * kn[x];
-            u[e] = bt * (va[b][h][i][e] - recalled);
-          }
-          for (int64_t x = 0; x < f; ++x)
-            for (int64_t e = 0; e < d; ++e) S[x * d + e] += kn[x] * u[e];
-          for (int64_t e = 0; e < d; ++e)
-            for (int64_t x = 0; x < f; ++x) o[b][h][i][e] += qn[x] * S[x * d + e];
-        } else {  // Decay
-          auto a = keyDecay.accessor<double, 4>();
-          auto bb = valueDecay.accessor<double, 4>();
-          for (int64_t x = 0; x < f; ++x)
-            for (int64_t e = 0; e < d; ++e)
-              S[x * d + e] = a[b][h][i][x] * bb[b][h][i][e] * S[x * d + e] + k[b][h][i][x] * va[b][h][i][e];
-          for (int64_t e = 0; e < d; ++e)
-            for (int64_t x = 0; x < f; ++x) o[b][h][i][e] += q[b][h][i][x] * S[x * d + e];
-        }
+        if (delta)
+          deltaStep(S, q, k, va, beta.accessor<double, 3>()[b][h][i], b, h, i, f, d, options.rule, o);
+        else
+          decayStep(S, q, k, va, keyDecay.accessor<double, 4>(), valueDecay.accessor<double, 4>(), b, h, i, f, d, o);
       }
     }
   return out;
