@@ -49,6 +49,24 @@ QComboBox* combo(QWidget* parent) {
   return c;
 }
 
+// A panel: one row of labelled choices (each choice widening with the row unless `compact`)
+// above `content`, which takes the rest of the height.
+QWidget* panel(QWidget* parent, const std::vector<std::pair<QString, QComboBox*>>& choices, QWidget* content,
+               bool compact = false) {
+  auto* box = new QWidget(parent);
+  auto* layout = new QVBoxLayout(box);
+  layout->setContentsMargins(0, 0, 0, 0);
+  auto* row = new QHBoxLayout;
+  for (const auto& [label, choice] : choices) {
+    row->addWidget(new QLabel(label, box));
+    row->addWidget(choice, compact ? 0 : 1);
+  }
+  if (compact) row->addStretch(1);
+  layout->addLayout(row);
+  layout->addWidget(content, 1);
+  return box;
+}
+
 }  // namespace
 
 ExperimentView::ExperimentView(QWidget* parent) : QWidget(parent) {
@@ -73,47 +91,23 @@ ExperimentView::ExperimentView(QWidget* parent) : QWidget(parent) {
   connect(yChoice_, &QComboBox::currentTextChanged, this, [this] { refreshScatter(); });
   connect(scalarChoice_, &QComboBox::currentTextChanged, this, [this] { refreshCurves(); });
   connect(pairChoice_, &QComboBox::currentTextChanged, this, [this] { refreshMaps(); });
+  arrange();
+}
 
-  auto* scatterBox = new QWidget(this);
-  auto* scatterLayout = new QVBoxLayout(scatterBox);
-  scatterLayout->setContentsMargins(0, 0, 0, 0);
-  auto* axes = new QHBoxLayout;
-  axes->addWidget(new QLabel(tr("x"), this));
-  axes->addWidget(xChoice_, 1);
-  axes->addWidget(new QLabel(tr("y"), this));
-  axes->addWidget(yChoice_, 1);
-  scatterLayout->addLayout(axes);
-  scatterLayout->addWidget(scatter_, 1);
-  auto* curvesBox = new QWidget(this);
-  auto* curvesLayout = new QVBoxLayout(curvesBox);
-  curvesLayout->setContentsMargins(0, 0, 0, 0);
-  auto* scalarRow = new QHBoxLayout;
-  scalarRow->addWidget(new QLabel(tr("over steps"), this));
-  scalarRow->addWidget(scalarChoice_, 1);
-  curvesLayout->addLayout(scalarRow);
-  curvesLayout->addWidget(curves_, 1);
-  auto* mapsBox = new QWidget(this);
-  auto* mapsLayout = new QVBoxLayout(mapsBox);
-  mapsLayout->setContentsMargins(0, 0, 0, 0);
-  auto* pairRow = new QHBoxLayout;
-  pairRow->addWidget(new QLabel(tr("last snapshot of layer, head"), this));
-  pairRow->addWidget(pairChoice_);
-  pairRow->addStretch(1);
-  mapsLayout->addLayout(pairRow);
-  // The maps keep a readable size and scroll when there are many variants.
+// The table on top; the scatter and the curves side by side; the maps below, scrolling when there
+// are many variants (each keeps a readable size).
+void ExperimentView::arrange() {
   auto* mapsScroll = new QScrollArea(this);
   mapsScroll->setWidgetResizable(true);
   mapsScroll->setFrameShape(QFrame::NoFrame);
   mapsScroll->setWidget(mapsPanel_);
-  mapsLayout->addWidget(mapsScroll, 1);
-
   auto* plots = new QSplitter(Qt::Horizontal, this);
-  plots->addWidget(scatterBox);
-  plots->addWidget(curvesBox);
+  plots->addWidget(panel(this, {{tr("x"), xChoice_}, {tr("y"), yChoice_}}, scatter_));
+  plots->addWidget(panel(this, {{tr("over steps"), scalarChoice_}}, curves_));
   auto* body = new QSplitter(Qt::Vertical, this);
   body->addWidget(table_);
   body->addWidget(plots);
-  body->addWidget(mapsBox);
+  body->addWidget(panel(this, {{tr("last snapshot of layer, head"), pairChoice_}}, mapsScroll, /*compact=*/true));
   body->setStretchFactor(0, 1);
   body->setStretchFactor(1, 3);
   body->setStretchFactor(2, 3);

@@ -58,6 +58,7 @@ class ExperimentView : public QWidget {
     double seconds = 0;
     std::map<QString, double> metrics;
   };
+  void arrange();
   void fillTable();
   void fillChoices();
   void refreshScatter();
