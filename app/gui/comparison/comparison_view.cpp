@@ -68,8 +68,30 @@ QString num(double v, int precision = 3) {
 }  // namespace
 
 ComparisonView::ComparisonView(QWidget* parent) : QWidget(parent) {
-  // The maps share one colour scale, drawn once beside them: inside one map it would take that
-  // map's width.
+  auto* maps = buildMapsRow();
+  buildDifference();
+  curves_ = new hh::widgets::CurvePlot;
+  curves_->setAxisLabels(QStringLiteral("score q\u00b7k / \u221ad  (bin centre)"), QStringLiteral("attention weight"));
+  curves_->setLegendVisible(true);
+  auto* metrics = buildMetricsPanel();
+
+  auto* grid = new QGridLayout(this);
+  grid->setContentsMargins(8, 8, 8, 8);
+  grid->setSpacing(8);
+  // The maps take the whole first row (up to six side by side); below them the difference map,
+  // the monotonicity curves and the metrics.
+  grid->addWidget(titledPanel(maps, tr("Softmax and linear attention weights (one colour scale, clipped at p99)")), 0,
+                  0, 1, 3);
+  grid->addWidget(titledPanel(difference_, tr("Difference to softmax of"), focusBox_), 1, 0);
+  grid->addWidget(titledPanel(curves_, tr("Monotonicity: mean weight per score bin \u00b1 std")), 1, 1);
+  grid->addWidget(titledPanel(metrics, tr("Head metrics")), 1, 2);
+  grid->setRowStretch(0, 3);
+  grid->setRowStretch(1, 2);
+  for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);
+}
+
+// The maps' grid with one colour scale beside it: inside one map the scale would take that map's width.
+QWidget* ComparisonView::buildMapsRow() {
   mapsBox_ = new QWidget;
   auto* mapsRow = new QHBoxLayout(mapsBox_);
   mapsRow->setContentsMargins(0, 0, 0, 0);
@@ -80,20 +102,31 @@ ComparisonView::ComparisonView(QWidget* parent) : QWidget(parent) {
   colorBar_ = new hh::widgets::ColorBar;
   colorBar_->setLabel(QStringLiteral("weight"));
   mapsRow->addWidget(colorBar_);
+  return mapsBox_;
+}
 
+// The difference map of the feature map chosen in focusBox_, and the hover read-out it drives.
+void ComparisonView::buildDifference() {
   difference_ = new hh::widgets::HeatmapView;
   difference_->setColorMode(hh::widgets::HeatmapView::ColorMode::Diverging);
   difference_->setValueLabel(QStringLiteral("linear \u2212 softmax (clipped at p99)"));
+  difference_->setMinimumSize(160, 150);
   focusBox_ = new QComboBox;
   focusBox_->setToolTip(tr("Feature map whose difference to softmax is shown"));
   focusBox_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
-  difference_->setMinimumSize(160, 150);
   connect(focusBox_, &QComboBox::currentIndexChanged, this, [this](int i) { setFocusedMap(i); });
+  hover_ = new QLabel;
+  hover_->setObjectName(QStringLiteral("metrics"));
+  hover_->setWordWrap(true);
+  connect(difference_, &hh::widgets::HeatmapView::cellHovered, this, [this](int r, int c, double) { onHover(r, c); });
+  connect(difference_, &hh::widgets::HeatmapView::hoverLeft, this, [this] {
+    hover_->clear();
+    Q_EMIT hoverText(QString());
+  });
+}
 
-  curves_ = new hh::widgets::CurvePlot;
-  curves_->setAxisLabels(QStringLiteral("score q\u00b7k / \u221ad  (bin centre)"), QStringLiteral("attention weight"));
-  curves_->setLegendVisible(true);
-
+// Where the inputs came from, the per-map table, what its columns mean, and the hover read-out.
+QWidget* ComparisonView::buildMetricsPanel() {
   table_ = new QTableWidget(0, 5);
   table_->setHorizontalHeaderLabels({tr("attention"), tr("F"), tr("KL(softmax \u2016 map)"), tr("entropy H"),
                                      tr("Spearman \u03c1")});
@@ -105,9 +138,6 @@ ComparisonView::ComparisonView(QWidget* parent) : QWidget(parent) {
   source_ = new QLabel;
   source_->setWordWrap(true);
   source_->setObjectName(QStringLiteral("metrics"));
-  hover_ = new QLabel;
-  hover_->setObjectName(QStringLiteral("metrics"));
-  hover_->setWordWrap(true);
   auto* legend = new QLabel(
       tr("<span style='color:#5f6368'>H: mean row entropy (nats). \u03c1: mean Spearman correlation of each row's "
          "weights with its scores q\u00b7k/\u221ad (1 = monotonic, like softmax). KL averaged over rows. Wheel "
@@ -120,26 +150,7 @@ ComparisonView::ComparisonView(QWidget* parent) : QWidget(parent) {
   metricsLayout->addWidget(table_, 1);
   metricsLayout->addWidget(legend);
   metricsLayout->addWidget(hover_);
-
-  auto* grid = new QGridLayout(this);
-  grid->setContentsMargins(8, 8, 8, 8);
-  grid->setSpacing(8);
-  // The maps take the whole first row (up to six side by side); below them the difference map,
-  // the monotonicity curves and the metrics.
-  grid->addWidget(titledPanel(mapsBox_, tr("Softmax and linear attention weights (one colour scale, clipped at p99)")),
-                  0, 0, 1, 3);
-  grid->addWidget(titledPanel(difference_, tr("Difference to softmax of"), focusBox_), 1, 0);
-  grid->addWidget(titledPanel(curves_, tr("Monotonicity: mean weight per score bin \u00b1 std")), 1, 1);
-  grid->addWidget(titledPanel(metricsBox, tr("Head metrics")), 1, 2);
-  grid->setRowStretch(0, 3);
-  grid->setRowStretch(1, 2);
-  for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);
-
-  connect(difference_, &hh::widgets::HeatmapView::cellHovered, this, [this](int r, int c, double) { onHover(r, c); });
-  connect(difference_, &hh::widgets::HeatmapView::hoverLeft, this, [this] {
-    hover_->clear();
-    Q_EMIT hoverText(QString());
-  });
+  return metricsBox;
 }
 
 hh::widgets::HeatmapView* ComparisonView::map(int index) const {

@@ -52,6 +52,9 @@ class ComparisonView : public QWidget {
   void ensureMapViews(int count);
   void layoutMaps();
   void onHover(int row, int col);
+  QWidget* buildMapsRow();
+  void buildDifference();
+  QWidget* buildMetricsPanel();
   void updateDifference();
   void updateTable();
 
