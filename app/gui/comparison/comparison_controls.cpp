@@ -26,12 +26,25 @@ QLabel* caption(const QString& text) {
 }  // namespace
 
 ComparisonControls::ComparisonControls(const QStringList& featureMaps, QWidget* parent) : QWidget(parent) {
-  auto* layout = new QHBoxLayout(this);
-  layout->setContentsMargins(4, 0, 4, 0);
-  layout->setSpacing(4);
+  buildMapsMenu(featureMaps);
+  buildHeadControls();
+  arrange();
+  setModel(0, 0, false);
+  setSettings(ComparisonSettings{});
+  connect(source_, &QComboBox::currentIndexChanged, this, [this] {
+    updateEnabled();
+    Q_EMIT settingsChanged();
+  });
+  for (QSpinBox* box : {layer_, head_, length_, headDim_, seed_})
+    connect(box, &QSpinBox::valueChanged, this, &ComparisonControls::settingsChanged);
+  connect(causal_, &QCheckBox::toggled, this, &ComparisonControls::settingsChanged);
+}
 
+// A menu button of checkable maps: the model's own trained map first (shown only for a
+// converted model), then `featureMaps`.
+void ComparisonControls::buildMapsMenu(const QStringList& featureMaps) {
   mapsMenu_ = new QMenu(this);
-  const QStringList names = QStringList{kTrained} << featureMaps;  // the model's own map first
+  const QStringList names = QStringList{kTrained} << featureMaps;
   for (const QString& name : names) {
     QAction* action = mapsMenu_->addAction(name);
     action->setCheckable(true);
@@ -47,7 +60,10 @@ ComparisonControls::ComparisonControls(const QStringList& featureMaps, QWidget* 
   mapsButton_->setPopupMode(QToolButton::InstantPopup);
   mapsButton_->setToolTip(tr("Feature maps compared with softmax"));
   mapsButton_->setMaximumWidth(240);
+}
 
+// Which head: a random one (T, D, causal) or the loaded model's (layer, head); the seed serves both.
+void ComparisonControls::buildHeadControls() {
   source_ = new QComboBox;
   source_->addItems({tr("random head"), tr("model head")});
   source_->setToolTip(tr("Random q, k ~ N(0, 1), or a head of the loaded model on the inspector's text"));
@@ -66,7 +82,12 @@ ComparisonControls::ComparisonControls(const QStringList& featureMaps, QWidget* 
   seed_ = new QSpinBox;
   seed_->setRange(0, 1'000'000);
   seed_->setToolTip(tr("Seed of the random queries and keys (and of Performer's projection)"));
+}
 
+void ComparisonControls::arrange() {
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(4, 0, 4, 0);
+  layout->setSpacing(4);
   layout->addWidget(caption(tr("Maps")));
   layout->addWidget(mapsButton_);
   layout->addWidget(caption(tr("Head")));
@@ -75,27 +96,16 @@ ComparisonControls::ComparisonControls(const QStringList& featureMaps, QWidget* 
   layout->addWidget(head_);
   auto* tLabel = caption(tr("T"));
   auto* dLabel = caption(tr("D"));
-  auto* seedLabel = caption(tr("Seed"));
   layout->addWidget(tLabel);
   layout->addWidget(length_);
   layout->addWidget(dLabel);
   layout->addWidget(headDim_);
   layout->addSpacing(8);
   layout->addWidget(causal_);
-  layout->addWidget(seedLabel);
+  layout->addWidget(caption(tr("Seed")));
   layout->addWidget(seed_);
   randomOnly_ = {tLabel, length_, dLabel, headDim_, causal_};
   modelOnly_ = {layer_, head_};
-
-  setModel(0, 0, false);
-  setSettings(ComparisonSettings{});
-  connect(source_, &QComboBox::currentIndexChanged, this, [this] {
-    updateEnabled();
-    Q_EMIT settingsChanged();
-  });
-  for (QSpinBox* box : {layer_, head_, length_, headDim_, seed_})
-    connect(box, &QSpinBox::valueChanged, this, &ComparisonControls::settingsChanged);
-  connect(causal_, &QCheckBox::toggled, this, &ComparisonControls::settingsChanged);
 }
 
 ComparisonSettings ComparisonControls::settings() const {

@@ -34,6 +34,9 @@ class ComparisonControls : public QWidget {
   void settingsChanged();
 
  private:
+  void buildMapsMenu(const QStringList& featureMaps);
+  void buildHeadControls();
+  void arrange();
   void updateMapsButton();
   void updateEnabled();
 
