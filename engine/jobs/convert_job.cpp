@@ -54,19 +54,25 @@ std::string exportConverted(const std::string& modelDir, const std::string& adap
                             const ExportConfig& options) {
   // The export replaces a model folder at `output`; a file there is the user's, not an old export.
   std::error_code ec;
+  if (output.empty()) throw std::invalid_argument("export: no output folder given");
   if (fs::exists(output, ec) && !fs::is_directory(output, ec))
     throw std::invalid_argument(output + ": exists and is not a folder (an export writes a model folder there; "
                                 "choose another output path)");
+  if (fs::exists(output, ec) && fs::equivalent(output, modelDir, ec))
+    throw std::invalid_argument(output + ": is the model folder being exported; choose another output path");
+  const auto dtype = exportDtype(options.dtype);  // refused before anything is written, in both modes
   models::ModelPtr model = models::loadModel(modelDir);
   if (!adapters.empty()) models::loadAdaptersFile(*model, adapters);
   if (options.adaptersOnly) {
+    if (model->adapterTensors().empty())
+      throw std::invalid_argument(modelDir + ": the model has no linear-attention layers: no adapters to save");
     fs::create_directories(output);
     const auto path = (fs::path(output) / "adapters.safetensors").string();
     models::saveAdapters(*model, path);
     return path;
   }
   models::SaveOptions save;
-  save.dtype = exportDtype(options.dtype);
+  save.dtype = dtype;
   save.tokenizerFrom = modelDir;
   models::saveModel(*model, output, save);
   return output;
@@ -257,6 +263,7 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   fs::create_directories(config.runDir);
   result.runFile = (fs::path(config.runDir) / "run.h5").string();
   const std::string output = config.outputDir.empty() ? config.runDir + "/model" : config.outputDir;
+  models::checkModelFolderReplaceable(output);  // before the stages, not after them
   // Where the stages load their models, and in what (as the stages' own labels say it).
   result.device = deviceLabel(resolveDevice(config.device)) + (config.dtype == "bfloat16" ? ", bfloat16" : "");
   runs::RunWriterOptions writerOptions;

@@ -2,8 +2,10 @@
 
 #include <torch/types.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "engine/core/runtime.h"
 #include "engine/io/durable_file.h"
@@ -156,15 +158,42 @@ void writeModelFiles(const TransformerModel& model, const fs::path& staging, con
 
 }  // namespace
 
-void saveModel(const TransformerModel& model, const std::string& dir, const SaveOptions& options) {
+// A folder saveModel may replace: absent, or holding only files a saved model holds. Anything
+// else there is the user's (a folder of notes, the home folder given by mistake): replacing it
+// would delete it.
+void checkModelFolderReplaceable(const std::string& dir) {
   const fs::path target(dir);
-  const fs::path staging = target.string() + ".partial";
   std::error_code ec;
   // A model is a folder: a file under that name is the user's, not an earlier model (the CLI's
   // export and the workbench's both get this refusal).
   if (fs::exists(target, ec) && !fs::is_directory(target, ec))
     throw std::invalid_argument(dir + ": exists and is not a folder (a model is saved as a folder there; "
                                 "choose another output path)");
+  if (!fs::is_directory(target, ec)) return;
+  std::set<std::string> modelFiles(tokenizerFileNames().begin(), tokenizerFileNames().end());
+  modelFiles.insert(
+      {"config.json", "model.safetensors", "adapters.safetensors", "task.json"});  // task.json: train's recall tasks
+  std::vector<std::string> others;
+  for (const auto& entry : fs::directory_iterator(target, ec)) {
+    const auto name = entry.path().filename().string();
+    if (!entry.is_regular_file(ec) || !modelFiles.count(name)) others.push_back(name);
+  }
+  if (ec) throw std::runtime_error(dir + ": cannot list the folder to replace: " + ec.message());
+  if (others.empty()) return;
+  std::sort(others.begin(), others.end());
+  std::string listed;
+  for (size_t i = 0; i < others.size() && i < 3; ++i) listed += (i ? ", " : "") + others[i];
+  if (others.size() > 3) listed += " and " + std::to_string(others.size() - 3) + " more";
+  throw std::invalid_argument(dir + ": exists and holds what a saved model does not (" + listed +
+                              "); saving there would delete it: choose another output path");
+}
+
+void saveModel(const TransformerModel& model, const std::string& dir, const SaveOptions& options) {
+  const fs::path target(dir);
+  if (dir.empty()) throw std::invalid_argument("no output folder given for the model");
+  const fs::path staging = target.string() + ".partial";
+  std::error_code ec;
+  checkModelFolderReplaceable(dir);
   recoverInterruptedSave(dir);  // a save killed between its two renames: the previous model first
   fs::remove_all(staging, ec);
   fs::create_directories(staging);

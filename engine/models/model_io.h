@@ -39,6 +39,10 @@ struct SaveOptions {
   torch::ScalarType dtype = torch::kFloat;  // floating weights are stored as this (adapters stay float32)
   std::string tokenizerFrom;                // folder whose tokenizer files are copied ("" = none)
 };
+// Throws std::invalid_argument naming `dir` unless saveModel may put a model there: absent, or a
+// folder holding only a saved model's files (anything else in it would be deleted). saveModel
+// checks it; jobs that save at the end check it before they start.
+void checkModelFolderReplaceable(const std::string& dir);
 void saveModel(const TransformerModel& model, const std::string& dir, const SaveOptions& options);
 void saveModel(const TransformerModel& model, const std::string& dir, const std::string& tokenizerFrom = "");
 void saveAdapters(const TransformerModel& model, const std::string& path);

@@ -435,6 +435,7 @@ void exportCases(Builder& b) {
   // A previous good export (a complete model folder) that a failed export must leave as it was.
   std::string out = b.root + "/export.full_disk/model";
   copyFixture("tiny-random-gpt2", out);
+  fs::remove(out + "/reference.safetensors");  // the fixture's test data: not something an export writes
   auto& full = exportCase("export.full_disk", "export onto a full disk (file size limit 64 KiB) over a previous export",
                           out, out);
   full.fileSizeLimitBytes = 64 * 1024;
@@ -443,6 +444,14 @@ void exportCases(Builder& b) {
   out = b.root + "/export.out_is_file";
   writeBytes(out, "notes that must survive\n");
   exportCase("export.out_is_file", "the output path is an existing regular file", out, out).preserved = {out};
+
+  // A folder of the user's at the output path: replacing it deleted everything in it, exit 0.
+  out = b.root + "/export.out_holds_other_files";
+  fs::create_directories(out + "/drafts");
+  writeBytes(out + "/notes.txt", "notes that must survive\n");
+  writeBytes(out + "/config.json", "{}\n");
+  exportCase("export.out_holds_other_files", "the output folder holds the user's files, not a model's", out, out)
+      .preserved = {out + "/notes.txt", out + "/config.json"};
 
   const std::string parent = b.root + "/export.read_only_parent";
   fs::create_directory(parent);
