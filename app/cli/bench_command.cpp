@@ -21,6 +21,7 @@
 #include <functional>
 
 #include "app/cli/commands.h"
+#include "engine/config/attention_types.h"
 #include "engine/config/model_config.h"
 #include "engine/core/device.h"
 #include "engine/core/runtime.h"
@@ -225,11 +226,14 @@ void addBenchCommand(CLI::App& app) {
                     ->check(CLI::IsMember(models::benchmarkShapeNames()));
   model->excludes(shape);
   cmd->add_option("--feature-map", a->featureMap, "Feature map put into every layer (default hedgehog)");
-  cmd->add_option("--batch-size", a->batch, "Sequences per step (default 8)");
-  cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence (default 128)");
-  cmd->add_option("--warmup", a->warmup, "Untimed steps first (default 2)");
+  cmd->add_option("--batch-size", a->batch, "Sequences per step (default 8)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence (default 128)")
+      ->check(CLI::Range(int64_t(2), int64_t(1) << 20));
+  cmd->add_option("--warmup", a->warmup, "Untimed steps first (default 2)")->check(CLI::Range(0, 100000));
   cmd->add_option("--repeats", a->repeats, "Timed steps (default 10)")->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", a->threads, "Torch intra-op threads (default: HH_NUM_THREADS or all cores)");
+  cmd->add_option("--threads", a->threads, "Torch intra-op threads (default 0: HH_NUM_THREADS or all cores)")
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--only", a->only, "distill | finetune | forward (default: all three)");
   cmd->add_option("--save-batch", a->saveBatch, "Write the batch's input_ids here (safetensors)");
   cmd->add_option("--json", a->json, "Also write the timings here as JSON");
@@ -240,6 +244,9 @@ void addBenchCommand(CLI::App& app) {
     if (a->model.empty() && a->shape.empty()) throw std::invalid_argument("bench: give a model folder or --shape");
     if (!a->only.empty() && a->only != "distill" && a->only != "finetune" && a->only != "forward")
       throw std::invalid_argument("bench: --only must be distill, finetune or forward");
+    attn::parseFeatureMapKind(a->featureMap);  // refused before anything is written
+    for (const auto& [path, flag] : {std::pair{a->saveBatch, "--save-batch"}, std::pair{a->json, "--json"}})
+      refuseOutputInside(path, flag, a->model);
     if (a->threads > 0) torch::set_num_threads(a->threads);
     Bench bench;
     bench.source = ModelSource{a->model, a->shape, a->seqLen, jobs::loadOptions(a->device, a->dtype)};

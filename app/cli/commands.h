@@ -44,6 +44,11 @@ void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& na
 // `positive`, also > 0 (for flags no config checks).
 CLI::Validator finiteNumber(bool positive = false);
 
+// Refuses an output path of `flag` that lies inside `folder` (a model folder the command reads):
+// writing there replaced the model's own files (inspect --out model.safetensors, generate -o
+// config.json). Nothing happens when either is empty.
+void refuseOutputInside(const std::string& output, const char* flag, const std::string& folder);
+
 // The end of a job verb's config (distill, finetune, train): `config` goes through its JSON
 // parser again, so that the values flags set get the checks a config file's keys get
 // (debug_nan_at_step, which toJson leaves out, is kept). With `print` (--print-config) the checked

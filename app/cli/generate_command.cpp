@@ -11,14 +11,15 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "app/cli/commands.h"
 #include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
 #include "engine/generation/generator.h"
 #include "engine/generation/text_stream.h"
+#include "engine/io/durable_file.h"
 #include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
@@ -68,7 +69,7 @@ models::ModelPtr loadOn(const std::string& dir, const GenerateArgs& a) {
   return models::loadModel(dir, jobs::loadOptions(a.device, a.dtype));
 }
 
-Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std::ofstream* csv) {
+Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std::ostream* csv) {
   Summary s;
   auto model = loadOn(dir, a);
   const auto tokenizer = jobs::loadTokenizerFor(*model, dir);
@@ -93,7 +94,7 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
                (long long)prompt.size(), options.sampling.describe().c_str(), jobs::deviceLabelOf(*model).c_str());
   if (!a.quiet) std::printf("%s", a.prompt.c_str());
   std::fflush(stdout);
-  gen::TextStream stream(*tokenizer);
+  gen::TextStream stream(*tokenizer, prompt);
   double sumMs = 0;
   s.result = gen::generate(*model, prompt, options, [&](const gen::TokenEvent& e) {
     const auto piece = stream.push(e.token);
@@ -114,6 +115,15 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
   return s;
 }
 
+// `text` to `path`, whole or not at all.
+void writeOutput(const std::string& path, const std::string& text, const char* what) {
+  try {
+    io::writeFileAtomically(path, text);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path + ": cannot write the " + what + " (" + e.what() + ")");
+  }
+}
+
 // --samples N --output FILE: N texts, one JSON line each; progress and a summary on stdout.
 void writeSamples(const GenerateArgs& a) {
   auto model = loadOn(a.model, a);
@@ -121,8 +131,7 @@ void writeSamples(const GenerateArgs& a) {
   auto options = optionsFor(a, model->config(), *tokenizer);
   options.teacher = a.teacher;
   const auto prompt = tokenizer->encode(a.prompt, /*addSpecialTokens=*/true);
-  std::ofstream out(a.output, std::ios::trunc);
-  if (!out) throw std::runtime_error(a.output + ": cannot write the samples file");
+  std::ostringstream out;  // written whole at the end: a failure leaves an earlier file as it was
   const auto start = std::chrono::steady_clock::now();
   int64_t tokens = 0, stopped = 0;
   for (int64_t k = 0; k < a.samples; ++k) {
@@ -137,8 +146,7 @@ void writeSamples(const GenerateArgs& a) {
       std::printf("%lld/%lld samples, %lld tokens\n", (long long)(k + 1), (long long)a.samples, (long long)tokens);
     std::fflush(stdout);
   }
-  out.close();
-  if (!out) throw std::runtime_error(a.output + ": writing the samples failed");
+  writeOutput(a.output, out.str(), "samples");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("wrote %lld samples to %s: %lld generated tokens (%.0f a sample; %lld ended at an end-of-text token, the "
               "rest at %lld tokens) in %.1f s (%.0f tokens/s)\n",
@@ -203,20 +211,23 @@ void addGenerateCommand(CLI::App& app) {
   cmd->callback([a] {
     hh::initRuntime();
     a->options.sampling.validate();
+    if (a->options.maxNewTokens < 1) throw std::invalid_argument("--max-tokens must be at least 1");
     if ((a->samples > 0) != !a->output.empty()) throw std::invalid_argument("--samples and --output go together");
+    for (const auto& folder : {a->model, a->compare}) {
+      refuseOutputInside(a->output, "--output", folder);
+      refuseOutputInside(a->timings, "--timings", folder);
+    }
     if (a->samples > 0) {
       if (!a->compare.empty() || !a->timings.empty())
         throw std::invalid_argument("--samples writes texts; --compare and --timings are for one generation");
       return writeSamples(*a);
     }
-    std::ofstream csv;
-    if (!a->timings.empty()) {
-      csv.open(a->timings, std::ios::trunc);
-      if (!csv) throw std::runtime_error(a->timings + ": cannot write the timings file");
-      csv << "model,index,position,token,ms,cache_bytes,rss_bytes\n";
-    }
-    std::vector<Summary> all{runOne(a->model, *a, a->teacher, csv.is_open() ? &csv : nullptr)};
-    if (!a->compare.empty()) all.push_back(runOne(a->compare, *a, false, csv.is_open() ? &csv : nullptr));
+    std::ostringstream csv;  // written whole once the generations are done
+    std::ostringstream* timings = a->timings.empty() ? nullptr : &csv;
+    csv << "model,index,position,token,ms,cache_bytes,rss_bytes\n";
+    std::vector<Summary> all{runOne(a->model, *a, a->teacher, timings)};
+    if (!a->compare.empty()) all.push_back(runOne(a->compare, *a, false, timings));
+    if (timings) writeOutput(a->timings, csv.str(), "timings");
     printSummaries(all);
   });
 }

@@ -112,6 +112,7 @@ void addInspectCommand(CLI::App& app) {
     hh::initRuntime();
     const auto load = jobs::loadOptions(a->device, a->dtype);
     auto model = models::loadModel(a->model, load);
+    refuseOutputInside(a->out, "--out", a->model);
     if (!a->adapters.empty()) models::loadAdaptersFile(*model, a->adapters);
     const auto tokenizer = jobs::loadTokenizerFor(*model, a->model);
     if (!a->textFile.empty()) {

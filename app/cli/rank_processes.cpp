@@ -108,6 +108,18 @@ CLI::Validator finiteNumber(bool positive) {
       positive ? "POSITIVE" : "FINITE");
 }
 
+void refuseOutputInside(const std::string& output, const char* flag, const std::string& folder) {
+  if (output.empty() || folder.empty()) return;
+  std::error_code ec;
+  const auto out = std::filesystem::weakly_canonical(output, ec);
+  const auto dir = std::filesystem::weakly_canonical(folder, ec);
+  if (ec) return;
+  const auto rel = out.lexically_relative(dir);
+  if (!rel.empty() && *rel.begin() != "..")
+    throw std::invalid_argument(output + ": " + flag + " would write inside the model folder " + folder +
+                                " (its own files would be replaced); choose a path outside it");
+}
+
 void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& name) {
   command->add_option(name, dtype,
                       "float32 | bfloat16 | float64 (default float32): bfloat16 keeps frozen weights and activations in bf16, "
