@@ -17,6 +17,12 @@ bool endsMidCharacter(const std::string& s) {
   return false;
 }
 
+TextStream::TextStream(const tok::Tokenizer& tokenizer, const std::vector<int64_t>& context) : tokenizer_(tokenizer) {
+  if (context.empty()) return;
+  tokens_.push_back(context.back());
+  read_ = 1;
+}
+
 std::string TextStream::decodeRange(size_t begin, size_t end) const {
   return tokenizer_.decode(std::vector<int64_t>(tokens_.begin() + long(begin), tokens_.begin() + long(end)),
                            /*skipSpecialTokens=*/true);

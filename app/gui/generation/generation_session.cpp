@@ -143,7 +143,9 @@ QString GenerationSession::run(const GenerationSettings& settings,
     for (int s = 0; s < 2; ++s) {
       if (!sides_[s]) continue;
       running[size_t(s)].decoder = startDecoder(*sides_[s]->model, *sides_[s]->tokenizer, settings, options);
-      running[size_t(s)].text = std::make_unique<gen::TextStream>(*sides_[s]->tokenizer);
+      const auto& tokenizer = *sides_[s]->tokenizer;
+      running[size_t(s)].text = std::make_unique<gen::TextStream>(
+          tokenizer, tokenizer.encode(settings.prompt.toStdString(), /*addSpecialTokens=*/true));
     }
     // The two sides take turns, a token each, so both stream at once.
     for (bool any = true; any && !cancel.load();) {

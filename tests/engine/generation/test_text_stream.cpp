@@ -1,6 +1,8 @@
 // engine.generation.text_stream: GPT-2 token ids pushed one at a time give pieces whose
 // concatenation is the decoded text, byte for byte, on text with multi-byte characters that
 // byte-level tokens split; no piece ends inside a character; endsMidCharacter on hand-made bytes.
+#include <algorithm>
+
 #include "engine/generation/text_stream.h"
 #include "tests/support/hh_test.h"
 
@@ -27,6 +29,21 @@ class TestTextStream : public QObject {
     QVERIFY(heldBack > 0);  // the hedgehog emoji and the CJK characters span several byte-level tokens
   }
 
+  // SentencePiece marks a word's leading space on the token ("▁upon"); decoded alone at the start
+  // of a text the space goes, so the stream printed "Onceupon a time". With the prompt as context
+  // the pieces are what the prompt's text is followed by.
+  void promptGivesTheFirstTokenItsSpace() {
+    const auto tok = hh::tok::loadTokenizer(std::string(HH_FIXTURES_DIR) + "/stories260K");
+    const auto prompt = tok->encode("Once", /*addSpecialTokens=*/true);
+    auto all = tok->encode("Once upon a time, there was", /*addSpecialTokens=*/true);
+    QVERIFY(std::equal(prompt.begin(), prompt.end(), all.begin()));
+    hh::gen::TextStream stream(*tok, prompt);
+    std::string joined;
+    for (size_t i = prompt.size(); i < all.size(); ++i) joined += stream.push(all[i]);
+    QCOMPARE(joined, std::string(" upon a time, there was"));
+    QCOMPARE(tok->decode(prompt, true) + joined, tok->decode(all, true));
+  }
+
   void midCharacterBytes() {
     QVERIFY(!hh::gen::endsMidCharacter(""));
     QVERIFY(!hh::gen::endsMidCharacter("abc"));
@@ -38,7 +55,7 @@ class TestTextStream : public QObject {
 };
 
 HH_TEST_SUITE(TestTextStream, "engine.generation.text_stream", &TestTextStream::piecesJoinToTheDecodedText,
-              &TestTextStream::midCharacterBytes)
+              &TestTextStream::promptGivesTheFirstTokenItsSpace, &TestTextStream::midCharacterBytes)
 
 }  // namespace test_text_stream
 
