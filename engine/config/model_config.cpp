@@ -387,6 +387,11 @@ attn::LinearAttentionConfig parseLinearConfig(const json& j, const std::string& 
   c.featureMap.cosformerMaxLength = intOr(j, "cosformer_max_length", 4096, source);
   c.featureMap.seed = static_cast<uint64_t>(intOr(j, "seed", 0, source));
   if (c.rule.chunkSize <= 0) fail(source, "chunk_size must be positive");
+  // Out of range these gave wrong numbers, not errors (eps -1: a negative KL; exp_t 0: NaN ranks).
+  if (!(c.rule.eps > 0) || !std::isfinite(c.rule.eps)) fail(source, "eps must be a positive number");
+  if (!(c.featureMap.expT > 0) || !std::isfinite(c.featureMap.expT)) fail(source, "exp_t must be a positive number");
+  if (c.featureMap.randomFeatures < 0) fail(source, "random_features must be >= 0 (0 = the head dimension)");
+  if (c.featureMap.cosformerMaxLength < 1) fail(source, "cosformer_max_length must be positive");
   if (stringOr(j, "attention", "linear", source) == "hedgehog_window") {
     c.window = intOr(j, "window", attn::kDefaultWindow, source);
     if (c.window < 1) fail(source, "window must be at least 1");

@@ -300,6 +300,13 @@ class TestModelConfig : public QObject {
     QCOMPARE(j.at("layers")[1].at("attention").get<std::string>(), std::string("softmax"));
     QCOMPARE(j.at("layers")[2].at("feature_map").get<std::string>(), std::string("performer"));
     QVERIFY(samePlan(m::parseAttentionPlan(j, 4, "plan"), plan));
+    // Values out of range gave wrong numbers, not errors: eps -1 a negative KL, exp_t 0 NaN ranks.
+    for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
+             {"eps", -1.0}, {"eps", 0.0}, {"exp_t", 0.0}, {"random_features", -3}, {"cosformer_max_length", 0}}) {
+      auto bad = j;
+      bad["layers"][0][key] = value;
+      HH_VERIFY_THROWS_WITH(m::parseAttentionPlan(bad, 4, "plan"), key + " must be");
+    }
     // Through a whole config.json: written under "hedgehog_attention" and read back.
     auto config = m::parseModelConfig(llamaBase(), "a");
     config.plan = plan;
