@@ -54,6 +54,19 @@ int fail(const std::string& message, int status = 1) {
   return status;
 }
 
+// Every option that takes a value refuses an empty one: the verbs read "" as "not given", so
+// `--run-dir ""` or `--corpus ""` ran with the default silently. An empty prompt is a prompt.
+void refuseEmptyValues(CLI::App& app) {
+  const CLI::Validator nonEmpty(
+      [](std::string& value) {
+        return value.empty() ? std::string("an empty value (leave the flag out for its default)") : std::string();
+      },
+      "", "non-empty");
+  for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
+    for (CLI::Option* option : command->get_options())
+      if (option->get_type_size() != 0 && option->get_name() != "--prompt") option->check(nonEmpty);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,6 +102,7 @@ int main(int argc, char** argv) {
   hh::cli::addExperimentCommand(app);
   hh::cli::addGenerateCommand(app);
   hh::cli::addRunInfoCommand(app);
+  refuseEmptyValues(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
