@@ -3,9 +3,10 @@
 // heads that look at the needle when the answer is due.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 
 #include "app/cli/commands.h"
+#include "engine/core/runtime.h"
+#include "engine/io/durable_file.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/recall_probe.h"
 #include "engine/models/model_io.h"
@@ -53,16 +54,30 @@ void addProbeCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("probe", "Passkey retrieval or multi-query recall at growing context: teacher vs converted");
   cmd->add_option("model", a->model, "Model folder (a converted folder compares its linear layers with softmax)")->required();
   cmd->add_option("--task", a->options.task, "passkey (default) or mqar");
-  cmd->add_option("--lengths", a->options.lengths, "Context lengths (default 64,128,256)")->delimiter(',');
-  cmd->add_option("--trials", a->options.trials, "Prompts per length (default 16)");
-  cmd->add_option("--needle", a->options.needle, "passkey: needle tokens (default 6)");
-  cmd->add_option("--cue", a->options.cue, "passkey: needle tokens given again before the answer (default 2)");
-  cmd->add_option("--pairs", a->options.pairs, "mqar: key-value pairs (default 4)");
+  cmd->add_option("--lengths", a->options.lengths, "Context lengths (default 64,128,256)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t(2), int64_t(1) << 20));
+  cmd->add_option("--trials", a->options.trials, "Prompts per length (default 16)")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+  auto* needle = cmd->add_option("--needle", a->options.needle, "passkey: needle tokens (default 6)")
+                     ->check(CLI::Range(int64_t(2), int64_t(1024)));
+  auto* cue =
+      cmd->add_option("--cue", a->options.cue, "passkey: needle tokens given again before the answer (default 2)")
+          ->check(CLI::Range(int64_t(1), int64_t(1023)));
+  auto* pairs = cmd->add_option("--pairs", a->options.pairs, "mqar: key-value pairs (default 4)")
+                    ->check(CLI::Range(int64_t(1), int64_t(4096)));
   cmd->add_option("--corpus", a->corpus, "Text the needle is hidden in: brown, or a .txt/.jsonl file or folder");
   cmd->add_option("--seed", a->options.seed, "Seed of the needles and their places");
   cmd->add_option("--json", a->json, "Also write every number (and the per-head tables) to this file");
   addDeviceOption(cmd, a->device);
-  cmd->callback([a] {
+  cmd->callback([a, needle, cue, pairs] {
+    // A flag of the other task would be ignored: refused instead.
+    if (a->options.task == "mqar" && (needle->count() > 0 || cue->count() > 0))
+      throw std::invalid_argument("probe: --needle and --cue are passkey's; mqar takes --pairs");
+    if (a->options.task == "passkey" && pairs->count() > 0)
+      throw std::invalid_argument("probe: --pairs is mqar's; passkey takes --needle and --cue");
+    refuseOutputInside(a->json, "--json", a->model);
+    hh::initRuntime();  // HH_NUM_THREADS, as every verb that runs a model
     const auto load = jobs::loadOptions(a->device);
     auto model = models::loadModel(a->model, load);
     const auto tokenizer = jobs::loadTokenizerFor(*model, a->model);
@@ -84,9 +99,12 @@ void addProbeCommand(CLI::App& app) {
       out.push_back(pointJson(p));
     }
     if (!a->json.empty()) {
-      std::ofstream file(a->json);
-      file << nlohmann::json{{"task", a->options.task}, {"model", a->model}, {"points", out}}.dump(2) << "\n";
-      if (!file) throw std::runtime_error("probe: cannot write " + a->json);
+      try {
+        io::writeFileAtomically(
+            a->json, nlohmann::json{{"task", a->options.task}, {"model", a->model}, {"points", out}}.dump(2) + "\n");
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error(a->json + ": cannot write the probe's numbers (" + e.what() + ")");
+      }
     }
   });
 }

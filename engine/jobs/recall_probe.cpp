@@ -114,6 +114,8 @@ RecallPrompts makeRecallPrompts(const at::Tensor& filler, int64_t length, int64_
   const int64_t tail = passkey ? 2 * o.needle + 2 : 4 * o.pairs + 4;
   if (length < tail + 2) throw std::invalid_argument("recall probe: length " + std::to_string(length) + " is too short for the task");
   if (passkey && (o.cue < 1 || o.cue >= o.needle)) throw std::invalid_argument("recall probe: need 1 <= cue < needle");
+  if (!passkey && o.pairs < 1) throw std::invalid_argument("recall probe: mqar needs at least 1 pair");
+  if (o.trials < 1) throw std::invalid_argument("recall probe: trials must be at least 1");
   if (length > filler.size(1)) throw std::invalid_argument("recall probe: the filler rows hold " + std::to_string(filler.size(1)) +
                                                            " tokens, fewer than " + std::to_string(length));
   if (vocab - o.firstRandomToken < 2 * std::max(o.needle, o.pairs)) throw std::invalid_argument("recall probe: vocabulary too small");
