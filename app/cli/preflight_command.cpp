@@ -12,7 +12,9 @@ void addPreflightCommand(CLI::App& app) {
   auto folder = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("preflight", "Check a model folder before converting it (architecture, sizes, blockers)");
-  cmd->add_option("model", *folder, "Model folder (config.json + safetensors + tokenizer)")->required();
+  cmd->add_option("model", *folder, "Model folder (config.json + safetensors + tokenizer)")
+      ->required()
+      ->check(CLI::ExistingDirectory);  // a path that is no folder is bad input (exit 1), not a blocker (3)
   cmd->add_flag("--json", *json, "Print the report as JSON");
   cmd->callback([folder, json] {
     const auto report = models::preflight(*folder);

@@ -107,6 +107,9 @@ RankResult runRank(const RankConfig& config, JobObserver& observer) {
   const auto start = std::chrono::steady_clock::now();
   if (config.modelDir.empty() || config.runDir.empty()) throw std::invalid_argument("rank: model and run_dir are required");
   const int64_t layers = models::loadModelConfig(config.modelDir).layers;
+  if (config.keep >= layers)  // the plan would convert no layer: nothing to rank for
+    throw std::invalid_argument("rank: keep " + std::to_string(config.keep) + " of " + std::to_string(layers) +
+                                " layers leaves none to convert (keep at most " + std::to_string(layers - 1) + ")");
   const auto distillConfig = distillConfigOf(config, layers);
   observer.log("rank " + config.modelDir + ": every layer " + config.attention + ", " + std::to_string(config.steps) +
                " distillation steps, then " + std::to_string(config.probeRows) + " held-out rows measured");

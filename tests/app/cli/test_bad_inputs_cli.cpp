@@ -272,6 +272,36 @@ class TestBadInputsCli : public QObject {
     }
   }
 
+  // The other verbs' flags: each bad value is one error line naming the flag, before any work
+  // (they ended in Torch's errors naming no flag, or ran: probe --pairs 0 printed accuracy 0 over
+  // no answers; an empty --run-dir wrote into the default folder; rank --keep 10 of 5 layers
+  // proposed a plan converting nothing; preflight on a missing folder exited 3 with no error).
+  void verbFlagsAreChecked() {
+    if (std::string(HH_CLI_BINARY).empty()) QSKIP("the hedgehog CLI is not built (CLI11 missing)");
+    Scratch scratch;
+    const std::string gpt2 = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
+    const std::string llama = std::string(HH_FIXTURES_DIR) + "/stories260K";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+        {{"probe", llama, "--trials", "0"}, "--trials"},
+        {{"probe", llama, "--task", "mqar", "--pairs", "0"}, "--pairs"},
+        {{"probe", llama, "--task", "mqar", "--needle", "3"}, "--needle and --cue are passkey's"},
+        {{"parity", "--lengths", "0"}, "--lengths"},
+        {{"parity", "--head-dim", "-2"}, "--head-dim"},
+        {{"preflight", scratch.path + "/no_such_folder"}, "no_such_folder"},
+        {{"rank", gpt2, "--keep", "10"}, "keep 10 of 5 layers"},
+        {{"rank", gpt2, "--run-dir", ""}, "--run-dir: an empty value"},
+        {{"distill", gpt2, "--corpus", ""}, "--corpus: an empty value"}};
+    for (const auto& [args, needle] : cases) {
+      const auto r = runCli(args, scratch.path, 0, false);
+      std::string what;
+      for (const auto& arg : args) what += arg + " ";
+      QVERIFY2(r.exited && r.status == 1, (what + ": exit " + std::to_string(r.status) + ", " + r.err).c_str());
+      QVERIFY2(r.err.rfind("hedgehog: error:", 0) == 0 && r.err.find(needle) != std::string::npos &&
+                   r.err.find('\n') == r.err.size() - 1,
+               (what + ": " + r.err).c_str());
+    }
+  }
+
   // generate --cuda-graph: a softmax model decodes step by step and says so; a Hedgehog model on
   // a machine without CUDA graphs (this CPU build) is refused with the reason, in one line.
   void generateCudaGraphSaysWhatItCannotDo() {
@@ -299,7 +329,8 @@ class TestBadInputsCli : public QObject {
 HH_TEST_SUITE(TestBadInputsCli, "app.cli.bad_inputs", &TestBadInputsCli::initTestCase,
               &TestBadInputsCli::catalogueIsWellFormed, &TestBadInputsCli::everyBadInputFailsWithOneLineNamingTheFile,
               &TestBadInputsCli::runInfoDescribesARun, &TestBadInputsCli::benchRunsAShapeInBf16,
-              &TestBadInputsCli::jobFlagsAreCheckedLikeConfigKeys, &TestBadInputsCli::generateCudaGraphSaysWhatItCannotDo)
+              &TestBadInputsCli::jobFlagsAreCheckedLikeConfigKeys, &TestBadInputsCli::verbFlagsAreChecked,
+              &TestBadInputsCli::generateCudaGraphSaysWhatItCannotDo)
 
 }  // namespace test_bad_inputs_cli
 
