@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 
 #include "app/cli/commands.h"
@@ -202,13 +201,19 @@ void reportTimings(const Bench& bench, const std::string& jsonPath) {
   if (!bench.distillLoss.empty())
     std::printf("distill loss: %s (HH_FUSED_DISTILL_LOSS=on|off overrides the choice)\n", bench.distillLoss.c_str());
   if (jsonPath.empty()) return;
-  std::ofstream file(jsonPath);
-  file << nlohmann::json{{"model", bench.source.name()}, {"batch", bench.ids.size(0)}, {"seq_len", bench.ids.size(1)},
-                         {"dtype", bench.dtype}, {"threads", info.intraOpThreads}, {"device", device},
-                         {"torch", info.torchVersion}, {"distill_loss", bench.distillLoss}, {"timings", out}}
-              .dump(2)
-       << "\n";
-  if (!file) throw std::runtime_error("bench: cannot write " + jsonPath);
+  writeOutput(jsonPath,
+              nlohmann::json{{"model", bench.source.name()},
+                             {"batch", bench.ids.size(0)},
+                             {"seq_len", bench.ids.size(1)},
+                             {"dtype", bench.dtype},
+                             {"threads", info.intraOpThreads},
+                             {"device", device},
+                             {"torch", info.torchVersion},
+                             {"distill_loss", bench.distillLoss},
+                             {"timings", out}}
+                      .dump(2) +
+                  "\n",
+              "timings");
 }
 
 }  // namespace

@@ -49,6 +49,10 @@ CLI::Validator finiteNumber(bool positive = false);
 // config.json). Nothing happens when either is empty.
 void refuseOutputInside(const std::string& output, const char* flag, const std::string& folder);
 
+// `text` to an output file the user named, whole or not at all (io::writeFileAtomically); an
+// error names the file and `what` it holds ("samples", "ids").
+void writeOutput(const std::string& path, const std::string& text, const char* what);
+
 // The end of a job verb's config (distill, finetune, train): `config` goes through its JSON
 // parser again, so that the values flags set get the checks a config file's keys get
 // (debug_nan_at_step, which toJson leaves out, is kept). With `print` (--print-config) the checked

@@ -19,7 +19,6 @@
 #include "engine/core/runtime.h"
 #include "engine/generation/generator.h"
 #include "engine/generation/text_stream.h"
-#include "engine/io/durable_file.h"
 #include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
@@ -113,15 +112,6 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
   s.meanTokenMs = s.result.tokens.size() > 1 ? sumMs / double(s.result.tokens.size() - 1) : 0;
   s.peakRss = peakResidentBytes();
   return s;
-}
-
-// `text` to `path`, whole or not at all.
-void writeOutput(const std::string& path, const std::string& text, const char* what) {
-  try {
-    io::writeFileAtomically(path, text);
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(path + ": cannot write the " + what + " (" + e.what() + ")");
-  }
 }
 
 // --samples N --output FILE: N texts, one JSON line each; progress and a summary on stdout.

@@ -6,7 +6,6 @@
 
 #include "app/cli/commands.h"
 #include "engine/core/runtime.h"
-#include "engine/io/durable_file.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/recall_probe.h"
 #include "engine/models/model_io.h"
@@ -99,12 +98,9 @@ void addProbeCommand(CLI::App& app) {
       out.push_back(pointJson(p));
     }
     if (!a->json.empty()) {
-      try {
-        io::writeFileAtomically(
-            a->json, nlohmann::json{{"task", a->options.task}, {"model", a->model}, {"points", out}}.dump(2) + "\n");
-      } catch (const std::runtime_error& e) {
-        throw std::runtime_error(a->json + ": cannot write the probe's numbers (" + e.what() + ")");
-      }
+      writeOutput(a->json,
+                  nlohmann::json{{"task", a->options.task}, {"model", a->model}, {"points", out}}.dump(2) + "\n",
+                  "probe's numbers");
     }
   });
 }

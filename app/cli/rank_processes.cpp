@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -94,30 +93,6 @@ void addDeviceOption(CLI::App* command, std::string& device) {
   command->add_option("--device", device,
                       "auto | cpu | cuda | cuda:N (default auto: the GPU when this build has CUDA and one is visible, "
                       "else the CPU)");
-}
-
-CLI::Validator finiteNumber(bool positive) {
-  return CLI::Validator(
-      [positive](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double value = std::strtod(text.c_str(), &end);
-        if (end == text.c_str() || *end != '\0' || !std::isfinite(value) || (positive && !(value > 0)))
-          return std::string("must be a ") + (positive ? "positive " : "") + "finite number, got " + text;
-        return {};
-      },
-      positive ? "POSITIVE" : "FINITE");
-}
-
-void refuseOutputInside(const std::string& output, const char* flag, const std::string& folder) {
-  if (output.empty() || folder.empty()) return;
-  std::error_code ec;
-  const auto out = std::filesystem::weakly_canonical(output, ec);
-  const auto dir = std::filesystem::weakly_canonical(folder, ec);
-  if (ec) return;
-  const auto rel = out.lexically_relative(dir);
-  if (!rel.empty() && *rel.begin() != "..")
-    throw std::invalid_argument(output + ": " + flag + " would write inside the model folder " + folder +
-                                " (its own files would be replaced); choose a path outside it");
 }
 
 void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& name) {

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "app/cli/commands.h"
-#include "engine/io/durable_file.h"
 #include "engine/io/text_file.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "engine/tokenizers/unicode_text.h"
@@ -100,11 +99,7 @@ void writeIds(const std::string& path, const std::vector<std::string>& files,
     for (size_t k = 0; k < ids[i].size(); ++k) out << (k ? " " : "") << ids[i][k];
     out << '\n';
   }
-  try {
-    io::writeFileAtomically(path, out.str());
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(path + ": cannot write the ids (" + e.what() + ")");
-  }
+  writeOutput(path, out.str(), "ids");
   std::printf("ids written to %s\n", path.c_str());
 }
 
