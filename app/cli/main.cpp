@@ -57,14 +57,14 @@ int fail(const std::string& message, int status = 1) {
 // Every option that takes a value refuses an empty one: the verbs read "" as "not given", so
 // `--run-dir ""` or `--corpus ""` ran with the default silently. An empty prompt is a prompt.
 void refuseEmptyValues(CLI::App& app) {
-  const CLI::Validator nonEmpty(
-      [](std::string& value) {
-        return value.empty() ? std::string("an empty value (leave the flag out for its default)") : std::string();
-      },
-      "", "non-empty");
+  const auto nonEmpty = [](bool required) {
+    const std::string hint = required ? "an empty value" : "an empty value (leave the flag out for its default)";
+    return CLI::Validator([hint](std::string& value) { return value.empty() ? hint : std::string(); }, "", "non-empty");
+  };
   for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
     for (CLI::Option* option : command->get_options())
-      if (option->get_type_size() != 0 && option->get_name() != "--prompt") option->check(nonEmpty);
+      if (option->get_type_size() != 0 && option->get_name() != "--prompt")
+        option->check(nonEmpty(option->get_required()));
 }
 
 }  // namespace
