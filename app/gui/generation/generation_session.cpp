@@ -119,13 +119,14 @@ GenerationSummary summaryOf(const gen::GenerateResult& res) {
   return sum;
 }
 
-// Starts a side: its prompt prefilled, its stop tokens set.
-std::unique_ptr<gen::Decoder> startDecoder(models::TransformerModel& model, const tok::Tokenizer& tokenizer,
-                                           const GenerationSettings& settings, gen::GenerateOptions options) {
+// Starts a side: its prompt prefilled, its stop tokens set, and its text stream following the prompt.
+void startSide(models::TransformerModel& model, const tok::Tokenizer& tokenizer, const GenerationSettings& settings,
+               gen::GenerateOptions options, RunningSide& side) {
   if (settings.stopAtEos)
     for (const int64_t id : gen::endOfTextTokens(model.config(), tokenizer)) options.stopTokens.push_back(id);
   const auto prompt = tokenizer.encode(settings.prompt.toStdString(), /*addSpecialTokens=*/true);
-  return std::make_unique<gen::Decoder>(model, prompt, options);
+  side.decoder = std::make_unique<gen::Decoder>(model, prompt, options);
+  side.text = std::make_unique<gen::TextStream>(tokenizer, prompt);
 }
 
 }  // namespace
@@ -142,10 +143,7 @@ QString GenerationSession::run(const GenerationSettings& settings,
     std::vector<RunningSide> running(2);
     for (int s = 0; s < 2; ++s) {
       if (!sides_[s]) continue;
-      running[size_t(s)].decoder = startDecoder(*sides_[s]->model, *sides_[s]->tokenizer, settings, options);
-      const auto& tokenizer = *sides_[s]->tokenizer;
-      running[size_t(s)].text = std::make_unique<gen::TextStream>(
-          tokenizer, tokenizer.encode(settings.prompt.toStdString(), /*addSpecialTokens=*/true));
+      startSide(*sides_[s]->model, *sides_[s]->tokenizer, settings, options, running[size_t(s)]);
     }
     // The two sides take turns, a token each, so both stream at once.
     for (bool any = true; any && !cancel.load();) {
