@@ -14,15 +14,85 @@
 
 namespace hh::cli {
 
-void addConvertCommand(CLI::App& app) {
-  struct Args {
-    std::string model, configFile, runDir, outputDir, corpus, dtype, device, computeDtype;
-    PlanFlags planFlags;
-    std::optional<int64_t> distillSteps, finetuneSteps, seqLen, maxTrain;
-    bool adaptersOnly = false, printConfig = false;
-    int processes = 1;
+namespace {
+
+struct ConvertFlags {
+  std::string model, configFile, runDir, outputDir, corpus, dtype, device, computeDtype;
+  PlanFlags planFlags;
+  std::optional<int64_t> distillSteps, finetuneSteps, seqLen, maxTrain;
+  bool adaptersOnly = false, printConfig = false;
+  int processes = 1;
+};
+
+// The project file (if any) with the flags over it, checked like a file's values.
+jobs::ConvertConfig convertConfigFromFlags(const ConvertFlags& a) {
+  jobs::ConvertConfig c;
+  if (!a.configFile.empty()) c = jobs::parseConfigFile(a.configFile, "convert", jobs::convertConfigFromJson);
+  if (!a.model.empty()) c.modelDir = a.model;
+  if (!a.device.empty()) c.device = a.device;
+  if (!a.computeDtype.empty()) c.dtype = a.computeDtype;
+  if (!a.runDir.empty()) c.runDir = a.runDir;
+  if (!a.outputDir.empty()) c.outputDir = a.outputDir;
+  a.planFlags.applyTo(c);
+  if (!a.corpus.empty()) c.data.corpus = a.corpus;
+  if (a.seqLen) c.data.sequenceLength = *a.seqLen;
+  if (a.maxTrain) c.data.maxTrainSequences = *a.maxTrain;
+  if (a.distillSteps) c.distill.steps = *a.distillSteps;
+  if (a.finetuneSteps) c.finetune.steps = *a.finetuneSteps;
+  if (!a.dtype.empty()) c.exportOptions.dtype = a.dtype;
+  if (a.adaptersOnly) c.exportOptions.adaptersOnly = true;
+  if (c.runDir.empty()) c.runDir = "runs/convert";
+  return jobs::convertConfigFromJson(jobs::toJson(c));
+}
+
+// The main rank's summary: the stages' steps and times, the evaluation, the run file, the export.
+void reportConvertEnd(const jobs::ConvertResult& r) {
+  JobEnd end{r.status, r.message, r.seconds, -1, r.runFile, {{"export", r.exportPath}}, &r.evaluate};
+  end.extra["stages"] = {
+      {"distill", {{"steps", r.distill.steps}, {"seconds", r.distill.seconds}, {"run_file", r.distill.runFile}}},
+      {"finetune", {{"steps", r.finetune.steps}, {"seconds", r.finetune.seconds}, {"run_file", r.finetune.runFile}}},
+      {"evaluate", {{"seconds", r.evaluate.seconds}, {"run_file", r.evaluate.runFile}}}};
+  if (!r.failedStage.empty()) end.extra["failed_stage"] = r.failedStage;
+  end.printHuman = [&r] {
+    std::printf("%s after %.1f s: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str());
+    if (r.status == jobs::JobStatus::Completed) {
+      std::printf("stages: distill %lld steps (%.1f s), finetune %lld steps (%.1f s), evaluate %.1f s\n",
+                  (long long)r.distill.steps, r.distill.seconds, (long long)r.finetune.steps, r.finetune.seconds,
+                  r.evaluate.seconds);
+      printEvaluation(r.evaluate);
+    }
+    std::printf("run file: %s\n", r.runFile.c_str());
+    if (!r.exportPath.empty()) std::printf("exported model: %s\n", r.exportPath.c_str());
   };
-  auto a = std::make_shared<Args>();
+  end.device = r.device;
+  reportJobEnd(end);
+}
+
+void runConvertCommand(const ConvertFlags& a) {
+  const auto c = convertConfigFromFlags(a);
+  if (a.printConfig) {
+    std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
+    return;
+  }
+  if (c.modelDir.empty())
+    throw std::runtime_error("convert: no model folder (give MODEL_DIR or \"model\" in --config)");
+  const auto rank = launchOrJoin(a.processes, c.runDir);
+  if (!rank) return;  // this process launched the ranks; they did the job
+  CliObserver observer;
+  const auto r = jobs::runConvert(c, observer, rank->communicator.get());
+  if (!rank->main()) {
+    std::printf("rank %d: %s after %.1f s: %s\n", rank->world.rank, jobs::toString(r.status), r.seconds,
+                r.message.c_str());
+  } else {
+    reportConvertEnd(r);
+  }
+  if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
+}
+
+}  // namespace
+
+void addConvertCommand(CLI::App& app) {
+  auto a = std::make_shared<ConvertFlags>();
   auto* cmd = app.add_subcommand("convert", "Distill, finetune, evaluate and export: a softmax model to linear attention in one go");
   cmd->add_option("model", a->model, "Teacher model folder (or \"model\" in --config)");
   cmd->add_option("--config", a->configFile, "Project file (see --print-config); flags override it")->check(CLI::ExistingFile);
@@ -40,58 +110,7 @@ void addConvertCommand(CLI::App& app) {
   addProcessCountOption(cmd, a->processes);
   addDeviceOption(cmd, a->device);
   addDtypeOption(cmd, a->computeDtype, "--compute-dtype");
-  cmd->callback([a] {
-    jobs::ConvertConfig c;
-    if (!a->configFile.empty()) c = jobs::parseConfigFile(a->configFile, "convert", jobs::convertConfigFromJson);
-    if (!a->model.empty()) c.modelDir = a->model;
-    if (!a->device.empty()) c.device = a->device;
-    if (!a->computeDtype.empty()) c.dtype = a->computeDtype;
-    if (!a->runDir.empty()) c.runDir = a->runDir;
-    if (!a->outputDir.empty()) c.outputDir = a->outputDir;
-    a->planFlags.applyTo(c);
-    if (!a->corpus.empty()) c.data.corpus = a->corpus;
-    if (a->seqLen) c.data.sequenceLength = *a->seqLen;
-    if (a->maxTrain) c.data.maxTrainSequences = *a->maxTrain;
-    if (a->distillSteps) c.distill.steps = *a->distillSteps;
-    if (a->finetuneSteps) c.finetune.steps = *a->finetuneSteps;
-    if (!a->dtype.empty()) c.exportOptions.dtype = a->dtype;
-    if (a->adaptersOnly) c.exportOptions.adaptersOnly = true;
-    if (c.runDir.empty()) c.runDir = "runs/convert";
-    c = jobs::convertConfigFromJson(jobs::toJson(c));  // validate flag values like file values
-    if (a->printConfig) {
-      std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
-      return;
-    }
-    if (c.modelDir.empty()) throw std::runtime_error("convert: no model folder (give MODEL_DIR or \"model\" in --config)");
-    const auto rank = launchOrJoin(a->processes, c.runDir);
-    if (!rank) return;  // this process launched the ranks; they did the job
-    CliObserver observer;
-    const auto r = jobs::runConvert(c, observer, rank->communicator.get());
-    if (!rank->main()) {
-      std::printf("rank %d: %s after %.1f s: %s\n", rank->world.rank, jobs::toString(r.status), r.seconds, r.message.c_str());
-      if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
-      return;
-    }
-    JobEnd end{r.status, r.message, r.seconds, -1, r.runFile, {{"export", r.exportPath}}, &r.evaluate};
-    end.extra["stages"] = {{"distill", {{"steps", r.distill.steps}, {"seconds", r.distill.seconds}, {"run_file", r.distill.runFile}}},
-                           {"finetune", {{"steps", r.finetune.steps}, {"seconds", r.finetune.seconds}, {"run_file", r.finetune.runFile}}},
-                           {"evaluate", {{"seconds", r.evaluate.seconds}, {"run_file", r.evaluate.runFile}}}};
-    if (!r.failedStage.empty()) end.extra["failed_stage"] = r.failedStage;
-    end.printHuman = [&r] {
-      std::printf("%s after %.1f s: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str());
-      if (r.status == jobs::JobStatus::Completed) {
-        std::printf("stages: distill %lld steps (%.1f s), finetune %lld steps (%.1f s), evaluate %.1f s\n",
-                    (long long)r.distill.steps, r.distill.seconds, (long long)r.finetune.steps, r.finetune.seconds,
-                    r.evaluate.seconds);
-        printEvaluation(r.evaluate);
-      }
-      std::printf("run file: %s\n", r.runFile.c_str());
-      if (!r.exportPath.empty()) std::printf("exported model: %s\n", r.exportPath.c_str());
-    };
-    end.device = r.device;
-    reportJobEnd(end);
-    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
-  });
+  cmd->callback([a] { runConvertCommand(*a); });
 }
 
 void addExportCommand(CLI::App& app) {

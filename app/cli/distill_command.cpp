@@ -6,16 +6,56 @@
 
 namespace hh::cli {
 
+namespace {
+
+struct DistillFlags {
+  std::string model, configFile, runDir, corpus, loss, device, dtype;
+  PlanFlags planFlags;
+  std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery;
+  std::optional<double> lr;
+  bool resume = false, printConfig = false;
+  int processes = 1;
+};
+
+// The config file (if any) with the flags over it.
+jobs::DistillConfig distillConfigFromFlags(const DistillFlags& a) {
+  jobs::DistillConfig c;
+  if (!a.configFile.empty()) c = jobs::parseConfigFile(a.configFile, "distill", jobs::distillConfigFromJson);
+  if (!a.model.empty()) c.modelDir = a.model;
+  if (!a.device.empty()) c.device = a.device;
+  if (!a.dtype.empty()) c.dtype = a.dtype;
+  if (!a.runDir.empty()) c.runDir = a.runDir;
+  a.planFlags.applyTo(c);
+  if (!a.loss.empty()) c.loss = a.loss;
+  if (!a.corpus.empty()) c.data.corpus = a.corpus;
+  if (a.steps) c.steps = *a.steps;
+  if (a.batch) c.batchSize = *a.batch;
+  if (a.seqLen) c.data.sequenceLength = *a.seqLen;
+  if (a.maxTrain) c.data.maxTrainSequences = *a.maxTrain;
+  if (a.evalEvery) c.evalEvery = *a.evalEvery;
+  if (a.lr) c.lr = *a.lr;
+  c.resume = c.resume || a.resume;
+  if (c.runDir.empty()) c.runDir = "runs/distill";
+  return c;
+}
+
+void runDistillCommand(const DistillFlags& a) {
+  auto c = distillConfigFromFlags(a);
+  if (recheckConfig(c, jobs::distillConfigFromJson, a.printConfig)) return;
+  if (c.modelDir.empty())
+    throw std::runtime_error("distill: no model folder (give MODEL_DIR or \"model\" in --config)");
+  runRankedJob(
+      a.processes, c.runDir,
+      [&](CliObserver& observer, dist::Communicator* world) { return jobs::runDistill(c, observer, world); },
+      [](const jobs::DistillResult& r) {
+        return JobEnd::Outputs{{"adapters", r.adaptersFile}};
+      });
+}
+
+}  // namespace
+
 void addDistillCommand(CLI::App& app) {
-  struct Args {
-    std::string model, configFile, runDir, corpus, loss, device, dtype;
-    PlanFlags planFlags;
-    std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery;
-    std::optional<double> lr;
-    bool resume = false, printConfig = false;
-    int processes = 1;
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<DistillFlags>();
   auto* cmd = app.add_subcommand("distill", "Stage 1: train feature maps so linear attention matches softmax (Hedgehog)");
   cmd->add_option("model", a->model, "Teacher model folder");
   cmd->add_option("--config", a->configFile, "JSON config (see --print-config); flags override it")->check(CLI::ExistingFile);
@@ -34,32 +74,7 @@ void addDistillCommand(CLI::App& app) {
   addProcessCountOption(cmd, a->processes);
   addDeviceOption(cmd, a->device);
   addDtypeOption(cmd, a->dtype);
-  cmd->callback([a] {
-    jobs::DistillConfig c;
-    if (!a->configFile.empty()) {
-      c = jobs::parseConfigFile(a->configFile, "distill", jobs::distillConfigFromJson);
-    }
-    if (!a->model.empty()) c.modelDir = a->model;
-    if (!a->device.empty()) c.device = a->device;
-    if (!a->dtype.empty()) c.dtype = a->dtype;
-    if (!a->runDir.empty()) c.runDir = a->runDir;
-    a->planFlags.applyTo(c);
-    if (!a->loss.empty()) c.loss = a->loss;
-    if (!a->corpus.empty()) c.data.corpus = a->corpus;
-    if (a->steps) c.steps = *a->steps;
-    if (a->batch) c.batchSize = *a->batch;
-    if (a->seqLen) c.data.sequenceLength = *a->seqLen;
-    if (a->maxTrain) c.data.maxTrainSequences = *a->maxTrain;
-    if (a->evalEvery) c.evalEvery = *a->evalEvery;
-    if (a->lr) c.lr = *a->lr;
-    c.resume = c.resume || a->resume;
-    if (c.runDir.empty()) c.runDir = "runs/distill";
-    if (recheckConfig(c, jobs::distillConfigFromJson, a->printConfig)) return;
-    if (c.modelDir.empty()) throw std::runtime_error("distill: no model folder (give MODEL_DIR or \"model\" in --config)");
-    runRankedJob(
-        a->processes, c.runDir, [&](CliObserver& observer, dist::Communicator* world) { return jobs::runDistill(c, observer, world); },
-        [](const jobs::DistillResult& r) { return JobEnd::Outputs{{"adapters", r.adaptersFile}}; });
-  });
+  cmd->callback([a] { runDistillCommand(*a); });
 }
 
 }  // namespace hh::cli

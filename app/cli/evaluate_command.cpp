@@ -51,15 +51,67 @@ void printEvaluation(const jobs::EvaluateResult& r) {
     std::printf("  n/a: that map gives negative attention weights (its features can be negative), so KL and entropy are undefined\n");
 }
 
-void addEvaluateCommand(CLI::App& app) {
-  struct Args {
-    std::string model, converted, featureMap, configFile, runDir, task, corpus, device, dtype;
-    std::vector<std::string> featureMaps;
-    std::vector<int64_t> layers;
-    std::optional<int64_t> maxSequences, tableSequences, batch, seqLen;
-    bool printConfig = false;
+namespace {
+
+struct EvaluateFlags {
+  std::string model, converted, featureMap, configFile, runDir, task, corpus, device, dtype;
+  std::vector<std::string> featureMaps;
+  std::vector<int64_t> layers;
+  std::optional<int64_t> maxSequences, tableSequences, batch, seqLen;
+  bool printConfig = false;
+};
+
+// The config file (if any) with the flags over it, checked like a file's values; a classification
+// task without a corpus reads SpamAssassin.
+jobs::EvaluateConfig evaluateConfigFromFlags(const EvaluateFlags& a) {
+  jobs::EvaluateConfig c;
+  if (!a.configFile.empty()) c = jobs::parseConfigFile(a.configFile, "evaluate", jobs::evaluateConfigFromJson);
+  if (!a.model.empty()) c.modelDir = a.model;
+  if (!a.device.empty()) c.device = a.device;
+  if (!a.dtype.empty()) c.dtype = a.dtype;
+  if (!a.converted.empty()) c.converted = a.converted;
+  if (!a.featureMap.empty()) c.featureMap = a.featureMap;
+  if (!a.runDir.empty()) c.runDir = a.runDir;
+  if (!a.task.empty()) c.task = a.task;
+  if (!a.featureMaps.empty()) c.featureMaps = a.featureMaps;
+  if (!a.layers.empty()) c.layers = a.layers;
+  if (a.maxSequences) c.maxSequences = *a.maxSequences;
+  if (a.tableSequences) c.tableSequences = *a.tableSequences;
+  if (a.batch) c.batchSize = *a.batch;
+  if (a.seqLen) c.data.sequenceLength = *a.seqLen;
+  if (!a.corpus.empty())
+    c.data.corpus = a.corpus;
+  else if (c.task == "classification" && c.data.corpus == "brown")
+    c.data.corpus = "spamassassin";
+  if (c.runDir.empty()) c.runDir = "runs/evaluate";
+  return jobs::evaluateConfigFromJson(jobs::toJson(c));
+}
+
+void runEvaluateCommand(const EvaluateFlags& a) {
+  const auto c = evaluateConfigFromFlags(a);
+  if (a.printConfig) {
+    std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
+    return;
+  }
+  if (c.modelDir.empty())
+    throw std::runtime_error("evaluate: no model folder (give MODEL_DIR or \"model\" in --config)");
+  CliObserver observer;
+  const auto r = jobs::runEvaluate(c, observer);
+  JobEnd end{r.status, r.message, r.seconds, -1, r.runFile, {}, &r};
+  end.printHuman = [&r] {
+    if (r.status == jobs::JobStatus::Completed) printEvaluation(r);
+    std::printf("\n%s (%.1f s): %s\nrun file: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(),
+                r.runFile.c_str());
   };
-  auto a = std::make_shared<Args>();
+  end.device = r.device;
+  reportJobEnd(end);
+  if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
+}
+
+}  // namespace
+
+void addEvaluateCommand(CLI::App& app) {
+  auto a = std::make_shared<EvaluateFlags>();
   auto* cmd = app.add_subcommand("evaluate", "Perplexity/accuracy of original vs converted, and each feature map's KL to softmax");
   cmd->add_option("model", a->model, "Teacher (original softmax) model folder");
   cmd->add_option("--converted", a->converted, "Converted folder, or adapters .safetensors applied to the teacher");
@@ -77,44 +129,7 @@ void addEvaluateCommand(CLI::App& app) {
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addDeviceOption(cmd, a->device);
   addDtypeOption(cmd, a->dtype);
-  cmd->callback([a] {
-    jobs::EvaluateConfig c;
-    if (!a->configFile.empty()) {
-      c = jobs::parseConfigFile(a->configFile, "evaluate", jobs::evaluateConfigFromJson);
-    }
-    if (!a->model.empty()) c.modelDir = a->model;
-    if (!a->device.empty()) c.device = a->device;
-    if (!a->dtype.empty()) c.dtype = a->dtype;
-    if (!a->converted.empty()) c.converted = a->converted;
-    if (!a->featureMap.empty()) c.featureMap = a->featureMap;
-    if (!a->runDir.empty()) c.runDir = a->runDir;
-    if (!a->task.empty()) c.task = a->task;
-    if (!a->featureMaps.empty()) c.featureMaps = a->featureMaps;
-    if (!a->layers.empty()) c.layers = a->layers;
-    if (a->maxSequences) c.maxSequences = *a->maxSequences;
-    if (a->tableSequences) c.tableSequences = *a->tableSequences;
-    if (a->batch) c.batchSize = *a->batch;
-    if (a->seqLen) c.data.sequenceLength = *a->seqLen;
-    if (!a->corpus.empty()) c.data.corpus = a->corpus;
-    else if (c.task == "classification" && c.data.corpus == "brown") c.data.corpus = "spamassassin";
-    if (c.runDir.empty()) c.runDir = "runs/evaluate";
-    c = jobs::evaluateConfigFromJson(jobs::toJson(c));  // the same checks as a project file
-    if (a->printConfig) {
-      std::printf("%s\n", jobs::toJson(c).dump(2).c_str());
-      return;
-    }
-    if (c.modelDir.empty()) throw std::runtime_error("evaluate: no model folder (give MODEL_DIR or \"model\" in --config)");
-    CliObserver observer;
-    const auto r = jobs::runEvaluate(c, observer);
-    JobEnd end{r.status, r.message, r.seconds, -1, r.runFile, {}, &r};
-    end.printHuman = [&r] {
-      if (r.status == jobs::JobStatus::Completed) printEvaluation(r);
-      std::printf("\n%s (%.1f s): %s\nrun file: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(), r.runFile.c_str());
-    };
-    end.device = r.device;
-    reportJobEnd(end);
-    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
-  });
+  cmd->callback([a] { runEvaluateCommand(*a); });
 }
 
 }  // namespace hh::cli

@@ -6,15 +6,61 @@
 
 namespace hh::cli {
 
+namespace {
+
+struct FinetuneFlags {
+  std::string model, adapters, configFile, runDir, outputDir, mode, task, loss, corpus, classData, device, dtype;
+  std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery, rank;
+  std::optional<double> lr, alpha;
+  bool resume = false, printConfig = false;
+  int processes = 1;
+};
+
+// The config file (if any) with the flags over it.
+jobs::FinetuneConfig finetuneConfigFromFlags(const FinetuneFlags& a) {
+  jobs::FinetuneConfig c;
+  if (!a.configFile.empty()) c = jobs::parseConfigFile(a.configFile, "finetune", jobs::finetuneConfigFromJson);
+  if (!a.model.empty()) c.modelDir = a.model;
+  if (!a.device.empty()) c.device = a.device;
+  if (!a.dtype.empty()) c.dtype = a.dtype;
+  if (!a.adapters.empty()) c.adapters = a.adapters;
+  if (!a.runDir.empty()) c.runDir = a.runDir;
+  if (!a.outputDir.empty()) c.outputDir = a.outputDir;
+  if (!a.mode.empty()) c.mode = a.mode;
+  if (a.rank) c.loraRank = *a.rank;
+  if (a.alpha) c.loraAlpha = *a.alpha;
+  if (!a.task.empty()) c.task = a.task;
+  if (!a.loss.empty()) c.loss = a.loss;
+  if (!a.corpus.empty()) c.data.corpus = a.corpus;
+  if (!a.classData.empty()) c.classification.path = a.classData;
+  if (a.steps) c.steps = *a.steps;
+  if (a.batch) c.batchSize = *a.batch;
+  if (a.seqLen) c.data.sequenceLength = c.classification.sequenceLength = *a.seqLen;
+  if (a.maxTrain) c.data.maxTrainSequences = *a.maxTrain;
+  if (a.evalEvery) c.evalEvery = *a.evalEvery;
+  if (a.lr) c.lr = *a.lr;
+  c.resume = c.resume || a.resume;
+  if (c.runDir.empty()) c.runDir = "runs/finetune";
+  return c;
+}
+
+void runFinetuneCommand(const FinetuneFlags& a) {
+  auto c = finetuneConfigFromFlags(a);
+  if (recheckConfig(c, jobs::finetuneConfigFromJson, a.printConfig)) return;
+  if (c.modelDir.empty())
+    throw std::runtime_error("finetune: no model folder (give MODEL_DIR or \"model\" in --config)");
+  runRankedJob(
+      a.processes, c.runDir,
+      [&](CliObserver& observer, dist::Communicator* world) { return jobs::runFinetune(c, observer, world); },
+      [](const jobs::FinetuneResult& r) {
+        return JobEnd::Outputs{{"model", r.modelDir}};
+      });
+}
+
+}  // namespace
+
 void addFinetuneCommand(CLI::App& app) {
-  struct Args {
-    std::string model, adapters, configFile, runDir, outputDir, mode, task, loss, corpus, classData, device, dtype;
-    std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery, rank;
-    std::optional<double> lr, alpha;
-    bool resume = false, printConfig = false;
-    int processes = 1;
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<FinetuneFlags>();
   auto* cmd = app.add_subcommand("finetune", "Stage 2: finetune a converted model (full or LoRA; LM or classification)");
   cmd->add_option("model", a->model, "Converted model folder (or the teacher, with --adapters)");
   cmd->add_option("--adapters", a->adapters, "adapters.safetensors from `hedgehog distill`");
@@ -39,38 +85,7 @@ void addFinetuneCommand(CLI::App& app) {
   addProcessCountOption(cmd, a->processes);
   addDeviceOption(cmd, a->device);
   addDtypeOption(cmd, a->dtype);
-  cmd->callback([a] {
-    jobs::FinetuneConfig c;
-    if (!a->configFile.empty()) {
-      c = jobs::parseConfigFile(a->configFile, "finetune", jobs::finetuneConfigFromJson);
-    }
-    if (!a->model.empty()) c.modelDir = a->model;
-    if (!a->device.empty()) c.device = a->device;
-    if (!a->dtype.empty()) c.dtype = a->dtype;
-    if (!a->adapters.empty()) c.adapters = a->adapters;
-    if (!a->runDir.empty()) c.runDir = a->runDir;
-    if (!a->outputDir.empty()) c.outputDir = a->outputDir;
-    if (!a->mode.empty()) c.mode = a->mode;
-    if (a->rank) c.loraRank = *a->rank;
-    if (a->alpha) c.loraAlpha = *a->alpha;
-    if (!a->task.empty()) c.task = a->task;
-    if (!a->loss.empty()) c.loss = a->loss;
-    if (!a->corpus.empty()) c.data.corpus = a->corpus;
-    if (!a->classData.empty()) c.classification.path = a->classData;
-    if (a->steps) c.steps = *a->steps;
-    if (a->batch) c.batchSize = *a->batch;
-    if (a->seqLen) c.data.sequenceLength = c.classification.sequenceLength = *a->seqLen;
-    if (a->maxTrain) c.data.maxTrainSequences = *a->maxTrain;
-    if (a->evalEvery) c.evalEvery = *a->evalEvery;
-    if (a->lr) c.lr = *a->lr;
-    c.resume = c.resume || a->resume;
-    if (c.runDir.empty()) c.runDir = "runs/finetune";
-    if (recheckConfig(c, jobs::finetuneConfigFromJson, a->printConfig)) return;
-    if (c.modelDir.empty()) throw std::runtime_error("finetune: no model folder (give MODEL_DIR or \"model\" in --config)");
-    runRankedJob(
-        a->processes, c.runDir, [&](CliObserver& observer, dist::Communicator* world) { return jobs::runFinetune(c, observer, world); },
-        [](const jobs::FinetuneResult& r) { return JobEnd::Outputs{{"model", r.modelDir}}; });
-  });
+  cmd->callback([a] { runFinetuneCommand(*a); });
 }
 
 }  // namespace hh::cli

@@ -13,16 +13,63 @@
 
 namespace hh::cli {
 
+namespace {
+
+struct TrainFlags {
+  std::string model, configFile, runDir, outputDir, tokenizer, modelType, featureMap, rule, corpus, device, dtype;
+  std::vector<int64_t> layers;
+  std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery, warmup;
+  std::optional<int64_t> nEmbd, nLayer, nHead, nPositions;
+  std::optional<double> lr;
+  bool resume = false, printConfig = false;
+};
+
+// The config file (if any) with the flags over it; the architecture flags only shape a new model.
+jobs::TrainConfig trainConfigFromFlags(const TrainFlags& a) {
+  jobs::TrainConfig c;
+  if (!a.configFile.empty()) c = jobs::parseConfigFile(a.configFile, "train", jobs::trainConfigFromJson);
+  if (!a.model.empty()) c.modelDir = a.model;
+  if (!a.device.empty()) c.device = a.device;
+  if (!a.dtype.empty()) c.dtype = a.dtype;
+  if (!a.runDir.empty()) c.runDir = a.runDir;
+  if (!a.outputDir.empty()) c.outputDir = a.outputDir;
+  if (!a.tokenizer.empty()) c.tokenizer = a.tokenizer;
+  if (!a.modelType.empty()) c.architecture.modelType = a.modelType;
+  if (a.nEmbd) c.architecture.nEmbd = *a.nEmbd;
+  if (a.nLayer) c.architecture.nLayer = *a.nLayer;
+  if (a.nHead) c.architecture.nHead = *a.nHead;
+  if (a.nPositions) c.architecture.nPositions = *a.nPositions;
+  if (!a.featureMap.empty()) c.featureMap = a.featureMap;
+  if (!a.rule.empty()) c.rule = a.rule;
+  if (!a.layers.empty()) c.layers = a.layers;
+  if (!a.corpus.empty()) c.data.corpus = a.corpus;
+  if (a.steps) c.steps = *a.steps;
+  if (a.batch) c.batchSize = *a.batch;
+  if (a.seqLen) c.data.sequenceLength = *a.seqLen;
+  if (a.maxTrain) c.data.maxTrainSequences = *a.maxTrain;
+  if (a.evalEvery) c.evalEvery = *a.evalEvery;
+  if (a.warmup) c.warmupSteps = *a.warmup;
+  if (a.lr) c.lr = *a.lr;
+  c.resume = c.resume || a.resume;
+  if (c.runDir.empty()) c.runDir = "runs/train";
+  return c;
+}
+
+void runTrainCommand(const TrainFlags& a) {
+  auto c = trainConfigFromFlags(a);
+  if (recheckConfig(c, jobs::trainConfigFromJson, a.printConfig)) return;
+  CliObserver observer;
+  const auto r = jobs::runTrain(c, observer);
+  JobEnd end{r.status, r.message, r.seconds, r.steps, r.runFile, {{"model", r.modelDir}}};
+  end.device = r.device;
+  reportJobEnd(end);
+  if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
+}
+
+}  // namespace
+
 void addTrainCommand(CLI::App& app) {
-  struct Args {
-    std::string model, configFile, runDir, outputDir, tokenizer, modelType, featureMap, rule, corpus, device, dtype;
-    std::vector<int64_t> layers;
-    std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery, warmup;
-    std::optional<int64_t> nEmbd, nLayer, nHead, nPositions;
-    std::optional<double> lr;
-    bool resume = false, printConfig = false;
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<TrainFlags>();
   auto* cmd = app.add_subcommand("train", "Train a causal LM from scratch (or continue one) with any attention");
   cmd->add_option("--model", a->model, "Continue from this model folder (default: a new model from the architecture)");
   cmd->add_option("--config", a->configFile, "JSON config (see --print-config); flags override it")->check(CLI::ExistingFile);
@@ -49,43 +96,7 @@ void addTrainCommand(CLI::App& app) {
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addDeviceOption(cmd, a->device);
   addDtypeOption(cmd, a->dtype);
-  cmd->callback([a] {
-    jobs::TrainConfig c;
-    if (!a->configFile.empty()) {
-      c = jobs::parseConfigFile(a->configFile, "train", jobs::trainConfigFromJson);
-    }
-    if (!a->model.empty()) c.modelDir = a->model;
-    if (!a->device.empty()) c.device = a->device;
-    if (!a->dtype.empty()) c.dtype = a->dtype;
-    if (!a->runDir.empty()) c.runDir = a->runDir;
-    if (!a->outputDir.empty()) c.outputDir = a->outputDir;
-    if (!a->tokenizer.empty()) c.tokenizer = a->tokenizer;
-    if (!a->modelType.empty()) c.architecture.modelType = a->modelType;
-    if (a->nEmbd) c.architecture.nEmbd = *a->nEmbd;
-    if (a->nLayer) c.architecture.nLayer = *a->nLayer;
-    if (a->nHead) c.architecture.nHead = *a->nHead;
-    if (a->nPositions) c.architecture.nPositions = *a->nPositions;
-    if (!a->featureMap.empty()) c.featureMap = a->featureMap;
-    if (!a->rule.empty()) c.rule = a->rule;
-    if (!a->layers.empty()) c.layers = a->layers;
-    if (!a->corpus.empty()) c.data.corpus = a->corpus;
-    if (a->steps) c.steps = *a->steps;
-    if (a->batch) c.batchSize = *a->batch;
-    if (a->seqLen) c.data.sequenceLength = *a->seqLen;
-    if (a->maxTrain) c.data.maxTrainSequences = *a->maxTrain;
-    if (a->evalEvery) c.evalEvery = *a->evalEvery;
-    if (a->warmup) c.warmupSteps = *a->warmup;
-    if (a->lr) c.lr = *a->lr;
-    c.resume = c.resume || a->resume;
-    if (c.runDir.empty()) c.runDir = "runs/train";
-    if (recheckConfig(c, jobs::trainConfigFromJson, a->printConfig)) return;
-    CliObserver observer;
-    const auto r = jobs::runTrain(c, observer);
-    JobEnd end{r.status, r.message, r.seconds, r.steps, r.runFile, {{"model", r.modelDir}}};
-    end.device = r.device;
-    reportJobEnd(end);
-    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
-  });
+  cmd->callback([a] { runTrainCommand(*a); });
 }
 
 }  // namespace hh::cli

@@ -234,10 +234,10 @@ std::string ModelConfig::describe() const {
   return s.str();
 }
 
-ModelConfig parseModelConfig(const json& j, const std::string& source) {
-  if (!j.is_object()) fail(source, "config must be a JSON object");
-  ModelConfig c;
-  c.raw = j;
+namespace {
+
+// model_type and architectures, then the family's own keys.
+void readFamily(const json& j, ModelConfig& c, const std::string& source) {
   c.modelType = stringOr(j, "model_type", "", source);
   if (has(j, "architectures")) {
     if (!j.at("architectures").is_array()) fail(source, "\"architectures\" must be a list");
@@ -250,9 +250,12 @@ ModelConfig parseModelConfig(const json& j, const std::string& source) {
   else if (t == "llama" || t == "mistral" || t == "qwen2" || t == "smollm" || t == "tinyllama") readLlama(j, c, source);
   else if (t.empty()) fail(source, "missing \"model_type\" (expected gpt2, bert or llama)");
   else fail(source, "model_type \"" + t + "\" is not supported (gpt2, bert, llama and Llama-style models)");
-  if (t == "mistral" && has(j, "sliding_window"))
-    fail(source, "Mistral's sliding-window attention is not supported");
+  if (t == "mistral" && has(j, "sliding_window")) fail(source, "Mistral's sliding-window attention is not supported");
+}
 
+// Every size positive and plausible, the head dim derived where absent, heads a multiple of the
+// KV heads, an even head dim under RoPE; errors name the family's own keys.
+void checkSizes(const json& j, ModelConfig& c, const std::string& source) {
   const auto keys = sizeKeys(j, c.architecture);
   checkPositive(c.vocabSize, "vocab_size", source);
   checkPositive(c.hiddenSize, keys.hidden, source);
@@ -281,7 +284,16 @@ ModelConfig parseModelConfig(const json& j, const std::string& source) {
     for (const auto& a : kActivations) known += (known.empty() ? "" : ", ") + a;
     fail(source, "\"" + keys.activation + "\" = \"" + c.activation + "\" is not supported (" + known + ")");
   }
+}
 
+}  // namespace
+
+ModelConfig parseModelConfig(const json& j, const std::string& source) {
+  if (!j.is_object()) fail(source, "config must be a JSON object");
+  ModelConfig c;
+  c.raw = j;
+  readFamily(j, c, source);
+  checkSizes(j, c, source);
   c.bosTokenId = tokenIdOr(j, "bos_token_id", source);
   c.eosTokenId = tokenIdOr(j, "eos_token_id", source);
   c.padTokenId = tokenIdOr(j, "pad_token_id", source);

@@ -43,28 +43,23 @@ uint64_t readU64Le(const uint8_t* p) {
   return v;
 }
 
-TensorInfo parseEntry(const std::string& path, const std::string& name, const nlohmann::json& e) {
-  const std::string where = "tensor '" + name + "'";
+// The entry's three keys, of the right JSON types.
+void checkEntryKeys(const std::string& path, const std::string& where, const nlohmann::json& e) {
   if (!e.is_object()) fail(path, where + " is not a JSON object", kCorruptHint);
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
     if (!e.contains(key)) fail(path, where + " has no \"" + key + "\"", kCorruptHint);
   }
-  const auto& dtype = e.at("dtype");
-  const auto& shape = e.at("shape");
+  if (!e.at("dtype").is_string()) fail(path, where + ": \"dtype\" is not a string", kCorruptHint);
+  if (!e.at("shape").is_array()) fail(path, where + ": \"shape\" is not an array", kCorruptHint);
   const auto& offsets = e.at("data_offsets");
-  if (!dtype.is_string()) fail(path, where + ": \"dtype\" is not a string", kCorruptHint);
-  if (!shape.is_array()) fail(path, where + ": \"shape\" is not an array", kCorruptHint);
   if (!offsets.is_array() || offsets.size() != 2) {
     fail(path, where + ": \"data_offsets\" is not an array [begin, end]", kCorruptHint);
   }
-  TensorInfo info;
-  info.dtype = dtype.get<std::string>();
-  const DtypeSpec* spec = findDtype(info.dtype);
-  if (spec == nullptr) {
-    fail(path, where + " has unknown or unsupported dtype '" + info.dtype + "'",
-         "supported dtypes are F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL; convert the "
-         "checkpoint to one of them");
-  }
+}
+
+// The shape's dimensions into info.shape; returns the element count, refusing 64-bit overflow.
+uint64_t readTensorShape(const std::string& path, const std::string& where, const nlohmann::json& shape,
+                         TensorInfo& info) {
   uint64_t numel = 1;
   for (const auto& dim : shape) {
     if (!dim.is_number_integer()) fail(path, where + ": shape holds a non-integer", kCorruptHint);
@@ -75,14 +70,28 @@ TensorInfo parseEntry(const std::string& path, const std::string& name, const nl
     }
     info.shape.push_back(static_cast<int64_t>(d));
   }
+  return numel;
+}
+
+TensorInfo parseEntry(const std::string& path, const std::string& name, const nlohmann::json& e) {
+  const std::string where = "tensor '" + name + "'";
+  checkEntryKeys(path, where, e);
+  TensorInfo info;
+  info.dtype = e.at("dtype").get<std::string>();
+  const DtypeSpec* spec = findDtype(info.dtype);
+  if (spec == nullptr) {
+    fail(path, where + " has unknown or unsupported dtype '" + info.dtype + "'",
+         "supported dtypes are F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL; convert the "
+         "checkpoint to one of them");
+  }
+  const uint64_t numel = readTensorShape(path, where, e.at("shape"), info);
   uint64_t expected = 0;
   if (__builtin_mul_overflow(numel, spec->bytes, &expected)) {
     fail(path, where + ": byte size overflows 64 bits", kCorruptHint);
   }
+  const auto& offsets = e.at("data_offsets");
   for (const auto& o : offsets) {
-    if (!o.is_number_unsigned()) {
-      fail(path, where + ": data_offsets must be non-negative integers", kCorruptHint);
-    }
+    if (!o.is_number_unsigned()) fail(path, where + ": data_offsets must be non-negative integers", kCorruptHint);
   }
   const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
   if (end < begin) {

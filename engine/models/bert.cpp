@@ -85,57 +85,75 @@ ModelOutput BertModel::forward(const torch::Tensor& ids, const ForwardOptions& o
   return out;
 }
 
+namespace {
+
+void loadBertLinear(WeightSource& s, nn::Linear& m, const std::string& name, int64_t in, int64_t out,
+                    const char* what) {
+  s.load(m->weight, s.body(name + ".weight"), {out, in}, what);
+  s.load(m->bias, s.body(name + ".bias"), {out}, what);
+}
+
+void loadBertNorm(WeightSource& s, nn::LayerNorm& norm, const std::string& name, int64_t hidden) {
+  s.load(norm->weight, name + ".weight", {hidden}, "hidden_size");
+  s.load(norm->bias, name + ".bias", {hidden}, "hidden_size");
+}
+
+}  // namespace
+
 void BertModel::loadWeights(WeightSource& s) {
   at::NoGradGuard noGrad;
   const auto& c = config_;
-  const int64_t C = c.hiddenSize, I = c.intermediateSize;
+  const int64_t C = c.hiddenSize;
   s.detectPrefix("embeddings.word_embeddings.weight", {"bert.", ""});
-  auto linear = [&](nn::Linear& m, const std::string& name, int64_t in, int64_t out, const char* what) {
-    s.load(m->weight, s.body(name + ".weight"), {out, in}, what);
-    s.load(m->bias, s.body(name + ".bias"), {out}, what);
-  };
-  auto norm = [&](nn::LayerNorm& ln, const std::string& name) {
-    s.load(ln->weight, name + ".weight", {C}, "hidden_size");
-    s.load(ln->bias, name + ".bias", {C}, "hidden_size");
-  };
   s.load(words_->weight, s.body("embeddings.word_embeddings.weight"), {c.vocabSize, C}, "vocab_size x hidden_size");
   s.load(positions_->weight, s.body("embeddings.position_embeddings.weight"), {c.maxPositions, C},
          "max_position_embeddings x hidden_size");
   s.load(types_->weight, s.body("embeddings.token_type_embeddings.weight"), {c.typeVocabSize, C},
          "type_vocab_size x hidden_size");
-  norm(embedNorm_, s.body("embeddings.LayerNorm"));
-  for (int64_t l = 0; l < c.layers; ++l) {
-    auto& L = layers_[static_cast<size_t>(l)];
-    const auto p = "encoder.layer." + std::to_string(l) + ".";
-    linear(L.query, p + "attention.self.query", C, C, "hidden_size x hidden_size");
-    linear(L.key, p + "attention.self.key", C, C, "hidden_size x hidden_size");
-    linear(L.value, p + "attention.self.value", C, C, "hidden_size x hidden_size");
-    linear(L.attnOut, p + "attention.output.dense", C, C, "hidden_size x hidden_size");
-    norm(L.attnNorm, s.body(p + "attention.output.LayerNorm"));
-    linear(L.inter, p + "intermediate.dense", C, I, "intermediate_size x hidden_size");
-    linear(L.out, p + "output.dense", I, C, "hidden_size x intermediate_size");
-    norm(L.outNorm, s.body(p + "output.LayerNorm"));
-  }
-  if (transform_) {
-    s.load(transform_->weight, "cls.predictions.transform.dense.weight", {C, C}, "hidden_size x hidden_size");
-    s.load(transform_->bias, "cls.predictions.transform.dense.bias", {C}, "hidden_size");
-    norm(transformNorm_, "cls.predictions.transform.LayerNorm");
-    auto bias = s.takeOptional("cls.predictions.bias", {c.vocabSize}, "vocab_size");
-    if (!bias.defined()) bias = s.take("cls.predictions.decoder.bias", {c.vocabSize}, "vocab_size");
-    decoderBias_.copy_(bias);
-    // The decoder is tied to the word embeddings; a stored copy must agree.
-    auto decoder = s.takeOptional("cls.predictions.decoder.weight", {c.vocabSize, C}, "vocab_size x hidden_size");
-    if (decoder.defined() && !torch::allclose(decoder, words_->weight))
-      throw io::FormatError(s.path() + ": cls.predictions.decoder.weight differs from the word embeddings; untied BERT "
-                                       "decoders are not supported");
-  }
-  if (classifier_) {
-    s.load(pooler_->weight, s.body("pooler.dense.weight"), {C, C}, "hidden_size x hidden_size");
-    s.load(pooler_->bias, s.body("pooler.dense.bias"), {C}, "hidden_size");
-    s.load(classifier_->weight, "classifier.weight", {c.numLabels, C}, "num_labels x hidden_size");
-    s.load(classifier_->bias, "classifier.bias", {c.numLabels}, "num_labels");
-  }
+  loadBertNorm(s, embedNorm_, s.body("embeddings.LayerNorm"), C);
+  for (int64_t l = 0; l < c.layers; ++l) loadEncoderLayer(s, l);
+  if (transform_) loadMaskedLmHead(s);
+  if (classifier_) loadClassifierHead(s);
   if (c.plan.anyLinear()) loadAdapters(s);
+}
+
+void BertModel::loadEncoderLayer(WeightSource& s, int64_t layer) {
+  const int64_t C = config_.hiddenSize, I = config_.intermediateSize;
+  auto& L = layers_[static_cast<size_t>(layer)];
+  const auto p = "encoder.layer." + std::to_string(layer) + ".";
+  loadBertLinear(s, L.query, p + "attention.self.query", C, C, "hidden_size x hidden_size");
+  loadBertLinear(s, L.key, p + "attention.self.key", C, C, "hidden_size x hidden_size");
+  loadBertLinear(s, L.value, p + "attention.self.value", C, C, "hidden_size x hidden_size");
+  loadBertLinear(s, L.attnOut, p + "attention.output.dense", C, C, "hidden_size x hidden_size");
+  loadBertNorm(s, L.attnNorm, s.body(p + "attention.output.LayerNorm"), C);
+  loadBertLinear(s, L.inter, p + "intermediate.dense", C, I, "intermediate_size x hidden_size");
+  loadBertLinear(s, L.out, p + "output.dense", I, C, "hidden_size x intermediate_size");
+  loadBertNorm(s, L.outNorm, s.body(p + "output.LayerNorm"), C);
+}
+
+// cls.predictions: transform, its norm, the decoder bias (either name); the decoder is tied to the
+// word embeddings, so a stored copy must agree.
+void BertModel::loadMaskedLmHead(WeightSource& s) {
+  const int64_t C = config_.hiddenSize, V = config_.vocabSize;
+  s.load(transform_->weight, "cls.predictions.transform.dense.weight", {C, C}, "hidden_size x hidden_size");
+  s.load(transform_->bias, "cls.predictions.transform.dense.bias", {C}, "hidden_size");
+  loadBertNorm(s, transformNorm_, "cls.predictions.transform.LayerNorm", C);
+  auto bias = s.takeOptional("cls.predictions.bias", {V}, "vocab_size");
+  if (!bias.defined()) bias = s.take("cls.predictions.decoder.bias", {V}, "vocab_size");
+  decoderBias_.copy_(bias);
+  auto decoder = s.takeOptional("cls.predictions.decoder.weight", {V, C}, "vocab_size x hidden_size");
+  if (decoder.defined() && !torch::allclose(decoder, words_->weight))
+    throw io::FormatError(s.path() +
+                          ": cls.predictions.decoder.weight differs from the word embeddings; untied BERT "
+                          "decoders are not supported");
+}
+
+void BertModel::loadClassifierHead(WeightSource& s) {
+  const int64_t C = config_.hiddenSize;
+  s.load(pooler_->weight, s.body("pooler.dense.weight"), {C, C}, "hidden_size x hidden_size");
+  s.load(pooler_->bias, s.body("pooler.dense.bias"), {C}, "hidden_size");
+  s.load(classifier_->weight, "classifier.weight", {config_.numLabels, C}, "num_labels x hidden_size");
+  s.load(classifier_->bias, "classifier.bias", {config_.numLabels}, "num_labels");
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> BertModel::exportWeights() const {

@@ -23,6 +23,10 @@ class BertModel : public TransformerModel {
   std::vector<std::pair<std::string, torch::Tensor>> exportWeights() const override;
 
  private:
+  void loadEncoderLayer(WeightSource& source, int64_t layer);
+  void loadMaskedLmHead(WeightSource& source);
+  void loadClassifierHead(WeightSource& source);
+
   struct Layer {
     torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attnOut{nullptr}, inter{nullptr}, out{nullptr};
     torch::nn::LayerNorm attnNorm{nullptr}, outNorm{nullptr};
