@@ -203,7 +203,9 @@ void RunBrowser::refresh() {
 }
 
 void RunBrowser::show(const std::vector<RunSummary>& runs) {
+  const QStringList selected = selectedPaths();  // kept by path: a new run file shifts the rows
   runs_ = runs;
+  table_->clearSelection();
   table_->setSortingEnabled(false);
   table_->setRowCount(int(runs.size()));
   for (int r = 0; r < int(runs.size()); ++r) {
@@ -232,8 +234,19 @@ void RunBrowser::show(const std::vector<RunSummary>& runs) {
     }
   }
   table_->setSortingEnabled(true);
+  reselect(selected);
   summary_->setText(tr("%n run file(s)", nullptr, int(runs.size())));
   Q_EMIT scanned(int(runs.size()));
+}
+
+void RunBrowser::reselect(const QStringList& paths) {
+  if (paths.isEmpty()) return;
+  auto* selection = table_->selectionModel();
+  for (int r = 0; r < table_->rowCount(); ++r) {
+    const auto* item = table_->item(r, kFile);
+    if (item != nullptr && paths.contains(item->data(Qt::UserRole).toString()))
+      selection->select(table_->model()->index(r, 0), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+  }
 }
 
 QString RunBrowser::shownName(const QString& path) const {
@@ -299,7 +312,7 @@ void RunBrowser::chooseCsvFile(CsvShape shape) {
       this, tr("Export runs as CSV"), shape == CsvShape::LastValues ? QStringLiteral("runs.csv") : QStringLiteral("traces.csv"),
       tr("CSV files (*.csv)"));
   if (file.isEmpty()) return;
-  const QString error = exportCsv(file, paths);
+  const QString error = exportCsv(file, paths, shape);
   if (!error.isEmpty()) {
     showErrorDialog(this, tr("Export CSV"), error);
   } else {

@@ -61,7 +61,7 @@ class RunBrowser : public QWidget {
   // Writes the CSV of these runs to `file`; an empty string, or why it failed (a run file that
   // cannot be read fails the traces export, naming it, and nothing is written).
   enum class CsvShape { LastValues, Traces };
-  QString exportCsv(const QString& file, const QStringList& paths, CsvShape shape = CsvShape::LastValues) const;
+  QString exportCsv(const QString& file, const QStringList& paths, CsvShape shape) const;
 
  public Q_SLOTS:
   void refresh();
@@ -74,6 +74,7 @@ class RunBrowser : public QWidget {
  private:
   void show(const std::vector<RunSummary>& runs);
   void chooseCsvFile(CsvShape shape);
+  void reselect(const QStringList& paths);  // the rows of these run files, after a refill
   QString shownName(const QString& path) const;
 
   QLineEdit* folder_ = nullptr;

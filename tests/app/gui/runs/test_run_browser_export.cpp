@@ -9,14 +9,22 @@
 //   - Export CSV, whole traces: one row per step any run logged (ascending), a column per run and
 //     series, every value of every trace back (blank where a run logged nothing at that step);
 //     an unreadable run file fails the export naming it and writes nothing;
+//   - the Export CSV menu's two actions, through the save dialog: "Whole traces" writes the
+//     traces (a "step" column), "Last values" one row per run;
+//   - a refresh that brings a new run file keeps the selection on the same run files, not rows;
 //   - Overlay of a distillation and a finetuning (losses 50x apart): ticked by itself to divide
 //     each run by its first loss (both start at 1), the note names the two kinds; unticked, the
 //     raw values come back.
+#include <QApplication>
 #include <QFile>
+#include <QFileDialog>
 #include <QLabel>
+#include <QMenu>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTest>
+#include <QTimer>
 
 #include "widgets/qcp.h"
 
@@ -91,6 +99,31 @@ std::vector<QStringList> parseCsv(const QString& text) {
   return rows;
 }
 
+// Answers the next modal file dialog with `file` (accepts it), polling until it opens.
+void answerFileDialog(const QString& file, int triesLeft = 500) {
+  QTimer::singleShot(10, [file, triesLeft] {
+    auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget());
+    if (dialog == nullptr) {
+      if (triesLeft > 0) answerFileDialog(file, triesLeft - 1);
+      return;
+    }
+    dialog->selectFile(file);
+    QMetaObject::invokeMethod(dialog, "accept", Qt::QueuedConnection);  // a protected slot
+  });
+}
+
+// Triggers the Export CSV menu action `name` (csvTraces, csvLastValues), saving into `file`;
+// returns the CSV's rows.
+std::vector<QStringList> exportThroughMenu(hh::gui::RunBrowser& browser, const char* name, const QString& file) {
+  auto* action = browser.findChild<QAction*>(QString::fromLatin1(name));
+  if (action == nullptr) return {};
+  answerFileDialog(file);
+  action->trigger();
+  QFile csv(file);
+  if (!csv.open(QIODevice::ReadOnly)) return {};
+  return parseCsv(QString::fromUtf8(csv.readAll()));
+}
+
 }  // namespace
 
 class TestRunBrowserExport : public QObject {
@@ -145,7 +178,7 @@ class TestRunBrowserExport : public QObject {
     // CSV over a, b and c.
     table->selectAll();
     const QString csvPath = QString::fromStdString(dir.file("runs.csv"));
-    QCOMPARE(browser.exportCsv(csvPath, browser.selectedPaths()), QString());
+    QCOMPARE(browser.exportCsv(csvPath, browser.selectedPaths(), hh::gui::RunBrowser::CsvShape::LastValues), QString());
     QFile file(csvPath);
     QVERIFY(file.open(QIODevice::ReadOnly));
     const auto rows = parseCsv(QString::fromUtf8(file.readAll()));
@@ -211,6 +244,46 @@ class TestRunBrowserExport : public QObject {
     QVERIFY(!QFile::exists(second));
   }
 
+  void theMenuWritesTheShapeItNames() {
+    hh::test::TempDir dir("run_browser_menu");
+    writeRun(dir.file("a.h5"), "run-a", "m", 6, false, false);
+    writeRun(dir.file("b.h5"), "run-b", "m", 4, false, false);
+    hh::gui::RunBrowser browser;
+    QSignalSpy scanned(&browser, &hh::gui::RunBrowser::scanned);
+    browser.setFolder(QString::fromStdString(dir.path()));
+    QVERIFY(scanned.wait(10000));
+    browser.table()->selectAll();
+    const auto traces = exportThroughMenu(browser, "csvTraces", QString::fromStdString(dir.file("traces.csv")));
+    QCOMPARE(traces.size(), size_t(1 + 6));  // a row per step, not per run
+    QCOMPARE(traces[0].value(0), QString("step"));
+    const auto last = exportThroughMenu(browser, "csvLastValues", QString::fromStdString(dir.file("runs.csv")));
+    QCOMPARE(last.size(), size_t(1 + 2));  // a row per run
+    QCOMPARE(last[0].value(0), QString("run_id"));
+  }
+
+  void aRefreshKeepsTheSelectedRuns() {
+    hh::test::TempDir dir("run_browser_reselect");
+    writeRun(dir.file("a.h5"), "run-a", "m", 3, false, false);
+    writeRun(dir.file("b.h5"), "run-b", "m", 3, false, false);
+    hh::gui::RunBrowser browser;
+    QSignalSpy scanned(&browser, &hh::gui::RunBrowser::scanned);
+    browser.setFolder(QString::fromStdString(dir.path()));
+    QVERIFY(scanned.wait(10000));
+    auto* table = browser.table();
+    int rowOfA = -1;
+    for (int r = 0; r < table->rowCount(); ++r)
+      if (table->item(r, 0)->text() == "a.h5") rowOfA = r;
+    QVERIFY(rowOfA >= 0);
+    table->selectRow(rowOfA);
+    const QStringList selected = browser.selectedPaths();
+    QCOMPARE(selected.size(), 1);
+    writeRun(dir.file("c.h5"), "run-c", "m", 3, false, false);  // a new run: the rows shift
+    browser.refresh();
+    QVERIFY(scanned.wait(10000));
+    QCOMPARE(table->rowCount(), 3);
+    QCOMPARE(browser.selectedPaths(), selected);
+  }
+
   void runsOfDifferentKindsAreDrawnRelative() {
     hh::test::TempDir dir("run_browser_kinds");
     writeRun(dir.file("distill.h5"), "d", "m", 10, true, false, "distill", 50.0);
@@ -247,7 +320,9 @@ class TestRunBrowserExport : public QObject {
 };
 
 HH_TEST_SUITE(TestRunBrowserExport, "app.gui.run_browser_export", &TestRunBrowserExport::overlayAndCsvOfSelectedRuns,
-              &TestRunBrowserExport::wholeTracesAsOneWideCsv, &TestRunBrowserExport::runsOfDifferentKindsAreDrawnRelative,
+              &TestRunBrowserExport::wholeTracesAsOneWideCsv, &TestRunBrowserExport::theMenuWritesTheShapeItNames,
+              &TestRunBrowserExport::aRefreshKeepsTheSelectedRuns,
+              &TestRunBrowserExport::runsOfDifferentKindsAreDrawnRelative,
               &TestRunBrowserExport::fieldsAreQuotedOnlyWhenNeeded)
 
 }  // namespace test_run_browser_export
