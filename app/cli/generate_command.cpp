@@ -55,12 +55,24 @@ gen::GenerateOptions optionsFor(const GenerateArgs& a, const models::ModelConfig
   }
   for (const auto& text : a.stops) {
     const auto ids = tokenizer.encode(text);
-    if (ids.size() != 1)
+    // A piece of the vocabulary as it is, e.g. "." for SentencePiece, which encodes "." as "▁" ".".
+    const int64_t id = ids.size() == 1 ? ids.front() : tokenizer.tokenToId(text);
+    if (id < 0)
       throw std::invalid_argument("--stop \"" + text + "\" is " + std::to_string(ids.size()) +
                                   " tokens for this tokenizer; a stop must be a single token");
-    options.stopTokens.push_back(ids.front());
+    options.stopTokens.push_back(id);
   }
   return options;
+}
+
+// Rotary positions go past the length a model was trained on, GPT-2's learned ones do not (its
+// decoder refuses or stops there); the user is told where the text leaves the trained positions.
+void notePastTrainedPositions(const models::ModelConfig& config, int64_t promptTokens, int64_t newTokens,
+                              const std::string& dir) {
+  if (config.positions != models::PositionalScheme::Rotary || promptTokens + newTokens <= config.maxPositions) return;
+  std::fprintf(stderr, "note: %s was trained on %lld positions; %s past them take extrapolated rotary positions\n",
+               dir.c_str(), (long long)config.maxPositions,
+               promptTokens > config.maxPositions ? "the prompt's tokens" : "tokens generated");
 }
 
 // The model folder loaded on the arguments' device.
@@ -79,7 +91,9 @@ Summary runOne(const std::string& dir, const GenerateArgs& a, bool teacher, std:
     options.cudaGraph = false;  // softmax layers: their KV cache grows every token (decode_graph.h)
     std::fprintf(stderr, "--cuda-graph: %s has softmax layers and decodes step by step\n", dir.c_str());
   }
+  gen::requireDecoder(config);  // before the prompt is printed
   const auto prompt = tokenizer->encode(a.prompt, /*addSpecialTokens=*/true);
+  notePastTrainedPositions(config, int64_t(prompt.size()), a.options.maxNewTokens, dir);
   auto name = dir;
   while (name.size() > 1 && name.back() == '/') name.pop_back();
   s.label = name.substr(name.find_last_of('/') == std::string::npos ? 0 : name.find_last_of('/') + 1);
@@ -123,7 +137,7 @@ void writeSamples(const GenerateArgs& a) {
   const auto prompt = tokenizer->encode(a.prompt, /*addSpecialTokens=*/true);
   std::ostringstream out;  // written whole at the end: a failure leaves an earlier file as it was
   const auto start = std::chrono::steady_clock::now();
-  int64_t tokens = 0, stopped = 0;
+  int64_t tokens = 0, stopped = 0, full = 0;
   for (int64_t k = 0; k < a.samples; ++k) {
     options.sampling.seed = a.options.sampling.seed + uint64_t(k);
     const auto result = gen::generate(*model, prompt, options);
@@ -132,16 +146,19 @@ void writeSamples(const GenerateArgs& a) {
     out << nlohmann::json{{"text", tokenizer->decode(ids, /*skipSpecialTokens=*/true)}}.dump() << "\n";
     tokens += int64_t(result.tokens.size());
     stopped += result.stopReason == "stop token" ? 1 : 0;
+    full += result.stopReason == "context full" ? 1 : 0;
     if ((k + 1) % 50 == 0 || k + 1 == a.samples)
       std::printf("%lld/%lld samples, %lld tokens\n", (long long)(k + 1), (long long)a.samples, (long long)tokens);
     std::fflush(stdout);
   }
   writeOutput(a.output, out.str(), "samples");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("wrote %lld samples to %s: %lld generated tokens (%.0f a sample; %lld ended at an end-of-text token, the "
-              "rest at %lld tokens) in %.1f s (%.0f tokens/s)\n",
-              (long long)a.samples, a.output.c_str(), (long long)tokens, double(tokens) / double(a.samples),
-              (long long)stopped, (long long)a.options.maxNewTokens, seconds, double(tokens) / seconds);
+  const std::string contextFull = full > 0 ? ", " + std::to_string(full) + " at the end of the model's positions" : "";
+  std::printf(
+      "wrote %lld samples to %s: %lld generated tokens (%.0f a sample; %lld ended at an end-of-text token%s, the "
+      "rest at %lld tokens) in %.1f s (%.0f tokens/s)\n",
+      (long long)a.samples, a.output.c_str(), (long long)tokens, double(tokens) / double(a.samples), (long long)stopped,
+      contextFull.c_str(), (long long)a.options.maxNewTokens, seconds, double(tokens) / seconds);
 }
 
 void printSummaries(const std::vector<Summary>& all) {
@@ -171,6 +188,21 @@ void printSummaries(const std::vector<Summary>& all) {
   row("stopped by", [](const Summary& s) { return s.result.stopReason; });
 }
 
+// Greedy decoding (temperature 0, the default) takes the most likely token: the sampling flags
+// would change nothing, and --samples would write the same text N times.
+void refuseSamplingFlagsWhenGreedy(const GenerateArgs& a, const std::vector<CLI::Option*>& samplingFlags) {
+  if (!a.options.sampling.greedy()) return;
+  for (const auto* flag : samplingFlags)
+    if (flag->count() > 0)
+      throw std::invalid_argument(flag->get_name() +
+                                  " shapes sampling, but temperature 0 (the default) decodes greedily: "
+                                  "give --temperature, e.g. -t 0.8");
+  if (a.samples > 1)
+    throw std::invalid_argument("--samples " + std::to_string(a.samples) +
+                                " with temperature 0 (the default) would write "
+                                "the same greedy text each time: give --temperature, e.g. -t 0.8");
+}
+
 }  // namespace
 
 void addGenerateCommand(CLI::App& app) {
@@ -181,9 +213,12 @@ void addGenerateCommand(CLI::App& app) {
   cmd->add_option("--prompt,-p", a->prompt, "Prompt text")->required();
   cmd->add_option("--max-tokens,-n,--max-new-tokens", a->options.maxNewTokens, "Tokens to generate at most")->capture_default_str();
   cmd->add_option("--temperature,-t", a->options.sampling.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", a->options.sampling.topK, "Keep the k most likely tokens (0 = all)")->capture_default_str();
-  cmd->add_option("--top-p", a->options.sampling.topP, "Nucleus: keep the most likely tokens up to this mass")->capture_default_str();
-  cmd->add_option("--seed", a->options.sampling.seed, "Sampling seed")->capture_default_str();
+  auto* topK = cmd->add_option("--top-k", a->options.sampling.topK, "Keep the k most likely tokens (0 = all)")
+                   ->capture_default_str();
+  auto* topP =
+      cmd->add_option("--top-p", a->options.sampling.topP, "Nucleus: keep the most likely tokens up to this mass")
+          ->capture_default_str();
+  auto* seed = cmd->add_option("--seed", a->options.sampling.seed, "Sampling seed")->capture_default_str();
   cmd->add_option("--stop", a->stops, "Stop after this token (text of one token; repeatable)");
   cmd->add_flag("--ignore-eos", a->ignoreEos, "Do not stop at the end-of-text token");
   cmd->add_flag("--teacher", a->teacher, "Run a converted model's linear layers as softmax (its original attention)");
@@ -198,7 +233,7 @@ void addGenerateCommand(CLI::App& app) {
   cmd->add_option("--output,-o", a->output, "With --samples: a .jsonl file, one {\"text\": ...} line per sample");
   addDeviceOption(cmd, a->device);
   addDtypeOption(cmd, a->dtype);
-  cmd->callback([a] {
+  cmd->callback([a, topK, topP, seed] {
     hh::initRuntime();
     a->options.sampling.validate();
     if (a->options.maxNewTokens < 1) throw std::invalid_argument("--max-tokens must be at least 1");
@@ -207,6 +242,7 @@ void addGenerateCommand(CLI::App& app) {
       refuseOutputInside(a->output, "--output", folder);
       refuseOutputInside(a->timings, "--timings", folder);
     }
+    refuseSamplingFlagsWhenGreedy(*a, {topK, topP, seed});
     if (a->samples > 0) {
       if (!a->compare.empty() || !a->timings.empty())
         throw std::invalid_argument("--samples writes texts; --compare and --timings are for one generation");

@@ -13,13 +13,14 @@
 
 #include "app/cli/commands.h"
 #include "engine/core/runtime.h"
+#include "engine/data/text_corpus.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/text_file.h"
 #include "engine/jobs/attention_probe.h"
 #include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
-#include "engine/tokenizers/tokenizer.h"
 #include "engine/models/tensor_file.h"
+#include "engine/tokenizers/tokenizer.h"
 
 namespace hh::cli {
 namespace {
@@ -115,15 +116,16 @@ void addInspectCommand(CLI::App& app) {
     refuseOutputInside(a->out, "--out", a->model);
     if (!a->adapters.empty()) models::loadAdaptersFile(*model, a->adapters);
     const auto tokenizer = jobs::loadTokenizerFor(*model, a->model);
-    if (!a->textFile.empty()) {
-      auto text = io::readWholeFile(a->textFile);
-      if (!text) throw std::runtime_error(a->textFile + ": cannot read the text file");
-      a->text = std::move(*text);
-    }
+    if (!a->textFile.empty()) a->text = data::readUtf8File(a->textFile);
     // The text framed as the model saw texts in training (Llama: <s> first; BERT: [CLS] ... [SEP]).
     auto ids = tokenizer->encode(a->text, /*addSpecialTokens=*/true);
     if (ids.size() < 2) throw std::runtime_error("the text gives fewer than 2 tokens");
-    if (static_cast<int64_t>(ids.size()) > model->config().maxPositions) ids.resize(static_cast<size_t>(model->config().maxPositions));
+    const auto positions = static_cast<size_t>(model->config().maxPositions);
+    if (ids.size() > positions) {
+      std::fprintf(stderr, "note: the text is %zu tokens; cut to the model's %zu positions\n", ids.size(), positions);
+      tokenizer->truncateFramed(ids, positions);
+      a->text = tokenizer->decode(ids, /*skipSpecialTokens=*/true);  // what --out records is what ran
+    }
     const auto input = torch::tensor(ids, torch::kLong).unsqueeze(0).to(load.device);  // [1,T]
     jobs::ProbeRequest request;
     request.patterns = model->config().causal;

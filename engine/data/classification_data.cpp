@@ -175,13 +175,7 @@ ClassificationDataset buildClassificationDataset(const LabelledCorpus& corpus, c
     for (int64_t row = 0; row < n; ++row) {
       const auto& example = corpus.examples[order[begin + static_cast<size_t>(row)]];
       auto tokens = tokenizer.encode(example.text, /*addSpecialTokens=*/true);
-      // Keep the post-processor's closing token(s) when truncating (BERT's [SEP]).
-      if (static_cast<int64_t>(tokens.size()) > T) {
-        const auto& suffix = tokenizer.suffixIds();
-        tokens.resize(static_cast<size_t>(T));
-        const auto keep = static_cast<std::ptrdiff_t>(std::min<size_t>(suffix.size(), tokens.size()));  // suffix's tail
-        std::copy(suffix.end() - keep, suffix.end(), tokens.end() - keep);
-      }
+      tokenizer.truncateFramed(tokens, static_cast<size_t>(T));  // keeps BERT's [SEP]
       for (size_t t = 0; t < tokens.size(); ++t) {
         ids[row][static_cast<int64_t>(t)] = tokens[t];
         mask[row][static_cast<int64_t>(t)] = 1;

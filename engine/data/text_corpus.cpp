@@ -26,9 +26,21 @@ std::string readCorpusFile(const fs::path& path) {
   return std::move(*text);
 }
 
+bool attachesLeft(const std::string& w) {  // no space before these
+  static const char* kinds[] = {",", ".", ";", ":", "?", "!", ")", "'s", "n't", "''", "%"};
+  for (const char* k : kinds)
+    if (w == k) return true;
+  return false;
+}
+bool attachesRight(const std::string& w) {
+  return w == "(" || w == "``" || w == "$";
+}
+
+}  // namespace
+
 // Training text must be UTF-8: the tokenizers read it as such, so a Latin-1 file would be trained
 // on as something other than the text it holds, without a word said.
-std::string readUtf8File(const fs::path& path) {
+std::string readUtf8File(const std::string& path) {
   auto text = readCorpusFile(path);
   if (!tok::text::isValidUtf8(text)) {
     // Where: the first line that is not valid UTF-8 on its own.
@@ -39,21 +51,11 @@ std::string readUtf8File(const fs::path& path) {
       ++line;
       begin = end + 1;
     }
-    throw std::runtime_error(path.string() + ":" + std::to_string(line) + ": not UTF-8 text (Latin-1 or another " +
+    throw std::runtime_error(path + ":" + std::to_string(line) + ": not UTF-8 text (Latin-1 or another " +
                              "encoding?); convert it, e.g. iconv -f latin1 -t utf-8");
   }
   return text;
 }
-
-bool attachesLeft(const std::string& w) {  // no space before these
-  static const char* kinds[] = {",", ".", ";", ":", "?", "!", ")", "'s", "n't", "''", "%"};
-  for (const char* k : kinds)
-    if (w == k) return true;
-  return false;
-}
-bool attachesRight(const std::string& w) { return w == "(" || w == "``" || w == "$"; }
-
-}  // namespace
 
 std::string detagBrown(const std::string& tagged) {
   // One sentence per line (blank lines between them); sentences are joined with a space.
@@ -106,7 +108,7 @@ std::vector<Document> readTextDocuments(const std::string& path) {
     for (const auto& entry : fs::directory_iterator(path, ec))
       if (entry.path().extension() == ".txt") files.push_back(entry.path());
     std::sort(files.begin(), files.end());
-    for (const auto& f : files) docs.push_back({f.filename().string(), readUtf8File(f)});
+    for (const auto& f : files) docs.push_back({f.filename().string(), readUtf8File(f.string())});
     if (docs.empty()) throw std::runtime_error(path + ": no .txt files in this folder");
     return docs;
   }

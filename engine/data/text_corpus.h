@@ -28,6 +28,9 @@ struct Document {
   std::string text;
 };
 std::vector<Document> readBrownCorpus(const std::string& dir);  // in file-name order
+// The whole file, which must be UTF-8; throws std::runtime_error naming the file and the first
+// line that is not (or that it cannot be read).
+std::string readUtf8File(const std::string& path);
 // A folder of .txt files (sorted), a single .txt file (one document), or a .jsonl file
 // ({"text": "..."} per line, one document per line). Throws std::runtime_error naming the file.
 std::vector<Document> readTextDocuments(const std::string& path);

@@ -33,9 +33,17 @@ std::vector<int64_t> endOfTextTokens(const models::ModelConfig& config, const to
   return ids;
 }
 
+void requireDecoder(const models::ModelConfig& config) {
+  if (config.head != models::HeadKind::CausalLM || !config.causal)
+    throw std::invalid_argument(config.describe() +
+                                " is not a causal LM: generation needs a decoder with an LM head "
+                                "(GPT-2, Llama), not an encoder or a classifier");
+}
+
 Decoder::Decoder(models::TransformerModel& model, const std::vector<int64_t>& prompt, const GenerateOptions& options)
     : model_(model), options_(options), sampler_(options.sampling) {
   const auto& config = model.config();
+  requireDecoder(config);
   if (prompt.empty()) throw std::invalid_argument("the prompt is empty: generation needs at least one token");
   if (options.maxNewTokens < 1) throw std::invalid_argument("max new tokens must be >= 1");
   for (const auto id : prompt)
@@ -49,8 +57,10 @@ Decoder::Decoder(models::TransformerModel& model, const std::vector<int64_t>& pr
                                 std::to_string(config.maxPositions) + " positions");
   model.eval();
   const auto device = model.parameters().front().device();
-  int64_t capacity = promptLength + options.maxNewTokens;
-  if (learnedPositions_) capacity = std::min(capacity, config.maxPositions);
+  // Reserved up front up to the model's positions at most (and the prompt); past them, as rotary
+  // positions may go, the KV cache grows by doubling.
+  const int64_t capacity =
+      std::min(promptLength + options.maxNewTokens, std::max(config.maxPositions, promptLength + 1));
   cache_ = model.newCache(1, options.reserveCache ? capacity : 0, options.teacher);
   result_.promptTokens = promptLength;
   input_ = torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device);  // [1, T]

@@ -85,8 +85,12 @@ class Decoder {
   bool learnedPositions_ = false;
 };
 
+// Throws std::invalid_argument unless the model is a causal LM (an encoder or a classifier).
+void requireDecoder(const models::ModelConfig& config);
+
 // Return false from the callback to stop (cancel). Throws std::invalid_argument on bad options
-// (empty prompt, ids outside the vocabulary, a prompt longer than the model's positions).
+// (not a causal LM, empty prompt, ids outside the vocabulary, a prompt as long as GPT-2's learned
+// positions). Rotary (Llama) positions go past the trained length; GPT-2 stops at "context full".
 using TokenCallback = std::function<bool(const TokenEvent&)>;
 GenerateResult generate(models::TransformerModel& model, const std::vector<int64_t>& prompt,
                         const GenerateOptions& options, const TokenCallback& onToken = {});

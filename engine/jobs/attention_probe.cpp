@@ -201,7 +201,9 @@ ProbeResult probeAttention(models::TransformerModel& model, const torch::Tensor&
   const int64_t T = ids.size(1);
   // Each layer is reduced to its numbers as soon as it has run (one layer's maps alive at a time).
   capture.consume = [&](const models::LayerCapture& c) {
-    const auto valid = attn::validPairs(T, T, config.causal, keyMask, ids.device());  // [B|1,1,T,T]
+    auto valid = attn::validPairs(T, T, config.causal, keyMask, ids.device());  // [B|1,1,T,T]
+    // A padding position's query row is no row of the text: left out like a row with no key.
+    if (keyMask.defined()) valid = valid & keyMask.to(ids.device()).view({keyMask.size(0), 1, T, 1});
     if (request.patterns) measurePatterns(result, c, ids);
     if (request.outputs && c.linearOutput.defined())
       putHeads(result.outputError, static_cast<int>(c.layer), 0,

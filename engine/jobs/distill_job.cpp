@@ -130,19 +130,21 @@ models::ForwardOptions teacherOptions(const DistillSetup& s) {
 double validationLoss(const DistillConfig& config, DistillSetup& s, TrainingSession& session) {
   at::NoGradGuard noGrad;
   auto& world = session.world();
-  double sum = 0;
-  int64_t batches = 0;
+  double sum = 0;  // this rank's row-weighted losses
+  int64_t batches = 0, rows = 0;
   const int64_t n = s.dataset.validation.size(0);
   for (int64_t start = 0; start < n && batches < config.evalBatches; start += config.batchSize, ++batches) {
     if (!world.distributed()) throwIfCancelled(session.observer());  // a lone rank must not leave a collective
     const int64_t b = std::min(config.batchSize, n - start);
+    rows += b;
     const auto [first, last] = dist::shardRange(b, world.rank(), world.size());
     if (last == first) continue;
     const auto ids = s.dataset.validation.narrow(0, start + first, last - first);
-    sum += distillLayerByLayer(*s.model, ids, s.capture, teacherOptions(s), config.loss, config.outputMse, LayerPass::LossOnly) *
-           double(last - first) / double(b);
+    sum += distillLayerByLayer(*s.model, ids, s.capture, teacherOptions(s), config.loss, config.outputMse,
+                               LayerPass::LossOnly) *
+           double(last - first);
   }
-  return world.sum(sum) / std::max<int64_t>(batches, 1);
+  return world.sum(sum) / double(std::max<int64_t>(rows, 1));  // the mean over rows: a short last batch weighs less
 }
 
 // Rank 0's per-head tables on `probeRows` held-out rows, and with `withSnapshots` the probe text's
@@ -221,6 +223,7 @@ class Distillation {
   TrainingHooks hooks() {
     TrainingHooks hooks;
     hooks.kept = "the feature maps";
+    hooks.keepsBest = true;
     hooks.failureHint = " (try a lower lr, or hedgehog_softmax)";
     hooks.stepSeconds = true;
     hooks.start = [this] { evaluateStart(); };
@@ -243,6 +246,10 @@ class Distillation {
                    std::to_string(initialKl_));
     session_.stopping.bestLoss = val;
     session_.stopping.bestStep = session_.step;
+    if (!std::isfinite(val))
+      session_.fail(std::string("the validation loss of the untrained feature maps is ") +
+                    (std::isnan(val) ? "NaN" : "infinite") +
+                    ": the teacher's attention or the maps overflow on this data (try hedgehog_softmax, or float32)");
   }
 
   // Every rank draws the same global batch and trains on its rows of it; its gradient, weighted
@@ -271,16 +278,29 @@ class Distillation {
 
   // The checkpoint first (what resume reads, complete or not there at all), then the adapters
   // file users load; both are replaced atomically.
+  // The checkpoint holds the weights of the step it names, so that a resume continues exactly the
+  // run it interrupted: at the end the model holds the kept maps, and the step's are put back for
+  // the checkpoint alone.
   void saveCheckpoint() {
     std::vector<std::pair<std::string, torch::Tensor>> keep;
     for (size_t i = 0; i < best_.size(); ++i) keep.emplace_back("best." + std::to_string(i), best_[i]);
-    session_.saveCheckpoint(optimizer_, {{"initial_kl", initialKl_}}, keep);
+    if (stepWeights_.empty()) {
+      session_.saveCheckpoint(optimizer_, {{"initial_kl", initialKl_}}, keep);
+    } else {
+      const auto kept = cloneAdapters(*s_.model);
+      restoreAdapters(*s_.model, stepWeights_);
+      session_.saveCheckpoint(optimizer_, {{"initial_kl", initialKl_}}, keep);
+      restoreAdapters(*s_.model, kept);
+    }
     models::saveAdapters(*s_.model, result_.adaptersFile);
   }
 
   DistillResult finish() {
     // Keep the best feature maps (by validation loss) unless the job failed before any gain.
-    if (session_.status() != JobStatus::Failed || session_.stopping.bestStep > 0) restoreAdapters(*s_.model, best_);
+    if (session_.status() != JobStatus::Failed || session_.stopping.bestStep > 0) {
+      stepWeights_ = cloneAdapters(*s_.model);
+      restoreAdapters(*s_.model, best_);
+    }
     const bool main = session_.finish([this] { measureFinalKl(); }, nullptr, result_.adaptersFile, [this] {
       return "best validation loss " + std::to_string(session_.stopping.bestLoss) + " at step " +
              std::to_string(session_.stopping.bestStep) + "; mean KL " + std::to_string(initialKl_) + " -> " +
@@ -308,6 +328,7 @@ class Distillation {
   torch::optim::AdamW optimizer_;
   BatchSampler sampler_;
   std::vector<torch::Tensor> best_;
+  std::vector<torch::Tensor> stepWeights_;  // at the end: the last step's maps, for the checkpoint
   double initialKl_ = kNaN;
   DistillResult result_;
 };

@@ -22,6 +22,12 @@ data::LmDataset loadLmData(const DataConfig& c, const tok::Tokenizer& tokenizer,
   options.maxTrainSequences = c.maxTrainSequences;
   options.maxValidationSequences = c.maxValidationSequences;
   auto dataset = data::buildLmDataset(documents, tokenizer, options);
+  const bool split = dataset.validation.size(0) > 0 && (!needTraining || dataset.train.size(0) > 0);
+  if (!split && documents.size() == 1)  // the split is by document
+    throw std::invalid_argument(
+        "corpus \"" + c.corpus +
+        "\" is a single document (a .txt file is one), which cannot be split "
+        "into training and validation text: give a .jsonl file (a document a line) or a folder of .txt files");
   if (needTraining && dataset.train.size(0) == 0)
     throw std::invalid_argument("corpus \"" + c.corpus + "\" gives no training sequence of " + std::to_string(c.sequenceLength) + " tokens");
   if (dataset.validation.size(0) == 0)

@@ -67,6 +67,7 @@ void measure(const RankConfig& c, const std::string& adapters, RankResult& resul
   ProbeRequest request;
   request.outputs = true;
   const auto probe = probeAttention(*model, rows, {}, request);
+  result.measuredRows = rows.size(0);
   result.kl = probe.heads.kl;
   result.outputError = probe.outputError;
   result.layerScore = layerMeans(result.outputError);
@@ -112,7 +113,7 @@ RankResult runRank(const RankConfig& config, JobObserver& observer) {
                                 " layers leaves none to convert (keep at most " + std::to_string(layers - 1) + ")");
   const auto distillConfig = distillConfigOf(config, layers);
   observer.log("rank " + config.modelDir + ": every layer " + config.attention + ", " + std::to_string(config.steps) +
-               " distillation steps, then " + std::to_string(config.probeRows) + " held-out rows measured");
+               " distillation steps, then up to " + std::to_string(config.probeRows) + " held-out rows measured");
   const auto distilled = runDistill(distillConfig, observer);
   RankResult result;
   result.distillRunFile = distilled.runFile;
@@ -124,6 +125,9 @@ RankResult runRank(const RankConfig& config, JobObserver& observer) {
   }
   observer.progress(config.steps, config.steps, "measuring");
   measure(config, distilled.adaptersFile, result);
+  if (result.measuredRows < config.probeRows)
+    observer.log("measured on " + std::to_string(result.measuredRows) +
+                 " held-out rows: the data holds no more (probe_rows " + std::to_string(config.probeRows) + ")");
   result.hardestFirst = hardestFirst(result.layerScore);
   result.plan = proposePlan(result.hardestFirst, config.keep, config.keepAs, config.attention);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -134,9 +138,16 @@ RankResult runRank(const RankConfig& config, JobObserver& observer) {
 }
 
 nlohmann::json toJson(const RankResult& r, const RankConfig& config) {
-  return {{"config", toJson(config)},  {"kl", tableJson(r.kl)},        {"output_error", tableJson(r.outputError)},
-          {"layer_score", r.layerScore}, {"layer_kl", r.layerKl},      {"hardest_first", r.hardestFirst},
-          {"plan", r.plan},              {"distill_run", r.distillRunFile}, {"seconds", r.seconds}};
+  return {{"config", toJson(config)},
+          {"kl", tableJson(r.kl)},
+          {"output_error", tableJson(r.outputError)},
+          {"layer_score", r.layerScore},
+          {"layer_kl", r.layerKl},
+          {"hardest_first", r.hardestFirst},
+          {"plan", r.plan},
+          {"distill_run", r.distillRunFile},
+          {"seconds", r.seconds},
+          {"measured_rows", r.measuredRows}};
 }
 
 RankResult rankResultFromJson(const nlohmann::json& j) {
@@ -150,6 +161,7 @@ RankResult rankResultFromJson(const nlohmann::json& j) {
     r.plan = j.at("plan").get<std::vector<std::string>>();
     r.distillRunFile = j.value("distill_run", std::string());
     r.seconds = j.value("seconds", 0.0);
+    r.measuredRows = j.value("measured_rows", int64_t(0));  // 0: a ranking from before it was recorded
     if (static_cast<int>(r.layerScore.size()) != r.outputError.layers || r.plan.size() != r.layerScore.size())
       throw std::invalid_argument("layer_score, plan and the tables disagree on the layer count");
     return r;

@@ -28,6 +28,7 @@ struct RankResult {
   std::vector<std::string> plan;      // the proposed plan, one spec per layer
   std::string distillRunFile, rankFile;
   std::string device;                 // where it computed (engine/core/device.h)
+  int64_t measuredRows = 0;           // held-out rows measured: probe_rows, or fewer when the data has fewer
   double seconds = 0;
 };
 

@@ -119,16 +119,16 @@ std::string attentionSummary(const models::TransformerModel& model) {
   return "softmax";
 }
 
-// The model that trains: the checkpoint's when resuming, else the config's folder or a new one
+// The model that trains: the saved one when resuming (its plan), else the config's folder or a new one
 // from the architecture, with the config's plan; refused unless it is a causal LM that takes the
 // data's ids and lengths. Errors here are configuration errors: thrown before anything starts.
-models::ModelPtr trainModel(const TrainConfig& config, bool resuming, const std::string& modelDir,
+models::ModelPtr trainModel(const TrainConfig& config, bool fromSavedModel, const std::string& modelDir,
                             const ResolvedTokenizer& tokenizer, int64_t vocab) {
   const bool isTask = config.task.enabled();
   const int64_t sequenceLength = isTask ? config.task.sequenceLength : config.data.sequenceLength;
   models::ModelPtr model;
-  if (resuming) {
-    model = models::loadModel(modelDir);  // the checkpoint's weights and plan
+  if (fromSavedModel) {
+    model = models::loadModel(modelDir);  // the resumed run's plan (the checkpoint then gives the weights)
   } else if (!config.modelDir.empty()) {
     model = models::loadModel(config.modelDir);
   } else {
@@ -136,7 +136,7 @@ models::ModelPtr trainModel(const TrainConfig& config, bool resuming, const std:
     const auto json = architectureToHfJson(config.architecture, vocab, bos, eos);
     model = models::createModel(models::parseModelConfig(json, "train config \"architecture\""));
   }
-  if (!resuming && !config.featureMap.empty()) model->setAttentionPlan(planOf(config, model->layerCount()));
+  if (!fromSavedModel && !config.featureMap.empty()) model->setAttentionPlan(planOf(config, model->layerCount()));
   const auto& mc = model->config();
   if (mc.head != models::HeadKind::CausalLM || !mc.causal)
     throw std::invalid_argument("train: the model must be a causal LM (gpt2 or llama with an LM head), not " + mc.describe());
@@ -173,7 +173,7 @@ struct TrainSetup {
 };
 
 // Errors here are configuration errors: thrown before anything starts.
-TrainSetup prepareTrain(const TrainConfig& config, bool resuming, const std::string& modelDir) {
+TrainSetup prepareTrain(const TrainConfig& config, bool fromSavedModel, const std::string& modelDir) {
   const bool isTask = config.task.enabled();
   const auto device = jobDevice(config.device);
   TrainSetup s;
@@ -184,7 +184,7 @@ TrainSetup prepareTrain(const TrainConfig& config, bool resuming, const std::str
     s.tokenizer = resolveTokenizer(config);
   }
   s.vocab = isTask ? s.task.vocabSize : s.tokenizer.tokenizer->vocabSize();
-  s.model = trainModel(config, resuming, modelDir, s.tokenizer, s.vocab);
+  s.model = trainModel(config, fromSavedModel, modelDir, s.tokenizer, s.vocab);
   s.model->to(device);
   s.model->train();
   s.params = trainableParameters(*s.model);
@@ -216,12 +216,16 @@ class Training {
         session_("train", config.runDir, observer, dist::Communicator::orAlone(nullptr)),
         isTask_(isTaskRun(config)),
         modelDir_(config.outputDir.empty() ? (fs::path(config.runDir) / "model").string() : config.outputDir),
-        resuming_(session_.resuming(config.resume) && fs::exists(fs::path(modelDir_) / "config.json")),
-        s_(prepareTrain(config, resuming_, modelDir_)),  // errors here are configuration errors: thrown
-        optimizer_(s_.params, torch::optim::AdamWOptions(config.lr)
-                                  .betas({config.beta1, config.beta2})
-                                  .weight_decay(config.weightDecay)),
-        pairs_(taskSnapshotPairs(static_cast<int>(s_.model->config().layers), static_cast<int>(s_.model->config().heads))),
+        resuming_(session_.resuming(config.resume)),
+        // The saved model carries the plan; without it (another output, or a kill before the first
+        // save) the model is built as for a new run and the checkpoint still gives every weight.
+        s_(prepareTrain(config, resuming_ && fs::exists(fs::path(modelDir_) / "config.json"),
+                        modelDir_)),  // errors here are configuration errors: thrown
+        optimizer_(
+            s_.params,
+            torch::optim::AdamWOptions(config.lr).betas({config.beta1, config.beta2}).weight_decay(config.weightDecay)),
+        pairs_(
+            taskSnapshotPairs(static_cast<int>(s_.model->config().layers), static_cast<int>(s_.model->config().heads))),
         probeRows_(isTask_ ? std::min<int64_t>(16, s_.task.test.ids.size(0)) : 0),
         sampler_(s_.trainIds.size(0), config.batchSize, config.seed, s_.trainIds.device()) {
     result_.modelDir = modelDir_;

@@ -180,6 +180,16 @@ std::unique_ptr<torch::optim::AdamWParamState> readAdamState(const CheckpointRea
 
 // The group settings saved as JSON, one per optimizer group, each with the optimizer's own
 // parameter count.
+// A resume continues the same optimizer: a setting the job's config changed since the checkpoint
+// is refused (it would otherwise be the file's, while the run file records the config's).
+void checkSameSetting(const CheckpointReader& reader, size_t group, const char* name, double saved, double now) {
+  if (saved == now) return;
+  std::ostringstream text;
+  text << "was written with " << name << " " << saved << " (parameter group " << group << "), the job now has " << now
+       << "; a resume continues the same optimizer (start a new run_dir to change it)";
+  reader.fail(text.str());
+}
+
 std::vector<torch::optim::AdamWOptions> readGroupOptions(const CheckpointReader& reader, const nlohmann::json& groups,
                                                          torch::optim::AdamW& optimizer) {
   const auto& live = optimizer.param_groups();
@@ -192,11 +202,12 @@ std::vector<torch::optim::AdamWOptions> readGroupOptions(const CheckpointReader&
       if (j.at("params").get<size_t>() != live[g].params().size())
         reader.fail("parameter group " + std::to_string(g) + " has a different number of parameters");
       auto o = static_cast<const torch::optim::AdamWOptions&>(live[g].options());
-      o.lr(j.at("lr").get<double>());
-      o.betas({j.at("betas").at(0).get<double>(), j.at("betas").at(1).get<double>()});
-      o.eps(j.at("eps").get<double>());
-      o.weight_decay(j.at("weight_decay").get<double>());
-      o.amsgrad(j.at("amsgrad").get<bool>());
+      checkSameSetting(reader, g, "beta1", j.at("betas").at(0).get<double>(), std::get<0>(o.betas()));
+      checkSameSetting(reader, g, "beta2", j.at("betas").at(1).get<double>(), std::get<1>(o.betas()));
+      checkSameSetting(reader, g, "eps", j.at("eps").get<double>(), o.eps());
+      checkSameSetting(reader, g, "weight_decay", j.at("weight_decay").get<double>(), o.weight_decay());
+      checkSameSetting(reader, g, "amsgrad", j.at("amsgrad").get<bool>(), o.amsgrad());
+      o.lr(j.at("lr").get<double>());  // the schedule sets it again before each step
       out.push_back(o);
     }
   } catch (const nlohmann::json::exception& e) {

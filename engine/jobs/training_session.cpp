@@ -27,12 +27,19 @@ bool EarlyStopping::observe(double loss, int64_t step) {
   return false;
 }
 
-std::string nonFiniteStepMessage(double loss, double gradNorm, int64_t step, const std::string& kept,
+std::string nonFiniteStepMessage(double loss, double gradNorm, int64_t step, const std::string& kept, int64_t keptStep,
                                  const std::string& hint) {
   const bool lossBad = !std::isfinite(loss);
   const double value = lossBad ? loss : gradNorm;
-  return std::string(lossBad ? "the loss" : "the gradient norm") + " became " + (std::isnan(value) ? "NaN" : "infinite") +
-         " at step " + std::to_string(step + 1) + "; kept " + kept + " of step " + std::to_string(step) + hint;
+  return std::string(lossBad ? "the loss" : "the gradient norm") + " became " +
+         (std::isnan(value) ? "NaN" : "infinite") + " at step " + std::to_string(step + 1) + "; kept " + kept +
+         " of step " + std::to_string(keptStep) + hint;
+}
+
+std::string nonFiniteValidationMessage(double loss, int64_t step, const std::string& kept, int64_t keptStep,
+                                       const std::string& hint) {
+  return std::string("the validation loss became ") + (std::isnan(loss) ? "NaN" : "infinite") + " at step " +
+         std::to_string(step) + "; kept " + kept + " of step " + std::to_string(keptStep) + hint;
 }
 
 TrainingSession::TrainingSession(std::string kind, const std::string& runDir, JobObserver& observer,
@@ -106,6 +113,7 @@ void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule
   saveJobCheckpoint_ = hooks.saveCheckpoint;
   try {
     if (hooks.start) hooks.start();
+    if (status_ == JobStatus::Failed) return;  // the starting evaluation failed
     while (step < steps) {
       if (world_.any(observer_.cancelled())) throw JobCancelled();  // every rank stops at the same step
       const auto started = std::chrono::steady_clock::now();
@@ -113,7 +121,7 @@ void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule
       setLr(optimizer, lr);
       StepReport report = hooks.step(step, lr);
       if (!std::isfinite(report.loss) || !std::isfinite(report.gradNorm)) {
-        fail(nonFiniteStepMessage(report.loss, report.gradNorm, step, hooks.kept, hooks.failureHint));
+        fail(nonFiniteStepMessage(report.loss, report.gradNorm, step, hooks.kept, keptStep(hooks), hooks.failureHint));
         break;
       }
       optimizer.step();
@@ -130,7 +138,12 @@ void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule
       const auto scalars = hooks.evaluate(step, report.loss, line);
       record(step, scalars);
       log(line);
-      if (stopping.observe(scalars.at("val_loss"), step) && hooks.improved) hooks.improved(step);
+      const double validationLoss = scalars.at("val_loss");
+      if (!std::isfinite(validationLoss)) {
+        fail(nonFiniteValidationMessage(validationLoss, step, hooks.kept, keptStep(hooks), hooks.failureHint));
+        break;
+      }
+      if (stopping.observe(validationLoss, step) && hooks.improved) hooks.improved(step);
       // Rows first: the run file then always holds every step up to the checkpoint's, which a
       // resume continues from (its continuation file starts at the next step).
       if (writer_) writer_->flush();
@@ -143,12 +156,16 @@ void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule
   } catch (const JobCancelled&) {
     status_ = JobStatus::Cancelled;
     message_ = "cancelled at step " + std::to_string(step);
-  } catch (const std::runtime_error& e) {
-    // With several processes: a lost or timed-out peer ends the exchange; this rank keeps its
-    // last step's weights and (rank 0) closes the run file as failed. Alone: not expected here.
-    if (!world_.distributed()) throw;
-    fail(e.what());
+  } catch (const std::exception& e) {
+    // A Torch error (out of memory, a bad shape), a checkpoint that cannot be written, or with
+    // several processes a lost or timed-out peer: the job keeps its last step's weights and
+    // (rank 0) closes the run file as failed with the reason, instead of leaving it "running".
+    fail(errorText(e) + " (at step " + std::to_string(step + 1) + ")");
   }
+}
+
+int64_t TrainingSession::keptStep(const TrainingHooks& hooks) const {
+  return hooks.keepsBest && stopping.bestStep > 0 ? stopping.bestStep : step;
 }
 
 bool TrainingSession::finish(const std::function<void()>& evaluateLast, const std::function<void()>& saveLast,

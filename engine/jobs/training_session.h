@@ -86,6 +86,9 @@ struct TrainingHooks {
   // the job keeps then ("the weights", "the feature maps").
   std::string failureHint;
   std::string kept = "the weights";
+  // Whether the job ends with the best evaluation's weights (distillation's feature maps) rather
+  // than the last step's: the failure messages then name the best step.
+  bool keepsBest = false;
   // Whether the loop adds the step's wall time (the step and the update) as "step_seconds", and
   // its tokens over that time as "tokens_per_second", to each step's scalars.
   bool stepSeconds = false, tokensPerSecond = false;
@@ -140,6 +143,7 @@ class TrainingSession {
   double seconds() const;
 
  private:
+  int64_t keptStep(const TrainingHooks& hooks) const;  // the step whose weights a failed job keeps
   std::string kind_, runDir_, checkpointFile_, runFile_;
   JobObserver& observer_;
   dist::Communicator& world_;
@@ -165,7 +169,10 @@ void takeSessionEnding(Result& result, const TrainingSession& session, bool main
 }
 
 // "the loss became NaN at step 13; kept the weights of step 12 (try a lower lr)"
-std::string nonFiniteStepMessage(double loss, double gradNorm, int64_t step, const std::string& kept,
+std::string nonFiniteStepMessage(double loss, double gradNorm, int64_t step, const std::string& kept, int64_t keptStep,
                                  const std::string& hint);
+// "the validation loss became NaN at step 20; kept the feature maps of step 10 (...)"
+std::string nonFiniteValidationMessage(double loss, int64_t step, const std::string& kept, int64_t keptStep,
+                                       const std::string& hint);
 
 }  // namespace hh::jobs

@@ -90,6 +90,13 @@ bool Tokenizer::findAdded(std::string_view s, size_t from, size_t& begin, size_t
   return false;
 }
 
+void Tokenizer::truncateFramed(std::vector<int64_t>& ids, size_t length) const {
+  if (ids.size() <= length) return;
+  ids.resize(length);
+  const auto keep = static_cast<std::ptrdiff_t>(std::min(suffix_.size(), ids.size()));  // the suffix's tail
+  std::copy(suffix_.end() - keep, suffix_.end(), ids.end() - keep);
+}
+
 std::vector<int64_t> Tokenizer::encode(const std::string& utf8, bool addSpecialTokens) const {
   std::vector<int64_t> out;
   out.reserve(utf8.size() / 3 + 4);

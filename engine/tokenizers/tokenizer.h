@@ -63,6 +63,9 @@ class Tokenizer {
 
   std::vector<int64_t> encode(const std::string& utf8, bool addSpecialTokens = false) const;
   std::string decode(const std::vector<int64_t>& ids, bool skipSpecialTokens = false) const;
+  // Cuts ids encoded with addSpecialTokens to `length`, keeping the post-processor's closing
+  // token(s) at the end (BERT's [SEP]), as the model saw texts in training.
+  void truncateFramed(std::vector<int64_t>& ids, size_t length) const;
 
   int64_t vocabSize() const;                          // 1 + largest id, added tokens included
   int64_t tokenToId(const std::string& token) const;  // -1 when unknown

@@ -162,7 +162,7 @@ InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thum
     int64_t limit = std::max(1, maxTokens);
     if (config.maxPositions > 0) limit = std::min(limit, config.maxPositions);
     if (int64_t(ids.size()) > limit) {
-      ids.resize(size_t(limit));
+      st.tokenizer->truncateFramed(ids, size_t(limit));  // keeps BERT's [SEP]
       result.truncated = true;
       result.cutByModel = config.maxPositions > 0 && limit >= config.maxPositions;
     }

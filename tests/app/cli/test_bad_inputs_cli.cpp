@@ -28,7 +28,9 @@
 #include <sstream>
 #include <thread>
 
+#include "engine/io/safetensors.h"
 #include "engine/models/model_io.h"
+#include "engine/models/tensor_file.h"
 #include "engine/runs/run_writer.h"
 #include "tests/support/bad_inputs.h"
 #include "tests/support/hh_test.h"
@@ -281,6 +283,9 @@ class TestBadInputsCli : public QObject {
     Scratch scratch;
     const std::string gpt2 = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
     const std::string llama = std::string(HH_FIXTURES_DIR) + "/stories260K";
+    const std::string bert = std::string(HH_FIXTURES_DIR) + "/bert-tiniest";
+    const std::string latin1 = scratch.path + "/latin1.txt";
+    std::ofstream(latin1) << "caf\xe9 na\xefve r\xe9sum\xe9\n";
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
         {{"probe", llama, "--trials", "0"}, "--trials"},
         {{"probe", llama, "--task", "mqar", "--pairs", "0"}, "--pairs"},
@@ -290,7 +295,14 @@ class TestBadInputsCli : public QObject {
         {{"preflight", scratch.path + "/no_such_folder"}, "no_such_folder"},
         {{"rank", gpt2, "--keep", "10"}, "keep 10 of 5 layers"},
         {{"rank", gpt2, "--run-dir", ""}, "--run-dir: an empty value"},
-        {{"distill", gpt2, "--corpus", ""}, "--corpus: an empty value"}};
+        {{"distill", gpt2, "--corpus", ""}, "--corpus: an empty value"},
+        {{"distill", gpt2, "--corpus", std::string(HH_FIXTURES_DIR) + "/tinystories/valid-sample.txt"},
+         "is a single document"},
+        {{"generate", llama, "-p", "Once", "--top-k", "5"}, "--top-k shapes sampling, but temperature 0"},
+        {{"generate", llama, "-p", "Once", "--seed", "3"}, "--seed shapes sampling"},
+        {{"generate", llama, "-p", "Once", "--samples", "3", "-o", scratch.path + "/s.jsonl"}, "the same greedy text"},
+        {{"generate", bert, "-p", "hello world"}, "is not a causal LM"},
+        {{"inspect", llama, "--text-file", latin1}, "latin1.txt:1: not UTF-8"}};
     for (const auto& [args, needle] : cases) {
       const auto r = runCli(args, scratch.path, 0, false);
       std::string what;
@@ -299,7 +311,38 @@ class TestBadInputsCli : public QObject {
       QVERIFY2(r.err.rfind("hedgehog: error:", 0) == 0 && r.err.find(needle) != std::string::npos &&
                    r.err.find('\n') == r.err.size() - 1,
                (what + ": " + r.err).c_str());
+      QVERIFY2(r.out.empty(), (what + ": printed " + r.out).c_str());  // e.g. generate's prompt before the refusal
     }
+  }
+
+  // generate: --stop takes a vocabulary piece that the tokenizer would frame ("." under
+  // SentencePiece), and a rotary model says where the text leaves its trained positions.
+  // inspect: a text past the positions is cut with a note, BERT's [SEP] kept at the end.
+  void generateAndInspectAtTheEdges() {
+    if (std::string(HH_CLI_BINARY).empty()) QSKIP("the hedgehog CLI is not built (CLI11 missing)");
+    Scratch scratch;
+    const std::string llama = std::string(HH_FIXTURES_DIR) + "/stories260K";
+    const std::string bert = std::string(HH_FIXTURES_DIR) + "/bert-tiniest";
+    auto r =
+        runCli({"generate", llama, "-p", "Once upon a time", "-n", "4", "--stop", ".", "-q"}, scratch.path, 0, false);
+    QVERIFY2(r.exited && r.status == 0, r.err.c_str());
+    r = runCli({"generate", llama, "-p", "Once", "-n", "600", "--ignore-eos", "-q"}, scratch.path, 0, false);
+    QVERIFY2(r.exited && r.status == 0, r.err.c_str());
+    QVERIFY2(r.err.find("was trained on 512 positions; tokens generated past them") != std::string::npos,
+             r.err.c_str());
+    const std::string text = scratch.path + "/long.txt", out = scratch.path + "/long.safetensors";
+    {
+      std::ofstream file(text);
+      for (int i = 0; i < 400; ++i) file << "hello world ";
+    }
+    r = runCli({"inspect", bert, "--text-file", text, "--out", out}, scratch.path, 0, false);
+    QVERIFY2(r.exited && r.status == 0, r.err.c_str());
+    QVERIFY2(r.err.find("cut to the model's 512 positions") != std::string::npos, r.err.c_str());
+    const auto file = hh::io::SafetensorsFile::open(out);
+    const auto ids = hh::models::readTensor(file, "input_ids", torch::kLong);
+    QCOMPARE(ids.size(1), int64_t(512));
+    QCOMPARE(ids[0][511].item<int64_t>(), int64_t(102));  // [SEP]
+    QVERIFY(file.metadata().at("text").size() < 4800);    // what ran, not the whole file
   }
 
   // generate --cuda-graph: a softmax model decodes step by step and says so; a Hedgehog model on
@@ -330,7 +373,7 @@ HH_TEST_SUITE(TestBadInputsCli, "app.cli.bad_inputs", &TestBadInputsCli::initTes
               &TestBadInputsCli::catalogueIsWellFormed, &TestBadInputsCli::everyBadInputFailsWithOneLineNamingTheFile,
               &TestBadInputsCli::runInfoDescribesARun, &TestBadInputsCli::benchRunsAShapeInBf16,
               &TestBadInputsCli::jobFlagsAreCheckedLikeConfigKeys, &TestBadInputsCli::verbFlagsAreChecked,
-              &TestBadInputsCli::generateCudaGraphSaysWhatItCannotDo)
+              &TestBadInputsCli::generateCudaGraphSaysWhatItCannotDo, &TestBadInputsCli::generateAndInspectAtTheEdges)
 
 }  // namespace test_bad_inputs_cli
 

@@ -3,10 +3,12 @@
 // each): the evaluation's table measures every untrained feature map that way. On stories260K
 // (grouped KV heads, RoPE) and tiny-random-gpt2 with padded rows (the key mask), with maps of
 // every shape the engine has: plain, seeded random features, a gated rule (which reads the
-// layer's hidden input) and a sliding window.
+// layer's hidden input) and a sliding window. A padded row measures as its text alone: the
+// padding's query rows are left out of the means like its keys (1e-5 relative).
 
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -56,6 +58,14 @@ std::vector<std::vector<hh::attn::LinearAttention>> candidatesOf(m::TransformerM
   return out;
 }
 
+bool closeValues(const std::vector<double>& a, const std::vector<double>& b, double tolerance) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(std::abs(a[i] - b[i]) <= tolerance * std::max(1.0, std::abs(b[i])) || (std::isnan(a[i]) && std::isnan(b[i]))))
+      return false;
+  return true;
+}
+
 bool sameValues(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -72,6 +82,7 @@ class TestAttentionProbe : public QObject {
   void candidatesEqualTheirOwnPlansOnStories260K();
   void candidatesEqualTheirOwnPlansOnPaddedRows();
   void candidatesOfTheWrongDepthAreRefused();
+  void paddingMeasuresAsTheTextAlone();
 
  private:
   void checkCandidates(const std::string& model, bool padded);
@@ -128,10 +139,28 @@ void TestAttentionProbe::candidatesOfTheWrongDepthAreRefused() {
   HH_VERIFY_THROWS(std::exception, j::probeAttention(*teacher, ids, {}, request));
 }
 
+void TestAttentionProbe::paddingMeasuresAsTheTextAlone() {
+  auto teacher = m::loadModel(std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2", j::loadOptions("cpu"));
+  teacher->setAttentionPlan(planFor(*teacher, 0));
+  torch::manual_seed(5);
+  const int64_t T = 40, text = 29;
+  const auto ids = torch::randint(3, 200, {1, T}, torch::kLong);
+  auto mask = torch::zeros({1, T}, torch::kLong);
+  mask.narrow(1, 0, text).fill_(1);
+  const auto padded = j::probeAttention(*teacher, ids, mask, j::ProbeRequest{}).heads;
+  const auto alone = j::probeAttention(*teacher, ids.narrow(1, 0, text), {}, j::ProbeRequest{}).heads;
+  const auto want = linearTables(alone), got = linearTables(padded);
+  for (size_t t = 0; t < want.size(); ++t)
+    QVERIFY2(closeValues(got[t], want[t], 1e-5), ("table " + std::to_string(t) + " counts the padding's rows").c_str());
+  QVERIFY(closeValues(padded.entropySoftmax.values, alone.entropySoftmax.values, 1e-5));
+  QVERIFY(std::isfinite(got[0][0]));
+}
+
 HH_TEST_SUITE(TestAttentionProbe, "engine.jobs.attention_probe",
               &TestAttentionProbe::candidatesEqualTheirOwnPlansOnStories260K,
               &TestAttentionProbe::candidatesEqualTheirOwnPlansOnPaddedRows,
-              &TestAttentionProbe::candidatesOfTheWrongDepthAreRefused)
+              &TestAttentionProbe::candidatesOfTheWrongDepthAreRefused,
+              &TestAttentionProbe::paddingMeasuresAsTheTextAlone)
 
 }  // namespace test_attention_probe
 

