@@ -294,6 +294,7 @@ void ComparisonView::updateTable() {
 }
 
 void ComparisonView::showError(const QString& message) {
+  setResult(ComparisonResult{});  // no map, curve, row or hover value of the previous head stays
   source_->setText(QStringLiteral("<span style='color:#b2182b'><b>Could not compute:</b> %1</span>")
                        .arg(message.toHtmlEscaped()));
 }

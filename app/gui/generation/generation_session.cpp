@@ -60,6 +60,11 @@ QString GenerationSession::load(int side, const QString& folder, GenerationSideI
   }
 }
 
+void GenerationSession::unload(int side) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (side >= 0 && side <= 1) sides_[side].reset();
+}
+
 bool GenerationSession::loaded(int side) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return side >= 0 && side <= 1 && sides_[side] != nullptr;

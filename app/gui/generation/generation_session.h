@@ -66,6 +66,7 @@ class GenerationSession {
   // Loads `folder` for `side` (0 or 1). Returns "" or the reason it failed; the side is then empty.
   // `choice`: the device and precision the side loads and decodes in.
   QString load(int side, const QString& folder, GenerationSideInfo* info = nullptr, const ComputeChoice& choice = {});
+  void unload(int side);  // the side generates nothing until a model is loaded again
   bool loaded(int side) const;
   GenerationSideInfo info(int side) const;
 

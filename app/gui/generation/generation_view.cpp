@@ -238,6 +238,7 @@ void GenerationView::loadModels() {
   for (int s = 0; s < 2; ++s) {
     const QString folder = folders_[s]->text().trimmed();
     if (folder.isEmpty()) {
+      session_->unload(s);  // a cleared field: the side's earlier model must not generate on
       headers_[s]->setText(QStringLiteral("<b>%1</b>: none").arg(tr(kSideNames[s])));
       continue;
     }

@@ -259,6 +259,14 @@ void InspectorView::inspect() {
 
 void InspectorView::onInspected(InspectResult result) {
   if (!result.error.isEmpty()) {
+    // The session dropped the last inspection's q and k: nothing of it may stay clickable.
+    result_ = InspectResult{};
+    maps_ = HeadMaps{};
+    grid_->clear();
+    large_->clear();
+    large_->setTitle(QString());
+    compareButton_->setEnabled(false);
+    viewChoice_->setEnabled(false);
     info_->setText(QStringLiteral("<span style='color:#b2182b'>%1</span>").arg(result.error.toHtmlEscaped()));
     Q_EMIT inspected();
     return;
@@ -390,6 +398,7 @@ void InspectorView::applyHeadView() {
     title += view == 1 ? tr(" \u00b7 %1 \u00b7 H %2 \u00b7 KL %3").arg(m.featureMap, metric(result_.measures.entropyLinear.values),
                                                                         metric(result_.measures.kl.values))
                        : tr(" \u00b7 softmax \u00b7 H %1").arg(metric(result_.measures.entropySoftmax.values));
+    if (!m.note.isEmpty()) title += QStringLiteral(" \u00b7 ") + m.note;
   }
   large_->setTokenLabels(result_.tokens, result_.tokens);
   large_->setTitle(title);

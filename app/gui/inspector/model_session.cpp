@@ -1,6 +1,8 @@
 // A loaded checkpoint and its attention on a text (see model_session.h).
 #include "app/gui/inspector/model_session.h"
 
+#include <filesystem>
+
 #include <torch/types.h>
 
 #include <QElapsedTimer>
@@ -323,10 +325,16 @@ HeadMaps ModelSession::headMaps(int layer, int head) {
     maps.scores = toMaskedMatrix(attn::attentionScores(qh, kh), valid);
     if (auto linear = st.model->linearAttention(layer)) {
       maps.featureMap = fromStd(attn::describe(linear->config()));
-      const auto a = linear->weights(q, k).narrow(1, head, 1);  // [1, 1, T, T]
-      maps.linear = std::make_shared<const std::vector<float>>(toMaskedMatrix(a, valid));
-      maps.linearTop = top99(a, valid);
-      maps.differenceTop = top99((a.to(torch::kFloat) - p.to(torch::kFloat)).abs(), valid);
+      try {
+        const auto a = linear->weights(q, k).narrow(1, head, 1);  // [1, 1, T, T]
+        maps.linear = std::make_shared<const std::vector<float>>(toMaskedMatrix(a, valid));
+        maps.linearTop = top99(a, valid);
+        maps.differenceTop = top99((a.to(torch::kFloat) - p.to(torch::kFloat)).abs(), valid);
+      } catch (const std::exception&) {
+        // A gated, delta or decay rule reads the layer's hidden states, which the inspector does
+        // not keep: the softmax map is still shown.
+        maps.note = QStringLiteral("no linear map: %1 reads the layer's hidden states").arg(maps.featureMap);
+      }
     }
   } catch (const std::exception& e) {
     maps = HeadMaps{};
@@ -341,8 +349,14 @@ QString ModelSession::exportModel(const QString& output, const QString& dtype, b
   State& st = *state_;
   try {
     if (!st.model) throw std::runtime_error("no model loaded");
+    namespace fs = std::filesystem;
+    const fs::path target(output.toStdString()), model(st.summary.folder.toStdString());
+    std::error_code ec;
+    if (fs::weakly_canonical(adaptersOnly ? target.parent_path() : target, ec) == fs::weakly_canonical(model, ec))
+      throw std::invalid_argument("that is the loaded model's own folder; export into another one");
     if (adaptersOnly) {
       if (st.model->adapterTensors().empty()) throw std::runtime_error("the model has no linear-attention layers to export");
+      if (target.has_parent_path()) fs::create_directories(target.parent_path());
       models::saveAdapters(*st.model, output.toStdString());
       return {};
     }
@@ -374,13 +388,18 @@ ComparisonResult ModelSession::headComparison(int layer, int head, const Compari
     const auto kh = st.keys[size_t(layer)].narrow(1, head, 1);
     const auto linear = st.model->linearAttention(layer);
     hh::attn::FeatureMap trained = linear ? linear->featureMap() : hh::attn::FeatureMap(nullptr);
-    compareHead(qh, kh, st.model->config().causal, settings, &trained, head, result);
+    ComparisonSettings asked = settings;
+    // A softmax layer of a partly converted model has no trained map: the others are compared.
+    const bool noTrained = !linear && asked.featureMaps.removeAll(QStringLiteral("trained")) > 0;
+    compareHead(qh, kh, st.model->config().causal, asked, &trained, head, result);
+    result.settings = settings;
     result.tokens = st.tokens;
     result.source = QStringLiteral("layer %1, head %2 of %3 on %4 tokens")
                         .arg(layer)
                         .arg(head)
                         .arg(st.summary.folder)
                         .arg(qh.size(2));
+    if (noTrained) result.source += QStringLiteral(" (a softmax layer: no trained map)");
   } catch (const std::exception& e) {
     result = ComparisonResult{};
     result.settings = settings;

@@ -251,10 +251,16 @@ void RankResultsPanel::updatePlan() {
   const QString keepAs = validSpec(keepAs_->currentText());
   plan_ = keepAs.isEmpty() ? std::vector<std::string>{}
                            : jobs::proposePlan(result_.hardestFirst, budget(), keepAs.toStdString(), config_.attention);
-  convert_->setEnabled(!plan_.empty());
+  const bool allSoftmax = !plan_.empty() && std::all_of(plan_.begin(), plan_.end(),
+                                                        [](const std::string& spec) { return spec == "softmax"; });
+  convert_->setEnabled(!plan_.empty() && !allSoftmax);
   if (plan_.empty()) {
     planLabel_->setText(tr("<span style='color:#b3261e'>\u201c%1\u201d is not a layer attention (e.g. softmax, "
                            "hedgehog_window(64)).</span>").arg(keepAs_->currentText().toHtmlEscaped()));
+  } else if (allSoftmax) {
+    planLabel_->setText(
+        tr("<span style='color:#b3261e'>Every layer kept as softmax: nothing to convert. Keep fewer "
+           "layers, or keep them as a window hybrid.</span>"));
   } else {
     QStringList perLayer, specs;
     for (size_t l = 0; l < plan_.size(); ++l) {

@@ -1,5 +1,6 @@
 // RankRunner: the rank job on a worker thread (see rank_runner.h).
 #include "app/gui/rank/rank_runner.h"
+#include "engine/core/error_text.h"
 
 #include <QDeadlineTimer>
 #include <QThread>
@@ -60,7 +61,7 @@ bool RankRunner::start(const jobs::RankConfig& config) {
     } catch (const std::exception& e) {
       outcome->result = {};
       outcome->result.status = jobs::JobStatus::Failed;
-      outcome->result.message = e.what();
+      outcome->result.message = hh::errorText(e);  // a Torch error without its stack trace
     }
   });
   thread_->setParent(this);  // deleted with the runner, after the destructor has waited for it

@@ -123,6 +123,10 @@ jobs::RankConfig RankView::config() const {
   c.modelDir = modelFolder().toStdString();
   c.attention = attention_->currentText().trimmed().toStdString();
   c.steps = steps_->value();
+  if (c.modelDir != base_.modelDir) {  // the base's folder and budget were another model's ranking
+    c.runDir.clear();
+    c.keep = jobs::RankConfig{}.keep;
+  }
   if (c.runDir.empty() && !c.modelDir.empty()) {
     const QString name = QFileInfo(QDir::cleanPath(modelFolder())).fileName();
     c.runDir = QStringLiteral("runs/rank/%1").arg(name.isEmpty() ? QStringLiteral("model") : name).toStdString();
@@ -173,7 +177,7 @@ QString RankView::openRanking(const QString& path) {
     showLog(tr("Opened %1").arg(path));
     return {};
   } catch (const std::exception& e) {
-    return tr("%1: %2").arg(path, QString::fromStdString(e.what()));
+    return tr("%1: %2").arg(path, QString::fromStdString(hh::errorText(e)));
   }
 }
 

@@ -3,13 +3,14 @@
 #include "app/gui/shell/main_window.h"
 
 #include <QCloseEvent>
+#include <QDir>
 #include <QFile>
 #include <QFileDialog>
-#include <QStackedWidget>
 #include <QFileInfo>
 #include <QLabel>
 #include <QMessageBox>
 #include <QSettings>
+#include <QStackedWidget>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QThreadPool>
@@ -116,8 +117,12 @@ void MainWindow::exportWeights() {
     return;
   }
   const ModelSummary summary = session_->summary();
-  WeightsExportDialog dialog(summary.folder + QStringLiteral("-export"), summary.converted(), this);
+  WeightsExportDialog dialog(QDir::cleanPath(summary.folder) + QStringLiteral("-export"), summary.converted(), this);
   if (dialog.exec() != QDialog::Accepted || dialog.output().isEmpty()) return;
+  if (QFileInfo::exists(dialog.output()) &&
+      QMessageBox::question(this, tr("Export weights"), tr("%1 exists. Replace it?").arg(dialog.output()),
+                            QMessageBox::Yes | QMessageBox::No, QMessageBox::No) != QMessageBox::Yes)
+    return;
   exportWeightsTo(dialog.output(), dialog.dtype(), dialog.adaptersOnly());
 }
 
@@ -186,6 +191,23 @@ void MainWindow::restoreLayout() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  // Closing stops what runs (the destructor cancels it): the user says so first.
+  QStringList running;
+  if (jobRunning()) running << tr("a conversion");
+  if (rank_->running()) running << tr("a layer ranking");
+  if (generationView_->running()) running << tr("a generation");
+  if (!running.isEmpty()) {
+    QMessageBox ask(QMessageBox::Question, tr("Quit"),
+                    tr("%1 is running. Quit and cancel it? (A conversion's run file keeps every step so far.)")
+                        .arg(running.join(tr(" and "))),
+                    QMessageBox::Yes | QMessageBox::No, this);
+    ask.setObjectName(QStringLiteral("quitWhileRunning"));
+    ask.setDefaultButton(QMessageBox::No);
+    if (ask.exec() != QMessageBox::Yes) {
+      event->ignore();
+      return;
+    }
+  }
   saveLayout();
   QSettings().setValue(QStringLiteral("window/geometry"), saveGeometry());
   QMainWindow::closeEvent(event);

@@ -5,13 +5,14 @@
 
 #include <QAction>
 #include <QDateTime>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QLabel>
 #include <QMenuBar>
+#include <QStackedWidget>
 #include <QStatusBar>
 #include <QTabWidget>
-#include <QStackedWidget>
 #include <QThread>
 #include <QToolBar>
 
@@ -270,6 +271,12 @@ void MainWindow::openRun(const QString& path) {
   // follower waits for it and reports it (also by a dialog) if it never becomes readable.
   const QFileInfo info(path);
   const bool settled = info.exists() && info.lastModified().secsTo(QDateTime::currentDateTime()) > 5;
+  if (!info.exists() && !info.absoluteDir().exists()) {  // a typo, or a run since deleted: nothing to wait for
+    showErrorDialog(this, tr("Open a run file"),
+                    tr("%1: no such file, and no folder %2 to wait for it in").arg(path, info.absolutePath()));
+    return;
+  }
+  if (!info.exists()) statusBar()->showMessage(tr("Waiting for %1 to be written\u2026").arg(path));
   if (info.exists()) {
     try {
       const auto run = runs::RunReader::open(path.toStdString());

@@ -5,6 +5,9 @@
 //   - a converted (Hedgehog) folder: per-head KL is finite, the head's linear map equals the
 //     model's captured linear weights, and the comparison's "trained" map on that head gives
 //     the same KL as the inspector (two paths through the engine);
+//   - a softmax layer of a partly converted model compares without "trained" (noted in the
+//     source); a gated layer (whose weights read the layer's hidden states) still shows its
+//     softmax map, with a note instead of the linear one;
 //   - the main window opens the model, inspects the text, fills the layer x head grid, opens a
 //     head large; hovering a cell reads that query/key token pair, its weight and q.k/sqrt(d);
 //     the brightest cell of the large map is drawn in the colour map's top colour;
@@ -32,17 +35,18 @@
 #include "app/gui/comparison/comparison_view.h"
 #include "app/gui/comparison/head_comparison.h"
 #include "app/gui/inspector/inspector_view.h"
-#include "app/gui/shell/main_window.h"
 #include "app/gui/inspector/model_session.h"
+#include "app/gui/shell/main_window.h"
 #include "engine/attention/reference.h"
 #include "engine/attention/softmax_attention.h"
+#include "engine/config/attention_types.h"
 #include "engine/jobs/attention_probe.h"
 #include "engine/jobs/train_job.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
-#include "tests/support/temp_dir.h"
 #include "tests/app/gui/gui_test_support.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
 #include "widgets/colormap.h"
 #include "widgets/head_grid.h"
 #include "widgets/heatmap_view.h"
@@ -180,6 +184,40 @@ class TestInspector : public QObject {
     QCOMPARE(int(r.maps.size()), 2);
   }
 
+  void softmaxAndGatedLayersStillCompare() {
+    hh::test::TempDir dir("inspector_hybrid");
+    auto model = m::loadModel(kModel);
+    model->setAttentionPlan(
+        m::AttentionPlan::hybrid(model->layerCount(), {1}, *hh::attn::parseLayerAttention("hedgehog")));
+    const std::string hybrid = dir.file("hybrid");
+    m::saveModel(*model, hybrid, kModel);
+    model->setAttentionPlan(
+        m::AttentionPlan::uniform(model->layerCount(), *hh::attn::parseLayerAttention("t2r/gated")));
+    const std::string gated = dir.file("gated");
+    m::saveModel(*model, gated, kModel);
+
+    hh::gui::ModelSession session;
+    QString error;
+    session.load(QString::fromStdString(hybrid), &error);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    QVERIFY(session.inspect(kText).error.isEmpty());
+    hh::gui::ComparisonSettings settings;
+    settings.featureMaps = {"trained", "hedgehog"};
+    const auto onSoftmax = session.headComparison(0, 0, settings);  // layer 0 stayed softmax
+    QVERIFY2(onSoftmax.error.isEmpty(), qPrintable(onSoftmax.error));
+    QCOMPARE(int(onSoftmax.maps.size()), 1);
+    QVERIFY2(onSoftmax.source.contains("no trained map"), qPrintable(onSoftmax.source));
+    QCOMPARE(int(session.headComparison(1, 0, settings).maps.size()), 2);
+
+    session.load(QString::fromStdString(gated), &error);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    QVERIFY(session.inspect(kText).error.isEmpty());
+    const auto maps = session.headMaps(0, 0);
+    QVERIFY2(maps.error.isEmpty(), qPrintable(maps.error));
+    QVERIFY(maps.softmax != nullptr && maps.linear == nullptr);
+    QVERIFY2(maps.note.contains("hidden states"), qPrintable(maps.note));
+  }
+
   // exp_t in the comparison is the map its layers compute (shifted, engine/attention/stable_exp.h):
   // on a head with q + k past 88, where exp(q), exp(k) overflow fp32, its weights are finite and
   // equal to the fp64 brute force of the unshifted map.
@@ -213,8 +251,12 @@ class TestInspector : public QObject {
     QVERIFY2(error.isEmpty(), qPrintable(error));
     const QString half = QString::fromStdString(dir.file("half"));
     QVERIFY2(session.exportModel(half, "float16", false).isEmpty(), "float16 export failed");
-    const QString adapters = QString::fromStdString(dir.file("adapters.safetensors"));
-    QVERIFY2(session.exportModel(adapters, "float32", true).isEmpty(), "adapters export failed");
+    // The dialog's adapters default: a file in a folder that does not exist yet.
+    const QString adapters = QString::fromStdString(dir.file("new-export/adapters.safetensors"));
+    const QString adaptersError = session.exportModel(adapters, "float32", true);
+    QVERIFY2(adaptersError.isEmpty(), qPrintable(adaptersError));
+    // The loaded model's own folder is refused: it would replace the weights being shown.
+    QVERIFY(session.exportModel(QString::fromStdString(folder) + "/", "float16", false).contains("own folder"));
     // Reload both: the float16 folder is close to the original, the adapters re-applied exact.
     auto original = m::loadModel(folder);
     auto reloaded = m::loadModel(half.toStdString());
@@ -409,8 +451,8 @@ class TestInspector : public QObject {
 };
 
 HH_TEST_SUITE(TestInspector, "app.gui.inspector", &TestInspector::initTestCase, &TestInspector::sessionMatchesTheEngine,
-              &TestInspector::convertedModelHasKlAndItsTrainedMap, &TestInspector::comparisonExpTStaysFiniteOnLargeHeads,
-              &TestInspector::exportsWeightsWithTheEngineWriter,
+              &TestInspector::convertedModelHasKlAndItsTrainedMap, &TestInspector::softmaxAndGatedLayersStillCompare,
+              &TestInspector::comparisonExpTStaysFiniteOnLargeHeads, &TestInspector::exportsWeightsWithTheEngineWriter,
               &TestInspector::windowInspectsAndReadsTheHoveredPair, &TestInspector::recallProbeColoursHeadsByTheNeedle,
               &TestInspector::fourThousandTokensStayResponsive)
 

@@ -6,7 +6,9 @@
 //     is refused with a message;
 //   - changing k recomputes the plan (k = 2: the two hardest layers softmax, the others the ranked
 //     attention), shown per layer in the list and as --plan; keep-as changes what they run, and a
-//     keep-as that is no layer spec leaves no plan and disables Convert;
+//     keep-as that is no layer spec leaves no plan and disables Convert, as does a plan that keeps
+//     every layer softmax; after opening a ranking, another model folder ranks into its own
+//     runs/rank/<name>, not the opened ranking's folder;
 //   - "Convert with this plan…" emits convertRequested, and the convert config it means has the
 //     ranked model and data and exactly the plan shown (and the engine's parser takes it);
 //   - a real rank on the tiny GPT-2 fixture (2 steps, 2 probe rows) runs on the worker while the
@@ -196,8 +198,24 @@ class TestRankView : public QObject {
     QVERIFY(!panel->convertButton()->isEnabled());
     QVERIFY(panel->planLabel()->text().contains("not a layer attention"));
     panel->setKeepAs("softmax");
-    QVERIFY(panel->convertButton()->isEnabled());
     QCOMPARE(panel->plan().size(), size_t(4));
+    // Every layer kept as softmax: nothing to convert (the job would fail only after starting).
+    QVERIFY(!panel->convertButton()->isEnabled());
+    QVERIFY(panel->planLabel()->text().contains("nothing to convert"));
+    panel->setBudget(3);
+    QVERIFY(panel->convertButton()->isEnabled());
+  }
+
+  void anotherModelRanksIntoItsOwnFolder() {
+    hh::test::TempDir dir("rank_view_other_model");
+    hh::gui::RankView view;
+    QCOMPARE(view.openRanking(QString::fromStdString(writeRanking(dir))), QString());
+    const auto opened = view.config();
+    view.setModelFolder(QStringLiteral("/models/other-model"));
+    const auto other = view.config();
+    QCOMPARE(other.runDir, std::string("runs/rank/other-model"));
+    QVERIFY(opened.runDir != other.runDir);
+    QCOMPARE(other.keep, j::RankConfig{}.keep);
   }
 
   void convertUsesThePlanShown() {
@@ -306,9 +324,9 @@ class TestRankView : public QObject {
 };
 
 HH_TEST_SUITE(TestRankView, "app.gui.rank_view", &TestRankView::initTestCase, &TestRankView::opensARankingFile,
-              &TestRankView::budgetAndKeepAsChangeThePlan, &TestRankView::convertUsesThePlanShown,
-              &TestRankView::ranksTheFixtureOnTheWorker, &TestRankView::cancelStopsARun,
-              &TestRankView::mainWindowOpensTheTabAndTheForm)
+              &TestRankView::budgetAndKeepAsChangeThePlan, &TestRankView::anotherModelRanksIntoItsOwnFolder,
+              &TestRankView::convertUsesThePlanShown, &TestRankView::ranksTheFixtureOnTheWorker,
+              &TestRankView::cancelStopsARun, &TestRankView::mainWindowOpensTheTabAndTheForm)
 
 }  // namespace test_rank_view
 
