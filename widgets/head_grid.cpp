@@ -280,6 +280,12 @@ void HeadGrid::paintLegend(QPainter& p, const QRect& area) const {
     x += fm.horizontalAdvance(s) + 6;
   };
   text(tr("frame: %1").arg(summaryName_));
+  const bool anyValue =
+      fixedRange_ || std::any_of(cells_.begin(), cells_.end(), [](const Cell& c) { return !std::isnan(c.summary); });
+  if (!anyValue) {  // e.g. KL on a model whose linear maps could not be measured: no scale to show
+    text(tr("not measured on any head"));
+    return;
+  }
   text(formatSummary(best) + QLatin1Char(' ') + greyWord_);
   const int barW = 90;
   for (int i = 0; i < barW; ++i) {

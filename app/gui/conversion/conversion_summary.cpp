@@ -19,7 +19,18 @@ namespace hh::gui {
 namespace {
 
 QString summaryNumber(double v, int digits = 3) {
-  return std::isnan(v) ? QStringLiteral("\u2014") : QString::number(v, 'f', digits);
+  if (std::isnan(v)) return QStringLiteral("\u2014");
+  // Values too small for the fixed digits (a KL of 3e-5) keep as many significant ones.
+  if (v != 0 && std::abs(v) < std::pow(10.0, -digits)) return QString::number(v, 'g', digits);
+  return QString::number(v, 'f', digits);
+}
+
+// "(12.3x lower)", "(1.5x higher)" or "(to zero)": how the distilled KL compares with the untrained.
+QString klChange(double untrained, double distilled) {
+  if (distilled == 0) return QObject::tr("(to zero)");
+  if (distilled <= untrained)
+    return QObject::tr("(%1\u00d7 lower)").arg(QString::number(untrained / distilled, 'f', 1));
+  return QObject::tr("(%1\u00d7 higher)").arg(QString::number(distilled / untrained, 'f', 1));
 }
 
 QString duration(double seconds) {
@@ -145,9 +156,8 @@ void ConversionSummaryView::setResult(const ConversionResult& result) {
 
   QString kl;
   if (!std::isnan(r.klUntrained) && !std::isnan(r.klDistilled))
-    kl = tr("KL to softmax on the distillation's probe text: %1 before distillation \u2192 %2 after (%3\u00d7 lower)")
-             .arg(summaryNumber(r.klUntrained), summaryNumber(r.klDistilled),
-                  QString::number(r.klUntrained / r.klDistilled, 'f', 1));
+    kl = tr("KL to softmax on the distillation's probe text: %1 before distillation \u2192 %2 after %3")
+             .arg(summaryNumber(r.klUntrained), summaryNumber(r.klDistilled), klChange(r.klUntrained, r.klDistilled));
   else
     kl = tr("KL to softmax before and after distillation: not measured");
   if (!std::isnan(r.softmaxEntropy))

@@ -143,7 +143,8 @@ QString setInspectorText(hh::gui::MainWindow& window, const CommandLine& cl) {
   if (cl.isSet(cl.text)) window.inspector()->setText(cl.value(cl.text));
   if (!cl.isSet(cl.textFile)) return {};
   QFile file(cl.value(cl.textFile));
-  if (!file.open(QIODevice::ReadOnly)) return QStringLiteral("cannot read %1").arg(cl.value(cl.textFile));
+  if (!file.open(QIODevice::ReadOnly))
+    return QStringLiteral("cannot read %1: %2").arg(cl.value(cl.textFile), file.errorString());
   window.inspector()->setText(QString::fromUtf8(file.readAll()));
   return {};
 }
@@ -300,6 +301,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hedgehog-workbench: --tab %s: not a tab (one of %s)\n", qPrintable(cl.value(cl.tab)),
                  qPrintable(tabs.join(QStringLiteral(", "))));
     return 2;
+  }
+  if (cl.isSet(cl.maxTokens)) {  // the spin box would clamp a bad value to 1 without a word
+    bool ok = false;
+    const int tokens = cl.value(cl.maxTokens).toInt(&ok);
+    if (!ok || tokens < 1) {
+      std::fprintf(stderr, "hedgehog-workbench: --max-tokens %s: not a positive number\n",
+                   qPrintable(cl.value(cl.maxTokens)));
+      return 2;
+    }
   }
   loadStyleSheet(app);
   hh::gui::MainWindow window;

@@ -162,7 +162,10 @@ void MainWindow::connectViews() {
     showComparison();
   });
   connect(inspector_, &InspectorView::computeChoiceChanged, this, [this] {
-    if (!modelFolder_.isEmpty() && !loading_) openModel(modelFolder_, false);
+    if (loading_ > 0)
+      reloadWhenIdle_ = true;  // after the load or export under way (reloadIfAsked)
+    else if (!modelFolder_.isEmpty())
+      openModel(modelFolder_, false);
   });
   connect(inspector_, &InspectorView::statusMessage, this, [this](const QString& text) {
     statusBar()->showMessage(text, 8000);

@@ -173,6 +173,7 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* event) override;
+  void reloadIfAsked();  // a reload asked for while busy, once nothing loads
 
  private:
   ComparisonControls* controls_ = nullptr;
@@ -204,7 +205,10 @@ class MainWindow : public QMainWindow {
   QLabel* memory_ = nullptr;
   QString project_;      // the current project file ("" = none)
   QString modelFolder_;  // the loaded model folder ("" = none)
+  bool dashboardFollowsJob_ = false;  // the dashboard shows the running job's run file
+  QString jobRunFile_;                // the job's current stage's run file
   int loading_ = 0;      // model loads queued or running
+  bool reloadWhenIdle_ = false;  // the device or precision changed while loading_ > 0
   LatestOnly comparisons_;  // only the newest comparison is shown
   int running_ = 0;
 };

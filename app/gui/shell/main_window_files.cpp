@@ -14,6 +14,7 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QThreadPool>
+#include <QTimer>
 
 #include "app/gui/comparison/comparison_controls.h"
 #include "app/gui/comparison/comparison_view.h"
@@ -34,8 +35,14 @@ namespace hh::gui {
 
 void MainWindow::exportFigure() {
   QWidget* page = tabs_->currentWidget();
-  const QString name = page == inspector_ ? QStringLiteral("inspector") : page == conversionPage_ ? QStringLiteral("conversion")
-                       : page == browser_ ? QStringLiteral("runs") : QStringLiteral("comparison");
+  // The suggested file name says what the current tab shows.
+  const QString name = page == inspector_        ? QStringLiteral("inspector")
+                       : page == conversionPage_ ? QStringLiteral("conversion")
+                       : page == browser_        ? QStringLiteral("runs")
+                       : page == comparisonPage_ ? QStringLiteral("comparison")
+                       : page == generationView_ ? QStringLiteral("generation")
+                       : page == rank_           ? QStringLiteral("rank")
+                                       : tabs_->tabText(tabs_->currentIndex()).remove(QLatin1Char('&')).toLower();
   const QString path = QFileDialog::getSaveFileName(this, tr("Export the view"), name + QStringLiteral(".png"),
                                                     tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"));
   if (path.isEmpty()) return;
@@ -72,6 +79,7 @@ void MainWindow::openModel(const QString& folder, bool showInspector) {
         this,
         [this, summary = std::move(summary), error, folder] {
           --loading_;
+          QTimer::singleShot(0, this, &MainWindow::reloadIfAsked);
           if (!error.isEmpty()) {
             modelTree_->showError(tr("Could not open %1").arg(folder), {error});
             statusBar()->showMessage(error, 15000);
@@ -136,6 +144,7 @@ void MainWindow::exportWeightsTo(const QString& output, const QString& dtype, bo
         this,
         [this, error, output] {
           --loading_;
+          QTimer::singleShot(0, this, &MainWindow::reloadIfAsked);
           if (!error.isEmpty()) showErrorDialog(this, tr("Export weights"), error);
           else statusBar()->showMessage(tr("Wrote %1").arg(output), 10000);
           Q_EMIT weightsExported(error);
@@ -188,6 +197,12 @@ void MainWindow::restoreLayout() {
   if (!state.isEmpty()) restoreState(state);
   const QVariant tab = settings.value(layoutKey() + QStringLiteral("/tab"));
   if (tab.isValid()) tabs_->setCurrentIndex(tab.toInt());
+}
+
+void MainWindow::reloadIfAsked() {
+  if (loading_ > 0 || !reloadWhenIdle_ || modelFolder_.isEmpty()) return;
+  reloadWhenIdle_ = false;
+  openModel(modelFolder_, false);  // on the device and precision chosen while it was busy
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

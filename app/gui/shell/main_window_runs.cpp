@@ -10,6 +10,7 @@
 #include <QFileInfo>
 #include <QLabel>
 #include <QMenuBar>
+#include <QMessageBox>
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -45,7 +46,10 @@ void MainWindow::buildRunControls() {
   // Both runners report the same way.
   for (JobSignals* jobs : {static_cast<JobSignals*>(runner_), static_cast<JobSignals*>(processRunner_)}) {
     connect(jobs, &JobSignals::runFileStarted, this, &MainWindow::jobRunFileStarted);
-    connect(jobs, &JobSignals::progress, dashboard_, &DashboardView::setJobProgress);
+    // The job's progress belongs on its own run file, not on another run the user opened meanwhile.
+    connect(jobs, &JobSignals::progress, this, [this](qint64 step, qint64 total, const QString& phase, double eta) {
+      if (dashboardFollowsJob_) dashboard_->setJobProgress(step, total, phase, eta);
+    });
     connect(jobs, &JobSignals::finished, this, &MainWindow::jobEnded);
   }
   QMenu* run = menuBar()->addMenu(tr("&Run"));
@@ -142,14 +146,18 @@ void MainWindow::addCancelAndPause(QMenu* run) {
 }
 
 void MainWindow::jobRunFileStarted(const QString& path) {
+  const bool firstStage = jobRunFile_.isEmpty();
+  dashboardFollowsJob_ = true;
+  jobRunFile_ = path;
   Q_EMIT followRequested(path);
-  showDashboard();
+  if (firstStage) showDashboard();  // later stages do not pull the user away from another tab
 }
 
 void MainWindow::jobEnded(const QString& status, const QString& message, const QString& runFile,
                           const QString& exportPath) {
   cancelAction_->setEnabled(false);
-  dashboard_->setJobEnded(status);
+  if (dashboardFollowsJob_) dashboard_->setJobEnded(status);
+  jobRunFile_.clear();
   QString text = tr("Conversion %1: %2").arg(status, message);
   if (!exportPath.isEmpty()) text += tr(" | exported model: %1").arg(exportPath);
   statusBar()->showMessage(text);
@@ -249,9 +257,20 @@ void MainWindow::newConversion() { newConversionWith(conversionDefaults()); }
 
 void MainWindow::newConversionWith(const jobs::ConvertConfig& initial) {
   ConversionDialog dialog(initial, this);
-  if (dialog.exec() != QDialog::Accepted) return;
-  const QString error = startConversionWith(dialog.config(), tr("from the form"), dialog.processes());
-  if (!error.isEmpty()) showErrorDialog(this, tr("Convert"), error);
+  // A start that is refused (a job running, an output folder that holds other files) opens the
+  // form again with its edits, instead of losing them.
+  while (dialog.exec() == QDialog::Accepted) {
+    const QString runDir = QString::fromStdString(dialog.config().runDir);
+    if (!QDir(runDir).isEmpty() &&
+        QMessageBox::question(
+            this, tr("Convert"),
+            tr("%1 holds an earlier run; its run files and exported model will be replaced. Go on?").arg(runDir),
+            QMessageBox::Yes | QMessageBox::No, QMessageBox::No) != QMessageBox::Yes)
+      continue;
+    const QString error = startConversionWith(dialog.config(), tr("from the form"), dialog.processes());
+    if (error.isEmpty()) return;
+    showErrorDialog(this, tr("Convert"), error);
+  }
 }
 
 void MainWindow::showRank() {
@@ -294,6 +313,8 @@ void MainWindow::openRun(const QString& path) {
     }
   }
   recent_->add(QStringLiteral("run"), path);
+  // Another run: the job's progress stays off it until the job's next stage starts its own file.
+  dashboardFollowsJob_ = jobRunning() && !jobRunFile_.isEmpty() && QFileInfo(path) == QFileInfo(jobRunFile_);
   dashboard_->clear();
   Q_EMIT followRequested(path);
   showDashboard();

@@ -1,6 +1,8 @@
 // The "Model" dock's tree (see model_tree.h).
 #include "app/gui/shell/model_tree.h"
 
+#include <QRegularExpression>
+
 #include <QHeaderView>
 
 #include "engine/models/preflight.h"
@@ -67,9 +69,16 @@ void ModelTree::setSummary(const ModelSummary& s) {
                    s.blockers.isEmpty() ? (s.warnings.isEmpty() ? tr("ready") : tr("ready, %1 warnings").arg(s.warnings.size()))
                                         : tr("%1 blockers").arg(s.blockers.size()));
   for (const QString& w : s.warnings) item(pre, tr("warning"), w);
+  // The report's lines: "pre-flight: FOLDER", "  key   value" (columns of spaces), "ready to
+  // convert", "  blocker: ..." / "  note: ..." (its warnings are the rows above).
+  static const QRegularExpression labelled(QStringLiteral("^\\s*([\\w-]+):\\s+(.*)$"));
+  static const QRegularExpression columns(QStringLiteral("^\\s*(\\S.*?)\\s{2,}(\\S.*)$"));
   for (const QString& line : s.preflightText.split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
-    const int colon = line.indexOf(QLatin1Char(':'));
-    if (colon > 0) item(pre, line.left(colon).trimmed(), line.mid(colon + 1).trimmed());
+    if (line.trimmed().startsWith(QLatin1String("warning:"))) continue;
+    auto match = labelled.match(line);
+    if (!match.hasMatch()) match = columns.match(line);
+    if (match.hasMatch())
+      item(pre, match.captured(1), match.captured(2).trimmed());
     else item(pre, line.trimmed());
   }
   root->setExpanded(true);

@@ -4,7 +4,8 @@
 // jobs' checkpoints are safetensors, engine/jobs/training_checkpoint.h), and (2) a run folder
 // holding only an old pickle checkpoint is refused on resume with an error naming it, never
 // loaded, and a checkpoint whose tensors do not match the live parameters is refused naming the
-// file and the tensor, and one whose metadata is bad changes nothing.
+// file and the tensor, one written with another weight decay is refused (a resume continues the
+// same optimizer), and one whose metadata is bad changes nothing.
 
 #include <torch/optim/adamw.h>
 #include <torch/types.h>
@@ -83,7 +84,7 @@ class TestNoPickle : public QObject {
     // Into fresh tensors and a fresh optimizer: values and moments come back bit for bit, and the
     // next step is the same as the original optimizer's.
     auto a2 = torch::zeros({3, 4}).requires_grad_(), b2 = torch::zeros({5}).requires_grad_();
-    torch::optim::AdamW restored({a2, b2}, torch::optim::AdamWOptions(0.5));
+    torch::optim::AdamW restored({a2, b2}, torch::optim::AdamWOptions(0.5).weight_decay(0.1));
     const auto counters = hh::jobs::loadTrainingCheckpoint(path, restored);
     QCOMPARE(counters.at("step").get<int>(), 3);
     QVERIFY(std::isinf(hh::jobs::counterNumber(counters, "best_loss", std::numeric_limits<double>::infinity())));
@@ -97,7 +98,12 @@ class TestNoPickle : public QObject {
     QVERIFY(torch::equal(a2, a) && torch::equal(b2, b));
     // A model whose parameters differ in shape is refused, naming the file and the tensor.
     auto c = torch::zeros({4, 3}).requires_grad_(), d = torch::zeros({5}).requires_grad_();
-    torch::optim::AdamW other({c, d}, torch::optim::AdamWOptions(0.01));
+    // An optimizer with another weight decay is refused (a resume continues the same optimizer).
+    auto a3 = torch::zeros({3, 4}).requires_grad_(), b3 = torch::zeros({5}).requires_grad_();
+    torch::optim::AdamW decayChanged({a3, b3}, torch::optim::AdamWOptions(0.01));
+    HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(path, decayChanged), "weight_decay 0.1");
+    QVERIFY(torch::equal(a3, torch::zeros({3, 4})));  // nothing was changed
+    torch::optim::AdamW other({c, d}, torch::optim::AdamWOptions(0.01).weight_decay(0.1));
     HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(path, other), "param.0");
     HH_VERIFY_THROWS_WITH(hh::jobs::loadTrainingCheckpoint(path, other), path);
     QVERIFY(torch::equal(c, torch::zeros({4, 3})));  // nothing was changed
