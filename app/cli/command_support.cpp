@@ -41,4 +41,27 @@ void writeOutput(const std::string& path, const std::string& text, const char* w
   }
 }
 
+void PlanFlags::addTo(CLI::App* command) {
+  command->add_option("--feature-map", featureMap, "hedgehog | hedgehog_softmax | t2r | ... (default hedgehog)");
+  command->add_option("--rule", rule, "additive | gated | delta | decay | decay_mao | delta_mao (default additive)");
+  command->add_option("--layers", layers, "Layers to convert (default: all)")->delimiter(',');
+  command->add_option("--window", window,
+                      "hedgehog_window: softmax over the last W keys, the map before them (0 = none)");
+  command
+      ->add_option("--plan", plan,
+                   "One attention per layer, e.g. softmax,hedgehog_window(16),hedgehog (replaces the four flags above)")
+      ->delimiter(',');
+}
+
+void TrainingFlags::addTo(CLI::App* command, const char* stepsHelp) {
+  command->add_option("--steps", steps, stepsHelp);
+  command->add_option("--batch-size", batch, "Sequences per step");
+  command->add_option("--seq-len", seqLen, "Tokens per sequence");
+  command->add_option("--max-train", maxTrain, "Use at most this many training sequences");
+  command->add_option("--eval-every", evalEvery, "Steps between evaluations (and checkpoints)");
+  command->add_option("--lr", lr, "AdamW (peak) learning rate")->check(finiteNumber());
+  command->add_option("--corpus", corpus, "Text: brown, or a .txt/.jsonl file or folder of .txt");
+  command->add_flag("--resume", resume, "Continue from the checkpoint in --run-dir");
+}
+
 }  // namespace hh::cli

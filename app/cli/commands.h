@@ -85,6 +85,28 @@ struct PlanFlags {
   }
 };
 
+// The flags every training job takes (distill, finetune, train): --steps, --batch-size,
+// --seq-len, --max-train, --eval-every, --lr, --corpus, --resume; what was not given stays unset.
+struct TrainingFlags {
+  std::string corpus;
+  std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery;
+  std::optional<double> lr;
+  bool resume = false;
+  void addTo(CLI::App* command, const char* stepsHelp = "Optimizer steps");
+  // The given flags onto a config with members steps, batchSize, evalEvery, lr, resume and data.
+  template <class Config>
+  void applyTo(Config& c) const {
+    if (!corpus.empty()) c.data.corpus = corpus;
+    if (steps) c.steps = *steps;
+    if (batch) c.batchSize = *batch;
+    if (seqLen) c.data.sequenceLength = *seqLen;
+    if (maxTrain) c.data.maxTrainSequences = *maxTrain;
+    if (evalEvery) c.evalEvery = *evalEvery;
+    if (lr) c.lr = *lr;
+    c.resume = c.resume || resume;
+  }
+};
+
 void addParityCommand(CLI::App& app);
 void addCompareCommand(CLI::App& app);
 void addTokenizeCommand(CLI::App& app);

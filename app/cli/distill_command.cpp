@@ -9,11 +9,10 @@ namespace hh::cli {
 namespace {
 
 struct DistillFlags {
-  std::string model, configFile, runDir, corpus, loss, device, dtype;
+  std::string model, configFile, runDir, loss, device, dtype;
   PlanFlags planFlags;
-  std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery;
-  std::optional<double> lr;
-  bool resume = false, printConfig = false;
+  TrainingFlags training;
+  bool printConfig = false;
   int processes = 1;
 };
 
@@ -27,14 +26,7 @@ jobs::DistillConfig distillConfigFromFlags(const DistillFlags& a) {
   if (!a.runDir.empty()) c.runDir = a.runDir;
   a.planFlags.applyTo(c);
   if (!a.loss.empty()) c.loss = a.loss;
-  if (!a.corpus.empty()) c.data.corpus = a.corpus;
-  if (a.steps) c.steps = *a.steps;
-  if (a.batch) c.batchSize = *a.batch;
-  if (a.seqLen) c.data.sequenceLength = *a.seqLen;
-  if (a.maxTrain) c.data.maxTrainSequences = *a.maxTrain;
-  if (a.evalEvery) c.evalEvery = *a.evalEvery;
-  if (a.lr) c.lr = *a.lr;
-  c.resume = c.resume || a.resume;
+  a.training.applyTo(c);
   if (c.runDir.empty()) c.runDir = "runs/distill";
   return c;
 }
@@ -62,14 +54,7 @@ void addDistillCommand(CLI::App& app) {
   cmd->add_option("--run-dir", a->runDir, "Folder for run.h5, adapters.safetensors and the checkpoint");
   a->planFlags.addTo(cmd);
   cmd->add_option("--loss", a->loss, "soft_ce | kl (default soft_ce)");
-  cmd->add_option("--steps", a->steps, "Maximum optimizer steps");
-  cmd->add_option("--batch-size", a->batch, "Sequences per step");
-  cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence");
-  cmd->add_option("--max-train", a->maxTrain, "Use at most this many training sequences");
-  cmd->add_option("--eval-every", a->evalEvery, "Steps between evaluations");
-  cmd->add_option("--lr", a->lr, "AdamW learning rate")->check(finiteNumber());
-  cmd->add_option("--corpus", a->corpus, "brown, or a .txt/.jsonl file or folder of .txt");
-  cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
+  a->training.addTo(cmd, "Maximum optimizer steps");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addProcessCountOption(cmd, a->processes);
   addDeviceOption(cmd, a->device);

@@ -9,10 +9,11 @@ namespace hh::cli {
 namespace {
 
 struct FinetuneFlags {
-  std::string model, adapters, configFile, runDir, outputDir, mode, task, loss, corpus, classData, device, dtype;
-  std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery, rank;
-  std::optional<double> lr, alpha;
-  bool resume = false, printConfig = false;
+  std::string model, adapters, configFile, runDir, outputDir, mode, task, loss, classData, device, dtype;
+  TrainingFlags training;
+  std::optional<int64_t> rank;
+  std::optional<double> alpha;
+  bool printConfig = false;
   int processes = 1;
 };
 
@@ -31,15 +32,9 @@ jobs::FinetuneConfig finetuneConfigFromFlags(const FinetuneFlags& a) {
   if (a.alpha) c.loraAlpha = *a.alpha;
   if (!a.task.empty()) c.task = a.task;
   if (!a.loss.empty()) c.loss = a.loss;
-  if (!a.corpus.empty()) c.data.corpus = a.corpus;
   if (!a.classData.empty()) c.classification.path = a.classData;
-  if (a.steps) c.steps = *a.steps;
-  if (a.batch) c.batchSize = *a.batch;
-  if (a.seqLen) c.data.sequenceLength = c.classification.sequenceLength = *a.seqLen;
-  if (a.maxTrain) c.data.maxTrainSequences = *a.maxTrain;
-  if (a.evalEvery) c.evalEvery = *a.evalEvery;
-  if (a.lr) c.lr = *a.lr;
-  c.resume = c.resume || a.resume;
+  a.training.applyTo(c);
+  if (a.training.seqLen) c.classification.sequenceLength = *a.training.seqLen;  // both tasks
   if (c.runDir.empty()) c.runDir = "runs/finetune";
   return c;
 }
@@ -71,16 +66,10 @@ void addFinetuneCommand(CLI::App& app) {
   cmd->add_option("--lora-rank", a->rank, "LoRA rank r");
   cmd->add_option("--lora-alpha", a->alpha, "LoRA alpha (scale alpha / r)")->check(finiteNumber());
   cmd->add_option("--task", a->task, "lm | classification (default lm)");
-  cmd->add_option("--loss", a->loss, "lm: next_token | teacher_kl (KL to the original model's next-token distribution)");
-  cmd->add_option("--corpus", a->corpus, "LM data: brown, or a .txt/.jsonl file or folder of .txt");
+  cmd->add_option("--loss", a->loss,
+                  "lm: next_token | teacher_kl (KL to the original model's next-token distribution)");
   cmd->add_option("--classification-data", a->classData, "Classification data: a .tsv/.jsonl file or spam_assassin");
-  cmd->add_option("--steps", a->steps, "Optimizer steps");
-  cmd->add_option("--batch-size", a->batch, "Sequences per step");
-  cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence (both tasks)");
-  cmd->add_option("--max-train", a->maxTrain, "LM: at most this many training sequences");
-  cmd->add_option("--eval-every", a->evalEvery, "Steps between evaluations");
-  cmd->add_option("--lr", a->lr, "AdamW peak learning rate")->check(finiteNumber());
-  cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
+  a->training.addTo(cmd);
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addProcessCountOption(cmd, a->processes);
   addDeviceOption(cmd, a->device);

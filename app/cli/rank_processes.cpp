@@ -103,16 +103,6 @@ void addDtypeOption(CLI::App* command, std::string& dtype, const std::string& na
       ->check(CLI::IsMember(jobs::computeDtypeNames()));
 }
 
-void PlanFlags::addTo(CLI::App* command) {
-  command->add_option("--feature-map", featureMap, "hedgehog | hedgehog_softmax | t2r | ... (default hedgehog)");
-  command->add_option("--rule", rule, "additive | gated | delta | decay | decay_mao | delta_mao (default additive)");
-  command->add_option("--layers", layers, "Layers to convert (default: all)")->delimiter(',');
-  command->add_option("--window", window, "hedgehog_window: softmax over the last W keys, the map before them (0 = none)");
-  command->add_option("--plan", plan,
-                      "One attention per layer, e.g. softmax,hedgehog_window(16),hedgehog (replaces the four flags above)")
-      ->delimiter(',');
-}
-
 void addProcessCountOption(CLI::App* command, int& processes) {
   command->add_option("--nproc", processes,
                       "Data-parallel processes on this machine (c10d/Gloo; batch size is the global batch; "

@@ -16,12 +16,11 @@ namespace hh::cli {
 namespace {
 
 struct TrainFlags {
-  std::string model, configFile, runDir, outputDir, tokenizer, modelType, featureMap, rule, corpus, device, dtype;
+  std::string model, configFile, runDir, outputDir, tokenizer, modelType, featureMap, rule, device, dtype;
   std::vector<int64_t> layers;
-  std::optional<int64_t> steps, batch, seqLen, maxTrain, evalEvery, warmup;
-  std::optional<int64_t> nEmbd, nLayer, nHead, nPositions;
-  std::optional<double> lr;
-  bool resume = false, printConfig = false;
+  TrainingFlags training;
+  std::optional<int64_t> warmup, nEmbd, nLayer, nHead, nPositions;
+  bool printConfig = false;
 };
 
 // The config file (if any) with the flags over it; the architecture flags only shape a new model.
@@ -42,15 +41,8 @@ jobs::TrainConfig trainConfigFromFlags(const TrainFlags& a) {
   if (!a.featureMap.empty()) c.featureMap = a.featureMap;
   if (!a.rule.empty()) c.rule = a.rule;
   if (!a.layers.empty()) c.layers = a.layers;
-  if (!a.corpus.empty()) c.data.corpus = a.corpus;
-  if (a.steps) c.steps = *a.steps;
-  if (a.batch) c.batchSize = *a.batch;
-  if (a.seqLen) c.data.sequenceLength = *a.seqLen;
-  if (a.maxTrain) c.data.maxTrainSequences = *a.maxTrain;
-  if (a.evalEvery) c.evalEvery = *a.evalEvery;
+  a.training.applyTo(c);
   if (a.warmup) c.warmupSteps = *a.warmup;
-  if (a.lr) c.lr = *a.lr;
-  c.resume = c.resume || a.resume;
   if (c.runDir.empty()) c.runDir = "runs/train";
   return c;
 }
@@ -84,15 +76,8 @@ void addTrainCommand(CLI::App& app) {
   cmd->add_option("--feature-map", a->featureMap, "softmax | hedgehog | hedgehog_softmax | t2r | elu | ... (default: softmax)");
   cmd->add_option("--rule", a->rule, "additive | gated | delta | decay | decay_mao | delta_mao (default additive)");
   cmd->add_option("--layers", a->layers, "Linear-attention layers (default: all)")->delimiter(',');
-  cmd->add_option("--steps", a->steps, "Optimizer steps");
-  cmd->add_option("--batch-size", a->batch, "Sequences per step");
-  cmd->add_option("--seq-len", a->seqLen, "Tokens per sequence");
-  cmd->add_option("--max-train", a->maxTrain, "Use at most this many training sequences");
-  cmd->add_option("--eval-every", a->evalEvery, "Steps between evaluations (and checkpoints)");
+  a->training.addTo(cmd);
   cmd->add_option("--warmup", a->warmup, "Linear warmup steps");
-  cmd->add_option("--lr", a->lr, "AdamW peak learning rate")->check(finiteNumber());
-  cmd->add_option("--corpus", a->corpus, "brown, or a .txt/.jsonl file or folder of .txt");
-  cmd->add_flag("--resume", a->resume, "Continue from the checkpoint in --run-dir");
   cmd->add_flag("--print-config", a->printConfig, "Print the full config as JSON and exit");
   addDeviceOption(cmd, a->device);
   addDtypeOption(cmd, a->dtype);

@@ -134,24 +134,7 @@ void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule
       record(step, report.scalars);
       observer_.progress(step, steps, phase);
       if (step % evalEvery != 0 && step != steps) continue;
-      std::string line;
-      const auto scalars = hooks.evaluate(step, report.loss, line);
-      record(step, scalars);
-      log(line);
-      const double validationLoss = scalars.at("val_loss");
-      if (!std::isfinite(validationLoss)) {
-        fail(nonFiniteValidationMessage(validationLoss, step, hooks.kept, keptStep(hooks), hooks.failureHint));
-        break;
-      }
-      if (stopping.observe(validationLoss, step) && hooks.improved) hooks.improved(step);
-      // Rows first: the run file then always holds every step up to the checkpoint's, which a
-      // resume continues from (its continuation file starts at the next step).
-      if (writer_) writer_->flush();
-      if (main()) hooks.saveCheckpoint();
-      if (stopping.exhausted()) {
-        log("early stop: no validation gain in " + std::to_string(stopping.patience) + " evaluations");
-        break;
-      }
+      if (!evaluateAndSave(report.loss, hooks)) break;
     }
   } catch (const JobCancelled&) {
     status_ = JobStatus::Cancelled;
@@ -162,6 +145,28 @@ void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule
     // (rank 0) closes the run file as failed with the reason, instead of leaving it "running".
     fail(errorText(e) + " (at step " + std::to_string(step + 1) + ")");
   }
+}
+
+bool TrainingSession::evaluateAndSave(double loss, const TrainingHooks& hooks) {
+  std::string line;
+  const auto scalars = hooks.evaluate(step, loss, line);
+  record(step, scalars);
+  log(line);
+  const double validationLoss = scalars.at("val_loss");
+  if (!std::isfinite(validationLoss)) {
+    fail(nonFiniteValidationMessage(validationLoss, step, hooks.kept, keptStep(hooks), hooks.failureHint));
+    return false;
+  }
+  if (stopping.observe(validationLoss, step) && hooks.improved) hooks.improved(step);
+  // Rows first: the run file then always holds every step up to the checkpoint's, which a
+  // resume continues from (its continuation file starts at the next step).
+  if (writer_) writer_->flush();
+  if (main()) hooks.saveCheckpoint();
+  if (stopping.exhausted()) {
+    log("early stop: no validation gain in " + std::to_string(stopping.patience) + " evaluations");
+    return false;
+  }
+  return true;
 }
 
 int64_t TrainingSession::keptStep(const TrainingHooks& hooks) const {

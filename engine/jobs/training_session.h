@@ -144,6 +144,9 @@ class TrainingSession {
 
  private:
   int64_t keptStep(const TrainingHooks& hooks) const;  // the step whose weights a failed job keeps
+  // The evaluation after this step, then the checkpoint; false when the job stops here (a
+  // validation loss that is not finite, or early stopping).
+  bool evaluateAndSave(double loss, const TrainingHooks& hooks);
   std::string kind_, runDir_, checkpointFile_, runFile_;
   JobObserver& observer_;
   dist::Communicator& world_;
