@@ -400,6 +400,11 @@ ComparisonResult ModelSession::headComparison(int layer, int head, const Compari
                         .arg(st.summary.folder)
                         .arg(qh.size(2));
     if (noTrained) result.source += QStringLiteral(" (a softmax layer: no trained map)");
+    // "trained" is the layer's map in the additive form: say so where the layer computes another.
+    if (linear && settings.featureMaps.contains(QStringLiteral("trained")) &&
+        (linear->config().rule.rule != attn::UpdateRule::Additive || linear->config().window > 0))
+      result.source += QStringLiteral(" (\"trained\": the layer's map in the additive form, not its %1)")
+                           .arg(fromStd(attn::describe(linear->config())));
   } catch (const std::exception& e) {
     result = ComparisonResult{};
     result.settings = settings;

@@ -7,7 +7,8 @@
 //     the same KL as the inspector (two paths through the engine);
 //   - a softmax layer of a partly converted model compares without "trained" (noted in the
 //     source); a gated layer (whose weights read the layer's hidden states) still shows its
-//     softmax map, with a note instead of the linear one;
+//     softmax map, with a note instead of the linear one, and its comparison says that
+//     "trained" is the map in the additive form;
 //   - the main window opens the model, inspects the text, fills the layer x head grid, opens a
 //     head large; hovering a cell reads that query/key token pair, its weight and q.k/sqrt(d);
 //     the brightest cell of the large map is drawn in the colour map's top colour;
@@ -216,6 +217,10 @@ class TestInspector : public QObject {
     QVERIFY2(maps.error.isEmpty(), qPrintable(maps.error));
     QVERIFY(maps.softmax != nullptr && maps.linear == nullptr);
     QVERIFY2(maps.note.contains("hidden states"), qPrintable(maps.note));
+    // "trained" there is the map in the additive form, not the gated layer's attention: said so.
+    const auto onGated = session.headComparison(0, 0, settings);
+    QVERIFY2(onGated.error.isEmpty(), qPrintable(onGated.error));
+    QVERIFY2(onGated.source.contains("additive form, not its t2r/gated"), qPrintable(onGated.source));
   }
 
   // exp_t in the comparison is the map its layers compute (shifted, engine/attention/stable_exp.h):
