@@ -277,10 +277,9 @@ class Distillation {
   }
 
   // The checkpoint first (what resume reads, complete or not there at all), then the adapters
-  // file users load; both are replaced atomically.
-  // The checkpoint holds the weights of the step it names, so that a resume continues exactly the
-  // run it interrupted: at the end the model holds the kept maps, and the step's are put back for
-  // the checkpoint alone.
+  // file users load; both are replaced atomically. The checkpoint holds the weights of the step it
+  // names, so that a resume continues exactly the run it interrupted: at the end the model holds
+  // the kept maps, and the step's are put back for the checkpoint alone.
   void saveCheckpoint() {
     std::vector<std::pair<std::string, torch::Tensor>> keep;
     for (size_t i = 0; i < best_.size(); ++i) keep.emplace_back("best." + std::to_string(i), best_[i]);

@@ -178,8 +178,6 @@ std::unique_ptr<torch::optim::AdamWParamState> readAdamState(const CheckpointRea
   return s;
 }
 
-// The group settings saved as JSON, one per optimizer group, each with the optimizer's own
-// parameter count.
 // A resume continues the same optimizer: a setting the job's config changed since the checkpoint
 // is refused (it would otherwise be the file's, while the run file records the config's).
 void checkSameSetting(const CheckpointReader& reader, size_t group, const char* name, double saved, double now) {
@@ -190,6 +188,8 @@ void checkSameSetting(const CheckpointReader& reader, size_t group, const char* 
   reader.fail(text.str());
 }
 
+// The group settings saved as JSON, one per optimizer group, each with the optimizer's own
+// parameter count; the live optimizer's settings must match, its lr is the file's.
 std::vector<torch::optim::AdamWOptions> readGroupOptions(const CheckpointReader& reader, const nlohmann::json& groups,
                                                          torch::optim::AdamW& optimizer) {
   const auto& live = optimizer.param_groups();
