@@ -56,48 +56,9 @@ QLabel* sectionTitle(const QString& text) {
 }  // namespace
 
 ConversionSummaryView::ConversionSummaryView(QWidget* parent) : QWidget(parent) {
-  headline_ = new QLabel;
-  headline_->setObjectName(QStringLiteral("summaryHeadline"));
-  headline_->setWordWrap(true);
-  headline_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  quality_ = new QLabel;
-  quality_->setObjectName(QStringLiteral("summaryQuality"));
-  quality_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  kl_ = new QLabel;
-  kl_->setObjectName(QStringLiteral("summaryKl"));
-  kl_->setWordWrap(true);
-  kl_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-
-  maps_ = new QTableWidget(0, 4);
-  maps_->setHorizontalHeaderLabels({tr("Feature map"), tr("KL to softmax"), tr("entropy"), tr("monotonicity")});
-  maps_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
-  maps_->verticalHeader()->hide();
-  maps_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  maps_->setSelectionMode(QAbstractItemView::NoSelection);
-  maps_->setToolTip(tr("Measured by the evaluate stage on the evaluation text: mean over layers and heads of "
-                       "KL(softmax || map) in nats, the map's attention entropy in nats, and the Spearman "
-                       "rank correlation of weight with q.k (monotonicity)"));
-
-  heads_ = new widgets::HeatmapView;
-  heads_->setTitle(tr("KL to softmax per head (this model's maps)"));
-  heads_->setValueLabel(tr("KL (nats)"));
-  heads_->setAxisTitles(tr("head"), tr("layer"));
-  heads_->setMinimumSize(320, 220);
-  headList_ = new QLabel;
-  headList_->setObjectName(QStringLiteral("summaryHeads"));
-  headList_->setWordWrap(true);
-
-  paths_ = new QLabel;
-  paths_->setWordWrap(true);
-  paths_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  inspect_ = new QPushButton(tr("Open the converted model in the inspector"));
-  distillCurves_ = new QPushButton(tr("Distillation curves"));
-  finetuneCurves_ = new QPushButton(tr("Finetuning curves"));
-  evaluateRun_ = new QPushButton(tr("Evaluation run"));
-  connect(inspect_, &QPushButton::clicked, this, [this] { Q_EMIT openModelRequested(result_.exportPath); });
-  connect(distillCurves_, &QPushButton::clicked, this, [this] { Q_EMIT openRunRequested(result_.distillRun); });
-  connect(finetuneCurves_, &QPushButton::clicked, this, [this] { Q_EMIT openRunRequested(result_.finetuneRun); });
-  connect(evaluateRun_, &QPushButton::clicked, this, [this] { Q_EMIT openRunRequested(result_.evaluateRun); });
+  createTexts();
+  createTables();
+  createLinks();
 
   auto* left = new QVBoxLayout;
   left->addWidget(sectionTitle(tr("Every feature map on the evaluation text")));
@@ -122,6 +83,58 @@ ConversionSummaryView::ConversionSummaryView(QWidget* parent) : QWidget(parent) 
   layout->addLayout(middle, 1);
   layout->addWidget(paths_);
   layout->addLayout(buttons);
+}
+
+// The headline, the quality line and the KL line: selectable text.
+void ConversionSummaryView::createTexts() {
+  headline_ = new QLabel;
+  headline_->setObjectName(QStringLiteral("summaryHeadline"));
+  headline_->setWordWrap(true);
+  headline_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  quality_ = new QLabel;
+  quality_->setObjectName(QStringLiteral("summaryQuality"));
+  quality_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  kl_ = new QLabel;
+  kl_->setObjectName(QStringLiteral("summaryKl"));
+  kl_->setWordWrap(true);
+  kl_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+}
+
+// Every feature map's row, and the per-head KL map with its list.
+void ConversionSummaryView::createTables() {
+  maps_ = new QTableWidget(0, 4);
+  maps_->setHorizontalHeaderLabels({tr("Feature map"), tr("KL to softmax"), tr("entropy"), tr("monotonicity")});
+  maps_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  maps_->verticalHeader()->hide();
+  maps_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  maps_->setSelectionMode(QAbstractItemView::NoSelection);
+  maps_->setToolTip(tr("Measured by the evaluate stage on the evaluation text: mean over layers and heads of "
+                       "KL(softmax || map) in nats, the map's attention entropy in nats, and the Spearman "
+                       "rank correlation of weight with q.k (monotonicity)"));
+
+  heads_ = new widgets::HeatmapView;
+  heads_->setTitle(tr("KL to softmax per head (this model's maps)"));
+  heads_->setValueLabel(tr("KL (nats)"));
+  heads_->setAxisTitles(tr("head"), tr("layer"));
+  heads_->setMinimumSize(320, 220);
+  headList_ = new QLabel;
+  headList_->setObjectName(QStringLiteral("summaryHeads"));
+  headList_->setWordWrap(true);
+}
+
+// The files' paths and the buttons that open the model and the stages' runs.
+void ConversionSummaryView::createLinks() {
+  paths_ = new QLabel;
+  paths_->setWordWrap(true);
+  paths_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  inspect_ = new QPushButton(tr("Open the converted model in the inspector"));
+  distillCurves_ = new QPushButton(tr("Distillation curves"));
+  finetuneCurves_ = new QPushButton(tr("Finetuning curves"));
+  evaluateRun_ = new QPushButton(tr("Evaluation run"));
+  connect(inspect_, &QPushButton::clicked, this, [this] { Q_EMIT openModelRequested(result_.exportPath); });
+  connect(distillCurves_, &QPushButton::clicked, this, [this] { Q_EMIT openRunRequested(result_.distillRun); });
+  connect(finetuneCurves_, &QPushButton::clicked, this, [this] { Q_EMIT openRunRequested(result_.finetuneRun); });
+  connect(evaluateRun_, &QPushButton::clicked, this, [this] { Q_EMIT openRunRequested(result_.evaluateRun); });
 }
 
 void ConversionSummaryView::setResult(const ConversionResult& result) {

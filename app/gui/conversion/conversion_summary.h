@@ -50,6 +50,9 @@ class ConversionSummaryView : public QWidget {
   void openRunRequested(const QString& runFile);
 
  private:
+  void createTexts();
+  void createTables();
+  void createLinks();
   void fillMaps();
   void fillHeads();
   void fillPaths();

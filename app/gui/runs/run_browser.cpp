@@ -116,34 +116,13 @@ RunBrowser::RunBrowser(QWidget* parent) : QWidget(parent) {
   folder_ = new QLineEdit(QStringLiteral("runs"), this);
   auto* rescan = new QPushButton(tr("Rescan"), this);
   summary_ = new QLabel(this);
-  table_ = new QTableWidget(this);
-  QStringList headers{tr("file"), tr("kind"), tr("status"), tr("started (UTC)"), tr("model"), tr("feature map"), tr("steps")};
-  headers << runBrowserMetrics();
-  table_->setColumnCount(int(headers.size()));
-  table_->setHorizontalHeaderLabels(headers);
-  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  table_->setSortingEnabled(true);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table_->horizontalHeader()->setStretchLastSection(true);
-  table_->verticalHeader()->setVisible(false);
-  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  table_ = makeTable();
   pool_ = new QThreadPool(this);
   pool_->setMaxThreadCount(1);
   overlayButton_ = new QPushButton(tr("Overlay"), this);
   overlayButton_->setToolTip(tr("Draw the selected runs' loss (or KL) curves on one plot"));
-  csvButton_ = new QPushButton(tr("Export CSV"), this);
-  csvButton_->setToolTip(tr("The selected runs as one CSV: their last values, or their whole traces"));
-  auto* csvMenu = new QMenu(csvButton_);
-  QAction* lastValues = csvMenu->addAction(tr("Last values: one row per run\u2026"));
-  lastValues->setObjectName(QStringLiteral("csvLastValues"));
-  lastValues->setToolTip(tr("run id, kind, status, model, feature map and the last value of every series"));
-  QAction* traces = csvMenu->addAction(tr("Whole traces: one row per step\u2026"));
-  traces->setObjectName(QStringLiteral("csvTraces"));
-  traces->setToolTip(tr("step, then a column per run and series (\"run:loss\"), blank where a run logged nothing"));
-  csvButton_->setMenu(csvMenu);
   overlayButton_->setEnabled(false);
-  csvButton_->setEnabled(false);
+  makeCsvButton();
   overlay_ = new RunOverlay(this);
   overlay_->setVisible(false);  // until the first overlay
 
@@ -168,13 +147,46 @@ RunBrowser::RunBrowser(QWidget* parent) : QWidget(parent) {
     csvButton_->setEnabled(any);
   });
   connect(overlayButton_, &QPushButton::clicked, this, [this] { overlayRuns(selectedPaths()); });
-  connect(lastValues, &QAction::triggered, this, [this] { chooseCsvFile(CsvShape::LastValues); });
-  connect(traces, &QAction::triggered, this, [this] { chooseCsvFile(CsvShape::Traces); });
   connect(rescan, &QPushButton::clicked, this, &RunBrowser::refresh);
   connect(folder_, &QLineEdit::returnPressed, this, &RunBrowser::refresh);
   connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
     if (auto* item = table_->item(row, kFile)) Q_EMIT runActivated(item->data(Qt::UserRole).toString());
   });
+}
+
+// The runs' table: a row per run file, sortable, several rows selectable.
+QTableWidget* RunBrowser::makeTable() {
+  auto* table = new QTableWidget(this);
+  QStringList headers{tr("file"),  tr("kind"),        tr("status"), tr("started (UTC)"),
+                      tr("model"), tr("feature map"), tr("steps")};
+  headers << runBrowserMetrics();
+  table->setColumnCount(int(headers.size()));
+  table->setHorizontalHeaderLabels(headers);
+  table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table->setSortingEnabled(true);
+  table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table->horizontalHeader()->setStretchLastSection(true);
+  table->verticalHeader()->setVisible(false);
+  table->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  return table;
+}
+
+// "Export CSV" and its menu of the two shapes, each asking for a file.
+void RunBrowser::makeCsvButton() {
+  csvButton_ = new QPushButton(tr("Export CSV"), this);
+  csvButton_->setToolTip(tr("The selected runs as one CSV: their last values, or their whole traces"));
+  auto* csvMenu = new QMenu(csvButton_);
+  QAction* lastValues = csvMenu->addAction(tr("Last values: one row per run\u2026"));
+  lastValues->setObjectName(QStringLiteral("csvLastValues"));
+  lastValues->setToolTip(tr("run id, kind, status, model, feature map and the last value of every series"));
+  QAction* traces = csvMenu->addAction(tr("Whole traces: one row per step\u2026"));
+  traces->setObjectName(QStringLiteral("csvTraces"));
+  traces->setToolTip(tr("step, then a column per run and series (\"run:loss\"), blank where a run logged nothing"));
+  csvButton_->setMenu(csvMenu);
+  csvButton_->setEnabled(false);
+  connect(lastValues, &QAction::triggered, this, [this] { chooseCsvFile(CsvShape::LastValues); });
+  connect(traces, &QAction::triggered, this, [this] { chooseCsvFile(CsvShape::Traces); });
 }
 
 RunBrowser::~RunBrowser() {

@@ -72,6 +72,8 @@ class RunBrowser : public QWidget {
   void overlayReady(int runs);
 
  private:
+  QTableWidget* makeTable();
+  void makeCsvButton();
   void show(const std::vector<RunSummary>& runs);
   void chooseCsvFile(CsvShape shape);
   void reselect(const QStringList& paths);  // the rows of these run files, after a refill
