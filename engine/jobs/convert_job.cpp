@@ -50,6 +50,12 @@ torch::ScalarType exportDtype(const std::string& name) {
 
 }  // namespace
 
+void refuseExportIntoModelFolder(const std::string& outputFolder, const std::string& modelDir) {
+  std::error_code ec;
+  if (fs::exists(outputFolder, ec) && fs::equivalent(outputFolder, modelDir, ec))
+    throw std::invalid_argument(outputFolder + ": is the model folder being exported; choose another output path");
+}
+
 std::string exportConverted(const std::string& modelDir, const std::string& adapters, const std::string& output,
                             const ExportConfig& options) {
   // The export replaces a model folder at `output`; a file there is the user's, not an old export.
@@ -58,8 +64,7 @@ std::string exportConverted(const std::string& modelDir, const std::string& adap
   if (fs::exists(output, ec) && !fs::is_directory(output, ec))
     throw std::invalid_argument(output + ": exists and is not a folder (an export writes a model folder there; "
                                 "choose another output path)");
-  if (fs::exists(output, ec) && fs::equivalent(output, modelDir, ec))
-    throw std::invalid_argument(output + ": is the model folder being exported; choose another output path");
+  refuseExportIntoModelFolder(output, modelDir);
   const auto dtype = exportDtype(options.dtype);  // refused before anything is written, in both modes
   models::ModelPtr model = models::loadModel(modelDir);
   if (!adapters.empty()) models::loadAdaptersFile(*model, adapters);

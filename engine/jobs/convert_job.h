@@ -51,6 +51,10 @@ struct ConvertResult {
 // on storage every rank sees (finetuning reads the adapters rank 0 saved).
 ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dist::Communicator* world = nullptr);
 
+// Throws std::invalid_argument when `outputFolder` is the model folder itself: an export there
+// would replace the weights it reads.
+void refuseExportIntoModelFolder(const std::string& outputFolder, const std::string& modelDir);
+
 // Writes the converted model `source` (a converted folder, or the teacher `modelDir` + an adapters
 // file) to `output` per `options`; returns the written path (the folder, or the adapters file).
 std::string exportConverted(const std::string& modelDir, const std::string& adapters, const std::string& output,

@@ -17,6 +17,7 @@
 #include "engine/attention/softmax_attention.h"
 #include "engine/core/error_text.h"
 #include "engine/core/process_memory.h"
+#include "engine/jobs/convert_job.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/recall_probe.h"
 #include "engine/metrics/attention_metrics.h"
@@ -325,15 +326,15 @@ HeadMaps ModelSession::headMaps(int layer, int head) {
     maps.scores = toMaskedMatrix(attn::attentionScores(qh, kh), valid);
     if (auto linear = st.model->linearAttention(layer)) {
       maps.featureMap = fromStd(attn::describe(linear->config()));
-      try {
+      if (linear->config().rule.rule != attn::UpdateRule::Additive) {
+        // A gated, delta or decay rule reads the layer's hidden states, which the inspector does
+        // not keep: the softmax map is still shown.
+        maps.note = QStringLiteral("no linear map: %1 reads the layer's hidden states").arg(maps.featureMap);
+      } else {
         const auto a = linear->weights(q, k).narrow(1, head, 1);  // [1, 1, T, T]
         maps.linear = std::make_shared<const std::vector<float>>(toMaskedMatrix(a, valid));
         maps.linearTop = top99(a, valid);
         maps.differenceTop = top99((a.to(torch::kFloat) - p.to(torch::kFloat)).abs(), valid);
-      } catch (const std::exception&) {
-        // A gated, delta or decay rule reads the layer's hidden states, which the inspector does
-        // not keep: the softmax map is still shown.
-        maps.note = QStringLiteral("no linear map: %1 reads the layer's hidden states").arg(maps.featureMap);
       }
     }
   } catch (const std::exception& e) {
@@ -350,10 +351,9 @@ QString ModelSession::exportModel(const QString& output, const QString& dtype, b
   try {
     if (!st.model) throw std::runtime_error("no model loaded");
     namespace fs = std::filesystem;
-    const fs::path target(output.toStdString()), model(st.summary.folder.toStdString());
-    std::error_code ec;
-    if (fs::weakly_canonical(adaptersOnly ? target.parent_path() : target, ec) == fs::weakly_canonical(model, ec))
-      throw std::invalid_argument("that is the loaded model's own folder; export into another one");
+    const fs::path target(output.toStdString());
+    jobs::refuseExportIntoModelFolder((adaptersOnly ? target.parent_path() : target).string(),
+                                      st.summary.folder.toStdString());
     if (adaptersOnly) {
       if (st.model->adapterTensors().empty()) throw std::runtime_error("the model has no linear-attention layers to export");
       if (target.has_parent_path()) fs::create_directories(target.parent_path());

@@ -261,7 +261,8 @@ class TestInspector : public QObject {
     const QString adaptersError = session.exportModel(adapters, "float32", true);
     QVERIFY2(adaptersError.isEmpty(), qPrintable(adaptersError));
     // The loaded model's own folder is refused: it would replace the weights being shown.
-    QVERIFY(session.exportModel(QString::fromStdString(folder) + "/", "float16", false).contains("own folder"));
+    QVERIFY(session.exportModel(QString::fromStdString(folder) + "/", "float16", false)
+                .contains("is the model folder being exported"));
     // Reload both: the float16 folder is close to the original, the adapters re-applied exact.
     auto original = m::loadModel(folder);
     auto reloaded = m::loadModel(half.toStdString());

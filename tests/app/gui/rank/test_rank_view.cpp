@@ -208,9 +208,14 @@ class TestRankView : public QObject {
 
   void anotherModelRanksIntoItsOwnFolder() {
     hh::test::TempDir dir("rank_view_other_model");
+    auto config = handMadeConfig();
+    config.keep = j::RankConfig{}.keep + 1;  // a budget of the opened ranking's own
+    const auto path = dir.file("rank.json");
+    std::ofstream(path) << j::toJson(handMadeRanking(), config).dump(2);
     hh::gui::RankView view;
-    QCOMPARE(view.openRanking(QString::fromStdString(writeRanking(dir))), QString());
+    QCOMPARE(view.openRanking(QString::fromStdString(path)), QString());
     const auto opened = view.config();
+    QCOMPARE(opened.keep, config.keep);
     view.setModelFolder(QStringLiteral("/models/other-model"));
     const auto other = view.config();
     QCOMPARE(other.runDir, std::string("runs/rank/other-model"));
