@@ -183,8 +183,14 @@ QString DashboardView::progressText() const { return progress_->text(); }
 
 void DashboardView::setJobRunning(bool running) {
   jobRunning_ = running;
-  pause_->setVisible(running);
+  pause_->setVisible(jobRunning_ && showsJob_);
   if (!running) setPaused(false);
+}
+
+void DashboardView::setShowsJob(bool shows) {
+  showsJob_ = shows;
+  pause_->setVisible(jobRunning_ && showsJob_);
+  refreshStatus();
 }
 
 void DashboardView::setPaused(bool paused) {
@@ -195,7 +201,7 @@ void DashboardView::setPaused(bool paused) {
 
 void DashboardView::refreshStatus() {
   QString text = fileStatus_;
-  if (paused_) text = tr("paused (the job waits at its next step; resume or cancel)");
+  if (paused_ && showsJob_) text = tr("paused (the job waits at its next step; resume or cancel)");
   if (status_->text() != text) status_->setText(text);
 }
 

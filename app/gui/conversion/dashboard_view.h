@@ -88,6 +88,9 @@ class DashboardView : public QWidget {
   // Whether this process runs a job (shows the Pause button) and whether it is paused.
   void setJobRunning(bool running);
   void setPaused(bool paused);
+  // Whether the run shown is the job's own: the Pause button and the paused status belong on it
+  // only, not on another run opened meanwhile.
+  void setShowsJob(bool shows);
 
  Q_SIGNALS:
   void pauseRequested();
@@ -134,7 +137,7 @@ class DashboardView : public QWidget {
   QLabel* stepLabel_ = nullptr;
 
   QString path_, fileStatus_;
-  bool jobProgress_ = false, jobRunning_ = false, paused_ = false;
+  bool jobProgress_ = false, jobRunning_ = false, paused_ = false, showsJob_ = true;
   int64_t jobStep_ = 0, jobTotal_ = 0;  // the job's last progress report
   QString jobPhase_;
   int64_t plannedSteps_ = 0, lastStep_ = 0;

@@ -20,12 +20,36 @@ struct GenerationSession::Side {
 GenerationSession::GenerationSession() = default;
 GenerationSession::~GenerationSession() = default;
 
-QString GenerationSession::load(int side, const QString& folder, GenerationSideInfo* info, const ComputeChoice& choice) {
-  std::lock_guard<std::mutex> lock(mutex_);
+namespace {
+// What the header of a side says of its attention: "softmax + KV cache", or
+// "5 of 5 layers recurrent: hedgehog_window(64) in all 5 layers" (a window keeps a ring buffer).
+void describeAttention(const models::ModelConfig& c, GenerationSideInfo& info) {
+  info.recurrent = c.plan.anyLinear();
+  if (!info.recurrent) {
+    info.attention = QStringLiteral("softmax + KV cache");
+    return;
+  }
+  for (const auto& spec : c.plan.layers)
+    if (spec.linear) {
+      info.rule = QString::fromStdString(attn::toString(spec.config.rule.rule));
+      break;
+    }
+  info.attention = QStringLiteral("%1 of %2 layers recurrent: %3")
+                       .arg(c.plan.linearLayerCount())
+                       .arg(c.layers)
+                       .arg(QString::fromStdString(c.plan.summary()));
+}
+}  // namespace
+
+QString GenerationSession::load(int side, const QString& folder, GenerationSideInfo* info,
+                                const ComputeChoice& choice) {
   if (side < 0 || side > 1) return QStringLiteral("side must be 0 or 1");
-  sides_[side].reset();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sides_[side].reset();
+  }
   try {
-    auto s = std::make_unique<Side>();
+    auto s = std::make_shared<Side>();
     s->model = models::loadModel(folder.toStdString(),
                                  jobs::loadOptions(choice.device.toStdString(), choice.dtype.toStdString()));
     s->tokenizer = jobs::loadTokenizerFor(*s->model, folder.toStdString());
@@ -37,22 +61,9 @@ QString GenerationSession::load(int side, const QString& folder, GenerationSideI
     s->info.device = QString::fromStdString(jobs::deviceLabelOf(*s->model));
     s->info.layers = int(c.layers);
     s->info.heads = int(c.heads);
-    s->info.recurrent = c.plan.anyLinear();
-    if (s->info.recurrent) {
-      for (const auto& spec : c.plan.layers)
-        if (spec.linear) {
-          s->info.rule = QString::fromStdString(attn::toString(spec.config.rule.rule));
-          break;
-        }
-      // "5 of 5 layers recurrent: hedgehog_window(64) in all 5 layers" (the window keeps a ring buffer)
-      s->info.attention = QStringLiteral("%1 of %2 layers recurrent: %3")
-                              .arg(c.plan.linearLayerCount())
-                              .arg(c.layers)
-                              .arg(QString::fromStdString(c.plan.summary()));
-    } else {
-      s->info.attention = QStringLiteral("softmax + KV cache");
-    }
+    describeAttention(c, s->info);
     if (info) *info = s->info;
+    std::lock_guard<std::mutex> lock(mutex_);
     sides_[side] = std::move(s);
     return {};
   } catch (const std::exception& e) {
@@ -139,16 +150,21 @@ void startSide(models::TransformerModel& model, const tok::Tokenizer& tokenizer,
 QString GenerationSession::run(const GenerationSettings& settings,
                                const std::function<void(const GenerationToken&)>& onToken,
                                const std::atomic<bool>& cancel, std::vector<GenerationSummary>* summaries) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::shared_ptr<Side> sides[2];
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sides[0] = sides_[0];
+    sides[1] = sides_[1];
+  }
   if (summaries) summaries->assign(2, {});
-  if (!sides_[0] && !sides_[1]) return QStringLiteral("load a model first");
+  if (!sides[0] && !sides[1]) return QStringLiteral("load a model first");
   if (settings.prompt.trimmed().isEmpty()) return QStringLiteral("the prompt is empty");
   try {
     const auto options = generateOptions(settings);
     std::vector<RunningSide> running(2);
     for (int s = 0; s < 2; ++s) {
-      if (!sides_[s]) continue;
-      startSide(*sides_[s]->model, *sides_[s]->tokenizer, settings, options, running[size_t(s)]);
+      if (!sides[s]) continue;
+      startSide(*sides[s]->model, *sides[s]->tokenizer, settings, options, running[size_t(s)]);
     }
     // The two sides take turns, a token each, so both stream at once.
     for (bool any = true; any && !cancel.load();) {

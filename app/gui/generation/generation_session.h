@@ -64,22 +64,24 @@ class GenerationSession {
   ~GenerationSession();
 
   // Loads `folder` for `side` (0 or 1). Returns "" or the reason it failed; the side is then empty.
-  // `choice`: the device and precision the side loads and decodes in.
+  // `choice`: the device and precision the side loads and decodes in. The side's earlier model is
+  // let go first (two large models need not fit at once); the lock is not held while loading,
+  // so loaded() and info() answer at once from another thread.
   QString load(int side, const QString& folder, GenerationSideInfo* info = nullptr, const ComputeChoice& choice = {});
   void unload(int side);  // the side generates nothing until a model is loaded again
   bool loaded(int side) const;
   GenerationSideInfo info(int side) const;
 
   // Generates on every loaded side, interleaved; onToken is called on this thread for each
-  // token. Stops when every side is done or `cancel` is set (checked before each token).
-  // Returns "" or an error (bad settings, an empty prompt); summaries get one entry per side
-  // (tokens = 0 for a side that is not loaded).
+  // token. The run keeps the models it started with, even if a side is loaded anew meanwhile. Stops when every side is
+  // done or `cancel` is set (checked before each token). Returns "" or an error (bad settings, an empty prompt);
+  // summaries get one entry per side (tokens = 0 for a side that is not loaded).
   QString run(const GenerationSettings& settings, const std::function<void(const GenerationToken&)>& onToken,
               const std::atomic<bool>& cancel, std::vector<GenerationSummary>* summaries);
 
  private:
   struct Side;
-  std::unique_ptr<Side> sides_[2];
+  std::shared_ptr<Side> sides_[2];  // guarded by mutex_; a run holds its own references
   mutable std::mutex mutex_;
 };
 

@@ -23,6 +23,7 @@
 #include <QVBoxLayout>
 
 #include <cmath>
+#include <utility>
 
 #include "widgets/curve_plot.h"
 #include "widgets/heatmap_view.h"
@@ -77,10 +78,10 @@ QGridLayout* GenerationView::createFolderRow() {
     folders->addWidget(folders_[s], s, 1);
     folders->addWidget(browse, s, 2);
   }
-  auto* load = new QPushButton(tr("Load"));
-  load->setToolTip(tr("Load both folders (model and tokenizer)"));
-  connect(load, &QPushButton::clicked, this, &GenerationView::loadModels);
-  folders->addWidget(load, 0, 3, 2, 1);
+  load_ = new QPushButton(tr("Load"));
+  load_->setToolTip(tr("Load both folders (model and tokenizer)"));
+  connect(load_, &QPushButton::clicked, this, &GenerationView::loadModels);
+  folders->addWidget(load_, 0, 3, 2, 1);
   compute_ = new ComputeChoiceBox;
   compute_->setToolTip(tr("Where both models decode, and in what precision (applies on Load)"));
   folders->addWidget(compute_, 0, 4, 2, 1);
@@ -220,6 +221,7 @@ void GenerationView::remember() const {
 GenerationView::~GenerationView() {
   if (cancel_) cancel_->store(true);
   if (thread_) thread_->wait();
+  if (loadThread_) loadThread_->wait();  // a load cannot be interrupted; its result is dropped
 }
 
 void GenerationView::chooseFolder(QLineEdit* edit) {
@@ -233,30 +235,64 @@ void GenerationView::setFolders(const QString& original, const QString& converte
 }
 
 void GenerationView::loadModels() {
-  if (running()) return;
+  if (running() || loading()) return;
+  const QString folders[2] = {folders_[0]->text().trimmed(), folders_[1]->text().trimmed()};
+  const ComputeChoice choice = compute_->choice();
+  for (int s = 0; s < 2; ++s)
+    if (!folders[s].isEmpty()) headers_[s]->setText(QStringLiteral("<b>%1</b>: loading…").arg(tr(kSideNames[s])));
+  progress_->setRange(0, 0);  // busy: a load has no steps to count
+  status_->setText(tr("Loading models…"));
+  auto session = session_;
+  loadThread_ = QThread::create([this, session, folders, choice] {
+    std::vector<LoadedSide> sides(2);
+    for (int s = 0; s < 2; ++s) {
+      if (folders[s].isEmpty()) {
+        session->unload(s);  // a cleared field: the side's earlier model must not generate on
+        sides[size_t(s)].cleared = true;
+        continue;
+      }
+      sides[size_t(s)].error = session->load(s, folders[s], &sides[size_t(s)].info, choice);
+    }
+    QMetaObject::invokeMethod(
+        this, [this, sides] { onLoaded(sides); }, Qt::QueuedConnection);
+  });
+  loadThread_->start();
+  updateButtons();
+}
+
+void GenerationView::onLoaded(const std::vector<LoadedSide>& sides) {
+  loadThread_->wait();
+  loadThread_->deleteLater();
+  loadThread_ = nullptr;
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
   QStringList problems;
   for (int s = 0; s < 2; ++s) {
-    const QString folder = folders_[s]->text().trimmed();
-    if (folder.isEmpty()) {
-      session_->unload(s);  // a cleared field: the side's earlier model must not generate on
+    const auto& side = sides[size_t(s)];
+    if (side.cleared) {
       headers_[s]->setText(QStringLiteral("<b>%1</b>: none").arg(tr(kSideNames[s])));
-      continue;
-    }
-    GenerationSideInfo info;
-    const QString error = session_->load(s, folder, &info, compute_->choice());
-    if (!error.isEmpty()) {
-      problems << error;
+    } else if (!side.error.isEmpty()) {
+      problems << side.error;
       headers_[s]->setText(QStringLiteral("<b>%1</b>: <span style='color:#b00'>not loaded</span>").arg(tr(kSideNames[s])));
-      continue;
+    } else {
+      headers_[s]->setText(QStringLiteral("<b>%1</b>: %2<br><small>%3 — %4</small>")
+                               .arg(s == 0 ? tr("Original") : tr("Converted"), side.info.attention.toHtmlEscaped(),
+                                    side.info.description.toHtmlEscaped(), side.info.device.toHtmlEscaped()));
     }
-    headers_[s]->setText(QStringLiteral("<b>%1</b>: %2<br><small>%3 \u2014 %4</small>")
-                             .arg(s == 0 ? tr("Original") : tr("Converted"), info.attention.toHtmlEscaped(),
-                                  info.description.toHtmlEscaped(), info.device.toHtmlEscaped()));
   }
   const QString message = problems.isEmpty() ? tr("Models loaded.") : problems.join(QStringLiteral("\n"));
   status_->setText(message);
   Q_EMIT statusMessage(message);
   updateButtons();
+  Q_EMIT modelsLoaded(problems.join(QStringLiteral("\n")));
+  if (std::exchange(generateWhenLoaded_, false)) generate();
+}
+
+bool GenerationView::waitForLoad(int ms) {
+  QElapsedTimer timer;
+  timer.start();
+  while (loading() && timer.elapsed() < ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+  return !loading();
 }
 
 void GenerationView::setPrompt(const QString& prompt) { prompt_->setPlainText(prompt); }
@@ -286,12 +322,17 @@ QString GenerationView::outputText(int side) const { return outputs_[side]->toPl
 
 void GenerationView::updateButtons() {
   const bool any = session_->loaded(0) || session_->loaded(1);
-  generate_->setEnabled(any && !running());
+  load_->setEnabled(!running() && !loading());
+  generate_->setEnabled(any && !running() && !loading());
   stop_->setEnabled(running());
 }
 
 void GenerationView::generate() {
   if (running()) return;
+  if (loading()) {
+    generateWhenLoaded_ = true;
+    return;
+  }
   const auto s = settings();
   remember();
   // Fresh plots and panes.
@@ -303,8 +344,11 @@ void GenerationView::generate() {
   stateNorms_->setMatrix(0, 0, {});
   summaries_.clear();
   const GenerationSideInfo converted = session_->info(1);
-  stateLayers_ = converted.layers;
+  stateLayers_ = converted.recurrent ? converted.layers : 0;  // all softmax: no state to draw
   stateHeads_ = converted.heads;
+  stateNorms_->setEmptyText(converted.recurrent || !session_->loaded(1)
+                                ? tr("The converted model's state,\nper layer and head, as it generates")
+                                : tr("The converted side has no recurrent state:\nall its layers keep a KV cache"));
   for (int s2 = 0; s2 < 2; ++s2) {
     outputs_[s2]->clear();
     stats_[s2]->clear();

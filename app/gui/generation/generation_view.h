@@ -3,9 +3,9 @@
 // per-token latency and cache memory against position for both models, the norm of the
 // recurrent state S per layer and head over the generated tokens (a heatmap: rows layer/head,
 // columns tokens), and for the gated and decay rules the mean decay factor per layer.
-// Generation runs on its own thread (GenerationSession::run, both models interleaved); Stop sets
-// a flag checked before every token. The folders, prompt and settings are remembered (QSettings)
-// from one Generate to the next session. Torch-free.
+// Loading and generation each run on a thread of their own (the GUI stays live while a large
+// checkpoint loads); Stop sets a flag checked before every token. The folders, prompt and settings are remembered
+// (QSettings) from one Generate to the next session. Torch-free.
 #pragma once
 #include <QWidget>
 
@@ -45,14 +45,17 @@ class GenerationView : public QWidget {
   explicit GenerationView(QWidget* parent = nullptr);
   ~GenerationView() override;
 
-  // Loads the two folders (either may be empty); errors go to the status line and statusMessage.
   void setFolders(const QString& original, const QString& converted);
-  void loadModels();  // synchronous (a few hundred ms for the demo model)
+  // Loads the two folders (either may be empty) on a worker thread; Load and Generate wait
+  // meanwhile. Errors go to the status line and statusMessage; modelsLoaded when done.
+  void loadModels();
+  bool loading() const { return loadThread_ != nullptr; }
+  bool waitForLoad(int ms);  // blocks (processing events) until loading ends (tests); true if it did
   void setPrompt(const QString& prompt);
   ComputeChoiceBox* computeChoiceBox() const { return compute_; }  // device and precision for Load
   void setSettings(const GenerationSettings& settings);
   GenerationSettings settings() const;
-  void generate();  // starts a run (no-op while one runs)
+  void generate();  // starts a run (no-op while one runs; while models load, once they have)
   void stop();
   bool running() const { return thread_ != nullptr; }
   // Blocks until the current run ends (tests); true if it did within `ms`.
@@ -66,6 +69,7 @@ class GenerationView : public QWidget {
   const std::vector<GenerationSummary>& summaries() const { return summaries_; }
 
  Q_SIGNALS:
+  void modelsLoaded(const QString& problems);  // "" when every named folder loaded
   void finished(const QString& error);
   void statusMessage(const QString& text);
 
@@ -75,6 +79,12 @@ class GenerationView : public QWidget {
   QSplitter* createOutputPanes();
   QSplitter* createPlots();
   void restoreLastSession();
+  struct LoadedSide {
+    QString error;  // "" when loaded (or when the field was empty: `cleared`)
+    bool cleared = false;
+    GenerationSideInfo info;
+  };
+  void onLoaded(const std::vector<LoadedSide>& sides);
   void onToken(const GenerationToken& token);
   void onFinished(const QString& error, const std::vector<GenerationSummary>& summaries);
   void refreshStateView();
@@ -94,6 +104,7 @@ class GenerationView : public QWidget {
   QDoubleSpinBox* topP_ = nullptr;
   QSpinBox* seed_ = nullptr;
   QCheckBox* stopAtEos_ = nullptr;
+  QPushButton* load_ = nullptr;
   QPushButton* generate_ = nullptr;
   QPushButton* stop_ = nullptr;
   QProgressBar* progress_ = nullptr;
@@ -105,7 +116,9 @@ class GenerationView : public QWidget {
   hh::widgets::CurvePlot* decay_ = nullptr;
   QTimer* stateTimer_ = nullptr;
 
-  QThread* thread_ = nullptr;
+  QThread* thread_ = nullptr;      // generation
+  QThread* loadThread_ = nullptr;  // loading
+  bool generateWhenLoaded_ = false;
   std::shared_ptr<std::atomic<bool>> cancel_;
   std::vector<GenerationSummary> summaries_;
   // Converted side: one column of L*H state norms per token; decay per layer per token.

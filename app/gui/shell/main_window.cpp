@@ -207,7 +207,7 @@ void MainWindow::setSettings(const ComparisonSettings& settings) {
 }
 
 bool MainWindow::busy() const {
-  return running_ > 0 || computeTimer_->isActive() || loading_ > 0 || inspector_->busy();
+  return running_ > 0 || computeTimer_->isActive() || loading_ > 0 || inspector_->busy() || generationView_->loading();
 }
 
 void MainWindow::buildMenus() {

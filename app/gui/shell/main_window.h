@@ -157,6 +157,7 @@ class MainWindow : public QMainWindow {
   QList<QAction*> addStartActions(QMenu* run);
   void addRankActions(QMenu* run);
   void addCancelAndPause(QMenu* run);
+  void setDashboardFollowsJob(bool follows);  // and the dashboard's Pause button with it
   // Both runners' runFileStarted and finished.
   void jobRunFileStarted(const QString& path);
   void jobEnded(const QString& status, const QString& message, const QString& runFile, const QString& exportPath);

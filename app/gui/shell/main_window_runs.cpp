@@ -145,9 +145,14 @@ void MainWindow::addCancelAndPause(QMenu* run) {
   statusBar()->addPermanentWidget(processStatus_);
 }
 
+void MainWindow::setDashboardFollowsJob(bool follows) {
+  dashboardFollowsJob_ = follows;
+  dashboard_->setShowsJob(follows);
+}
+
 void MainWindow::jobRunFileStarted(const QString& path) {
   const bool firstStage = jobRunFile_.isEmpty();
-  dashboardFollowsJob_ = true;
+  setDashboardFollowsJob(true);
   jobRunFile_ = path;
   Q_EMIT followRequested(path);
   if (firstStage) showDashboard();  // later stages do not pull the user away from another tab
@@ -314,7 +319,7 @@ void MainWindow::openRun(const QString& path) {
   }
   recent_->add(QStringLiteral("run"), path);
   // Another run: the job's progress stays off it until the job's next stage starts its own file.
-  dashboardFollowsJob_ = jobRunning() && !jobRunFile_.isEmpty() && QFileInfo(path) == QFileInfo(jobRunFile_);
+  setDashboardFollowsJob(jobRunning() && !jobRunFile_.isEmpty() && QFileInfo(path) == QFileInfo(jobRunFile_));
   dashboard_->clear();
   Q_EMIT followRequested(path);
   showDashboard();

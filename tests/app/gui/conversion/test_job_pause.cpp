@@ -3,6 +3,8 @@
 //     says paused, no step is reported for 1.2 s, and the process spends under 0.4 s of CPU in
 //     that time (the job sleeps on a condition variable, it does not spin);
 //   - Resume continues: steps advance past where the pause stopped them;
+//   - another run opened while paused shows no Pause button and no "paused" status; the job's
+//     own run file, opened again, shows Resume;
 //   - the Run menu's pause action pauses again, and Cancel while paused ends the job within 2 s
 //     as cancelled, with the run file saying cancelled.
 #include <QAction>
@@ -21,6 +23,7 @@
 #include "app/gui/shell/main_window.h"
 #include "engine/jobs/convert_job.h"
 #include "engine/runs/run_reader.h"
+#include "engine/runs/run_writer.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
 
@@ -49,6 +52,34 @@ double cpuSeconds() {
 }
 
 }  // namespace
+
+// Another run opened while the job is paused shows no Pause button and no "paused" status; the
+// job's own run file, opened again, shows both (Resume).
+void pauseStaysOnTheJobsRun(hh::gui::MainWindow& window, const hh::test::TempDir& dir) {
+  auto* dashboard = window.dashboard();
+  const QString jobRun = dashboard->path();
+  QVERIFY(!jobRun.isEmpty());
+  r::RunHeader header;
+  header.runId = "other";
+  header.kind = "distill";
+  header.configJson = "{}";
+  header.layout.scalars = {"loss"};
+  const auto other = dir.file("other.h5");
+  {
+    auto w = r::RunWriter::create(other, header);
+    w.appendScalars(1, {{"loss", 1.0}});
+    w.setStatus(r::RunStatus::Completed, "done");
+  }
+  window.openRun(QString::fromStdString(other));
+  QTRY_COMPARE(dashboard->path(), QString::fromStdString(other));
+  QVERIFY(!dashboard->pauseButton()->isVisible());
+  QVERIFY2(!dashboard->statusText().contains("paused"), qPrintable(dashboard->statusText()));
+  window.openRun(jobRun);
+  QTRY_COMPARE(dashboard->path(), jobRun);
+  QVERIFY(dashboard->pauseButton()->isVisible());
+  QCOMPARE(dashboard->pauseButton()->text(), QString("Resume"));
+  QTRY_VERIFY2(dashboard->statusText().contains("paused"), qPrintable(dashboard->statusText()));
+}
 
 class TestJobPause : public QObject {
   Q_OBJECT
@@ -83,6 +114,7 @@ class TestJobPause : public QObject {
     QCOMPARE(step, stoppedAt);
     QVERIFY(cpu < 0.4);
     QCOMPARE(finished.count(), 0);
+    pauseStaysOnTheJobsRun(window, dir);
 
     dashboard->pauseButton()->click();
     QVERIFY(!runner->paused());

@@ -4,9 +4,11 @@
 // model's cache memory stays flat while the original's KV cache grows, the state-norm heatmap has
 // one row per layer/head and one column per token, and the decay plot one curve per layer.
 // Stop ends a long run promptly, with "cancelled". A folder that is not a model is refused with
-// a message naming it, and Generate stays disabled with nothing loaded. The folders, prompt and
+// a message naming it, and Generate stays disabled with nothing loaded. Loading runs off the GUI
+// thread, and a Generate asked for meanwhile starts once the models are in. The folders, prompt and
 // settings asked for are there again in the next view.
 #include <QPushButton>
+#include <QSignalSpy>
 #include <QTest>
 
 #include <chrono>
@@ -47,6 +49,7 @@ class TestGenerationView : public QObject {
     view.show();
     view.setFolders(QString::fromStdString(kFixture), QString::fromStdString(convertedCopy(dir)));
     view.loadModels();
+    QVERIFY(view.waitForLoad(60000));
     hh::gui::GenerationSettings s;
     s.prompt = QStringLiteral("The history of");
     s.maxTokens = 20;
@@ -85,6 +88,7 @@ class TestGenerationView : public QObject {
       view.computeChoiceBox()->setChoice({QStringLiteral("cpu"), QString::fromLatin1(dtype)});
       view.setFolders(QString::fromStdString(kFixture), QString());
       view.loadModels();
+      QVERIFY(view.waitForLoad(60000));
       hh::gui::GenerationSettings s;
       s.prompt = QStringLiteral("The history of");
       s.maxTokens = 12;
@@ -106,6 +110,7 @@ class TestGenerationView : public QObject {
     hh::gui::GenerationView view;
     view.setFolders(QStringLiteral(HH_SOURCE_DIR "/projects/demo/teacher"), QString());
     view.loadModels();
+    QVERIFY(view.waitForLoad(60000));
     hh::gui::GenerationSettings s;
     s.prompt = QStringLiteral("The");
     s.maxTokens = 250;
@@ -142,6 +147,40 @@ class TestGenerationView : public QObject {
     QCOMPARE(second.settings().prompt, QStringLiteral("remember me"));
   }
 
+  // Loading runs off the GUI thread: loadModels() returns at once with Load and Generate
+  // disabled, and a Generate asked for meanwhile starts once the models are in. A softmax model
+  // on the converted side decodes with a KV cache, and the state view says it has no state.
+  void loadsOffTheGuiThread() {
+    hh::gui::GenerationView view;
+    view.setFolders(QString::fromStdString(kFixture), QString::fromStdString(kFixture));
+    QSignalSpy loaded(&view, &hh::gui::GenerationView::modelsLoaded);
+    view.loadModels();
+    QVERIFY(view.loading());
+    for (auto* b : view.findChildren<QPushButton*>())
+      if (b->text() == QStringLiteral("Load") || b->text() == QStringLiteral("Generate")) QVERIFY(!b->isEnabled());
+    hh::gui::GenerationSettings s;
+    s.prompt = QStringLiteral("The history of");
+    s.maxTokens = 5;
+    s.temperature = 0;
+    view.setSettings(s);
+    view.setPrompt(s.prompt);
+    view.generate();  // asked for while loading
+    QVERIFY(!view.running());
+    QVERIFY(view.waitForLoad(60000));
+    QCOMPARE(loaded.count(), 1);
+    QCOMPARE(loaded.at(0).at(0).toString(), QString());
+    QVERIFY(view.running());
+    QVERIFY(view.waitForRun(60000));
+    QCOMPARE(view.summaries()[0].tokens, 5);
+    QCOMPARE(view.summaries()[1].tokens, 5);
+    QCOMPARE(view.outputText(1), view.outputText(0));  // greedy, the same weights
+    QVERIFY(view.stateView()->emptyTextShown());
+    QVERIFY2(view.stateView()->emptyText().contains(QStringLiteral("no recurrent state")),
+             qPrintable(view.stateView()->emptyText()));
+    for (auto* b : view.findChildren<QPushButton*>())
+      if (b->text() == QStringLiteral("Load") || b->text() == QStringLiteral("Generate")) QVERIFY(b->isEnabled());
+  }
+
   void badFolderIsRefused() {
     hh::test::TempDir dir("generation_bad");
     hh::gui::GenerationView view;
@@ -149,6 +188,7 @@ class TestGenerationView : public QObject {
     connect(&view, &hh::gui::GenerationView::statusMessage, [&](const QString& m) { message = m; });
     view.setFolders(QString::fromStdString(dir.path()), QString());
     view.loadModels();
+    QVERIFY(view.waitForLoad(60000));
     QVERIFY2(message.contains(QString::fromStdString(dir.path())), qPrintable(message));
     const auto buttons = view.findChildren<QPushButton*>();
     for (auto* b : buttons)
@@ -157,8 +197,9 @@ class TestGenerationView : public QObject {
 };
 
 HH_TEST_SUITE(TestGenerationView, "app.gui.generation_view", &TestGenerationView::initTestCase,
-              &TestGenerationView::streamsBothModelsWithLivePlots, &TestGenerationView::bfloat16HalvesTheKvCache, &TestGenerationView::stopEndsALongRunPromptly,
-              &TestGenerationView::remembersFoldersAndSettings, &TestGenerationView::badFolderIsRefused)
+              &TestGenerationView::streamsBothModelsWithLivePlots, &TestGenerationView::bfloat16HalvesTheKvCache,
+              &TestGenerationView::stopEndsALongRunPromptly, &TestGenerationView::remembersFoldersAndSettings,
+              &TestGenerationView::loadsOffTheGuiThread, &TestGenerationView::badFolderIsRefused)
 
 }  // namespace test_generation_view
 
