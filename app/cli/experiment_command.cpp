@@ -8,6 +8,8 @@
 
 #include "app/cli/cli_observer.h"
 #include "app/cli/commands.h"
+#include "app/cli/job_end.h"
+#include "app/cli/progress_format.h"
 #include "app/cli/variant_processes.h"
 #include "engine/config/config_file.h"
 #include "engine/jobs/experiment_job.h"
@@ -36,64 +38,96 @@ void printSummary(const jobs::ExperimentResult& r) {
     std::printf("%s\n", v.reused ? "   (reused)" : "");
   }
 }
+
+struct ExperimentFlags {
+  std::string configFile;
+  std::vector<std::string> only;
+  bool force = false, resume = false, list = false;
+  int jobs = 1;
+};
+
+// What the child processes of --jobs N left to say: "" or one line naming the first failure.
+struct ChildOutcome {
+  bool interrupted = false;
+  std::string error;
+};
+
+// --jobs N > 1 with several pending variants: runs them in child processes, after which the
+// experiment only summarises what they recorded.
+ChildOutcome runPendingInChildren(const ExperimentFlags& f, const jobs::ExperimentConfig& config,
+                                  jobs::ExperimentOptions& options) {
+  ChildOutcome out;
+  if (f.jobs <= 1) return out;
+  const auto pending = jobs::pendingVariants(config, options);  // throws on an unknown --only name
+  if (pending.size() <= 1) return out;
+  std::vector<std::string> flags;
+  if (f.force) flags.push_back("--force");
+  if (f.resume) flags.push_back("--resume");
+  const auto spawned = runVariantsInProcesses(f.configFile, config, pending, f.jobs, flags);
+  options.summaryOnly = true;  // the children ran them: summarise what they recorded
+  out.interrupted = spawned.interrupted;
+  if (spawned.failed > 0 && !spawned.interrupted) {
+    const std::string count =
+        std::to_string(spawned.failed) + " variant" + (spawned.failed == 1 ? "" : "s") + " failed";
+    sayLine(count + ": see the logs above");
+    out.error = count + "; the first, " + spawned.firstFailed +
+                (spawned.firstFailedError.empty() ? "" : ": " + spawned.firstFailedError) + " (log " +
+                spawned.firstFailedLog + ")";
+  }
+  return out;
+}
+
+// The end: the table and the summary's path, or one "end" event in jsonl mode with every variant.
+void reportExperimentEnd(const jobs::ExperimentConfig& config, const jobs::ExperimentResult& r) {
+  JobEnd end(r.status, r.message, r.seconds, -1, "", {{"summary", r.summaryJson}, {"summary_csv", r.summaryCsv}});
+  end.extra["variants"] = jobs::experimentSummary(config, r.variants).at("variants");
+  end.printHuman = [&r] {
+    printSummary(r);
+    std::printf("%s (%.1f s): %s\nsummary: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(),
+                r.summaryJson.c_str());
+  };
+  reportJobEnd(end);
+}
+
+void runExperimentCommand(const ExperimentFlags& f) {
+  const auto config = jobs::parseConfigFile(f.configFile, "", jobs::experimentConfigFromJson);
+  if (f.list) {
+    for (const auto& v : config.variants)
+      std::printf("%s\n%s\n", v.name.c_str(), jobs::variantConfig(config, v.name).dump(2).c_str());
+    return;
+  }
+  CliObserver observer;
+  jobs::ExperimentOptions options;
+  options.force = f.force;
+  options.only = f.only;
+  options.resume = f.resume;
+  const ChildOutcome children = runPendingInChildren(f, config, options);
+  const auto r = jobs::runExperiment(config, observer, options);
+  reportExperimentEnd(config, r);
+  if (children.interrupted)
+    throw JobFailed(jobs::JobStatus::Cancelled,
+                    "interrupted: the variants that ran were cancelled; --resume continues them");
+  if (!children.error.empty()) throw std::runtime_error(children.error);
+  if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
+}
+
 }  // namespace
 
 void addExperimentCommand(CLI::App& app) {
-  struct Args {
-    std::string configFile;
-    std::vector<std::string> only;
-    bool force = false, resume = false, list = false;
-    int jobs = 1;
-  };
-  auto a = std::make_shared<Args>();
+  auto f = std::make_shared<ExperimentFlags>();
   auto* cmd = app.add_subcommand("experiment", "Run an experiment project: one job over named variants, then a summary");
-  cmd->add_option("--config", a->configFile, "Experiment project (projects/experiments/*.json)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--only", a->only, "Run only these variants (the others are reused when done)")->delimiter(',');
-  cmd->add_flag("--force", a->force, "Run the chosen variants again even if done with the same config");
-  cmd->add_flag("--resume", a->resume,
-                "Continue a variant left unfinished (killed, cancelled) from its checkpoint instead of starting it again");
-  cmd->add_option("--jobs", a->jobs, "Run this many variants at once, each in its own process (cores shared out)")
+  cmd->add_option("--config", f->configFile, "Experiment project (projects/experiments/*.json)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--only", f->only, "Run only these variants (the others are reused when done)")->delimiter(',');
+  cmd->add_flag("--force", f->force, "Run the chosen variants again even if done with the same config");
+  cmd->add_flag(
+      "--resume", f->resume,
+      "Continue a variant left unfinished (killed, cancelled) from its checkpoint instead of starting it again");
+  cmd->add_option("--jobs", f->jobs, "Run this many variants at once, each in its own process (cores shared out)")
       ->check(CLI::Range(1, 64));
-  cmd->add_flag("--list", a->list, "Print the variants and their merged configs, run nothing");
-  cmd->callback([a] {
-    const auto config = jobs::parseConfigFile(a->configFile, "", jobs::experimentConfigFromJson);
-    if (a->list) {
-      for (const auto& v : config.variants)
-        std::printf("%s\n%s\n", v.name.c_str(), jobs::variantConfig(config, v.name).dump(2).c_str());
-      return;
-    }
-    CliObserver observer;
-    jobs::ExperimentOptions options;
-    options.force = a->force;
-    options.only = a->only;
-    options.resume = a->resume;
-    int childFailures = 0;
-    std::string childError;  // one line for stderr naming the first failed variant
-    if (a->jobs > 1) {
-      const auto pending = jobs::pendingVariants(config, options);
-      if (pending.size() > 1) {
-        std::vector<std::string> flags;
-        if (a->force) flags.push_back("--force");
-        if (a->resume) flags.push_back("--resume");
-        const auto spawned = runVariantsInProcesses(a->configFile, config, pending, a->jobs, flags);
-        if (spawned.interrupted)
-          throw JobFailed(jobs::JobStatus::Cancelled, "interrupted: the variants that ran were cancelled; --resume continues them");
-        options.summaryOnly = true;  // the children ran them: summarise what they completed
-        childFailures = spawned.failed;
-        if (spawned.failed > 0) {
-          std::printf("%d variant%s failed: see the logs above\n", spawned.failed, spawned.failed == 1 ? "" : "s");
-          childError = std::to_string(spawned.failed) + " variant" + (spawned.failed == 1 ? "" : "s") + " failed; the first, " +
-                       spawned.firstFailed + (spawned.firstFailedError.empty() ? "" : ": " + spawned.firstFailedError) +
-                       " (log " + spawned.firstFailedLog + ")";
-        }
-      }
-    }
-    const auto r = jobs::runExperiment(config, observer, options);
-    printSummary(r);
-    std::printf("%s (%.1f s): %s\nsummary: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(), r.summaryJson.c_str());
-    if (childFailures > 0) throw std::runtime_error(childError);
-    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
-  });
+  cmd->add_flag("--list", f->list, "Print the variants and their merged configs, run nothing");
+  cmd->callback([f] { runExperimentCommand(*f); });
 }
 
 }  // namespace hh::cli

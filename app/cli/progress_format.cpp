@@ -29,4 +29,12 @@ void emitEvent(const nlohmann::json& event) {
   std::fflush(stdout);
 }
 
+void sayLine(const std::string& line) {
+  if (jsonlProgress()) return emitEvent({{"event", "log"}, {"line", line}});
+  std::lock_guard<std::mutex> lock(gStdout);
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
 }  // namespace hh::cli

@@ -34,4 +34,7 @@ inline bool jsonlProgress() { return progressFormat() == ProgressFormat::Jsonl; 
 // Writes `event` as one line on stdout and flushes (safe from any thread).
 void emitEvent(const nlohmann::json& event);
 
+// A line for people on stdout: as it is, or as a "log" event in jsonl mode.
+void sayLine(const std::string& line);
+
 }  // namespace hh::cli

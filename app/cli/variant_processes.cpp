@@ -18,6 +18,7 @@
 #include "app/cli/child_logs.h"
 #include "app/cli/child_signals.h"
 #include "app/cli/commands.h"
+#include "app/cli/progress_format.h"
 
 namespace hh::cli {
 
@@ -80,9 +81,9 @@ void reportEnd(const Child& child, int status, VariantProcessesResult& result) {
     result.firstFailedLog = child.log;
     result.firstFailedError = variantFailure(child.log);
   }
-  std::printf("[%s] %s after %.1f s (log %s)\n", child.name.c_str(), ok ? "completed" : cancelled ? "cancelled" : "failed",
-              seconds, child.log.c_str());
-  std::fflush(stdout);
+  char line[64];
+  std::snprintf(line, sizeof line, "%s after %.1f s", ok ? "completed" : cancelled ? "cancelled" : "failed", seconds);
+  sayLine("[" + child.name + "] " + line + " (log " + child.log + ")");
 }
 
 }  // namespace
@@ -110,9 +111,8 @@ VariantProcessesResult runVariantsInProcesses(const std::string& configFile, con
       const std::string log = (dir / "experiment.log").string();
       const pid_t pid = launch(self, configFile, name, log, flags, threads);
       running[pid] = {name, log, std::chrono::steady_clock::now()};
-      std::printf("[%s] started (process %d, %d thread%s; log %s)\n", name.c_str(), static_cast<int>(pid), threads,
-                  threads == 1 ? "" : "s", log.c_str());
-      std::fflush(stdout);
+      sayLine("[" + name + "] started (process " + std::to_string(pid) + ", " + std::to_string(threads) + " thread" +
+              (threads == 1 ? "" : "s") + "; log " + log + ")");
     }
     if (running.empty()) break;  // interrupted before the rest started
     // Polled, not blocking: a signal that lands between the check above and a blocking wait

@@ -39,10 +39,11 @@ Outcome runJob(const std::string& job, const nlohmann::json& config, JobObserver
   return outcome(runEvaluate(evaluateConfigFromJson(config), observer));
 }
 
-// The config the job runs with: the variant's, plus "resume" when asked for and the job has it.
-// The record keeps the variant's own config, so a resumed variant is reused like any other.
+// The config the job runs with: the variant's, plus "resume" when asked for and the job has it
+// (train, distill, finetune; a convert or evaluate variant starts afresh). The record keeps the
+// variant's own config, so a resumed variant is reused like any other.
 nlohmann::json jobConfig(const std::string& job, nlohmann::json config, const ExperimentOptions& options) {
-  if (options.resume && job != "evaluate") config["resume"] = true;
+  if (options.resume && job != "evaluate" && job != "convert") config["resume"] = true;
   return config;
 }
 
@@ -137,20 +138,38 @@ void writeSummary(const ExperimentConfig& c, const std::vector<VariantResult>& v
   io::writeFileAtomically(result.summaryCsv, csv.str());
 }
 
-// The record of a completed variant, when its config equals `config`.
-bool reusable(const fs::path& record, const nlohmann::json& config, VariantResult& out) {
+// The record of a variant run with `config` (any status): how it ended, its message and time.
+bool recorded(const fs::path& record, const nlohmann::json& config, VariantResult& out) {
   std::ifstream in(record);
   if (!in) return false;
   try {
     const auto j = nlohmann::json::parse(in);
-    if (j.at("config") != config || j.at("status").get<std::string>() != "completed") return false;
-    out.status = JobStatus::Completed;
+    if (j.at("config") != config) return false;
+    const auto status = j.at("status").get<std::string>();
+    out.status = status == "completed"   ? JobStatus::Completed
+                 : status == "cancelled" ? JobStatus::Cancelled
+                                         : JobStatus::Failed;
     out.message = j.value("message", std::string());
     out.seconds = j.value("seconds", 0.0);
     return true;
   } catch (const std::exception&) {
     return false;
   }
+}
+
+// The record of a completed variant, when its config equals `config`.
+bool reusable(const fs::path& record, const nlohmann::json& config, VariantResult& out) {
+  VariantResult found;
+  if (!recorded(record, config, found) || found.status != JobStatus::Completed) return false;
+  out.status = found.status;
+  out.message = found.message;
+  out.seconds = found.seconds;
+  return true;
+}
+
+// Throws on an --only name that is no variant of `c`.
+void checkOnlyNames(const ExperimentConfig& c, const ExperimentOptions& options) {
+  for (const auto& name : options.only) variantConfig(c, name);
 }
 
 // Runs one variant's job into its run folder and records how it ended in `record` (written whole
@@ -188,6 +207,7 @@ void finishResult(ExperimentResult& result, size_t variants) {
 }  // namespace
 
 std::vector<std::string> pendingVariants(const ExperimentConfig& c, const ExperimentOptions& options) {
+  checkOnlyNames(c, options);
   const std::set<std::string> only(options.only.begin(), options.only.end());
   std::vector<std::string> pending;
   for (const auto& v : c.variants) {
@@ -203,9 +223,10 @@ std::vector<std::string> pendingVariants(const ExperimentConfig& c, const Experi
 ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer, const ExperimentOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   ExperimentResult result;
-  std::set<std::string> only(options.only.begin(), options.only.end());
-  for (const auto& name : only) variantConfig(c, name);  // throws on an unknown name
+  checkOnlyNames(c, options);
+  const std::set<std::string> only(options.only.begin(), options.only.end());
   const size_t n = c.variants.size();
+  bool cancelled = false;  // once cancelled, no variant starts; those done earlier stay listed
   for (size_t i = 0; i < n; ++i) {
     const auto& v = c.variants[i];
     const auto config = variantConfig(c, v.name);
@@ -219,13 +240,14 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
     if ((!options.force || !selected) && reusable(record, config, vr)) {
       vr.reused = true;
       observer.log(prefix + "done earlier with this config (" + csvNumber(vr.seconds) + " s): reused");
-    } else if (!selected) {
-      continue;  // not asked for, not done: absent from the summary
+    } else if (options.summaryOnly && recorded(record, config, vr)) {
+      // Run by another process (experiment --jobs): listed with how it ended, failed included.
+    } else if (!selected || cancelled) {
+      continue;  // not asked for (or cancelled before it started), not done: absent from the summary
+    } else if (observer.cancelled()) {
+      cancelled = true;
+      continue;
     } else {
-      if (observer.cancelled()) {
-        result.status = JobStatus::Cancelled;
-        break;
-      }
       observer.log(prefix + "running " + c.job + " into " + dir.string());
       VariantObserver inner(observer, prefix);
       runVariant(c, config, record, options, inner, vr);
@@ -233,11 +255,9 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
     }
     vr.metrics = finalMetrics(vr.runDir);
     result.variants.push_back(vr);
-    if (vr.status == JobStatus::Cancelled) {
-      result.status = JobStatus::Cancelled;
-      break;
-    }
+    cancelled = cancelled || vr.status == JobStatus::Cancelled;
   }
+  if (cancelled) result.status = JobStatus::Cancelled;
   writeSummary(c, result.variants, result);
   finishResult(result, n);
   result.seconds = secondsSince(started);

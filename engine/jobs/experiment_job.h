@@ -42,9 +42,11 @@ struct VariantResult {
 struct ExperimentOptions {
   bool force = false;               // run every variant again
   std::vector<std::string> only;    // run only these variants (the others are reused if done)
-  bool summaryOnly = false;         // run nothing: summarise the variants completed earlier
+  bool summaryOnly = false;         // run nothing: summarise the variants run earlier with their
+                                    // config (completed, failed or cancelled, as their record says)
   bool resume = false;              // a variant left unfinished continues from its checkpoint (train,
-                                    // distill, finetune, convert); it starts afresh where there is none
+                                    // distill, finetune); it starts afresh where there is none, and a
+                                    // convert or evaluate variant always does
 };
 
 struct ExperimentResult {

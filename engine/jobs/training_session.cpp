@@ -1,6 +1,5 @@
 // The shared training loop (see training_session.h).
 #include "engine/jobs/training_session.h"
-#include "engine/core/error_text.h"
 
 #include <torch/optim/adamw.h>
 
@@ -8,10 +7,12 @@
 #include <cmath>
 #include <filesystem>
 
+#include "engine/core/error_text.h"
 #include "engine/distributed/communicator.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/training_checkpoint.h"
 #include "engine/jobs/training_support.h"
+#include "engine/runs/run_chain.h"
 
 namespace hh::jobs {
 namespace fs = std::filesystem;
@@ -80,9 +81,12 @@ void TrainingSession::saveCheckpoint(torch::optim::AdamW& optimizer, nlohmann::j
 }
 
 void TrainingSession::open(runs::RunHeader header, bool resumeAsked, int64_t totalSteps) {
-  if (resumeAsked && fs::exists(runFile_))  // keep the old file: write a continuation beside it
-    runFile_ = (fs::path(runDir_) / ("run-resumed-" + std::to_string(step) + ".h5")).string();
+  // A checkpoint was loaded: keep the old file and write a continuation beside it. A run from
+  // step 0 writes run.h5 afresh, and an earlier run's continuations go (runChain would join them).
+  const bool continues = resumeAsked && step > 0 && fs::exists(runFile_);
+  if (continues) runFile_ = (fs::path(runDir_) / ("run-resumed-" + std::to_string(step) + ".h5")).string();
   if (!main()) return;
+  runs::removeContinuations(runDir_, continues ? step + 1 : 1);
   header.runId = makeRunId(kind_);
   header.kind = kind_;
   runs::RunWriterOptions options;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <stdexcept>
 
 namespace hh::runs {
 
@@ -37,6 +38,19 @@ std::vector<std::string> runChain(const std::string& dir) {
   std::sort(continuations.begin(), continuations.end());
   for (const auto& [step, path] : continuations) chain.push_back(path);
   return chain;
+}
+
+int removeContinuations(const std::string& dir, int64_t fromStep) {
+  int removed = 0;
+  std::error_code ec;
+  for (const std::string& path : runChain(dir)) {
+    const int64_t after = resumedAfter(path);
+    if (after == 0 || after < fromStep) continue;
+    if (!fs::remove(path, ec) && ec)
+      throw std::runtime_error(path + ": cannot delete an earlier run's continuation (" + ec.message() + ")");
+    ++removed;
+  }
+  return removed;
 }
 
 ScalarSeries chainedScalars(const std::vector<std::string>& files, const std::string& name) {

@@ -18,6 +18,11 @@ std::vector<std::string> runChain(const std::string& dir);
 // S of a run-resumed-<S>.h5 path; 0 for any other name.
 int64_t resumedAfter(const std::string& file);
 
+// Deletes the continuations of `dir` with S >= fromStep: a run started afresh (fromStep 1) or
+// continued after step S (fromStep S + 1) must not be joined to an earlier run's later files.
+// Returns how many were deleted; one that cannot be deleted throws, naming it.
+int removeContinuations(const std::string& dir, int64_t fromStep);
+
 // One scalar over the whole chain: each file's rows up to the step its continuation resumed
 // from (a killed run may have logged steps past its last checkpoint, which the continuation
 // redoes). A file without the scalar, or unreadable, contributes nothing.

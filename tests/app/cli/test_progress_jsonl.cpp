@@ -8,6 +8,7 @@
 //     first progress event after it has no eta (a stage's estimate is its own);
 //   - SIGINT while distilling: exit 130, an end event "cancelled", stdout still only JSON, one
 //     stderr line "hedgehog: cancelled: ...";
+//   - experiment --jobs 2: the launcher's lines are log events, its end event lists the variants;
 //   - an unknown format is one error line naming the option, exit 1, and nothing on stdout.
 #include <signal.h>
 
@@ -15,10 +16,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "tests/engine/jobs/experiment_test_support.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/child_process.h"
 
@@ -202,6 +205,33 @@ class TestProgressJsonl : public QObject {
     QVERIFY2(errors.rfind("hedgehog: cancelled: ", 0) == 0, errors.c_str());  // a cancel is not an error
   }
 
+  // experiment --jobs 2: the launcher's own lines are log events and its end event lists every
+  // variant with its status and metrics.
+  void experimentIsJsonToo() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("jsonl_experiment");
+    const auto file = dir.file("experiment.json");
+    std::ofstream(file) << hh::test::tinyExperiment(dir).dump(2);
+    const auto out = dir.file("out.jsonl"), err = dir.file("err.txt");
+    const std::vector<std::string> args{HH_CLI_BINARY, "--progress", "jsonl",  "experiment",
+                                        "--config",    file,         "--jobs", "2"};
+    QCOMPARE(c::waitFor(c::spawnLogged(args, out, err), 300), 0);
+    std::string bad;
+    const auto all = events(c::readAll(out), bad);
+    QVERIFY2(bad.empty(), ("not JSON events:\n" + bad).c_str());
+    bool sawStarted = false;
+    for (const auto& e : ofKind(all, "log"))
+      sawStarted = sawStarted || e["line"].get<std::string>().find("] started") != std::string::npos;
+    QVERIFY(sawStarted);
+    const auto ends = ofKind(all, "end");
+    QCOMPARE(int(ends.size()), 1);
+    QCOMPARE(ends[0]["status"].get<std::string>(), std::string("completed"));
+    QVERIFY(fs::exists(ends[0]["outputs"]["summary"].get<std::string>()));
+    QCOMPARE(ends[0]["variants"].size(), size_t(2));
+    QCOMPARE(ends[0]["variants"][1]["name"].get<std::string>(), std::string("t2r"));
+    QVERIFY(ends[0]["variants"][1]["metrics"].contains("kl_mean"));
+  }
+
   void unknownFormatIsOneError() {
     if (!haveCli()) QSKIP("the hedgehog CLI is not built");
     hh::test::TempDir dir("jsonl_bad");
@@ -218,7 +248,8 @@ class TestProgressJsonl : public QObject {
 
 HH_TEST_SUITE(TestProgressJsonl, "app.cli.progress_jsonl", &TestProgressJsonl::distillEvents,
               &TestProgressJsonl::optionAfterTheCommand, &TestProgressJsonl::convertEndCarriesEvaluation,
-              &TestProgressJsonl::interruptEndsCancelled, &TestProgressJsonl::unknownFormatIsOneError)
+              &TestProgressJsonl::interruptEndsCancelled, &TestProgressJsonl::experimentIsJsonToo,
+              &TestProgressJsonl::unknownFormatIsOneError)
 
 }  // namespace test_progress_jsonl
 

@@ -168,6 +168,17 @@ class TestVariantProcesses : public QObject {
              said.c_str());
     QCOMPARE(j::pendingVariants(j::experimentConfigFromJson(e)), (std::vector<std::string>{"hedgehog"}));
     QCOMPARE(variantStatus(dir, "t2r"), std::string("completed"));
+    // The summary lists the failed variant as a serial run would.
+    const auto summary = json::parse(std::ifstream(dir.file("exp") + "/summary.json"));
+    QCOMPARE(summary["variants"].size(), size_t(2));
+    QCOMPARE(summary["variants"][0]["status"].get<std::string>(), std::string("failed"));
+    // An unknown --only name is refused before any child starts.
+    const int unknown = std::system(
+        (cli + " experiment --config " + file + " --jobs 2 --only t2r,zzz > " + dir.file("out2") + " 2> " + err)
+            .c_str());
+    QVERIFY(unknown != 0);
+    QVERIFY2(c::readAll(err).find("no variant named \"zzz\"") != std::string::npos, c::readAll(err).c_str());
+    QVERIFY2(c::readAll(dir.file("out2")).find("started") == std::string::npos, c::readAll(dir.file("out2")).c_str());
   }
 
   void terminateCancelsEveryVariant() {
@@ -188,6 +199,10 @@ class TestVariantProcesses : public QObject {
              log.c_str());
     QVERIFY2(log.find("hedgehog: cancelled: interrupted") != std::string::npos, log.c_str());
     verifyCancelled(dir, children);
+    // The launcher summarised what its children recorded before it exited.
+    const auto summary = json::parse(std::ifstream(dir.file("exp") + "/summary.json"));
+    QCOMPARE(summary["variants"].size(), size_t(2));
+    for (const auto& v : summary["variants"]) QCOMPARE(v["status"].get<std::string>(), std::string("cancelled"));
   }
 
   void ctrlCReachesEachChildOnce() {

@@ -7,22 +7,26 @@
 //     one row per variant and the final scalars as columns, equal to the run files' last rows);
 //   - a second run reuses completed variants (no new run file), --force and --only run again,
 //     a changed config runs that variant again;
-//   - a failing variant is recorded and the next one still runs; a cancel stops the experiment;
+//   - a failing variant is recorded and the next one still runs; a cancel starts no other
+//     variant, and the summary keeps those completed earlier;
+//   - --resume runs a convert variant afresh (convert has no resume);
 //   - resume continues a cancelled variant from its checkpoint (a continuation run file; the
 //     summary's numbers are the continuation's) and starts one without a checkpoint afresh;
-//   - pendingVariants lists what would run; summaryOnly runs nothing
+//   - pendingVariants lists what would run and refuses an unknown --only name; summaryOnly runs
+//     nothing and lists what was recorded, failed variants included
 //     (the CLI's `experiment --jobs N` is app.cli.variant_processes).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 
+#include "engine/config/convert_config.h"
 #include "engine/jobs/experiment_job.h"
 #include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
 #include "tests/engine/jobs/experiment_test_support.h"
 #include "tests/engine/jobs/jobs_test_support.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
 
 namespace test_experiment_job {
 
@@ -157,16 +161,47 @@ class TestExperimentJob : public QObject {
     const auto again = j::runExperiment(c, quiet);
     QVERIFY(!again.variants[0].reused && again.variants[1].reused);
 
+    // A cancel starts no other variant, and the summary keeps those completed earlier.
     hh::test::TempDir dir2("experiment_cancel");
-    const auto c2 = j::experimentConfigFromJson(tinyExperiment(dir2));
+    json three = tinyExperiment(dir2);
+    three["variants"].push_back({{"name", "elu"}, {"set", {{"feature_map", "elu"}}}});
+    const auto c2 = j::experimentConfigFromJson(three);
+    j::ExperimentOptions onlyT2r;
+    onlyT2r.only = {"t2r"};
+    QVERIFY(j::runExperiment(c2, quiet, onlyT2r).status == j::JobStatus::Completed);
     Cancelling cancelling;
     cancelling.cancelAfterLogs = 3;  // during the first variant
     const auto cancelled = j::runExperiment(c2, cancelling);
     QVERIFY(cancelled.status == j::JobStatus::Cancelled);
-    QCOMPARE(cancelled.variants.size(), size_t(1));
+    QCOMPARE(cancelled.variants.size(), size_t(2));
     QVERIFY(cancelled.variants[0].status == j::JobStatus::Cancelled);
-    QVERIFY(!fs::exists(dir2.file("exp") + "/t2r"));
-    QVERIFY(fs::exists(cancelled.summaryJson));
+    QVERIFY(cancelled.variants[1].name == "t2r" && cancelled.variants[1].reused);
+    QVERIFY(!fs::exists(dir2.file("exp") + "/elu"));
+    const auto summary = json::parse(std::ifstream(cancelled.summaryJson));
+    QCOMPARE(summary["variants"].size(), size_t(2));
+    QCOMPARE(summary["variants"][1]["status"].get<std::string>(), std::string("completed"));
+  }
+
+  // --resume asks nothing of a convert variant (its job has no resume): it runs afresh.
+  void resumeRunsAConvertVariantAfresh() {
+    hh::test::TempDir dir("experiment_convert");
+    auto convert = hh::test::tinyConvertConfig(dir);
+    convert.distill.steps = 2;
+    convert.finetune.steps = 0;
+    convert.evaluate.featureMaps = {"hedgehog"};
+    json base = j::toJson(convert);
+    base.erase("run_dir");
+    const json e = {{"name", "convert"},
+                    {"job", "convert"},
+                    {"run_dir", dir.file("exp")},
+                    {"base", base},
+                    {"variants", json::array({{{"name", "a"}, {"set", json::object()}}})}};
+    j::ExperimentOptions resume;
+    resume.resume = true;
+    j::JobObserver quiet;
+    const auto r = j::runExperiment(j::experimentConfigFromJson(e), quiet, resume);
+    QVERIFY2(r.status == j::JobStatus::Completed,
+             r.variants.empty() ? r.message.c_str() : r.variants[0].message.c_str());
   }
 
   void resumeContinuesAnInterruptedVariant() {
@@ -213,13 +248,28 @@ class TestExperimentJob : public QObject {
     const auto summary = j::runExperiment(c, quiet, summaryOnly);
     QCOMPARE(summary.variants.size(), size_t(1));
     QVERIFY(summary.variants[0].reused && summary.variants[0].name == "t2r");
+    // What another process recorded as failed is listed too (experiment --jobs N summarises so).
+    json failing = tinyExperiment(dir);
+    failing["variants"][0]["set"]["debug_nan_at_step"] = 1;
+    const auto cf = j::experimentConfigFromJson(failing);
+    j::ExperimentOptions onlyFirst;
+    onlyFirst.only = {"hedgehog"};
+    QVERIFY(j::runExperiment(cf, quiet, onlyFirst).status == j::JobStatus::Failed);
+    const auto withFailure = j::runExperiment(cf, quiet, summaryOnly);
+    QCOMPARE(withFailure.variants.size(), size_t(2));
+    QVERIFY(withFailure.variants[0].status == j::JobStatus::Failed);
+    QVERIFY(withFailure.status == j::JobStatus::Failed);
+    // An unknown --only name is refused before anything runs.
+    onlyFirst.only = {"nope"};
+    HH_VERIFY_THROWS_WITH(j::pendingVariants(c, onlyFirst), "no variant named");
   }
 };
 
 HH_TEST_SUITE(TestExperimentJob, "engine.jobs.experiment", &TestExperimentJob::initTestCase,
               &TestExperimentJob::configErrorsNameTheProblem, &TestExperimentJob::variantsAreMergePatches,
               &TestExperimentJob::runsSummarizesAndReuses, &TestExperimentJob::failureIsRecordedAndCancelStops,
-              &TestExperimentJob::resumeContinuesAnInterruptedVariant, &TestExperimentJob::pendingAndSummaryOnly)
+              &TestExperimentJob::resumeContinuesAnInterruptedVariant,
+              &TestExperimentJob::resumeRunsAConvertVariantAfresh, &TestExperimentJob::pendingAndSummaryOnly)
 
 }  // namespace test_experiment_job
 

@@ -23,12 +23,13 @@
 #include "engine/jobs/train_job.h"
 #include "engine/jobs/training_support.h"
 #include "engine/models/model_io.h"
+#include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
 #include "engine/tokenizers/tokenizer.h"
-#include "tests/support/test_device.h"
-#include "tests/support/temp_dir.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_device.h"
 
 namespace test_train_job {
 
@@ -210,6 +211,20 @@ class TestTrainJob : public QObject {
     const auto steps = hh::runs::RunReader::open(r.runFile).scalars("loss").steps;
     QCOMPARE(steps.front(), int64_t(11));
     QCOMPARE(steps.back(), int64_t(20));
+    QVERIFY(r.runFile.find("run-resumed-10.h5") != std::string::npos);
+    // A run afresh in the same folder leaves no continuation to be joined to its run.h5.
+    c.resume = false;
+    c.steps = 4;
+    const auto fresh = j::runTrain(c, observer);
+    QVERIFY2(fresh.status == j::JobStatus::Completed, fresh.message.c_str());
+    QCOMPARE(hh::runs::runChain(c.runDir), std::vector<std::string>{fresh.runFile});
+    QCOMPARE(hh::runs::chainedScalars(hh::runs::runChain(c.runDir), "loss").steps.back(), int64_t(4));
+    // A resume with no checkpoint to resume from starts afresh into run.h5 as well.
+    std::filesystem::remove(std::filesystem::path(c.runDir) / "checkpoint.safetensors");
+    c.resume = true;
+    const auto again = j::runTrain(c, observer);
+    QVERIFY2(again.status == j::JobStatus::Completed, again.message.c_str());
+    QCOMPARE(std::filesystem::path(again.runFile).filename().string(), std::string("run.h5"));
   }
 
   void gpt2TokenizerIsSavedWithTheModel() {

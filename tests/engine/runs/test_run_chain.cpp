@@ -3,7 +3,8 @@
 //     else in the folder (other .h5 files, a non-numeric S, a folder named like a run file);
 //   - chainedScalars keeps each file's rows up to the step its continuation resumed from, so the
 //     rows a killed run logged past its checkpoint are replaced by the continuation's;
-//   - a file lacking the scalar, or not a run file at all, contributes nothing.
+//   - a file lacking the scalar, or not a run file at all, contributes nothing;
+//   - removeContinuations deletes the continuations from a step on and nothing else.
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -83,10 +84,24 @@ class TestRunChain : public QObject {
     QCOMPARE(chainedScalars(chain, "lr").steps, (std::vector<int64_t>{1, 2, 3, 4}));
     QCOMPARE(chainedScalars(chain, "loss").steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
   }
+
+  void removesLaterContinuations() {
+    ScratchDir dir;
+    for (const char* name : {"run.h5", "run-resumed-4.h5", "run-resumed-9.h5", "run-resumed-x.h5", "other.h5"})
+      std::ofstream(dir.file(name)) << "x";
+    QCOMPARE(removeContinuations(dir.file(""), 5), 1);  // continued after step 4: 9 goes
+    QCOMPARE(runChain(dir.file("")), (std::vector<std::string>{dir.file("run.h5"), dir.file("run-resumed-4.h5")}));
+    QCOMPARE(removeContinuations(dir.file(""), 1), 1);  // afresh: every continuation goes
+    QCOMPARE(runChain(dir.file("")), std::vector<std::string>{dir.file("run.h5")});
+    for (const char* name : {"run.h5", "run-resumed-x.h5", "other.h5"})
+      QVERIFY(std::filesystem::exists(dir.file(name)));
+    QCOMPARE(removeContinuations(dir.file("missing"), 1), 0);
+  }
 };
 
 HH_TEST_SUITE(TestRunChain, "engine.runs.chain", &TestRunChain::listsTheContinuationsInOrder,
-              &TestRunChain::joinsTheScalarsAtTheResumeSteps, &TestRunChain::skipsFilesWithoutTheScalarOrUnreadable)
+              &TestRunChain::joinsTheScalarsAtTheResumeSteps, &TestRunChain::skipsFilesWithoutTheScalarOrUnreadable,
+              &TestRunChain::removesLaterContinuations)
 
 }  // namespace test_run_chain
 
