@@ -193,7 +193,11 @@ void readLlama(const json& j, ModelConfig& c, const std::string& source) {
   c.activation = stringOr(j, "hidden_act", "silu", source);
   c.ropeTheta = numberOr(j, "rope_theta", 10000.0, source);
   readRopeScaling(j, c, source);
-  c.attentionBias = boolOr(j, "attention_bias", false, source);
+  // Qwen2 has q/k/v biases and no o_proj bias, with no key saying so; the others read
+  // attention_bias for all four.
+  const bool qwen2 = stringOr(j, "model_type", "", source) == "qwen2";
+  c.outputBias = !qwen2 && boolOr(j, "attention_bias", false, source);
+  c.qkvBias = qwen2 || c.outputBias;
   c.mlpBias = boolOr(j, "mlp_bias", false, source);
   c.tieWordEmbeddings = boolOr(j, "tie_word_embeddings", false, source);
   c.causal = true;
@@ -251,6 +255,8 @@ void readFamily(const json& j, ModelConfig& c, const std::string& source) {
   else if (t.empty()) fail(source, "missing \"model_type\" (expected gpt2, bert or llama)");
   else fail(source, "model_type \"" + t + "\" is not supported (gpt2, bert, llama and Llama-style models)");
   if (t == "mistral" && has(j, "sliding_window")) fail(source, "Mistral's sliding-window attention is not supported");
+  if (t == "qwen2" && boolOr(j, "use_sliding_window", false, source))
+    fail(source, "Qwen2's sliding-window attention (use_sliding_window) is not supported");
 }
 
 // Every size positive and plausible, the head dim derived where absent, heads a multiple of the
@@ -356,7 +362,7 @@ json modelConfigToJson(const ModelConfig& c) {
       j["rms_norm_eps"] = c.normEps;
       j["hidden_act"] = c.activation;
       j["rope_theta"] = c.ropeTheta;
-      j["attention_bias"] = c.attentionBias;
+      if (c.qkvBias == c.outputBias) j["attention_bias"] = c.qkvBias;  // Qwen2's follow from its type
       j["mlp_bias"] = c.mlpBias;
       break;
   }

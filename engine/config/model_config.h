@@ -75,7 +75,8 @@ struct ModelConfig {
   PositionalScheme positions = PositionalScheme::Learned;
   double ropeTheta = 10000.0;
   RopeScaling ropeScaling;
-  bool attentionBias = false;    // Llama q/k/v/o biases
+  bool qkvBias = false;          // Llama q/k/v biases (attention_bias; always for Qwen2)
+  bool outputBias = false;       // Llama o_proj bias (attention_bias; never for Qwen2)
   bool mlpBias = false;          // Llama gate/up/down biases
   double attentionScale = 0.0;   // 0 means 1/sqrt(D)
   bool scaleByInverseLayer = false;  // GPT-2 scale_attn_by_inverse_layer_idx

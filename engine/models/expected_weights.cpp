@@ -104,10 +104,10 @@ void llama(const ModelConfig& c, SpecList& s) {
   for (int64_t l = 0; l < c.layers; ++l) {
     const auto p = "layers." + std::to_string(l) + ".";
     s.body(p + "input_layernorm.weight", {C}, "hidden_size");
-    linear(p + "self_attn.q_proj", C, HD, c.attentionBias, "num_attention_heads*head_dim x hidden_size");
-    linear(p + "self_attn.k_proj", C, KD, c.attentionBias, "num_key_value_heads*head_dim x hidden_size");
-    linear(p + "self_attn.v_proj", C, KD, c.attentionBias, "num_key_value_heads*head_dim x hidden_size");
-    linear(p + "self_attn.o_proj", HD, C, c.attentionBias, "hidden_size x num_attention_heads*head_dim");
+    linear(p + "self_attn.q_proj", C, HD, c.qkvBias, "num_attention_heads*head_dim x hidden_size");
+    linear(p + "self_attn.k_proj", C, KD, c.qkvBias, "num_key_value_heads*head_dim x hidden_size");
+    linear(p + "self_attn.v_proj", C, KD, c.qkvBias, "num_key_value_heads*head_dim x hidden_size");
+    linear(p + "self_attn.o_proj", HD, C, c.outputBias, "hidden_size x num_attention_heads*head_dim");
     s.body(p + "post_attention_layernorm.weight", {C}, "hidden_size");
     linear(p + "mlp.gate_proj", C, I, c.mlpBias, "intermediate_size x hidden_size");
     linear(p + "mlp.up_proj", C, I, c.mlpBias, "intermediate_size x hidden_size");

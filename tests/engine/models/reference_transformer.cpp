@@ -262,12 +262,12 @@ Output llamaForward(const LlamaSpec& spec, const Weights& w, const Rows& ids) {
     for (int64_t l = 0; l < spec.layers; ++l) {
       const auto L = p + "layers." + std::to_string(l) + ".";
       const Mat h = rmsNorm(x, get(w, L + "input_layernorm.weight"), spec.eps);
-      const Mat q = rope(linear(h, w, L + "self_attn.q_proj", spec.attentionBias), H);
-      const Mat k = rope(linear(h, w, L + "self_attn.k_proj", spec.attentionBias), Hkv);
-      const Mat v = linear(h, w, L + "self_attn.v_proj", spec.attentionBias);
+      const Mat q = rope(linear(h, w, L + "self_attn.q_proj", spec.qkvBias), H);
+      const Mat k = rope(linear(h, w, L + "self_attn.k_proj", spec.qkvBias), Hkv);
+      const Mat v = linear(h, w, L + "self_attn.v_proj", spec.qkvBias);
       const Mat ctx =
           attention(q, k, v, H, Hkv, D, /*causal=*/true, valid, out.attentions[size_t(l)], size_t(b * H * T * T));
-      addInto(x, linear(ctx, w, L + "self_attn.o_proj", spec.attentionBias));
+      addInto(x, linear(ctx, w, L + "self_attn.o_proj", spec.outputBias));
       const Mat m = rmsNorm(x, get(w, L + "post_attention_layernorm.weight"), spec.eps);
       Mat gate = applyAct(linear(m, w, L + "mlp.gate_proj", spec.mlpBias), "silu");
       const Mat up = linear(m, w, L + "mlp.up_proj", spec.mlpBias);

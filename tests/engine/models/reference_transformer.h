@@ -44,7 +44,7 @@ struct LlamaSpec {
   int64_t hidden = 0, layers = 0, heads = 0, kvHeads = 0, headDim = 0;
   double eps = 1e-6;
   double theta = 10000.0;
-  bool attentionBias = false, mlpBias = false, tied = false;
+  bool qkvBias = false, outputBias = false, mlpBias = false, tied = false;
   std::string ropeType = "default";  // default | linear | llama3
   double factor = 1.0, lowFreqFactor = 1.0, highFreqFactor = 4.0;
   int64_t originalMaxPositions = 8192;

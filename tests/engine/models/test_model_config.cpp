@@ -166,11 +166,16 @@ class TestModelConfig : public QObject {
     QCOMPARE(c.activation, std::string("silu"));
     QVERIFY(c.positions == m::PositionalScheme::Rotary);
     QVERIFY(c.causal);
-    QVERIFY(!c.attentionBias);
+    QVERIFY(!c.qkvBias && !c.outputBias);
     QVERIFY(!c.mlpBias);
     QCOMPARE(c.ropeScaling.type, std::string("default"));
     // mistral / qwen2 read as Llama-style models.
-    QVERIFY(m::parseModelConfig(with(llamaBase(), "model_type", "qwen2"), "a").architecture == m::Architecture::Llama);
+    const auto qwen2 = m::parseModelConfig(with(llamaBase(), "model_type", "qwen2"), "a");
+    QVERIFY(qwen2.architecture == m::Architecture::Llama);
+    QVERIFY(qwen2.qkvBias && !qwen2.outputBias);  // Qwen2's q/k/v biases need no key
+    HH_VERIFY_THROWS_WITH(
+        m::parseModelConfig(with(with(llamaBase(), "model_type", "qwen2"), "use_sliding_window", true), "a"),
+        "use_sliding_window");
   }
 
   void llamaExplicitKeys() {
@@ -183,7 +188,7 @@ class TestModelConfig : public QObject {
     QCOMPARE(c.kvHeads, int64_t(2));
     QCOMPARE(c.headDim, int64_t(16));
     QCOMPARE(c.normEps, 1e-5);
-    QVERIFY(c.attentionBias);
+    QVERIFY(c.qkvBias && c.outputBias);
     // rope_theta at the top level, or inside rope_parameters (newer transformers).
     QCOMPARE(m::parseModelConfig(with(llamaBase(), "rope_theta", 500000.0), "a").ropeTheta, 500000.0);
     const auto nested = m::parseModelConfig(

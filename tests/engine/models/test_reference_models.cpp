@@ -5,7 +5,8 @@
 // Cases: a small BERT with token types and a padding mask; the bert-tiniest fixture; Llama with
 // grouped-query attention (8 query heads over 2, head_dim 8 given explicitly with C = 32) and
 // rope_theta inside "rope_parameters"; Llama with head_dim 10 != C/H, top-level rope_theta and
-// attention/MLP biases; a tied-head Llama (head_dim implied); Llama with "llama3" RoPE scaling.
+// attention/MLP biases; Qwen2 (q/k/v biases, no o_proj bias, no key saying so); a tied-head Llama
+// (head_dim implied); Llama with "llama3" RoPE scaling.
 // Where a config key changes the numbers (rope_theta, rope scaling, token types, which kv head
 // serves which query head), the test also shows that the reference without it differs by far
 // more than the tolerance, so the key is really being checked. Plus RoPE at position 1 and the
@@ -167,10 +168,10 @@ Checkpoint llamaCheckpoint(const ref::LlamaSpec& s, int64_t V, int64_t I, uint32
   for (int64_t l = 0; l < s.layers; ++l) {
     const auto p = "model.layers." + std::to_string(l) + ".";
     ck.add(p + "input_layernorm.weight", {C}, 0.1, 1.0);
-    ck.linear(p + "self_attn.q_proj", C, HD, 0.3, s.attentionBias);
-    ck.linear(p + "self_attn.k_proj", C, KD, 0.3, s.attentionBias);
-    ck.linear(p + "self_attn.v_proj", C, KD, 0.3, s.attentionBias);
-    ck.linear(p + "self_attn.o_proj", HD, C, 0.2, s.attentionBias);
+    ck.linear(p + "self_attn.q_proj", C, HD, 0.3, s.qkvBias);
+    ck.linear(p + "self_attn.k_proj", C, KD, 0.3, s.qkvBias);
+    ck.linear(p + "self_attn.v_proj", C, KD, 0.3, s.qkvBias);
+    ck.linear(p + "self_attn.o_proj", HD, C, 0.2, s.outputBias);
     ck.add(p + "post_attention_layernorm.weight", {C}, 0.1, 1.0);
     ck.linear(p + "mlp.gate_proj", C, I, 0.3, s.mlpBias);
     ck.linear(p + "mlp.up_proj", C, I, 0.3, s.mlpBias);
@@ -193,7 +194,7 @@ json llamaConfig(const ref::LlamaSpec& s, int64_t V, int64_t I) {
          {"max_position_embeddings", 64},
          {"rms_norm_eps", s.eps},
          {"hidden_act", "silu"},
-         {"attention_bias", s.attentionBias},
+         {"attention_bias", s.outputBias},
          {"mlp_bias", s.mlpBias},
          {"tie_word_embeddings", s.tied}};
   if (s.headDim * s.heads != s.hidden) j["head_dim"] = s.headDim;  // otherwise implied: C / H
@@ -357,7 +358,7 @@ class TestReferenceModels : public QObject {
     // attention_bias and mlp_bias true; untied head.
     ref::LlamaSpec spec;
     spec.hidden = 24, spec.layers = 2, spec.heads = 4, spec.kvHeads = 2, spec.headDim = 10;
-    spec.eps = 1e-5, spec.theta = 2000.0, spec.attentionBias = true, spec.mlpBias = true;
+    spec.eps = 1e-5, spec.theta = 2000.0, spec.qkvBias = spec.outputBias = true, spec.mlpBias = true;
     const int64_t V = 64, I = 40;
     const auto ck = llamaCheckpoint(spec, V, I, 22);
     auto config = llamaConfig(spec, V, I);  // writes "head_dim": 10
@@ -373,6 +374,36 @@ class TestReferenceModels : public QObject {
         "entropy %.2f)",
         e.logits, e.attentions, meanNormalizedEntropy(expected));
     QVERIFY(meanNormalizedEntropy(expected) < 0.85);
+    QVERIFY(e.logits < kTolerance);
+    QVERIFY(e.attentions < kTolerance);
+  }
+
+  // Qwen2: q/k/v biases and no o_proj bias, with no attention_bias key (the model type says so).
+  void qwen2QkvBiases() {
+    ref::LlamaSpec spec;
+    spec.hidden = 16, spec.layers = 2, spec.heads = 4, spec.kvHeads = 2, spec.headDim = 4;
+    spec.eps = 1e-6, spec.theta = 1e6, spec.qkvBias = true, spec.tied = true;
+    const int64_t V = 64, I = 24;
+    const auto ck = llamaCheckpoint(spec, V, I, 24);
+    auto config = llamaConfig(spec, V, I);
+    config["model_type"] = "qwen2";
+    config["architectures"] = {"Qwen2ForCausalLM"};
+    config["rope_theta"] = 1e6;
+    config.erase("attention_bias");
+    hh::test::TempDir dir("ref_qwen2");
+    ck.write(dir.path(), config);
+    const auto loaded = m::loadModelConfig(dir.path());
+    QVERIFY(loaded.qkvBias && !loaded.outputBias);
+    const auto expected = ref::llamaForward(spec, ck.weights(), kLlamaIds);
+    const auto e = compare(dir.path(), expected, spec.heads, kLlamaIds);
+    // Without the biases the logits are another model's (the fault this pins: they were dropped).
+    auto noBias = spec;
+    noBias.qkvBias = false;
+    const double biasGap =
+        maxRelativeDifference(ref::llamaForward(noBias, ck.weights(), kLlamaIds).logits, expected.logits);
+    qInfo("qwen2 q/k/v biases: logits rel err %.3g, attentions rel err %.3g; without the biases %.3g", e.logits,
+          e.attentions, biasGap);
+    QVERIFY(biasGap > 100 * kTolerance);
     QVERIFY(e.logits < kTolerance);
     QVERIFY(e.attentions < kTolerance);
   }
@@ -482,7 +513,7 @@ class TestReferenceModels : public QObject {
 };
 
 // clang-format off
-HH_TEST_SUITE(TestReferenceModels, "engine.models.reference", &TestReferenceModels::initTestCase, &TestReferenceModels::bertWithTokenTypesAndPadding, &TestReferenceModels::bertTiniestFixture, &TestReferenceModels::llamaGqaRopeParameters, &TestReferenceModels::llamaExplicitHeadDimWithBiases, &TestReferenceModels::llamaTiedHead, &TestReferenceModels::ropeByHand, &TestReferenceModels::llama3RopeScaling)
+HH_TEST_SUITE(TestReferenceModels, "engine.models.reference", &TestReferenceModels::initTestCase, &TestReferenceModels::bertWithTokenTypesAndPadding, &TestReferenceModels::bertTiniestFixture, &TestReferenceModels::llamaGqaRopeParameters, &TestReferenceModels::llamaExplicitHeadDimWithBiases, &TestReferenceModels::qwen2QkvBiases, &TestReferenceModels::llamaTiedHead, &TestReferenceModels::ropeByHand, &TestReferenceModels::llama3RopeScaling)
 // clang-format on
 
 }  // namespace test_reference_models
