@@ -25,6 +25,21 @@ std::string SamplingOptions::describe() const {
   return os.str();
 }
 
+namespace {
+// The id of the largest logit, a NaN counting as impossible (argmax would pick it); throws when
+// no logit is finite. One copy to the host: the maximum and its id together.
+int64_t greedyId(const torch::Tensor& logits) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto clean = logits.detach().nan_to_num(-inf, std::numeric_limits<double>::max(), -inf);
+  const auto id = clean.argmax();  // the first of equal maxima
+  const auto both =
+      torch::stack({clean.index_select(0, id.view(1)).squeeze(0).to(torch::kDouble), id.to(torch::kDouble)})
+          .to(torch::kCPU);
+  if (both[0].item<double>() == -inf) throw std::runtime_error("the model produced no finite logits to decode from");
+  return static_cast<int64_t>(both[1].item<double>());
+}
+}  // namespace
+
 torch::Tensor samplingDistribution(const torch::Tensor& logitsIn, const SamplingOptions& options) {
   // logits [V] -> probabilities [V] (double, CPU)
   TORCH_CHECK(logitsIn.dim() == 1 && logitsIn.size(0) > 0, "sampling needs logits [V]");
@@ -32,7 +47,7 @@ torch::Tensor samplingDistribution(const torch::Tensor& logitsIn, const Sampling
   const int64_t V = logits.size(0);
   if (options.greedy()) {
     auto onehot = torch::zeros({V}, torch::kDouble);
-    onehot[logits.argmax().item<int64_t>()] = 1.0;
+    onehot[greedyId(logits)] = 1.0;
     return onehot;
   }
   auto scaled = logits / options.temperature;
@@ -59,7 +74,7 @@ torch::Tensor samplingDistribution(const torch::Tensor& logitsIn, const Sampling
 Sampler::Sampler(SamplingOptions options) : options_(options), rng_(options.seed) { options_.validate(); }
 
 int64_t Sampler::next(const torch::Tensor& logits) {
-  if (options_.greedy()) return logits.detach().argmax().item<int64_t>();
+  if (options_.greedy()) return greedyId(logits);
   const auto probs = samplingDistribution(logits, options_);
   const auto nonzero = probs.nonzero().squeeze(1);  // ids with mass, ascending
   const auto mass = probs.index_select(0, nonzero);

@@ -4,7 +4,8 @@
 // breaks that build, which only a GPU session would find. This reads every engine suite and the
 // shared test support for Qt names outside the stand-in's vocabulary. It also keeps dtypes out of
 // QCOMPARE in every test tree (a failing one aborts the suite; tests/support/hh_test.h), and
-// checks that every engine suite includes its moc output only where there is Qt.
+// checks that every engine suite includes its moc output only where there is Qt and lists every
+// test function in its HH_TEST_SUITE (the stand-in runs only those).
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -122,6 +123,26 @@ std::vector<std::string> unguardedMocIncludes(const std::string& text) {
   return found;
 }
 
+// The test functions (private slots `void name()`) a suite's HH_TEST_SUITE(...) leaves out: Qt
+// Test runs every slot, the stand-in only those listed, so an unlisted one never runs on the GPU
+// machine. `code` is codeOnly's text; the Qt Test hooks (initTestCase, ...) may be left out.
+std::vector<std::string> unlistedSlots(const std::string& code) {
+  static const std::regex slot("^  void (\\w+)\\(\\)");
+  static const std::set<std::string> hooks{"initTestCase", "cleanupTestCase", "init", "cleanup"};
+  const size_t suite = code.find("HH_TEST_SUITE(");
+  if (suite == std::string::npos) return {};
+  const std::string listed = code.substr(suite, code.find(')', suite) - suite);
+  std::vector<std::string> found;
+  for (size_t at = code.find("Q_SLOTS:"); at != std::string::npos; at = code.find("Q_SLOTS:", at + 1)) {
+    std::istringstream in(code.substr(at, code.find("\n};", at) - at));
+    std::smatch m;
+    for (std::string line; std::getline(in, line);)
+      if (std::regex_search(line, m, slot) && !hooks.count(m[1]) && listed.find("::" + m[1].str()) == std::string::npos)
+        found.push_back(m[1]);
+  }
+  return found;
+}
+
 std::string readFile(const fs::path& path) {
   std::ifstream in(path);
   std::ostringstream text;
@@ -179,6 +200,26 @@ class StandInVocabularyTest : public QObject {
                 .empty());
   }
 
+  // Every test function of an engine suite is in its HH_TEST_SUITE list (the stand-in runs only
+  // those); the reader finds one that is not.
+  void engineSuitesListEverySlot() {
+    const fs::path root(HH_SOURCE_DIR);
+    std::string problems;
+    size_t read = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(root / "tests" / "engine")) {
+      if (!entry.is_regular_file() || entry.path().extension() != ".cpp") continue;
+      ++read;
+      for (const auto& name : unlistedSlots(codeOnly(readFile(entry.path()))))
+        problems += fs::relative(entry.path(), root).generic_string() + ": " + name + "\n";
+    }
+    QVERIFY2(read > 50, ("read only " + std::to_string(read) + " files").c_str());
+    QVERIFY2(problems.empty(), ("add these to the file's HH_TEST_SUITE(...):\n" + problems).c_str());
+    const std::string suite =
+        "class A : public QObject {\n private Q_SLOTS:\n  void initTestCase() {}\n  void f() {}\n"
+        "  void g() {}\n};\nHH_TEST_SUITE(A, \"a\", &A::f)\n";
+    QCOMPARE(unlistedSlots(suite), std::vector<std::string>{"g"});
+  }
+
   // The reader catches what broke the device build once, and lets the rest through.
   void catchesQtNamesOutsideTheStandIn() {
     const std::string bad =
@@ -216,7 +257,8 @@ class StandInVocabularyTest : public QObject {
 HH_TEST_SUITE(StandInVocabularyTest, "engine.standin_vocabulary", &StandInVocabularyTest::engineSuitesUseOnlyTheStandIn,
               &StandInVocabularyTest::engineSuitesGuardTheirMocOutput,
               &StandInVocabularyTest::catchesQtNamesOutsideTheStandIn,
-              &StandInVocabularyTest::noSuiteComparesDtypesWithQCompare)
+              &StandInVocabularyTest::noSuiteComparesDtypesWithQCompare,
+              &StandInVocabularyTest::engineSuitesListEverySlot)
 
 }  // namespace test_standin_vocabulary
 

@@ -111,11 +111,32 @@ class TestFeatureMaps : public QObject {
     QVERIFY(torch::isfinite(fm32->forward(x0.to(torch::kFloat) * 5)).all().item<bool>());
   }
 
-  void hedgehogSoftmaxHalvesSumToOne() {
-    auto fm = makeMap(FeatureMapKind::HedgehogSoftmax);
-    const auto y = fm->forward(torch::randn({1, 2, 4, 8}, torch::kDouble));
-    QVERIFY(maxAbs(y.narrow(-1, 0, 8).sum(-1) - 1.0) < 1e-12);
-    QVERIFY(maxAbs(y.narrow(-1, 8, 8).sum(-1) - 1.0) < 1e-12);
+  // The learned maps against their definitions with a random, non-symmetric W and b per head,
+  // head by head (at the identity start a transposed W or a bias on the wrong axis would pass):
+  //   hedgehog_softmax: [softmax(u), softmax(-u)], t2r: relu(u), linear: u;  u = x W_h^T + b_h.
+  void learnedMapsMatchTheirDefinitions() {
+    const int64_t H = 3, d = 5;
+    const auto weight = torch::randn({H, d, d}, torch::kDouble), bias = torch::randn({H, d}, torch::kDouble);
+    const auto x = torch::randn({2, H, 4, d}, torch::kDouble);
+    auto u = torch::empty({2, H, 4, d}, torch::kDouble);
+    for (int64_t h = 0; h < H; ++h)
+      u.select(1, h).copy_(torch::matmul(x.select(1, h), weight[h].transpose(0, 1)) + bias[h]);
+    const std::pair<FeatureMapKind, torch::Tensor> cases[] = {
+        {FeatureMapKind::HedgehogSoftmax, torch::cat({torch::softmax(u, -1), torch::softmax(-u, -1)}, -1)},
+        {FeatureMapKind::T2R, torch::relu(u)},
+        {FeatureMapKind::Linear, u}};
+    for (const auto& [kind, expected] : cases) {
+      auto fm = makeMap(kind, H, d);
+      fm->to(torch::kDouble);
+      {
+        at::NoGradGuard g;
+        fm->weight().copy_(weight);
+        fm->bias().copy_(bias);
+      }
+      const auto y = fm->forward(x);
+      QVERIFY2(y.sizes() == expected.sizes(), hh::attn::toString(kind).c_str());
+      QVERIFY2(maxAbs(y - expected) < 1e-12, hh::attn::toString(kind).c_str());
+    }
   }
 
   void taylorKernelIsSecondOrderExpansion() {
@@ -221,10 +242,12 @@ class TestFeatureMaps : public QObject {
 
 HH_TEST_SUITE(TestFeatureMaps, "engine.attention.feature_maps", &TestFeatureMaps::shapesAndFeatureDims,
               &TestFeatureMaps::hedgehogStartsAtIdentity, &TestFeatureMaps::hedgehogUsesOneMlpPerHead,
-              &TestFeatureMaps::hedgehogBackwardMatchesAutogradOfDefinition, &TestFeatureMaps::hedgehogClampsLargeInputs,
-              &TestFeatureMaps::hedgehogSoftmaxHalvesSumToOne, &TestFeatureMaps::taylorKernelIsSecondOrderExpansion,
-              &TestFeatureMaps::performerApproximatesSoftmaxKernel, &TestFeatureMaps::cosformerReweightsByPositionDistance,
-              &TestFeatureMaps::elementwiseMaps, &TestFeatureMaps::namesRoundTrip)
+              &TestFeatureMaps::hedgehogBackwardMatchesAutogradOfDefinition,
+              &TestFeatureMaps::hedgehogClampsLargeInputs, &TestFeatureMaps::learnedMapsMatchTheirDefinitions,
+              &TestFeatureMaps::taylorKernelIsSecondOrderExpansion,
+              &TestFeatureMaps::performerApproximatesSoftmaxKernel,
+              &TestFeatureMaps::cosformerReweightsByPositionDistance, &TestFeatureMaps::elementwiseMaps,
+              &TestFeatureMaps::namesRoundTrip)
 
 }  // namespace test_feature_maps
 

@@ -28,6 +28,12 @@ class TestSampling : public QObject {
     const auto dist = g::samplingDistribution(logits, {});
     QCOMPARE(dist[1].item<double>(), 1.0);
     QCOMPARE(dist.sum().item<double>(), 1.0);
+    QCOMPARE(s.next(torch::tensor({0.5, 2.0, 2.0}, torch::kFloat)), int64_t(1));  // ties: the lowest id
+    // A NaN logit is never the greedy pick (argmax alone would take it); all NaN is an error.
+    const auto nan = std::nan("");
+    QCOMPARE(s.next(torch::tensor({nan, 1.0, 3.0}, torch::kFloat)), int64_t(2));
+    QCOMPARE(g::samplingDistribution(torch::tensor({nan, 1.0}, torch::kDouble), {})[1].item<double>(), 1.0);
+    HH_VERIFY_THROWS(std::runtime_error, s.next(torch::tensor({nan, nan}, torch::kFloat)));
   }
 
   void filtersMatchHandComputation() {

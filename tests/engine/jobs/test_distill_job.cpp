@@ -480,10 +480,10 @@ HH_TEST_SUITE(TestDistillJob, "engine.jobs.distill", &TestDistillJob::initTestCa
               &TestDistillJob::completesAndLowersKl, &TestDistillJob::bfloat16TeacherLowersKl,
               &TestDistillJob::cancelStopsAndMarksRun, &TestDistillJob::nanStopsAndKeepsLastGoodWeights,
               &TestDistillJob::resumeContinues, &TestDistillJob::resumeRepeatsTheUninterruptedRun,
-              &TestDistillJob::anErrorInTheLoopFailsTheRun, &TestDistillJob::lossMatchesHandComputation,
-              &TestDistillJob::maskFreeLossEqualsMaskedLoss, &TestDistillJob::layerByLayerBackwardEqualsSummedLoss,
-              &TestDistillJob::featureCaptureEqualsWeightCapture, &TestDistillJob::configJsonRoundTripAndErrors,
-              &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
+              &TestDistillJob::anErrorInTheLoopFailsTheRun, &TestDistillJob::storesTeacherAndStudentCurves,
+              &TestDistillJob::lossMatchesHandComputation, &TestDistillJob::maskFreeLossEqualsMaskedLoss,
+              &TestDistillJob::layerByLayerBackwardEqualsSummedLoss, &TestDistillJob::featureCaptureEqualsWeightCapture,
+              &TestDistillJob::configJsonRoundTripAndErrors, &TestDistillJob::fuzzOutOfRangeFloatForIntegerKey)
 
 }  // namespace test_distill_job
 

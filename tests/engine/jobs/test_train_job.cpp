@@ -451,11 +451,15 @@ class TestTrainJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestTrainJob, "engine.jobs.train", &TestTrainJob::initTestCase, &TestTrainJob::softmaxLowersValidationLossAndReloads, &TestTrainJob::bfloat16ActivationsLearn, &TestTrainJob::hedgehogPlanTrains, &TestTrainJob::cancelStopsAndMarksRun, &TestTrainJob::nanStopsWithFiniteSavedWeights, &TestTrainJob::resumeContinues, &TestTrainJob::gpt2TokenizerIsSavedWithTheModel, &TestTrainJob::llamaArchitectureBuilds, &TestTrainJob::scheduleWarmsUpAndDecays,
-              &TestTrainJob::taskRunRecordsAccuracyEntropyAndSnapshots,
-              &TestTrainJob::taskRunCancelsAndResumes, &TestTrainJob::softmaxLearnsRecallAndEluDoesNot,
-              &TestTrainJob::hedgehogLearnsThePreviousTokenStep, &TestTrainJob::hedgehogWithHeadDim64LeavesThePlateau,
-              &TestTrainJob::hedgehogCopiesAheadOfElu)
+HH_TEST_SUITE(TestTrainJob, "engine.jobs.train", &TestTrainJob::initTestCase,
+              &TestTrainJob::softmaxLowersValidationLossAndReloads, &TestTrainJob::bfloat16ActivationsLearn,
+              &TestTrainJob::float64TrainsInDouble, &TestTrainJob::hedgehogPlanTrains,
+              &TestTrainJob::cancelStopsAndMarksRun, &TestTrainJob::nanStopsWithFiniteSavedWeights,
+              &TestTrainJob::resumeContinues, &TestTrainJob::gpt2TokenizerIsSavedWithTheModel,
+              &TestTrainJob::llamaArchitectureBuilds, &TestTrainJob::scheduleWarmsUpAndDecays,
+              &TestTrainJob::taskRunRecordsAccuracyEntropyAndSnapshots, &TestTrainJob::taskRunCancelsAndResumes,
+              &TestTrainJob::softmaxLearnsRecallAndEluDoesNot, &TestTrainJob::hedgehogLearnsThePreviousTokenStep,
+              &TestTrainJob::hedgehogWithHeadDim64LeavesThePlateau, &TestTrainJob::hedgehogCopiesAheadOfElu)
 
 }  // namespace test_train_job
 
