@@ -18,10 +18,12 @@ namespace hh::cli {
 
 namespace {
 void printSummary(const jobs::ExperimentResult& r) {
-  // The metrics every variant has, as columns (the summary files hold all of them).
+  // The metrics every variant with metrics has, as columns (the summary files hold all of them);
+  // a variant that failed before its run file has none, and blanks in the table.
   std::set<std::string> common;
   bool first = true;
   for (const auto& v : r.variants) {
+    if (v.metrics.empty()) continue;
     std::set<std::string> keys;
     for (const auto& [k, value] : v.metrics) keys.insert(k);
     if (first) common = keys;
@@ -34,7 +36,13 @@ void printSummary(const jobs::ExperimentResult& r) {
   std::printf("\n");
   for (const auto& v : r.variants) {
     std::printf("%-20s %-10s %9.1f", v.name.c_str(), jobs::toString(v.status), v.seconds);
-    for (const auto& k : common) std::printf(" %*.4g", int(k.size()), v.metrics.at(k));
+    for (const auto& k : common) {
+      const auto it = v.metrics.find(k);
+      if (it == v.metrics.end())
+        std::printf(" %*s", int(k.size()), "-");
+      else
+        std::printf(" %*.4g", int(k.size()), it->second);
+    }
     std::printf("%s\n", v.reused ? "   (reused)" : "");
   }
 }

@@ -170,21 +170,32 @@ QString ExperimentView::open(const QString& path) {
   return {};
 }
 
-// Choices: metrics every variant has; scalars of the first variant's run files; snapshot pairs.
+// Choices: the metrics every variant with metrics has (one that failed before its run file has
+// none and is left out, not allowed to empty the lists); the scalars and snapshot pairs of the
+// first variant whose run files can be read.
 void ExperimentView::fillChoices() {
   std::set<QString> metricKeys;
-  for (const auto& [k, value] : variants_.front().metrics) metricKeys.insert(k);
-  for (const auto& v : variants_)
+  bool first = true;
+  for (const auto& v : variants_) {
+    if (v.metrics.empty()) continue;
+    if (first)
+      for (const auto& [k, value] : v.metrics) metricKeys.insert(k);
     for (auto it = metricKeys.begin(); it != metricKeys.end();) it = v.metrics.count(*it) ? std::next(it) : metricKeys.erase(it);
+    first = false;
+  }
   QStringList scalars, pairs;
-  for (const auto& [prefix, folder] : runFolders(variants_.front().runDir)) {
-    try {
-      const auto reader = runs::RunReader::open(QDir(folder).filePath(QStringLiteral("run.h5")).toStdString());
-      for (const auto& s : reader.header().layout.scalars) scalars << prefix + QString::fromStdString(s.name);
-      if (pairs.isEmpty())
-        for (const auto& p : reader.header().layout.snapshots.pairs) pairs << QStringLiteral("%1,%2").arg(p.layer).arg(p.head);
-    } catch (const std::exception&) {
+  for (const auto& v : variants_) {
+    for (const auto& [prefix, folder] : runFolders(v.runDir)) {
+      try {
+        const auto reader = runs::RunReader::open(QDir(folder).filePath(QStringLiteral("run.h5")).toStdString());
+        for (const auto& s : reader.header().layout.scalars) scalars << prefix + QString::fromStdString(s.name);
+        if (pairs.isEmpty())
+          for (const auto& p : reader.header().layout.snapshots.pairs)
+            pairs << QStringLiteral("%1,%2").arg(p.layer).arg(p.head);
+      } catch (const std::exception&) {
+      }
     }
+    if (!scalars.isEmpty()) break;
   }
   for (QComboBox* c : {xChoice_, yChoice_, scalarChoice_, pairChoice_}) {
     const QSignalBlocker block(c);
@@ -200,7 +211,10 @@ void ExperimentView::fillChoices() {
     c->setCurrentIndex(std::min(fallback, c->count() - 1));
   };
   pick(xChoice_, {QStringLiteral("attention_entropy"), QStringLiteral("evaluate/kl_mean_trained")}, 0);
-  pick(yChoice_, {QStringLiteral("test_accuracy"), QStringLiteral("perplexity"), QStringLiteral("evaluate/ppl_converted")}, 1);
+  pick(yChoice_,
+       {QStringLiteral("test_accuracy"), QStringLiteral("perplexity"), QStringLiteral("perplexity_converted"),
+        QStringLiteral("evaluate/perplexity_converted")},
+       1);
   pick(scalarChoice_, {QStringLiteral("accuracy"), QStringLiteral("val_loss"), QStringLiteral("distill/val_loss")}, 0);
   pick(pairChoice_, {}, int(pairs.size()) - 1);  // the last pair: the top layer's last head
 }
@@ -258,6 +272,7 @@ void ExperimentView::refreshScatter() {
   const QString x = xChoice_->currentText(), y = yChoice_->currentText();
   if (x.isEmpty() || y.isEmpty()) return;
   for (const auto& v : variants_) {
+    if (!v.metrics.count(x) || !v.metrics.count(y)) continue;  // a variant with no metrics (failed early)
     const int i = scatter_->addSeries(v.name, {v.metrics.at(x)}, {v.metrics.at(y)});
     scatter_->setSeriesStyle(i, widgets::CurvePlot::SeriesStyle::Points, 2.0);
   }

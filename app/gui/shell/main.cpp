@@ -187,7 +187,7 @@ QString openExperiment(hh::gui::MainWindow& window, const CommandLine& cl) {
   auto* view = window.experiments();
   const QStringList xy = cl.list(cl.scatter), lh = cl.list(cl.mapPair);
   if (error.isEmpty() && cl.isSet(cl.scatter) && !view->setScatterAxes(xy.value(0), xy.value(1)))
-    error = QStringLiteral("--scatter %1: not metrics every variant has").arg(cl.value(cl.scatter));
+    error = QStringLiteral("--scatter %1: not metrics the variants have").arg(cl.value(cl.scatter));
   if (error.isEmpty() && cl.isSet(cl.curve) && !view->setCurveScalar(cl.value(cl.curve)))
     error = QStringLiteral("--curve %1: no such scalar").arg(cl.value(cl.curve));
   if (error.isEmpty() && cl.isSet(cl.mapPair) && !view->setMapPair(lh.value(0).toInt(), lh.value(1).toInt()))

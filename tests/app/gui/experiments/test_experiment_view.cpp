@@ -122,6 +122,33 @@ class TestExperimentView : public QObject {
     QVERIFY2(view.maps()[0]->title().contains("step 4"), qPrintable(view.maps()[0]->title()));
   }
 
+  // A variant that failed before its run file (a model folder that is not there) has no metrics:
+  // it is a table row, and the others still get their scatter points, curves and maps (the lists
+  // of metrics, scalars and snapshot pairs had come from the first variant: all empty).
+  void aVariantWithoutRunFilesLeavesTheOthersDrawn() {
+    hh::test::TempDir dir("experiment_view_failed");
+    json e = experimentWithSnapshots(dir);
+    json broken = e["variants"][0];
+    broken["name"] = "broken";
+    broken["set"]["model"] = dir.file("no_model_here");
+    e["variants"].insert(e["variants"].begin(), broken);
+    j::JobObserver quiet;
+    const auto result = j::runExperiment(j::experimentConfigFromJson(e), quiet);
+    QVERIFY(result.variants.size() == 3 && result.variants[0].status == j::JobStatus::Failed);
+    hh::gui::ExperimentView view;
+    view.resize(1200, 900);
+    QCOMPARE(view.open(QString::fromStdString(dir.file("exp"))), QString());
+    QCOMPARE(view.table()->rowCount(), 3);
+    QVERIFY(view.setScatterAxes("kl_mean", "val_loss"));
+    QCOMPARE(view.scatterPlot()->seriesCount(), 2);
+    QCOMPARE(view.scatterPlot()->seriesName(0), QString("hedgehog"));
+    QVERIFY(view.setCurveScalar("loss"));
+    QCOMPARE(view.curvePlot()->seriesCount(), 2);
+    QCOMPARE(view.maps().size(), size_t(3));  // the failed variant's tile says it has no snapshot
+    QCOMPARE(view.maps()[0]->rows(), 0);
+    QVERIFY(view.maps()[1]->rows() > 0 && view.maps()[2]->rows() > 0);
+  }
+
   void noSnapshotsNoMapsFigure() {
     // A language-model experiment records no attention snapshots: no empty maps.png.
     hh::test::TempDir dir("experiment_view_lm");
@@ -153,6 +180,7 @@ class TestExperimentView : public QObject {
 
 HH_TEST_SUITE(TestExperimentView, "app.gui.experiment_view", &TestExperimentView::initTestCase,
               &TestExperimentView::showsAndExportsAnExperiment, &TestExperimentView::resumedVariantIsOneRun,
+              &TestExperimentView::aVariantWithoutRunFilesLeavesTheOthersDrawn,
               &TestExperimentView::noSnapshotsNoMapsFigure)
 
 }  // namespace test_experiment_view
