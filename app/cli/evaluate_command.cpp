@@ -41,14 +41,17 @@ void printEvaluation(const jobs::EvaluateResult& r) {
   std::printf("\nattention against softmax (mean over the converted layers' heads)\n");
   std::printf("  %-18s %10s %10s %13s\n", "feature map", "KL", "entropy", "monotonicity");
   std::printf("  %-18s %10s %10s %13s\n", "softmax", "0", number(r.softmaxEntropy).c_str(), "1");
-  bool undefined = false;
+  bool undefined = false, trainedUndefined = false;
   for (const auto& row : r.featureMaps) {
     std::printf("  %-18s %10s %10s %13s\n", row.name.c_str(), number(row.kl, "%.4g").c_str(), number(row.entropy).c_str(),
                 number(row.monotonicity).c_str());
-    undefined = undefined || std::isnan(row.kl);
+    (row.name == "trained" ? trainedUndefined : undefined) |= std::isnan(row.kl);
   }
   if (undefined)
     std::printf("  n/a: that map gives negative attention weights (its features can be negative), so KL and entropy are undefined\n");
+  if (trainedUndefined)
+    std::printf(
+        "  trained n/a: no layer of the table is linear in the converted model, or its map gives negative weights\n");
 }
 
 namespace {

@@ -25,7 +25,7 @@ struct EvaluateConfig {
   uint64_t seed = 0;                     // performer projections
   std::string device = "auto";           // auto | cpu | cuda | cuda:N (engine/core/device.h)
   std::string dtype = "float32";       // float32 | bfloat16 | float64: the compute dtype (engine/config/compute_dtype.h)
-  DataConfig data;                       // lm: brown or a text path; classification: spamassassin or .tsv/.jsonl
+  DataConfig data;  // lm: brown or a text path; classification: spamassassin (or spam_assassin) or .tsv/.jsonl
 };
 
 nlohmann::json toJson(const EvaluateConfig& config);

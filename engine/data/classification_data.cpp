@@ -2,6 +2,7 @@
 
 #include <torch/types.h>
 
+#include "engine/data/data_paths.h"
 #include "engine/io/text_file.h"
 
 #include <algorithm>
@@ -127,6 +128,14 @@ std::string mailBody(const std::string& mail) {
   const auto crlf = mail.find("\r\n\r\n");
   if (crlf != std::string::npos && (pos == std::string::npos || crlf < pos)) return mail.substr(crlf + 4);
   return pos == std::string::npos ? mail : mail.substr(pos + 2);
+}
+
+bool namesSpamAssassin(const std::string& corpus) {
+  return corpus == "spam_assassin" || corpus == "spamassassin";
+}
+
+LabelledCorpus readClassificationCorpus(const std::string& corpus) {
+  return namesSpamAssassin(corpus) ? readSpamAssassin(spamAssassinDir()) : readClassificationFile(corpus);
 }
 
 LabelledCorpus readSpamAssassin(const std::string& dir) {

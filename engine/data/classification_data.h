@@ -29,6 +29,10 @@ struct LabelledCorpus {
 
 LabelledCorpus readClassificationFile(const std::string& path);  // .tsv or .jsonl
 LabelledCorpus readSpamAssassin(const std::string& dir);
+// "spam_assassin" or "spamassassin" (both spellings, in every job): the installed SpamAssassin
+// corpus; anything else: a .tsv or .jsonl file.
+bool namesSpamAssassin(const std::string& corpus);
+LabelledCorpus readClassificationCorpus(const std::string& corpus);
 std::string mailBody(const std::string& mail);  // text after the header block
 
 struct ClassificationOptions {

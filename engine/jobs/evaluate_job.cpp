@@ -12,7 +12,6 @@
 
 #include "engine/core/runtime.h"
 #include "engine/data/classification_data.h"
-#include "engine/data/data_paths.h"
 #include "engine/jobs/attention_probe.h"
 #include "engine/jobs/job_support.h"
 #include "engine/models/model_io.h"
@@ -53,8 +52,7 @@ HeldOut loadHeldOut(const EvaluateConfig& c, const tok::Tokenizer& tokenizer) {
   } else {
     if (c.data.corpus == "brown")
       throw std::invalid_argument("evaluate: task \"classification\" needs a labelled corpus (\"spamassassin\" or a .tsv/.jsonl file), not \"brown\"");
-    const auto corpus = c.data.corpus == "spamassassin" ? data::readSpamAssassin(data::spamAssassinDir())
-                                                        : data::readClassificationFile(c.data.corpus);
+    const auto corpus = data::readClassificationCorpus(c.data.corpus);
     data::ClassificationOptions options;
     options.sequenceLength = c.data.sequenceLength;
     options.validationFraction = c.data.validationFraction;
@@ -107,6 +105,46 @@ double meanOver(const HeadTable& table, const std::vector<int64_t>& layers) {
   return count > 0 ? sum / double(count) : kNan;
 }
 
+// Per-head means over batches. A head's value is a mean over query rows, and batches of padded
+// texts hold different numbers of them, so each batch's value counts by its real query rows
+// (exact for KL and entropy, which use every real row; monotonicity skips rows with fewer than
+// two keys or tied scores, so its weights are the rows it could use at most). A NaN entry of one
+// batch (a head with no usable row there) is left out of that entry's mean instead of turning it
+// NaN; an entry no batch measured (a softmax layer's linear columns) stays NaN.
+class RowWeightedMeans {
+ public:
+  RowWeightedMeans(int layers, int heads) : sums_(layers, heads) {
+    for (auto* t : sums_.tables()) {
+      std::fill(t->values.begin(), t->values.end(), 0.0);
+      weights_.emplace_back(t->values.size(), 0.0);
+    }
+  }
+
+  void add(const HeadMeasures& batch, double rows) {
+    const auto target = sums_.tables();
+    const auto source = batch.tables();
+    for (size_t i = 0; i < target.size(); ++i)
+      for (size_t k = 0; k < target[i]->values.size(); ++k)
+        if (std::isfinite(source[i]->values[k])) {
+          target[i]->values[k] += rows * source[i]->values[k];
+          weights_[i][k] += rows;
+        }
+  }
+
+  HeadMeasures result() const {
+    HeadMeasures out = sums_;
+    const auto tables = out.tables();
+    for (size_t i = 0; i < tables.size(); ++i)
+      for (size_t k = 0; k < tables[i]->values.size(); ++k)
+        tables[i]->values[k] = weights_[i][k] > 0 ? tables[i]->values[k] / weights_[i][k] : kNan;
+    return out;
+  }
+
+ private:
+  HeadMeasures sums_;
+  std::vector<std::vector<double>> weights_;  // per table, per entry: the rows summed in
+};
+
 void checkConfig(const EvaluateConfig& config) {
   if (config.runDir.empty()) throw std::invalid_argument("evaluate: run_dir is empty");
   if (config.modelDir.empty()) throw std::invalid_argument("evaluate: no teacher model folder (\"model\")");
@@ -118,7 +156,8 @@ void checkConfig(const EvaluateConfig& config) {
 // The softmax teacher, the converted model and the layers the attention tables cover.
 struct Models {
   models::ModelPtr teacher, converted;
-  std::vector<int64_t> tableLayers;  // config.layers, or every converted layer
+  std::vector<int64_t> tableLayers;    // config.layers, or every converted layer
+  std::vector<int64_t> trainedLayers;  // those of them the converted model makes linear ("trained")
 };
 
 // Errors here are configuration errors: thrown before anything starts.
@@ -138,13 +177,22 @@ Models loadModels(const EvaluateConfig& config, const models::LoadOptions& load)
   if (config.task != "lm" && mc.head != models::HeadKind::SequenceClassification)
     throw std::invalid_argument("evaluate: task \"classification\" needs a sequence-classification head (num_labels); " +
                                 config.modelDir + " has " + models::toString(mc.head));
+  if (cc.head != mc.head || cc.numLabels != mc.numLabels)
+    throw std::invalid_argument("evaluate: the converted model (" +
+                                (config.converted.empty() ? config.modelDir : config.converted) + ") has a " +
+                                models::toString(cc.head) + " head" +
+                                (cc.numLabels > 0 ? " of " + std::to_string(cc.numLabels) + " labels" : std::string()) +
+                                ", the teacher (" + config.modelDir + ") a " + models::toString(mc.head) +
+                                (mc.numLabels > 0 ? " of " + std::to_string(mc.numLabels) + " labels" : std::string()));
   m.tableLayers = config.layers;
   if (m.tableLayers.empty())
     for (int64_t l = 0; l < mc.layers; ++l)
       if (cc.plan.layers[static_cast<size_t>(l)].linear) m.tableLayers.push_back(l);
-  for (const auto l : m.tableLayers)
+  for (const auto l : m.tableLayers) {
     if (l < 0 || l >= mc.layers)
       throw std::invalid_argument("evaluate: layer " + std::to_string(l) + " outside [0, " + std::to_string(mc.layers) + ")");
+    if (cc.plan.layers[static_cast<size_t>(l)].linear) m.trainedLayers.push_back(l);
+  }
   return m;
 }
 
@@ -248,7 +296,8 @@ class Evaluation {
     const auto teacher = measure(*m_.teacher, label, candidateModules(teacherMaps));
     recordSoftmaxEntropy(teacher.front().entropySoftmax);
     for (size_t i = 0; i < teacherMaps.size(); ++i) rows[teacherMaps[i]] = teacher[i + 1];
-    for (const auto& name : names) recordRow(name, rows.at(name));
+    for (const auto& name : names)
+      recordRow(name, rows.at(name), name == "trained" ? m_.trainedLayers : m_.tableLayers);
   }
 
   std::string cancelledMessage() const {
@@ -305,15 +354,13 @@ class Evaluation {
     return out;
   }
 
-  // Per-head tables averaged over the table's batches (weighted by their sequence count; NaN
-  // entries propagate): [0] the model's own (its softmax entropy, and its linear layers against
-  // their softmax), then one per candidate (probeAttention's candidateHeads).
+  // Per-head tables averaged over the table's batches: [0] the model's own (its softmax entropy,
+  // and its linear layers against their softmax), then one per candidate (probeAttention's
+  // candidateHeads). Each batch counts by its real query rows (RowWeightedMeans).
   std::vector<HeadMeasures> measure(models::TransformerModel& model, const std::string& label,
                                     std::vector<std::vector<attn::LinearAttention>> candidates = {}) {
     const int L = static_cast<int>(model.config().layers), H = static_cast<int>(model.config().heads);
-    std::vector<HeadMeasures> sums(1 + candidates.size(), HeadMeasures(L, H));
-    for (auto& measures : sums)
-      for (auto* t : measures.tables()) std::fill(t->values.begin(), t->values.end(), 0.0);
+    std::vector<RowWeightedMeans> means(1 + candidates.size(), RowWeightedMeans(L, H));
     ProbeRequest request;
     request.candidates = std::move(candidates);
     for (int64_t start = 0; start < tableRows_; start += config_.batchSize) {
@@ -321,22 +368,14 @@ class Evaluation {
       const int64_t n = std::min(config_.batchSize, tableRows_ - start);
       const auto batch = heldOut_.slice(start, n);
       const auto probed = probeAttention(model, batch.ids, batch.mask, request);
-      addWeighted(sums.front(), probed.heads, double(n));
-      for (size_t m = 0; m < probed.candidateHeads.size(); ++m)
-        addWeighted(sums[m + 1], probed.candidateHeads[m], double(n));
+      const double rows = batch.mask.defined() ? batch.mask.sum().item<double>() : double(batch.ids.numel());
+      means.front().add(probed.heads, rows);
+      for (size_t m = 0; m < probed.candidateHeads.size(); ++m) means[m + 1].add(probed.candidateHeads[m], rows);
       observer_.progress(++done_, total_, "attention table: " + label);
     }
-    for (auto& measures : sums)
-      for (auto* t : measures.tables())
-        for (auto& v : t->values) v /= double(tableRows_);
-    return sums;
-  }
-
-  static void addWeighted(HeadMeasures& into, const HeadMeasures& from, double weight) {
-    const auto target = into.tables();
-    const auto source = from.tables();
-    for (size_t i = 0; i < target.size(); ++i)
-      for (size_t k = 0; k < target[i]->values.size(); ++k) target[i]->values[k] += weight * source[i]->values[k];
+    std::vector<HeadMeasures> out;
+    for (const auto& m : means) out.push_back(m.result());
+    return out;
   }
 
   void recordSoftmaxEntropy(const HeadTable& entropy) {
@@ -348,7 +387,7 @@ class Evaluation {
 
   // A measured row: its tables and their means over the table's layers, into the result and the
   // run file (flushed, so a reader sees each row as it comes).
-  void recordRow(const std::string& name, const HeadMeasures& tables) {
+  void recordRow(const std::string& name, const HeadMeasures& tables, const std::vector<int64_t>& layers) {
     FeatureMapEvaluation row;
     row.name = name;
     row.klTable = tables.kl;
@@ -357,9 +396,9 @@ class Evaluation {
     row.klTable.name = "kl_" + name;
     row.entropyTable.name = "entropy_" + name;
     row.monotonicityTable.name = "monotonicity_" + name;
-    row.kl = meanOver(row.klTable, m_.tableLayers);
-    row.entropy = meanOver(row.entropyTable, m_.tableLayers);
-    row.monotonicity = meanOver(row.monotonicityTable, m_.tableLayers);
+    row.kl = meanOver(row.klTable, layers);
+    row.entropy = meanOver(row.entropyTable, layers);
+    row.monotonicity = meanOver(row.monotonicityTable, layers);
     const std::map<std::string, double> rowScalars{
         {"kl_mean_" + name, row.kl}, {"entropy_mean_" + name, row.entropy}, {"monotonicity_mean_" + name, row.monotonicity}};
     for (const auto* t : {&row.klTable, &row.entropyTable, &row.monotonicityTable}) writer_.appendTable(0, t->name, t->values);

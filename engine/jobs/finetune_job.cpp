@@ -13,13 +13,12 @@
 
 #include "engine/core/runtime.h"
 #include "engine/data/classification_data.h"
-#include "engine/data/data_paths.h"
 #include "engine/distributed/communicator.h"
 #include "engine/jobs/data_parallel.h"
 #include "engine/jobs/job_support.h"
+#include "engine/jobs/linear_cross_entropy.h"
 #include "engine/jobs/training_checkpoint.h"
 #include "engine/jobs/training_session.h"
-#include "engine/jobs/linear_cross_entropy.h"
 #include "engine/jobs/training_support.h"
 #include "engine/models/lora.h"
 #include "engine/models/model_io.h"
@@ -35,7 +34,7 @@ bool isClassificationHead(const std::string& name) {
 }
 
 data::ClassificationDataset loadClassificationData(const ClassificationDataConfig& c, const tok::Tokenizer& tokenizer) {
-  const auto corpus = c.path == "spam_assassin" ? data::readSpamAssassin(data::spamAssassinDir()) : data::readClassificationFile(c.path);
+  const auto corpus = data::readClassificationCorpus(c.path);
   data::ClassificationOptions options;
   options.sequenceLength = c.sequenceLength;
   options.validationFraction = c.validationFraction;

@@ -8,7 +8,7 @@
 //   saved folder is a plain model.
 //   Task "lm": next-token loss; held-out val_loss and perplexity = exp(val_loss).
 //   Task "classification": cross-entropy on the head's logits [B, labels]; held-out val_loss
-//   and accuracy. Data: a TSV/JSONL file or "spam_assassin" (engine/data/classification_data.h).
+//   and accuracy. Data: a TSV/JSONL file or "spam_assassin" (or "spamassassin") (engine/data/classification_data.h).
 //   A model without a classification head gets one (num_labels from the data, fresh weights).
 // AdamW with linear warmup + cosine decay, gradient clipping, evaluation every `evalEvery` steps
 // with early stopping, a run file (scalars loss, lr, grad_norm, val_loss, perplexity | accuracy),

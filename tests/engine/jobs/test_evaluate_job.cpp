@@ -252,7 +252,12 @@ class TestEvaluateJob : public QObject {
     {
       std::ofstream out(dir.file("labelled.tsv"));
       out << "label\ttext\n";
-      for (int i = 0; i < 40; ++i) out << (i % 2) << "\t" << (i % 2 ? "birds sang songs about rain" : "the cat sat on a mat") << " " << i << "\n";
+      // Lengths vary (i % 7 extra words), so the held-out texts pad to different numbers of rows.
+      for (int i = 0; i < 40; ++i) {
+        out << (i % 2) << "\t" << (i % 2 ? "birds sang songs about rain" : "the cat sat on a mat");
+        for (int w = 0; w < i % 7; ++w) out << " and more";
+        out << " " << i << "\n";
+      }
     }
     auto c = smallConfig(dir);
     c.modelDir = modelDir;
@@ -284,9 +289,69 @@ class TestEvaluateJob : public QObject {
     qInfo("accuracy original %.3f (by hand %.3f), converted %.3f on %lld examples", r.accuracyOriginal, accuracy,
           r.accuracyConverted, (long long)r.sequences);
     QVERIFY(std::abs(r.accuracyOriginal - accuracy) < 1e-12);
+    // The per-head tables are means over real query rows whatever the batches: one text a batch
+    // gives the table of one batch of them all (each batch's mean had counted as one text).
+    auto single = c;
+    single.dtype = "float64";         // the KL here is ~2e-5: fp32's rounding in other batch shapes shows at 5e-4
+    single.data.sequenceLength = 64;  // long enough that the texts pad to different lengths
+    single.batchSize = 1;
+    single.tableSequences = 6;
+    single.runDir = dir.file("eval_single");
+    auto whole = single;
+    whole.batchSize = 64;
+    whole.runDir = dir.file("eval_whole");
+    const auto bySingle = j::runEvaluate(single, observer), byWhole = j::runEvaluate(whole, observer);
+    const auto& a = bySingle.featureMaps[0].klTable.values;
+    const auto& b = byWhole.featureMaps[0].klTable.values;
+    QCOMPARE(a.size(), b.size());
+    double worst = 0;
+    for (size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::abs(a[k] - b[k]) / std::abs(b[k]));
+    options.sequenceLength = 64;
+    const auto padded =
+        hh::data::buildClassificationDataset(hh::data::readClassificationFile(c.data.corpus), *tokenizer, options)
+            .validation;
+    const auto lengths = padded.mask.narrow(0, 0, 6).sum(1);
+    qInfo("per-head KL, one text a batch against one batch: worst relative difference %.3g (real rows %lld to %lld)",
+          worst, (long long)lengths.min().item<int64_t>(), (long long)lengths.max().item<int64_t>());
+    QVERIFY(lengths.min().item<int64_t>() < lengths.max().item<int64_t>());
+    QVERIFY(worst < 1e-9);
+    // A converted model whose head is not the teacher's is refused, naming both.
+    auto lm = hh::models::loadModel(kModel);
+    hh::attn::LinearAttentionConfig linear;
+    linear.featureMap.kind = hh::attn::FeatureMapKind::Hedgehog;
+    lm->setAttentionPlan(hh::models::AttentionPlan::uniform(lm->layerCount(), linear));
+    hh::models::saveModel(*lm, dir.file("lm_converted"), kModel);
+    auto lmConverted = c;
+    lmConverted.converted = dir.file("lm_converted");
+    HH_VERIFY_THROWS_WITH(j::runEvaluate(lmConverted, observer), "causal LM head");
     // A causal LM is refused for classification.
     c.modelDir = kModel;
     HH_VERIFY_THROWS_WITH(j::runEvaluate(c, observer), "sequence-classification head");
+  }
+
+  // "trained" is a mean over the converted model's linear layers among the table's: a layer it
+  // keeps as softmax (NaN in the linear columns) is not averaged in.
+  void trainedRowCoversItsLinearLayers() {
+    hh::test::TempDir dir("evaluate_hybrid");
+    auto model = hh::models::loadModel(kModel);
+    hh::attn::LinearAttentionConfig linear;
+    linear.featureMap.kind = hh::attn::FeatureMapKind::Hedgehog;
+    model->setAttentionPlan(hh::models::AttentionPlan::hybrid(model->layerCount(), {1}, linear));
+    hh::models::saveModel(*model, dir.file("hybrid"), kModel);
+    auto c = smallConfig(dir);
+    c.converted = dir.file("hybrid");
+    c.layers = {0, 1};
+    c.featureMaps = {"trained"};
+    j::JobObserver quiet;
+    const auto r = j::runEvaluate(c, quiet);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    const auto& row = r.featureMaps[0];
+    const int H = row.klTable.heads;
+    QVERIFY(std::isnan(row.klTable.values[0]));  // layer 0 is softmax in the converted model
+    double layer1 = 0;
+    for (int h = 0; h < H; ++h) layer1 += row.klTable.values[size_t(H + h)] / H;
+    QVERIFY(std::isfinite(row.kl));
+    QVERIFY(std::abs(row.kl - layer1) <= 1e-12 * layer1);
   }
 
   void cancelStopsWithinASecond() {
@@ -335,7 +400,12 @@ class TestEvaluateJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestEvaluateJob, "engine.jobs.evaluate", &TestEvaluateJob::initTestCase, &TestEvaluateJob::perplexityAndTable, &TestEvaluateJob::wholeCorpusHeldOutAndExpTRows, &TestEvaluateJob::softmaxEntropyIsTheTeachersWhateverTheOrder, &TestEvaluateJob::trainedAdaptersBeatUntrainedHedgehog, &TestEvaluateJob::classificationAccuracy, &TestEvaluateJob::cancelStopsWithinASecond, &TestEvaluateJob::configJsonRoundTripAndErrors)
+HH_TEST_SUITE(TestEvaluateJob, "engine.jobs.evaluate", &TestEvaluateJob::initTestCase,
+              &TestEvaluateJob::perplexityAndTable, &TestEvaluateJob::wholeCorpusHeldOutAndExpTRows,
+              &TestEvaluateJob::softmaxEntropyIsTheTeachersWhateverTheOrder,
+              &TestEvaluateJob::trainedAdaptersBeatUntrainedHedgehog, &TestEvaluateJob::classificationAccuracy,
+              &TestEvaluateJob::trainedRowCoversItsLinearLayers, &TestEvaluateJob::cancelStopsWithinASecond,
+              &TestEvaluateJob::configJsonRoundTripAndErrors)
 
 }  // namespace test_evaluate_job
 
