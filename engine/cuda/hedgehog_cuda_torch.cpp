@@ -132,6 +132,7 @@ KernelSet requestedKernelSet() {
 
 bool hedgehogCudaAccepts(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   if (!q.is_cuda() || (q.scalar_type() != at::kFloat && q.scalar_type() != at::kBFloat16)) return false;
+  if (q.numel() == 0) return false;  // an empty batch or T = 0: the generic path returns the empty result
   if (k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type()) return false;
   if (k.device() != q.device() || v.device() != q.device() || v.size(-1) != q.size(-1)) return false;
   return hedgehogCudaSupports(dtypeOf(q), static_cast<int>(q.size(-1)), q.device().index());

@@ -89,7 +89,7 @@ __device__ void gradFeatureTile(const typename Mma<T>::Acc& outE, const typename
     if (row >= len) continue;
     const float es = eq[row * kBlockU + n], ex = fabsf(es);
     const float inv = stage[(idx >> 4) * kStageLd + (idx & 15)];
-    gu[(t0 + row) * D + u0 + n] = es > 0.0f ? e[k] * ex - inv / ex : 0.0f;
+    gu[(t0 + row) * D + u0 + n] = throughClamp(es, e[k] * ex - inv / ex);
   }
   __syncwarp();
 }

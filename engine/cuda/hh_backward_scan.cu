@@ -127,7 +127,7 @@ __device__ void gradFeatureEpilogue(const Scan& s, float* gu, int64_t t0, int le
   for (int idx = threadIdx.x; idx < len * kBlockU; idx += kThreads) {
     const int i = idx / kBlockU, n = idx % kBlockU;
     const float es = s.eq[i * kBlockU + n], e = fabsf(es);
-    const float g = es > 0.0f ? out[i * Scan::LDP + n] * e - out[i * Scan::LDP + kBlockU + n] / e : 0.0f;
+    const float g = throughClamp(es, out[i * Scan::LDP + n] * e - out[i * Scan::LDP + kBlockU + n] / e);
     gu[(t0 + i) * d + u0 + n] = g;
   }
   __syncthreads();

@@ -64,6 +64,22 @@ size_t largerSharedMemory(DType dtype, int headDim) {
   });
 }
 
+// exp(u) with u clamped to [-kClamp, kClamp]. A NaN u stays NaN, as the CPU path's clamp keeps
+// it: fminf/fmaxf return the other operand, which would turn a diverged row into finite features.
+__device__ __forceinline__ float clampedExp(float u) {
+  return u != u ? u : expf(fminf(fmaxf(u, -kClamp), kClamp));
+}
+// What the backward reads of a feature: +e where |u| < kClamp (the gradient flows), -e where u
+// was clamped (none), NaN where u is NaN (it must reach the gradient).
+__device__ __forceinline__ float signedFeature(float u, float e) {
+  return u != u ? u : (fabsf(u) < kClamp ? e : -e);
+}
+// The gradient through a feature from signedFeature's es: `flowing` where es > 0, 0 where
+// clamped, NaN where u was NaN.
+__device__ __forceinline__ float throughClamp(float es, float flowing) {
+  return es != es ? es : (es > 0.0f ? flowing : 0.0f);
+}
+
 __device__ __forceinline__ float toF(float x) { return x; }
 __device__ __forceinline__ float toF(bf16 x) { return __bfloat162float(x); }
 template <typename T>

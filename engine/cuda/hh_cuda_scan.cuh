@@ -252,13 +252,13 @@ struct FeatureRows {
       for (int e = lane; e < 256; e += 32) {
         const int r = ti * 16 + (e >> 4), n = tn * 16 + (e & 15);
         const float u = stage[(e >> 4) * kStageLd + (e & 15)] + bias[u0 + n];
-        const float ex = expf(fminf(fmaxf(u, -kClamp), kClamp));
+        const float ex = clampedExp(u);
         const bool valid = r < len;
         if (dest) {
           dest[r * ldd + eCol + n] = fromF<T>(valid ? ex : 0.0f);
           dest[r * ldd + invCol + n] = fromF<T>(valid ? 1.0f / ex : 0.0f);
         }
-        if (eOut) eOut[r * nU + n] = fabsf(u) < kClamp ? ex : -ex;
+        if (eOut) eOut[r * nU + n] = signedFeature(u, ex);
       }
       __syncwarp();
     }

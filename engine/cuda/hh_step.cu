@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) stepKernel(StepArgs a) {
     sq = warpSum(sq) + a.bias[size_t(h) * D + o];
     sk = warpSum(sk) + a.bias[size_t(h) * D + o];
     if (lane == 0) {
-      const float eq = expf(fminf(fmaxf(sq, -kClamp), kClamp)), ek = expf(fminf(fmaxf(sk, -kClamp), kClamp));
+      const float eq = clampedExp(sq), ek = clampedExp(sk);
       fq[o] = eq;
       fq[D + o] = 1.0f / eq;
       fk[o] = ek;

@@ -250,6 +250,33 @@ inline void compareClamped() {
   }
 }
 
+// A NaN in one query element (a diverged row) stays NaN as on the CPU: y is NaN exactly where the
+// fp64 reference's is (head 0 from row 5 on: its feature, and its key in every later denominator),
+// and head 0's gradients carry NaN while head 1 stays finite. fminf/fmaxf in the clamp had turned
+// the NaN into finite features, hiding the divergence from the job's checks.
+inline void compareNanRows() {
+  for (const Kernels kernels : kAllKernels) {
+    torch::manual_seed(17);
+    const int64_t b = 1, h = 2, t = 40, d = 64;
+    const auto dev = torch::TensorOptions().device(kernelDevice()).dtype(torch::kFloat);
+    const auto w = (torch::eye(d).unsqueeze(0).repeat({h, 1, 1}) + torch::randn({h, d, d}) * 0.03).to(dev);
+    const auto bias = (torch::randn({h, d}) * 0.1).to(dev);
+    auto q = torch::randn({b, h, t, d}) * 0.5;
+    q[0][0][5][3] = NAN;
+    const auto k = (torch::randn({b, h, t, d}) * 0.5).to(dev), v = torch::randn({b, h, t, d}).to(dev),
+               gy = torch::randn({b, h, t, d}).to(dev);
+    q = q.to(dev);
+    const auto got = runKernels(q, k, v, w, bias, gy, 1e-6, 1, kernels);
+    const auto ref = reference(q, k, v, w, bias, gy, 1e-6);
+    const std::string where = std::string("NaN row") + nameOf(kernels) + ": ";
+    QVERIFY2(ref.y.isnan().any().item<bool>(), (where + "the reference has no NaN").c_str());
+    QVERIFY2(torch::equal(got.y.isnan().cpu(), ref.y.isnan()), (where + "y's NaN pattern differs").c_str());
+    QVERIFY2(got.gq.select(1, 0).isnan().any().item<bool>(), (where + "head 0's gq has no NaN").c_str());
+    for (const auto& g : {got.y, got.gq, got.gk, got.gv, got.gw.unsqueeze(0), got.gb.unsqueeze(0)})
+      QVERIFY2(torch::isfinite(g.select(1, 1)).all().item<bool>(), (where + "NaN reached head 1").c_str());
+  }
+}
+
 // Rows that do not start on 16 bytes take the element-by-element loads.
 inline void compareUnaligned() {
   for (const auto dtype : {torch::kFloat, torch::kBFloat16})

@@ -50,6 +50,11 @@ class TestHedgehogCuda : public QObject {
     compareClamped();
   }
 
+  void nanRowsStayNan() {
+    if (!haveGpu()) QSKIP("no CUDA device");
+    compareNanRows();
+  }
+
   void unalignedRows() {
     if (!haveGpu()) QSKIP("no CUDA device");
     compareUnaligned();
@@ -101,8 +106,9 @@ class TestHedgehogCuda : public QObject {
 HH_TEST_SUITE(TestHedgehogCuda, "engine.cuda.hedgehog_cuda", &TestHedgehogCuda::initTestCase,
               &TestHedgehogCuda::matchesReferenceFp32, &TestHedgehogCuda::matchesReferenceBf16,
               &TestHedgehogCuda::pipelinedMatchesReference, &TestHedgehogCuda::chunkedMatchesReference,
-              &TestHedgehogCuda::clampedFeatures, &TestHedgehogCuda::unalignedRows, &TestHedgehogCuda::moduleTakesTheKernelWithGradients,
-              &TestHedgehogCuda::kernelsPayWhereHeadsFillTheGpu, &TestHedgehogCuda::stepMatchesGenericSteps)
+              &TestHedgehogCuda::clampedFeatures, &TestHedgehogCuda::nanRowsStayNan, &TestHedgehogCuda::unalignedRows,
+              &TestHedgehogCuda::moduleTakesTheKernelWithGradients, &TestHedgehogCuda::kernelsPayWhereHeadsFillTheGpu,
+              &TestHedgehogCuda::stepMatchesGenericSteps)
 
 }  // namespace test_hedgehog_cuda
 

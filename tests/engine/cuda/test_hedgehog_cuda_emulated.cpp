@@ -43,6 +43,7 @@ class TestHedgehogCudaEmulated : public QObject {
   }
 
   void clampedFeatures() { compareClamped(); }
+  void nanRowsStayNan() { compareNanRows(); }
 
   void unalignedRows() { compareUnaligned(); }
 
@@ -76,14 +77,15 @@ class TestHedgehogCudaEmulated : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestHedgehogCudaEmulated, "engine.cuda.hedgehog_cuda_emulated", &TestHedgehogCudaEmulated::matchesReferenceFp32,
-              &TestHedgehogCudaEmulated::matchesReferenceBf16,
-              &TestHedgehogCudaEmulated::pipelinedMatchesReferenceFp32, &TestHedgehogCudaEmulated::pipelinedMatchesReferenceBf16,
-              &TestHedgehogCudaEmulated::chunkedMatchesReferenceFp32, &TestHedgehogCudaEmulated::chunkedMatchesReferenceBf16,
-              &TestHedgehogCudaEmulated::newKernelsSplitRows,
-              &TestHedgehogCudaEmulated::clampedFeatures, &TestHedgehogCudaEmulated::unalignedRows,
-              &TestHedgehogCudaEmulated::stepMatchesGenericSteps, &TestHedgehogCudaEmulated::lastWarpFirst,
-              &TestHedgehogCudaEmulated::refusesWhatItCannotRun)
+HH_TEST_SUITE(TestHedgehogCudaEmulated, "engine.cuda.hedgehog_cuda_emulated",
+              &TestHedgehogCudaEmulated::matchesReferenceFp32, &TestHedgehogCudaEmulated::matchesReferenceBf16,
+              &TestHedgehogCudaEmulated::pipelinedMatchesReferenceFp32,
+              &TestHedgehogCudaEmulated::pipelinedMatchesReferenceBf16,
+              &TestHedgehogCudaEmulated::chunkedMatchesReferenceFp32,
+              &TestHedgehogCudaEmulated::chunkedMatchesReferenceBf16, &TestHedgehogCudaEmulated::newKernelsSplitRows,
+              &TestHedgehogCudaEmulated::clampedFeatures, &TestHedgehogCudaEmulated::nanRowsStayNan,
+              &TestHedgehogCudaEmulated::unalignedRows, &TestHedgehogCudaEmulated::stepMatchesGenericSteps,
+              &TestHedgehogCudaEmulated::lastWarpFirst, &TestHedgehogCudaEmulated::refusesWhatItCannotRun)
 
 }  // namespace test_hedgehog_cuda_emulated
 
