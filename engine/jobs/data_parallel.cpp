@@ -9,10 +9,14 @@
 
 namespace hh::jobs {
 
-void requireRowPerRank(const std::string& job, int64_t batchSize, const dist::Communicator& world) {
+void requireRowPerRank(const std::string& job, int64_t batchSize, const dist::Communicator& world, int64_t trainRows) {
   if (batchSize < world.size())
     throw std::invalid_argument(job + ": batch_size " + std::to_string(batchSize) + " is smaller than the " +
                                 std::to_string(world.size()) + " processes (each needs at least one row per step)");
+  if (trainRows >= 0 && trainRows < world.size())
+    throw std::invalid_argument(job + ": " + std::to_string(trainRows) + " training sequence" +
+                                (trainRows == 1 ? "" : "s") + " for " + std::to_string(world.size()) +
+                                " processes (each needs at least one row per step; use fewer processes or more data)");
 }
 
 void startTogether(dist::Communicator& world, const std::vector<torch::Tensor>& params, int64_t step) {

@@ -15,8 +15,10 @@ class Communicator;
 namespace hh::jobs {
 
 // Throws std::invalid_argument ("JOB: batch_size B is smaller than the N processes ...") when a
-// rank would get no row of a step.
-void requireRowPerRank(const std::string& job, int64_t batchSize, const dist::Communicator& world);
+// rank would get no row of a step; with `trainRows` (>= 0) also when the training rows are
+// fewer than the processes (a step takes min(batch_size, rows): a rank with none had a NaN loss).
+void requireRowPerRank(const std::string& job, int64_t batchSize, const dist::Communicator& world,
+                       int64_t trainRows = -1);
 
 // Every rank must resume from the same step (run_dir on storage every rank sees) and starts from
 // rank 0's values of `params` (they agree already: same files, same seed).

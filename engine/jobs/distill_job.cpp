@@ -69,6 +69,7 @@ DistillSetup prepareDistillation(const DistillConfig& config, const dist::Commun
                                 "\" has nothing to train (choose hedgehog, hedgehog_softmax or t2r, or a gated rule)");
   const auto tokenizer = loadTokenizerFor(*s.model, config.modelDir);
   s.dataset = loadLmData(config.data, *tokenizer);
+  requireRowPerRank("distill", config.batchSize, world, s.dataset.train.size(0));
   moveTo(s.dataset, load.device);
   calibrateWindowMix(*s.model, s.dataset.train.narrow(0, 0, std::min<int64_t>(2, s.dataset.train.size(0))));
   s.probeIds = torch::tensor(tokenizer->encode(config.probeText), torch::kLong).unsqueeze(0).to(load.device);

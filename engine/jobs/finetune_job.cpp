@@ -117,6 +117,7 @@ FinetuneSetup prepareFinetuning(const FinetuneConfig& config, const dist::Commun
   // Frozen weights (and the teacher) in config.dtype; what trains in fp32.
   const auto load = loadOptions(config.device, config.dtype);
   loadDataAndModels(config, load, s);
+  requireRowPerRank("finetune", config.batchSize, world, s.trainRows());
   if (!config.adapters.empty()) models::loadAdaptersFile(*s.model, config.adapters);
   chooseTrainable(config, s);
   applyComputeDtype(*s.model, config.dtype);

@@ -8,11 +8,13 @@
 //     line naming the rank, rank 0's run file closed as failed);
 //   - a run resumed on 2 ranks equals one uninterrupted run; ranks that see different
 //     checkpoints refuse to start;
-//   - bad worlds (batch smaller than the ranks, RANK out of range, --nproc under a launcher) are
+//   - bad worlds (batch or training rows fewer than the ranks, RANK out of range, --nproc under a launcher) are
 //     one-line errors.
 #include <torch/types.h>
 
 #include <signal.h>
+
+#include <algorithm>
 
 #include <cstdlib>
 #include <regex>
@@ -233,6 +235,10 @@ class TestRankProcesses : public QObject {
       QVERIFY2(text.find("hedgehog: error: ") != std::string::npos && text.find(needle) != std::string::npos, text.c_str());
     };
     expectError(withProcesses(jobArgs("distill", dir.file("a"), corpus, 2, 2), 3), "batch_size 2 is smaller than the 3 processes");
+    // Fewer training rows than processes: a rank had no row, and every rank a NaN loss.
+    auto oneRow = withProcesses(jobArgs("distill", dir.file("d"), corpus, 2, 4), 2);
+    *std::find(oneRow.begin(), oneRow.end(), std::string("48")) = "1";
+    expectError(oneRow, "1 training sequence for 2 processes");
     ::setenv("WORLD_SIZE", "2", 1);
     ::setenv("RANK", "2", 1);
     expectError(jobArgs("distill", dir.file("b"), corpus, 2, 4), "RANK=\"2\"");
