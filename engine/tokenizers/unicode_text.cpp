@@ -6,7 +6,9 @@
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <stdexcept>
 
 namespace hh::tok::text {
@@ -125,7 +127,8 @@ bool isWhiteSpace(char32_t cp) {
 
 bool isControl(char32_t cp) {
   if (cp == '\t' || cp == '\n' || cp == '\r') return false;
-  return (U_GET_GC_MASK(static_cast<UChar32>(cp)) & U_GC_C_MASK) != 0;
+  // Cc, Cf and Co, as HF tokenizers' BERT normalizer has it: an unassigned character (Cn) stays.
+  return (U_GET_GC_MASK(static_cast<UChar32>(cp)) & (U_GC_CC_MASK | U_GC_CF_MASK | U_GC_CO_MASK)) != 0;
 }
 
 bool isBertPunctuation(char32_t cp) {
@@ -158,10 +161,21 @@ std::string normalizeForm(std::string_view s, NormalForm form) {
 }
 
 std::string toLower(std::string_view s) {
-  auto u = icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
-  u.toLower(icu::Locale::getRoot());
+  if (std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    std::string ascii(s);
+    for (char& c : ascii) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return ascii;
+  }
+  const auto u = icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
+  icu::UnicodeString lowered;
+  // Each code point alone (its full mapping, no context): HF tokenizers lowercases char by char,
+  // so a final capital sigma becomes σ, not ς.
+  for (int32_t i = 0; i < u.length(); i = u.moveIndex32(i, 1)) {
+    icu::UnicodeString one(u.char32At(i));
+    lowered.append(one.toLower(icu::Locale::getRoot()));
+  }
   std::string result;
-  u.toUTF8String(result);
+  lowered.toUTF8String(result);
   return result;
 }
 

@@ -31,7 +31,7 @@ enum class Gpt2Class : uint8_t { kLetter, kNumber, kSpace, kOther };
 Gpt2Class gpt2Class(char32_t cp);
 
 bool isWhiteSpace(char32_t cp);       // White_Space, plus \t \n \r
-bool isControl(char32_t cp);          // general category C*, minus \t \n \r
+bool isControl(char32_t cp);          // general category Cc, Cf or Co, minus \t \n \r
 bool isBertPunctuation(char32_t cp);  // ASCII punctuation or general category P*
 bool isCjk(char32_t cp);              // CJK Unified Ideographs blocks BERT pads with spaces
 bool isNonspacingMark(char32_t cp);   // general category Mn
@@ -40,7 +40,8 @@ bool isNonspacingMark(char32_t cp);   // general category Mn
 enum class NormalForm { kNfc, kNfd, kNfkc, kNfkd };
 std::string normalizeForm(std::string_view s, NormalForm form);
 inline std::string nfd(std::string_view s) { return normalizeForm(s, NormalForm::kNfd); }
-// Full Unicode lower-case mapping, root locale (final sigma handled). Invalid UTF-8 -> U+FFFD.
+// Full Unicode lower-case mapping of each code point alone, root locale, as HF tokenizers
+// lowercases (no final sigma: Σ -> σ everywhere; İ -> i̇). Invalid UTF-8 -> U+FFFD.
 std::string toLower(std::string_view s);
 // Every occurrence of `from` in s replaced by `to`, left to right, replacements not rescanned;
 // nothing for an empty `from`.

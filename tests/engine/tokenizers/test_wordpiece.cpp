@@ -109,8 +109,20 @@ class TestWordPiece : public QObject {
   }
 
   void optionsOnHandMadeVocab() {
-    const std::vector<std::string> words = {"[UNK]", "[CLS]", "[SEP]", "Caf", "##\xC3\xA9", "##e", "caf", "Hi", "hi",
-                                            "\xE4\xB8\xAD\xE6\x96\x87", "##x", "!", "\xCE\xBF\xCF\x82"};
+    const std::vector<std::string> words = {"[UNK]",
+                                            "[CLS]",
+                                            "[SEP]",
+                                            "Caf",
+                                            "##\xC3\xA9",
+                                            "##e",
+                                            "caf",
+                                            "Hi",
+                                            "hi",
+                                            "\xE4\xB8\xAD\xE6\x96\x87",
+                                            "##x",
+                                            "!",
+                                            "\xCE\xBF\xCF\x82",
+                                            "\xCE\xBF\xCF\x83"};
     std::unordered_map<std::string, int64_t> vocab;
     for (size_t i = 0; i < words.size(); ++i) vocab[words[i]] = static_cast<int64_t>(i);
     hh::tok::WordPieceOptions cased;
@@ -128,7 +140,12 @@ class TestWordPiece : public QObject {
     hh::tok::WordPieceOptions lower;
     hh::tok::WordPieceTokenizer lowerTok(vocab, lower, "hand-made");
     QVERIFY(lowerTok.encode("HI") == (Ids{8}));
-    QVERIFY(lowerTok.encode("\xCE\x9F\xCE\xA3") == (Ids{12}));  // ΟΣ -> ος (final sigma)
+    // ΟΣ -> οσ: lowercased a character at a time, as HF tokenizers does (no final sigma ς).
+    QVERIFY(lowerTok.encode("\xCE\x9F\xCE\xA3") == (Ids{13}));
+    // An unassigned character (Cn, U+0378) is not a control character to drop: "a\u0378b" is one
+    // word outside the vocabulary, [UNK] (HF tokenizers' is_other is Cc, Cf and Co only).
+    QVERIFY(lowerTok.encode("hi\xCD\xB8hi") == (Ids{0}));
+    QVERIFY(lowerTok.encode("h\x01i") == (Ids{8}));  // a control character (Cc) is dropped
     bool threw = false;
     try {
       hh::tok::WordPieceOptions o;
