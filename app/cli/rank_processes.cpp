@@ -202,8 +202,8 @@ struct RanksEnd {
 };
 
 // Waits for every rank, passing each signal the launcher gets on to the ranks still running (one
-// SIGINT each), and kills what still runs kGraceAfterFailure after rank 0 fails or a rank dies of
-// a signal (not after a rank > 0 exits: rank 0 may be saving).
+// SIGINT each), and kills what still runs kGraceAfterFailure after a failure (not after a rank > 0
+// was cancelled: rank 0 is then saving).
 RanksEnd waitForRanks(std::map<pid_t, int> running, const ForwardedSignals& counting) {
   RanksEnd end;
   int forwarded = 0;
@@ -235,13 +235,12 @@ RanksEnd waitForRanks(std::map<pid_t, int> running, const ForwardedSignals& coun
     if (rank == 0) end.rank0Status = status;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok && end.firstFailedRank < 0) end.firstFailedRank = rank, end.firstFailedStatus = status;
-    // The backstop against a rank left waiting: after rank 0 ends badly, or a rank dies of a
-    // signal. A rank > 0 that exits (cancelled, or failed through its error path) leaves rank 0
-    // to end on its own: it is saving its checkpoint and closing the run file after the same
-    // cancel or failure, or it notices the lost peer at its next exchange. Killing it there
-    // lost the checkpoint of a large model whose save took longer than the grace time.
-    const bool orderlyPeerExit = rank > 0 && WIFEXITED(status);
-    if (!ok && !orderlyPeerExit && !running.empty() && killAt == kNever)
+    // The backstop against a rank left waiting (at the rendezvous, say): after any failure but a
+    // rank > 0 that was cancelled. A cancel stops every rank at the same step, and rank 0 is then
+    // saving its checkpoint and closing the run file: killing it there lost the checkpoint of a
+    // model whose save took longer than the grace time.
+    const bool cancelledPeer = rank > 0 && WIFEXITED(status) && WEXITSTATUS(status) == kExitCancelled;
+    if (!ok && !cancelledPeer && !running.empty() && killAt == kNever)
       killAt = std::chrono::steady_clock::now() + kGraceAfterFailure;
   }
   return end;

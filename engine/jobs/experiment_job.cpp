@@ -240,7 +240,7 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
     if ((!options.force || !selected) && reusable(record, config, vr)) {
       vr.reused = true;
       observer.log(prefix + "done earlier with this config (" + csvNumber(vr.seconds) + " s): reused");
-    } else if (options.summaryOnly && recorded(record, config, vr)) {
+    } else if (options.summaryOnly && (only.empty() || only.count(v.name)) && recorded(record, config, vr)) {
       // Run by another process (experiment --jobs): listed with how it ended, failed included.
     } else if (!selected || cancelled) {
       continue;  // not asked for (or cancelled before it started), not done: absent from the summary

@@ -264,8 +264,8 @@ void GenerationView::onLoaded(const std::vector<LoadedSide>& sides) {
   loadThread_->wait();
   loadThread_->deleteLater();
   loadThread_ = nullptr;
-  progress_->setRange(0, 1);
-  progress_->setValue(0);
+  progress_->setRange(0, 100);
+  progress_->reset();  // empty, as before any run (a busy bar until now)
   QStringList problems;
   for (int s = 0; s < 2; ++s) {
     const auto& side = sides[size_t(s)];
