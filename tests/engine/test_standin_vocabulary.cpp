@@ -150,6 +150,21 @@ std::string readFile(const fs::path& path) {
   return text.str();
 }
 
+// What `find` finds in each engine suite (tests/engine/**.cpp), a line "path: finding" each;
+// `read` counts the files read.
+template <class Find>
+std::string findInEngineSuites(size_t& read, Find find) {
+  const fs::path root(HH_SOURCE_DIR);
+  std::string found;
+  for (const auto& entry : fs::recursive_directory_iterator(root / "tests" / "engine")) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".cpp") continue;
+    ++read;
+    for (const auto& finding : find(readFile(entry.path())))
+      found += fs::relative(entry.path(), root).generic_string() + ": " + finding + "\n";
+  }
+  return found;
+}
+
 }  // namespace
 
 class StandInVocabularyTest : public QObject {
@@ -184,15 +199,9 @@ class StandInVocabularyTest : public QObject {
   // Every engine suite includes its moc output only under HH_HAVE_QTEST; the reader finds one
   // that does not.
   void engineSuitesGuardTheirMocOutput() {
-    const fs::path root(HH_SOURCE_DIR);
-    std::string problems;
     size_t read = 0;
-    for (const auto& entry : fs::recursive_directory_iterator(root / "tests" / "engine")) {
-      if (!entry.is_regular_file() || entry.path().extension() != ".cpp") continue;
-      ++read;
-      for (const auto& line : unguardedMocIncludes(readFile(entry.path())))
-        problems += fs::relative(entry.path(), root).generic_string() + ": " + line + "\n";
-    }
+    const std::string problems =
+        findInEngineSuites(read, [](const std::string& text) { return unguardedMocIncludes(text); });
     QVERIFY2(read > 50, ("read only " + std::to_string(read) + " files").c_str());
     QVERIFY2(problems.empty(), ("put these under #if HH_HAVE_QTEST ... #endif:\n" + problems).c_str());
     QCOMPARE(unguardedMocIncludes("HH_TEST_SUITE(A, \"a\", &A::f)\n#include \"test_a.moc\"\n").size(), size_t(1));
@@ -203,15 +212,9 @@ class StandInVocabularyTest : public QObject {
   // Every test function of an engine suite is in its HH_TEST_SUITE list (the stand-in runs only
   // those); the reader finds one that is not.
   void engineSuitesListEverySlot() {
-    const fs::path root(HH_SOURCE_DIR);
-    std::string problems;
     size_t read = 0;
-    for (const auto& entry : fs::recursive_directory_iterator(root / "tests" / "engine")) {
-      if (!entry.is_regular_file() || entry.path().extension() != ".cpp") continue;
-      ++read;
-      for (const auto& name : unlistedSlots(codeOnly(readFile(entry.path()))))
-        problems += fs::relative(entry.path(), root).generic_string() + ": " + name + "\n";
-    }
+    const std::string problems =
+        findInEngineSuites(read, [](const std::string& text) { return unlistedSlots(codeOnly(text)); });
     QVERIFY2(read > 50, ("read only " + std::to_string(read) + " files").c_str());
     QVERIFY2(problems.empty(), ("add these to the file's HH_TEST_SUITE(...):\n" + problems).c_str());
     const std::string suite =
