@@ -20,21 +20,24 @@ void setProgressFormat(const std::string& name) {
 
 ProgressFormat progressFormat() { return gFormat; }
 
-void emitEvent(const nlohmann::json& event) {
-  // Invalid UTF-8 in a log line or a path is replaced, never thrown: an event must not end a job.
-  const std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+namespace {
+// One whole line on stdout, flushed; lines from several threads never interleave.
+void writeLine(const std::string& line) {
   std::lock_guard<std::mutex> lock(gStdout);
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
 }
+}  // namespace
+
+void emitEvent(const nlohmann::json& event) {
+  // Invalid UTF-8 in a log line or a path is replaced, never thrown: an event must not end a job.
+  writeLine(event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
 
 void sayLine(const std::string& line) {
   if (jsonlProgress()) return emitEvent({{"event", "log"}, {"line", line}});
-  std::lock_guard<std::mutex> lock(gStdout);
-  std::fwrite(line.data(), 1, line.size(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
+  writeLine(line);
 }
 
 }  // namespace hh::cli

@@ -15,8 +15,9 @@
 //   {"event":"end","status":"completed|failed|cancelled","message":M,"seconds":S,"steps":N,
 //    "run_file":P,"outputs":{"model"|"adapters"|"export":P},"evaluation":{..},"stages":{..}}
 // "end" is the job's result; only "memory" (distill, finetune, convert) may follow it. "steps",
-// "outputs", "evaluation" and "stages" appear where the job has them (docs/jobs.md, "Progress
-// for programs").
+// "outputs", "evaluation" and "stages" appear where the job has them; experiment's end has
+// "outputs":{"summary","summary_csv"} and "variants" (summary.json's list) (docs/jobs.md,
+// "Progress for programs").
 #pragma once
 #include <nlohmann/json.hpp>
 

@@ -69,6 +69,10 @@ size_t largerSharedMemory(DType dtype, int headDim) {
 __device__ __forceinline__ float clampedExp(float u) {
   return u != u ? u : expf(fminf(fmaxf(u, -kClamp), kClamp));
 }
+// The same with the fast hardware exp (__expf), as the pipelined feature map uses it.
+__device__ __forceinline__ float clampedFastExp(float u) {
+  return u != u ? u : __expf(fminf(fmaxf(u, -kClamp), kClamp));
+}
 // What the backward reads of a feature: +e where |u| < kClamp (the gradient flows), -e where u
 // was clamped (none), NaN where u is NaN (it must reach the gradient).
 __device__ __forceinline__ float signedFeature(float u, float e) {

@@ -43,7 +43,7 @@ __device__ void mapTiles(const MapJob<T> first, const MapJob<T> second, int jobC
     for (int e = lane; e < 256; e += 32) {
       const int r = ti * 16 + (e >> 4), n = tn * 16 + (e & 15);
       const float u = stage[(e >> 4) * kStageLd + (e & 15)] + bias[n];
-      const float ex = u != u ? u : __expf(fminf(fmaxf(u, -kClamp), kClamp));  // clampedExp, fast exp
+      const float ex = clampedFastExp(u);
       const bool valid = r < len;
       if (job.dest) {
         job.dest[r * job.ldd + n] = fromF<T>(valid ? ex : 0.0f);

@@ -35,6 +35,17 @@ std::string convertedCopy(const hh::test::TempDir& dir) {
   hh::models::saveModel(*model, out, kFixture);
   return out;
 }
+// Greedy decoding of `tokens` tokens after "The history of" (the fixture's random weights never
+// pick its end-of-text token greedily), set on `view` with its prompt.
+hh::gui::GenerationSettings greedyRun(hh::gui::GenerationView& view, int tokens) {
+  hh::gui::GenerationSettings s;
+  s.prompt = QStringLiteral("The history of");
+  s.maxTokens = tokens;
+  s.temperature = 0;
+  view.setSettings(s);
+  view.setPrompt(s.prompt);
+  return s;
+}
 }  // namespace
 
 class TestGenerationView : public QObject {
@@ -50,12 +61,7 @@ class TestGenerationView : public QObject {
     view.setFolders(QString::fromStdString(kFixture), QString::fromStdString(convertedCopy(dir)));
     view.loadModels();
     QVERIFY(view.waitForLoad(60000));
-    hh::gui::GenerationSettings s;
-    s.prompt = QStringLiteral("The history of");
-    s.maxTokens = 20;
-    s.temperature = 0;  // greedy: the fixture's random weights never pick its end-of-text token
-    view.setSettings(s);
-    view.setPrompt(s.prompt);
+    const auto s = greedyRun(view, 20);
     view.generate();
     QVERIFY(view.running());
     QVERIFY(view.waitForRun(60000));
@@ -89,12 +95,7 @@ class TestGenerationView : public QObject {
       view.setFolders(QString::fromStdString(kFixture), QString());
       view.loadModels();
       QVERIFY(view.waitForLoad(60000));
-      hh::gui::GenerationSettings s;
-      s.prompt = QStringLiteral("The history of");
-      s.maxTokens = 12;
-      s.temperature = 0;
-      view.setSettings(s);
-      view.setPrompt(s.prompt);
+      const auto s = greedyRun(view, 12);
       view.generate();
       QVERIFY(view.waitForRun(60000));
       QCOMPARE(view.summaries()[0].tokens, 12);
@@ -158,12 +159,7 @@ class TestGenerationView : public QObject {
     QVERIFY(view.loading());
     for (auto* b : view.findChildren<QPushButton*>())
       if (b->text() == QStringLiteral("Load") || b->text() == QStringLiteral("Generate")) QVERIFY(!b->isEnabled());
-    hh::gui::GenerationSettings s;
-    s.prompt = QStringLiteral("The history of");
-    s.maxTokens = 5;
-    s.temperature = 0;
-    view.setSettings(s);
-    view.setPrompt(s.prompt);
+    greedyRun(view, 5);
     view.generate();  // asked for while loading
     QVERIFY(!view.running());
     QVERIFY(view.waitForLoad(60000));
