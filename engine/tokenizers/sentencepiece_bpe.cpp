@@ -20,7 +20,82 @@ int byteTokenValue(std::string_view t) {
   }
   return v;
 }
+
+// HF's ByteFallback: each run of byte tokens becomes its bytes when they are valid UTF-8, else one
+// U+FFFD per byte; other tokens pass unchanged.
+std::vector<std::string> fallBackToBytes(std::vector<std::string> tokens) {
+  std::vector<std::string> out;
+  out.reserve(tokens.size());
+  std::string bytes;
+  auto flushBytes = [&] {
+    if (bytes.empty()) return;
+    if (text::isValidUtf8(bytes)) {
+      out.push_back(bytes);
+    } else {
+      for (size_t i = 0; i < bytes.size(); ++i) text::appendUtf8(out.emplace_back(), text::kReplacement);
+    }
+    bytes.clear();
+  };
+  for (std::string& t : tokens) {
+    const int b = byteTokenValue(t);
+    if (b >= 0) {
+      bytes.push_back(static_cast<char>(b));
+      continue;
+    }
+    flushBytes();
+    out.push_back(std::move(t));
+  }
+  flushBytes();
+  return out;
+}
+
+// HF's Strip: up to `start` leading and `stop` trailing copies of the character `c` cut.
+void stripToken(std::string& t, const std::string& c, int64_t start, int64_t stop) {
+  if (c.empty()) return;
+  size_t begin = 0, end = t.size();
+  for (int64_t i = 0; i < start && t.compare(begin, c.size(), c) == 0; ++i) begin += c.size();
+  for (int64_t i = 0; i < stop && end >= begin + c.size() && t.compare(end - c.size(), c.size(), c) == 0; ++i) {
+    end -= c.size();
+  }
+  t = t.substr(begin, end - begin);
+}
+
+void applyStep(const DecodeStep& step, std::vector<std::string>& tokens) {
+  using K = DecodeStep::Kind;
+  switch (step.kind) {
+    case K::kReplace:
+      for (std::string& t : tokens) text::replaceAll(t, step.from, step.to);
+      break;
+    case K::kByteFallback: tokens = fallBackToBytes(std::move(tokens)); break;
+    case K::kFuse: {
+      std::string all;
+      for (const std::string& t : tokens) all += t;
+      tokens.assign(1, std::move(all));
+      break;
+    }
+    case K::kStrip:
+      for (std::string& t : tokens) stripToken(t, step.from, step.start, step.stop);
+      break;
+    case K::kMetaspace:
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        text::replaceAll(tokens[i], step.from, i == 0 && step.dropInFirst ? "" : " ");
+      }
+      break;
+  }
+}
 }  // namespace
+
+std::vector<DecodeStep> llamaDecoder() {
+  using K = DecodeStep::Kind;
+  return {{K::kReplace, "\xE2\x96\x81", " "}, {K::kByteFallback, "", ""}, {K::kFuse, "", ""}, {K::kStrip, " ", "", 1, 0}};
+}
+
+std::string runDecoder(const std::vector<DecodeStep>& steps, std::vector<std::string> tokens) {
+  for (const DecodeStep& step : steps) applyStep(step, tokens);
+  std::string out;
+  for (const std::string& t : tokens) out += t;
+  return out;
+}
 
 SentencePieceBpeTokenizer::SentencePieceBpeTokenizer(std::unique_ptr<BpeModel> model, SentencePieceOptions options)
     : model_(std::move(model)), options_(std::move(options)) {
@@ -109,33 +184,15 @@ void SentencePieceBpeTokenizer::encodeRun(std::string_view text, bool atStart, s
 }
 
 std::string SentencePieceBpeTokenizer::decodePieces(const std::vector<Piece>& pieces) const {
-  std::string out, bytes;
-  auto flushBytes = [&] {
-    if (bytes.empty()) return;
-    if (text::isValidUtf8(bytes)) {
-      out += bytes;
-    } else {
-      for (size_t i = 0; i < bytes.size(); ++i) text::appendUtf8(out, text::kReplacement);
-    }
-    bytes.clear();
-  };
-  std::string token;
-  for (const Piece& p : pieces) {
-    if (!p.added) {
-      const int b = byteTokenValue(p.token);
-      if (b >= 0) {
-        bytes.push_back(static_cast<char>(b));
-        continue;
-      }
-    }
-    flushBytes();
-    token.assign(p.token);
-    text::replaceAll(token, options_.replacement, " ");
-    out += token;
+  std::vector<std::string> tokens;
+  tokens.reserve(pieces.size());
+  for (const Piece& p : pieces) tokens.emplace_back(p.token);
+  if (!options_.hasDecoder) {
+    std::string out;
+    for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
+    return out;
   }
-  flushBytes();
-  if (options_.stripLeadingSpace && !out.empty() && out[0] == ' ') out.erase(0, 1);
-  return out;
+  return runDecoder(options_.decoder, std::move(tokens));
 }
 
 }  // namespace hh::tok

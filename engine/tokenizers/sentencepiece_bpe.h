@@ -9,8 +9,10 @@
 // Lowercase. Model: each character of a word is its vocab token if there is one, else (byte
 // fallback) one "<0xXX>" token per UTF-8 byte, else the unknown token (consecutive ones fused
 // with fuse_unk); then the merges (BpeModel).
-// Decoder: "<0xXX>" runs turn back into bytes (an invalid UTF-8 run gives one U+FFFD per byte),
-// "▁" -> ' ', and one leading space is stripped when the encoder prepends "▁".
+// Decoder: tokenizer.json's chain of decoders, each applied to the list of token strings in turn
+// as Hugging Face tokenizers applies them: Replace (a plain string), ByteFallback ("<0xXX>" runs
+// back into bytes; an invalid UTF-8 run gives one U+FFFD per byte), Fuse, Strip, Metaspace. With
+// no decoder the tokens are joined with ' ', as Hugging Face does.
 #pragma once
 #include <array>
 #include <memory>
@@ -28,6 +30,27 @@ struct NormalizerStep {
   std::string from, to;  // kPrepend: `to` is prepended; kReplace: every `from` becomes `to`
 };
 
+// One decoder of a tokenizer.json, applied to the list of token strings.
+struct DecodeStep {
+  enum class Kind {
+    kReplace,       // every `from` in each token becomes `to`
+    kByteFallback,  // runs of "<0xXX>" tokens become the bytes they name
+    kFuse,          // all tokens become one
+    kStrip,         // up to `start` leading and `stop` trailing `from` cut from each token
+    kMetaspace,     // `from` becomes ' '; in the first token it is dropped when `dropInFirst`
+  };
+  Kind kind;
+  std::string from, to;
+  int64_t start = 0, stop = 0;
+  bool dropInFirst = false;
+};
+
+// Llama's decoder: Replace("▁" -> ' '), ByteFallback, Fuse, Strip(' ', 1, 0).
+std::vector<DecodeStep> llamaDecoder();
+
+// The decoder chain applied to `tokens` (HF's decode_chain of each step, then join).
+std::string runDecoder(const std::vector<DecodeStep>& steps, std::vector<std::string> tokens);
+
 struct SentencePieceOptions {
   std::vector<NormalizerStep> normalizer;
   bool metaspace = false;  // a Metaspace pre-tokenizer is present
@@ -38,7 +61,8 @@ struct SentencePieceOptions {
   bool fuseUnk = true;
   int64_t unkId = -1;
   bool ignoreMerges = false;       // a word that is itself in the vocab is taken whole
-  bool stripLeadingSpace = true;   // decoder: drop one leading ' '
+  bool hasDecoder = true;          // false: tokens joined with ' ' (tokenizer.json without one)
+  std::vector<DecodeStep> decoder = llamaDecoder();
 };
 
 class SentencePieceBpeTokenizer : public Tokenizer {

@@ -16,6 +16,7 @@
 #include "engine/tokenizers/byte_level_bpe.h"
 #include "engine/tokenizers/sentencepiece_bpe.h"
 #include "engine/tokenizers/tokenizer_files.h"
+#include "engine/tokenizers/unicode_text.h"
 #include "engine/tokenizers/wordpiece.h"
 
 namespace hh::tok {
@@ -228,11 +229,10 @@ ByteLevelOptions byteLevelOptions(const std::vector<const json*>& pre, const std
   return o;
 }
 
-// A SentencePiece-style BPE's normalizer steps into `o`; returns whether one prepends text.
-bool readNormalizer(const json& root, const std::string& path, SentencePieceOptions& o) {
+// A SentencePiece-style BPE's normalizer steps into `o`.
+void readNormalizer(const json& root, const std::string& path, SentencePieceOptions& o) {
   std::vector<const json*> norm;
   flatten(find(root, "normalizer"), "normalizers", path + ": normalizer", norm);
-  bool prepends = false;
   const std::string at = path + ": normalizer";
   for (const json* np : norm) {
     const json& n = *np;
@@ -240,7 +240,6 @@ bool readNormalizer(const json& root, const std::string& path, SentencePieceOpti
     using K = NormalizerStep::Kind;
     if (type == "Prepend") {
       o.normalizer.push_back({K::kPrepend, "", stringAt(n, "prepend", at, "")});
-      prepends = true;
     } else if (type == "Replace") {
       const json* pattern = find(n, "pattern");
       if (!pattern || !find(*pattern, "String")) throw io::FormatError(at + ": Replace needs a String pattern (Regex is not supported)");
@@ -252,12 +251,10 @@ bool readNormalizer(const json& root, const std::string& path, SentencePieceOpti
       throw io::FormatError(at + ": '" + type + "' is not supported");
     }
   }
-  return prepends;
 }
 
-// Its pre-tokenizers (Metaspace only) into `o`; returns whether they prepend the replacement.
-bool readMetaspace(const std::vector<const json*>& pre, const std::string& path, SentencePieceOptions& o) {
-  bool prepends = false;
+// Its pre-tokenizers (Metaspace only) into `o`.
+void readMetaspace(const std::vector<const json*>& pre, const std::string& path, SentencePieceOptions& o) {
   const std::string at = path + ": pre_tokenizer";
   for (const json* pp : pre) {
     const json& p = *pp;
@@ -272,32 +269,45 @@ bool readMetaspace(const std::vector<const json*>& pre, const std::string& path,
     else if (scheme == "first") o.prepend = P::kFirst;
     else if (scheme == "never") o.prepend = P::kNever;
     else throw io::FormatError(at + ".prepend_scheme: '" + scheme + "' (expected always, first or never)");
-    prepends = prepends || o.prepend != P::kNever;
   }
-  return prepends;
 }
 
-// Whether decoding strips one leading space: where the decoder says so (Strip, Metaspace) or,
-// without a decoder, where the encoder prepends (`prepends`).
-bool decoderStripsLeadingSpace(const json* decoder, const std::string& path, bool prepends) {
+// A SentencePiece-style BPE's decoder chain into `o` (none: tokens joined with ' ', as HF does).
+void readDecoder(const json* decoder, const std::string& path, SentencePieceOptions& o) {
   std::vector<const json*> dec;
   flatten(decoder, "decoders", path + ": decoder", dec);
-  if (dec.empty()) return prepends;
-  bool strip = false;
+  o.hasDecoder = decoder && !decoder->is_null();
+  o.decoder.clear();
   const std::string at = path + ": decoder";
+  using K = DecodeStep::Kind;
   for (const json* dp : dec) {
     const json& d = *dp;
     const std::string type = typeOf(d, at);
-    if (type == "Strip") {
-      strip = strip || files::intAt(d, "start", at, 0) > 0;
+    if (type == "Replace") {
+      const json* pattern = find(d, "pattern");
+      if (!pattern || !find(*pattern, "String")) throw io::FormatError(at + ": Replace needs a String pattern (Regex is not supported)");
+      o.decoder.push_back({K::kReplace, stringAt(*pattern, "String", at + ".pattern", ""), stringAt(d, "content", at, "")});
+    } else if (type == "ByteFallback" || type == "Fuse") {
+      o.decoder.push_back({type == "Fuse" ? K::kFuse : K::kByteFallback, "", ""});
+    } else if (type == "Strip") {
+      const std::string content = stringAt(d, "content", at, " ");
+      char32_t cp;
+      if (content.empty() || text::decodeUtf8(content, 0, cp) != content.size()) throw io::FormatError(at + ": Strip's content must be one character");
+      const int64_t start = files::intAt(d, "start", at, 0), stop = files::intAt(d, "stop", at, 0);
+      if (start < 0 || stop < 0) throw io::FormatError(at + ": Strip's start and stop must be >= 0");
+      o.decoder.push_back({K::kStrip, content, "", start, stop});
     } else if (type == "Metaspace") {
       const std::string scheme = stringAt(d, "prepend_scheme", at, boolAt(d, "add_prefix_space", at, true) ? "always" : "never");
-      strip = strip || scheme != "never";
-    } else if (type != "Replace" && type != "ByteFallback" && type != "Fuse") {
+      const std::string replacement = stringAt(d, "replacement", at, "\xE2\x96\x81");
+      if (replacement.empty()) throw io::FormatError(at + ": Metaspace's replacement is empty");
+      if (scheme != "always" && scheme != "first" && scheme != "never") {
+        throw io::FormatError(at + ".prepend_scheme: '" + scheme + "' (expected always, first or never)");
+      }
+      o.decoder.push_back({K::kMetaspace, replacement, " ", 0, 0, scheme != "never"});
+    } else {
       throw io::FormatError(at + ": '" + type + "' is not supported with this BPE");
     }
   }
-  return strip;
 }
 
 std::unique_ptr<Tokenizer> bpe(const json& root, const json& model, const std::string& path, std::string& modelUnk) {
@@ -329,9 +339,9 @@ std::unique_ptr<Tokenizer> bpe(const json& root, const json& model, const std::s
   o.byteFallback = boolAt(model, "byte_fallback", where, false);
   o.fuseUnk = boolAt(model, "fuse_unk", where, false);
   o.ignoreMerges = boolAt(model, "ignore_merges", where, false);
-  const bool normalizerPrepends = readNormalizer(root, path, o);
-  const bool metaspacePrepends = readMetaspace(pre, path, o);
-  o.stripLeadingSpace = decoderStripsLeadingSpace(decoder, path, normalizerPrepends || metaspacePrepends);
+  readNormalizer(root, path, o);
+  readMetaspace(pre, path, o);
+  readDecoder(decoder, path, o);
   return std::make_unique<SentencePieceBpeTokenizer>(std::move(bpeModel), o);
 }
 }  // namespace

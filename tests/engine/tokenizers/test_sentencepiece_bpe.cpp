@@ -150,6 +150,48 @@ class TestSentencePieceBpe : public QObject {
     QCOMPARE(tok->decode({271, 276}), std::string("hello world"));
   }
 
+  // Each decoder works on the list of tokens as Hugging Face tokenizers' decode_chain does (read in
+  // its source: decoders/strip.rs, decoders/byte_fallback.rs, pre_tokenizers/metaspace.rs,
+  // tokenizer/mod.rs). Worked by hand from that source:
+  void decoderChainsFollowHuggingFace() {
+    json j = llamaJson(false);
+    j["model"]["vocab"][kSp + kSp] = 277;  // Llama 2 ships "▁▁" too
+    using Steps = json;
+    const json replace = {{"type", "Replace"}, {"pattern", {{"String", kSp}}}, {"content", " "}};
+    auto decodeWith = [&](const Steps& decoder, const Ids& ids, const char* name) {
+      j["decoder"] = decoder;
+      return load(j, name)->decode(ids);
+    };
+    // Metaspace drops every "▁" of the first token (prepend_scheme first/always), not one space:
+    // ["▁▁", "▁hello"] -> ["", " hello"].
+    const json metaspace = {{"type", "Metaspace"}, {"replacement", kSp}, {"prepend_scheme", "first"}};
+    QCOMPARE(decodeWith(metaspace, {277, 271}, "ms_first"), std::string(" hello"));
+    QCOMPARE(decodeWith(metaspace, {1, 271}, "ms_special"), std::string("<s> hello"));
+    json never = metaspace;
+    never["prepend_scheme"] = "never";
+    QCOMPARE(decodeWith(never, {271, 276}, "ms_never"), std::string(" hello world"));
+    // No decoder: the tokens joined with ' ', "▁" kept.
+    QCOMPARE(decodeWith(nullptr, {271, 276}, "none"), kSp + "hello " + kSp + "world");
+    // Strip works on each token: without Fuse before it, every token loses its leading space; and
+    // without ByteFallback a byte token stays as written.
+    const json stripEach = {{"type", "Sequence"},
+                            {"decoders", json::array({replace, json{{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}};
+    QCOMPARE(decodeWith(stripEach, {271, 276, 108}, "strip_each"), std::string("helloworld<0x69>"));
+    // stop cuts trailing copies: " hello  " -> " hello".
+    const json stripEnd = {{"type", "Sequence"},
+                           {"decoders", json::array({replace, json{{"type", "Fuse"}}, json{{"type", "Strip"}, {"content", " "}, {"start", 0}, {"stop", 2}}})}};
+    QCOMPARE(decodeWith(stripEnd, {271, 259, 259}, "strip_end"), std::string(" hello"));
+    // A token of spaces only, cut from both ends: empty (HF would index before the token here).
+    QCOMPARE(decodeWith(stripEnd, {259}, "strip_all"), std::string(""));
+    bool refused = false;
+    try {
+      decodeWith(json{{"type", "Replace"}, {"pattern", {{"Regex", "x"}}}, {"content", " "}}, {271}, "regex");
+    } catch (const std::exception& e) {
+      refused = std::string(e.what()).find("Regex is not supported") != std::string::npos;
+    }
+    QVERIFY(refused);
+  }
+
   void unknownWithoutByteFallback() {
     json j = llamaJson(false);
     j["model"]["byte_fallback"] = false;
@@ -161,7 +203,7 @@ class TestSentencePieceBpe : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestSentencePieceBpe, "engine.tokenizers.llama", &TestSentencePieceBpe::mergesAndByteFallback, &TestSentencePieceBpe::specialTokensAndTemplate, &TestSentencePieceBpe::decodeReversesEverything, &TestSentencePieceBpe::metaspacePreTokenizer, &TestSentencePieceBpe::unknownWithoutByteFallback)
+HH_TEST_SUITE(TestSentencePieceBpe, "engine.tokenizers.llama", &TestSentencePieceBpe::mergesAndByteFallback, &TestSentencePieceBpe::specialTokensAndTemplate, &TestSentencePieceBpe::decodeReversesEverything, &TestSentencePieceBpe::metaspacePreTokenizer, &TestSentencePieceBpe::decoderChainsFollowHuggingFace, &TestSentencePieceBpe::unknownWithoutByteFallback)
 
 }  // namespace test_sentencepiece_bpe
 
