@@ -21,7 +21,7 @@ int64_t below(std::mt19937_64& rng, int64_t n) {
   return static_cast<int64_t>(x % range);
 }
 
-// Independent streams of one seed: stream 1 = train, 2 = test.
+// Independent streams of one seed: stream 1 = train, 2 = test, 3 = validation.
 std::mt19937_64 streamOf(uint64_t seed, uint32_t stream) {
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), stream};
   return std::mt19937_64(seq);
@@ -91,6 +91,7 @@ TaskDataset buildSyntheticTask(const SyntheticTaskConfig& c) {
   out.vocabSize = c.resolvedVocabSize();
   out.train = generate(c, c.trainSamples, 1, c.supervision == kEveryRecall);
   out.test = generate(c, c.testSamples, 2, false);
+  out.validation = generate(c, c.testSamples, 3, false);
   const int64_t V = out.vocabSize;
   if (c.kind == kAssociativeRecall) {
     for (int64_t i = 0; i < V / 2; ++i) out.tokenNames.push_back("k" + std::to_string(i));

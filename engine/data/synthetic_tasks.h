@@ -29,8 +29,10 @@
 // Shapes: N sequences, T length. ids [N, T] int64; targets [N, T] int64, kIgnoreTarget (-100, the
 // ignore_index of cross-entropy) everywhere except at the predicting positions, so a model's
 // logits[:, t] are scored against targets[:, t] (already shifted, unlike the LM next-token loss).
-// Train and test come from two independent streams derived from the seed: the test split does not
-// depend on trainSamples (nor the train split on testSamples).
+// Train, test and validation come from three independent streams derived from the seed: the test
+// split does not depend on trainSamples (nor the train split on testSamples). Validation has the
+// test split's size and layout; training watches it (held-out curves, early stopping) so that the
+// test split is scored only once, at the end.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -51,12 +53,12 @@ struct TaskSplit {
 };
 
 struct TaskDataset {
-  TaskSplit train, test;
+  TaskSplit train, test, validation;
   int64_t vocabSize = 0;                // V
   std::vector<std::string> tokenNames;  // [V]: "k3", "v12" / "s7", "sep", "pad"
 };
 
-// Validates (see above) and generates both splits.
+// Validates (see above) and generates the three splits.
 TaskDataset buildSyntheticTask(const SyntheticTaskConfig& config);
 
 }  // namespace hh::data

@@ -249,7 +249,8 @@ class Training {
   void logStart() {
     const std::string rows = std::to_string(s_.trainIds.size(0)) + " x " + std::to_string(s_.trainIds.size(1));
     const std::string data = isTask_ ? "task " + config_.task.kind + " (vocab " + std::to_string(s_.vocab) + "): train " +
-                                           rows + ", test " + std::to_string(s_.task.test.ids.size(0))
+                                           rows + ", validation " + std::to_string(s_.task.validation.ids.size(0)) +
+                                           ", test " + std::to_string(s_.task.test.ids.size(0))
                                      : "train " + rows + " tokens, validation " + std::to_string(s_.dataset.validation.size(0));
     session_.log("train " + s_.model->config().describe() + " | " + std::to_string(result_.parameters) +
                  " parameters | attention " + attentionSummary(*s_.model) + " | " + data +
@@ -287,7 +288,7 @@ class Training {
   // attention too) and the log line's part for it.
   std::map<std::string, double> evaluate(bool probe, std::string& summary) {
     if (isTask_) {
-      const auto score = scoreTask(*s_.model, s_.task.test, config_.batchSize, config_.evalBatches, observer_);
+      const auto score = scoreTask(*s_.model, s_.task.validation, config_.batchSize, config_.evalBatches, observer_);
       std::map<std::string, double> values{{"val_loss", score.loss}, {"accuracy", score.accuracy}};
       if (probe) values["attention_entropy"] = probeTask();
       summary = "val_loss " + number(score.loss) + ", accuracy " + number(score.accuracy) +
@@ -343,10 +344,9 @@ class Training {
       result_.finalValidationLoss = heldOutLmLoss(*s_.model, s_.dataset.validation, config_.batchSize, config_.evalBatches, quiet);
       return;
     }
-    const auto score = scoreTask(*s_.model, s_.task.test, config_.batchSize, config_.evalBatches, quiet);
-    result_.finalValidationLoss = score.loss;
-    result_.testAccuracy =
-        (config_.evalBatches == 0 ? score : scoreTask(*s_.model, s_.task.test, config_.batchSize, 0, quiet)).accuracy;
+    // Validation as during training; the test split, whole, once.
+    result_.finalValidationLoss = scoreTask(*s_.model, s_.task.validation, config_.batchSize, config_.evalBatches, quiet).loss;
+    result_.testAccuracy = scoreTask(*s_.model, s_.task.test, config_.batchSize, 0, quiet).accuracy;
     auto& writer = *session_.writer();
     if (probedStep_ != session_.step) writer.appendScalar(session_.step, "attention_entropy", probeTask());
     writer.appendScalar(session_.step, "test_accuracy", result_.testAccuracy);

@@ -108,7 +108,7 @@ class TestSyntheticTasks : public QObject {
   void deterministicForASeed() {
     for (const auto& c : {recall(), copyTask()}) {
       const auto a = d::buildSyntheticTask(c), b = d::buildSyntheticTask(c);
-      QVERIFY(same(a.train, b.train) && same(a.test, b.test));
+      QVERIFY(same(a.train, b.train) && same(a.test, b.test) && same(a.validation, b.validation));
       auto other = c;
       other.seed = c.seed + 1;
       const auto o = d::buildSyntheticTask(other);
@@ -122,6 +122,10 @@ class TestSyntheticTasks : public QObject {
       QVERIFY(g.test.ids.narrow(0, 0, 100).equal(a.test.ids));
       QVERIFY(g.train.ids.narrow(0, 0, 300).equal(a.train.ids));
       QVERIFY(!g.test.ids.narrow(0, 0, 100).equal(g.train.ids.narrow(0, 0, 100)));
+      // Validation: the test split's size and layout, from a third stream (no row shared by design).
+      QVERIFY(same(d::TaskSplit{g.validation.ids.narrow(0, 0, 100), g.validation.targets.narrow(0, 0, 100)}, a.validation));
+      QCOMPARE(a.validation.ids.sizes().vec(), a.test.ids.sizes().vec());
+      QVERIFY(!a.validation.ids.equal(a.test.ids) && !a.validation.ids.equal(a.train.ids.narrow(0, 0, 100)));
       QCOMPARE(a.train.ids.sizes().vec(), (std::vector<int64_t>{300, c.sequenceLength}));
       QCOMPARE(a.test.targets.sizes().vec(), (std::vector<int64_t>{100, c.sequenceLength}));
       QVERIFY(a.train.ids.scalar_type() == torch::kLong && a.train.targets.scalar_type() == torch::kLong);

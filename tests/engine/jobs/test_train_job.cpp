@@ -281,8 +281,8 @@ class TestTrainJob : public QObject {
   }
 
   // A short associative-recall run with a softmax layer 0 and a Hedgehog layer 1: the run file has
-  // the task's scalars, the entropy table, snapshots of the model's own weights; the folder has
-  // task.json and reloads to the job's own test accuracy.
+  // the task's scalars (val_loss and accuracy on the validation split), the entropy table, snapshots
+  // of the model's own weights; the folder has task.json and reloads to the job's own test accuracy.
   void taskRunRecordsAccuracyEntropyAndSnapshots() {
     hh::test::TempDir dir("train_task_run");
     auto c = hh::test::recallConfig(dir, "hedgehog");
@@ -348,6 +348,11 @@ class TestTrainJob : public QObject {
     QCOMPARE(model->config().vocabSize, int64_t(16));
     j::JobObserver quiet;
     QCOMPARE(j::scoreTask(*model, task.test, c.batchSize, 0, quiet).accuracy, r.testAccuracy);
+    // The curves watch the validation split (its first eval_batches batches), not the test split.
+    const auto watched = j::scoreTask(*model, task.validation, c.batchSize, c.evalBatches, quiet);
+    QVERIFY(std::abs(run.scalars("val_loss").values.back() - watched.loss) < 1e-9);
+    QVERIFY(std::abs(run.scalars("accuracy").values.back() - watched.accuracy) < 1e-12);
+    QVERIFY(std::abs(j::scoreTask(*model, task.test, c.batchSize, c.evalBatches, quiet).loss - watched.loss) > 1e-6);
   }
 
   // Cancel mid-run marks the run cancelled and keeps a checkpoint; resume continues from it.
