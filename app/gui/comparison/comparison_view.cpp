@@ -185,61 +185,68 @@ void ComparisonView::layoutMaps() {
 
 void ComparisonView::setResult(const ComparisonResult& result) {
   result_ = result;
-  const int t = result.length;
-  const int n = int(result.maps.size());
+  updateMaps();
+  updateCurves();
+  updateFocusChoices();
+  source_->setText(result.source);
+  updateDifference();
+  updateTable();
+}
+
+// One heatmap per map after softmax's, all on one scale, so a flatter map looks flatter. The
+// scale tops out at the 99th percentile: a few saturated cells (the first causal row is always 1)
+// would otherwise leave everything else in the darkest colours.
+void ComparisonView::updateMaps() {
+  const int t = result_.length;
+  const int n = int(result_.maps.size());
   ensureMapViews(n + 1);
   visibleMaps_ = n + 1;
   layoutMaps();
-
-  // All weights on one scale, so a flatter map looks flatter. The scale tops out at the 99th
-  // percentile: a few saturated cells (the first causal row is always 1) would otherwise leave
-  // everything else in the darkest colours.
-  std::vector<const std::vector<float>*> all{&result.softmax};
-  for (const auto& m : result.maps) all.push_back(&m.weights);
+  std::vector<const std::vector<float>*> all{&result_.softmax};
+  for (const auto& m : result_.maps) all.push_back(&m.weights);
   const double hi = upperPercentile(all, false);
   for (int i = 0; i <= n; ++i) {
     auto* view = maps_[i];
-    view->setMatrix(t, t, i == 0 ? result.softmax : result.maps[size_t(i - 1)].weights);
-    view->setScores(t, t, result.scores);
-    view->setTokenLabels(result.tokens, result.tokens);
+    view->setMatrix(t, t, i == 0 ? result_.softmax : result_.maps[size_t(i - 1)].weights);
+    view->setScores(t, t, result_.scores);
+    view->setTokenLabels(result_.tokens, result_.tokens);
     if (hi > 0.0) view->setValueRange(0.0, hi);
     else view->setAutoValueRange();
     if (i == 0) {
       const auto [lo, top] = view->valueRange();
       colorBar_->setRange(lo, top);
-    }
-    if (i == 0) {
-      view->setTitle(tr("softmax \u00b7 H %1").arg(num(result.entropySoftmax, 2)));
+      view->setTitle(tr("softmax \u00b7 H %1").arg(num(result_.entropySoftmax, 2)));
     } else {
-      const auto& m = result.maps[size_t(i - 1)];
+      const auto& m = result_.maps[size_t(i - 1)];
       view->setTitle(tr("%1 \u00b7 KL %2").arg(m.name, num(m.kl, 3)));  // H and rho: the table
     }
   }
+}
 
+// Softmax's monotonicity curve with its spread, and each map's.
+void ComparisonView::updateCurves() {
   curves_->clear();
-  curves_->addSeries(QStringLiteral("softmax"), result.softmaxCurve.x, result.softmaxCurve.mean,
-                     result.softmaxCurve.spread, kSoftmaxColor);
-  for (int i = 0; i < n; ++i) {
-    const auto& m = result.maps[size_t(i)];
+  curves_->addSeries(QStringLiteral("softmax"), result_.softmaxCurve.x, result_.softmaxCurve.mean,
+                     result_.softmaxCurve.spread, kSoftmaxColor);
+  for (int i = 0; i < int(result_.maps.size()); ++i) {
+    const auto& m = result_.maps[size_t(i)];
     curves_->addSeries(m.name, m.curve.x, m.curve.mean, {}, mapColor(i));
   }
+}
 
-  {
-    const QSignalBlocker block(focusBox_);
-    const QString previous = focusBox_->currentText();
-    focusBox_->clear();
-    for (const auto& m : result.maps) focusBox_->addItem(m.name);
-    // Keep the map in focus; a model's own trained map, when it first appears, takes the focus.
-    const bool hadTrained = previous == QLatin1String("trained") || focusBox_->property("hadTrained").toBool();
-    const int trained = focusBox_->findText(QStringLiteral("trained"));
-    focusBox_->setProperty("hadTrained", trained >= 0);
-    const int keep = focusBox_->findText(previous);
-    focus_ = (trained >= 0 && !hadTrained) ? trained : keep >= 0 ? keep : 0;
-    focusBox_->setCurrentIndex(focus_);
-  }
-  source_->setText(result.source);
-  updateDifference();
-  updateTable();
+// The focus list: the map in focus is kept; a model's own trained map, when it first appears,
+// takes the focus.
+void ComparisonView::updateFocusChoices() {
+  const QSignalBlocker block(focusBox_);
+  const QString previous = focusBox_->currentText();
+  focusBox_->clear();
+  for (const auto& m : result_.maps) focusBox_->addItem(m.name);
+  const bool hadTrained = previous == QLatin1String("trained") || focusBox_->property("hadTrained").toBool();
+  const int trained = focusBox_->findText(QStringLiteral("trained"));
+  focusBox_->setProperty("hadTrained", trained >= 0);
+  const int keep = focusBox_->findText(previous);
+  focus_ = (trained >= 0 && !hadTrained) ? trained : keep >= 0 ? keep : 0;
+  focusBox_->setCurrentIndex(focus_);
 }
 
 void ComparisonView::setFocusedMap(int index) {

@@ -55,6 +55,9 @@ class ComparisonView : public QWidget {
   QWidget* buildMapsRow();
   void buildDifference();
   QWidget* buildMetricsPanel();
+  void updateMaps();
+  void updateCurves();
+  void updateFocusChoices();
   void updateDifference();
   void updateTable();
 

@@ -53,6 +53,20 @@ QWidget* RankView::buildSettings() {
   auto* box = new QWidget;
   auto* layout = new QVBoxLayout(box);
   layout->setContentsMargins(0, 0, 0, 0);
+  layout->addLayout(buildInputRow());
+  layout->addLayout(buildStatusRow());
+  connect(browse_, &QPushButton::clicked, this, &RankView::chooseModel);
+  connect(open_, &QPushButton::clicked, this, &RankView::chooseRanking);
+  connect(cancel_, &QPushButton::clicked, this, &RankView::cancel);
+  connect(start_, &QPushButton::clicked, this, [this] {
+    const QString error = start();
+    if (!error.isEmpty()) showErrorDialog(this, tr("Rank layers"), error);
+  });
+  return box;
+}
+
+// Model, the attention to try, steps, and the Start / Cancel / Open buttons.
+QHBoxLayout* RankView::buildInputRow() {
   auto* row = new QHBoxLayout;
   model_ = new QLineEdit;
   model_->setObjectName(QStringLiteral("rankModel"));
@@ -84,7 +98,11 @@ QWidget* RankView::buildSettings() {
   row->addWidget(steps_);
   row->addSpacing(12);
   for (QPushButton* b : {start_, cancel_, open_}) row->addWidget(b);
-  layout->addLayout(row);
+  return row;
+}
+
+// The progress bar and the last log line.
+QHBoxLayout* RankView::buildStatusRow() {
   auto* status = new QHBoxLayout;
   progress_ = new QProgressBar;
   progress_->setObjectName(QStringLiteral("rankProgress"));
@@ -97,15 +115,7 @@ QWidget* RankView::buildSettings() {
   log_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   status->addWidget(progress_);
   status->addWidget(log_, 1);
-  layout->addLayout(status);
-  connect(browse_, &QPushButton::clicked, this, &RankView::chooseModel);
-  connect(open_, &QPushButton::clicked, this, &RankView::chooseRanking);
-  connect(cancel_, &QPushButton::clicked, this, &RankView::cancel);
-  connect(start_, &QPushButton::clicked, this, [this] {
-    const QString error = start();
-    if (!error.isEmpty()) showErrorDialog(this, tr("Rank layers"), error);
-  });
-  return box;
+  return status;
 }
 
 void RankView::setModelFolder(const QString& folder) { model_->setText(folder); }

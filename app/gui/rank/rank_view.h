@@ -19,6 +19,7 @@
 #include "engine/config/rank_config.h"
 
 class QComboBox;
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
@@ -71,6 +72,8 @@ class RankView : public QWidget {
 
  private:
   QWidget* buildSettings();
+  QHBoxLayout* buildInputRow();
+  QHBoxLayout* buildStatusRow();
   void chooseModel();
   void chooseRanking();
   void setRunning(bool running);
