@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace hh::models {
@@ -61,12 +62,20 @@ std::string stringOr(const json& j, const char* key, const std::string& fallback
   if (!v.is_string()) fail(source, std::string("\"") + key + "\" must be a string, got " + v.dump());
   return v.get<std::string>();
 }
-// eos_token_id may be a list (Llama 3): the first entry is used.
-int64_t tokenIdOr(const json& j, const char* key, const std::string& source) {
-  if (!has(j, key)) return -1;
+// A token id key: one id, or a list of them (Llama 3's eos_token_id); absent or null = none.
+std::vector<int64_t> tokenIdsOf(const json& j, const char* key, const std::string& source) {
+  if (!has(j, key)) return {};
   const auto& v = j.at(key);
-  if (v.is_array()) return v.empty() || !v[0].is_number_integer() ? -1 : v[0].get<int64_t>();
-  return intKey(j, key, source);
+  if (!v.is_array()) return {intKey(j, key, source)};
+  std::vector<int64_t> ids;
+  for (const auto& id : v)
+    if (id.is_number_integer()) ids.push_back(id.get<int64_t>());
+  return ids;
+}
+// The first id of the key, -1 when none.
+int64_t tokenIdOr(const json& j, const char* key, const std::string& source) {
+  const auto ids = tokenIdsOf(j, key, source);
+  return ids.empty() ? -1 : ids.front();
 }
 
 void checkPositive(int64_t value, const std::string& key, const std::string& source) {
@@ -100,15 +109,45 @@ SizeKeys sizeKeys(const json& j, Architecture arch) {
   return k;
 }
 
-HeadKind headFromArchitectures(const std::vector<std::string>& names, HeadKind fallback) {
+// The head a Hugging Face architecture name ("GPT2LMHeadModel", "LlamaForSequenceClassification")
+// stands for in this family; nothing for a head the engine does not run.
+std::optional<HeadKind> headOfArchitecture(const std::string& name, Architecture arch) {
+  const auto contains = [&](const char* part) { return name.find(part) != std::string::npos; };
+  if (contains("ForSequenceClassification")) return HeadKind::SequenceClassification;
+  if (contains("ForCausalLM") || contains("LMHeadModel")) return arch == Architecture::Bert ? HeadKind::MaskedLM : HeadKind::CausalLM;
+  if (arch == Architecture::Bert && (contains("ForMaskedLM") || contains("ForPreTraining"))) return HeadKind::MaskedLM;
+  if (arch == Architecture::Gpt2 && contains("DoubleHeadsModel")) return HeadKind::CausalLM;  // its LM head; the choice head unused
+  return std::nullopt;
+}
+
+// A bare body ("GPT2Model", "LlamaModel", "BertModel"): no head of its own.
+bool isBareBody(const std::string& name) {
+  const std::string suffix = "Model";
+  return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+         name.find("For") == std::string::npos && name.find("Head") == std::string::npos;
+}
+
+// The head the "architectures" list names (the family's default when the list is empty or names a
+// bare body, whose weights then decide: a tied LM head loads, a missing one is named). A head the
+// engine does not run (token classification, question answering) is refused: loading it as an LM
+// would drop its head and give unrelated outputs.
+HeadKind headFromArchitectures(const std::vector<std::string>& names, Architecture arch, HeadKind fallback,
+                               const std::string& source) {
   for (const auto& name : names) {
-    if (name.find("SequenceClassification") != std::string::npos) return HeadKind::SequenceClassification;
-    if (name.find("CausalLM") != std::string::npos || name.find("LMHeadModel") != std::string::npos)
-      return HeadKind::CausalLM;
-    if (name.find("MaskedLM") != std::string::npos || name.find("ForPreTraining") != std::string::npos)
-      return HeadKind::MaskedLM;
+    if (const auto head = headOfArchitecture(name, arch)) return *head;
+    if (isBareBody(name)) return fallback;
+    fail(source, "architecture \"" + name + "\" is not supported (" + toString(arch) +
+                     " models load with a language-model or sequence-classification head)");
   }
   return fallback;
+}
+
+// Classes of a sequence-classification head: num_labels, else the size of id2label (what
+// Hugging Face writes), else its default of 2.
+int64_t labelCount(const json& j, const std::string& source) {
+  if (has(j, "num_labels")) return intKey(j, "num_labels", source);
+  if (has(j, "id2label") && j.at("id2label").is_object()) return static_cast<int64_t>(j.at("id2label").size());
+  return 2;
 }
 
 void readGpt2(const json& j, ModelConfig& c, const std::string& source) {
@@ -127,8 +166,8 @@ void readGpt2(const json& j, ModelConfig& c, const std::string& source) {
   c.tieWordEmbeddings = boolOr(j, "tie_word_embeddings", true, source);
   c.causal = true;
   c.positions = PositionalScheme::Learned;
-  c.head = headFromArchitectures(c.architectures, HeadKind::CausalLM);
-  if (c.head == HeadKind::SequenceClassification) c.numLabels = intOr(j, "num_labels", 2, source);
+  c.head = headFromArchitectures(c.architectures, c.architecture, HeadKind::CausalLM, source);
+  if (c.head == HeadKind::SequenceClassification) c.numLabels = labelCount(j, source);
 }
 
 void readBert(const json& j, ModelConfig& c, const std::string& source) {
@@ -147,15 +186,11 @@ void readBert(const json& j, ModelConfig& c, const std::string& source) {
   if (posType != "absolute")
     fail(source, "position_embedding_type \"" + posType + "\" is not supported (only \"absolute\")");
   c.tieWordEmbeddings = boolOr(j, "tie_word_embeddings", true, source);
-  c.causal = false;
+  // is_decoder (BertLMHeadModel as a decoder): every token attends to itself and the tokens before it.
+  c.causal = boolOr(j, "is_decoder", false, source);
   c.positions = PositionalScheme::Learned;
-  c.head = headFromArchitectures(c.architectures, HeadKind::MaskedLM);
-  if (c.head == HeadKind::CausalLM) c.head = HeadKind::MaskedLM;  // BertLMHeadModel: same head, bidirectional here
-  if (c.head == HeadKind::SequenceClassification) {
-    if (has(j, "num_labels")) c.numLabels = intKey(j, "num_labels", source);
-    else if (has(j, "id2label") && j.at("id2label").is_object()) c.numLabels = static_cast<int64_t>(j.at("id2label").size());
-    else c.numLabels = 2;
-  }
+  c.head = headFromArchitectures(c.architectures, c.architecture, HeadKind::MaskedLM, source);  // BertLMHeadModel: the same head
+  if (c.head == HeadKind::SequenceClassification) c.numLabels = labelCount(j, source);
 }
 
 void readRopeScaling(const json& j, ModelConfig& c, const std::string& source) {
@@ -202,8 +237,8 @@ void readLlama(const json& j, ModelConfig& c, const std::string& source) {
   c.tieWordEmbeddings = boolOr(j, "tie_word_embeddings", false, source);
   c.causal = true;
   c.positions = PositionalScheme::Rotary;
-  c.head = headFromArchitectures(c.architectures, HeadKind::CausalLM);
-  if (c.head == HeadKind::SequenceClassification) c.numLabels = intOr(j, "num_labels", 2, source);
+  c.head = headFromArchitectures(c.architectures, c.architecture, HeadKind::CausalLM, source);
+  if (c.head == HeadKind::SequenceClassification) c.numLabels = labelCount(j, source);
 }
 
 }  // namespace
@@ -301,7 +336,8 @@ ModelConfig parseModelConfig(const json& j, const std::string& source) {
   readFamily(j, c, source);
   checkSizes(j, c, source);
   c.bosTokenId = tokenIdOr(j, "bos_token_id", source);
-  c.eosTokenId = tokenIdOr(j, "eos_token_id", source);
+  c.eosTokenIds = tokenIdsOf(j, "eos_token_id", source);
+  c.eosTokenId = c.eosTokenIds.empty() ? -1 : c.eosTokenIds.front();
   c.padTokenId = tokenIdOr(j, "pad_token_id", source);
   c.torchDtype = stringOr(j, "torch_dtype", stringOr(j, "dtype", "float32", source), source);
   if (has(j, "hedgehog_attention")) c.plan = parseAttentionPlan(j.at("hedgehog_attention"), c.layers, source);

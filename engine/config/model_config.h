@@ -10,11 +10,14 @@
 //          scale_attn_by_inverse_layer_idx tie_word_embeddings bos/eos/pad_token_id
 //   bert : vocab_size hidden_size num_hidden_layers num_attention_heads intermediate_size
 //          max_position_embeddings type_vocab_size layer_norm_eps hidden_act
-//          position_embedding_type(absolute only) num_labels / id2label
+//          position_embedding_type(absolute only) is_decoder(causal attention) num_labels / id2label
 //   llama: vocab_size hidden_size num_hidden_layers num_attention_heads num_key_value_heads
 //          head_dim intermediate_size max_position_embeddings rms_norm_eps hidden_act
 //          rope_theta (top level, or rope_parameters.rope_theta) rope_scaling / rope_parameters
 //          (rope_type default|linear|llama3) attention_bias mlp_bias tie_word_embeddings
+//   every family: architectures (a language-model or sequence-classification head; any other
+//          head is refused), num_labels or else id2label's size (classification), eos_token_id
+//          (one id or a list)
 // Every problem (not JSON, missing required key, wrong type, inconsistent sizes) is a
 // ConfigError whose message names the file and the key.
 #pragma once
@@ -81,7 +84,8 @@ struct ModelConfig {
   double attentionScale = 0.0;   // 0 means 1/sqrt(D)
   bool scaleByInverseLayer = false;  // GPT-2 scale_attn_by_inverse_layer_idx
 
-  int64_t bosTokenId = -1, eosTokenId = -1, padTokenId = -1;
+  int64_t bosTokenId = -1, eosTokenId = -1, padTokenId = -1;  // eosTokenId: the first of eosTokenIds
+  std::vector<int64_t> eosTokenIds;  // every end-of-text id (Llama 3 lists several)
   std::string torchDtype = "float32";
 
   AttentionPlan plan;             // per-layer attention; empty = all softmax

@@ -28,7 +28,10 @@ std::vector<int64_t> endOfTextTokens(const models::ModelConfig& config, const to
   std::vector<int64_t> ids;
   const bool framedByBos = tokenizer.bosId() >= 0 && !tokenizer.prefixIds().empty() &&
                            tokenizer.prefixIds().front() == tokenizer.bosId();
-  for (const int64_t id : {config.eosTokenId, tokenizer.eosId(), framedByBos ? tokenizer.bosId() : int64_t(-1)})
+  std::vector<int64_t> candidates = config.eosTokenIds;
+  candidates.push_back(tokenizer.eosId());
+  candidates.push_back(framedByBos ? tokenizer.bosId() : int64_t(-1));
+  for (const int64_t id : candidates)
     if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
   return ids;
 }

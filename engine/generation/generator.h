@@ -95,7 +95,7 @@ using TokenCallback = std::function<bool(const TokenEvent&)>;
 GenerateResult generate(models::TransformerModel& model, const std::vector<int64_t>& prompt,
                         const GenerateOptions& options, const TokenCallback& onToken = {});
 
-// The tokens that end a text for this model: the config's end-of-text id and the tokenizer's, and,
+// The tokens that end a text for this model: every id of the config's eos_token_id and the tokenizer's, and,
 // when the tokenizer starts every text with its bos (Llama's <s>), that bos too: a model trained
 // on documents framed that way (llama2.c's TinyStories models) ends a text by starting the next.
 // Once each; none when there is none. Generation stops at them unless told otherwise.

@@ -150,7 +150,9 @@ double distillLayerByLayer(models::TransformerModel& model, const torch::Tensor&
     auto term = distillationLoss({c}, causal, {}, loss, outputMse);
     if (poison) term = term * std::numeric_limits<float>::quiet_NaN();
     total = total.defined() ? total + term.detach() : term.detach();
-    if (pass == LayerPass::Backward) term.backward();
+    // A layer with nothing to train (a performer's fixed projection beside a trained Hedgehog
+    // layer) has a term without a graph: it is reported, not backpropagated.
+    if (pass == LayerPass::Backward && term.requires_grad()) term.backward();
   };
   options.capture = &capture;
   try {

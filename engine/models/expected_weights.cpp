@@ -1,5 +1,7 @@
 #include "engine/models/expected_weights.h"
 
+#include "engine/attention/linear_attention.h"
+
 namespace hh::models {
 
 std::string bodyPrefix(Architecture arch) {
@@ -45,8 +47,8 @@ void gpt2(const ModelConfig& c, SpecList& s) {
   }
   s.body("ln_f.weight", {C}, "n_embd");
   s.body("ln_f.bias", {C}, "n_embd");
-  if (!c.tieWordEmbeddings) s.root("lm_head.weight", {c.vocabSize, C}, "vocab_size x n_embd");
   if (c.head == HeadKind::SequenceClassification) s.root("score.weight", {c.numLabels, C}, "num_labels x n_embd");
+  else if (!c.tieWordEmbeddings) s.root("lm_head.weight", {c.vocabSize, C}, "vocab_size x n_embd");
 }
 
 void bert(const ModelConfig& c, SpecList& s) {
@@ -88,6 +90,7 @@ void bert(const ModelConfig& c, SpecList& s) {
     linear("cls.predictions.transform.dense", C, C, "hidden_size x hidden_size", false);
     norm("cls.predictions.transform.LayerNorm", false);
     s.root("cls.predictions.bias", {c.vocabSize}, "vocab_size");
+    s.specs.back().alternative = "cls.predictions.decoder.bias";  // the loader takes either
   } else if (c.head == HeadKind::SequenceClassification) {
     linear("pooler.dense", C, C, "hidden_size x hidden_size", true);
     linear("classifier", C, c.numLabels, "num_labels x hidden_size", false);
@@ -114,8 +117,8 @@ void llama(const ModelConfig& c, SpecList& s) {
     linear(p + "mlp.down_proj", I, C, c.mlpBias, "hidden_size x intermediate_size");
   }
   s.body("norm.weight", {C}, "hidden_size");
-  if (!c.tieWordEmbeddings) s.root("lm_head.weight", {c.vocabSize, C}, "vocab_size x hidden_size");
   if (c.head == HeadKind::SequenceClassification) s.root("score.weight", {c.numLabels, C}, "num_labels x hidden_size");
+  else if (!c.tieWordEmbeddings) s.root("lm_head.weight", {c.vocabSize, C}, "vocab_size x hidden_size");
 }
 
 }  // namespace
@@ -129,6 +132,30 @@ std::vector<WeightSpec> expectedWeights(const ModelConfig& config) {
     case Architecture::Llama: llama(config, list); break;
   }
   return list.specs;
+}
+
+std::vector<WeightSpec> expectedAdapterWeights(const ModelConfig& config) {
+  std::vector<WeightSpec> specs;
+  for (size_t l = 0; l < config.plan.layers.size(); ++l) {
+    const auto& layer = config.plan.layers[l];
+    if (!layer.linear) continue;
+    // As TransformerModel::setAttentionPlan configures the layer.
+    auto linear = layer.config;
+    linear.featureMap.heads = config.heads;
+    linear.featureMap.headDim = config.headDim;
+    linear.rule.causal = config.causal;
+    if (!config.causal && linear.rule.rule != attn::UpdateRule::Additive)
+      throw std::invalid_argument("layer " + std::to_string(l) + ": the " + attn::toString(linear.rule.rule) +
+                                  " rule is causal-only, and " + config.modelType + " is bidirectional");
+    const attn::LinearAttention module(linear, config.hiddenSize);
+    const auto prefix = "hedgehog.layers." + std::to_string(l) + ".";
+    auto add = [&](const std::string& name, const torch::Tensor& t) {
+      specs.push_back({prefix + name, t.sizes().vec(), "the attention plan in config.json", false, ""});
+    };
+    for (const auto& item : module->named_parameters(true)) add(item.key(), item.value());
+    for (const auto& item : module->named_buffers(true)) add(item.key(), item.value());
+  }
+  return specs;
 }
 
 int64_t expectedParameterCount(const ModelConfig& config) {

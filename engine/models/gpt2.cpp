@@ -24,9 +24,11 @@ Gpt2Model::Gpt2Model(const ModelConfig& config) : TransformerModel(config) {
     blocks_.push_back(b);
   }
   lnF_ = register_module("ln_f", nn::LayerNorm(nn::LayerNormOptions({C}).eps(c.normEps)));
-  if (!c.tieWordEmbeddings) lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, c.vocabSize).bias(false)));
+  // A classifier's scores replace the LM head: it has no lm_head, tied or not.
   if (c.head == HeadKind::SequenceClassification)
     classifier_ = register_module("score", nn::Linear(nn::LinearOptions(C, c.numLabels).bias(false)));
+  else if (!c.tieWordEmbeddings)
+    lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, c.vocabSize).bias(false)));
   // GPT-2's initialisation (for models trained from scratch): N(0, 0.02), zero biases.
   at::NoGradGuard noGrad;
   for (auto& item : named_parameters()) {
@@ -102,18 +104,24 @@ void Gpt2Model::loadWeights(WeightSource& s) {
     conv1d(b.mlpOut, p + "mlp.c_proj", I, C, "n_inner x n_embd");
   }
   norm(lnF_, "ln_f");
-  // An lm_head.weight in the file is used even when the config says tied (it may differ).
-  auto head = s.takeOptional("lm_head.weight", {c.vocabSize, C}, "vocab_size x n_embd");
+  if (classifier_) s.load(classifier_->weight, "score.weight", {c.numLabels, C}, "num_labels x n_embd");
+  else loadLmHead(s);
+  if (c.plan.anyLinear()) loadAdapters(s);
+}
+
+// lm_head.weight: required when untied; used even when the config says tied if it differs from
+// the embedding (then the head is untied).
+void Gpt2Model::loadLmHead(WeightSource& s) {
+  const int64_t C = config_.hiddenSize, V = config_.vocabSize;
+  auto head = s.takeOptional("lm_head.weight", {V, C}, "vocab_size x n_embd");
   if (head.defined() && !lmHead_ && !torch::equal(head, wte_->weight)) {
-    lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, c.vocabSize).bias(false)));
+    lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, V).bias(false)));
     config_.tieWordEmbeddings = false;
   }
   if (lmHead_) {
     if (!head.defined()) throw io::FormatError(s.path() + ": missing tensor \"lm_head.weight\" (tie_word_embeddings is false)");
     lmHead_->weight.copy_(head);
   }
-  if (classifier_) s.load(classifier_->weight, "score.weight", {c.numLabels, C}, "num_labels x n_embd");
-  if (c.plan.anyLinear()) loadAdapters(s);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> Gpt2Model::exportWeights() const {

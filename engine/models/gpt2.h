@@ -22,6 +22,7 @@ class Gpt2Model : public TransformerModel {
   torch::Tensor outputEmbedding() const override;
 
  private:
+  void loadLmHead(WeightSource& source);
   struct Block {
     torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
     torch::nn::Linear qkv{nullptr}, attnOut{nullptr}, fc{nullptr}, mlpOut{nullptr};
@@ -29,7 +30,7 @@ class Gpt2Model : public TransformerModel {
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<Block> blocks_;
   torch::nn::LayerNorm lnF_{nullptr};
-  torch::nn::Linear lmHead_{nullptr};      // untied head (absent when tied)
+  torch::nn::Linear lmHead_{nullptr};      // untied head (absent when tied, and for a classifier)
   torch::nn::Linear classifier_{nullptr};  // GPT2ForSequenceClassification "score"
 };
 

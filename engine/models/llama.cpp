@@ -29,8 +29,9 @@ LlamaModel::LlamaModel(const ModelConfig& config) : TransformerModel(config) {
     layers_.push_back(L);
   }
   norm_ = register_parameter("norm", torch::ones({C}));
-  if (!c.tieWordEmbeddings) lmHead_ = linear("lm_head", C, c.vocabSize, false);
+  // A classifier's scores replace the LM head: it has no lm_head, tied or not.
   if (c.head == HeadKind::SequenceClassification) classifier_ = linear("score", C, c.numLabels, false);
+  else if (!c.tieWordEmbeddings) lmHead_ = linear("lm_head", C, c.vocabSize, false);
   at::NoGradGuard noGrad;
   for (auto& item : named_parameters()) {
     if (item.key().find("norm") != std::string::npos) continue;
@@ -110,17 +111,24 @@ void LlamaModel::loadWeights(WeightSource& s) {
     linear(L.down, p + "mlp.down_proj", I, C, c.mlpBias, "hidden_size x intermediate_size");
   }
   s.load(norm_, s.body("norm.weight"), {C}, "hidden_size");
-  auto head = s.takeOptional("lm_head.weight", {c.vocabSize, C}, "vocab_size x hidden_size");
+  if (classifier_) s.load(classifier_->weight, "score.weight", {c.numLabels, C}, "num_labels x hidden_size");
+  else loadLmHead(s);
+  if (c.plan.anyLinear()) loadAdapters(s);
+}
+
+// lm_head.weight: required when untied; used even when the config says tied if it differs from
+// the embedding (then the head is untied).
+void LlamaModel::loadLmHead(WeightSource& s) {
+  const int64_t C = config_.hiddenSize, V = config_.vocabSize;
+  auto head = s.takeOptional("lm_head.weight", {V, C}, "vocab_size x hidden_size");
   if (head.defined() && !lmHead_ && !torch::equal(head, embed_->weight)) {
-    lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, c.vocabSize).bias(false)));
+    lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, V).bias(false)));
     config_.tieWordEmbeddings = false;
   }
   if (lmHead_) {
     if (!head.defined()) throw io::FormatError(s.path() + ": missing tensor \"lm_head.weight\" (tie_word_embeddings is false)");
     lmHead_->weight.copy_(head);
   }
-  if (classifier_) s.load(classifier_->weight, "score.weight", {c.numLabels, C}, "num_labels x hidden_size");
-  if (c.plan.anyLinear()) loadAdapters(s);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> LlamaModel::exportWeights() const {

@@ -22,6 +22,7 @@ class LlamaModel : public TransformerModel {
   torch::Tensor outputEmbedding() const override;
 
  private:
+  void loadLmHead(WeightSource& source);
   struct Layer {
     torch::Tensor inputNorm, postNorm;  // [C]
     torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr}, gate{nullptr}, up{nullptr}, down{nullptr};
@@ -29,7 +30,7 @@ class LlamaModel : public TransformerModel {
   torch::nn::Embedding embed_{nullptr};
   std::vector<Layer> layers_;
   torch::Tensor norm_;                     // [C]
-  torch::nn::Linear lmHead_{nullptr};      // absent when tied
+  torch::nn::Linear lmHead_{nullptr};      // absent when tied, and for a classifier
   torch::nn::Linear classifier_{nullptr};  // LlamaForSequenceClassification "score"
   // The rotary inverse frequencies on the device and in the dtype last asked for (not a weight):
   // computed on the host once, not copied to the device at every forward.

@@ -103,11 +103,22 @@ const std::vector<std::string>& tokenizerFileNames() {
 
 namespace {
 
-std::vector<std::pair<std::string, torch::Tensor>> toCpuFloat(std::vector<std::pair<std::string, torch::Tensor>> w) {
-  for (auto& [name, t] : w)
-    t = t.is_floating_point() ? t.to(torch::kCPU, t.scalar_type() == torch::kDouble ? torch::kDouble : t.scalar_type())
-                              : t.to(torch::kCPU);
+std::vector<std::pair<std::string, torch::Tensor>> toCpu(std::vector<std::pair<std::string, torch::Tensor>> w) {
+  for (auto& [name, t] : w) t = t.to(torch::kCPU);
   return w;
+}
+
+// The weights to store: on the CPU, every floating weight but the adapters in `dtype` (what
+// config.json's torch_dtype says), whatever dtype the model holds them in.
+std::vector<std::pair<std::string, torch::Tensor>> weightsToStore(const TransformerModel& model, torch::ScalarType dtype) {
+  auto weights = toCpu(model.exportWeights());
+  for (auto& [name, t] : weights)
+    if (t.is_floating_point() && name.rfind("hedgehog.", 0) != 0) t = t.to(dtype);
+  return weights;
+}
+
+const char* dtypeName(torch::ScalarType dtype) {
+  return dtype == torch::kHalf ? "float16" : dtype == torch::kBFloat16 ? "bfloat16" : "float32";
 }
 
 void writeText(const fs::path& path, const std::string& text) {
@@ -133,17 +144,15 @@ namespace {
 // Writes config.json, model.safetensors and the tokenizer files into `staging`, each synced.
 void writeModelFiles(const TransformerModel& model, const fs::path& staging, const SaveOptions& options) {
   std::error_code ec;
+  if (options.dtype != torch::kFloat && options.dtype != torch::kHalf && options.dtype != torch::kBFloat16)
+    throw std::invalid_argument(std::string("a model is saved as float32, float16 or bfloat16, not ") + c10::toString(options.dtype));
   auto config = modelConfigToJson(model.config());
-  config["torch_dtype"] = options.dtype == torch::kHalf ? "float16" : options.dtype == torch::kBFloat16 ? "bfloat16" : "float32";
+  config["torch_dtype"] = dtypeName(options.dtype);
+  if (config.contains("dtype")) config["dtype"] = dtypeName(options.dtype);  // the newer spelling, kept in step
   config["hedgehog_version"] = engineVersion();
   writeText(staging / "config.json", config.dump(2) + "\n");
   std::map<std::string, std::string> metadata{{"format", "pt"}, {"producer", std::string("hedgehog ") + engineVersion()}};
-  auto weights = toCpuFloat(model.exportWeights());
-  if (options.dtype != torch::kFloat) {
-    for (auto& [name, t] : weights)
-      if (t.is_floating_point() && name.rfind("hedgehog.", 0) != 0) t = t.to(options.dtype);
-  }
-  writeTensorFile((staging / "model.safetensors").string(), weights, metadata);
+  writeTensorFile((staging / "model.safetensors").string(), weightsToStore(model, options.dtype), metadata);
   if (!options.tokenizerFrom.empty()) {
     for (const auto& name : tokenizerFileNames()) {
       const auto from = fs::path(options.tokenizerFrom) / name;
@@ -217,7 +226,7 @@ void saveModel(const TransformerModel& model, const std::string& dir, const Save
 }
 
 void saveAdapters(const TransformerModel& model, const std::string& path) {
-  auto tensors = toCpuFloat(model.adapterTensors());
+  auto tensors = toCpu(model.adapterTensors());
   if (tensors.empty()) throw std::invalid_argument("the model has no linear-attention layers: no adapters to save");
   std::map<std::string, std::string> metadata{
       {"format", "pt"},

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include <torch/types.h>
+
 #include "engine/io/safetensors.h"
 #include "engine/models/expected_weights.h"
 #include "engine/config/model_config.h"
@@ -40,7 +42,8 @@ std::set<std::string> checkExpectedTensors(const std::vector<WeightSpec>& specs,
   int missing = 0, mismatched = 0;
   const auto blocker = [&](const std::string& text) { r.findings.push_back({Severity::Blocker, text}); };
   for (const auto& spec : specs) {
-    const auto name = spec.bodyPrefixOptional ? bodyPrefixUsed + spec.name.substr(prefix.size()) : spec.name;
+    auto name = spec.bodyPrefixOptional ? bodyPrefixUsed + spec.name.substr(prefix.size()) : spec.name;
+    if (!source.contains(name) && !spec.alternative.empty() && source.contains(spec.alternative)) name = spec.alternative;
     if (!source.contains(name)) {
       if (++missing <= 5) blocker(source.path() + ": missing tensor \"" + name + "\"");
       continue;
@@ -62,6 +65,47 @@ std::set<std::string> checkExpectedTensors(const std::vector<WeightSpec>& specs,
   return used;
 }
 
+// The adapters a converted folder's attention plan needs: present and of their shape, as loading
+// reads them.
+void checkAdapterTensors(const ModelConfig& config, WeightSource& source, PreflightReport& r) {
+  std::vector<WeightSpec> specs;
+  try {
+    specs = expectedAdapterWeights(config);
+  } catch (const std::exception& e) {
+    r.findings.push_back({Severity::Blocker, errorText(e)});
+    return;
+  }
+  int missing = 0;
+  for (const auto& spec : specs) {
+    const bool present = source.contains(spec.name);
+    if (present && source.info(spec.name).shape == spec.shape) continue;
+    r.weightsOk = false;
+    if (!present && ++missing > 5) continue;
+    r.findings.push_back({Severity::Blocker,
+                          source.path() + ": " +
+                              (present ? "tensor \"" + spec.name + "\" has shape " + shapeString(source.info(spec.name).shape) +
+                                             ", " + spec.what + " implies " + shapeString(spec.shape)
+                                       : "missing tensor \"" + spec.name + "\" (" + spec.what + ")")});
+  }
+  if (missing > 5) r.findings.push_back({Severity::Blocker, std::to_string(missing - 5) + " more adapter tensors are missing"});
+}
+
+// A tied LM head with an lm_head.weight in the file: loading unties the head only when that
+// tensor differs from the embedding, so the two are read and compared here too.
+void checkStoredHead(const ModelConfig& config, const std::string& embedding, WeightSource& source, PreflightReport& r) {
+  const std::vector<int64_t> shape{config.vocabSize, config.hiddenSize};
+  try {
+    const auto head = source.take("lm_head.weight", shape, "vocab_size x hidden size");
+    r.tiedHead = source.contains(embedding) && source.info(embedding).shape == shape &&
+                 torch::equal(head, source.take(embedding, shape, "vocab_size x hidden size"));
+  } catch (const std::exception& e) {
+    r.findings.push_back({Severity::Blocker, errorText(e)});
+    return;
+  }
+  r.findings.push_back({Severity::Info, r.tiedHead ? "lm_head.weight is present and equals the embedding: the head stays tied"
+                                                   : "lm_head.weight is present although tie_word_embeddings is true: it is used"});
+}
+
 void checkWeights(const ModelConfig& config, WeightSource& source, PreflightReport& r) {
   const auto specs = expectedWeights(config);
   const auto prefix = bodyPrefix(config.architecture);
@@ -72,11 +116,12 @@ void checkWeights(const ModelConfig& config, WeightSource& source, PreflightRepo
     return;
   }
   auto used = checkExpectedTensors(specs, prefix, bodyPrefixUsed, source, r);
-  // An lm_head in a "tied" checkpoint is used as an untied head.
-  if (config.tieWordEmbeddings && source.contains("lm_head.weight")) {
+  if (config.plan.anyLinear()) checkAdapterTensors(config, source, r);
+  // A "tied" LM's file may hold an lm_head too (a classifier has none).
+  const bool lmHead = config.head == HeadKind::CausalLM;
+  if (lmHead && config.tieWordEmbeddings && source.contains("lm_head.weight")) {
     used.insert("lm_head.weight");
-    r.tiedHead = false;
-    r.findings.push_back({Severity::Info, "lm_head.weight is present although tie_word_embeddings is true: it is used"});
+    checkStoredHead(config, bodyPrefixUsed + specs.front().name.substr(prefix.size()), source, r);
   }
   for (const auto& name : source.names()) {
     r.weightBytes += source.info(name).size;

@@ -1,7 +1,8 @@
 // Pre-flight check of a model folder, before any training starts: what the model is, and
 // everything that would stop (blockers) or degrade (warnings) a conversion. Never throws for a
 // bad folder: every problem becomes a finding that names the file.
-// Reads only config.json, the safetensors headers (no tensor data) and the tokenizer files.
+// Reads config.json, the safetensors headers and the tokenizer files; tensor data only where
+// loading decides by it (a tied LM's file that also holds lm_head.weight: the two are compared).
 #pragma once
 #include <nlohmann/json.hpp>
 

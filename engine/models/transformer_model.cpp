@@ -89,11 +89,14 @@ torch::Tensor TransformerModel::toCompute(const torch::Tensor& embedded) const {
 }
 
 torch::Tensor TransformerModel::lastTokenScores(const torch::Tensor& scores, const torch::Tensor& attentionMask) {
-  // scores [B,T,labels]; HF pools the last non-pad token.
+  // scores [B,T,labels]; HF pools the rightmost real token, wherever the padding is (left or
+  // right): the largest position whose mask is 1 (position 0 for a row with none).
   const int64_t B = scores.size(0), T = scores.size(1);
   const auto options = torch::TensorOptions(torch::kLong).device(scores.device());
-  const auto last = attentionMask.defined() ? attentionMask.to(options).sum(1) - 1 : torch::full({B}, T - 1, options);
-  return scores.index({torch::arange(B, options), last.clamp_min(0)});
+  const auto last = attentionMask.defined()
+                        ? (torch::arange(T, options).unsqueeze(0) * attentionMask.to(options).ne(0)).amax(1)  // [B]
+                        : torch::full({B}, T - 1, options);
+  return scores.index({torch::arange(B, options), last});
 }
 
 TransformerModel::LayerContext TransformerModel::makeContext(const torch::Tensor& ids, const ForwardOptions& options,

@@ -4,7 +4,8 @@
 // logits of every position), for every feature map and update rule, for hybrid plans with GQA,
 // and for the original softmax model; linearPrefill from a non-zero state equals the steps it
 // replaces (fp64, 1e-10); the recurrent state's memory does not grow with position; generate()
-// stops on stop tokens, at max tokens, when the positions run out, and on cancel.
+// stops on stop tokens (every entry of an eos_token_id list), at max tokens, when the positions
+// run out, and on cancel.
 
 #include <torch/types.h>
 
@@ -303,6 +304,38 @@ class TestDecoding : public QObject {
     QVERIFY(story.tokens.back() == 1 || story.tokens.back() == 2);
   }
 
+  void everyListedEndOfTextStops() {
+    // eos_token_id as Llama 3 writes it, a list: every entry ends a text, not the first alone.
+    const std::string stories = std::string(HH_FIXTURES_DIR) + "/stories260K";
+    const auto tok = hh::tok::loadTokenizer(stories);
+    auto config = m::loadModel(stories)->config();
+    auto j = m::modelConfigToJson(config);
+    j["eos_token_id"] = nlohmann::json::array({40, 41, 42});
+    config = m::parseModelConfig(j, "eos list");
+    QCOMPARE(hh::gen::endOfTextTokens(config, *tok), (std::vector<int64_t>{40, 41, 42, 2, 1}));
+    // A sampled run of a small model (seeded), then the same run told to stop at a list whose
+    // second entry is a token it samples after a few others: it stops right there.
+    auto model = tinyLlama(2);
+    hh::gen::GenerateOptions o;
+    o.maxNewTokens = 12;
+    o.sampling.temperature = 1.0;
+    o.sampling.seed = 3;
+    const auto free = hh::gen::generate(*model, {3, 4, 5}, o);
+    size_t at = 2;  // the first token from the third on that was not sampled before
+    while (at < free.tokens.size() &&
+           std::find(free.tokens.begin(), free.tokens.begin() + long(at), free.tokens[at]) != free.tokens.begin() + long(at))
+      ++at;
+    QVERIFY(at < free.tokens.size());
+    int64_t unused = 0;
+    while (std::find(free.tokens.begin(), free.tokens.end(), unused) != free.tokens.end()) ++unused;
+    auto listed = m::modelConfigToJson(model->config());
+    listed["eos_token_id"] = nlohmann::json::array({unused, free.tokens[at]});
+    o.stopTokens = m::parseModelConfig(listed, "eos list").eosTokenIds;
+    const auto stopped = hh::gen::generate(*model, {3, 4, 5}, o);
+    QCOMPARE(stopped.stopReason, std::string("stop token"));
+    QCOMPARE(stopped.tokens, std::vector<int64_t>(free.tokens.begin(), free.tokens.begin() + long(at) + 1));
+  }
+
   void badInputsAreRefused() {
     auto model = tinyLlama(1);
     HH_VERIFY_THROWS(std::invalid_argument, hh::gen::generate(*model, {}, {}));
@@ -324,7 +357,8 @@ HH_TEST_SUITE(TestDecoding, "engine.generation.decoding", &TestDecoding::initTes
               &TestDecoding::gpt2FixtureDecodes,
               &TestDecoding::identityNormaliserInFp64,
               &TestDecoding::recurrentMemoryIsFlatAndKvGrows, &TestDecoding::generateStopsWhereItShould,
-              &TestDecoding::storiesEndWhereTheNextWouldBegin, &TestDecoding::badInputsAreRefused)
+              &TestDecoding::storiesEndWhereTheNextWouldBegin, &TestDecoding::everyListedEndOfTextStops,
+              &TestDecoding::badInputsAreRefused)
 
 }  // namespace test_decoding
 

@@ -5,7 +5,8 @@
 //
 // BERT (BertForMaskedLM): x = LN(word[id] + pos[t] + type[tt]); per layer
 //   a = LN(dense(attn(x)) + x), x = LN(out(act(inter(a))) + a)   (post-LN, eps from the config)
-//   attention: softmax(q.k / sqrt(D) + (1 - mask_k) * lowest) over all keys (bidirectional)
+//   attention: softmax(q.k / sqrt(D) + (1 - mask_k) * lowest) over all keys (bidirectional), or
+//   over keys j <= i when the spec is causal (is_decoder)
 //   head: logits = LN(act(transform(x))) . word^T + cls.predictions.bias (decoder tied)
 // Llama (LlamaForCausalLM): x = embed[id]; per layer
 //   h = rms(x) * w_in; q, k, v = proj(h); q, k = rope(q), rope(k) at positions 0..T-1
@@ -38,6 +39,7 @@ struct BertSpec {
   double eps = 1e-12;
   std::string activation = "gelu";  // gelu (erf) | gelu_new (tanh) | relu
   std::string prefix = "bert.";
+  bool causal = false;  // is_decoder: keys j <= i only, as well as the padding mask
 };
 
 struct LlamaSpec {

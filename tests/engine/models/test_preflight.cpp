@@ -3,12 +3,14 @@
 // positional scheme, parameters, the weights file), its JSON and text forms, a converted folder
 // (saveModel after setAttentionPlan) reporting its converted layers, a grouped-query Llama with
 // RoPE (its theta printed as a whole number), and a BF16 folder (reported as BF16, loaded as F32);
-// the weights' size in KiB below a MiB.
+// the weights' size in KiB below a MiB; and the verdict agrees with loading (the decoder bias
+// under either name, a missing adapter tensor, an lm_head equal to the tied embedding).
 
 #include <torch/types.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -40,6 +42,32 @@ bool hasFinding(const m::PreflightReport& r, Severity severity, const std::strin
   for (const auto& f : r.findings)
     if (f.severity == severity && f.message.find(needle) != std::string::npos) return true;
   return false;
+}
+
+// Every tensor of `dir`'s model.safetensors, read as F32.
+std::vector<std::pair<std::string, torch::Tensor>> readAll(const std::string& dir) {
+  const auto file = hh::io::SafetensorsFile::open(dir + "/model.safetensors");
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& name : file.names()) tensors.emplace_back(name, m::readTensor(file, name));
+  return tensors;
+}
+
+// `from`'s config.json and `tensors` as a model folder at `dir`.
+void writeFolderLike(const std::string& from, const std::string& dir,
+                     const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  fs::create_directories(dir);
+  fs::copy_file(from + "/config.json", dir + "/config.json");
+  m::writeTensorFile(dir + "/model.safetensors", tensors);
+}
+
+// Whether loadModel takes the folder.
+bool loads(const std::string& dir) {
+  try {
+    m::loadModel(dir);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 hh::attn::LinearAttentionConfig hedgehog() {
@@ -204,6 +232,47 @@ class TestPreflight : public QObject {
     QVERIFY(hasFinding(r, Severity::Warning, "no usable tokenizer"));
   }
 
+  // Pre-flight says what loading does: the decoder bias under its other name, a converted
+  // folder without one adapter tensor, an lm_head.weight in a tied checkpoint (equal to the
+  // embedding: tied; different: untied).
+  void agreesWithTheLoader() {
+    hh::test::TempDir dir("preflight_loader");
+    if (fs::exists(kBert + "/model.safetensors")) {
+      auto tensors = readAll(kBert);
+      for (auto& [name, t] : tensors)
+        if (name == "cls.predictions.bias") name = "cls.predictions.decoder.bias";
+      writeFolderLike(kBert, dir.file("bert"), tensors);
+      const auto r = m::preflight(dir.file("bert"));
+      QVERIFY2(r.ready() && r.unusedTensors.empty(), r.text().c_str());
+      QVERIFY(loads(dir.file("bert")));
+    }
+    auto converted = m::loadModel(kGpt2);
+    converted->setAttentionPlan(m::AttentionPlan::hybrid(5, {1, 3}, hedgehog()));
+    m::saveModel(*converted, dir.file("converted"), kGpt2);
+    const std::string dropped = converted->adapterTensors().back().first;
+    auto tensors = readAll(dir.file("converted"));
+    tensors.erase(std::remove_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.first == dropped; }),
+                  tensors.end());
+    writeFolderLike(dir.file("converted"), dir.file("incomplete"), tensors);
+    const auto incomplete = m::preflight(dir.file("incomplete"));
+    QVERIFY2(!incomplete.ready() && hasFinding(incomplete, Severity::Blocker, "missing tensor \"" + dropped + "\""),
+             incomplete.text().c_str());
+    QVERIFY(!loads(dir.file("incomplete")));
+    for (const bool equal : {true, false}) {
+      auto withHead = readAll(kGpt2);
+      torch::Tensor embedding;
+      for (const auto& [name, t] : withHead)
+        if (name.find("wte.weight") != std::string::npos) embedding = t;
+      withHead.emplace_back("lm_head.weight", equal ? embedding.clone() : embedding + 1.0f);
+      const auto folder = dir.file(equal ? "head_equal" : "head_differs");
+      writeFolderLike(kGpt2, folder, withHead);
+      const auto r = m::preflight(folder);
+      QVERIFY2(r.ready() && r.unusedTensors.empty(), r.text().c_str());
+      QCOMPARE(r.tiedHead, equal);
+      QCOMPARE(m::loadModel(folder)->config().tieWordEmbeddings, equal);
+    }
+  }
+
   void bf16Folder() {
     hh::test::TempDir dir("preflight_bf16");
     fs::copy_file(kGpt2 + "/config.json", dir.file("config.json"));
@@ -227,7 +296,7 @@ class TestPreflight : public QObject {
 };
 
 // clang-format off
-HH_TEST_SUITE(TestPreflight, "engine.models.preflight", &TestPreflight::gpt2Fixture, &TestPreflight::bertFixture, &TestPreflight::jsonAndTextForms, &TestPreflight::convertedFolder, &TestPreflight::groupedQueryLlama, &TestPreflight::bf16Folder)
+HH_TEST_SUITE(TestPreflight, "engine.models.preflight", &TestPreflight::gpt2Fixture, &TestPreflight::bertFixture, &TestPreflight::jsonAndTextForms, &TestPreflight::convertedFolder, &TestPreflight::groupedQueryLlama, &TestPreflight::agreesWithTheLoader, &TestPreflight::bf16Folder)
 // clang-format on
 
 }  // namespace test_preflight
