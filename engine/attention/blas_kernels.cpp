@@ -1,5 +1,6 @@
 #include "engine/attention/blas_kernels.h"
 
+#include <mutex>
 #include <stdexcept>
 
 #if HH_HAVE_BLAS
@@ -42,18 +43,34 @@ void gemm<double>(bool transA, bool transB, int m, int n, int k, double alpha, c
 #endif
 }
 
+#if HH_HAVE_BLAS
+namespace {
+// OpenBLAS's thread count is one setting for the whole process, so the scopes of all threads
+// share one count of open scopes: the first in saves the setting and sets 1, the last out puts
+// the saved setting back.
+std::mutex scopeMutex;
+int openScopes = 0;   // guarded by scopeMutex
+int savedThreads = 0; // guarded by scopeMutex
+}  // namespace
+#endif
+
 SingleThreaded::SingleThreaded() {
 #if HH_HAVE_BLAS
-  if (openblas_get_num_threads && openblas_set_num_threads) {
-    previous_ = openblas_get_num_threads();
+  if (!openblas_get_num_threads || !openblas_set_num_threads) return;
+  const std::lock_guard<std::mutex> lock(scopeMutex);
+  if (openScopes++ == 0) {
+    savedThreads = openblas_get_num_threads();
     openblas_set_num_threads(1);
   }
+  counted_ = true;
 #endif
 }
 
 SingleThreaded::~SingleThreaded() {
 #if HH_HAVE_BLAS
-  if (previous_ > 0) openblas_set_num_threads(previous_);
+  if (!counted_) return;
+  const std::lock_guard<std::mutex> lock(scopeMutex);
+  if (--openScopes == 0 && savedThreads > 0) openblas_set_num_threads(savedThreads);
 #endif
 }
 

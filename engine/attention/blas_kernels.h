@@ -15,6 +15,8 @@ void gemm(bool transA, bool transB, int m, int n, int k, T alpha, const T* a, in
           T* c, int ldc);
 
 // While alive, OpenBLAS (when that is the BLAS) runs each call on the calling thread only.
+// Scopes may overlap, on one thread or several: the setting in force before the first of them
+// opened comes back when the last of them closes.
 class SingleThreaded {
  public:
   SingleThreaded();
@@ -23,7 +25,7 @@ class SingleThreaded {
   SingleThreaded& operator=(const SingleThreaded&) = delete;
 
  private:
-  int previous_ = 0;
+  bool counted_ = false;  // this scope took part in the count of open scopes
 };
 
 }  // namespace hh::attn::blas

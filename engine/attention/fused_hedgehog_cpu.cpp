@@ -130,8 +130,9 @@ torch::Tensor fusedHedgehogCausalForward(const torch::Tensor& qIn, const torch::
   const auto q = qIn.contiguous(), k = kIn.contiguous(), v = vIn.contiguous();
   const auto w = weight.detach().to(torch::kFloat).contiguous(), b = bias.detach().to(torch::kFloat).contiguous();
   const int64_t nb = q.size(0), nh = q.size(1), t = q.size(2), d = q.size(3);
-  if (w.size(0) != nh || w.size(1) != d || v.sizes() != q.sizes())
-    throw std::invalid_argument("fused Hedgehog kernel: shapes of q, k, v, W do not agree");
+  if (k.sizes() != q.sizes() || v.sizes() != q.sizes() || w.sizes() != torch::IntArrayRef{nh, d, d} ||
+      b.sizes() != torch::IntArrayRef{nh, d})
+    throw std::invalid_argument("fused Hedgehog kernel: q, k, v [B,H,T,D], W [H,D,D] and b [H,D] do not agree");
   if (d % 8 != 0) throw std::invalid_argument("fused Hedgehog kernel: head dim must be a multiple of 8");
   auto y = torch::empty_like(q);
   const int chunk = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(chunkSize, t)));
@@ -174,12 +175,17 @@ torch::Tensor fusedHedgehogStep(torch::Tensor& S, torch::Tensor& z, const torch:
                                 const torch::Tensor& vIn, const torch::Tensor& weightIn, const torch::Tensor& biasIn,
                                 double eps) {
   // q, k, v [B,H,D]; S [B,H,2D,D]; z [B,H,2D] -> y [B,H,D]
+  TORCH_CHECK(qIn.dim() == 3 && qIn.scalar_type() == torch::kFloat && kIn.scalar_type() == torch::kFloat &&
+                  vIn.scalar_type() == torch::kFloat && kIn.sizes() == qIn.sizes() && vIn.sizes() == qIn.sizes(),
+              "fusedHedgehogStep: q, k, v must be float32 [B,H,D] of one shape");
   const int64_t B = qIn.size(0), H = qIn.size(1), D = qIn.size(2), F = 2 * D;
   TORCH_CHECK(S.is_contiguous() && z.is_contiguous() && S.scalar_type() == torch::kFloat && z.scalar_type() == torch::kFloat &&
-                  S.size(2) == F && S.size(3) == D,
-              "fusedHedgehogStep: the state must be contiguous float32 [B,H,2D,D]");
+                  S.sizes() == torch::IntArrayRef({B, H, F, D}) && z.sizes() == torch::IntArrayRef({B, H, F}),
+              "fusedHedgehogStep: the state must be contiguous float32 S [B,H,2D,D] and z [B,H,2D] for q [B,H,D]");
+  TORCH_CHECK(weightIn.sizes() == torch::IntArrayRef({H, D, D}) && biasIn.sizes() == torch::IntArrayRef({H, D}),
+              "fusedHedgehogStep: weight [H,D,D] and bias [H,D] must match q's H heads of dim D");
   const auto q = qIn.contiguous(), k = kIn.contiguous(), v = vIn.contiguous();
-  const auto weight = weightIn.contiguous(), bias = biasIn.contiguous();
+  const auto weight = weightIn.detach().to(torch::kFloat).contiguous(), bias = biasIn.detach().to(torch::kFloat).contiguous();
   auto y = torch::empty({B, H, D}, q.options());
   float* sData = S.data_ptr<float>();
   float* zData = z.data_ptr<float>();

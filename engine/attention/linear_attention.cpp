@@ -362,7 +362,18 @@ bool LinearAttentionImpl::canUseFusedKernel(const torch::Tensor& q, const torch:
   return fusedHedgehogAvailable() && !needsGrad && !windowMix_.defined() && config_.featureMap.kind == FeatureMapKind::Hedgehog &&
          config_.rule.rule == UpdateRule::Additive && config_.rule.causal && q.device().is_cpu() &&
          q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat &&
-         v.size(-1) == q.size(-1) && q.size(-1) % 8 == 0;
+         q.dim() == 4 && k.sizes() == q.sizes() && v.sizes() == q.sizes() && q.size(3) % 8 == 0 &&
+         featureMap_->weight().sizes() == torch::IntArrayRef{q.size(1), q.size(3), q.size(3)};  // W [H,D,D]
+}
+
+bool LinearAttentionImpl::canUseFusedStep(const RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k,
+                                          const torch::Tensor& v) const {
+  // q, k, v [B,H,1,D]; the fused step updates S [B,H,2D,D] and z [B,H,2D] in place, fp32 contiguous.
+  if (!canUseFusedKernel(q, k, v) || q.size(2) != 1 || !state.S.defined() || !state.z.defined()) return false;
+  const int64_t b = q.size(0), h = q.size(1), d = q.size(3);
+  return state.S.scalar_type() == torch::kFloat && state.z.scalar_type() == torch::kFloat && state.S.is_contiguous() &&
+         state.z.is_contiguous() && state.S.sizes() == torch::IntArrayRef{b, h, 2 * d, d} &&
+         state.z.sizes() == torch::IntArrayRef{b, h, 2 * d};
 }
 
 torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::Tensor& k,
@@ -429,8 +440,7 @@ torch::Tensor LinearAttentionImpl::step(RecurrentState& state, const torch::Tens
   }
 #endif
   // Hedgehog, additive: the fused step (same conditions as the fused chunked kernel, fp32 state).
-  if (canUseFusedKernel(q, k, v) && state.S.scalar_type() == torch::kFloat && state.S.is_contiguous() &&
-      state.z.defined() && state.z.is_contiguous()) {
+  if (canUseFusedStep(state, q, k, v)) {
     state.position += 1;
     return fusedHedgehogStep(state.S, state.z, q.select(2, 0), k.select(2, 0), v.select(2, 0), featureMap_->weight(),
                              featureMap_->bias(), config_.rule.eps)

@@ -171,7 +171,12 @@ class LinearAttentionImpl : public torch::nn::Module {
   struct WindowInputs windowInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                    const torch::Tensor& keyMask, int64_t position = 0);
   // Whether the fused CPU kernel (Hedgehog, additive, causal, fp32, no gradient) can serve forward().
+  // Checks q, k, v against each other and against the feature map's heads; other inputs take the
+  // generic path, which names what disagrees.
   bool canUseFusedKernel(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
+  // The same for step(), with the state's S [B,H,2D,D] and z [B,H,2D] fp32 contiguous for q [B,H,1,D].
+  bool canUseFusedStep(const RecurrentState& state, const torch::Tensor& q, const torch::Tensor& k,
+                       const torch::Tensor& v) const;
 
   LinearAttentionConfig config_;
   FeatureMap featureMap_{nullptr};

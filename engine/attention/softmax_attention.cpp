@@ -38,6 +38,13 @@ torch::Tensor fusedAttention(const torch::Tensor& q, const torch::Tensor& k, con
   return v;
 #endif
 }
+
+// weights [B,H,Tq,Tk] after softmax, valid bool [1 or B,1,Tq,Tk]: a row with no valid key (fully
+// padded) is NaN there, and is defined here as all zeros. Other rows are left as they are, so NaN
+// inputs still give NaN rows.
+torch::Tensor zeroRowsWithoutKeys(const torch::Tensor& weights, const torch::Tensor& valid) {
+  return weights.masked_fill(valid.any(-1, true).logical_not(), 0.0);
+}
 }  // namespace
 
 torch::Tensor attentionScores(const torch::Tensor& q, const torch::Tensor& k) {
@@ -66,15 +73,15 @@ torch::Tensor validPairs(int64_t tq, int64_t tk, bool causal, const torch::Tenso
 torch::Tensor softmaxWeights(const torch::Tensor& q, const torch::Tensor& k, bool causal, const torch::Tensor& keyMask) {
   const auto computeType = q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   auto scores = attentionScores(q.to(computeType), k.to(computeType));  // [B,H,Tq,Tk]
+  torch::Tensor valid;
   if (causal || keyMask.defined()) {
-    const auto valid = validPairs(q.size(2), k.size(2), causal, keyMask, q.device());
+    valid = validPairs(q.size(2), k.size(2), causal, keyMask, q.device());
     scores.masked_fill_(valid.logical_not(), -std::numeric_limits<double>::infinity());  // this call's own tensor
   }
   auto weights = torch::softmax(scores, -1);
   // Without a key mask every row has a valid key (itself, or every key): nothing to repair.
   if (!keyMask.defined()) return weights;
-  // A row with no valid key (fully padded) would be NaN: define it as all zeros.
-  return torch::nan_to_num(weights, 0.0);
+  return zeroRowsWithoutKeys(weights, valid);
 }
 
 torch::Tensor softmaxAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
@@ -111,7 +118,8 @@ torch::Tensor softmaxAttentionInBlocks(const torch::Tensor& q, const torch::Tens
     if (valid.defined()) scores.masked_fill_(valid.logical_not(), -std::numeric_limits<double>::infinity());
     auto weights = torch::softmax(scores, -1);
     scores = torch::Tensor();
-    weights.nan_to_num_(0.0);  // a row with no valid key (fully padded) is all zeros
+    // A row with no valid key (fully padded) is all zeros, as in softmaxWeights; NaN inputs stay NaN.
+    if (keyMask.defined()) weights.masked_fill_(valid.any(-1, true).logical_not(), 0.0);
     out.narrow(2, i0, n).copy_(torch::matmul(weights, v.narrow(2, 0, keys).to(computeType)));
   }
   return out;

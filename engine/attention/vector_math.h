@@ -1,7 +1,8 @@
 // exp and log on 8 floats at once for the CPU kernels (GCC vector extensions: one AVX2 register
 // in a function compiled for avx2, e.g. a target_clones("avx2", "default") clone, two SSE
 // registers otherwise). Branch-free, so loops over them stay vectorised; accurate to a few ulp
-// (tests/engine/attention/test_vector_math.cpp measures them against std::exp and std::log).
+// (TestFusedDistillLossCpu::vectorExpAndLogAreAccurate in
+// tests/engine/attention/test_fused_distill_loss_cpu.cpp measures them against std::exp and std::log).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -65,7 +66,8 @@ __attribute__((always_inline)) inline float maxOf(const float* x, int n) {
 
 // exp(x): x clamped to [-87.3, 88.7] (so exp(-inf) is 1.2e-38, not 0); x = n ln2 + r with
 // |r| <= ln2/2; exp(r) by its Taylor series to degree 7 (truncation below 6e-9 relative); 2^n
-// built in the float exponent bits. NaN stays NaN.
+// built in the float exponent bits as 2^(n - n/2) 2^(n/2), since n reaches 128 (x above 88.38)
+// where 2^n alone is not a float. NaN stays NaN.
 __attribute__((always_inline)) inline Floats8 exp8(Floats8 x) {
   const Floats8 lo = splat(-87.3f), hi = splat(88.7f);
   x = x < lo ? lo : x;
@@ -82,7 +84,9 @@ __attribute__((always_inline)) inline Floats8 exp8(Floats8 x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  return p * bitsToFloats((floatsToBits(shifted) - 0x4B400000 + 127) << 23);
+  const Ints8 power = floatsToBits(shifted) - 0x4B400000;  // n in [-126, 128]
+  const Ints8 half = power >> 1;                            // floor(n / 2) in [-63, 64]
+  return p * bitsToFloats((power - half + 127) << 23) * bitsToFloats((half + 127) << 23);
 }
 
 // log(x): x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m - 1) / (m + 1),

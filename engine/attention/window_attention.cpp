@@ -169,12 +169,12 @@ RecurrentState initialWindowState(int64_t batch, int64_t heads, int64_t featureD
   return state;
 }
 
-torch::Tensor windowStep(RecurrentState& state, const WindowInputs& in, const WindowOptions& o) {
-  validateWindowInputs(in, o);
-  if (!o.causal) throw std::invalid_argument("the recurrent form is causal; this attention is bidirectional");
-  TORCH_CHECK(in.q.size(2) == 1, "a window step takes one token");
-  TORCH_CHECK(state.ringKeys.defined() && state.ringKeys.size(2) == o.window, "the state has no ring buffer of ",
-              o.window, " keys (made by initialWindowState?)");
+namespace {
+// One token of windowStep (checked there). ringValid bool [B,W]: false where the slot holds a
+// padded key, which the near term then leaves out (the far term already has its features zero);
+// undefined when every key is real.
+torch::Tensor stepToken(RecurrentState& state, const WindowInputs& in, const WindowOptions& o,
+                        const torch::Tensor& ringValid) {
   const auto type = state.S.scalar_type();
   const auto one = [&](const torch::Tensor& x) { return x.select(2, 0).to(type); };  // [B,H,1,*] -> [B,H,*]
   const auto q = one(in.q), fq = one(in.fq);
@@ -190,6 +190,7 @@ torch::Tensor windowStep(RecurrentState& state, const WindowInputs& in, const Wi
   const int64_t filled = std::min(state.position + 1, w);
   auto scores = torch::matmul(state.ringKeys, q.unsqueeze(-1)).squeeze(-1) * scoreScale(in);  // [B,H,W]
   if (filled < w) scores.narrow(-1, filled, w - filled).fill_(kNegInf);
+  if (ringValid.defined()) scores.masked_fill_(ringValid.logical_not().unsqueeze(1), kNegInf);
   const auto shift = std::get<0>(scores.max(-1, true)).clamp_min(0.0);  // [B,H,1]
   const auto e = torch::exp(scores - shift);
   const auto gamma = in.mix.to(type).view({1, -1, 1});
@@ -201,19 +202,41 @@ torch::Tensor windowStep(RecurrentState& state, const WindowInputs& in, const Wi
   return (num / (den + o.eps)).unsqueeze(2).to(in.v.scalar_type());
 }
 
-namespace {
 WindowInputs tokenOf(const WindowInputs& in, int64_t t) {
   return {in.q.narrow(2, t, 1), in.k.narrow(2, t, 1), in.fq.narrow(2, t, 1), in.fk.narrow(2, t, 1),
           in.v.narrow(2, t, 1), in.mix, {}};
 }
+
+void checkStep(const RecurrentState& state, const WindowInputs& in, const WindowOptions& o) {
+  validateWindowInputs(in, o);
+  if (!o.causal) throw std::invalid_argument("the recurrent form is causal; this attention is bidirectional");
+  TORCH_CHECK(in.q.size(2) == 1, "a window step takes one token");
+  TORCH_CHECK(state.ringKeys.defined() && state.ringKeys.size(2) == o.window, "the state has no ring buffer of ",
+              o.window, " keys (made by initialWindowState?)");
+}
 }  // namespace
+
+torch::Tensor windowStep(RecurrentState& state, const WindowInputs& in, const WindowOptions& o) {
+  checkStep(state, in, o);
+  TORCH_CHECK(!in.keyMask.defined(), "a window step takes no key mask: the recurrent state keeps none");
+  return stepToken(state, in, o, {});
+}
 
 torch::Tensor windowRecurrent(const WindowInputs& in, const WindowOptions& o) {
   validateWindowInputs(in, o);
   auto state = initialWindowState(in.q.size(0), in.q.size(1), in.fq.size(3), in.v.size(3), o, in.v.scalar_type(),
                                   in.v.device());
+  // Which ring slots hold real keys: slot t % W takes token t's entry of the key mask [B,T].
+  torch::Tensor ringValid;
+  if (in.keyMask.defined())
+    ringValid = torch::ones({in.q.size(0), o.window}, torch::TensorOptions(torch::kBool).device(in.q.device()));  // [B,W]
   std::vector<torch::Tensor> out;
-  for (int64_t t = 0; t < in.q.size(2); ++t) out.push_back(windowStep(state, tokenOf(in, t), o));
+  for (int64_t t = 0; t < in.q.size(2); ++t) {
+    const auto token = tokenOf(in, t);
+    checkStep(state, token, o);
+    if (ringValid.defined()) ringValid.select(1, t % o.window).copy_(in.keyMask.select(1, t));
+    out.push_back(stepToken(state, token, o, ringValid));
+  }
   return torch::cat(out, 2);
 }
 

@@ -47,7 +47,8 @@ at::Tensor windowWeights(const WindowInputs& in, const WindowOptions& options);
 // Outputs [B,H,T,D] by form.
 at::Tensor windowQuadratic(const WindowInputs& in, const WindowOptions& options);
 at::Tensor windowChunked(const WindowInputs& in, const WindowOptions& options);
-at::Tensor windowRecurrent(const WindowInputs& in, const WindowOptions& options);  // causal; for tests
+// Causal; for tests. Steps token by token, keeping which ring slots hold padded keys (keyMask).
+at::Tensor windowRecurrent(const WindowInputs& in, const WindowOptions& options);
 at::Tensor windowAttention(AttentionForm form, const WindowInputs& in, const WindowOptions& options);
 
 // Recurrent state of a window layer: S, z as the additive rule's, plus the ring buffer
@@ -55,6 +56,7 @@ at::Tensor windowAttention(AttentionForm form, const WindowInputs& in, const Win
 RecurrentState initialWindowState(int64_t batch, int64_t heads, int64_t featureDim, int64_t headDim,
                                   const WindowOptions& options, at::ScalarType dtype, at::Device device);
 // One token: in.q, k, v [B,H,1,D], fq, fk [B,H,1,F] -> [B,H,1,D]; the state advances by one.
+// The state keeps no key mask, so in.keyMask must be undefined (decoding has no padding).
 at::Tensor windowStep(RecurrentState& state, const WindowInputs& in, const WindowOptions& options);
 // T tokens from `state` (the prompt): equal to T steps, the chunked form when the state is fresh.
 at::Tensor windowPrefill(RecurrentState& state, const WindowInputs& in, const WindowOptions& options);

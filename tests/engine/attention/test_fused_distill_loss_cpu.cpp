@@ -3,6 +3,7 @@
 // and not, fp32 and bf16 inputs; and the vector exp and log it is built on against std::exp/log.
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -147,7 +148,7 @@ class TestFusedDistillLossCpu : public QObject {
     for (int i = 0; i < 200000; i += 8) {
       Floats8 x, y;
       for (int l = 0; l < 8; ++l) {
-        x[l] = -87.0f + 175.0f * float(i + l) / 200000.0f;                               // exp's range
+        x[l] = -87.3f + 176.0f * float(i + l + 1) / 200000.0f;                           // up to the clamp, 88.7
         y[l] = std::ldexp(1.0f + float((i + l) % 4096) / 4096.0f, (i + l) / 4096 - 25);  // 2^-25 .. 2^24
       }
       const Floats8 ex = hh::attn::vec::exp8(x), lg = hh::attn::vec::log8(y);
@@ -168,6 +169,13 @@ class TestFusedDistillLossCpu : public QObject {
     QVERIFY(std::abs(lg[4] - std::log(1e-40)) < 1e-4 && std::abs(lg[6] - std::log(1e-10)) < 1e-5);
     QVERIFY(std::abs(lg[7] - std::log(3.4e38)) < 1e-4);
     QVERIFY(std::isnan(hh::attn::vec::exp8(edges)[2]));
+    // Just below the upper clamp exp is finite (2^128 is not a float, the result is); past it, exp(88.7).
+    const Floats8 top = {88.38f, 88.5f, 88.6f, 88.7f, 88.72f, 100.0f, inf, 88.3f};
+    const Floats8 ex = hh::attn::vec::exp8(top);
+    for (int l = 0; l < 8; ++l) {
+      const double want = std::exp(double(std::min(top[l], 88.7f)));
+      QVERIFY2(std::abs(ex[l] / want - 1.0) < 5e-7, std::to_string(top[l]).c_str());
+    }
   }
 };
 

@@ -1,5 +1,6 @@
 // The fused CPU Hedgehog kernel against the generic path (feature map + chunked form) and the
-// fp64 brute force, at lengths around and not dividing the chunk size, with a trained-looking MLP.
+// fp64 brute force, at lengths around and not dividing the chunk size and the 128-row feature
+// blocks, with a trained-looking MLP and non-contiguous inputs; inputs that do not fit are refused.
 #include <torch/types.h>
 
 #include "engine/attention/fused_hedgehog_cpu.h"
@@ -24,7 +25,8 @@ class TestFusedHedgehogCpu : public QObject {
       la->featureMap()->weight().add_(torch::randn({3, 16, 16}) * 0.2);
       la->featureMap()->bias().add_(torch::randn({3, 16}) * 0.1);
     }
-    for (const int64_t t : {1, 31, 32, 33, 100}) {
+    // Around the chunk (32) and around the 128-row blocks the features are computed in.
+    for (const int64_t t : {1, 31, 32, 33, 100, 127, 128, 129, 300}) {
       torch::manual_seed(t);
       const auto q = torch::randn({2, 3, t, 16}) * 0.5, k = torch::randn({2, 3, t, 16}) * 0.5, v = torch::randn({2, 3, t, 16});
       torch::Tensor fused, generic;
@@ -46,6 +48,70 @@ class TestFusedHedgehogCpu : public QObject {
       QVERIFY2(relFused < 1e-5, ("T=" + std::to_string(t) + " fused rel " + std::to_string(relFused)).c_str());
       QVERIFY2(relGeneric < 1e-5, ("T=" + std::to_string(t) + " generic rel " + std::to_string(relGeneric)).c_str());
     }
+  }
+
+  void nonContiguousInputsMatchBruteForce() {
+    // q, k, v laid out [B,T,H,D] and viewed as [B,H,T,D] (as attention layers produce them).
+    if (!hh::attn::fusedHedgehogAvailable()) QSKIP("built without BLAS");
+    hh::attn::LinearAttentionConfig cfg;
+    cfg.featureMap.heads = 2;
+    cfg.featureMap.headDim = 16;
+    cfg.rule.chunkSize = 32;
+    hh::attn::LinearAttention la(cfg);
+    at::NoGradGuard g;
+    torch::manual_seed(17);
+    la->featureMap()->weight().add_(torch::randn({2, 16, 16}) * 0.2);
+    la->featureMap()->bias().add_(torch::randn({2, 16}) * 0.1);
+    const auto q = torch::randn({2, 300, 2, 16}).transpose(1, 2) * 0.5, k = torch::randn({2, 300, 2, 16}).transpose(1, 2) * 0.5;
+    const auto v = torch::randn({2, 300, 2, 16}).transpose(1, 2);
+    QVERIFY(!q.is_contiguous());
+    const auto fused = la->forward(q, k, v);
+    const auto ref = hh::attn::referenceLinearAttention(la->featureMap()->forward(q.to(torch::kDouble)),
+                                                        la->featureMap()->forward(k.to(torch::kDouble)),
+                                                        v.to(torch::kDouble), {}, cfg.rule);
+    const double rel = (fused.to(torch::kDouble) - ref).abs().max().item<double>() / ref.abs().max().item<double>();
+    QVERIFY2(rel < 1e-5, ("rel " + std::to_string(rel)).c_str());
+  }
+
+  void mismatchedShapesAreRefused() {
+    // Inputs that do not fit the layer or each other are refused with the generic path's error,
+    // never read past their ends by the fused kernels.
+    if (!hh::attn::fusedHedgehogAvailable()) QSKIP("built without BLAS");
+    hh::attn::LinearAttentionConfig cfg;
+    cfg.featureMap.heads = 2;
+    cfg.featureMap.headDim = 16;
+    hh::attn::LinearAttention la(cfg);
+    at::NoGradGuard g;
+    const auto one = [](int64_t b, int64_t h) { return torch::randn({b, h, 1, 16}); };
+    auto state = la->initialState(1);
+    const auto wide = one(1, 64);
+    HH_VERIFY_THROWS_WITH(la->step(state, wide, wide, wide), "feature map has 2 heads, input has 64");
+    QCOMPARE(state.position, int64_t(0));
+    // Batch-2 inputs on a batch-1 state: the generic step broadcasts the state, and the fused step
+    // leaves such a state to it rather than reading past the state's end.
+    const auto twoRows = one(2, 2);
+    auto generic = la->initialState(1);
+    const auto want = hh::attn::linearStep(generic, la->featureMap()->forward(twoRows).select(2, 0),
+                                           la->featureMap()->forward(twoRows).select(2, 0), twoRows.select(2, 0), {},
+                                           cfg.rule);
+    const auto got = la->step(state, twoRows, twoRows, twoRows).select(2, 0);
+    QVERIFY(torch::allclose(got, want, 1e-5, 1e-6));
+    QCOMPARE(state.S.sizes(), generic.S.sizes());
+    const auto q = torch::randn({1, 2, 200, 16}), v = torch::randn({1, 2, 200, 16}), shortK = torch::randn({1, 2, 50, 16});
+    HH_VERIFY_THROWS_WITH(la->forward(q, shortK, v), "differ");
+    // The kernels themselves check what they are given.
+    const auto w = la->featureMap()->weight(), b = la->featureMap()->bias();
+    HH_VERIFY_THROWS(std::invalid_argument, hh::attn::fusedHedgehogCausalForward(q, shortK, v, w, b, 64, 1e-6));
+    HH_VERIFY_THROWS(std::invalid_argument,
+                     hh::attn::fusedHedgehogCausalForward(q, q, v, w.narrow(0, 0, 1), b.narrow(0, 0, 1), 64, 1e-6));
+    auto S = torch::zeros({1, 2, 32, 16}), z = torch::zeros({1, 2, 32});
+    const auto x = torch::randn({1, 2, 16});
+    HH_VERIFY_THROWS(std::exception, hh::attn::fusedHedgehogStep(S, z, torch::randn({1, 64, 16}), torch::randn({1, 64, 16}),
+                                                                 torch::randn({1, 64, 16}), w, b, 1e-6));
+    auto shortZ = torch::zeros({1, 2, 16});
+    HH_VERIFY_THROWS(std::exception, hh::attn::fusedHedgehogStep(S, shortZ, x, x, x, w, b, 1e-6));
+    HH_VERIFY_THROWS(std::exception, hh::attn::fusedHedgehogStep(S, z, x, x, x, w.narrow(0, 0, 1), b, 1e-6));
+    QVERIFY(S.abs().max().item<double>() == 0.0);  // nothing written
   }
 
   void fusedStepMatchesGenericSteps() {
@@ -136,6 +202,7 @@ class TestFusedHedgehogCpu : public QObject {
 };
 
 HH_TEST_SUITE(TestFusedHedgehogCpu, "engine.attention.fused_hedgehog_cpu", &TestFusedHedgehogCpu::matchesBruteForce,
+              &TestFusedHedgehogCpu::nonContiguousInputsMatchBruteForce, &TestFusedHedgehogCpu::mismatchedShapesAreRefused,
               &TestFusedHedgehogCpu::fusedStepMatchesGenericSteps, &TestFusedHedgehogCpu::clampedFeaturesAgreeAndStayFinite,
               &TestFusedHedgehogCpu::gradientsStillFlowThroughGenericPath, &TestFusedHedgehogCpu::fusedCudaPolicyIsScoped)
 

@@ -3,11 +3,13 @@
 // divide, causal and bidirectional, with padded keys (a fully padded sequence included), and
 // grouped sizes; float32 within 1e-5 relative (max-abs over the output), float64 within 1e-12. (The
 // float32 cases without a mask run through fusedSoftmaxAttentionCpu where the build has a BLAS.)
+// NaN inputs give NaN rows in both (only a row with no valid key is defined as zeros).
 // And the per-head measurement the inspector uses (HeadMeasures::measureHeads, one head at a
 // time) equals the per-layer one exactly.
 #include <torch/types.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "engine/attention/softmax_attention.h"
@@ -72,6 +74,32 @@ class TestSoftmaxBlocks : public QObject {
     QVERIFY(torch::equal(hh::attn::softmaxAttentionInBlocks(q, k, v, true), hh::attn::softmaxAttention(q, k, v, true)));
   }
 
+  void nanInputsStayNaN() {
+    // A NaN in q row 40 of sequence 0 makes that row NaN, block by block as in the whole matrix;
+    // only a row with no valid key (sequence 1 wholly padded) is defined as zeros.
+    torch::manual_seed(11);
+    auto q = torch::randn({2, 2, 100, 8}, torch::kDouble);
+    const auto k = torch::randn({2, 2, 100, 8}, torch::kDouble), v = torch::randn({2, 2, 100, 8}, torch::kDouble);
+    q[0][1][40][3] = std::numeric_limits<double>::quiet_NaN();
+    auto mask = torch::ones({2, 100}, torch::kBool);
+    mask[1].fill_(false);
+    for (const bool causal : {true, false}) {
+      for (const bool masked : {false, true}) {
+        const auto keyMask = masked ? mask : torch::Tensor();
+        const auto whole = hh::attn::softmaxAttention(q, k, v, causal, keyMask);
+        const auto blocks = hh::attn::softmaxAttentionInBlocks(q, k, v, causal, keyMask, 1);  // 16-row blocks
+        const std::string what = std::string(causal ? "causal" : "bidirectional") + (masked ? " masked" : "");
+        for (const auto& y : {whole, blocks}) {
+          QVERIFY2(y[0][1][40].isnan().all().item<bool>(), what.c_str());
+          QVERIFY2(y[0][0].isfinite().all().item<bool>(), what.c_str());             // another head
+          QVERIFY2(y[0][1].narrow(0, 0, 40).isfinite().all().item<bool>(), what.c_str());  // other rows
+          if (masked) QVERIFY2(y[1].abs().max().item<double>() == 0.0, what.c_str());     // fully padded
+        }
+        QVERIFY2(torch::allclose(blocks, whole, 1e-12, 1e-12, /*equal_nan=*/true), what.c_str());
+      }
+    }
+  }
+
   void perHeadMeasuresEqualPerLayer() {
     torch::manual_seed(5);
     const int64_t H = 4, T = 30;
@@ -97,7 +125,8 @@ class TestSoftmaxBlocks : public QObject {
 };
 
 HH_TEST_SUITE(TestSoftmaxBlocks, "engine.attention.softmax_blocks", &TestSoftmaxBlocks::blocksMatchTheWholeMatrix,
-              &TestSoftmaxBlocks::oneBlockIsTheWholeMatrix, &TestSoftmaxBlocks::perHeadMeasuresEqualPerLayer)
+              &TestSoftmaxBlocks::oneBlockIsTheWholeMatrix, &TestSoftmaxBlocks::nanInputsStayNaN,
+              &TestSoftmaxBlocks::perHeadMeasuresEqualPerLayer)
 
 }  // namespace test_softmax_blocks
 

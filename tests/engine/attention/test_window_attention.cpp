@@ -2,7 +2,7 @@
 // fp64 brute force written from its definition (reference.h):
 //   - quadratic, chunked and recurrent forms, causal, at lengths that divide neither W nor the
 //     chunk (T = 37, W = 5, chunk 8; T = 50, W = 16, chunk 6), within 1e-10 in fp64 and 2e-5 in fp32;
-//   - bidirectional quadratic and chunked forms, and padded keys (key mask) in both;
+//   - bidirectional quadratic and chunked forms, and padded keys (key mask) in every form;
 //   - the weights are a distribution per row (sum 1 - eps/den) and 0 outside the causal past;
 //   - W >= T is plain softmax whatever the mix;
 //   - gradients of the chunked form (into q, k, fq, fk, v and the mix) equal the quadratic form's;
@@ -89,7 +89,28 @@ class TestWindowAttention : public QObject {
       const auto want = a::referenceWindowAttention(in, o);
       QVERIFY2(maxError(a::windowQuadratic(in, o), want) < 1e-10, causal ? "causal quadratic" : "bidirectional quadratic");
       QVERIFY2(maxError(a::windowChunked(in, o), want) < 1e-10, causal ? "causal chunked" : "bidirectional chunked");
+      if (causal) QVERIFY2(maxError(a::windowRecurrent(in, o), want) < 1e-10, "causal recurrent");
     }
+  }
+
+  void recurrentFormLeavesPaddedKeysOut() {
+    // Padded keys inside the sequence (keys 3 and 4 of row 0, the last 6 of row 1) pass through
+    // the ring buffer: the recurrent form leaves them out of the window term as the others do.
+    auto in = randomInputs(2, 2, 29, 4, 6, torch::kDouble, 9);
+    padRowOne(in, 6);
+    in.keyMask[0].narrow(0, 3, 2).fill_(false);
+    in.fk = in.fk * in.keyMask.to(in.fk.scalar_type()).unsqueeze(1).unsqueeze(-1);
+    for (const int64_t w : {1, 4, 40}) {
+      const auto o = options(w, 8);
+      const auto want = a::referenceWindowAttention(in, o);
+      const double err = maxError(a::windowRecurrent(in, o), want);
+      QVERIFY2(err < 1e-10, ("W=" + std::to_string(w) + " recurrent error " + std::to_string(err)).c_str());
+    }
+    // A step cannot keep a key mask in the state: refused rather than ignored.
+    auto state = a::initialWindowState(2, 2, 6, 4, options(4, 8), torch::kDouble, torch::kCPU);
+    const a::WindowInputs token{in.q.narrow(2, 0, 1), in.k.narrow(2, 0, 1), in.fq.narrow(2, 0, 1),
+                                in.fk.narrow(2, 0, 1), in.v.narrow(2, 0, 1), in.mix, in.keyMask.narrow(1, 0, 1)};
+    HH_VERIFY_THROWS(std::exception, a::windowStep(state, token, options(4, 8)));
   }
 
   void weightsAreDistributionsOverThePast() {
@@ -153,6 +174,7 @@ class TestWindowAttention : public QObject {
 
 HH_TEST_SUITE(TestWindowAttention, "engine.attention.window", &TestWindowAttention::causalFormsEqualTheReference,
               &TestWindowAttention::fp32FormsStayClose, &TestWindowAttention::bidirectionalAndPaddedKeysEqualTheReference,
+              &TestWindowAttention::recurrentFormLeavesPaddedKeysOut,
               &TestWindowAttention::weightsAreDistributionsOverThePast,
               &TestWindowAttention::aWindowAsLongAsTheTextIsSoftmax,
               &TestWindowAttention::chunkedGradientsEqualTheQuadraticForms,

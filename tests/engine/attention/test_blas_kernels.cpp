@@ -1,0 +1,114 @@
+// engine.attention.blas_kernels: blas::SingleThreaded keeps OpenBLAS on one thread while any
+// scope is open, nested or on several threads at once, and puts back the setting in force before
+// the first of them opened when the last one closes.
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "engine/attention/blas_kernels.h"
+#include "tests/support/hh_test.h"
+
+// OpenBLAS's own setting; weak, so null with another BLAS (the test then skips).
+extern "C" {
+void openblas_set_num_threads(int) __attribute__((weak));
+int openblas_get_num_threads(void) __attribute__((weak));
+}
+
+namespace test_blas_kernels {
+
+class TestBlasKernels : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void nestedScopesRestoreTheThreadCount() {
+    if (!hh::attn::blas::available() || !openblas_get_num_threads || !openblas_set_num_threads)
+      QSKIP("the BLAS is not OpenBLAS");
+    const int original = openblas_get_num_threads();
+    openblas_set_num_threads(std::max(original, 2));
+    const int before = openblas_get_num_threads();
+    if (before < 2) QSKIP("OpenBLAS built for one thread");
+    {
+      const hh::attn::blas::SingleThreaded outer;
+      QCOMPARE(openblas_get_num_threads(), 1);
+      { const hh::attn::blas::SingleThreaded inner; }
+      QCOMPARE(openblas_get_num_threads(), 1);  // the outer scope is still open
+    }
+    QCOMPARE(openblas_get_num_threads(), before);
+    openblas_set_num_threads(original);
+  }
+
+  void scopesClosingOutOfOrderOnTwoThreadsRestoreTheThreadCount() {
+    // Thread a opens a scope, then thread b; a closes first, then b (each step waits for the one
+    // before it). Saving and restoring per scope would leave b's saved 1 in force at the end.
+    if (!hh::attn::blas::available() || !openblas_get_num_threads || !openblas_set_num_threads)
+      QSKIP("the BLAS is not OpenBLAS");
+    const int original = openblas_get_num_threads();
+    openblas_set_num_threads(std::max(original, 2));
+    const int before = openblas_get_num_threads();
+    if (before < 2) QSKIP("OpenBLAS built for one thread");
+    std::atomic<int> step{0};
+    const auto waitFor = [&step](int s) {
+      while (step.load() < s) std::this_thread::yield();
+    };
+    int insideA = 0, insideB = 0;
+    std::thread a([&] {
+      {
+        const hh::attn::blas::SingleThreaded scope;
+        step.store(1);
+        waitFor(2);
+        insideA = openblas_get_num_threads();
+      }
+      step.store(3);
+    });
+    std::thread b([&] {
+      waitFor(1);
+      {
+        const hh::attn::blas::SingleThreaded scope;
+        step.store(2);
+        waitFor(3);
+        insideB = openblas_get_num_threads();  // a's scope has closed, b's is open
+      }
+    });
+    a.join();
+    b.join();
+    const int after = openblas_get_num_threads();
+    openblas_set_num_threads(original);
+    QCOMPARE(insideA, 1);
+    QCOMPARE(insideB, 1);
+    QCOMPARE(after, before);
+  }
+
+  void overlappingScopesOnTwoThreadsRestoreTheThreadCount() {
+    // Two threads open and close scopes as fast as they can, so their scopes overlap in every
+    // order; when both are done the setting is the one from before.
+    if (!hh::attn::blas::available() || !openblas_get_num_threads || !openblas_set_num_threads)
+      QSKIP("the BLAS is not OpenBLAS");
+    const int original = openblas_get_num_threads();
+    openblas_set_num_threads(std::max(original, 2));
+    const int before = openblas_get_num_threads();
+    if (before < 2) QSKIP("OpenBLAS built for one thread");
+    std::atomic<int> started{0};
+    const auto loop = [&started] {
+      started.fetch_add(1);
+      while (started.load() < 2) std::this_thread::yield();  // both threads loop at once
+      for (int i = 0; i < 20000; ++i) {
+        const hh::attn::blas::SingleThreaded scope;
+      }
+    };
+    std::thread a(loop), b(loop);
+    a.join();
+    b.join();
+    const int after = openblas_get_num_threads();
+    openblas_set_num_threads(original);
+    QCOMPARE(after, before);
+  }
+};
+
+HH_TEST_SUITE(TestBlasKernels, "engine.attention.blas_kernels", &TestBlasKernels::nestedScopesRestoreTheThreadCount,
+              &TestBlasKernels::scopesClosingOutOfOrderOnTwoThreadsRestoreTheThreadCount,
+              &TestBlasKernels::overlappingScopesOnTwoThreadsRestoreTheThreadCount)
+
+}  // namespace test_blas_kernels
+
+#if HH_HAVE_QTEST
+#include "test_blas_kernels.moc"
+#endif
