@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "widgets/plot_note.h"
 
@@ -298,32 +299,52 @@ void CurvePlot::placeLegendAwayFromData() {
   plot_->axisRect()->insetLayout()->setInsetAlignment(0, corners[best]);
 }
 
-void CurvePlot::doReplot() {
-  staleWhileHidden_ = false;
-  if (autoRescale_ && plot_->graphCount() > 0) {
-    plot_->rescaleAxes(/*onlyVisiblePlottables=*/true);
-    // A little air around the data so markers and bands are not cut at the frame.
-    for (QCPAxis* axis : {plot_->xAxis, plot_->yAxis}) {
-      if (axis->scaleType() == QCPAxis::stLogarithmic) continue;
-      QCPRange r = axis->range();
-      if (axis == plot_->yAxis) {  // flat data (a constant learning rate): +-10 % around the value
-        bool found = false;
-        QCPRange data;
-        for (int i = 0; i < plot_->graphCount(); ++i) {
-          bool f = false;
-          const QCPRange g = plot_->graph(i)->getValueRange(f);
-          if (f) data = found ? QCPRange(std::min(data.lower, g.lower), std::max(data.upper, g.upper)) : g, found = true;
-        }
-        if (found && data.size() <= 1e-9 * std::max(1.0, std::abs(data.center()))) {
-          const double half = data.center() != 0 ? std::abs(data.center()) * 0.1 : 0.5;
-          axis->setRange(data.center() - half, data.center() + half);
-          continue;
-        }
-      }
-      const double pad = r.size() > 0 ? r.size() * 0.04 : 0.5;
-      axis->setRange(r.lower - pad, r.upper + pad);
+namespace {
+// The range of the drawable points of the visible graphs along one axis: NaN values (gaps) and
+// non-finite coordinates left out, and on a logarithmic axis the non-positive ones too.
+// Empty when no point qualifies.
+std::optional<QCPRange> finiteDataRange(QCustomPlot* plot, QCPAxis* axis) {
+  const bool alongKeys = axis == plot->xAxis;
+  const bool logScale = axis->scaleType() == QCPAxis::stLogarithmic;
+  std::optional<QCPRange> range;
+  for (int i = 0; i < plot->graphCount(); ++i) {
+    if (!plot->graph(i)->visible()) continue;
+    for (auto it = plot->graph(i)->data()->constBegin(); it != plot->graph(i)->data()->constEnd(); ++it) {
+      if (!std::isfinite(it->value)) continue;  // a gap or a point off the chart (+-Inf)
+      const double v = alongKeys ? it->key : it->value;
+      if (!std::isfinite(v) || (logScale && v <= 0)) continue;
+      range = range ? QCPRange(std::min(range->lower, v), std::max(range->upper, v)) : QCPRange(v, v);
     }
   }
+  return range;
+}
+}  // namespace
+
+void CurvePlot::fitAxesToData() {
+  // QCustomPlot's own rescale handles a single key; its range from data with +-Inf is refused,
+  // so each axis is then set from the finite points alone.
+  plot_->rescaleAxes(/*onlyVisiblePlottables=*/true);
+  for (QCPAxis* axis : {plot_->xAxis, plot_->yAxis}) {
+    const std::optional<QCPRange> data = finiteDataRange(plot_, axis);
+    if (!data) continue;  // nothing drawable: the axis stays as it is (no padding growing on each replot)
+    const bool flat = data->size() <= 1e-9 * std::max(1.0, std::abs(data->center()));
+    if (!flat) axis->setRange(*data);
+    if (axis->scaleType() == QCPAxis::stLogarithmic) continue;
+    if (flat && axis == plot_->yAxis) {  // flat data (a constant learning rate): +-10 % around the value
+      const double half = data->center() != 0 ? std::abs(data->center()) * 0.1 : 0.5;
+      axis->setRange(data->center() - half, data->center() + half);
+      continue;
+    }
+    // A little air around the data so markers and bands are not cut at the frame.
+    const QCPRange r = axis->range();
+    const double pad = r.size() > 0 ? r.size() * 0.04 : 0.5;
+    axis->setRange(r.lower - pad, r.upper + pad);
+  }
+}
+
+void CurvePlot::doReplot() {
+  staleWhileHidden_ = false;
+  if (autoRescale_ && plot_->graphCount() > 0) fitAxesToData();
   bool anyPoint = false;
   for (const auto& series : series_) anyPoint = anyPoint || series.line->dataCount() > 0;
   if (emptyText_) emptyText_->setVisible(!anyPoint && !emptyTextValue_.isEmpty());

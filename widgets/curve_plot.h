@@ -7,7 +7,8 @@
 // that is not visible (a hidden tab) does not redraw then: it remembers that it is stale and
 // redraws once when it is shown. replotNow() always redraws.
 // Axes rescale to the data on each replot unless the user has zoomed or panned (double-click
-// goes back to automatic). Plain data only.
+// goes back to automatic); +-Inf values are not drawn and left out of the range, so one diverged
+// point does not freeze the axes. Plain data only.
 #pragma once
 #include <QColor>
 #include <QVector>
@@ -86,6 +87,7 @@ class CurvePlot : public QWidget {
   void scheduleReplot();
   void onReplotTimer();
   void doReplot();
+  void fitAxesToData();            // automatic rescaling: the finite points of the visible graphs
   void placeLegendAwayFromData();  // moves the legend to the emptiest corner
 
  protected:

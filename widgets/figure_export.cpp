@@ -19,6 +19,9 @@ namespace {
 
 constexpr double kMaxScale = 8.0;
 constexpr int kMaxSide = 20000;  // pixels or points along one side
+constexpr double kLayoutDpi = 96.0;  // a layout pixel is 1/96 inch (scale 1 = 96 dpi)
+constexpr double kPointsPerInch = 72.0;
+constexpr double kMetresPerInch = 0.0254;
 
 // The QCustomPlot that stands for the whole widget: the widget itself, or its only QCustomPlot
 // child when that child fills it (HeatmapView, CurvePlot).
@@ -84,9 +87,14 @@ ExportResult exportFigure(QWidget* widget, const QString& path, const FigureExpo
   // Lay out a widget that was never shown so its children have their sizes.
   widget->ensurePolished();
   if (widget->layout()) widget->layout()->activate();
-  const QSize canvas = options.size.isEmpty() ? widget->size() : options.size;
-  if (canvas.isEmpty() || canvas.width() > kMaxSide || canvas.height() > kMaxSide)
-    return failure(path, QStringLiteral("bad size %1 x %2").arg(canvas.width()).arg(canvas.height()));
+  const QSize asked = options.size.isEmpty() ? widget->size() : options.size;
+  if (asked.isEmpty() || asked.width() > kMaxSide || asked.height() > kMaxSide)
+    return failure(path, QStringLiteral("bad size %1 x %2").arg(asked.width()).arg(asked.height()));
+  // SVG and PDF: a page of `asked` points (the widget's own size: its pixels at kLayoutDpi),
+  // the figure laid out over as many layout pixels as cover it.
+  const bool vector = *format != FigureFormat::Png;
+  const QSizeF pagePoints = options.size.isEmpty() ? QSizeF(asked) * (kPointsPerInch / kLayoutDpi) : QSizeF(asked);
+  const QSize canvas = vector ? (pagePoints * (kLayoutDpi / kPointsPerInch)).toSize() : asked;
   const QSize pixels = canvas * options.scale;
   if (*format == FigureFormat::Png && (pixels.width() > kMaxSide || pixels.height() > kMaxSide))
     return failure(path, QStringLiteral("a PNG of %1 x %2 pixels (size x scale) is more than %3 a side")
@@ -98,7 +106,6 @@ ExportResult exportFigure(QWidget* widget, const QString& path, const FigureExpo
   QSaveFile file(path);
   if (!file.open(QIODevice::WriteOnly)) return failure(path, file.errorString());
 
-  const int dpi = widget->logicalDpiX() > 0 ? widget->logicalDpiX() : 96;
   bool written = true;
   switch (*format) {
     case FigureFormat::Png: {
@@ -111,6 +118,9 @@ ExportResult exportFigure(QWidget* widget, const QString& path, const FigureExpo
         image.fill(Qt::white);
         paintFigure(widget, nullptr, &image, canvas, false);
       }
+      const int dotsPerMetre = qRound(kLayoutDpi * options.scale / kMetresPerInch);  // scale 2: 192 dpi
+      image.setDotsPerMeterX(dotsPerMetre);
+      image.setDotsPerMeterY(dotsPerMetre);
       written = !image.isNull() && image.save(&file, "PNG");
       break;
     }
@@ -119,19 +129,18 @@ ExportResult exportFigure(QWidget* widget, const QString& path, const FigureExpo
       svg.setOutputDevice(&file);
       svg.setSize(canvas);
       svg.setViewBox(QRect(QPoint(0, 0), canvas));
-      svg.setResolution(dpi);
+      svg.setResolution(int(kLayoutDpi));  // width and height in mm: the page in points
       svg.setTitle(options.title);
       svg.setDescription(QStringLiteral("Hedgehog Workbench figure"));
-      paintFigure(widget, plot, &svg, canvas, true);
+      paintFigure(widget, plot, &svg, canvas, vector);
       break;
     }
     case FigureFormat::Pdf: {
       QPdfWriter pdf(&file);
-      pdf.setResolution(dpi);
+      pdf.setResolution(int(kLayoutDpi));
       pdf.setTitle(options.title);
       pdf.setCreator(QStringLiteral("Hedgehog Workbench"));
-      const QSizeF points(canvas.width() * 72.0 / dpi, canvas.height() * 72.0 / dpi);
-      pdf.setPageSize(QPageSize(points, QPageSize::Point, QString(), QPageSize::ExactMatch));
+      pdf.setPageSize(QPageSize(pagePoints, QPageSize::Point, QString(), QPageSize::ExactMatch));
       pdf.setPageMargins(QMarginsF(0, 0, 0, 0));
       paintFigure(widget, plot, &pdf, canvas, true);
       break;

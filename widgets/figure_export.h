@@ -2,10 +2,12 @@
 // given. A QCustomPlot (or a widget whose plot() is one, found as its only QCustomPlot child) is
 // re-laid out at the requested size and painted as vectors into SVG and PDF; other widgets are
 // rendered with QWidget::render, scaled to the requested size.
-//   size  : the figure laid out at this many pixels; empty = the widget's size. A PNG has that
-//           many pixels (times scale; at most 20000 a side), an SVG that many user units, a PDF
-//           a page of that size at the screen's resolution (1200 pixels at 96 dpi = 900 points).
-//   scale : PNG only, pixel multiplier (2.0 = twice the pixels, for 192-dpi figures).
+//   size  : PNG: pixels (times scale; at most 20000 a side). SVG and PDF: the page in points,
+//           the figure laid out over as many 1/96-inch layout pixels (600 x 400 pt: 800 x 533).
+//           Empty = the widget's size: its pixels for a PNG, a page of them at 96 dpi for SVG
+//           and PDF (1200 pixels = 900 points).
+//   scale : PNG only, pixel multiplier (2.0 = twice the pixels, for 192-dpi figures); the PNG
+//           says 96 x scale dpi in its metadata.
 // The file is written under a temporary name next to the target and renamed into place on
 // success (QSaveFile), so a failed export never leaves a half-written figure.
 #pragma once

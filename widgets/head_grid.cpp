@@ -8,6 +8,7 @@
 #include <QToolTip>
 
 #include <algorithm>
+#include <cmath>
 
 #include "widgets/colormap.h"
 #include "widgets/matrix_downsample.h"
@@ -135,6 +136,7 @@ QImage HeadGrid::thumbnail(int layer, int head) const {
 namespace {
 QColor badnessColor(double t) {
   static const QColor stops[] = {QColor(0xdd, 0xdf, 0xe3), QColor(0xf9, 0xab, 0x00), QColor(0xd9, 0x30, 0x25)};
+  if (std::isnan(t)) t = 0.5;  // never an index from NaN
   t = std::clamp(t, 0.0, 1.0) * 2.0;
   const int i = std::min(1, int(t));
   const double f = t - i;
@@ -147,7 +149,7 @@ QColor badnessColor(double t) {
 
 QColor HeadGrid::summaryColor(int layer, int head) const {
   const double v = summary(layer, head);
-  if (std::isnan(v)) return {};
+  if (!std::isfinite(v)) return {};  // NaN or +-Inf: drawn as "no value"
   const auto [lo, hi] = summaryRange();
   double t = hi > lo ? (v - lo) / (hi - lo) : 0.5;  // 1 = the highest value
   if (higherIsBetter_) t = 1.0 - t;                 // now 1 = the worst head
@@ -210,7 +212,7 @@ std::pair<double, double> HeadGrid::summaryRange() const {
   double lo = 0.0, hi = 0.0;
   bool any = false;
   for (const Cell& c : cells_) {
-    if (std::isnan(c.summary)) continue;
+    if (!std::isfinite(c.summary)) continue;
     lo = any ? std::min(lo, c.summary) : c.summary;
     hi = any ? std::max(hi, c.summary) : c.summary;
     any = true;
@@ -281,7 +283,7 @@ void HeadGrid::paintLegend(QPainter& p, const QRect& area) const {
   };
   text(tr("frame: %1").arg(summaryName_));
   const bool anyValue =
-      fixedRange_ || std::any_of(cells_.begin(), cells_.end(), [](const Cell& c) { return !std::isnan(c.summary); });
+      fixedRange_ || std::any_of(cells_.begin(), cells_.end(), [](const Cell& c) { return std::isfinite(c.summary); });
   if (!anyValue) {  // e.g. KL on a model whose linear maps could not be measured: no scale to show
     text(tr("not measured on any head"));
     return;

@@ -53,9 +53,9 @@ class HeadGrid : public QWidget {
   int heads() const { return heads_; }
   double summary(int layer, int head) const;
   QImage thumbnail(int layer, int head) const;
-  // Frame colour of a head's summary (invalid colour when it has none).
   // The frame colour of a head: light grey for the best summary, amber, red for the worst (a
-  // legend under the grid says which summary and its range).
+  // legend under the grid says which summary and its range). Invalid colour when the summary is
+  // not finite (NaN, +-Inf: drawn as "no value"); the range is over the finite summaries only.
   QColor summaryColor(int layer, int head) const;
   // Cell under a position in widget coordinates: x = head, y = layer.
   std::optional<QPoint> cellAt(QPoint pos) const;

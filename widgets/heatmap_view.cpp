@@ -79,7 +79,7 @@ QString formatNumber(double v) {
 
 }  // namespace
 
-HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent), values_(noValues()) {
+HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent), values_(noValues()), scores_(noValues()) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   plot_ = new QCustomPlot(this);
@@ -163,7 +163,7 @@ bool HeatmapView::setSharedMatrix(int rows, int cols, SharedValues shared) {
   rows_ = rows;
   cols_ = cols;
   values_ = std::move(shared);
-  if (scores_.size() != values().size()) scores_.clear();
+  if (scores().size() != values().size()) scores_ = noValues();
   const FiniteRange range = finiteRange(values().data(), values().size());
   dataLo_ = range.valid ? range.lo : 0.0;
   dataHi_ = range.valid ? range.hi : 1.0;
@@ -176,12 +176,18 @@ bool HeatmapView::setSharedMatrix(int rows, int cols, SharedValues shared) {
 }
 
 bool HeatmapView::setScores(int rows, int cols, std::vector<float> scores) {
-  if (rows != rows_ || cols != cols_ || scores.size() != values().size()) return false;
-  scores_ = std::move(scores);
+  return setSharedScores(rows, cols, std::make_shared<const std::vector<float>>(std::move(scores)));
+}
+
+bool HeatmapView::setSharedScores(int rows, int cols, SharedValues shared) {
+  if (rows != rows_ || cols != cols_ || !shared || shared->size() != values().size()) return false;
+  scores_ = std::move(shared);
   return true;
 }
 
-void HeatmapView::clearScores() { scores_.clear(); }
+void HeatmapView::clearScores() {
+  scores_ = noValues();
+}
 
 void HeatmapView::setTokenLabels(QStringList queries, QStringList keys) {
   queryLabels_ = std::move(queries);
@@ -296,7 +302,7 @@ void HeatmapView::setReadoutNames(const QString& row, const QString& col) {
 void HeatmapView::clear() {
   rows_ = cols_ = 0;
   values_ = noValues();
-  scores_.clear();
+  scores_ = noValues();
   display_ = DownsampledMatrix{};
   rebuildTimer_->stop();
   xTicker_->setCells(0, keyLabels_);
@@ -324,8 +330,8 @@ float HeatmapView::valueAt(int row, int col) const {
 }
 
 std::optional<float> HeatmapView::scoreAt(int row, int col) const {
-  if (scores_.empty() || row < 0 || col < 0 || row >= rows_ || col >= cols_) return std::nullopt;
-  return scores_[std::size_t(row) * std::size_t(cols_) + std::size_t(col)];
+  if (scores().empty() || row < 0 || col < 0 || row >= rows_ || col >= cols_) return std::nullopt;
+  return scores()[std::size_t(row) * std::size_t(cols_) + std::size_t(col)];
 }
 
 std::optional<QPoint> HeatmapView::cellAt(QPoint widgetPos) const {
@@ -416,14 +422,27 @@ void HeatmapView::rebuildDisplay(bool force) {
                               py.block, px.block, reduce);
   displayReduce_ = reduce;
   displayRegion_ = MatrixRegion{py.start, px.start, py.span, px.span};
-  const int keyCells = std::max(display_.cols, 2), valueCells = std::max(display_.rows, 2);
-  data->setSize(keyCells, valueCells);
+  data->setSize(std::max(display_.cols, 2), std::max(display_.rows, 2));
   data->setRange(centreRange(display_.col0, display_.cols, display_.blockCols),
                  centreRange(display_.row0, display_.rows, display_.blockRows));
+  fillColorMap();
+}
+
+void HeatmapView::fillColorMap() {
+  // QCustomPlot turns a value into a colour index with int(): +Inf, or a value far outside the
+  // colour range, overflows to the lowest colour. Each cell is clamped to the range first, so
+  // +Inf is drawn in the top colour and -Inf in the bottom one; NaN stays the masked grey.
+  QCPColorMapData* data = colorMap_->data();
+  if (display_.values.empty()) return;
+  const QCPRange range = colorMap_->dataRange();
+  const int keyCells = data->keySize(), valueCells = data->valueSize();
   for (int r = 0; r < valueCells; ++r) {
     const int sr = std::min(r, display_.rows - 1);  // duplicates the single row, if one
     const float* src = display_.values.data() + std::size_t(sr) * std::size_t(display_.cols);
-    for (int c = 0; c < keyCells; ++c) data->setCell(c, r, double(src[std::min(c, display_.cols - 1)]));
+    for (int c = 0; c < keyCells; ++c) {
+      const double v = src[std::min(c, display_.cols - 1)];
+      data->setCell(c, r, std::isnan(v) ? v : std::clamp(v, range.lower, range.upper));
+    }
   }
   requestReplot();
 }
@@ -442,7 +461,9 @@ void HeatmapView::applyColorRange() {
   }
   const ColorMap& map = mode_ == ColorMode::Sequential ? ColorMap::viridis() : ColorMap::diverging();
   colorScale_->setGradient(map.gradient());
+  const bool rangeChanged = colorMap_->dataRange() != QCPRange(lo, hi);
   colorScale_->setDataRange(QCPRange(lo, hi));
+  if (rangeChanged) fillColorMap();  // the cells are clamped to the range
   requestReplot();
 }
 

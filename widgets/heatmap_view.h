@@ -7,11 +7,11 @@
 // diverging data) to at most kMaxDisplayCells per side and no more cells than the plot has
 // pixels (a thinner cell could vanish when the image is scaled down). Zooming in re-reduces
 // only the visible part (plus a margin for panning), so detail appears down to single cells;
-// the readout always reads the full values. Sequential mode spans [min, max] of the finite values with viridis; diverging mode
-// spans [-m, m], m = max |value|, with the blue-white-red map. setValueRange fixes the range
-// (e.g. the same scale for softmax and linear maps side by side).
-// Coordinates: cell (row, col) is centred on plot coordinate (x = col, y = row); row 0 is at the
-// top. Plain data only: no Torch, no jobs.
+// the readout always reads the full values. Sequential mode spans [min, max] of the finite values with viridis;
+// diverging mode spans [-m, m], m = max |value|, with the blue-white-red map. setValueRange fixes the range (e.g. the
+// same scale for softmax and linear maps side by side). Values outside the range take the end colours: +Inf the top
+// one, -Inf the bottom one. Coordinates: cell (row, col) is centred on plot coordinate (x = col, y = row); row 0 is at
+// the top. Plain data only: no Torch, no jobs.
 #pragma once
 #include <QSharedPointer>
 #include <QStringList>
@@ -52,6 +52,8 @@ class HeatmapView : public QWidget {
   bool setSharedMatrix(int rows, int cols, SharedValues shared);
   // Scores for the readout; must match the matrix size (returns false otherwise).
   bool setScores(int rows, int cols, std::vector<float> scores);
+  // The same without a copy (the values must not change).
+  bool setSharedScores(int rows, int cols, SharedValues shared);
   void clearScores();
   // Token labels: queries along the rows (y axis), keys along the columns (x axis).
   void setTokenLabels(QStringList queries, QStringList keys);
@@ -86,6 +88,9 @@ class HeatmapView : public QWidget {
   // Full-resolution value (NaN outside the matrix).
   float valueAt(int row, int col) const;
   std::optional<float> scoreAt(int row, int col) const;
+  // The matrix and the scores the view holds (never null; empty when none).
+  SharedValues sharedMatrix() const { return values_; }
+  SharedValues sharedScores() const { return scores_; }
 
   // The cell under a position in this widget's coordinates: x = column (key), y = row (query);
   // nullopt outside the plotted cells.
@@ -111,6 +116,7 @@ class HeatmapView : public QWidget {
   void scheduleRebuild();
   BlockReduce currentReduce() const;
   void applyColorRange();
+  void fillColorMap();  // display_ into the colour map, each cell clamped to the colour range
   void updateTickDensity();
   void clampRanges();
   void onMouseMove(QMouseEvent* event);
@@ -134,7 +140,8 @@ class HeatmapView : public QWidget {
   int rows_ = 0, cols_ = 0;
   const std::vector<float>& values() const { return *values_; }
   SharedValues values_;  // never null
-  std::vector<float> scores_;
+  const std::vector<float>& scores() const { return *scores_; }
+  SharedValues scores_;  // never null; empty: no scores
   QStringList queryLabels_, keyLabels_;
   QString valueLabel_;
   QString rowName_ = QStringLiteral("query"), colName_ = QStringLiteral("key");

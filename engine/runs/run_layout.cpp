@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
+#include <limits>
 #include <set>
 
 namespace hh::runs {
@@ -92,6 +94,35 @@ std::vector<int> poolEdges(int tokens, int size) {
   return edges;
 }
 
+bool isCausalMap(const float* map, int tokens) {
+  const size_t t = tokens;
+  for (size_t r = 0; r < t; ++r)
+    for (size_t c = r + 1; c < t; ++c)
+      if (!(map[r * t + c] == 0.0f) && !std::isnan(map[r * t + c])) return false;
+  return true;
+}
+
+namespace {
+
+// The mean of the valid pairs of one block: not NaN, and on or below the diagonal for a causal
+// map; NaN when the block has none.
+float blockMean(const float* src, size_t t, int r0, int r1, int c0, int c1, bool causal) {
+  double sum = 0.0;
+  size_t valid = 0;
+  for (int r = r0; r < r1; ++r) {
+    const int cEnd = causal ? std::min(c1, r + 1) : c1;
+    for (int c = c0; c < cEnd; ++c) {
+      const float v = src[r * t + c];
+      if (std::isnan(v)) continue;
+      sum += v;
+      ++valid;
+    }
+  }
+  return valid > 0 ? static_cast<float>(sum / double(valid)) : std::numeric_limits<float>::quiet_NaN();
+}
+
+}  // namespace
+
 std::vector<float> poolMaps(const std::vector<float>& maps, int count, int tokens, int size) {
   // maps: [count, T, T] -> [count, S, S]; block means accumulated in double.
   const size_t t = tokens, s = size;
@@ -103,16 +134,11 @@ std::vector<float> poolMaps(const std::vector<float>& maps, int count, int token
   std::vector<float> out(count * s * s);
   for (size_t m = 0; m < static_cast<size_t>(count); ++m) {
     const float* src = maps.data() + m * t * t;
+    const bool causal = t > 1 && isCausalMap(src, tokens);
     float* dst = out.data() + m * s * s;
-    for (size_t i = 0; i < s; ++i) {
-      for (size_t j = 0; j < s; ++j) {
-        double sum = 0.0;
-        for (int r = edges[i]; r < edges[i + 1]; ++r)
-          for (int c = edges[j]; c < edges[j + 1]; ++c) sum += src[r * t + c];
-        const double n = double(edges[i + 1] - edges[i]) * double(edges[j + 1] - edges[j]);
-        dst[i * s + j] = static_cast<float>(sum / n);
-      }
-    }
+    for (size_t i = 0; i < s; ++i)
+      for (size_t j = 0; j < s; ++j)
+        dst[i * s + j] = blockMean(src, t, edges[i], edges[i + 1], edges[j], edges[j + 1], causal);
   }
   return out;
 }

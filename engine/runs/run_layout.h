@@ -109,10 +109,15 @@ void validateLayout(const RunLayout& layout);
 
 // Snapshot pooling from [T, T] to [S, S]: bin i covers tokens [edges[i], edges[i + 1]) with
 // edges[i] = floor(i * T / S) (S + 1 entries, edges[0] = 0, edges[S] = T); a stored value is the
-// mean of its block. S == T copies.
+// mean of the valid pairs of its block, NaN when it has none. NaN pairs are masked; a map whose
+// pairs above the diagonal are all 0 or NaN is causal (isCausalMap) and those pairs are masked
+// too, so a diagonal block is not diluted by the zeros of the future and a block wholly above
+// the diagonal is NaN. S == T copies (a causal map's upper triangle becomes NaN).
 std::vector<int> poolEdges(int tokens, int size);
 // maps: [count, T, T] -> [count, S, S]
 std::vector<float> poolMaps(const std::vector<float>& maps, int count, int tokens, int size);
+// Whether a [T, T] map (row = query) has only 0 or NaN above the diagonal: causal attention.
+bool isCausalMap(const float* map, int tokens);
 
 // Current time: ISO 8601 UTC ("2024-05-01T12:34:56Z") and Unix seconds.
 std::string isoTimeUtc(double unixSeconds);

@@ -2,12 +2,14 @@
 // by the single-shot timer (many changes, one replot); appendPoints keeps the keys sorted (in
 // place when they come after the data, merged otherwise); a hidden plot does not redraw until
 // it is shown; the legend moves to the corner with the fewest points; the empty text shows while
-// no series has a point, the legend only while there is a series.
+// no series has a point, the legend only while there is a series; +-Inf values are left out of
+// the axis range and an all-NaN series leaves the axes still.
 #include <QSignalSpy>
 
 #include "widgets/qcp.h"
 
 #include <cmath>
+#include <limits>
 
 #include "tests/support/hh_test.h"
 #include "widgets/curve_plot.h"
@@ -122,6 +124,51 @@ class TestCurvePlot : public QObject {
     QCOMPARE(plot.seriesColor(0), hh::widgets::seriesPaletteColor(0));
   }
 
+  // One +Inf loss once froze the y axis (QCustomPlot refuses an infinite range): later points
+  // fell outside it. The axes now follow the finite points.
+  void infiniteValuesAreLeftOutOfTheRange() {
+    CurvePlot plot;
+    plot.resize(400, 300);
+    plot.show();
+    const int s = plot.addSeries("loss", {}, {});
+    for (int step = 1; step <= 20; ++step) {
+      plot.appendPoints(s, {double(step)}, {step == 10 ? std::numeric_limits<double>::infinity() : 5.0 / step});
+      plot.replotNow();
+    }
+    const QCPRange y = plot.plot()->yAxis->range();
+    QVERIFY2(y.contains(5.0 / 20) && y.contains(5.0) && y.upper < 6.0,
+             qPrintable(QStringLiteral("y [%1, %2]").arg(y.lower).arg(y.upper)));
+    QVERIFY(plot.plot()->xAxis->range().contains(20.0));
+    // An overlay: a finite series and a held-out curve of {150, +Inf}.
+    CurvePlot overlay;
+    overlay.resize(400, 300);
+    QVector<double> xs, ys;
+    for (int i = 1; i <= 100; ++i) xs << i, ys << 200.0 - i;
+    overlay.addSeries("loss", xs, ys);
+    overlay.addSeries("held-out", {50, 100}, {150, std::numeric_limits<double>::infinity()});
+    overlay.replotNow();
+    const QCPRange oy = overlay.plot()->yAxis->range();
+    QVERIFY2(oy.contains(100.0) && oy.contains(199.0) && oy.upper < 210.0,
+             qPrintable(QStringLiteral("y [%1, %2]").arg(oy.lower).arg(oy.upper)));
+  }
+
+  // A series of NaN only has nothing to fit: the axes stay put instead of growing each replot.
+  void allNanSeriesLeavesTheAxesStill() {
+    CurvePlot plot;
+    plot.resize(400, 300);
+    plot.show();
+    const int s = plot.addSeries("nan", {}, {});
+    plot.appendPoints(s, {1.0}, {std::nan("")});
+    plot.replotNow();
+    const QCPRange x = plot.plot()->xAxis->range(), y = plot.plot()->yAxis->range();
+    for (int step = 2; step <= 20; ++step) {
+      plot.appendPoints(s, {double(step)}, {std::nan("")});
+      plot.replotNow();
+    }
+    QCOMPARE(plot.plot()->xAxis->range(), x);
+    QCOMPARE(plot.plot()->yAxis->range(), y);
+  }
+
   void userZoomStopsAutoRescale() {
     CurvePlot plot;
     plot.resize(300, 200);
@@ -169,11 +216,12 @@ class TestCurvePlot : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestCurvePlot, "widgets.curve_plot",
-              &TestCurvePlot::appendPointsKeepsKeysSorted, &TestCurvePlot::hiddenPlotsRedrawWhenShown,
-              &TestCurvePlot::seriesWithAndWithoutSpread, &TestCurvePlot::replotsAreCoalesced,
-              &TestCurvePlot::nanLeavesAGapAndClearEmpties, &TestCurvePlot::userZoomStopsAutoRescale, &TestCurvePlot::legendAvoidsTheData,
-              &TestCurvePlot::emptyTextShowsUntilThereIsData)
+HH_TEST_SUITE(TestCurvePlot, "widgets.curve_plot", &TestCurvePlot::appendPointsKeepsKeysSorted,
+              &TestCurvePlot::hiddenPlotsRedrawWhenShown, &TestCurvePlot::seriesWithAndWithoutSpread,
+              &TestCurvePlot::replotsAreCoalesced, &TestCurvePlot::nanLeavesAGapAndClearEmpties,
+              &TestCurvePlot::userZoomStopsAutoRescale, &TestCurvePlot::legendAvoidsTheData,
+              &TestCurvePlot::emptyTextShowsUntilThereIsData, &TestCurvePlot::infiniteValuesAreLeftOutOfTheRange,
+              &TestCurvePlot::allNanSeriesLeavesTheAxesStill)
 
 }  // namespace test_curve_plot
 

@@ -1,11 +1,15 @@
 // Figure export: PNG loads back at the requested size (times the scale), SVG and PDF carry
 // their signatures, for a bare QCustomPlot-backed widget and a plain composite widget; bad
-// suffixes and unwritable paths fail with a message and leave no file behind.
+// suffixes and unwritable paths fail with a message and leave no file behind; SVG and PDF pages
+// have the size asked in points, a PNG at scale 2 says 192 dpi.
 #include <QDir>
 #include <QFile>
 #include <QLabel>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QVBoxLayout>
+
+#include <cmath>
 
 #include "tests/support/hh_test.h"
 #include "widgets/curve_plot.h"
@@ -58,6 +62,41 @@ class TestFigureExport : public QObject {
     QVERIFY(QFileInfo(pdf).size() > 500);
   }
 
+  // The sizes typed for a PDF or SVG are points (the dialog says "pt"); they were taken as
+  // pixels at 96 dpi (600 x 400 asked: a 450 x 300 pt page). A PNG at scale 2 says 192 dpi.
+  void vectorPagesAreInPointsAndPngKnowsItsDpi() {
+    QTemporaryDir dir;
+    CurvePlot plot;
+    plot.resize(600, 400);
+    plot.addSeries("a", {1, 2, 3}, {1, 4, 9});
+    plot.replotNow();
+    FigureExportOptions o;
+    o.size = QSize(600, 400);
+    const QString pdf = dir.filePath("fig.pdf");
+    QVERIFY(exportFigure(&plot, pdf, o).ok);
+    const QByteArray pdfText = head(pdf, 1 << 20);
+    const QRegularExpressionMatch box = QRegularExpression(QStringLiteral("/MediaBox \\[\\s*0 0 ([0-9.]+) ([0-9.]+)"))
+                                            .match(QString::fromLatin1(pdfText));
+    QVERIFY2(box.hasMatch(), "no MediaBox");
+    QCOMPARE(qRound(box.captured(1).toDouble()), 600);
+    QCOMPARE(qRound(box.captured(2).toDouble()), 400);
+    const QString svg = dir.filePath("fig.svg");
+    QVERIFY(exportFigure(&plot, svg, o).ok);
+    const QRegularExpressionMatch mm =
+        QRegularExpression(QStringLiteral("width=\"([0-9.]+)mm\" height=\"([0-9.]+)mm\""))
+            .match(QString::fromUtf8(head(svg, 4096)));
+    QVERIFY2(mm.hasMatch(), "no width in mm");
+    QVERIFY(std::abs(mm.captured(1).toDouble() - 600 * 25.4 / 72) < 0.5);  // 211.7 mm
+    QVERIFY(std::abs(mm.captured(2).toDouble() - 400 * 25.4 / 72) < 0.5);
+    o.scale = 2.0;
+    const QString png = dir.filePath("fig.png");
+    QVERIFY(exportFigure(&plot, png, o).ok);
+    const QImage image(png);
+    QCOMPARE(image.size(), QSize(1200, 800));
+    QCOMPARE(qRound(image.dotsPerMeterX() * 0.0254), 192);
+    QCOMPARE(qRound(image.dotsPerMeterY() * 0.0254), 192);
+  }
+
   void compositeWidgetAndDefaultSize() {
     QTemporaryDir dir;
     QWidget panel;
@@ -108,9 +147,9 @@ class TestFigureExport : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestFigureExport, "widgets.figure_export",
-              &TestFigureExport::heatmapToPngSvgPdf, &TestFigureExport::compositeWidgetAndDefaultSize,
-              &TestFigureExport::failuresReportAndLeaveNothing)
+HH_TEST_SUITE(TestFigureExport, "widgets.figure_export", &TestFigureExport::heatmapToPngSvgPdf,
+              &TestFigureExport::compositeWidgetAndDefaultSize, &TestFigureExport::failuresReportAndLeaveNothing,
+              &TestFigureExport::vectorPagesAreInPointsAndPngKnowsItsDpi)
 
 }  // namespace test_figure_export
 

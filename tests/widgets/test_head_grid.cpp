@@ -6,6 +6,7 @@
 #include <QTest>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "tests/support/hh_test.h"
@@ -27,6 +28,24 @@ std::vector<float> diagonal(int n) {
 class TestHeadGrid : public QObject {
   Q_OBJECT
  private Q_SLOTS:
+  // A diverged head (summary +Inf) once gave t = NaN and indexed the colour stops at INT_MIN.
+  void infiniteSummaryHasNoColourAndIsLeftOutOfTheRange() {
+    HeadGrid grid;
+    grid.setGridSize(1, 4);
+    grid.setSummary(0, 0, 0.1);
+    grid.setSummary(0, 1, 0.5);
+    grid.setSummary(0, 2, std::numeric_limits<double>::infinity());
+    grid.setSummary(0, 3, -std::numeric_limits<double>::infinity());
+    grid.setSummaryHigherIsBetter(false);
+    QVERIFY(!grid.summaryColor(0, 2).isValid());
+    QVERIFY(!grid.summaryColor(0, 3).isValid());
+    // The finite range is [0.1, 0.5]: 0.1 is the best (grey end), 0.5 the worst (red end).
+    QCOMPARE(grid.summaryColor(0, 0), QColor(0xdd, 0xdf, 0xe3));
+    QCOMPARE(grid.summaryColor(0, 1), QColor(0xd9, 0x30, 0x25));
+    grid.resize(grid.sizeHint());
+    QVERIFY(!grid.grab().toImage().isNull());  // paints (legend included) without a crash
+  }
+
   void emptyGridShowsItsText() {
     HeadGrid grid;
     grid.resize(300, 200);
@@ -101,7 +120,7 @@ class TestHeadGrid : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestHeadGrid, "widgets.head_grid",
+HH_TEST_SUITE(TestHeadGrid, "widgets.head_grid", &TestHeadGrid::infiniteSummaryHasNoColourAndIsLeftOutOfTheRange,
               &TestHeadGrid::clickEmitsTheRightHead, &TestHeadGrid::thumbnailsAreSmallAndSummariesColoured,
               &TestHeadGrid::emptyGridShowsItsText)
 

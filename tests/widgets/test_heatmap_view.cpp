@@ -1,4 +1,4 @@
-// HeatmapView: pixel colours of known cells after a replot (max -> top of viridis, min ->
+// HeatmapView: pixel colours of known cells after a replot (max and +Inf -> top of viridis, min and -Inf ->
 // bottom, masked -> neutral grey, diverging zero -> white), cellAt / cellCenter round trips, the
 // hover signal and readout, token tick thinning, zoom clamping, and a 4096 x 4096 matrix set
 // quickly and displayed block-reduced while the readout keeps the full values, re-reduced to
@@ -77,6 +77,32 @@ class TestHeatmapView : public QObject {
     QVERIFY(channelDistance(mid, top) > 20 && channelDistance(mid, bottom) > 20);
     QCOMPARE(view.valueRange().first, 0.0);
     QCOMPARE(view.valueRange().second, 1.0);
+  }
+
+  // QCustomPlot's int() of +Inf gave the lowest colour; +Inf now takes the top colour, -Inf the
+  // bottom one, also under a fixed range that a large finite value lies far outside of.
+  void infiniteCellsTakeTheEndColours() {
+    HeatmapView view;
+    view.resize(520, 420);
+    view.show();
+    std::vector<float> m = knownMatrix();
+    m[1 * 5 + 1] = std::numeric_limits<float>::infinity();
+    m[3 * 5 + 4] = -std::numeric_limits<float>::infinity();
+    QVERIFY(view.setMatrix(4, 5, m));
+    const QRgb top = ColorMap::viridis().rgbAt(1.0), bottom = ColorMap::viridis().rgbAt(0.0);
+    QImage image = renderNow(view);
+    QVERIFY2(channelDistance(pixelAtCell(view, image, 1, 1), top) <= 4,
+             qPrintable(QColor(pixelAtCell(view, image, 1, 1)).name()));
+    QVERIFY2(channelDistance(pixelAtCell(view, image, 3, 4), bottom) <= 4,
+             qPrintable(QColor(pixelAtCell(view, image, 3, 4)).name()));
+    QCOMPARE(view.valueRange().second, 1.0);  // the range is that of the finite values
+    m[1 * 5 + 1] = 1e12f;                     // finite, far above a fixed range
+    QVERIFY(view.setMatrix(4, 5, m));
+    view.setValueRange(0.0, 0.5);
+    image = renderNow(view);
+    QVERIFY2(channelDistance(pixelAtCell(view, image, 1, 1), top) <= 4,
+             qPrintable(QColor(pixelAtCell(view, image, 1, 1)).name()));
+    QVERIFY(channelDistance(pixelAtCell(view, image, 2, 3), top) <= 4);  // 1.0 > 0.5: top as well
   }
 
   void maskedCellsAreNeutral() {
@@ -332,13 +358,13 @@ class TestHeatmapView : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestHeatmapView, "widgets.heatmap",
-              &TestHeatmapView::extremesGetTheEndColours, &TestHeatmapView::maskedCellsAreNeutral,
+HH_TEST_SUITE(TestHeatmapView, "widgets.heatmap", &TestHeatmapView::extremesGetTheEndColours,
+              &TestHeatmapView::infiniteCellsTakeTheEndColours, &TestHeatmapView::maskedCellsAreNeutral,
               &TestHeatmapView::divergingIsSymmetricAroundZero, &TestHeatmapView::cellAtMapsPositionsToCells,
-              &TestHeatmapView::hoverEmitsAndShowsTheReadout, &TestHeatmapView::manyTokenLabelsAreThinned, &TestHeatmapView::labelsRefitWhenAHiddenViewIsShown,
-              &TestHeatmapView::zoomIsClampedToTheMatrix, &TestHeatmapView::largeMatrixIsFastAndDownsampled,
-              &TestHeatmapView::badSizesClearTheView, &TestHeatmapView::sharedValuesAreKeptNotCopied,
-              &TestHeatmapView::emptyTextShowsUntilThereIsAMatrix,
+              &TestHeatmapView::hoverEmitsAndShowsTheReadout, &TestHeatmapView::manyTokenLabelsAreThinned,
+              &TestHeatmapView::labelsRefitWhenAHiddenViewIsShown, &TestHeatmapView::zoomIsClampedToTheMatrix,
+              &TestHeatmapView::largeMatrixIsFastAndDownsampled, &TestHeatmapView::badSizesClearTheView,
+              &TestHeatmapView::sharedValuesAreKeptNotCopied, &TestHeatmapView::emptyTextShowsUntilThereIsAMatrix,
               &TestHeatmapView::colourBarHidesAndReturnsBesideATitledMap)
 
 }  // namespace test_heatmap_view

@@ -27,8 +27,10 @@ std::optional<hh::widgets::FigureExportOptions> askFigureOptions(QWidget* parent
     box->setRange(16, kMaxSide);
     box->setSuffix(png ? QObject::tr(" px") : QObject::tr(" pt"));
   }
-  width->setValue(defaultSize.width());
-  height->setValue(defaultSize.height());
+  // SVG and PDF sizes are points: the widget's pixels at the screen's 96 dpi make it as large.
+  const QSize shown = png ? defaultSize : (QSizeF(defaultSize) * (72.0 / kScreenDpi)).toSize();
+  width->setValue(shown.width());
+  height->setValue(shown.height());
   auto* dpi = new QSpinBox;
   dpi->setRange(24, kScreenDpi * 8);
   dpi->setValue(png ? 2 * kScreenDpi : kScreenDpi);

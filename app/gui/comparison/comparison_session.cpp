@@ -25,6 +25,21 @@ CurveData toCurve(const hh::metrics::MonotonicityCurve& c) {
   return CurveData{toQVector(c.binCenters), toQVector(c.mean), toQVector(c.stddev)};
 }
 
+// The kTopPercentile-th percentile of the finite valid entries of several [1, 1, T, T] matrices
+// taken together (0 when there are none); computed here, on the worker, for the view's scales.
+constexpr double kTopPercentile = 0.99;
+double topPercentile(const std::vector<torch::Tensor>& matrices, const torch::Tensor& valid) {
+  std::vector<torch::Tensor> entries;
+  for (const auto& m : matrices) {
+    const torch::Tensor v = m.to(torch::kFloat).masked_select(valid);  // [valid pairs]
+    entries.push_back(v.masked_select(torch::isfinite(v)));
+  }
+  const torch::Tensor all = torch::cat(entries);  // [all finite entries]
+  if (all.numel() == 0) return 0.0;
+  const int64_t k = int64_t(kTopPercentile * double(all.numel() - 1)) + 1;  // 1-based
+  return std::get<0>(all.kthvalue(k)).item<double>();
+}
+
 // phi(q), phi(k) of one head [1, 1, T, F] for a map name; `trained` (all heads of a layer) is
 // applied to the head's slot by feeding the head at position trainedHead of an H-head input.
 // exp_t's features are the shifted ones its layers compute (stable_exp.h): same weights, no overflow.
@@ -92,6 +107,7 @@ void compareHead(const torch::Tensor& qIn, const torch::Tensor& kIn, bool causal
   result.spearmanSoftmax = toScalar(hh::metrics::headSpearman(ranked, p));
   result.softmaxCurve = toCurve(hh::metrics::monotonicityCurve(s, p, valid, settings.bins));
   result.maps.clear();
+  std::vector<torch::Tensor> weights{p};  // softmax's and each map's, for one colour scale
   for (const QString& name : settings.featureMaps) {
     MapComparison m;
     m.name = name;
@@ -99,12 +115,15 @@ void compareHead(const torch::Tensor& qIn, const torch::Tensor& kIn, bool causal
     const torch::Tensor a = hh::attn::linearWeights(fq, fk, {}, ro).to(torch::kFloat);             // [1, 1, T, T]
     m.weights = toMaskedMatrix(a, valid);
     m.difference = toMaskedMatrix(a - p.to(torch::kFloat), valid);
+    m.differenceTop = topPercentile({(a - p.to(torch::kFloat)).abs()}, valid);
+    weights.push_back(a);
     m.kl = toScalar(hh::metrics::headKl(p, a, valid));
     m.entropy = toScalar(hh::metrics::headEntropy(a, valid));
     m.spearman = toScalar(hh::metrics::headSpearman(ranked, a));
     m.curve = toCurve(hh::metrics::monotonicityCurve(s, a, valid, settings.bins));
     result.maps.push_back(std::move(m));
   }
+  result.weightsTop = topPercentile(weights, valid);
 }
 
 ComparisonResult computeComparison(const ComparisonSettings& settings) {

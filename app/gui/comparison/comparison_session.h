@@ -36,6 +36,11 @@ struct ComparisonSettings {
   }
 };
 
+// The 99th percentiles below are computed with the result (on the worker), so the view does not
+// sort T x T values on the GUI thread; kTopUnknown (a result made by hand): the view's maps span
+// their [min, max] instead.
+constexpr double kTopUnknown = -1.0;
+
 struct CurveData {
   QVector<double> x, mean, spread;  // bin centres, mean weight, standard deviation
 };
@@ -47,6 +52,7 @@ struct MapComparison {
   std::vector<float> weights, difference;  // T x T row-major, NaN where masked; difference = a - p
   CurveData curve;
   double kl = 0, entropy = 0, spearman = 0;
+  double differenceTop = kTopUnknown;  // 99th percentile of |difference| (the difference map's scale)
 };
 
 struct ComparisonResult {
@@ -60,6 +66,7 @@ struct ComparisonResult {
   CurveData softmaxCurve;
   double entropySoftmax = 0, spearmanSoftmax = 0;
   std::vector<MapComparison> maps;  // in settings.featureMaps order
+  double weightsTop = kTopUnknown;  // 99th percentile of softmax's and all maps' weights together
   double milliseconds = 0;  // computing time
   QString error;            // non-empty: nothing else is valid
 };

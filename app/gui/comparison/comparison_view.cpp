@@ -48,26 +48,13 @@ QFrame* titledPanel(QWidget* content, const QString& title = {}, QWidget* corner
   return frame;
 }
 
-// The kTopPercentile-th percentile of the finite values (or their magnitudes) of some matrices.
-constexpr double kTopPercentile = 0.99;
-double upperPercentile(const std::vector<const std::vector<float>*>& matrices, bool magnitude) {
-  std::vector<float> finite;
-  for (const auto* m : matrices)
-    for (float x : *m)
-      if (std::isfinite(x)) finite.push_back(magnitude ? std::fabs(x) : x);
-  if (finite.empty()) return 0.0;
-  const auto nth = finite.begin() + std::ptrdiff_t(kTopPercentile * double(finite.size() - 1));
-  std::nth_element(finite.begin(), nth, finite.end());
-  return double(*nth);
-}
-
 QString num(double v, int precision = 3) {
   return std::isnan(v) ? QStringLiteral("n/a") : QString::number(v, 'f', precision);
 }
 
 }  // namespace
 
-ComparisonView::ComparisonView(QWidget* parent) : QWidget(parent) {
+ComparisonView::ComparisonView(QWidget* parent) : QWidget(parent), result_(std::make_shared<const ComparisonResult>()) {
   auto* maps = buildMapsRow();
   buildDifference();
   curves_ = new hh::widgets::CurvePlot;
@@ -153,6 +140,10 @@ QWidget* ComparisonView::buildMetricsPanel() {
   return metricsBox;
 }
 
+hh::widgets::SharedValues ComparisonView::shared(const std::vector<float>& matrix) const {
+  return hh::widgets::SharedValues(result_, &matrix);  // keeps the whole result alive
+}
+
 hh::widgets::HeatmapView* ComparisonView::map(int index) const {
   return index >= 0 && index < visibleMaps_ ? maps_[index] : nullptr;
 }
@@ -183,41 +174,41 @@ void ComparisonView::layoutMaps() {
   }
 }
 
-void ComparisonView::setResult(const ComparisonResult& result) {
-  result_ = result;
+void ComparisonView::setResult(ComparisonResult result) {
+  result_ = std::make_shared<const ComparisonResult>(std::move(result));
   updateMaps();
   updateCurves();
   updateFocusChoices();
-  source_->setText(result.source);
+  source_->setText(result_->source);
   updateDifference();
   updateTable();
 }
 
 // One heatmap per map after softmax's, all on one scale, so a flatter map looks flatter. The
-// scale tops out at the 99th percentile: a few saturated cells (the first causal row is always 1)
-// would otherwise leave everything else in the darkest colours.
+// scale tops out at the 99th percentile (computed with the result): a few saturated cells (the
+// first causal row is always 1) would otherwise leave everything else in the darkest colours.
+// The heatmaps share the result's matrices: nothing T x T is copied.
 void ComparisonView::updateMaps() {
-  const int t = result_.length;
-  const int n = int(result_.maps.size());
+  const ComparisonResult& result = *result_;
+  const int t = result.length;
+  const int n = int(result.maps.size());
   ensureMapViews(n + 1);
   visibleMaps_ = n + 1;
   layoutMaps();
-  std::vector<const std::vector<float>*> all{&result_.softmax};
-  for (const auto& m : result_.maps) all.push_back(&m.weights);
-  const double hi = upperPercentile(all, false);
+  const double hi = result.weightsTop;
   for (int i = 0; i <= n; ++i) {
     auto* view = maps_[i];
-    view->setMatrix(t, t, i == 0 ? result_.softmax : result_.maps[size_t(i - 1)].weights);
-    view->setScores(t, t, result_.scores);
-    view->setTokenLabels(result_.tokens, result_.tokens);
+    view->setSharedMatrix(t, t, shared(i == 0 ? result.softmax : result.maps[size_t(i - 1)].weights));
+    view->setSharedScores(t, t, shared(result.scores));
+    view->setTokenLabels(result.tokens, result.tokens);
     if (hi > 0.0) view->setValueRange(0.0, hi);
     else view->setAutoValueRange();
     if (i == 0) {
       const auto [lo, top] = view->valueRange();
       colorBar_->setRange(lo, top);
-      view->setTitle(tr("softmax \u00b7 H %1").arg(num(result_.entropySoftmax, 2)));
+      view->setTitle(tr("softmax \u00b7 H %1").arg(num(result.entropySoftmax, 2)));
     } else {
-      const auto& m = result_.maps[size_t(i - 1)];
+      const auto& m = result.maps[size_t(i - 1)];
       view->setTitle(tr("%1 \u00b7 KL %2").arg(m.name, num(m.kl, 3)));  // H and rho: the table
     }
   }
@@ -226,10 +217,10 @@ void ComparisonView::updateMaps() {
 // Softmax's monotonicity curve with its spread, and each map's.
 void ComparisonView::updateCurves() {
   curves_->clear();
-  curves_->addSeries(QStringLiteral("softmax"), result_.softmaxCurve.x, result_.softmaxCurve.mean,
-                     result_.softmaxCurve.spread, kSoftmaxColor);
-  for (int i = 0; i < int(result_.maps.size()); ++i) {
-    const auto& m = result_.maps[size_t(i)];
+  curves_->addSeries(QStringLiteral("softmax"), result_->softmaxCurve.x, result_->softmaxCurve.mean,
+                     result_->softmaxCurve.spread, kSoftmaxColor);
+  for (int i = 0; i < int(result_->maps.size()); ++i) {
+    const auto& m = result_->maps[size_t(i)];
     curves_->addSeries(m.name, m.curve.x, m.curve.mean, {}, mapColor(i));
   }
 }
@@ -240,7 +231,7 @@ void ComparisonView::updateFocusChoices() {
   const QSignalBlocker block(focusBox_);
   const QString previous = focusBox_->currentText();
   focusBox_->clear();
-  for (const auto& m : result_.maps) focusBox_->addItem(m.name);
+  for (const auto& m : result_->maps) focusBox_->addItem(m.name);
   const bool hadTrained = previous == QLatin1String("trained") || focusBox_->property("hadTrained").toBool();
   const int trained = focusBox_->findText(QStringLiteral("trained"));
   focusBox_->setProperty("hadTrained", trained >= 0);
@@ -250,7 +241,7 @@ void ComparisonView::updateFocusChoices() {
 }
 
 void ComparisonView::setFocusedMap(int index) {
-  if (index < 0 || index >= int(result_.maps.size())) return;
+  if (index < 0 || index >= int(result_->maps.size())) return;
   focus_ = index;
   if (focusBox_->currentIndex() != index) {
     const QSignalBlocker block(focusBox_);
@@ -260,23 +251,24 @@ void ComparisonView::setFocusedMap(int index) {
 }
 
 void ComparisonView::updateDifference() {
-  const int t = result_.length;
-  if (result_.maps.empty()) {
+  const ComparisonResult& result = *result_;
+  const int t = result.length;
+  if (result.maps.empty()) {
     difference_->clear();
     return;
   }
-  const auto& m = result_.maps[size_t(focus_)];
-  difference_->setMatrix(t, t, m.difference);
-  difference_->setScores(t, t, result_.scores);
-  difference_->setTokenLabels(result_.tokens, result_.tokens);
-  const double diff = upperPercentile({&m.difference}, true);
+  const auto& m = result.maps[size_t(focus_)];
+  difference_->setSharedMatrix(t, t, shared(m.difference));
+  difference_->setSharedScores(t, t, shared(result.scores));
+  difference_->setTokenLabels(result.tokens, result.tokens);
+  const double diff = m.differenceTop;
   if (diff > 0.0) difference_->setValueRange(-diff, diff);
   else difference_->setAutoValueRange();
   difference_->setTitle(tr("%1 \u2212 softmax \u00b7 KL %2").arg(m.name, num(m.kl, 3)));
 }
 
 void ComparisonView::updateTable() {
-  const int n = int(result_.maps.size());
+  const int n = int(result_->maps.size());
   table_->setRowCount(n + 1);
   auto put = [this](int row, int col, const QString& text, const QColor& color = QColor()) {
     auto* item = new QTableWidgetItem(text);
@@ -287,10 +279,10 @@ void ComparisonView::updateTable() {
   put(0, 0, QStringLiteral("softmax"), kSoftmaxColor);
   put(0, 1, QStringLiteral("\u2013"));
   put(0, 2, QStringLiteral("0"));
-  put(0, 3, num(result_.entropySoftmax));
-  put(0, 4, num(result_.spearmanSoftmax));
+  put(0, 3, num(result_->entropySoftmax));
+  put(0, 4, num(result_->spearmanSoftmax));
   for (int i = 0; i < n; ++i) {
-    const auto& m = result_.maps[size_t(i)];
+    const auto& m = result_->maps[size_t(i)];
     put(i + 1, 0, m.name, mapColor(i));
     put(i + 1, 1, QString::number(m.featureDim));
     put(i + 1, 2, num(m.kl, 4));
@@ -307,17 +299,17 @@ void ComparisonView::showError(const QString& message) {
 }
 
 void ComparisonView::onHover(int row, int col) {
-  const int t = result_.length;
+  const int t = result_->length;
   if (row < 0 || col < 0 || row >= t || col >= t) return;
   const std::size_t i = std::size_t(row) * std::size_t(t) + std::size_t(col);
   auto at = [i](const std::vector<float>& v) { return i < v.size() ? double(v[i]) : std::nan(""); };
   auto label = [this](int index) {
-    return index < result_.tokens.size() ? QStringLiteral("%1 \u201c%2\u201d").arg(index).arg(result_.tokens[index])
-                                         : QString::number(index);
+    return index < result_->tokens.size() ? QStringLiteral("%1 \u201c%2\u201d").arg(index).arg(result_->tokens[index])
+                                          : QString::number(index);
   };
   QString text = tr("query %1, key %2: q\u00b7k/\u221ad %3, softmax %4")
-                     .arg(label(row), label(col), num(at(result_.scores)), num(at(result_.softmax), 4));
-  for (const auto& m : result_.maps) text += QStringLiteral(", %1 %2").arg(m.name, num(at(m.weights), 4));
+                     .arg(label(row), label(col), num(at(result_->scores)), num(at(result_->softmax), 4));
+  for (const auto& m : result_->maps) text += QStringLiteral(", %1 %2").arg(m.name, num(at(m.weights), 4));
   hover_->setText(QStringLiteral("<span style='color:#5f6368'>%1</span>").arg(text.toHtmlEscaped()));
   Q_EMIT hoverText(text);
 }

@@ -7,7 +7,11 @@
 #pragma once
 #include <QWidget>
 
+#include <memory>
+#include <vector>
+
 #include "app/gui/comparison/comparison_session.h"
+#include "widgets/matrix_downsample.h"
 
 class QComboBox;
 class QGridLayout;
@@ -28,10 +32,12 @@ class ComparisonView : public QWidget {
  public:
   explicit ComparisonView(QWidget* parent = nullptr);
 
-  void setResult(const ComparisonResult& result);
+  // Keeps the result (moved in: pass an rvalue to avoid a copy of its T x T matrices); the
+  // heatmaps share its matrices and take their colour scales from its 99th percentiles.
+  void setResult(ComparisonResult result);
   // A failed computation: keeps the last maps, shows the message.
   void showError(const QString& message);
-  const ComparisonResult& result() const { return result_; }
+  const ComparisonResult& result() const { return *result_; }
 
   // Softmax first, then one per feature map of the result.
   int mapCount() const { return visibleMaps_; }
@@ -60,6 +66,8 @@ class ComparisonView : public QWidget {
   void updateFocusChoices();
   void updateDifference();
   void updateTable();
+  // A view of one of result_'s matrices that keeps result_ alive (no copy).
+  hh::widgets::SharedValues shared(const std::vector<float>& matrix) const;
 
   QWidget* mapsBox_ = nullptr;
   QGridLayout* mapsGrid_ = nullptr;
@@ -72,7 +80,7 @@ class ComparisonView : public QWidget {
   QTableWidget* table_ = nullptr;
   QLabel* source_ = nullptr;
   QLabel* hover_ = nullptr;
-  ComparisonResult result_;
+  std::shared_ptr<const ComparisonResult> result_;  // never null
   int focus_ = 0;
 };
 

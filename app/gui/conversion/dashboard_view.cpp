@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "engine/runs/run_layout.h"
 #include "widgets/curve_plot.h"
 #include "widgets/head_grid.h"
 #include "widgets/heatmap_view.h"
@@ -75,7 +77,7 @@ void DashboardView::clear() {
   fileStatus_.clear();
   lossSteps_.clear();
   lossValues_.clear();
-  ema_ = 0.0;
+  ema_ = kNoAverage;
   heldOutTeacherKl_ = false;
   tables_.clear();
   snapshot_.reset();
@@ -280,7 +282,7 @@ void DashboardView::appendLoss(const runs::ScalarSeries& series) {
   QVector<double> xs, ys, smooth;
   for (size_t i = 0; i < series.steps.size(); ++i) {
     const double y = series.values[i];
-    ema_ = lossValues_.isEmpty() ? y : smoothingWeight_ * ema_ + (1 - smoothingWeight_) * y;
+    ema_ = smoothedLoss(ema_, y);
     lossSteps_.push_back(double(series.steps[i]));
     lossValues_.push_back(y);
     xs.push_back(double(series.steps[i]));
@@ -291,11 +293,18 @@ void DashboardView::appendLoss(const runs::ScalarSeries& series) {
   loss_->appendPoints(1, xs, smooth);
 }
 
+double DashboardView::smoothedLoss(double average, double loss) const {
+  // A non-finite loss (a diverged step) is shown raw but left out of the running average, which
+  // would otherwise stay NaN or Inf for the rest of the run.
+  if (!std::isfinite(loss)) return average;
+  return std::isnan(average) ? loss : smoothingWeight_ * average + (1 - smoothingWeight_) * loss;
+}
+
 void DashboardView::rebuildSmoothed() {
   // A new smoothing weight: the whole smoothed trace again (the raw one is unchanged).
   QVector<double> smooth(lossValues_.size());
   for (int i = 0; i < lossValues_.size(); ++i) {
-    ema_ = i == 0 ? lossValues_[i] : smoothingWeight_ * ema_ + (1 - smoothingWeight_) * lossValues_[i];
+    ema_ = smoothedLoss(i == 0 ? kNoAverage : ema_, lossValues_[i]);
     smooth[i] = ema_;
   }
   loss_->setSeriesData(1, lossSteps_, smooth);
@@ -400,6 +409,33 @@ void DashboardView::updateStepLabel() {
                                     : tr("step %1 (%2 of %3)").arg(snapshotSteps_[index]).arg(index + 1).arg(snapshotSteps_.size()));
 }
 
+namespace {
+
+// A causal map stored with zeros above the diagonal: those pairs are masked (NaN, drawn grey)
+// like the other views draw them, not weights of 0.
+void maskAboveDiagonalIfCausal(int size, std::vector<float>& map) {
+  if (size < 2 || map.size() != size_t(size) * size_t(size) || !runs::isCausalMap(map.data(), size)) return;
+  for (size_t r = 0; r < size_t(size); ++r)
+    for (size_t c = r + 1; c < size_t(size); ++c) map[r * size_t(size) + c] = std::numeric_limits<float>::quiet_NaN();
+}
+
+// One colour range for the softmax and the linear map: from min(0, lowest value) to the 99th
+// percentile of both maps' finite values, so a few saturated cells (the first query's single
+// key is always 1) do not leave the rest in the darkest colours. (0, 0) when there is no value.
+std::pair<double, double> sharedWeightRange(const std::vector<float>& softmax, const std::vector<float>& linear) {
+  std::vector<float> finite;
+  for (const auto* map : {&softmax, &linear})
+    for (float v : *map)
+      if (std::isfinite(v)) finite.push_back(v);
+  if (finite.empty()) return {0.0, 0.0};
+  const double lo = std::min(0.0, double(*std::min_element(finite.begin(), finite.end())));
+  const auto nth = finite.begin() + std::ptrdiff_t(0.99 * double(finite.size() - 1));
+  std::nth_element(finite.begin(), nth, finite.end());
+  return {lo, double(*nth)};
+}
+
+}  // namespace
+
 void DashboardView::refreshMaps() {
   mapsStale_ = false;
   refreshCurves();
@@ -421,11 +457,21 @@ void DashboardView::refreshMaps() {
     std::vector<float> thumb(snapshot->linear.begin() + begin, snapshot->linear.begin() + end);
     if (!thumb.empty() && std::isnan(thumb.front()))
       thumb.assign(snapshot->softmax.begin() + begin, snapshot->softmax.begin() + end);
+    maskAboveDiagonalIfCausal(s, thumb);
     if (pairs_[i].layer < grid_->layers() && pairs_[i].head < grid_->heads())
       grid_->setCell(pairs_[i].layer, pairs_[i].head, s, s, thumb, grid_->summary(pairs_[i].layer, pairs_[i].head));
   }
+  maskAboveDiagonalIfCausal(s, softmax);  // files pooled before the upper blocks were NaN
+  maskAboveDiagonalIfCausal(s, linear);
+  const auto [lo, hi] = sharedWeightRange(softmax, linear);
   softmaxMap_->setMatrix(s, s, std::move(softmax));
   linearMap_->setMatrix(s, s, std::move(linear));
+  for (auto* map : {softmaxMap_, linearMap_}) {
+    if (hi > lo)
+      map->setValueRange(lo, hi);
+    else
+      map->setAutoValueRange();
+  }
   softmaxMap_->setTokenLabels(labels, labels);
   linearMap_->setTokenLabels(labels, labels);
 }

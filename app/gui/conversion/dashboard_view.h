@@ -23,6 +23,7 @@
 #include <QElapsedTimer>
 #include <QWidget>
 
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -141,7 +142,9 @@ class DashboardView : public QWidget {
   int64_t jobStep_ = 0, jobTotal_ = 0;  // the job's last progress report
   QString jobPhase_;
   int64_t plannedSteps_ = 0, lastStep_ = 0;
-  double smoothingWeight_ = 0.9, ema_ = 0.0;
+  static constexpr double kNoAverage = std::numeric_limits<double>::quiet_NaN();  // before the first finite loss
+  double smoothedLoss(double average, double loss) const;  // the running average after one more loss
+  double smoothingWeight_ = 0.9, ema_ = kNoAverage;
   bool heldOutTeacherKl_ = false;  // the held-out points are val_kl (a finetuning on teacher_kl)
   QVector<double> lossSteps_, lossValues_;
   std::map<std::string, runs::TableSeries> tables_;  // latest row of each table

@@ -3,6 +3,8 @@
 #include <QFileInfo>
 #include <QTimer>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -36,10 +38,9 @@ RunFollower::~RunFollower() = default;
 void RunFollower::follow(const QString& path) {
   stop();
   path_ = path;
-  announced_ = failedOnce_ = finished_ = false;
-  scalarRows_.clear();
-  tableRows_.clear();
-  snapshotCount_ = curveCount_ = logCount_ = 0;
+  failedOnce_ = finished_ = false;
+  startOver();
+  opened_.reset();
   attempts_ = 0;
   lastSize_ = -1;
   lastMtimeNs_ = 0;
@@ -47,6 +48,22 @@ void RunFollower::follow(const QString& path) {
   timer_->setInterval(kPollMs);
   poll(true);
   if (!finished_) timer_->start();
+}
+
+void RunFollower::startOver() {
+  announced_ = false;  // the next update resets the view and carries the layout again
+  scalarRows_.clear();
+  tableRows_.clear();
+  snapshotCount_ = curveCount_ = logCount_ = 0;
+}
+
+std::optional<RunFollower::FileIdentity> RunFollower::identityOnDisk() const {
+  struct stat st {};
+  if (::stat(path_.toLocal8Bit().constData(), &st) != 0) return std::nullopt;
+  FileIdentity id;
+  id.device = uint64_t(st.st_dev);
+  id.inode = uint64_t(st.st_ino);
+  return id;
 }
 
 void RunFollower::stop() {
@@ -57,8 +74,14 @@ void RunFollower::stop() {
 bool RunFollower::openIfPossible() {
   if (!QFileInfo::exists(path_)) return false;
   try {
+    const std::optional<FileIdentity> onDisk = identityOnDisk();
     reader_ = std::make_unique<runs::RunReader>(runs::RunReader::open(path_.toStdString()));
     attempts_ = 0;  // the failure budget is for consecutive failures
+    FileIdentity id = onDisk.value_or(FileIdentity{});
+    id.runId = reader_->header().runId;
+    id.startTimeUnix = reader_->header().startTimeUnix;
+    if (opened_ && !(*opened_ == id)) startOver();  // another run's file now: its rows from the start
+    opened_ = id;
     return true;
   } catch (const std::exception& e) {
     if (++attempts_ >= kOpenAttempts && !failedOnce_) {
@@ -102,6 +125,10 @@ void RunFollower::poll(bool force) {
 void RunFollower::readUpdate() {
   ++fileReads_;
   try {
+    if (reader_ && opened_) {  // a file renamed over the path: the open reader still reads the old one
+      const std::optional<FileIdentity> onDisk = identityOnDisk();
+      if (onDisk && (onDisk->device != opened_->device || onDisk->inode != opened_->inode)) reader_.reset();
+    }
     if (!reader_) {
       if (!openIfPossible()) return;
     } else {

@@ -92,6 +92,18 @@ class RunFollower : public QObject {
  private:
   bool openIfPossible();
   bool fileLooksChanged();  // size or mtime differ from the last look
+  // Which file is open: its inode, run id and start time. Another file at the path (replaced, or
+  // rewritten in place by a new run) starts the follow over, so no row of the old one is kept.
+  struct FileIdentity {
+    uint64_t device = 0, inode = 0;
+    std::string runId;
+    double startTimeUnix = 0.0;
+    bool operator==(const FileIdentity& o) const {
+      return device == o.device && inode == o.inode && runId == o.runId && startTimeUnix == o.startTimeUnix;
+    }
+  };
+  std::optional<FileIdentity> identityOnDisk() const;  // device and inode of path_ now
+  void startOver();                                    // forget what was announced and read
   void readUpdate();
   RunUpdate statusUpdate() const;           // status, and the layout on the first update
   bool readNewRows(RunUpdate& u);           // scalars and tables past those seen; true if any
@@ -107,6 +119,7 @@ class RunFollower : public QObject {
   int64_t fileReads_ = 0;
   int64_t lastSize_ = -1;
   int64_t lastMtimeNs_ = 0;
+  std::optional<FileIdentity> opened_;  // of the file reader_ has (or last had) open
   QElapsedTimer sinceRead_, sinceChange_;
 };
 

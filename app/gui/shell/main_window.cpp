@@ -301,16 +301,18 @@ void MainWindow::startCompute() {
         return settings.modelHead ? session->headComparison(settings.layer, settings.head, settings)
                                   : computeComparison(settings);
       },
-      [this](const ComparisonResult& result) { onComputed(result); }, [this] { --running_; });
+      [this](ComparisonResult result) { onComputed(std::move(result)); }, [this] { --running_; });
 }
 
-void MainWindow::onComputed(const ComparisonResult& result) {
+// The result is moved into the view: its T x T matrices are shared, not copied.
+void MainWindow::onComputed(ComparisonResult result) {
   if (!result.error.isEmpty()) {
     view_->showError(result.error);
     computeStatus_->setText(tr("failed"));
   } else {
-    view_->setResult(result);
-    computeStatus_->setText(tr("%1 ms").arg(result.milliseconds, 0, 'f', 1));
+    const double milliseconds = result.milliseconds;
+    view_->setResult(std::move(result));
+    computeStatus_->setText(tr("%1 ms").arg(milliseconds, 0, 'f', 1));
   }
   Q_EMIT comparisonReady();
 }

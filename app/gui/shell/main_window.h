@@ -149,7 +149,7 @@ class MainWindow : public QMainWindow {
   void buildStatusBar();
   void scheduleCompute();
   void startCompute();
-  void onComputed(const ComparisonResult& result);
+  void onComputed(ComparisonResult result);
   void exportFigure();
   void exportWeights();
   void buildRunControls();  // the Run menu and toolbar, the job runners and the run file follower

@@ -27,6 +27,7 @@ class TestRunStore : public QObject {
  private Q_SLOTS:
   void roundTripEveryKind();
   void snapshotPooling();
+  void causalPoolingMasksTheFuture();
   void statusTransitions();
   void readerBesideWriter();
   void readerOnAnotherThread();
@@ -241,6 +242,36 @@ void TestRunStore::snapshotPooling() {
   }
 }
 
+// A causal map (zeros above the diagonal): a block's mean is over its valid pairs only, and a
+// block wholly above the diagonal is NaN. The zeros were averaged in (a diagonal block at about
+// half its strength) and upper blocks stored as weight 0.
+void TestRunStore::causalPoolingMasksTheFuture() {
+  // T = 4, row r holds 1 / (r + 1) on keys 0..r; S = 2, edges {0, 2, 4}.
+  std::vector<float> causal(16, 0.0f);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c <= r; ++c) causal[size_t(r * 4 + c)] = 1.0f / float(r + 1);
+  QVERIFY(isCausalMap(causal.data(), 4));
+  const auto pooled = poolMaps(causal, 1, 4, 2);
+  QCOMPARE(pooled.size(), size_t(4));
+  QVERIFY(std::abs(pooled[0] - 2.0f / 3.0f) < 1e-6);            // (1 + 1/2 + 1/2) / 3
+  QVERIFY(std::isnan(pooled[1]));                               // keys after every query
+  QVERIFY(std::abs(pooled[2] - 7.0f / 24.0f) < 1e-6);           // (1/3 + 1/3 + 1/4 + 1/4) / 4
+  QVERIFY(std::abs(pooled[3] - (1.0f / 3 + 0.5f) / 3) < 1e-6);  // (1/3 + 1/4 + 1/4) / 3
+  // S = T keeps the values; the future is NaN.
+  const auto same = poolMaps(causal, 1, 4, 4);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 4; ++c) {
+      if (c <= r)
+        QCOMPARE(same[size_t(r * 4 + c)], causal[size_t(r * 4 + c)]);
+      else
+        QVERIFY(std::isnan(same[size_t(r * 4 + c)]));
+    }
+  // A map with weight above the diagonal (bidirectional) is pooled over every pair, as before.
+  std::vector<float> full(16, 0.25f);
+  QVERIFY(!isCausalMap(full.data(), 4));
+  QVERIFY(poolMaps(full, 1, 4, 2) == std::vector<float>(4, 0.25f));
+}
+
 void TestRunStore::statusTransitions() {
   ScratchDir tmp;
   for (RunStatus final : {RunStatus::Completed, RunStatus::Failed, RunStatus::Cancelled}) {
@@ -395,8 +426,9 @@ void TestRunStore::largeConfigAndLongText() {
 }
 
 HH_TEST_SUITE(TestRunStore, "engine.runs.store", &TestRunStore::roundTripEveryKind, &TestRunStore::snapshotPooling,
-              &TestRunStore::statusTransitions, &TestRunStore::readerBesideWriter, &TestRunStore::readerOnAnotherThread,
-              &TestRunStore::flushCadence, &TestRunStore::largeConfigAndLongText)
+              &TestRunStore::causalPoolingMasksTheFuture, &TestRunStore::statusTransitions,
+              &TestRunStore::readerBesideWriter, &TestRunStore::readerOnAnotherThread, &TestRunStore::flushCadence,
+              &TestRunStore::largeConfigAndLongText)
 
 }  // namespace test_run_store
 

@@ -1,6 +1,9 @@
 // app.gui.dashboard: the conversion dashboard and its plumbing.
 //   - a finished run file (written here with known rows) is shown as it is: every loss row on the
 //     loss plot, the per-head grid coloured from the latest KL row, the snapshot maps;
+//   - a NaN loss is drawn raw but left out of the smoothed trace (which stayed NaN after it); the
+//     snapshot maps of a causal model draw the future masked (NaN), not as weight 0, and the
+//     softmax and linear maps share one colour range clipped at the 99th percentile;
 //   - a finetuning on teacher_kl shows its held-out KL to the teacher (val_kl) as the held-out
 //     points, named so, not the next-token val_loss; a run without val_kl is back to val_loss;
 //   - the main window starts a conversion of the tiny GPT-2 fixture from a project file; the
@@ -126,6 +129,47 @@ class TestDashboard : public QObject {
     QCOMPARE(view.linearMap()->rows(), 4);
     QCOMPARE(double(view.linearMap()->valueAt(1, 1)), 1.0);
     QCOMPARE(double(view.softmaxMap()->valueAt(3, 0)), 0.25);
+  }
+
+  void nanLossAndCausalMapsAreDrawnAsSuch() {
+    hh::test::TempDir dir("dashboard_nan");
+    r::RunHeader header;
+    header.runId = "nan";
+    header.kind = "distill";
+    header.configJson = R"({"steps": 6})";
+    header.layout.scalars = {"loss"};
+    header.layout.layers = 1;
+    header.layout.heads = 1;
+    header.layout.snapshots.pairs = {{0, 0}};
+    header.layout.snapshots.tokens = {"a", "b", "c", "d"};
+    const auto path = dir.file("run.h5");
+    {
+      auto w = r::RunWriter::create(path, header);
+      for (int s = 1; s <= 6; ++s) w.appendScalar(s, "loss", s == 3 ? std::nan("") : 6.0 - s);
+      // Causal maps, zeros above the diagonal: softmax rows 1 / (r + 1); linear's first row 0.9.
+      std::vector<float> softmax(16, 0.0f), linear(16, 0.0f);
+      for (int q = 0; q < 4; ++q)
+        for (int k = 0; k <= q; ++k) softmax[size_t(q * 4 + k)] = linear[size_t(q * 4 + k)] = 1.0f / float(q + 1);
+      linear[0] = 0.9f;
+      w.appendSnapshot(6, softmax, linear);
+      w.setStatus(r::RunStatus::Completed, "done");
+    }
+    FollowingDashboard shown;
+    auto& view = shown.view;
+    shown.follow(path);
+    QCOMPARE(view.lossPointCount(), 6);
+    const QVector<double> smooth = view.lossPlot()->seriesValues(1);
+    QCOMPARE(smooth.size(), 6);
+    for (int i = 0; i < 6; ++i)
+      QVERIFY2(std::isfinite(smooth[i]), qPrintable(QStringLiteral("smoothed point %1").arg(i)));
+    QCOMPARE(smooth[2], smooth[1]);                            // the NaN step keeps the average where it was
+    QVERIFY(std::isnan(view.lossPlot()->seriesValues(0)[2]));  // the raw point is still there, as a gap
+    QVERIFY(std::isnan(view.softmaxMap()->valueAt(0, 3)));
+    QVERIFY(std::isnan(view.linearMap()->valueAt(1, 2)));
+    QCOMPARE(double(view.softmaxMap()->valueAt(3, 3)), double(0.25f));
+    // 20 weights, the largest 1.0 (softmax's first query): the 99th percentile is the next, 0.9.
+    QCOMPARE(view.softmaxMap()->valueRange(), std::make_pair(0.0, double(0.9f)));
+    QCOMPARE(view.linearMap()->valueRange(), view.softmaxMap()->valueRange());
   }
 
   // A finetuning on the teacher_kl loss: the held-out points are val_kl (the loss's own quantity),
@@ -303,6 +347,7 @@ class TestDashboard : public QObject {
 };
 
 HH_TEST_SUITE(TestDashboard, "app.gui.dashboard", &TestDashboard::initTestCase, &TestDashboard::showsAFinishedRunFile,
+              &TestDashboard::nanLossAndCausalMapsAreDrawnAsSuch,
               &TestDashboard::aTeacherKlFinetuningHoldsOutItsOwnLoss, &TestDashboard::offersOnlyTheTablesTheRunHas,
               &TestDashboard::followsAConversionAndStaysResponsive, &TestDashboard::cancelFromTheGuiStopsTheJob,
               &TestDashboard::refusesABadProjectFile)

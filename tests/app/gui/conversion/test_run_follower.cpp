@@ -3,9 +3,13 @@
 //     file's size and mtime are unchanged); after an append and a flush the next poll reads it
 //     and reports exactly the new rows;
 //   - a forced poll reads regardless;
-//   - after RunFollower::kFullPollMs an unchanged file is read again (a dead writer is noticed).
+//   - after RunFollower::kFullPollMs an unchanged file is read again (a dead writer is noticed);
+//   - another run's file renamed over the followed one starts the follow over: a reset update
+//     with the new file's rows from its first (none skipped, none added to the old curves).
 #include <QSignalSpy>
 #include <QTest>
+
+#include <filesystem>
 
 #include "app/gui/conversion/run_follower.h"
 #include "engine/runs/run_writer.h"
@@ -60,9 +64,40 @@ class TestRunFollower : public QObject {
     QCOMPARE(follower.fileReads(), int64_t(4));  // the periodic full read
     follower.stop();
   }
+
+  void aReplacedFileStartsOver() {
+    hh::test::TempDir dir("run_follower_replaced");
+    const auto path = dir.file("run.h5");
+    r::RunHeader header;
+    header.kind = "train";
+    header.layout.scalars = {"loss"};
+    header.runId = "first";
+    auto first = r::RunWriter::create(path, header);
+    for (int s = 1; s <= 5; ++s) first.appendScalar(s, "loss", 1.0 / s);
+    first.flush();
+    hh::gui::RunFollower follower;
+    QSignalSpy updates(&follower, &hh::gui::RunFollower::updated);
+    follower.follow(QString::fromStdString(path));
+    QCOMPARE(updates.count(), 1);
+
+    // A new run written beside it and renamed over it (its writer still open: running).
+    header.runId = "second";
+    auto second = r::RunWriter::create(dir.file("next.h5"), header);
+    for (int s = 1; s <= 7; ++s) second.appendScalar(s, "loss", 10.0 + s);
+    second.flush();
+    std::filesystem::rename(dir.file("next.h5"), path);
+    follower.poll(/*force=*/true);
+    QVERIFY(updates.count() >= 2);
+    const auto u = updates.last().at(0).value<hh::gui::RunUpdate>();
+    QVERIFY(u.reset);
+    QCOMPARE(u.newScalars.at("loss").steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7}));
+    QCOMPARE(u.newScalars.at("loss").values.front(), 11.0);
+    follower.stop();
+  }
 };
 
-HH_TEST_SUITE(TestRunFollower, "app.gui.run_follower", &TestRunFollower::readsOnlyWhenTheFileChanged)
+HH_TEST_SUITE(TestRunFollower, "app.gui.run_follower", &TestRunFollower::readsOnlyWhenTheFileChanged,
+              &TestRunFollower::aReplacedFileStartsOver)
 
 }  // namespace test_run_follower
 
