@@ -49,8 +49,8 @@ namespace {
 // share one count of open scopes: the first in saves the setting and sets 1, the last out puts
 // the saved setting back.
 std::mutex scopeMutex;
-int openScopes = 0;   // guarded by scopeMutex
-int savedThreads = 0; // guarded by scopeMutex
+int openScopes = 0;    // guarded by scopeMutex
+int savedThreads = 0;  // guarded by scopeMutex
 }  // namespace
 #endif
 

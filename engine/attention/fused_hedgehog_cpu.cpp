@@ -179,13 +179,15 @@ torch::Tensor fusedHedgehogStep(torch::Tensor& S, torch::Tensor& z, const torch:
                   vIn.scalar_type() == torch::kFloat && kIn.sizes() == qIn.sizes() && vIn.sizes() == qIn.sizes(),
               "fusedHedgehogStep: q, k, v must be float32 [B,H,D] of one shape");
   const int64_t B = qIn.size(0), H = qIn.size(1), D = qIn.size(2), F = 2 * D;
-  TORCH_CHECK(S.is_contiguous() && z.is_contiguous() && S.scalar_type() == torch::kFloat && z.scalar_type() == torch::kFloat &&
-                  S.sizes() == torch::IntArrayRef({B, H, F, D}) && z.sizes() == torch::IntArrayRef({B, H, F}),
+  TORCH_CHECK(S.is_contiguous() && z.is_contiguous() && S.scalar_type() == torch::kFloat &&
+                  z.scalar_type() == torch::kFloat && S.sizes() == torch::IntArrayRef({B, H, F, D}) &&
+                  z.sizes() == torch::IntArrayRef({B, H, F}),
               "fusedHedgehogStep: the state must be contiguous float32 S [B,H,2D,D] and z [B,H,2D] for q [B,H,D]");
   TORCH_CHECK(weightIn.sizes() == torch::IntArrayRef({H, D, D}) && biasIn.sizes() == torch::IntArrayRef({H, D}),
               "fusedHedgehogStep: weight [H,D,D] and bias [H,D] must match q's H heads of dim D");
   const auto q = qIn.contiguous(), k = kIn.contiguous(), v = vIn.contiguous();
-  const auto weight = weightIn.detach().to(torch::kFloat).contiguous(), bias = biasIn.detach().to(torch::kFloat).contiguous();
+  const auto weight = weightIn.detach().to(torch::kFloat).contiguous(),
+             bias = biasIn.detach().to(torch::kFloat).contiguous();
   auto y = torch::empty({B, H, D}, q.options());
   float* sData = S.data_ptr<float>();
   float* zData = z.data_ptr<float>();

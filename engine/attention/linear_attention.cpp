@@ -359,10 +359,11 @@ bool LinearAttentionImpl::canUseFusedKernel(const torch::Tensor& q, const torch:
   const bool needsGrad = torch::GradMode::is_enabled() &&
                          (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
                           featureMap_->weight().requires_grad() || featureMap_->bias().requires_grad());
-  return fusedHedgehogAvailable() && !needsGrad && !windowMix_.defined() && config_.featureMap.kind == FeatureMapKind::Hedgehog &&
-         config_.rule.rule == UpdateRule::Additive && config_.rule.causal && q.device().is_cpu() &&
-         q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat &&
-         q.dim() == 4 && k.sizes() == q.sizes() && v.sizes() == q.sizes() && q.size(3) % 8 == 0 &&
+  return fusedHedgehogAvailable() && !needsGrad && !windowMix_.defined() &&
+         config_.featureMap.kind == FeatureMapKind::Hedgehog && config_.rule.rule == UpdateRule::Additive &&
+         config_.rule.causal && q.device().is_cpu() && q.scalar_type() == torch::kFloat &&
+         k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat && q.dim() == 4 &&
+         k.sizes() == q.sizes() && v.sizes() == q.sizes() && q.size(3) % 8 == 0 &&
          featureMap_->weight().sizes() == torch::IntArrayRef{q.size(1), q.size(3), q.size(3)};  // W [H,D,D]
 }
 

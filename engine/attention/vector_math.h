@@ -85,7 +85,7 @@ __attribute__((always_inline)) inline Floats8 exp8(Floats8 x) {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   const Ints8 power = floatsToBits(shifted) - 0x4B400000;  // n in [-126, 128]
-  const Ints8 half = power >> 1;                            // floor(n / 2) in [-63, 64]
+  const Ints8 half = power >> 1;                           // floor(n / 2) in [-63, 64]
   return p * bitsToFloats((power - half + 127) << 23) * bitsToFloats((half + 127) << 23);
 }
 

@@ -229,7 +229,8 @@ torch::Tensor windowRecurrent(const WindowInputs& in, const WindowOptions& o) {
   // Which ring slots hold real keys: slot t % W takes token t's entry of the key mask [B,T].
   torch::Tensor ringValid;
   if (in.keyMask.defined())
-    ringValid = torch::ones({in.q.size(0), o.window}, torch::TensorOptions(torch::kBool).device(in.q.device()));  // [B,W]
+    ringValid =
+        torch::ones({in.q.size(0), o.window}, torch::TensorOptions(torch::kBool).device(in.q.device()));  // [B,W]
   std::vector<torch::Tensor> out;
   for (int64_t t = 0; t < in.q.size(2); ++t) {
     const auto token = tokenOf(in, t);

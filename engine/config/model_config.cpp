@@ -114,9 +114,11 @@ SizeKeys sizeKeys(const json& j, Architecture arch) {
 std::optional<HeadKind> headOfArchitecture(const std::string& name, Architecture arch) {
   const auto contains = [&](const char* part) { return name.find(part) != std::string::npos; };
   if (contains("ForSequenceClassification")) return HeadKind::SequenceClassification;
-  if (contains("ForCausalLM") || contains("LMHeadModel")) return arch == Architecture::Bert ? HeadKind::MaskedLM : HeadKind::CausalLM;
+  if (contains("ForCausalLM") || contains("LMHeadModel"))
+    return arch == Architecture::Bert ? HeadKind::MaskedLM : HeadKind::CausalLM;
   if (arch == Architecture::Bert && (contains("ForMaskedLM") || contains("ForPreTraining"))) return HeadKind::MaskedLM;
-  if (arch == Architecture::Gpt2 && contains("DoubleHeadsModel")) return HeadKind::CausalLM;  // its LM head; the choice head unused
+  if (arch == Architecture::Gpt2 && contains("DoubleHeadsModel"))
+    return HeadKind::CausalLM;  // its LM head; the choice head unused
   return std::nullopt;
 }
 
@@ -189,7 +191,8 @@ void readBert(const json& j, ModelConfig& c, const std::string& source) {
   // is_decoder (BertLMHeadModel as a decoder): every token attends to itself and the tokens before it.
   c.causal = boolOr(j, "is_decoder", false, source);
   c.positions = PositionalScheme::Learned;
-  c.head = headFromArchitectures(c.architectures, c.architecture, HeadKind::MaskedLM, source);  // BertLMHeadModel: the same head
+  c.head = headFromArchitectures(c.architectures, c.architecture, HeadKind::MaskedLM,
+                                 source);  // BertLMHeadModel: the same head
   if (c.head == HeadKind::SequenceClassification) c.numLabels = labelCount(j, source);
 }
 

@@ -85,7 +85,7 @@ struct ModelConfig {
   bool scaleByInverseLayer = false;  // GPT-2 scale_attn_by_inverse_layer_idx
 
   int64_t bosTokenId = -1, eosTokenId = -1, padTokenId = -1;  // eosTokenId: the first of eosTokenIds
-  std::vector<int64_t> eosTokenIds;  // every end-of-text id (Llama 3 lists several)
+  std::vector<int64_t> eosTokenIds;                           // every end-of-text id (Llama 3 lists several)
   std::string torchDtype = "float32";
 
   AttentionPlan plan;             // per-layer attention; empty = all softmax

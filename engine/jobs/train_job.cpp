@@ -248,10 +248,11 @@ class Training {
  private:
   void logStart() {
     const std::string rows = std::to_string(s_.trainIds.size(0)) + " x " + std::to_string(s_.trainIds.size(1));
-    const std::string data = isTask_ ? "task " + config_.task.kind + " (vocab " + std::to_string(s_.vocab) + "): train " +
-                                           rows + ", validation " + std::to_string(s_.task.validation.ids.size(0)) +
-                                           ", test " + std::to_string(s_.task.test.ids.size(0))
-                                     : "train " + rows + " tokens, validation " + std::to_string(s_.dataset.validation.size(0));
+    const std::string data =
+        isTask_ ? "task " + config_.task.kind + " (vocab " + std::to_string(s_.vocab) + "): train " + rows +
+                      ", validation " + std::to_string(s_.task.validation.ids.size(0)) + ", test " +
+                      std::to_string(s_.task.test.ids.size(0))
+                : "train " + rows + " tokens, validation " + std::to_string(s_.dataset.validation.size(0));
     session_.log("train " + s_.model->config().describe() + " | " + std::to_string(result_.parameters) +
                  " parameters | attention " + attentionSummary(*s_.model) + " | " + data +
                  (resuming_ ? " | resumed at step " + std::to_string(session_.step) : ""));
@@ -345,7 +346,8 @@ class Training {
       return;
     }
     // Validation as during training; the test split, whole, once.
-    result_.finalValidationLoss = scoreTask(*s_.model, s_.task.validation, config_.batchSize, config_.evalBatches, quiet).loss;
+    result_.finalValidationLoss =
+        scoreTask(*s_.model, s_.task.validation, config_.batchSize, config_.evalBatches, quiet).loss;
     result_.testAccuracy = scoreTask(*s_.model, s_.task.test, config_.batchSize, 0, quiet).accuracy;
     auto& writer = *session_.writer();
     if (probedStep_ != session_.step) writer.appendScalar(session_.step, "attention_entropy", probeTask());

@@ -48,7 +48,8 @@ void gpt2(const ModelConfig& c, SpecList& s) {
   s.body("ln_f.weight", {C}, "n_embd");
   s.body("ln_f.bias", {C}, "n_embd");
   if (c.head == HeadKind::SequenceClassification) s.root("score.weight", {c.numLabels, C}, "num_labels x n_embd");
-  else if (!c.tieWordEmbeddings) s.root("lm_head.weight", {c.vocabSize, C}, "vocab_size x n_embd");
+  else if (!c.tieWordEmbeddings)
+    s.root("lm_head.weight", {c.vocabSize, C}, "vocab_size x n_embd");
 }
 
 void bert(const ModelConfig& c, SpecList& s) {
@@ -118,7 +119,8 @@ void llama(const ModelConfig& c, SpecList& s) {
   }
   s.body("norm.weight", {C}, "hidden_size");
   if (c.head == HeadKind::SequenceClassification) s.root("score.weight", {c.numLabels, C}, "num_labels x hidden_size");
-  else if (!c.tieWordEmbeddings) s.root("lm_head.weight", {c.vocabSize, C}, "vocab_size x hidden_size");
+  else if (!c.tieWordEmbeddings)
+    s.root("lm_head.weight", {c.vocabSize, C}, "vocab_size x hidden_size");
 }
 
 }  // namespace

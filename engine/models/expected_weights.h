@@ -16,7 +16,7 @@ struct WeightSpec {
   std::vector<int64_t> shape;   // as stored in the file (GPT-2 Conv1D: [in, out])
   std::string what;             // the config keys behind the shape
   bool bodyPrefixOptional = false;  // the leading "transformer." / "bert." / "model." may be absent
-  std::string alternative;      // another name the loader takes in its place ("" = none)
+  std::string alternative;          // another name the loader takes in its place ("" = none)
 };
 
 // The body prefix a family's checkpoints may carry ("transformer.", "bert.", "model.").

@@ -104,8 +104,10 @@ void Gpt2Model::loadWeights(WeightSource& s) {
     conv1d(b.mlpOut, p + "mlp.c_proj", I, C, "n_inner x n_embd");
   }
   norm(lnF_, "ln_f");
-  if (classifier_) s.load(classifier_->weight, "score.weight", {c.numLabels, C}, "num_labels x n_embd");
-  else loadLmHead(s);
+  if (classifier_)
+    s.load(classifier_->weight, "score.weight", {c.numLabels, C}, "num_labels x n_embd");
+  else
+    loadLmHead(s);
   if (c.plan.anyLinear()) loadAdapters(s);
 }
 

@@ -31,7 +31,8 @@ LlamaModel::LlamaModel(const ModelConfig& config) : TransformerModel(config) {
   norm_ = register_parameter("norm", torch::ones({C}));
   // A classifier's scores replace the LM head: it has no lm_head, tied or not.
   if (c.head == HeadKind::SequenceClassification) classifier_ = linear("score", C, c.numLabels, false);
-  else if (!c.tieWordEmbeddings) lmHead_ = linear("lm_head", C, c.vocabSize, false);
+  else if (!c.tieWordEmbeddings)
+    lmHead_ = linear("lm_head", C, c.vocabSize, false);
   at::NoGradGuard noGrad;
   for (auto& item : named_parameters()) {
     if (item.key().find("norm") != std::string::npos) continue;
@@ -111,8 +112,10 @@ void LlamaModel::loadWeights(WeightSource& s) {
     linear(L.down, p + "mlp.down_proj", I, C, c.mlpBias, "hidden_size x intermediate_size");
   }
   s.load(norm_, s.body("norm.weight"), {C}, "hidden_size");
-  if (classifier_) s.load(classifier_->weight, "score.weight", {c.numLabels, C}, "num_labels x hidden_size");
-  else loadLmHead(s);
+  if (classifier_)
+    s.load(classifier_->weight, "score.weight", {c.numLabels, C}, "num_labels x hidden_size");
+  else
+    loadLmHead(s);
   if (c.plan.anyLinear()) loadAdapters(s);
 }
 

@@ -110,7 +110,8 @@ std::vector<std::pair<std::string, torch::Tensor>> toCpu(std::vector<std::pair<s
 
 // The weights to store: on the CPU, every floating weight but the adapters in `dtype` (what
 // config.json's torch_dtype says), whatever dtype the model holds them in.
-std::vector<std::pair<std::string, torch::Tensor>> weightsToStore(const TransformerModel& model, torch::ScalarType dtype) {
+std::vector<std::pair<std::string, torch::Tensor>> weightsToStore(const TransformerModel& model,
+                                                                  torch::ScalarType dtype) {
   auto weights = toCpu(model.exportWeights());
   for (auto& [name, t] : weights)
     if (t.is_floating_point() && name.rfind("hedgehog.", 0) != 0) t = t.to(dtype);
@@ -145,7 +146,8 @@ namespace {
 void writeModelFiles(const TransformerModel& model, const fs::path& staging, const SaveOptions& options) {
   std::error_code ec;
   if (options.dtype != torch::kFloat && options.dtype != torch::kHalf && options.dtype != torch::kBFloat16)
-    throw std::invalid_argument(std::string("a model is saved as float32, float16 or bfloat16, not ") + c10::toString(options.dtype));
+    throw std::invalid_argument(std::string("a model is saved as float32, float16 or bfloat16, not ") +
+                                c10::toString(options.dtype));
   auto config = modelConfigToJson(model.config());
   config["torch_dtype"] = dtypeName(options.dtype);
   if (config.contains("dtype")) config["dtype"] = dtypeName(options.dtype);  // the newer spelling, kept in step

@@ -43,7 +43,8 @@ std::set<std::string> checkExpectedTensors(const std::vector<WeightSpec>& specs,
   const auto blocker = [&](const std::string& text) { r.findings.push_back({Severity::Blocker, text}); };
   for (const auto& spec : specs) {
     auto name = spec.bodyPrefixOptional ? bodyPrefixUsed + spec.name.substr(prefix.size()) : spec.name;
-    if (!source.contains(name) && !spec.alternative.empty() && source.contains(spec.alternative)) name = spec.alternative;
+    if (!source.contains(name) && !spec.alternative.empty() && source.contains(spec.alternative))
+      name = spec.alternative;
     if (!source.contains(name)) {
       if (++missing <= 5) blocker(source.path() + ": missing tensor \"" + name + "\"");
       continue;
@@ -81,18 +82,21 @@ void checkAdapterTensors(const ModelConfig& config, WeightSource& source, Prefli
     if (present && source.info(spec.name).shape == spec.shape) continue;
     r.weightsOk = false;
     if (!present && ++missing > 5) continue;
-    r.findings.push_back({Severity::Blocker,
-                          source.path() + ": " +
-                              (present ? "tensor \"" + spec.name + "\" has shape " + shapeString(source.info(spec.name).shape) +
-                                             ", " + spec.what + " implies " + shapeString(spec.shape)
-                                       : "missing tensor \"" + spec.name + "\" (" + spec.what + ")")});
+    r.findings.push_back(
+        {Severity::Blocker,
+         source.path() + ": " +
+             (present ? "tensor \"" + spec.name + "\" has shape " + shapeString(source.info(spec.name).shape) + ", " +
+                            spec.what + " implies " + shapeString(spec.shape)
+                      : "missing tensor \"" + spec.name + "\" (" + spec.what + ")")});
   }
-  if (missing > 5) r.findings.push_back({Severity::Blocker, std::to_string(missing - 5) + " more adapter tensors are missing"});
+  if (missing > 5)
+    r.findings.push_back({Severity::Blocker, std::to_string(missing - 5) + " more adapter tensors are missing"});
 }
 
 // A tied LM head with an lm_head.weight in the file: loading unties the head only when that
 // tensor differs from the embedding, so the two are read and compared here too.
-void checkStoredHead(const ModelConfig& config, const std::string& embedding, WeightSource& source, PreflightReport& r) {
+void checkStoredHead(const ModelConfig& config, const std::string& embedding, WeightSource& source,
+                     PreflightReport& r) {
   const std::vector<int64_t> shape{config.vocabSize, config.hiddenSize};
   try {
     const auto head = source.take("lm_head.weight", shape, "vocab_size x hidden size");
@@ -102,8 +106,9 @@ void checkStoredHead(const ModelConfig& config, const std::string& embedding, We
     r.findings.push_back({Severity::Blocker, errorText(e)});
     return;
   }
-  r.findings.push_back({Severity::Info, r.tiedHead ? "lm_head.weight is present and equals the embedding: the head stays tied"
-                                                   : "lm_head.weight is present although tie_word_embeddings is true: it is used"});
+  r.findings.push_back(
+      {Severity::Info, r.tiedHead ? "lm_head.weight is present and equals the embedding: the head stays tied"
+                                  : "lm_head.weight is present although tie_word_embeddings is true: it is used"});
 }
 
 void checkWeights(const ModelConfig& config, WeightSource& source, PreflightReport& r) {

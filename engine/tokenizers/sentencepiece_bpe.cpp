@@ -66,7 +66,9 @@ void applyStep(const DecodeStep& step, std::vector<std::string>& tokens) {
     case K::kReplace:
       for (std::string& t : tokens) text::replaceAll(t, step.from, step.to);
       break;
-    case K::kByteFallback: tokens = fallBackToBytes(std::move(tokens)); break;
+    case K::kByteFallback:
+      tokens = fallBackToBytes(std::move(tokens));
+      break;
     case K::kFuse: {
       std::string all;
       for (const std::string& t : tokens) all += t;
@@ -87,7 +89,8 @@ void applyStep(const DecodeStep& step, std::vector<std::string>& tokens) {
 
 std::vector<DecodeStep> llamaDecoder() {
   using K = DecodeStep::Kind;
-  return {{K::kReplace, "\xE2\x96\x81", " "}, {K::kByteFallback, "", ""}, {K::kFuse, "", ""}, {K::kStrip, " ", "", 1, 0}};
+  return {
+      {K::kReplace, "\xE2\x96\x81", " "}, {K::kByteFallback, "", ""}, {K::kFuse, "", ""}, {K::kStrip, " ", "", 1, 0}};
 }
 
 std::string runDecoder(const std::vector<DecodeStep>& steps, std::vector<std::string> tokens) {

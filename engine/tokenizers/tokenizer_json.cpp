@@ -268,7 +268,8 @@ void readMetaspace(const std::vector<const json*>& pre, const std::string& path,
     if (scheme == "always") o.prepend = P::kAlways;
     else if (scheme == "first") o.prepend = P::kFirst;
     else if (scheme == "never") o.prepend = P::kNever;
-    else throw io::FormatError(at + ".prepend_scheme: '" + scheme + "' (expected always, first or never)");
+    else
+      throw io::FormatError(at + ".prepend_scheme: '" + scheme + "' (expected always, first or never)");
   }
 }
 
@@ -285,14 +286,17 @@ void readDecoder(const json* decoder, const std::string& path, SentencePieceOpti
     const std::string type = typeOf(d, at);
     if (type == "Replace") {
       const json* pattern = find(d, "pattern");
-      if (!pattern || !find(*pattern, "String")) throw io::FormatError(at + ": Replace needs a String pattern (Regex is not supported)");
-      o.decoder.push_back({K::kReplace, stringAt(*pattern, "String", at + ".pattern", ""), stringAt(d, "content", at, "")});
+      if (!pattern || !find(*pattern, "String"))
+        throw io::FormatError(at + ": Replace needs a String pattern (Regex is not supported)");
+      o.decoder.push_back(
+          {K::kReplace, stringAt(*pattern, "String", at + ".pattern", ""), stringAt(d, "content", at, "")});
     } else if (type == "ByteFallback" || type == "Fuse") {
       o.decoder.push_back({type == "Fuse" ? K::kFuse : K::kByteFallback, "", ""});
     } else if (type == "Strip") {
       const std::string content = stringAt(d, "content", at, " ");
       char32_t cp;
-      if (content.empty() || text::decodeUtf8(content, 0, cp) != content.size()) throw io::FormatError(at + ": Strip's content must be one character");
+      if (content.empty() || text::decodeUtf8(content, 0, cp) != content.size())
+        throw io::FormatError(at + ": Strip's content must be one character");
       const int64_t start = files::intAt(d, "start", at, 0), stop = files::intAt(d, "stop", at, 0);
       if (start < 0 || stop < 0) throw io::FormatError(at + ": Strip's start and stop must be >= 0");
       o.decoder.push_back({K::kStrip, content, "", start, stop});

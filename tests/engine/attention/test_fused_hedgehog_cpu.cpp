@@ -62,7 +62,8 @@ class TestFusedHedgehogCpu : public QObject {
     torch::manual_seed(17);
     la->featureMap()->weight().add_(torch::randn({2, 16, 16}) * 0.2);
     la->featureMap()->bias().add_(torch::randn({2, 16}) * 0.1);
-    const auto q = torch::randn({2, 300, 2, 16}).transpose(1, 2) * 0.5, k = torch::randn({2, 300, 2, 16}).transpose(1, 2) * 0.5;
+    const auto q = torch::randn({2, 300, 2, 16}).transpose(1, 2) * 0.5,
+               k = torch::randn({2, 300, 2, 16}).transpose(1, 2) * 0.5;
     const auto v = torch::randn({2, 300, 2, 16}).transpose(1, 2);
     QVERIFY(!q.is_contiguous());
     const auto fused = la->forward(q, k, v);
@@ -91,13 +92,14 @@ class TestFusedHedgehogCpu : public QObject {
     // leaves such a state to it rather than reading past the state's end.
     const auto twoRows = one(2, 2);
     auto generic = la->initialState(1);
-    const auto want = hh::attn::linearStep(generic, la->featureMap()->forward(twoRows).select(2, 0),
-                                           la->featureMap()->forward(twoRows).select(2, 0), twoRows.select(2, 0), {},
-                                           cfg.rule);
+    const auto want =
+        hh::attn::linearStep(generic, la->featureMap()->forward(twoRows).select(2, 0),
+                             la->featureMap()->forward(twoRows).select(2, 0), twoRows.select(2, 0), {}, cfg.rule);
     const auto got = la->step(state, twoRows, twoRows, twoRows).select(2, 0);
     QVERIFY(torch::allclose(got, want, 1e-5, 1e-6));
     QCOMPARE(state.S.sizes(), generic.S.sizes());
-    const auto q = torch::randn({1, 2, 200, 16}), v = torch::randn({1, 2, 200, 16}), shortK = torch::randn({1, 2, 50, 16});
+    const auto q = torch::randn({1, 2, 200, 16}), v = torch::randn({1, 2, 200, 16}),
+               shortK = torch::randn({1, 2, 50, 16});
     HH_VERIFY_THROWS_WITH(la->forward(q, shortK, v), "differ");
     // The kernels themselves check what they are given.
     const auto w = la->featureMap()->weight(), b = la->featureMap()->bias();
@@ -106,8 +108,9 @@ class TestFusedHedgehogCpu : public QObject {
                      hh::attn::fusedHedgehogCausalForward(q, q, v, w.narrow(0, 0, 1), b.narrow(0, 0, 1), 64, 1e-6));
     auto S = torch::zeros({1, 2, 32, 16}), z = torch::zeros({1, 2, 32});
     const auto x = torch::randn({1, 2, 16});
-    HH_VERIFY_THROWS(std::exception, hh::attn::fusedHedgehogStep(S, z, torch::randn({1, 64, 16}), torch::randn({1, 64, 16}),
-                                                                 torch::randn({1, 64, 16}), w, b, 1e-6));
+    HH_VERIFY_THROWS(std::exception,
+                     hh::attn::fusedHedgehogStep(S, z, torch::randn({1, 64, 16}), torch::randn({1, 64, 16}),
+                                                 torch::randn({1, 64, 16}), w, b, 1e-6));
     auto shortZ = torch::zeros({1, 2, 16});
     HH_VERIFY_THROWS(std::exception, hh::attn::fusedHedgehogStep(S, shortZ, x, x, x, w, b, 1e-6));
     HH_VERIFY_THROWS(std::exception, hh::attn::fusedHedgehogStep(S, z, x, x, x, w.narrow(0, 0, 1), b, 1e-6));
@@ -202,9 +205,11 @@ class TestFusedHedgehogCpu : public QObject {
 };
 
 HH_TEST_SUITE(TestFusedHedgehogCpu, "engine.attention.fused_hedgehog_cpu", &TestFusedHedgehogCpu::matchesBruteForce,
-              &TestFusedHedgehogCpu::nonContiguousInputsMatchBruteForce, &TestFusedHedgehogCpu::mismatchedShapesAreRefused,
-              &TestFusedHedgehogCpu::fusedStepMatchesGenericSteps, &TestFusedHedgehogCpu::clampedFeaturesAgreeAndStayFinite,
-              &TestFusedHedgehogCpu::gradientsStillFlowThroughGenericPath, &TestFusedHedgehogCpu::fusedCudaPolicyIsScoped)
+              &TestFusedHedgehogCpu::nonContiguousInputsMatchBruteForce,
+              &TestFusedHedgehogCpu::mismatchedShapesAreRefused, &TestFusedHedgehogCpu::fusedStepMatchesGenericSteps,
+              &TestFusedHedgehogCpu::clampedFeaturesAgreeAndStayFinite,
+              &TestFusedHedgehogCpu::gradientsStillFlowThroughGenericPath,
+              &TestFusedHedgehogCpu::fusedCudaPolicyIsScoped)
 
 }  // namespace test_fused_hedgehog_cpu
 

@@ -91,9 +91,9 @@ class TestSoftmaxBlocks : public QObject {
         const std::string what = std::string(causal ? "causal" : "bidirectional") + (masked ? " masked" : "");
         for (const auto& y : {whole, blocks}) {
           QVERIFY2(y[0][1][40].isnan().all().item<bool>(), what.c_str());
-          QVERIFY2(y[0][0].isfinite().all().item<bool>(), what.c_str());             // another head
+          QVERIFY2(y[0][0].isfinite().all().item<bool>(), what.c_str());                   // another head
           QVERIFY2(y[0][1].narrow(0, 0, 40).isfinite().all().item<bool>(), what.c_str());  // other rows
-          if (masked) QVERIFY2(y[1].abs().max().item<double>() == 0.0, what.c_str());     // fully padded
+          if (masked) QVERIFY2(y[1].abs().max().item<double>() == 0.0, what.c_str());      // fully padded
         }
         QVERIFY2(torch::allclose(blocks, whole, 1e-12, 1e-12, /*equal_nan=*/true), what.c_str());
       }

@@ -108,8 +108,9 @@ class TestWindowAttention : public QObject {
     }
     // A step cannot keep a key mask in the state: refused rather than ignored.
     auto state = a::initialWindowState(2, 2, 6, 4, options(4, 8), torch::kDouble, torch::kCPU);
-    const a::WindowInputs token{in.q.narrow(2, 0, 1), in.k.narrow(2, 0, 1), in.fq.narrow(2, 0, 1),
-                                in.fk.narrow(2, 0, 1), in.v.narrow(2, 0, 1), in.mix, in.keyMask.narrow(1, 0, 1)};
+    const a::WindowInputs token{in.q.narrow(2, 0, 1),      in.k.narrow(2, 0, 1), in.fq.narrow(2, 0, 1),
+                                in.fk.narrow(2, 0, 1),     in.v.narrow(2, 0, 1), in.mix,
+                                in.keyMask.narrow(1, 0, 1)};
     HH_VERIFY_THROWS(std::exception, a::windowStep(state, token, options(4, 8)));
   }
 
@@ -173,7 +174,8 @@ class TestWindowAttention : public QObject {
 };
 
 HH_TEST_SUITE(TestWindowAttention, "engine.attention.window", &TestWindowAttention::causalFormsEqualTheReference,
-              &TestWindowAttention::fp32FormsStayClose, &TestWindowAttention::bidirectionalAndPaddedKeysEqualTheReference,
+              &TestWindowAttention::fp32FormsStayClose,
+              &TestWindowAttention::bidirectionalAndPaddedKeysEqualTheReference,
               &TestWindowAttention::recurrentFormLeavesPaddedKeysOut,
               &TestWindowAttention::weightsAreDistributionsOverThePast,
               &TestWindowAttention::aWindowAsLongAsTheTextIsSoftmax,

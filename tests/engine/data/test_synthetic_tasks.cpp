@@ -123,7 +123,8 @@ class TestSyntheticTasks : public QObject {
       QVERIFY(g.train.ids.narrow(0, 0, 300).equal(a.train.ids));
       QVERIFY(!g.test.ids.narrow(0, 0, 100).equal(g.train.ids.narrow(0, 0, 100)));
       // Validation: the test split's size and layout, from a third stream (no row shared by design).
-      QVERIFY(same(d::TaskSplit{g.validation.ids.narrow(0, 0, 100), g.validation.targets.narrow(0, 0, 100)}, a.validation));
+      QVERIFY(
+          same(d::TaskSplit{g.validation.ids.narrow(0, 0, 100), g.validation.targets.narrow(0, 0, 100)}, a.validation));
       QCOMPARE(a.validation.ids.sizes().vec(), a.test.ids.sizes().vec());
       QVERIFY(!a.validation.ids.equal(a.test.ids) && !a.validation.ids.equal(a.train.ids.narrow(0, 0, 100)));
       QCOMPARE(a.train.ids.sizes().vec(), (std::vector<int64_t>{300, c.sequenceLength}));

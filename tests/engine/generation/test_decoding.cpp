@@ -322,8 +322,8 @@ class TestDecoding : public QObject {
     o.sampling.seed = 3;
     const auto free = hh::gen::generate(*model, {3, 4, 5}, o);
     size_t at = 2;  // the first token from the third on that was not sampled before
-    while (at < free.tokens.size() &&
-           std::find(free.tokens.begin(), free.tokens.begin() + long(at), free.tokens[at]) != free.tokens.begin() + long(at))
+    while (at < free.tokens.size() && std::find(free.tokens.begin(), free.tokens.begin() + long(at), free.tokens[at]) !=
+                                          free.tokens.begin() + long(at))
       ++at;
     QVERIFY(at < free.tokens.size());
     int64_t unused = 0;
@@ -352,10 +352,10 @@ class TestDecoding : public QObject {
 };
 
 HH_TEST_SUITE(TestDecoding, "engine.generation.decoding", &TestDecoding::initTestCase,
-              &TestDecoding::prefillContinuesAStateLikeSteps, &TestDecoding::everyFeatureMapAndRuleDecodesLikeTheFullForward,
+              &TestDecoding::prefillContinuesAStateLikeSteps,
+              &TestDecoding::everyFeatureMapAndRuleDecodesLikeTheFullForward,
               &TestDecoding::hybridPlanAndTeacherUseKvCaches, &TestDecoding::windowHybridDecodesWithAFlatRingBuffer,
-              &TestDecoding::gpt2FixtureDecodes,
-              &TestDecoding::identityNormaliserInFp64,
+              &TestDecoding::gpt2FixtureDecodes, &TestDecoding::identityNormaliserInFp64,
               &TestDecoding::recurrentMemoryIsFlatAndKvGrows, &TestDecoding::generateStopsWhereItShould,
               &TestDecoding::storiesEndWhereTheNextWouldBegin, &TestDecoding::everyListedEndOfTextStops,
               &TestDecoding::badInputsAreRefused)

@@ -35,7 +35,8 @@ class TestDistillationLoss : public QObject {
 
   void untrainableLayerIsReportedNotBackpropagated() {
     auto model = hh::models::loadModel(kModel);
-    model->setAttentionPlan(hh::models::AttentionPlan::fromSpecs({"softmax", "hedgehog", "softmax", "softmax", "performer"}));
+    model->setAttentionPlan(
+        hh::models::AttentionPlan::fromSpecs({"softmax", "hedgehog", "softmax", "softmax", "performer"}));
     model->freezeAllBut(true);
     hh::models::CaptureRequest capture;
     capture.softmaxWeights = capture.linearWeights = capture.keepGraph = true;

@@ -207,8 +207,7 @@ Output bertForward(const BertSpec& spec, const Weights& w, const Rows& ids, cons
       const Mat q = linear(x, w, L + "attention.self.query", true);
       const Mat k = linear(x, w, L + "attention.self.key", true);
       const Mat v = linear(x, w, L + "attention.self.value", true);
-      const Mat ctx =
-          attention(q, k, v, H, H, D, spec.causal, valid, out.attentions[size_t(l)], size_t(b * H * T * T));
+      const Mat ctx = attention(q, k, v, H, H, D, spec.causal, valid, out.attentions[size_t(l)], size_t(b * H * T * T));
       Mat a = linear(ctx, w, L + "attention.output.dense", true);
       addInto(a, x);
       a = layerNorm(a, w, L + "attention.output.LayerNorm", spec.eps);

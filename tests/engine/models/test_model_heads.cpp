@@ -1,7 +1,7 @@
 // engine.models.heads: what config.json says about a model's head and attention, as Hugging Face
-// reads it. A BERT with is_decoder attends causally (checked against the fp64 reference); a decoder classifier pools each row's rightmost real token, so a
-// left-padded row scores like the same row unpadded; an architecture without a head the engine
-// runs (token classification, question answering) is refused naming the file and the name; a
+// reads it. A BERT with is_decoder attends causally (checked against the fp64 reference); a decoder classifier pools
+// each row's rightmost real token, so a left-padded row scores like the same row unpadded; an architecture without a
+// head the engine runs (token classification, question answering) is refused naming the file and the name; a
 // classifier's label count comes from id2label when num_labels is absent, in every family; and a
 // GPT-2 or Llama classifier has no lm_head, tied or not, so a checkpoint without one loads.
 
@@ -41,11 +41,16 @@ json gpt2Classifier() {
               {"n_positions", 64},    {"num_labels", 3}};
 }
 json llamaClassifier() {
-  return json{{"model_type", "llama"},      {"architectures", {"LlamaForSequenceClassification"}},
-              {"vocab_size", 100},          {"hidden_size", 32},
-              {"num_hidden_layers", 2},     {"num_attention_heads", 4},
-              {"num_key_value_heads", 2},   {"intermediate_size", 48},
-              {"max_position_embeddings", 64}, {"num_labels", 3}};
+  return json{{"model_type", "llama"},
+              {"architectures", {"LlamaForSequenceClassification"}},
+              {"vocab_size", 100},
+              {"hidden_size", 32},
+              {"num_hidden_layers", 2},
+              {"num_attention_heads", 4},
+              {"num_key_value_heads", 2},
+              {"intermediate_size", 48},
+              {"max_position_embeddings", 64},
+              {"num_labels", 3}};
 }
 json bertBase() {
   return json{{"model_type", "bert"},   {"architectures", {"BertForMaskedLM"}},
@@ -82,7 +87,8 @@ ref::Weights referenceWeights(const std::string& file) {
   ref::Weights weights;
   for (const auto& name : st.names()) {
     const auto t = m::readTensor(st, name, torch::kDouble).contiguous();
-    weights[name] = ref::Array{t.sizes().vec(), std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel())};
+    weights[name] =
+        ref::Array{t.sizes().vec(), std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel())};
   }
   return weights;
 }
@@ -143,7 +149,8 @@ class TestModelHeads : public QObject {
       return out;
     };
     const double toCausal = maxRelative(real, pick(causal)), toBidirectional = maxRelative(real, pick(bidirectional));
-    qInfo("causal BERT: rel err %.3g to the causal reference, %.3g to the bidirectional one", toCausal, toBidirectional);
+    qInfo("causal BERT: rel err %.3g to the causal reference, %.3g to the bidirectional one", toCausal,
+          toBidirectional);
     QVERIFY(toCausal < 1e-4);
     QVERIFY(toBidirectional > 1e-2);
     // Without is_decoder (bert-tiniest is a BertLMHeadModel without it) BERT stays bidirectional.

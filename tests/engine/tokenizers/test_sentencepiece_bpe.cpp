@@ -174,12 +174,15 @@ class TestSentencePieceBpe : public QObject {
     QCOMPARE(decodeWith(nullptr, {271, 276}, "none"), kSp + "hello " + kSp + "world");
     // Strip works on each token: without Fuse before it, every token loses its leading space; and
     // without ByteFallback a byte token stays as written.
-    const json stripEach = {{"type", "Sequence"},
-                            {"decoders", json::array({replace, json{{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}};
+    const json stripEach = {
+        {"type", "Sequence"},
+        {"decoders", json::array({replace, json{{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}};
     QCOMPARE(decodeWith(stripEach, {271, 276, 108}, "strip_each"), std::string("helloworld<0x69>"));
     // stop cuts trailing copies: " hello  " -> " hello".
-    const json stripEnd = {{"type", "Sequence"},
-                           {"decoders", json::array({replace, json{{"type", "Fuse"}}, json{{"type", "Strip"}, {"content", " "}, {"start", 0}, {"stop", 2}}})}};
+    const json stripEnd = {
+        {"type", "Sequence"},
+        {"decoders", json::array({replace, json{{"type", "Fuse"}},
+                                  json{{"type", "Strip"}, {"content", " "}, {"start", 0}, {"stop", 2}}})}};
     QCOMPARE(decodeWith(stripEnd, {271, 259, 259}, "strip_end"), std::string(" hello"));
     // A token of spaces only, cut from both ends: empty (HF would index before the token here).
     QCOMPARE(decodeWith(stripEnd, {259}, "strip_all"), std::string(""));
@@ -203,7 +206,10 @@ class TestSentencePieceBpe : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestSentencePieceBpe, "engine.tokenizers.llama", &TestSentencePieceBpe::mergesAndByteFallback, &TestSentencePieceBpe::specialTokensAndTemplate, &TestSentencePieceBpe::decodeReversesEverything, &TestSentencePieceBpe::metaspacePreTokenizer, &TestSentencePieceBpe::decoderChainsFollowHuggingFace, &TestSentencePieceBpe::unknownWithoutByteFallback)
+HH_TEST_SUITE(TestSentencePieceBpe, "engine.tokenizers.llama", &TestSentencePieceBpe::mergesAndByteFallback,
+              &TestSentencePieceBpe::specialTokensAndTemplate, &TestSentencePieceBpe::decodeReversesEverything,
+              &TestSentencePieceBpe::metaspacePreTokenizer, &TestSentencePieceBpe::decoderChainsFollowHuggingFace,
+              &TestSentencePieceBpe::unknownWithoutByteFallback)
 
 }  // namespace test_sentencepiece_bpe
 
