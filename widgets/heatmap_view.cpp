@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "widgets/colormap.h"
+#include "widgets/heatmap_axes.h"
 #include "widgets/plot_note.h"
 #include "widgets/token_axis_ticker.h"
 
@@ -23,53 +24,11 @@ namespace {
 constexpr double kZoomFactor = 0.85;  // per wheel step
 constexpr int kReadoutOffset = 14;    // px between the cursor and the readout box
 constexpr int kRebuildDelayMs = 50;   // after the last zoom / pan / resize step
-constexpr int kMinBudget = 32;        // display cells per side, at least
 
 // The values of a view with no matrix (one shared empty vector).
 SharedValues noValues() {
   static const SharedValues empty = std::make_shared<const std::vector<float>>();
   return empty;
-}
-
-// Centre, in plot coordinates, of display cell i when display cell 0 starts at source cell
-// `start` and each display cell covers `block` source cells.
-double blockCenter(int start, int i, int block) { return start + i * double(block) + (block - 1) / 2.0; }
-
-// The range of display-cell centres along one axis. QCPColorMap draws nothing for a single
-// cell (its width is derived from the distance between cell centres), so one display cell is
-// drawn as two copies a half block apart.
-QCPRange centreRange(int start, int displayCells, int block) {
-  if (displayCells == 1) {
-    const double c = blockCenter(start, 0, block);
-    return QCPRange(c - block / 4.0, c + block / 4.0);
-  }
-  return QCPRange(blockCenter(start, 0, block), blockCenter(start, displayCells - 1, block));
-}
-
-// Display cells available along an axis of `pixels` length (a plot not laid out yet gets the
-// maximum; the afterReplot check re-plans once it is).
-int cellBudget(int pixels) {
-  if (pixels < kMinBudget) return HeatmapView::kMaxDisplayCells;
-  return std::clamp(pixels, kMinBudget, HeatmapView::kMaxDisplayCells);
-}
-
-// Which source cells to reduce along one axis and how coarsely: the visible cells plus a
-// quarter of their extent on each side (room to pan before the next re-reduction), blocks
-// aligned to multiples of the block size so that panning does not shift block boundaries.
-struct AxisPlan {
-  int start = 0, span = 0, block = 1;
-  bool operator==(const AxisPlan& o) const { return start == o.start && span == o.span && block == o.block; }
-};
-AxisPlan planAxis(const QCPRange& range, int cells, int budget) {
-  if (cells <= budget) return AxisPlan{0, cells, 1};
-  const int lo = std::clamp(int(std::floor(range.lower + 0.5)), 0, cells - 1);
-  const int hi = std::clamp(int(std::floor(range.upper + 0.5)), 0, cells - 1);
-  const int margin = (hi - lo + 1) / 4;
-  int a = std::max(0, lo - margin);
-  const int b = std::min(cells, hi + 1 + margin);
-  const int block = std::max(1, (b - a + budget - 1) / budget);
-  a = (a / block) * block;
-  return AxisPlan{a, b - a, block};
 }
 
 QString formatNumber(double v) {
@@ -410,8 +369,8 @@ void HeatmapView::rebuildDisplay(bool force) {
   }
   const QSize axisRect = plot_->axisRect()->rect().size();
   plannedFor_ = axisRect;
-  const AxisPlan px = planAxis(plot_->xAxis->range(), cols_, cellBudget(axisRect.width()));
-  const AxisPlan py = planAxis(plot_->yAxis->range(), rows_, cellBudget(axisRect.height()));
+  const AxisPlan px = planAxis(plot_->xAxis->range(), cols_, cellBudget(axisRect.width(), kMaxDisplayCells));
+  const AxisPlan py = planAxis(plot_->yAxis->range(), rows_, cellBudget(axisRect.height(), kMaxDisplayCells));
   const BlockReduce reduce = currentReduce();
   const bool same = px == AxisPlan{displayRegion_.col0, displayRegion_.cols, display_.blockCols} &&
                     py == AxisPlan{displayRegion_.row0, displayRegion_.rows, display_.blockRows} &&

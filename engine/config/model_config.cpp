@@ -482,4 +482,15 @@ AttentionPlan parseAttentionPlan(const json& j, int64_t layerCount, const std::s
   return plan;
 }
 
+attn::LinearAttentionConfig linearAttentionConfigOf(const ModelConfig& config, size_t layer) {
+  auto linear = config.plan.layers.at(layer).config;
+  linear.featureMap.heads = config.heads;
+  linear.featureMap.headDim = config.headDim;
+  linear.rule.causal = config.causal;
+  if (!config.causal && linear.rule.rule != attn::UpdateRule::Additive)
+    throw std::invalid_argument("layer " + std::to_string(layer) + ": the " + attn::toString(linear.rule.rule) +
+                                " rule is causal-only, and " + config.modelType + " is bidirectional");
+  return linear;
+}
+
 }  // namespace hh::models

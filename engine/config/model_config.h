@@ -96,6 +96,11 @@ struct ModelConfig {
 
 // Parse a config object. `source` names the file in error messages.
 ModelConfig parseModelConfig(const nlohmann::json& json, const std::string& source);
+
+// Layer `layer`'s linear-attention settings as the model builds them: the plan's, with the
+// model's heads, head dim and causality. Throws std::invalid_argument for a causal-only update
+// rule in a bidirectional model.
+attn::LinearAttentionConfig linearAttentionConfigOf(const ModelConfig& config, size_t layer);
 // Read `<dir>/config.json` (or a path to a .json file).
 ModelConfig loadModelConfig(const std::string& dirOrFile);
 // The Hugging Face-style JSON for this config (raw keys kept, sizes and plan written).

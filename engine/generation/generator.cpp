@@ -29,6 +29,7 @@ std::vector<int64_t> endOfTextTokens(const models::ModelConfig& config, const to
   const bool framedByBos = tokenizer.bosId() >= 0 && !tokenizer.prefixIds().empty() &&
                            tokenizer.prefixIds().front() == tokenizer.bosId();
   std::vector<int64_t> candidates = config.eosTokenIds;
+  if (candidates.empty()) candidates.push_back(config.eosTokenId);  // a config made in code sets only the one
   candidates.push_back(tokenizer.eosId());
   candidates.push_back(framedByBos ? tokenizer.bosId() : int64_t(-1));
   for (const int64_t id : candidates)

@@ -19,10 +19,10 @@ struct SpecList {
   std::vector<WeightSpec> specs;
   std::string prefix;
   void body(const std::string& name, std::vector<int64_t> shape, const std::string& what) {
-    specs.push_back({prefix + name, std::move(shape), what, true});
+    specs.push_back({prefix + name, std::move(shape), what, true, ""});
   }
   void root(const std::string& name, std::vector<int64_t> shape, const std::string& what) {
-    specs.push_back({name, std::move(shape), what, false});
+    specs.push_back({name, std::move(shape), what, false, ""});
   }
 };
 
@@ -141,15 +141,8 @@ std::vector<WeightSpec> expectedAdapterWeights(const ModelConfig& config) {
   for (size_t l = 0; l < config.plan.layers.size(); ++l) {
     const auto& layer = config.plan.layers[l];
     if (!layer.linear) continue;
-    // As TransformerModel::setAttentionPlan configures the layer.
-    auto linear = layer.config;
-    linear.featureMap.heads = config.heads;
-    linear.featureMap.headDim = config.headDim;
-    linear.rule.causal = config.causal;
-    if (!config.causal && linear.rule.rule != attn::UpdateRule::Additive)
-      throw std::invalid_argument("layer " + std::to_string(l) + ": the " + attn::toString(linear.rule.rule) +
-                                  " rule is causal-only, and " + config.modelType + " is bidirectional");
-    const attn::LinearAttention module(linear, config.hiddenSize);
+    const attn::LinearAttention module(linearAttentionConfigOf(config, l),
+                                       config.hiddenSize);  // as the model builds it
     const auto prefix = "hedgehog.layers." + std::to_string(l) + ".";
     auto add = [&](const std::string& name, const torch::Tensor& t) {
       specs.push_back({prefix + name, t.sizes().vec(), "the attention plan in config.json", false, ""});

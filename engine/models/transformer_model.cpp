@@ -24,12 +24,7 @@ void TransformerModel::setAttentionPlan(const AttentionPlan& plan) {
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     auto& spec = config_.plan.layers[l];
     if (!spec.linear) continue;
-    spec.config.featureMap.heads = config_.heads;
-    spec.config.featureMap.headDim = config_.headDim;
-    spec.config.rule.causal = config_.causal;
-    if (!config_.causal && spec.config.rule.rule != attn::UpdateRule::Additive)
-      throw std::invalid_argument("layer " + std::to_string(l) + ": the " + attn::toString(spec.config.rule.rule) +
-                                  " rule is causal-only, and " + config_.modelType + " is bidirectional");
+    spec.config = linearAttentionConfigOf(config_, l);
     auto module = attn::LinearAttention(spec.config, config_.hiddenSize);
     // Follow the model's device and dtype.
     const auto params = parameters();

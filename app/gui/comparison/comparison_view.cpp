@@ -171,6 +171,8 @@ void ComparisonView::layoutMaps() {
   for (int i = 0; i < maps_.size(); ++i) {
     maps_[i]->setVisible(i < visibleMaps_);
     if (i < visibleMaps_) mapsGrid_->addWidget(maps_[i], i / columns, i % columns);
+    else
+      maps_[i]->clear();  // a hidden view would keep an earlier result's matrices alive
   }
 }
 

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <limits>
 
+#include "app/gui/conversion/snapshot_maps.h"
 #include "engine/runs/run_layout.h"
 #include "widgets/curve_plot.h"
 #include "widgets/head_grid.h"
@@ -408,33 +409,6 @@ void DashboardView::updateStepLabel() {
   stepLabel_->setText(followLatest_ ? tr("step %1 (latest of %2)").arg(snapshotSteps_[index]).arg(snapshotSteps_.size())
                                     : tr("step %1 (%2 of %3)").arg(snapshotSteps_[index]).arg(index + 1).arg(snapshotSteps_.size()));
 }
-
-namespace {
-
-// A causal map stored with zeros above the diagonal: those pairs are masked (NaN, drawn grey)
-// like the other views draw them, not weights of 0.
-void maskAboveDiagonalIfCausal(int size, std::vector<float>& map) {
-  if (size < 2 || map.size() != size_t(size) * size_t(size) || !runs::isCausalMap(map.data(), size)) return;
-  for (size_t r = 0; r < size_t(size); ++r)
-    for (size_t c = r + 1; c < size_t(size); ++c) map[r * size_t(size) + c] = std::numeric_limits<float>::quiet_NaN();
-}
-
-// One colour range for the softmax and the linear map: from min(0, lowest value) to the 99th
-// percentile of both maps' finite values, so a few saturated cells (the first query's single
-// key is always 1) do not leave the rest in the darkest colours. (0, 0) when there is no value.
-std::pair<double, double> sharedWeightRange(const std::vector<float>& softmax, const std::vector<float>& linear) {
-  std::vector<float> finite;
-  for (const auto* map : {&softmax, &linear})
-    for (float v : *map)
-      if (std::isfinite(v)) finite.push_back(v);
-  if (finite.empty()) return {0.0, 0.0};
-  const double lo = std::min(0.0, double(*std::min_element(finite.begin(), finite.end())));
-  const auto nth = finite.begin() + std::ptrdiff_t(0.99 * double(finite.size() - 1));
-  std::nth_element(finite.begin(), nth, finite.end());
-  return {lo, double(*nth)};
-}
-
-}  // namespace
 
 void DashboardView::refreshMaps() {
   mapsStale_ = false;

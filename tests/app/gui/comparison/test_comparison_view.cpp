@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "app/gui/comparison/comparison_session.h"
@@ -75,6 +76,14 @@ class TestComparisonView : public QObject {
     QCOMPARE(view.differenceMap()->valueRange(), std::make_pair(-0.05, 0.05));
     view.setFocusedMap(1);
     QCOMPARE(view.differenceMap()->sharedMatrix().get(), &kept.maps[1].difference);
+    // A result with no maps (an error shows one): the views it hides let go of the old result.
+    const std::weak_ptr old(view.map(2)->sharedMatrix());
+    ComparisonResult none;
+    none.length = t;
+    none.softmax = causal(t, 1.0f);
+    none.scores = causal(t, 2.0f);
+    view.setResult(std::move(none));
+    QVERIFY(old.expired());
   }
 
   // A result made by hand without percentiles: the maps span their own [min, max].
