@@ -146,6 +146,7 @@ void DashboardView::updateEmptyTexts() {
   }
   loss_->setEmptyText(tr("No steps yet"));
   lr_->setEmptyText(tr("No steps yet"));
+  if (!shownSnapshot()) mapsTitle_->setText(tr("Attention on the probe text: no snapshots in this run yet"));
   for (auto* map : {softmaxMap_, linearMap_})
     map->setEmptyText(tr("No attention snapshots:\na distillation stores them\nat each evaluation"));
   grid_->setEmptyText(shownTables().empty()
@@ -398,6 +399,10 @@ void DashboardView::showSnapshotAt(const SnapshotAtStep& loaded) {
   updateStepLabel();
   refreshGrid();
   refreshMaps();
+}
+
+QString DashboardView::mapsTitleText() const {
+  return mapsTitle_->text();
 }
 
 void DashboardView::updateStepLabel() {

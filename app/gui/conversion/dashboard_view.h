@@ -70,6 +70,7 @@ class DashboardView : public QWidget {
   widgets::CurvePlot* lossPlot() const { return loss_; }
   widgets::HeatmapView* softmaxMap() const { return softmaxMap_; }
   widgets::HeatmapView* linearMap() const { return linearMap_; }
+  QString mapsTitleText() const;  // the line above the maps: which head, which step
   widgets::CurvePlot* monotonicityPlot() const { return mono_; }
   void setSmoothing(double weight);  // EMA weight in [0, 0.99]
   QSlider* stepSlider() const { return stepSlider_; }

@@ -129,6 +129,19 @@ class TestDashboard : public QObject {
     QCOMPARE(view.linearMap()->rows(), 4);
     QCOMPARE(double(view.linearMap()->valueAt(1, 1)), 1.0);
     QCOMPARE(double(view.softmaxMap()->valueAt(3, 0)), 0.25);
+    QCOMPARE(view.mapsTitleText(), QStringLiteral("Layer 1, head 2 on the probe text, step 30"));
+    // The next run of a conversion (finetuning) has no snapshots: the title names no step of the last.
+    const auto next = dir.file("finetune.h5");
+    {
+      header.kind = "finetune";
+      header.layout.tables.clear();
+      header.layout.snapshots = {};
+      auto w = r::RunWriter::create(next, header);
+      w.appendScalar(1, "loss", 1.0);
+      w.setStatus(r::RunStatus::Completed, "done");
+    }
+    shown.follow(next);
+    QTRY_VERIFY2(!view.mapsTitleText().contains(QStringLiteral("step")), qPrintable(view.mapsTitleText()));
   }
 
   void nanLossAndCausalMapsAreDrawnAsSuch() {
