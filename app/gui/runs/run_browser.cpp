@@ -17,12 +17,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "app/gui/common/error_dialog.h"
 #include "app/gui/runs/run_overlay.h"
 #include "app/gui/runs/run_table_csv.h"
+#include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
 
 namespace hh::gui {
@@ -57,6 +59,18 @@ QString modelOf(const nlohmann::json& config) {
   return text;
 }
 
+// A run's status as the table shows it. An interrupted file that a later continuation of its
+// folder took over (the job was resumed after a kill, run-resumed-<S>.h5) is "resumed", not lost.
+QString statusOf(const runs::RunReader& reader, const QString& path) {
+  if (!reader.interrupted()) return QString::fromLatin1(runs::statusName(reader.status()));
+  const QFileInfo file(path);
+  const auto chain = runs::runChain(file.absolutePath().toStdString());
+  const std::string self =
+      (std::filesystem::path(file.absolutePath().toStdString()) / file.fileName().toStdString()).string();
+  const auto at = std::find(chain.begin(), chain.end(), self);
+  return at != chain.end() && at + 1 != chain.end() ? QStringLiteral("resumed") : QStringLiteral("interrupted");
+}
+
 RunSummary summarize(const QString& path) {
   RunSummary s;
   s.path = path;
@@ -65,7 +79,7 @@ RunSummary summarize(const QString& path) {
     const auto& header = reader.header();
     s.runId = QString::fromStdString(header.runId);
     s.kind = QString::fromStdString(header.kind);
-    s.status = reader.interrupted() ? QStringLiteral("interrupted") : QString::fromLatin1(runs::statusName(reader.status()));
+    s.status = statusOf(reader, path);
     s.started = QString::fromStdString(header.startTime);
     nlohmann::json config;
     try {

@@ -1,12 +1,14 @@
 // app.gui.run_browser: the run files under a folder, found recursively, each with its kind,
 // status, model, feature map, last step and last metric values; a file that is not a run file is
 // listed as unreadable with the reason (never a crash); double-clicking a row asks for that run.
+#include <QDir>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTest>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "app/gui/runs/run_browser.h"
 #include "engine/runs/run_writer.h"
@@ -80,6 +82,24 @@ class TestRunBrowser : public QObject {
     QVERIFY(activated.at(0).at(0).toString().endsWith("a/distill/run.h5"));
   }
 
+  // A job killed and resumed leaves run.h5 interrupted beside its continuation: the browser says
+  // "resumed" for it, and "interrupted" only for a run nothing took over.
+  void aResumedRunIsNotCalledInterrupted() {
+    hh::test::TempDir dir("run_browser_resumed");
+    std::filesystem::create_directories(dir.file("resumed"));
+    std::filesystem::create_directories(dir.file("lost"));
+    writeRun(dir.file("resumed/run.h5"), "distill", r::RunStatus::Running, 0.1);
+    writeRun(dir.file("resumed/run-resumed-10.h5"), "distill", r::RunStatus::Completed, 0.05);
+    writeRun(dir.file("lost/run.h5"), "distill", r::RunStatus::Running, 0.1);
+    std::map<QString, QString> status;
+    for (const auto& s : hh::gui::scanRuns(QString::fromStdString(dir.path())))
+      status[QDir(QString::fromStdString(dir.path())).relativeFilePath(s.path)] = s.status;
+    QCOMPARE(status.size(), size_t(3));
+    QCOMPARE(status.at("resumed/run.h5"), QString("resumed"));
+    QCOMPARE(status.at("resumed/run-resumed-10.h5"), QString("completed"));
+    QCOMPARE(status.at("lost/run.h5"), QString("interrupted"));
+  }
+
   // A train run has no model folder: the column names the architecture it built and its task.
   void aModelTrainedFromScratchIsNamedByWhatItBuilt() {
     hh::test::TempDir dir("run_browser_scratch");
@@ -98,6 +118,7 @@ class TestRunBrowser : public QObject {
 };
 
 HH_TEST_SUITE(TestRunBrowser, "app.gui.run_browser", &TestRunBrowser::scansAFolderOfRuns,
+              &TestRunBrowser::aResumedRunIsNotCalledInterrupted,
               &TestRunBrowser::aModelTrainedFromScratchIsNamedByWhatItBuilt)
 
 }  // namespace test_run_browser
