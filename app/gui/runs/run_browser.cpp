@@ -17,14 +17,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "app/gui/common/error_dialog.h"
 #include "app/gui/runs/run_overlay.h"
 #include "app/gui/runs/run_table_csv.h"
-#include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
 
 namespace hh::gui {
@@ -63,12 +61,7 @@ QString modelOf(const nlohmann::json& config) {
 // folder took over (the job was resumed after a kill, run-resumed-<S>.h5) is "resumed", not lost.
 QString statusOf(const runs::RunReader& reader, const QString& path) {
   if (!reader.interrupted()) return QString::fromLatin1(runs::statusName(reader.status()));
-  const QFileInfo file(path);
-  const auto chain = runs::runChain(file.absolutePath().toStdString());
-  const std::string self =
-      (std::filesystem::path(file.absolutePath().toStdString()) / file.fileName().toStdString()).string();
-  const auto at = std::find(chain.begin(), chain.end(), self);
-  return at != chain.end() && at + 1 != chain.end() ? QStringLiteral("resumed") : QStringLiteral("interrupted");
+  return takenOverAfter(path) ? QStringLiteral("resumed") : QStringLiteral("interrupted");
 }
 
 RunSummary summarize(const QString& path) {

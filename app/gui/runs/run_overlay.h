@@ -8,13 +8,16 @@
 // "relative to each run's first loss" divides every run's loss and held-out loss by its first
 // finite non-zero loss, so they share one axis; it is ticked by itself when the runs shown are of
 // more than one kind, and the note says so. The curves are read off the GUI thread with
-// readRunCurves() and handed over as plain data.
+// readRunCurves() and handed over as plain data; a killed run's file that a continuation took
+// over is read up to the step the continuation resumed from, so the two are drawn end to end.
 #pragma once
 #include <QString>
 #include <QVector>
 #include <QWidget>
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 class QCheckBox;
@@ -41,6 +44,10 @@ struct RunCurves {
 const QStringList& overlayScalars();
 // Reads overlayScalars() of one run file (never throws; error says what failed).
 RunCurves readRunCurves(const QString& path, const QString& label);
+
+// The step after which a later continuation of the run's folder took the run over
+// (run-resumed-<S>.h5 beside it: S); nothing for a file no continuation follows.
+std::optional<int64_t> takenOverAfter(const QString& path);
 
 class RunOverlay : public QWidget {
   Q_OBJECT

@@ -11,9 +11,10 @@
 #include <map>
 
 #include "app/gui/runs/run_browser.h"
+#include "app/gui/runs/run_overlay.h"
 #include "engine/runs/run_writer.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
 
 namespace test_run_browser {
 
@@ -33,6 +34,7 @@ void writeRun(const std::string& path, const std::string& kind, r::RunStatus sta
   w.appendScalar(10, "kl_mean", 0.5);
   w.appendScalar(20, "kl_mean", lastKl);
   if (status != r::RunStatus::Running) w.setStatus(status, "end");
+  w.flush();  // a running run's rows reach the file at its flushes, as they do while a job writes
 }
 
 }  // namespace
@@ -83,7 +85,8 @@ class TestRunBrowser : public QObject {
   }
 
   // A job killed and resumed leaves run.h5 interrupted beside its continuation: the browser says
-  // "resumed" for it, and "interrupted" only for a run nothing took over.
+  // "resumed" for it, and "interrupted" only for a run nothing took over; the overlay draws the
+  // two end to end.
   void aResumedRunIsNotCalledInterrupted() {
     hh::test::TempDir dir("run_browser_resumed");
     std::filesystem::create_directories(dir.file("resumed"));
@@ -98,6 +101,14 @@ class TestRunBrowser : public QObject {
     QCOMPARE(status.at("resumed/run.h5"), QString("resumed"));
     QCOMPARE(status.at("resumed/run-resumed-10.h5"), QString("completed"));
     QCOMPARE(status.at("lost/run.h5"), QString("interrupted"));
+    // The overlay draws the two end to end: run.h5 up to the step its continuation resumed from.
+    const auto before = hh::gui::readRunCurves(QString::fromStdString(dir.file("resumed/run.h5")), "a");
+    QVERIFY2(before.error.isEmpty() && before.curves.count("loss") && before.curves.count("kl_mean"),
+             qPrintable(before.error));
+    QCOMPARE(before.curves.at("loss").steps.back(), 10.0);
+    QCOMPARE(before.curves.at("kl_mean").steps, (QVector<double>{10.0}));
+    const auto lost = hh::gui::readRunCurves(QString::fromStdString(dir.file("lost/run.h5")), "b");
+    QCOMPARE(lost.curves.at("loss").steps.back(), 20.0);
   }
 
   // A train run has no model folder: the column names the architecture it built and its task.
