@@ -7,6 +7,7 @@
 #include "app/cli/cli_observer.h"
 
 #include "app/cli/commands.h"
+#include "app/cli/job_end.h"
 #include "engine/jobs/rank_job.h"
 
 namespace hh::cli {
@@ -81,9 +82,17 @@ void addRankCommand(CLI::App& app) {
     if (c.modelDir.empty()) throw std::runtime_error("rank: no model folder (give MODEL_DIR or \"model\" in --config)");
     CliObserver observer;
     const auto r = jobs::runRank(c, observer);
-    if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
-    printRanking(r);
-    std::printf("%s; written to %s\ndevice: %s\n", r.message.c_str(), r.rankFile.c_str(), r.device.c_str());
+    const bool completed = r.status == jobs::JobStatus::Completed;
+    JobEnd end{r.status, r.message, r.seconds, -1, r.distillRunFile, {{"rank", completed ? r.rankFile : ""}}};
+    end.device = r.device;
+    if (completed) end.extra = {{"measured_rows", r.measuredRows}, {"hardest_first", r.hardestFirst}, {"plan", r.plan}};
+    end.printHuman = [&r, completed] {
+      if (!completed) return;  // the error line says why
+      printRanking(r);
+      std::printf("%s; written to %s\n", r.message.c_str(), r.rankFile.c_str());
+    };
+    reportJobEnd(end);
+    if (!completed) throw JobFailed(r.status, r.message);
   });
 }
 

@@ -46,8 +46,9 @@ int runParityCommand(const ParityArgs& a) {
     const bool ok = r.relError <= parity::toleranceFor(r.dtype);
     ++total;
     failures += ok ? 0 : 1;
-    if (r.dtype == "float32") worst32 = std::max(worst32, r.relError);
-    if (r.dtype == "float64") worst64 = std::max(worst64, r.relError);
+    // A NaN row is the worst there is (std::max would keep the old value).
+    if (r.dtype == "float32" && !(r.relError <= worst32)) worst32 = r.relError;
+    if (r.dtype == "float64" && !(r.relError <= worst64)) worst64 = r.relError;
     std::printf("%-17s %-9s %-7s %-10s %-9s %5lld %12.3e %12.3e  %s\n", r.featureMap.c_str(), r.rule.c_str(),
                 r.causal ? "causal" : "full", r.form.c_str(), r.dtype.c_str(), static_cast<long long>(r.length),
                 r.maxAbsError, r.relError, ok ? "ok" : "FAIL");

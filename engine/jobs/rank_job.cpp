@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 
 #include "engine/io/durable_file.h"
@@ -78,9 +79,18 @@ nlohmann::json tableJson(const HeadTable& t) {
   return {{"name", t.name}, {"layers", t.layers}, {"heads", t.heads}, {"values", t.values}};
 }
 
+// Numbers as written by nlohmann, which stores NaN as null: null reads back as NaN.
+std::vector<double> numbersFromJson(const nlohmann::json& j) {
+  if (!j.is_array()) throw std::invalid_argument("expected a list of numbers, got " + std::string(j.type_name()));
+  std::vector<double> out;
+  out.reserve(j.size());
+  for (const auto& v : j) out.push_back(v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>());
+  return out;
+}
+
 HeadTable tableFromJson(const nlohmann::json& j) {
   HeadTable t{j.at("name").get<std::string>(), j.at("layers").get<int>(), j.at("heads").get<int>(),
-              j.at("values").get<std::vector<double>>()};
+              numbersFromJson(j.at("values"))};
   if (t.layers < 0 || t.heads < 0 || t.values.size() != static_cast<size_t>(t.layers) * static_cast<size_t>(t.heads))
     throw std::invalid_argument("table \"" + t.name + "\" has " + std::to_string(t.values.size()) + " values for " +
                                 std::to_string(t.layers) + " x " + std::to_string(t.heads));
@@ -155,8 +165,8 @@ RankResult rankResultFromJson(const nlohmann::json& j) {
     RankResult r;
     r.kl = tableFromJson(j.at("kl"));
     r.outputError = tableFromJson(j.at("output_error"));
-    r.layerScore = j.at("layer_score").get<std::vector<double>>();
-    r.layerKl = j.at("layer_kl").get<std::vector<double>>();
+    r.layerScore = numbersFromJson(j.at("layer_score"));
+    r.layerKl = numbersFromJson(j.at("layer_kl"));
     r.hardestFirst = j.at("hardest_first").get<std::vector<int64_t>>();
     r.plan = j.at("plan").get<std::vector<std::string>>();
     r.distillRunFile = j.value("distill_run", std::string());

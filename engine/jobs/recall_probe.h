@@ -37,7 +37,8 @@ struct RecallProbeOptions {
 struct RecallProbePoint {
   int64_t length = 0;
   double teacherAccuracy = 0, convertedAccuracy = 0;  // fraction of answer tokens predicted
-  HeadTable teacherMass, convertedMass;              // [L, H] attention on the needle; NaN for softmax layers (converted)
+  HeadTable teacherMass, convertedMass;               // [L, H] attention on the needle (a softmax layer of the
+                                                      // converted model: its softmax weights)
 };
 
 // One prompt set: ids [trials, T], the answer positions (the logits at p predict ids[p + 1]) and

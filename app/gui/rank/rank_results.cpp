@@ -159,10 +159,13 @@ void RankResultsPanel::setRanking(const jobs::RankResult& result, const jobs::Ra
   hasRanking_ = true;
   const int layers = int(result.layerScore.size());
   const QString model = QFileInfo(QString::fromStdString(config.modelDir)).fileName();
+  // The rows actually measured (fewer than probe_rows when the data holds fewer); a rank.json
+  // from before measured_rows was written says only what was asked.
+  const int64_t measuredRows = result.measuredRows > 0 ? result.measuredRows : config.probeRows;
   summary_->setText(tr("<b>%1</b>: every layer tried with <b>%2</b> for %3 distillation steps, measured on %4 "
                        "held-out rows; %5 layers x %6 heads.")
                         .arg(model.toHtmlEscaped(), QString::fromStdString(config.attention).toHtmlEscaped(),
-                             QString::number(config.steps), QString::number(config.probeRows), QString::number(layers),
+                             QString::number(config.steps), QString::number(measuredRows), QString::number(layers),
                              QString::number(result.outputError.heads)));
   summary_->setToolTip(QString::fromStdString(config.modelDir));
   attention_->setText(QString::fromStdString(config.attention));

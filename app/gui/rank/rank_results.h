@@ -78,6 +78,7 @@ class RankResultsPanel : public QWidget {
   QComboBox* keepAsBox() const { return keepAs_; }
   QComboBox* metricBox() const { return metric_; }
   QLabel* planLabel() const { return planLabel_; }
+  QLabel* summaryLabel() const { return summary_; }
   QPushButton* convertButton() const { return convert_; }
 
  Q_SIGNALS:

@@ -232,6 +232,28 @@ class TestProgressJsonl : public QObject {
     QVERIFY(ends[0]["variants"][1]["metrics"].contains("kl_mean"));
   }
 
+  // rank: events only on stdout (the ranking tables are the human form), ending with the end
+  // event that names rank.json and the plan.
+  void rankIsJsonToo() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("jsonl_rank");
+    const auto corpus = hh::test::writeWordCorpus(dir);
+    const auto out = dir.file("out.jsonl"), err = dir.file("err.txt");
+    const std::vector<std::string> args{HH_CLI_BINARY, "--progress", "jsonl", "rank",        kModel, "--run-dir",
+                                        dir.file("r"), "--corpus",   corpus,  "--steps",     "2",    "--probe-rows",
+                                        "2",           "--seq-len",  "32",    "--max-train", "16"};
+    QCOMPARE(c::waitFor(c::spawnLogged(args, out, err), 300), 0);
+    std::string bad;
+    const auto all = events(c::readAll(out), bad);
+    QVERIFY2(bad.empty(), ("not JSON events:\n" + bad).c_str());
+    const auto ends = ofKind(all, "end");
+    QCOMPARE(int(ends.size()), 1);
+    QCOMPARE(ends[0]["status"].get<std::string>(), std::string("completed"));
+    QVERIFY(fs::exists(ends[0]["outputs"]["rank"].get<std::string>()));
+    QCOMPARE(ends[0]["measured_rows"].get<int64_t>(), int64_t(2));
+    QCOMPARE(ends[0]["plan"].size(), ends[0]["hardest_first"].size());
+  }
+
   void unknownFormatIsOneError() {
     if (!haveCli()) QSKIP("the hedgehog CLI is not built");
     hh::test::TempDir dir("jsonl_bad");
@@ -249,7 +271,7 @@ class TestProgressJsonl : public QObject {
 HH_TEST_SUITE(TestProgressJsonl, "app.cli.progress_jsonl", &TestProgressJsonl::distillEvents,
               &TestProgressJsonl::optionAfterTheCommand, &TestProgressJsonl::convertEndCarriesEvaluation,
               &TestProgressJsonl::interruptEndsCancelled, &TestProgressJsonl::experimentIsJsonToo,
-              &TestProgressJsonl::unknownFormatIsOneError)
+              &TestProgressJsonl::rankIsJsonToo, &TestProgressJsonl::unknownFormatIsOneError)
 
 }  // namespace test_progress_jsonl
 

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 
 #include "engine/jobs/attention_probe.h"
 #include "engine/jobs/distillation_loss.h"
@@ -123,6 +124,14 @@ class TestRankJob : public QObject {
     QCOMPARE(back.measuredRows, r.measuredRows);
     QVERIFY(back.outputError.values == r.outputError.values);
     HH_VERIFY_THROWS_WITH(j::rankResultFromJson(nlohmann::json{{"plan", {"softmax"}}}), "not a ranking");
+    // A layer whose distillation diverged (NaN scores, written as null) reads back as NaN.
+    auto diverged = r;
+    diverged.layerScore[1] = diverged.layerKl[1] = std::numeric_limits<double>::quiet_NaN();
+    diverged.outputError.values[0] = std::numeric_limits<double>::quiet_NaN();
+    const auto reread = j::rankResultFromJson(nlohmann::json::parse(j::toJson(diverged, c).dump()));
+    QVERIFY(std::isnan(reread.layerScore[1]) && std::isnan(reread.layerKl[1]) &&
+            std::isnan(reread.outputError.values[0]));
+    QCOMPARE(reread.layerScore[0], r.layerScore[0]);
   }
 
   void windowMixCalibrationStartsNearSoftmax() {

@@ -68,6 +68,7 @@ j::RankResult handMadeRanking() {
   }
   r.hardestFirst = j::hardestFirst(r.layerScore);
   r.plan = j::proposePlan(r.hardestFirst, 1, "softmax", "hedgehog");
+  r.measuredRows = 3;  // fewer than the config's probe_rows (8): the data held 3
   return r;
 }
 
@@ -134,6 +135,8 @@ class TestRankView : public QObject {
     QCOMPARE(view.openRanking(QString::fromStdString(writeRanking(dir))), QString());
     auto* panel = view.results();
     QVERIFY(panel->hasRanking());
+    QVERIFY2(panel->summaryLabel()->text().contains("measured on 3 held-out rows"),
+             qPrintable(panel->summaryLabel()->text()));
     auto* map = panel->heatmap();
     QCOMPARE(map->rows(), 4);
     QCOMPARE(map->cols(), 3);
