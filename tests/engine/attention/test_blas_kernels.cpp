@@ -16,16 +16,36 @@ int openblas_get_num_threads(void) __attribute__((weak));
 
 namespace test_blas_kernels {
 
+namespace {
+
+// OpenBLAS set to at least two threads for one test (so one thread is a change to see), and put
+// back as it was afterwards.
+struct AtLeastTwoThreads {
+  bool openBlas = hh::attn::blas::available() && openblas_get_num_threads && openblas_set_num_threads;
+  int original = openBlas ? openblas_get_num_threads() : 0;
+  int before = 0;  // the setting the scopes must put back
+  AtLeastTwoThreads() {
+    if (!openBlas) return;
+    openblas_set_num_threads(std::max(original, 2));
+    before = openblas_get_num_threads();
+  }
+  ~AtLeastTwoThreads() {
+    if (openBlas) openblas_set_num_threads(original);
+  }
+  const char* skipReason() const {
+    return !openBlas ? "the BLAS is not OpenBLAS" : before < 2 ? "OpenBLAS built for one thread" : nullptr;
+  }
+};
+
+}  // namespace
+
 class TestBlasKernels : public QObject {
   Q_OBJECT
  private Q_SLOTS:
   void nestedScopesRestoreTheThreadCount() {
-    if (!hh::attn::blas::available() || !openblas_get_num_threads || !openblas_set_num_threads)
-      QSKIP("the BLAS is not OpenBLAS");
-    const int original = openblas_get_num_threads();
-    openblas_set_num_threads(std::max(original, 2));
-    const int before = openblas_get_num_threads();
-    if (before < 2) QSKIP("OpenBLAS built for one thread");
+    const AtLeastTwoThreads threads;
+    if (const char* why = threads.skipReason()) QSKIP(why);
+    const int before = threads.before;
     {
       const hh::attn::blas::SingleThreaded outer;
       QCOMPARE(openblas_get_num_threads(), 1);
@@ -33,18 +53,14 @@ class TestBlasKernels : public QObject {
       QCOMPARE(openblas_get_num_threads(), 1);  // the outer scope is still open
     }
     QCOMPARE(openblas_get_num_threads(), before);
-    openblas_set_num_threads(original);
   }
 
   void scopesClosingOutOfOrderOnTwoThreadsRestoreTheThreadCount() {
     // Thread a opens a scope, then thread b; a closes first, then b (each step waits for the one
     // before it). Saving and restoring per scope would leave b's saved 1 in force at the end.
-    if (!hh::attn::blas::available() || !openblas_get_num_threads || !openblas_set_num_threads)
-      QSKIP("the BLAS is not OpenBLAS");
-    const int original = openblas_get_num_threads();
-    openblas_set_num_threads(std::max(original, 2));
-    const int before = openblas_get_num_threads();
-    if (before < 2) QSKIP("OpenBLAS built for one thread");
+    const AtLeastTwoThreads threads;
+    if (const char* why = threads.skipReason()) QSKIP(why);
+    const int before = threads.before;
     std::atomic<int> step{0};
     const auto waitFor = [&step](int s) {
       while (step.load() < s) std::this_thread::yield();
@@ -71,7 +87,6 @@ class TestBlasKernels : public QObject {
     a.join();
     b.join();
     const int after = openblas_get_num_threads();
-    openblas_set_num_threads(original);
     QCOMPARE(insideA, 1);
     QCOMPARE(insideB, 1);
     QCOMPARE(after, before);
@@ -80,12 +95,9 @@ class TestBlasKernels : public QObject {
   void overlappingScopesOnTwoThreadsRestoreTheThreadCount() {
     // Two threads open and close scopes as fast as they can, so their scopes overlap in every
     // order; when both are done the setting is the one from before.
-    if (!hh::attn::blas::available() || !openblas_get_num_threads || !openblas_set_num_threads)
-      QSKIP("the BLAS is not OpenBLAS");
-    const int original = openblas_get_num_threads();
-    openblas_set_num_threads(std::max(original, 2));
-    const int before = openblas_get_num_threads();
-    if (before < 2) QSKIP("OpenBLAS built for one thread");
+    const AtLeastTwoThreads threads;
+    if (const char* why = threads.skipReason()) QSKIP(why);
+    const int before = threads.before;
     std::atomic<int> started{0};
     const auto loop = [&started] {
       started.fetch_add(1);
@@ -98,7 +110,6 @@ class TestBlasKernels : public QObject {
     a.join();
     b.join();
     const int after = openblas_get_num_threads();
-    openblas_set_num_threads(original);
     QCOMPARE(after, before);
   }
 };
