@@ -107,23 +107,8 @@ void Gpt2Model::loadWeights(WeightSource& s) {
   if (classifier_)
     s.load(classifier_->weight, "score.weight", {c.numLabels, C}, "num_labels x n_embd");
   else
-    loadLmHead(s);
+    loadLmHead(s, wte_->weight, lmHead_, "vocab_size x n_embd");
   if (c.plan.anyLinear()) loadAdapters(s);
-}
-
-// lm_head.weight: required when untied; used even when the config says tied if it differs from
-// the embedding (then the head is untied).
-void Gpt2Model::loadLmHead(WeightSource& s) {
-  const int64_t C = config_.hiddenSize, V = config_.vocabSize;
-  auto head = s.takeOptional("lm_head.weight", {V, C}, "vocab_size x n_embd");
-  if (head.defined() && !lmHead_ && !torch::equal(head, wte_->weight)) {
-    lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, V).bias(false)));
-    config_.tieWordEmbeddings = false;
-  }
-  if (lmHead_) {
-    if (!head.defined()) throw io::FormatError(s.path() + ": missing tensor \"lm_head.weight\" (tie_word_embeddings is false)");
-    lmHead_->weight.copy_(head);
-  }
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> Gpt2Model::exportWeights() const {

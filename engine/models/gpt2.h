@@ -22,7 +22,6 @@ class Gpt2Model : public TransformerModel {
   torch::Tensor outputEmbedding() const override;
 
  private:
-  void loadLmHead(WeightSource& source);
   struct Block {
     torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
     torch::nn::Linear qkv{nullptr}, attnOut{nullptr}, fc{nullptr}, mlpOut{nullptr};

@@ -22,7 +22,6 @@ class LlamaModel : public TransformerModel {
   torch::Tensor outputEmbedding() const override;
 
  private:
-  void loadLmHead(WeightSource& source);
   struct Layer {
     torch::Tensor inputNorm, postNorm;  // [C]
     torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr}, gate{nullptr}, up{nullptr}, down{nullptr};

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/attention/softmax_attention.h"
+#include "engine/io/safetensors.h"
 
 namespace hh::models {
 
@@ -55,6 +56,21 @@ void TransformerModel::loadAdapters(WeightSource& source) {
   for (auto& [name, tensor] : adapterTensors()) {
     source.load(tensor, name, tensor.sizes().vec(), "the attention plan in config.json");
   }
+}
+
+void TransformerModel::loadLmHead(WeightSource& s, const torch::Tensor& embedding, torch::nn::Linear& head,
+                                  const std::string& what) {
+  const int64_t C = config_.hiddenSize, V = config_.vocabSize;
+  auto weight = s.takeOptional("lm_head.weight", {V, C}, what);
+  if (weight.defined() && !head && !torch::equal(weight, embedding)) {
+    head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(C, V).bias(false)));
+    config_.tieWordEmbeddings = false;
+  }
+  if (!head) return;
+  if (!weight.defined())
+    throw io::FormatError(s.path() + ": missing tensor \"lm_head.weight\" (tie_word_embeddings is false)");
+  at::NoGradGuard noGrad;
+  head->weight.copy_(weight);
 }
 
 int64_t TransformerModel::parameterCount() const {

@@ -11,6 +11,7 @@
 // its linear weights only for the capture; otherwise it propagates the linear output.
 #pragma once
 #include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
 
 #include <functional>
 #include <memory>
@@ -155,6 +156,11 @@ class TransformerModel : public torch::nn::Module {
                              const torch::Tensor& hidden, DecodeCache& cache);
   // Called by forward() after the last layer in generation mode: advances cache->position.
   static void advanceCache(const LayerContext& context, int64_t tokens);
+  // lm_head.weight [V, C] ("what": the config keys behind the shape): required when `head` exists
+  // (untied); used even when the config says tied if it differs from `embedding` (then `head` is
+  // made and the config says untied).
+  void loadLmHead(WeightSource& source, const torch::Tensor& embedding, torch::nn::Linear& head,
+                  const std::string& what);
   // Decoder classification: the scores [B, T, labels] at each row's last real token -> [B, labels].
   static torch::Tensor lastTokenScores(const torch::Tensor& scores, const torch::Tensor& attentionMask);
   LayerContext makeContext(const torch::Tensor& ids, const ForwardOptions& options,

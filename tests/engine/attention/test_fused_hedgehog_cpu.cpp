@@ -10,21 +10,31 @@
 
 namespace test_fused_hedgehog_cpu {
 
+namespace {
+
+// A Hedgehog layer of `heads` heads of dim 16, chunk 32, its feature map moved off the identity
+// start by a random W and b (drawn from Torch's generator as seeded by the caller).
+hh::attn::LinearAttention randomHedgehogLayer(int64_t heads) {
+  hh::attn::LinearAttentionConfig cfg;
+  cfg.featureMap.heads = heads;
+  cfg.featureMap.headDim = 16;
+  cfg.rule.chunkSize = 32;
+  hh::attn::LinearAttention la(cfg);
+  at::NoGradGuard g;
+  la->featureMap()->weight().add_(torch::randn({heads, 16, 16}) * 0.2);
+  la->featureMap()->bias().add_(torch::randn({heads, 16}) * 0.1);
+  return la;
+}
+
+}  // namespace
+
 class TestFusedHedgehogCpu : public QObject {
   Q_OBJECT
  private Q_SLOTS:
   void matchesBruteForce() {
     if (!hh::attn::fusedHedgehogAvailable()) QSKIP("built without BLAS");
-    hh::attn::LinearAttentionConfig cfg;
-    cfg.featureMap.heads = 3;
-    cfg.featureMap.headDim = 16;
-    cfg.rule.chunkSize = 32;
-    hh::attn::LinearAttention la(cfg);
-    {
-      at::NoGradGuard g;
-      la->featureMap()->weight().add_(torch::randn({3, 16, 16}) * 0.2);
-      la->featureMap()->bias().add_(torch::randn({3, 16}) * 0.1);
-    }
+    auto la = randomHedgehogLayer(3);
+    const auto cfg = la->config();
     // Around the chunk (32) and around the 128-row blocks the features are computed in.
     for (const int64_t t : {1, 31, 32, 33, 100, 127, 128, 129, 300}) {
       torch::manual_seed(t);
@@ -53,15 +63,10 @@ class TestFusedHedgehogCpu : public QObject {
   void nonContiguousInputsMatchBruteForce() {
     // q, k, v laid out [B,T,H,D] and viewed as [B,H,T,D] (as attention layers produce them).
     if (!hh::attn::fusedHedgehogAvailable()) QSKIP("built without BLAS");
-    hh::attn::LinearAttentionConfig cfg;
-    cfg.featureMap.heads = 2;
-    cfg.featureMap.headDim = 16;
-    cfg.rule.chunkSize = 32;
-    hh::attn::LinearAttention la(cfg);
-    at::NoGradGuard g;
     torch::manual_seed(17);
-    la->featureMap()->weight().add_(torch::randn({2, 16, 16}) * 0.2);
-    la->featureMap()->bias().add_(torch::randn({2, 16}) * 0.1);
+    auto la = randomHedgehogLayer(2);
+    const auto cfg = la->config();
+    at::NoGradGuard g;
     const auto q = torch::randn({2, 300, 2, 16}).transpose(1, 2) * 0.5,
                k = torch::randn({2, 300, 2, 16}).transpose(1, 2) * 0.5;
     const auto v = torch::randn({2, 300, 2, 16}).transpose(1, 2);
