@@ -40,6 +40,28 @@ std::vector<std::string> runChain(const std::string& dir) {
   return chain;
 }
 
+std::vector<std::string> chainOf(const std::string& file) {
+  const fs::path path(file);
+  const int64_t own = resumedAfter(file);
+  if (own == 0 && path.filename() != "run.h5") return {file};
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  std::vector<std::string> chain;
+  for (const std::string& member : runChain(dir.string()))  // run.h5 (after 0), then by S
+    if (resumedAfter(member) < own) chain.push_back(member);
+  chain.push_back((dir / path.filename()).string());
+  for (const std::string& member : runChain(dir.string()))
+    if (resumedAfter(member) > own) chain.push_back(member);
+  return chain;
+}
+
+std::vector<std::string> chainFrom(const std::string& file) {
+  std::vector<std::string> chain = chainOf(file);
+  const int64_t own = resumedAfter(file);
+  chain.erase(chain.begin(), std::find_if(chain.begin(), chain.end(),
+                                          [&](const std::string& member) { return resumedAfter(member) >= own; }));
+  return chain;
+}
+
 int removeContinuations(const std::string& dir, int64_t fromStep) {
   int removed = 0;
   std::error_code ec;

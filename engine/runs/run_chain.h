@@ -18,6 +18,13 @@ std::vector<std::string> runChain(const std::string& dir);
 // S of a run-resumed-<S>.h5 path; 0 for any other name.
 int64_t resumedAfter(const std::string& file);
 
+// The chain `file` belongs to: runChain of its folder with `file` in its place, even when `file`
+// is not written yet (a job about to write its continuation). A file named neither run.h5 nor
+// run-resumed-<S>.h5 is a chain of its own: {file}.
+std::vector<std::string> chainOf(const std::string& file);
+// `file` and the continuations written after it: the part of chainOf(file) from `file` on.
+std::vector<std::string> chainFrom(const std::string& file);
+
 // Deletes the continuations of `dir` with S >= fromStep: a run started afresh (fromStep 1) or
 // continued after step S (fromStep S + 1) must not be joined to an earlier run's later files.
 // Returns how many were deleted; one that cannot be deleted throws, naming it.

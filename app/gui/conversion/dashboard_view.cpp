@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "app/gui/conversion/snapshot_maps.h"
+#include "engine/runs/run_chain.h"
 #include "engine/runs/run_layout.h"
 #include "widgets/curve_plot.h"
 #include "widgets/head_grid.h"
@@ -221,7 +222,16 @@ void DashboardView::applyUpdate(const RunUpdate& u) {
     clear();
     jobProgress_ = keepProgress;
     path_ = u.path;
-    title_->setText(QStringLiteral("<b>%1</b> &nbsp; %2").arg(u.kind.toHtmlEscaped(), QFileInfo(u.path).absoluteFilePath().toHtmlEscaped()));
+    // A resumed run: its first file, and where it went on (each continuation's S).
+    const QString first = u.chain.isEmpty() ? u.path : u.chain.front();
+    QString title = QStringLiteral("<b>%1</b> &nbsp; %2")
+                        .arg(u.kind.toHtmlEscaped(), QFileInfo(first).absoluteFilePath().toHtmlEscaped());
+    QStringList resumes;
+    for (qsizetype i = 1; i < u.chain.size(); ++i)
+      resumes << QString::number(runs::resumedAfter(u.chain[i].toStdString()));
+    if (!resumes.isEmpty()) title += tr(" &nbsp; (resumed after step %1)").arg(resumes.join(QStringLiteral(", ")));
+    title_->setText(title);
+    title_->setToolTip(u.chain.join(QLatin1Char('\n')));
     pairs_ = u.snapshotPairs;
     tokens_ = u.probeTokens;
     curvePairs_ = u.curvePairs;

@@ -6,8 +6,11 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <limits>
 
 #include <nlohmann/json.hpp>
+
+#include "engine/runs/run_chain.h"
 
 namespace hh::gui {
 namespace {
@@ -21,6 +24,47 @@ int64_t plannedStepsOf(const std::string& configJson) {
   } catch (const std::exception&) {
   }
   return 0;
+}
+
+// Appends `rows` up to step `until` to `out`; returns the last step appended (0 if none).
+int64_t appendUntil(runs::ScalarSeries& out, const runs::ScalarSeries& rows, int64_t until) {
+  int64_t last = 0;
+  for (size_t r = 0; r < rows.steps.size() && rows.steps[r] <= until; ++r) {
+    out.steps.push_back(rows.steps[r]);
+    out.times.push_back(rows.times[r]);
+    out.values.push_back(rows.values[r]);
+    last = rows.steps[r];
+  }
+  return last;
+}
+
+// The last row of `table` at or before `step`, as a one-row series; nullopt when there is none.
+std::optional<runs::TableSeries> tableRowAt(const runs::TableSeries& table, int64_t step) {
+  int64_t row = -1;  // steps ascend within a file
+  for (size_t i = 0; i < table.size(); ++i)
+    if (table.steps[i] <= step) row = int64_t(i);
+  if (row < 0) return std::nullopt;
+  runs::TableSeries one;
+  one.layers = table.layers;
+  one.heads = table.heads;
+  one.steps = {table.steps[size_t(row)]};
+  one.times = {table.times[size_t(row)]};
+  const size_t cells = size_t(table.layers) * size_t(table.heads);
+  one.values.assign(table.values.begin() + long(size_t(row) * cells),
+                    table.values.begin() + long(size_t(row + 1) * cells));
+  return one;
+}
+
+// Index of the last curve set at or before `step`; -1 when there is none.
+int64_t curveAt(const runs::RunReader& reader, int64_t step) {
+  const auto steps = reader.curveSteps();
+  for (int64_t i = int64_t(steps.size()) - 1; i >= 0; --i)
+    if (steps[size_t(i)] <= step) return i;
+  return -1;
+}
+
+bool sameSnapshotLayout(const runs::RunLayout& a, const runs::RunLayout& b) {
+  return a.snapshots.pairs.size() == b.snapshots.pairs.size() && a.snapshots.tokens == b.snapshots.tokens;
 }
 
 }  // namespace
@@ -37,7 +81,16 @@ RunFollower::~RunFollower() = default;
 
 void RunFollower::follow(const QString& path) {
   stop();
-  path_ = path;
+  requested_ = path;
+  restart();
+}
+
+void RunFollower::restart() {
+  reader_.reset();
+  chain_ = runs::chainOf(requested_.toStdString());
+  path_ = QString::fromStdString(chain_.back());
+  earlier_.clear();
+  for (size_t i = 0; i + 1 < chain_.size(); ++i) earlier_.push_back({chain_[i], runs::resumedAfter(chain_[i + 1])});
   failedOnce_ = finished_ = false;
   startOver();
   opened_.reset();
@@ -47,7 +100,21 @@ void RunFollower::follow(const QString& path) {
   sinceChange_.start();
   timer_->setInterval(kPollMs);
   poll(true);
-  if (!finished_) timer_->start();
+  if (!failedOnce_) timer_->start();
+}
+
+bool RunFollower::successorAppeared() {
+  if (runs::chainOf(requested_.toStdString()) != chain_) return true;  // resumed, or restarted afresh
+  const std::optional<FileIdentity> onDisk = identityOnDisk();
+  if (!onDisk || !opened_) return false;  // deleted: keep what is shown
+  if (onDisk->device != opened_->device || onDisk->inode != opened_->inode) return true;
+  if (!fileLooksChanged()) return false;
+  try {  // written in place: another run's only if its header says so
+    const auto reader = runs::RunReader::open(path_.toStdString());
+    return reader.header().runId != opened_->runId || reader.header().startTimeUnix != opened_->startTimeUnix;
+  } catch (const std::exception&) {
+    return false;  // being created: looked at again on the next poll
+  }
 }
 
 void RunFollower::startOver() {
@@ -108,7 +175,11 @@ bool RunFollower::fileLooksChanged() {
 }
 
 void RunFollower::poll(bool force) {
-  if (path_.isEmpty() || finished_) return;
+  if (path_.isEmpty()) return;
+  if (finished_) {
+    if (successorAppeared()) restart();
+    return;
+  }
   // The cheap look first: a file that the writer has not touched has nothing new to read.
   const bool changed = fileLooksChanged();
   if (changed) {
@@ -136,12 +207,17 @@ void RunFollower::readUpdate() {
     }
     RunUpdate u = statusUpdate();
     bool changed = !announced_;
+    if (!announced_) readEarlierParts(u);
     changed = readNewRows(u) || changed;
     changed = readNewMapsAndLog(u) || changed;
+    if (!announced_ && !u.latestSnapshot && !earlierSnapshots_.empty()) {
+      const auto& last = earlierSnapshots_.back();
+      u.latestSnapshot = runs::RunReader::open(earlier_[last.part].path).snapshot(last.index);
+    }
     const bool terminal = reader_->status() != runs::RunStatus::Running || reader_->interrupted();
     if (terminal) {
-      finished_ = true;  // nothing more will come: one last update, then stop polling
-      timer_->stop();
+      finished_ = true;  // nothing more will come: one last update, then only a look for a successor
+      timer_->setInterval(kEndedPollMs);
       changed = true;
     }
     announced_ = true;
@@ -166,7 +242,8 @@ RunUpdate RunFollower::statusUpdate() const {
   u.statusMessage = QString::fromStdString(reader_->statusMessage());
   u.plannedSteps = plannedStepsOf(header.configJson);
   u.reset = !announced_;
-  if (!announced_) {  // the layout, once
+  if (!announced_) {  // the layout and the chain, once
+    for (const auto& file : chain_) u.chain << QString::fromStdString(file);
     u.snapshotPairs = header.layout.snapshots.pairs;
     for (const auto& t : header.layout.snapshots.tokens) u.probeTokens << QString::fromStdString(t);
     u.curvePairs = header.layout.curves.pairs;
@@ -182,9 +259,9 @@ bool RunFollower::readNewRows(RunUpdate& u) {
     auto& seen = scalarRows_[spec.name];
     const int64_t rows = reader_->scalarRows(spec.name);
     if (rows <= seen) continue;
-    auto series = reader_->scalars(spec.name, seen);
-    if (!series.steps.empty()) u.lastStep = std::max(u.lastStep, series.steps.back());
-    u.newScalars.emplace(spec.name, std::move(series));
+    const int64_t last =
+        appendUntil(u.newScalars[spec.name], reader_->scalars(spec.name, seen), std::numeric_limits<int64_t>::max());
+    u.lastStep = std::max(u.lastStep, last);
     seen = rows;
     changed = true;
   }
@@ -192,7 +269,7 @@ bool RunFollower::readNewRows(RunUpdate& u) {
     auto& seen = tableRows_[spec.name];
     const int64_t rows = reader_->tableRows(spec.name);
     if (rows <= seen) continue;
-    u.latestTables.emplace(spec.name, reader_->table(spec.name, rows - 1));
+    u.latestTables[spec.name] = reader_->table(spec.name, rows - 1);
     seen = rows;
     changed = true;
   }
@@ -204,7 +281,8 @@ bool RunFollower::readNewMapsAndLog(RunUpdate& u) {
   const int64_t snapshots = reader_->snapshotCount();
   if (snapshots > snapshotCount_) {
     const auto steps = reader_->snapshotSteps();
-    u.newSnapshotSteps.assign(steps.begin() + std::min<int64_t>(snapshotCount_, int64_t(steps.size())), steps.end());
+    u.newSnapshotSteps.insert(u.newSnapshotSteps.end(),
+                              steps.begin() + std::min<int64_t>(snapshotCount_, int64_t(steps.size())), steps.end());
     u.latestSnapshot = reader_->snapshot(-1);
     snapshotCount_ = snapshots;
     changed = true;
@@ -224,36 +302,59 @@ bool RunFollower::readNewMapsAndLog(RunUpdate& u) {
   return changed;
 }
 
+void RunFollower::readEarlierParts(RunUpdate& u) {
+  earlierSnapshots_.clear();
+  for (size_t p = 0; p < earlier_.size(); ++p) {
+    const EarlierPart& part = earlier_[p];
+    const QString next = QFileInfo(QString::fromStdString(chain_[p + 1])).fileName();
+    try {
+      const auto reader = runs::RunReader::open(part.path);
+      for (const auto& spec : reader.header().layout.scalars)
+        u.lastStep = std::max(u.lastStep, appendUntil(u.newScalars[spec.name], reader.scalars(spec.name), part.until));
+      for (const auto& spec : reader.header().layout.tables)
+        if (auto row = tableRowAt(reader.table(spec.name), part.until)) u.latestTables[spec.name] = std::move(*row);
+      if (sameSnapshotLayout(reader.header().layout, reader_->header().layout)) {
+        const auto steps = reader.snapshotSteps();
+        for (size_t i = 0; i < steps.size() && steps[i] <= part.until; ++i) {
+          earlierSnapshots_.push_back({p, int64_t(i)});
+          u.newSnapshotSteps.push_back(steps[i]);
+        }
+      }
+      if (const int64_t curves = curveAt(reader, part.until); curves >= 0) u.latestCurves = reader.curves(curves);
+      for (const auto& line : reader.logLines())
+        if (line.step <= part.until) u.newLogLines << QString::fromStdString(line.text);
+      u.newLogLines << tr("-- resumed after step %1 in %2 --").arg(part.until).arg(next);
+    } catch (const std::exception& e) {
+      u.newLogLines << tr("-- %1 could not be read (%2); the run goes on in %3 --")
+                           .arg(QString::fromStdString(part.path), QString::fromStdString(e.what()), next);
+    }
+  }
+  for (auto it = u.newScalars.begin(); it != u.newScalars.end();)  // a series every row of which was redone
+    it = it->second.steps.empty() ? u.newScalars.erase(it) : std::next(it);
+}
+
+SnapshotAtStep RunFollower::snapshotAt(const runs::RunReader& reader, int64_t local, int64_t index) const {
+  SnapshotAtStep out;
+  out.path = path_;
+  out.index = index;
+  out.snapshot = reader.snapshot(local);
+  for (const auto& spec : reader.header().layout.tables)
+    if (auto row = tableRowAt(reader.table(spec.name), out.snapshot.step))
+      out.tables.emplace(spec.name, std::move(*row));
+  if (const int64_t curves = curveAt(reader, out.snapshot.step); curves >= 0) out.curves = reader.curves(curves);
+  return out;
+}
+
 void RunFollower::loadSnapshot(qint64 index) {
   try {
     if (!reader_ && !openIfPossible()) throw std::runtime_error("the run file is not readable yet");
-    SnapshotAtStep out;
-    out.path = path_;
-    out.index = index;
-    out.snapshot = reader_->snapshot(index);
-    for (const auto& spec : reader_->header().layout.tables) {
-      const auto all = reader_->table(spec.name);
-      // The last row at or before the snapshot's step (steps ascend within a file).
-      int64_t row = -1;
-      for (size_t i = 0; i < all.size(); ++i)
-        if (all.steps[i] <= out.snapshot.step) row = int64_t(i);
-      if (row < 0) continue;
-      runs::TableSeries one;
-      one.layers = all.layers;
-      one.heads = all.heads;
-      one.steps = {all.steps[size_t(row)]};
-      one.times = {all.times[size_t(row)]};
-      const size_t cells = size_t(all.layers) * size_t(all.heads);
-      one.values.assign(all.values.begin() + long(size_t(row) * cells), all.values.begin() + long(size_t(row + 1) * cells));
-      out.tables.emplace(spec.name, std::move(one));
+    const int64_t earlier = int64_t(earlierSnapshots_.size());
+    if (index >= 0 && index < earlier) {  // one of an earlier file of the chain
+      const EarlierSnapshot& at = earlierSnapshots_[size_t(index)];
+      Q_EMIT snapshotLoaded(snapshotAt(runs::RunReader::open(earlier_[at.part].path), at.index, index));
+    } else {
+      Q_EMIT snapshotLoaded(snapshotAt(*reader_, index - earlier, index));
     }
-    const auto curveSteps = reader_->curveSteps();
-    for (int64_t i = int64_t(curveSteps.size()) - 1; i >= 0; --i)
-      if (curveSteps[size_t(i)] <= out.snapshot.step) {
-        out.curves = reader_->curves(i);
-        break;
-      }
-    Q_EMIT snapshotLoaded(out);
   } catch (const std::exception& e) {
     Q_EMIT failed(tr("snapshot %1: %2").arg(index).arg(QString::fromStdString(e.what())));
   }

@@ -4,11 +4,16 @@
 // kFullPollMs regardless (to notice a writer that died), does it refresh the HDF5 SWMR reader and
 // emit what is new since the last read as plain data (RunUpdate): new scalar rows, the latest
 // row of every per-head table, the latest attention snapshot and the steps of the new ones, the
-// latest monotonicity curves, the status. After kIdleBackoffMs without a change the poll slows to kIdlePollMs, and returns to
-// kPollMs at the next change. A file that is not there yet or not yet readable is retried on the
-// next poll; a file that cannot be a run file is reported once through failed().
-// loadSnapshot(index) reads one stored snapshot and the per-head tables and curves as they were at
-// its step (the dashboard's step slider) and answers with snapshotLoaded().
+// latest monotonicity curves, the status. After kIdleBackoffMs without a change the poll slows to kIdlePollMs, and
+// returns to kPollMs at the next change. A file that is not there yet or not yet readable is retried on the next poll;
+// a file that cannot be a run file is reported once through failed(). loadSnapshot(index) reads one stored snapshot and
+// the per-head tables and curves as they were at its step (the dashboard's step slider) and answers with
+// snapshotLoaded(). A resumed job's run is a chain of files (run.h5, then run-resumed-<S>.h5; engine/runs/run_chain.h):
+// following any of them follows the whole chain. The first update carries the earlier files' rows
+// up to the step each continuation resumed from, their snapshots (indexed before the live file's)
+// and their log; the last file is the one read live. A run that has ended is still looked at every
+// kEndedPollMs (a stat and a folder listing): a continuation written beside it (the job resumed),
+// or another run's file at its path, starts the follow over on the new chain.
 #pragma once
 #include <QElapsedTimer>
 #include <QMetaType>
@@ -46,6 +51,7 @@ struct RunUpdate {
   std::vector<runs::LayerHead> curvePairs;               // [C] (first update only), in the curves' order
   QStringList curveLabels;                               // [C] or empty: "softmax" / "linear" per curve
   QStringList newLogLines;
+  QStringList chain;  // the run's files in order, the followed (last) one included; first update only
 };
 
 // One stored snapshot with the tables as they were then (each table's last row at or before the
@@ -66,12 +72,14 @@ class RunFollower : public QObject {
   static constexpr int kFullPollMs = 2000;     // HDF5 read at least this often while running
   static constexpr int kIdleBackoffMs = 10000; // unchanged this long: poll every kIdlePollMs
   static constexpr int kIdlePollMs = 1000;
+  static constexpr int kEndedPollMs = 2000;  // a run that has ended: only a look for its successor
 
   explicit RunFollower(QObject* parent = nullptr);
   ~RunFollower() override;
 
  public Q_SLOTS:
-  // Starts following `path` (from its first row), replacing any file followed before.
+  // Starts following `path` (from its first row) and the chain it belongs to, replacing any
+  // file followed before.
   void follow(const QString& path);
   void stop();
   // One poll now (also what the timer calls). force: read the file even if it looks unchanged.
@@ -90,6 +98,17 @@ class RunFollower : public QObject {
   void snapshotLoaded(const hh::gui::SnapshotAtStep& snapshot);
 
  private:
+  // The earlier files of the chain: each read up to the step its continuation resumed from.
+  struct EarlierPart {
+    std::string path;
+    int64_t until = 0;
+  };
+  struct EarlierSnapshot {
+    size_t part = 0;
+    int64_t index = 0;  // in that file
+  };
+  void restart();            // the chain of requested_ from its first row (follow, or a successor)
+  bool successorAppeared();  // after the end: a continuation, or another run at the path
   bool openIfPossible();
   bool fileLooksChanged();  // size or mtime differ from the last look
   // Which file is open: its inode, run id and start time. Another file at the path (replaced, or
@@ -108,8 +127,14 @@ class RunFollower : public QObject {
   RunUpdate statusUpdate() const;           // status, and the layout on the first update
   bool readNewRows(RunUpdate& u);           // scalars and tables past those seen; true if any
   bool readNewMapsAndLog(RunUpdate& u);     // snapshots, curves and log lines past those seen
+  void readEarlierParts(RunUpdate& u);      // the first update: what the earlier files hold
+  SnapshotAtStep snapshotAt(const runs::RunReader& reader, int64_t local, int64_t index) const;
 
-  QString path_;
+  QString requested_;  // what follow() was given
+  QString path_;       // the live file: the chain's last
+  std::vector<std::string> chain_;
+  std::vector<EarlierPart> earlier_;
+  std::vector<EarlierSnapshot> earlierSnapshots_;
   QTimer* timer_ = nullptr;
   std::unique_ptr<runs::RunReader> reader_;
   bool announced_ = false, failedOnce_ = false, finished_ = false;

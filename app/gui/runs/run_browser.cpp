@@ -17,12 +17,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "app/gui/common/error_dialog.h"
 #include "app/gui/runs/run_overlay.h"
 #include "app/gui/runs/run_table_csv.h"
+#include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
 
 namespace hh::gui {
@@ -57,22 +59,44 @@ QString modelOf(const nlohmann::json& config) {
   return text;
 }
 
-// A run's status as the table shows it. An interrupted file that a later continuation of its
-// folder took over (the job was resumed after a kill, run-resumed-<S>.h5) is "resumed", not lost.
-QString statusOf(const runs::RunReader& reader, const QString& path) {
-  if (!reader.interrupted()) return QString::fromLatin1(runs::statusName(reader.status()));
-  return takenOverAfter(path) ? QStringLiteral("resumed") : QStringLiteral("interrupted");
+// A run's status as the table shows it: its last file's (interrupted when that says running but
+// no writer holds it).
+QString statusOf(const runs::RunReader& reader) {
+  return reader.interrupted() ? QStringLiteral("interrupted") : QString::fromLatin1(runs::statusName(reader.status()));
 }
 
-RunSummary summarize(const QString& path) {
+// The last value of every scalar of a resumed run's files, joined at the resume steps.
+void readChainedLastValues(const std::vector<std::string>& files, RunSummary& s) {
+  std::set<std::string> names;
+  for (const auto& file : files) {
+    try {
+      const auto reader = runs::RunReader::open(file);
+      for (const auto& spec : reader.header().layout.scalars) names.insert(spec.name);
+    } catch (const std::exception&) {
+    }
+  }
+  for (const auto& name : names) {
+    const auto series = runs::chainedScalars(files, name);
+    if (series.steps.empty()) continue;
+    s.lastStep = std::max<qint64>(s.lastStep, series.steps.back());
+    const QString shown = QString::fromStdString(name);
+    s.lastValues[shown] = series.values.back();
+    if (runBrowserMetrics().contains(shown)) s.finals[shown] = series.values.back();
+  }
+}
+
+// One run: `chain` is its files in order (one for a run never resumed). The header columns come
+// from the first file, the status from the last.
+RunSummary summarize(const std::vector<std::string>& chain) {
   RunSummary s;
-  s.path = path;
+  s.path = QString::fromStdString(chain.front());
+  for (const auto& file : chain) s.chain << QString::fromStdString(file);
   try {
-    const auto reader = runs::RunReader::open(path.toStdString());
+    const auto reader = runs::RunReader::open(chain.front());
     const auto& header = reader.header();
     s.runId = QString::fromStdString(header.runId);
     s.kind = QString::fromStdString(header.kind);
-    s.status = statusOf(reader, path);
+    s.status = chain.size() == 1 ? statusOf(reader) : statusOf(runs::RunReader::open(chain.back()));
     s.started = QString::fromStdString(header.startTime);
     nlohmann::json config;
     try {
@@ -81,7 +105,11 @@ RunSummary summarize(const QString& path) {
     }
     s.model = modelOf(config);
     s.featureMap = configString(config, "feature_map");
-    for (const auto& spec : header.layout.scalars) {
+    if (chain.size() > 1) {
+      readChainedLastValues(chain, s);
+      return s;
+    }
+    for (const auto& spec : header.layout.scalars) {  // a single file: its last rows only
       const int64_t rows = reader.scalarRows(spec.name);
       if (rows == 0) continue;
       const auto last = reader.scalars(spec.name, rows - 1);
@@ -107,15 +135,19 @@ const QStringList& runBrowserMetrics() {
 }
 
 std::vector<RunSummary> scanRuns(const QString& folder) {
-  std::vector<std::pair<QDateTime, QString>> files;
+  std::vector<std::pair<QDateTime, std::vector<std::string>>> found;  // last write, the run's files
   QDirIterator it(folder, {QStringLiteral("*.h5")}, QDir::Files, QDirIterator::Subdirectories);
   while (it.hasNext()) {
-    const QString path = it.next();
-    files.emplace_back(QFileInfo(path).lastModified(), path);
+    const std::string path = it.next().toStdString();
+    const auto chain = runs::chainOf(path);
+    if (chain.front() != path) continue;  // a continuation: listed with its run's first file
+    QDateTime written;
+    for (const auto& file : chain) written = std::max(written, QFileInfo(QString::fromStdString(file)).lastModified());
+    found.emplace_back(written, chain);
   }
-  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<RunSummary> out;
-  for (const auto& [time, path] : files) out.push_back(summarize(path));
+  for (const auto& [time, chain] : found) out.push_back(summarize(chain));
   return out;
 }
 
@@ -234,11 +266,20 @@ void RunBrowser::show(const std::vector<RunSummary>& runs) {
       table_->setItem(r, column, item);
       return item;
     };
-    auto* file = set(kFile, shownName(s.path));
+    QString name = shownName(s.path);
+    if (s.chain.size() == 2) name += tr(" (+1 continuation)");
+    if (s.chain.size() > 2) name += tr(" (+%1 continuations)").arg(s.chain.size() - 1);
+    auto* file = set(kFile, name);
     file->setData(Qt::UserRole, s.path);
-    file->setToolTip(s.error.isEmpty() ? s.path : s.error);
+    file->setToolTip(s.error.isEmpty() ? s.chain.join(QLatin1Char('\n')) : s.error);
     set(kKind, s.kind);
-    set(kStatus, s.status)->setToolTip(s.error);
+    QStringList resumes;
+    for (qsizetype i = 1; i < s.chain.size(); ++i)
+      resumes << QString::number(runs::resumedAfter(s.chain[i].toStdString()));
+    set(kStatus, s.status)
+        ->setToolTip(!s.error.isEmpty()  ? s.error
+                     : resumes.isEmpty() ? QString()
+                                         : tr("resumed after step %1").arg(resumes.join(QStringLiteral(", "))));
     set(kStarted, s.started);
     set(kModel, s.model);
     set(kFeatureMap, s.featureMap);
@@ -254,7 +295,7 @@ void RunBrowser::show(const std::vector<RunSummary>& runs) {
   }
   table_->setSortingEnabled(true);
   reselect(selected);
-  summary_->setText(tr("%n run file(s)", nullptr, int(runs.size())));
+  summary_->setText(runs.size() == 1 ? tr("1 run") : tr("%1 runs").arg(runs.size()));
   Q_EMIT scanned(int(runs.size()));
 }
 

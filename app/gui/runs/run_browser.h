@@ -3,6 +3,9 @@
 // time, model, feature map, steps, and the last value of the headline metrics. The scan reads
 // only headers and last rows and runs on a worker thread; double-clicking a row asks for that
 // run on the dashboard. Files that are not run files are listed with the reason instead.
+// A resumed job's files (run.h5 and its run-resumed-<S>.h5 continuations) are one row: the run,
+// named by its first file, with the last file's status and every file's rows joined at the resume
+// steps (engine/runs/run_chain.h); the overlay and the CSV export read it the same way.
 // With several rows selected: "Overlay" draws their loss / val_loss (or kl_mean) curves on one
 // plot under the table (RunOverlay, curves read on the worker thread), and "Export CSV..." writes
 // one row per selected run with its last metric values, or their whole traces with one row per
@@ -27,7 +30,8 @@ namespace hh::gui {
 class RunOverlay;
 
 struct RunSummary {
-  QString path;
+  QString path;       // the run's first file
+  QStringList chain;  // its files in order, path first (one file for a run never resumed)
   QString runId, kind, status, started, model, featureMap, error;
   qint64 lastStep = 0;
   std::map<QString, double> finals;      // headline metric -> last value
@@ -36,7 +40,8 @@ struct RunSummary {
 
 // The metrics shown as columns, in order.
 const QStringList& runBrowserMetrics();
-// Every *.h5 under `folder` (recursively), newest first. Plain function: no widgets involved.
+// Every run under `folder` (recursively): each *.h5 file, a resumed run's files as one; the run
+// written to last first. Plain function: no widgets involved.
 std::vector<RunSummary> scanRuns(const QString& folder);
 
 class RunBrowser : public QWidget {

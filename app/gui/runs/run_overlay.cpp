@@ -12,8 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <limits>
 
 #include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
@@ -27,16 +25,6 @@ const QStringList& overlayScalars() {
   return names;
 }
 
-std::optional<int64_t> takenOverAfter(const QString& path) {
-  const QFileInfo file(path);
-  const auto dir = file.absolutePath().toStdString();
-  const auto chain = runs::runChain(dir);
-  const auto self = (std::filesystem::path(dir) / file.fileName().toStdString()).string();
-  const auto at = std::find(chain.begin(), chain.end(), self);
-  if (at == chain.end() || at + 1 == chain.end()) return std::nullopt;
-  return runs::resumedAfter(*(at + 1));
-}
-
 RunCurves readRunCurves(const QString& path, const QString& label) {
   RunCurves out;
   out.path = path;
@@ -44,15 +32,14 @@ RunCurves readRunCurves(const QString& path, const QString& label) {
   try {
     const auto reader = runs::RunReader::open(path.toStdString());
     out.kind = QString::fromStdString(reader.header().kind);
-    // Steps past the one its continuation resumed from were redone there: drawn once, from it.
-    const int64_t until = takenOverAfter(path).value_or(std::numeric_limits<int64_t>::max());
-    for (const auto& spec : reader.header().layout.scalars) {
-      const QString name = QString::fromStdString(spec.name);
-      if (!overlayScalars().contains(name)) continue;
-      const auto series = reader.scalars(spec.name);
+    // A resumed run's files joined at the resume steps: the steps a killed run logged past its
+    // checkpoint were redone by the continuation, and are drawn once, from it.
+    const auto files = runs::chainFrom(path.toStdString());
+    for (const QString& name : overlayScalars()) {
+      const auto series = runs::chainedScalars(files, name.toStdString());
       if (series.steps.empty()) continue;
       auto& curve = out.curves[name];
-      for (size_t r = 0; r < series.steps.size() && series.steps[r] <= until; ++r) {
+      for (size_t r = 0; r < series.steps.size(); ++r) {
         curve.steps.push_back(double(series.steps[r]));
         curve.values.push_back(series.values[r]);
       }

@@ -17,7 +17,6 @@
 
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <vector>
 
 class QCheckBox;
@@ -42,12 +41,9 @@ struct RunCurves {
 
 // The scalar series an overlay can draw.
 const QStringList& overlayScalars();
-// Reads overlayScalars() of one run file (never throws; error says what failed).
+// Reads overlayScalars() of one run: the file at `path` and the continuations written after it
+// (never throws; error says what failed).
 RunCurves readRunCurves(const QString& path, const QString& label);
-
-// The step after which a later continuation of the run's folder took the run over
-// (run-resumed-<S>.h5 beside it: S); nothing for a file no continuation follows.
-std::optional<int64_t> takenOverAfter(const QString& path);
 
 class RunOverlay : public QWidget {
   Q_OBJECT

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
 
 namespace hh::gui {
@@ -79,9 +80,11 @@ RunTraces readRunTraces(const QString& path, const QString& label) {
   RunTraces out;
   out.label = label;
   try {
-    const auto reader = runs::RunReader::open(path.toStdString());
+    const auto reader = runs::RunReader::open(path.toStdString());  // the first file must read
+    // A resumed run: its files joined at the resume steps (the continuation's rows win).
+    const auto files = runs::chainFrom(path.toStdString());
     for (const auto& spec : reader.header().layout.scalars) {
-      const auto series = reader.scalars(spec.name);
+      const auto series = files.size() == 1 ? reader.scalars(spec.name) : runs::chainedScalars(files, spec.name);
       auto& trace = out.series[QString::fromStdString(spec.name)];
       for (size_t i = 0; i < series.steps.size(); ++i) trace[series.steps[i]] = series.values[i];  // a repeated step: its last value
     }

@@ -37,7 +37,8 @@ struct RunTraces {
   QString error;   // non-empty: the file could not be read (its columns are left out)
   std::map<QString, std::map<int64_t, double>> series;  // scalar -> step -> value
 };
-// Every scalar series of one run file (never throws).
+// Every scalar series of one run: the file at `path` and the continuations written after it
+// (never throws).
 RunTraces readRunTraces(const QString& path, const QString& label);
 // The whole-traces CSV text, header line included.
 QString tracesCsv(const std::vector<RunTraces>& runs);

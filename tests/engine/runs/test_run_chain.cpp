@@ -4,6 +4,8 @@
 //   - chainedScalars keeps each file's rows up to the step its continuation resumed from, so the
 //     rows a killed run logged past its checkpoint are replaced by the continuation's;
 //   - a file lacking the scalar, or not a run file at all, contributes nothing;
+//   - chainOf puts a file in its folder's chain (also one not written yet) and leaves any other
+//     name alone; chainFrom is the part from the file on;
 //   - removeContinuations deletes the continuations from a step on and nothing else.
 #include <filesystem>
 #include <fstream>
@@ -56,6 +58,25 @@ class TestRunChain : public QObject {
     QVERIFY(runChain(dir.file("missing")).empty());
   }
 
+  void placesAFileInItsChain() {
+    ScratchDir dir;
+    for (const char* name : {"run.h5", "run-resumed-4.h5", "run-resumed-9.h5", "other.h5"})
+      std::ofstream(dir.file(name)) << "x";
+    const std::vector<std::string> all{dir.file("run.h5"), dir.file("run-resumed-4.h5"), dir.file("run-resumed-9.h5")};
+    QCOMPARE(chainOf(dir.file("run.h5")), all);
+    QCOMPARE(chainOf(dir.file("run-resumed-9.h5")), all);
+    QCOMPARE(chainFrom(dir.file("run.h5")), all);
+    QCOMPARE(chainFrom(dir.file("run-resumed-4.h5")), (std::vector<std::string>{all[1], all[2]}));
+    QCOMPARE(chainFrom(dir.file("run-resumed-9.h5")), std::vector<std::string>{all[2]});
+    // A continuation a job is about to write takes its place by S.
+    QCOMPARE(chainOf(dir.file("run-resumed-6.h5")),
+             (std::vector<std::string>{all[0], all[1], dir.file("run-resumed-6.h5"), all[2]}));
+    QCOMPARE(chainOf(dir.file("other.h5")), std::vector<std::string>{dir.file("other.h5")});
+    QCOMPARE(chainFrom(dir.file("other.h5")), std::vector<std::string>{dir.file("other.h5")});
+    ScratchDir empty;
+    QCOMPARE(chainOf(empty.file("run.h5")), std::vector<std::string>{empty.file("run.h5")});
+  }
+
   void joinsTheScalarsAtTheResumeSteps() {
     ScratchDir dir;
     writeRun(dir.file("run.h5"), 1, 8, 1);               // killed at step 8, checkpoint at 6
@@ -100,8 +121,8 @@ class TestRunChain : public QObject {
 };
 
 HH_TEST_SUITE(TestRunChain, "engine.runs.chain", &TestRunChain::listsTheContinuationsInOrder,
-              &TestRunChain::joinsTheScalarsAtTheResumeSteps, &TestRunChain::skipsFilesWithoutTheScalarOrUnreadable,
-              &TestRunChain::removesLaterContinuations)
+              &TestRunChain::placesAFileInItsChain, &TestRunChain::joinsTheScalarsAtTheResumeSteps,
+              &TestRunChain::skipsFilesWithoutTheScalarOrUnreadable, &TestRunChain::removesLaterContinuations)
 
 }  // namespace test_run_chain
 
