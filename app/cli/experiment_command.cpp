@@ -73,6 +73,7 @@ ChildOutcome runPendingInChildren(const ExperimentFlags& f, const jobs::Experime
   if (f.resume) flags.push_back("--resume");
   const auto spawned = runVariantsInProcesses(f.configFile, config, pending, f.jobs, flags);
   options.summaryOnly = true;  // the children ran them: summarise what they recorded
+  options.ranInChildren = pending;
   out.interrupted = spawned.interrupted;
   if (spawned.failed > 0 && !spawned.interrupted) {
     const std::string count =

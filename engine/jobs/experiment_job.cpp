@@ -225,6 +225,7 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
   ExperimentResult result;
   checkOnlyNames(c, options);
   const std::set<std::string> only(options.only.begin(), options.only.end());
+  const std::set<std::string> ranInChildren(options.ranInChildren.begin(), options.ranInChildren.end());
   const size_t n = c.variants.size();
   bool cancelled = false;  // once cancelled, no variant starts; those done earlier stay listed
   for (size_t i = 0; i < n; ++i) {
@@ -237,11 +238,12 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
     vr.runDir = dir.string();
     const bool selected = !options.summaryOnly && (only.empty() || only.count(v.name));
     const std::string prefix = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + " " + v.name + "] ";
-    if ((!options.force || !selected) && reusable(record, config, vr)) {
+    const bool ranInChild = options.summaryOnly && ranInChildren.count(v.name);
+    if (ranInChild && recorded(record, config, vr)) {
+      // Run by a child process just now (experiment --jobs): listed with how it ended, failed included.
+    } else if ((!options.force || !selected) && reusable(record, config, vr)) {
       vr.reused = true;
       observer.log(prefix + "done earlier with this config (" + csvNumber(vr.seconds) + " s): reused");
-    } else if (options.summaryOnly && (only.empty() || only.count(v.name)) && recorded(record, config, vr)) {
-      // Run by another process (experiment --jobs): listed with how it ended, failed included.
     } else if (!selected || cancelled) {
       continue;  // not asked for (or cancelled before it started), not done: absent from the summary
     } else if (observer.cancelled()) {

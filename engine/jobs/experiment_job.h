@@ -44,6 +44,8 @@ struct ExperimentOptions {
   std::vector<std::string> only;    // run only these variants (the others are reused if done)
   bool summaryOnly = false;         // run nothing: summarise the variants run earlier with their
                                     // config (completed, failed or cancelled, as their record says)
+  std::vector<std::string> ranInChildren;  // with summaryOnly: the variants this invocation's child
+                                           // processes ran (experiment --jobs), listed as run, not reused
   bool resume = false;              // a variant left unfinished continues from its checkpoint (train,
                                     // distill, finetune); it starts afresh where there is none, and a
                                     // convert or evaluate variant always does

@@ -146,6 +146,8 @@ class TestVariantProcesses : public QObject {
     }
     const auto summary = json::parse(std::ifstream(dir.file("exp") + "/summary.json"));
     QCOMPARE(summary["variants"].size(), size_t(2));
+    for (const auto& variant : summary["variants"])  // run by the children just now, not reused
+      QCOMPARE(variant["reused"].get<bool>(), false);
     const auto run = hh::runs::RunReader::open(dir.file("exp") + "/t2r/run.h5");
     QCOMPARE(summary["variants"][1]["metrics"]["kl_mean"].get<double>(), run.scalars("kl_mean").values.back());
   }
