@@ -2,14 +2,43 @@
 // reader as the workbench): schema version, header, the status history (the stages the run went
 // through), whether a killed run was interrupted, steps written, the last value of every scalar
 // series, and the record counts (tables, snapshots, curves, weights, log lines, exports). Works on
-// a finished run, a live one (SWMR read) and one whose job was killed.
+// a finished run, a live one (SWMR read) and one whose job was killed. A file of a resumed run
+// (run.h5 and its run-resumed-<S>.h5 continuations) says which file it continues and which
+// continue it, with their status.
 #include <algorithm>
 #include <cstdio>
 
 #include "app/cli/commands.h"
+#include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
 
 namespace hh::cli {
+namespace {
+
+// The other files of a resumed run: the one this file continues, and those that continue it.
+void printChain(const std::string& path) {
+  const auto chain = runs::chainOf(path);
+  const int64_t own = runs::resumedAfter(path);
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const int64_t after = runs::resumedAfter(chain[i]);
+    if (after == own) continue;
+    if (after < own) {
+      if (i + 1 < chain.size() && runs::resumedAfter(chain[i + 1]) == own)
+        std::printf("continues: %s after step %lld\n", chain[i].c_str(), (long long)own);
+      continue;
+    }
+    std::string status;
+    try {
+      const auto reader = runs::RunReader::open(chain[i]);
+      status = reader.interrupted() ? "interrupted" : runs::statusName(reader.status());
+    } catch (const std::exception& e) {
+      status = std::string("unreadable: ") + e.what();
+    }
+    std::printf("continued: after step %lld in %s (%s)\n", (long long)after, chain[i].c_str(), status.c_str());
+  }
+}
+
+}  // namespace
 
 void addRunInfoCommand(CLI::App& app) {
   auto path = std::make_shared<std::string>();
@@ -27,6 +56,7 @@ void addRunInfoCommand(CLI::App& app) {
     std::printf("status: %s%s%s\n", runs::statusName(reader.status()),
                 reader.statusMessage().empty() ? "" : " - ", reader.statusMessage().c_str());
     if (reader.interrupted()) std::printf("interrupted: the status is still running but no writer has the file open\n");
+    printChain(*path);
     std::printf("status history:\n");
     for (const auto& s : reader.statusHistory())
       std::printf("  step %lld: %s%s%s\n", (long long)s.step, runs::statusName(s.status), s.message.empty() ? "" : " - ",

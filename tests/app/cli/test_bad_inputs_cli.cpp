@@ -217,6 +217,16 @@ class TestBadInputsCli : public QObject {
     for (const char* needle : {"schema version 1", "kind: distill", "run id: run-info-test", "status: completed",
                                "all steps done", "steps written: 12", "loss", "0.08333", "snapshots: 0"})
       QVERIFY2(r.out.find(needle) != std::string::npos, (std::string(needle) + " missing from:\n" + r.out).c_str());
+    QVERIFY2(r.out.find("continue") == std::string::npos, r.out.c_str());  // a run never resumed
+
+    // Resumed after step 6: each file names the other.
+    const std::string continuation = scratch.path + "/run-resumed-6.h5";
+    hh::runs::RunWriter::create(continuation, header).setStatus(hh::runs::RunStatus::Completed);
+    const auto first = runCli({"run-info", path}, scratch.path, 0, false);
+    QVERIFY2(first.out.find("continued: after step 6 in " + continuation + " (completed)") != std::string::npos,
+             first.out.c_str());
+    const auto second = runCli({"run-info", continuation}, scratch.path, 0, false);
+    QVERIFY2(second.out.find("continues: " + path + " after step 6") != std::string::npos, second.out.c_str());
   }
 
   // bench on a named shape in bf16: random weights and ids, the header says what ran, the distill
