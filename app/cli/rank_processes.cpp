@@ -257,6 +257,9 @@ int reportRanksEnd(const RanksEnd& end, const std::vector<std::string>& logs) {
   const bool rank0LostAPeer = rank0Errors.find(dist::kLostPeerMessage) != std::string::npos;
   if (end.firstFailedRank <= 0 || (rank0OnItsOwn && !rank0LostAPeer)) {
     std::fputs(rank0Errors.c_str(), stderr);
+    // Killed from outside (kill -9, the OOM killer): the signal left no error line of its own.
+    if (rank0OnItsOwn && WIFSIGNALED(end.rank0Status) && rank0Errors.find("hedgehog: error: ") == std::string::npos)
+      std::fprintf(stderr, "hedgehog: error: rank 0 %s\n", describeStatus(end.rank0Status).c_str());
     return end.firstFailedRank < 0 ? 0 : exitCodeOf(end.rank0Status);
   }
   // A rank > 0 failed first (rank 0 saw only a lost peer, or was stopped).

@@ -180,7 +180,9 @@ int64_t TrainingSession::keptStep(const TrainingHooks& hooks) const {
 bool TrainingSession::finish(const std::function<void()>& evaluateLast, const std::function<void()>& saveLast,
                              const std::string& final, const std::function<std::string()>& summary) {
   if (!main()) {  // the other ranks are done: rank 0 evaluates and writes the results
-    message_ = std::string(toString(status_)) + " on rank " + std::to_string(world_.rank());
+    // The reason stays: the launcher relays it when this rank is the one that failed first.
+    message_ = std::string(toString(status_)) + " on rank " + std::to_string(world_.rank()) +
+               (message_.empty() ? "" : ": " + message_);
     return false;
   }
   try {

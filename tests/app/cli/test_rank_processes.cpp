@@ -185,6 +185,25 @@ class TestRankProcesses : public QObject {
     QVERIFY2(reader.status() == hh::runs::RunStatus::Failed, log.c_str());
   }
 
+  // Rank 0 killed from outside (kill -9, as the OOM killer does): the launcher names it, and rank
+  // 1's log keeps the reason it stopped after "failed on rank 1".
+  void killedRankZeroIsNamed() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("ranks_kill_zero");
+    std::vector<pid_t> ranks;
+    const pid_t launcher = startLongRun(dir, ranks);
+    QVERIFY(launcher > 0);
+    QVERIFY2(ranks.size() == 2, c::readAll(dir.file("log")).c_str());
+    ::kill(ranks[0], SIGKILL);
+    const int status = c::waitFor(launcher, 120);
+    const auto log = c::readAll(dir.file("log"));
+    QVERIFY2(status == 128 + SIGKILL, log.c_str());
+    QVERIFY2(log.find("hedgehog: error: rank 0 was killed by signal 9") != std::string::npos, log.c_str());
+    QVERIFY(!alive(ranks[1]));
+    const auto rankLog = c::readAll(dir.file("run") + "/rank-1.log");
+    QVERIFY2(rankLog.find("failed on rank 1: ") != std::string::npos, rankLog.c_str());
+  }
+
   // 3 steps on 2 ranks, then --resume to 6 on 2 ranks: the uninterrupted single-process run's
   // feature maps within 1e-5. Ranks that do not see the same checkpoint refuse to start.
   void resumeOnTwoProcessesEqualsOneRun() {
@@ -252,7 +271,7 @@ class TestRankProcesses : public QObject {
 HH_TEST_SUITE(TestRankProcesses, "app.cli.rank_processes", &TestRankProcesses::twoProcessesEqualOne,
               &TestRankProcesses::unevenSharesEqualOne, &TestRankProcesses::finetuneTwoProcessesEqualOne,
               &TestRankProcesses::terminateCancelsEveryRank, &TestRankProcesses::killedRankFailsTheRun,
-              &TestRankProcesses::resumeOnTwoProcessesEqualsOneRun,
+              &TestRankProcesses::killedRankZeroIsNamed, &TestRankProcesses::resumeOnTwoProcessesEqualsOneRun,
               &TestRankProcesses::badWorldsAreOneLineErrors)
 
 }  // namespace test_rank_processes
