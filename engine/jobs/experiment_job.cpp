@@ -244,6 +244,8 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
     } else if ((!options.force || !selected) && reusable(record, config, vr)) {
       vr.reused = true;
       observer.log(prefix + "done earlier with this config (" + csvNumber(vr.seconds) + " s): reused");
+    } else if (options.summaryOnly && (only.empty() || only.count(v.name)) && recorded(record, config, vr)) {
+      // Failed or cancelled in an earlier run: listed with how it ended.
     } else if (!selected || cancelled) {
       continue;  // not asked for (or cancelled before it started), not done: absent from the summary
     } else if (observer.cancelled()) {
