@@ -5,6 +5,7 @@
 
 #include <torch/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -54,6 +55,24 @@ void refuseExportIntoModelFolder(const std::string& outputFolder, const std::str
   std::error_code ec;
   if (fs::exists(outputFolder, ec) && fs::equivalent(outputFolder, modelDir, ec))
     throw std::invalid_argument(outputFolder + ": is the model folder being exported; choose another output path");
+}
+
+// A conversion's output folder is replaced at its end: it must not be the teacher's folder, lie
+// inside it, or hold it.
+void refuseOutputOverTeacher(const std::string& output, const std::string& modelDir) {
+  std::error_code ec;
+  const fs::path out = fs::weakly_canonical(output, ec), teacher = fs::weakly_canonical(modelDir, ec);
+  const auto within = [](const fs::path& inner, const fs::path& outer) {
+    return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
+  };
+  if (within(out, teacher) || within(teacher, out))
+    throw std::invalid_argument(output + ": the conversion's output folder " +
+                                (out == teacher         ? "is"
+                                 : within(out, teacher) ? "lies inside"
+                                                        : "holds") +
+                                " the teacher's folder " + modelDir +
+                                ", which the export would overwrite; "
+                                "choose another output path");
 }
 
 std::string exportConverted(const std::string& modelDir, const std::string& adapters, const std::string& output,
@@ -268,6 +287,7 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   fs::create_directories(config.runDir);
   result.runFile = (fs::path(config.runDir) / "run.h5").string();
   const std::string output = config.outputDir.empty() ? config.runDir + "/model" : config.outputDir;
+  refuseOutputOverTeacher(output, config.modelDir);
   models::checkModelFolderReplaceable(output);  // before the stages, not after them
   // Where the stages load their models, and in what (as the stages' own labels say it).
   result.device = deviceLabel(resolveDevice(config.device)) + (config.dtype == "bfloat16" ? ", bfloat16" : "");

@@ -210,6 +210,23 @@ class TestConvertJob : public QObject {
 
   // A stage that throws (the evaluation text is missing): the conversion fails there, says which
   // stage and why in its result and its run file, and exports nothing.
+  // An output folder that is, lies inside or holds the teacher's folder is refused before any
+  // stage runs (the export at the end would overwrite the teacher).
+  void anOutputOverTheTeacherIsRefused() {
+    hh::test::TempDir dir("convert_over_teacher");
+    auto config = smallConvert(dir);
+    const std::string teacher = dir.file("teacher");
+    fs::copy(config.modelDir, teacher, fs::copy_options::recursive);
+    config.modelDir = teacher;
+    j::JobObserver quiet;
+    for (const std::string& output : {teacher, teacher + "/", teacher + "/converted", dir.file("")}) {
+      config.outputDir = output;
+      HH_VERIFY_THROWS_WITH(j::runConvert(config, quiet), "the teacher's folder");
+    }
+    QVERIFY(!fs::exists(config.runDir + "/run.h5"));  // refused before the run file
+    QVERIFY(!fs::exists(teacher + "/converted"));
+  }
+
   void aStageThatThrowsFailsTheConversionThere() {
     hh::test::TempDir dir("convert_fail");
     auto config = smallConvert(dir);
@@ -249,11 +266,12 @@ class TestConvertJob : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestConvertJob, "engine.jobs.convert", &TestConvertJob::initTestCase, &TestConvertJob::runsEveryStageAndExports,
-              &TestConvertJob::exportedFolderReloadsToTheInMemoryModel,
+HH_TEST_SUITE(TestConvertJob, "engine.jobs.convert", &TestConvertJob::initTestCase,
+              &TestConvertJob::runsEveryStageAndExports, &TestConvertJob::exportedFolderReloadsToTheInMemoryModel,
               &TestConvertJob::projectJsonRoundTripsAndRefusesSharedKeysInStages,
               &TestConvertJob::evalDataIsTheEvaluateStagesOwn, &TestConvertJob::cancelInFinetuningStopsTheJob,
               &TestConvertJob::aStageThatThrowsFailsTheConversionThere,
+              &TestConvertJob::anOutputOverTheTeacherIsRefused,
               &TestConvertJob::cancelInDistillRecordsOnlyWhatWasMeasured)
 
 }  // namespace test_convert_job
