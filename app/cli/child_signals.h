@@ -39,12 +39,14 @@ class ForwardedSignals {
   struct sigaction oldInt_ {}, oldTerm_ {};
 };
 
-// In a child between fork and exec (async-signal-safe calls only): its own process group, a SIGINT
-// (a cancel) when the launcher dies, even by SIGKILL, and the default handlers back. Returns false
-// when the launcher is already gone (the child should _exit).
+// In a child between fork and exec (async-signal-safe calls only): its own process group, a SIGTERM
+// when the launcher dies, even by SIGKILL, and the default handlers back. A job reads SIGTERM as a
+// cancel that never escalates (cli_observer.h): a launcher killed after it had passed on a cancel
+// (the workbench's kill, say) must not end a rank 0 that is saving, as a second SIGINT would.
+// Returns false when the launcher is already gone (the child should _exit).
 inline bool detachChild(pid_t launcher) {
   setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGINT);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != launcher) return false;
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);

@@ -15,6 +15,12 @@ std::atomic<int> gInterrupts{0};
 void onInterrupt(int) {
   if (gInterrupts.fetch_add(1) >= 1) std::_Exit(130);
 }
+// SIGTERM (a `kill`, or the parent-death signal of a launcher's child) cancels like a first Ctrl-C
+// and never kills: after a cancel, the job may be saving its checkpoint. Installed for good.
+void onTerminate(int) {
+  int none = 0;
+  gInterrupts.compare_exchange_strong(none, 1);
+}
 std::string formatSeconds(double s) {
   char buffer[32];
   if (s >= 3600) std::snprintf(buffer, sizeof buffer, "%dh%02dm", int(s / 3600), int(s / 60) % 60);
@@ -36,11 +42,14 @@ CliObserver::CliObserver()
   }
   gInterrupts = 0;
   std::signal(SIGINT, onInterrupt);
+  std::signal(SIGTERM, onTerminate);
 }
 
 CliObserver::~CliObserver() {
   if (barVisible_) std::printf("\n");
   std::signal(SIGINT, SIG_DFL);
+  // SIGTERM stays a mere request: a rank whose launcher died as its job ended (the parent-death
+  // signal) still prints its last lines and exits as it would have.
 }
 
 void CliObserver::started(const std::string& runPath, int64_t totalSteps) {

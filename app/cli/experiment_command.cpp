@@ -74,6 +74,7 @@ ChildOutcome runPendingInChildren(const ExperimentFlags& f, const jobs::Experime
   const auto spawned = runVariantsInProcesses(f.configFile, config, pending, f.jobs, flags);
   options.summaryOnly = true;  // the children ran them: summarise what they recorded
   options.ranInChildren = pending;
+  options.childFailures = spawned.failures;
   out.interrupted = spawned.interrupted;
   if (spawned.failed > 0 && !spawned.interrupted) {
     const std::string count =

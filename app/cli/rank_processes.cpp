@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -35,7 +36,6 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<std::string> gCommandLine;
-constexpr auto kGraceAfterFailure = std::chrono::seconds(30);
 
 // A TCP port nobody listens on now (the kernel's choice for port 0); rank 0 binds it moments later.
 int freeLoopbackPort() {
@@ -71,12 +71,6 @@ std::vector<std::string> rankArguments() {
 std::string readText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-std::string describeStatus(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status));
-  return "stopped";
 }
 
 int exitCodeOf(int status) {
@@ -121,6 +115,20 @@ struct RankLaunch {
   std::vector<std::string> logs;  // per rank: rank 0's stderr (relayed at the end), the others' output
 };
 
+// A MASTER_ADDR that does not resolve would leave every rank > 0 retrying its connection until
+// HH_DIST_TIMEOUT_S (and rank 0 waiting for them): refused before any rank starts.
+void refuseUnresolvable(const std::string& address) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(address.c_str(), nullptr, &hints, &found);
+  if (found) ::freeaddrinfo(found);
+  if (rc != 0)
+    throw std::runtime_error("--nproc: MASTER_ADDR=\"" + address + "\" does not resolve (" + ::gai_strerror(rc) +
+                             "): set it to the host of rank 0, or leave it unset for 127.0.0.1");
+}
+
 RankLaunch planRanks(int processes, const std::string& runDir) {
   RankLaunch launch;
   launch.processes = processes;
@@ -128,6 +136,7 @@ RankLaunch planRanks(int processes, const std::string& runDir) {
   launch.self = fs::read_symlink("/proc/self/exe").string();
   const char* addrEnv = std::getenv("MASTER_ADDR");
   launch.masterAddr = addrEnv && *addrEnv ? addrEnv : "127.0.0.1";
+  refuseUnresolvable(launch.masterAddr);
   const char* portEnv = std::getenv("MASTER_PORT");
   launch.masterPort = portEnv && *portEnv ? portEnv : std::to_string(freeLoopbackPort());
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -202,9 +211,8 @@ struct RanksEnd {
 };
 
 // Waits for every rank, passing each signal the launcher gets on to the ranks still running (one
-// SIGINT each), and kills what still runs kGraceAfterFailure after a failure (not after a rank > 0
-// was cancelled: rank 0 is then saving).
-RanksEnd waitForRanks(std::map<pid_t, int> running, const ForwardedSignals& counting) {
+// SIGINT each), and kills what still runs after a failure as rankKillDelay says (child_logs.h).
+RanksEnd waitForRanks(std::map<pid_t, int> running, const ForwardedSignals& counting, const RankLaunch& launch) {
   RanksEnd end;
   int forwarded = 0;
   constexpr auto kNever = std::chrono::steady_clock::time_point::max();
@@ -235,13 +243,11 @@ RanksEnd waitForRanks(std::map<pid_t, int> running, const ForwardedSignals& coun
     if (rank == 0) end.rank0Status = status;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok && end.firstFailedRank < 0) end.firstFailedRank = rank, end.firstFailedStatus = status;
-    // The backstop against a rank left waiting (at the rendezvous, say): after any failure but a
-    // rank > 0 that was cancelled. A cancel stops every rank at the same step, and rank 0 is then
-    // saving its checkpoint and closing the run file: killing it there lost the checkpoint of a
-    // model whose save took longer than the grace time.
-    const bool cancelledPeer = rank > 0 && WIFEXITED(status) && WEXITSTATUS(status) == kExitCancelled;
-    if (!ok && !cancelledPeer && !running.empty() && killAt == kNever)
-      killAt = std::chrono::steady_clock::now() + kGraceAfterFailure;
+    // Killing rank 0 while it saves after a cancel or a failure every rank agreed on lost the
+    // checkpoint of a model whose save took longer than the grace time, and its run file.
+    const std::string said = rank > 0 && !ok ? lastErrorLine(launch.logs[static_cast<size_t>(rank)]) : "";
+    if (const auto delay = rankKillDelay(rank, status, said); delay && !running.empty())
+      killAt = std::min(killAt, std::chrono::steady_clock::now() + *delay);
   }
   return end;
 }
@@ -284,7 +290,7 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
   const ForwardedSignals counting;  // signals first, so none is lost between the forks and the wait
   const auto running = forkRanks(launch);
   announceRanks(launch, running);
-  return reportRanksEnd(waitForRanks(running, counting), launch.logs);
+  return reportRanksEnd(waitForRanks(running, counting, launch), launch.logs);
 }
 
 void printRankEnd(const Rank& rank, const char* status, int64_t steps, double seconds) {

@@ -12,8 +12,10 @@
 // failed first, that rank's, named, with its log. Each rank runs
 // in its own process group, so Ctrl-C reaches the launcher only, which passes one interrupt to
 // every rank (they all cancel at the same step; a second Ctrl-C kills); SIGTERM does the same.
-// If a rank fails, the others get 30 s to stop on their own (a lost peer ends their next
-// exchange), then are killed; a launcher that dies takes its ranks with it (they are interrupted).
+// If a rank fails, the others are killed when rankKillDelay (child_logs.h) says: 30 s after a
+// rank > 0 failed on its own (a lost peer ends their next exchange), 2 s after rank 0 failed, never
+// after a rank > 0 was cancelled or failed with every rank (rank 0 is then saving). A launcher
+// that dies takes its ranks with it (they get SIGTERM: a cancel that never kills).
 #pragma once
 #include <CLI/CLI.hpp>
 

@@ -58,8 +58,9 @@ pid_t launch(const std::string& self, const std::string& configFile, const std::
 }
 
 // Why a variant failed: the message its variant.json records (the job's own, e.g. the NaN it hit),
-// else the error line of its log (a child that failed before its job ran).
-std::string variantFailure(const std::string& log) {
+// else the error line of its log (a child that failed before its job ran), else how the child
+// ended ("killed by signal 9": the OOM killer, a kill -9, which leave neither).
+std::string variantFailure(const std::string& log, int status) {
   try {
     std::ifstream in(fs::path(log).parent_path() / "variant.json");
     const auto record = nlohmann::json::parse(in);
@@ -67,7 +68,10 @@ std::string variantFailure(const std::string& log) {
     if (record.value("status", std::string()) != "completed" && !message.empty()) return message;
   } catch (const std::exception&) {
   }
-  return lastErrorLine(log);
+  const std::string said = lastErrorLine(log);
+  if (!said.empty()) return said;
+  const std::string how = describeStatus(status);  // "was killed by signal 9"
+  return how.rfind("was ", 0) == 0 ? how.substr(4) : "its process " + how;
 }
 
 // Prints how a child ended and counts it in `result` (the first failure keeps its name, log and error).
@@ -76,14 +80,16 @@ void reportEnd(const Child& child, int status, VariantProcessesResult& result) {
   const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   const bool cancelled = WIFEXITED(status) && WEXITSTATUS(status) == kExitCancelled;
   result.failed += ok ? 0 : 1;
+  const std::string why = ok || cancelled ? "" : variantFailure(child.log, status);
+  if (!why.empty()) result.failures[child.name] = why;
   if (!ok && result.firstFailed.empty()) {
     result.firstFailed = child.name;
     result.firstFailedLog = child.log;
-    result.firstFailedError = variantFailure(child.log);
+    result.firstFailedError = cancelled ? variantFailure(child.log, status) : why;
   }
   char line[64];
   std::snprintf(line, sizeof line, "%s after %.1f s", ok ? "completed" : cancelled ? "cancelled" : "failed", seconds);
-  sayLine("[" + child.name + "] " + line + " (log " + child.log + ")");
+  sayLine("[" + child.name + "] " + line + (why.empty() ? "" : ": " + why) + " (log " + child.log + ")");
 }
 
 }  // namespace

@@ -239,8 +239,12 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
     const bool selected = !options.summaryOnly && (only.empty() || only.count(v.name));
     const std::string prefix = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + " " + v.name + "] ";
     const bool ranInChild = options.summaryOnly && ranInChildren.count(v.name);
+    const auto childFailure = options.childFailures.find(v.name);
     if (ranInChild && recorded(record, config, vr)) {
       // Run by a child process just now (experiment --jobs): listed with how it ended, failed included.
+    } else if (ranInChild && childFailure != options.childFailures.end()) {
+      vr.status = JobStatus::Failed;  // its child died without a record (kill -9, the OOM killer)
+      vr.message = childFailure->second;
     } else if ((!options.force || !selected) && reusable(record, config, vr)) {
       vr.reused = true;
       observer.log(prefix + "done earlier with this config (" + csvNumber(vr.seconds) + " s): reused");

@@ -46,6 +46,9 @@ struct ExperimentOptions {
                                     // config (completed, failed or cancelled, as their record says)
   std::vector<std::string> ranInChildren;  // with summaryOnly: the variants this invocation's child
                                            // processes ran (experiment --jobs), listed as run, not reused
+  // With ranInChildren: why a child failed, per variant. One that left no record (killed while its
+  // job ran: a child removes the record first) is listed as failed with this reason.
+  std::map<std::string, std::string> childFailures;
   bool resume = false;              // a variant left unfinished continues from its checkpoint (train,
                                     // distill, finetune); it starts afresh where there is none, and a
                                     // convert or evaluate variant always does

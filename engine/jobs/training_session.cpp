@@ -117,7 +117,11 @@ void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule
   saveJobCheckpoint_ = hooks.saveCheckpoint;
   try {
     if (hooks.start) hooks.start();
-    if (status_ == JobStatus::Failed) return;  // the starting evaluation failed
+    // The starting evaluation failed: its validation loss is exchanged, so on every rank.
+    if (status_ == JobStatus::Failed) {
+      everyRank_ = true;
+      return;
+    }
     while (step < steps) {
       if (world_.any(observer_.cancelled())) throw JobCancelled();  // every rank stops at the same step
       const auto started = std::chrono::steady_clock::now();
@@ -126,6 +130,7 @@ void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule
       StepReport report = hooks.step(step, lr);
       if (!std::isfinite(report.loss) || !std::isfinite(report.gradNorm)) {
         fail(nonFiniteStepMessage(report.loss, report.gradNorm, step, hooks.kept, keptStep(hooks), hooks.failureHint));
+        everyRank_ = true;  // the loss and the norm are those of the global batch
         break;
       }
       optimizer.step();
@@ -159,6 +164,7 @@ bool TrainingSession::evaluateAndSave(double loss, const TrainingHooks& hooks) {
   const double validationLoss = scalars.at("val_loss");
   if (!std::isfinite(validationLoss)) {
     fail(nonFiniteValidationMessage(validationLoss, step, hooks.kept, keptStep(hooks), hooks.failureHint));
+    everyRank_ = true;  // the sum over every rank's rows
     return false;
   }
   if (stopping.observe(validationLoss, step) && hooks.improved) hooks.improved(step);
@@ -182,7 +188,7 @@ bool TrainingSession::finish(const std::function<void()>& evaluateLast, const st
   if (!main()) {  // the other ranks are done: rank 0 evaluates and writes the results
     // The reason stays: the launcher relays it when this rank is the one that failed first.
     message_ = std::string(toString(status_)) + " on rank " + std::to_string(world_.rank()) +
-               (message_.empty() ? "" : ": " + message_);
+               (failedOnEveryRank() ? kFailedOnEveryRank : "") + (message_.empty() ? "" : ": " + message_);
     return false;
   }
   try {

@@ -127,7 +127,8 @@ class TrainingSession {
   void train(torch::optim::Optimizer& optimizer, const LrSchedule& schedule, int64_t steps, int64_t evalEvery,
              const std::string& phase, const TrainingHooks& hooks);
 
-  // After train(): false on ranks other than 0 (message "<status> on rank K"; they are done). On
+  // After train(): false on ranks other than 0 (message "<status> on rank K: <why>", with
+  // kFailedOnEveryRank after the rank for a failure every rank agreed on; they are done). On
   // rank 0: `evaluateLast` (optional), the run file flushed, the checkpoint saved, `saveLast`
   // (optional: the model or adapters); an exception there fails a job that had completed. Then
   // the run file records `final` (setFinal), `summary()` becomes the message when nothing set one,
@@ -140,6 +141,9 @@ class TrainingSession {
   JobStatus status() const { return status_; }
   const std::string& message() const { return message_; }
   void fail(const std::string& message);
+  // Whether the job failed on a value every rank has (the loss or gradient norm of a step and the
+  // validation loss are exchanged): every rank stops at the same step, and rank 0 then saves.
+  bool failedOnEveryRank() const { return status_ == JobStatus::Failed && everyRank_; }
   double seconds() const;
 
  private:
@@ -155,7 +159,12 @@ class TrainingSession {
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   JobStatus status_ = JobStatus::Completed;
   std::string message_;
+  bool everyRank_ = false;  // see failedOnEveryRank()
 };
+
+// What the message of a rank > 0 that failed with every rank holds after "failed on rank K": the
+// launcher (app/cli/rank_processes.cpp) then leaves rank 0 to finish its save, as after a cancel.
+inline constexpr const char* kFailedOnEveryRank = ", as on every rank";
 
 // What a job's result takes from its session after finish(): status, message, steps, the best step
 // and validation loss, the wall time, and the run file (empty where `main` is false: ranks other

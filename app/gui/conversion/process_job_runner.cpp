@@ -43,7 +43,6 @@ QString absoluteIn(const QString& workingDir, const std::string& path) {
 ProcessJobRunner::ProcessJobRunner(QObject* parent) : JobSignals(parent), binary_(defaultBinary()) {
   killTimer_ = new QTimer(this);
   killTimer_->setSingleShot(true);
-  killTimer_->setInterval(kKillAfterMs);
   connect(killTimer_, &QTimer::timeout, this, [this] {
     if (!running()) return;
     killed_ = true;
@@ -54,11 +53,9 @@ ProcessJobRunner::ProcessJobRunner(QObject* parent) : JobSignals(parent), binary
 ProcessJobRunner::~ProcessJobRunner() {
   if (!running()) return;
   blockSignals(true);  // like JobRunner's destructor: the job ends, nobody is told
-  cancel();
-  if (!process_->waitForFinished(kKillAfterMs)) {
-    process_->kill();
-    process_->waitForFinished(-1);
-  }
+  if (!cancelled_) cancel();  // once only: a second cancel is a force-stop
+  // No kill: rank 0 may be saving its checkpoint, and a JobRunner's job is waited for too.
+  process_->waitForFinished(-1);
 }
 
 QString ProcessJobRunner::defaultBinary() {
@@ -142,9 +139,14 @@ QString ProcessJobRunner::startConvert(const jobs::ConvertConfig& config, int pr
 
 void ProcessJobRunner::cancel() {
   if (!running()) return;
+  // The first cancel: every rank stops at the same step, then rank 0 saves its checkpoint and
+  // closes the run file, which may take long; killing the launcher then cut that save short. A
+  // second cancel is the user's force-stop: the launcher passes a second interrupt, which ends
+  // the ranks at once, and is killed itself if it has not ended killAfterMs_ later.
+  const bool again = cancelled_;
   cancelled_ = true;
   process_->terminate();
-  if (!killTimer_->isActive()) killTimer_->start();
+  if (again && !killTimer_->isActive()) killTimer_->start(killAfterMs_);
 }
 
 bool ProcessJobRunner::wait(int ms) {
@@ -234,7 +236,7 @@ void ProcessJobRunner::onExited(int exitCode, bool crashed) {
   } else if (cancelled_ && (crashed || exitCode == kExitCancelled)) {
     status = QStringLiteral("cancelled");
     message = !summaryMessage_.isEmpty() ? summaryMessage_
-              : killed_ ? tr("killed: the processes did not stop within %1 s").arg(kKillAfterMs / 1000)
+              : killed_ ? tr("killed: still running %1 s after the second cancel").arg(killAfterMs_ / 1000.0)
               : crashed ? tr("%1 ended on the signal before it had started its processes").arg(binary_)
                         : errorLine_;
   } else {

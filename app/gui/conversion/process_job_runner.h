@@ -15,10 +15,13 @@
 //                                     line "hedgehog: error: MSG" ("hedgehog: cancelled: MSG")
 // A stdout line that is not a JSON object (a library's own print) is shown as a log line.
 // cancel() sends SIGTERM to the launcher, which interrupts every rank (they stop at the same step
-// and mark their run files cancelled, exit 130); after kKillAfterMs still running, it is killed.
+// and mark their run files cancelled, exit 130); rank 0 then saves its checkpoint, however long
+// that takes: nothing is killed. A second cancel() (the user's force-stop) sends another SIGTERM,
+// which the launcher passes on as a second interrupt that ends the ranks at once; the launcher is
+// killed if it still runs kKillAfterMs later.
 // No pause: the ranks have no way to be told (the main window disables Pause while this runs).
-// The destructor cancels a running job and waits for it (killing it after kKillAfterMs). On Linux
-// the launcher also gets SIGTERM if the workbench dies (PR_SET_PDEATHSIG).
+// The destructor cancels a running job and waits for it, as JobRunner's does. On Linux the
+// launcher also gets SIGTERM if the workbench dies (PR_SET_PDEATHSIG).
 // The project file: jobs::toJson(config) with run_dir (and output_dir) absolute. The CLI refuses
 // an absolute output_dir in a file outside the working folder and the file's folder; such an
 // output_dir is passed as `--output` instead (flags are not checked) and left empty in the file.
@@ -58,8 +61,12 @@ class ProcessJobRunner : public JobSignals {  // JobSignals: the signals above
   // empty string, or why nothing started (a job already running, the CLI missing, the file not
   // writable, the process not starting).
   QString startConvert(const jobs::ConvertConfig& config, int processes);
-  // SIGTERM to the launcher (no-op when nothing runs); kill after kKillAfterMs.
+  // SIGTERM to the launcher (no-op when nothing runs); a second call also kills it after
+  // killAfterMs() (see above).
   void cancel();
+  // How long after the second cancel a launcher still running is killed (tests shorten it).
+  void setKillAfterMs(int ms) { killAfterMs_ = ms; }
+  int killAfterMs() const { return killAfterMs_; }
   bool cancelRequested() const { return cancelled_; }
   // Blocks until the process has exited (tests, the destructor); true if it did within `ms`
   // (-1: no limit). Its finished() is emitted from inside.
@@ -76,6 +83,7 @@ class ProcessJobRunner : public JobSignals {  // JobSignals: the signals above
   QProcess* process_ = nullptr;
   QTimer* killTimer_ = nullptr;
   int processes_ = 0;
+  int killAfterMs_ = kKillAfterMs;
   bool cancelled_ = false, killed_ = false;
   QString projectFile_, workingDir_, runDir_;
   // What the output said so far (reset per start).

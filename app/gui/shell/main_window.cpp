@@ -195,7 +195,7 @@ MainWindow::~MainWindow() {
   runner_->cancel();
   runner_->wait(-1);
   disconnect(processRunner_, nullptr, this, nullptr);  // its finished() would reach a window going away
-  processRunner_->cancel();
+  if (!processRunner_->cancelRequested()) processRunner_->cancel();  // a second one would force-stop
   processRunner_->wait(-1);
   followerThread_->quit();
   followerThread_->wait();

@@ -327,8 +327,11 @@ void MainWindow::openRun(const QString& path) {
 
 void MainWindow::cancelJob() {
   if (processRunner_->running()) {
+    const bool again = processRunner_->cancelRequested();  // the second cancel force-stops
     processRunner_->cancel();
-    statusBar()->showMessage(tr("Cancelling\u2026 (every process stops at the same step)"));
+    statusBar()->showMessage(
+        again ? tr("Force-stopping\u2026 (every process ends now; this step's checkpoint may be lost)")
+              : tr("Cancelling\u2026 (every process stops at the same step; cancel again to force-stop)"));
     return;
   }
   if (!runner_->running()) return;

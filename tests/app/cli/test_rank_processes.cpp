@@ -8,8 +8,13 @@
 //     line naming the rank, rank 0's run file closed as failed);
 //   - a run resumed on 2 ranks equals one uninterrupted run; ranks that see different
 //     checkpoints refuse to start;
-//   - bad worlds (batch or training rows fewer than the ranks, RANK out of range, --nproc under a launcher) are
-//     one-line errors.
+//   - bad worlds (batch or training rows fewer than the ranks, RANK out of range, --nproc under a launcher,
+//     a MASTER_ADDR that does not resolve) are one-line errors;
+//   - a NaN loss on every rank ends the run with rank 0's message, rank 1's log saying it failed with
+//     every rank; the launcher leaves rank 0 to save after such a failure or a cancel, kills the others
+//     2 s after rank 0 failed, 30 s after a rank > 0 failed on its own (rankKillDelay);
+//   - ranks interrupted and then left by their launcher (killed) finish the cancel: rank 0 closes
+//     its run file as cancelled (the parent-death signal is no second interrupt).
 #include <torch/types.h>
 
 #include <signal.h>
@@ -19,6 +24,7 @@
 #include <cstdlib>
 #include <regex>
 
+#include "app/cli/child_logs.h"
 #include "engine/io/safetensors.h"
 #include "engine/models/tensor_file.h"
 #include "engine/runs/run_reader.h"
@@ -67,6 +73,27 @@ std::vector<pid_t> rankPids(const std::string& output) {
 }
 
 bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+// Running, and not a zombie: a rank whose launcher died is reaped by whoever adopts it, maybe never.
+bool runningNotZombie(pid_t pid) {
+  if (!alive(pid)) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const auto close = text.rfind(')');
+  return close == std::string::npos || close + 2 >= text.size() || text[close + 2] != 'Z';
+}
+
+// Whether `signal` is still pending for `pid` (its handler has not run yet).
+bool signalPending(pid_t pid, int signal) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  const unsigned long long bit = 1ull << (signal - 1);
+  for (std::string line; std::getline(status, line);)
+    if ((line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0) &&
+        (std::stoull(line.substr(7), nullptr, 16) & bit))
+      return true;
+  return false;
+}
 
 // Waits until `runFile` holds at least one training step (or `seconds` pass).
 bool waitForSteps(const std::string& runFile, double seconds) {
@@ -204,6 +231,81 @@ class TestRankProcesses : public QObject {
     QVERIFY2(rankLog.find("failed on rank 1: ") != std::string::npos, rankLog.c_str());
   }
 
+  // A NaN loss at the same step on both ranks (the loss is the global batch's): the launcher's one
+  // error line is rank 0's own message, not "rank 1 exited with status 1"; rank 1's log says the
+  // failure was agreed, which is what spares rank 0 the kill clock while it saves.
+  void nanOnEveryRankReportsRankZero() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("ranks_nan");
+    const auto corpus = hh::test::writeWordCorpus(dir);
+    const std::string config = dir.file("nan.json");
+    std::ofstream(config) << R"({"debug_nan_at_step": 2})";
+    auto args = withProcesses(jobArgs("distill", dir.file("run"), corpus, 6, 4), 2);
+    args.insert(args.end(), {"--config", config});
+    const int status = run(args, dir.file("log"), 120);
+    const auto log = c::readAll(dir.file("log"));
+    QVERIFY2(status == 1, log.c_str());
+    QVERIFY2(log.find("hedgehog: error: the loss became NaN at step 3") != std::string::npos, log.c_str());
+    QVERIFY2(log.find("rank 1 exited") == std::string::npos, log.c_str());
+    const auto rankLog = c::readAll(dir.file("run") + "/rank-1.log");
+    QVERIFY2(rankLog.find("failed on rank 1, as on every rank: the loss became NaN at step 3") != std::string::npos,
+             rankLog.c_str());
+    QVERIFY(hh::runs::RunReader::open(dir.file("run") + "/run.h5").status() == hh::runs::RunStatus::Failed);
+  }
+
+  // The launcher's rule for the ranks still running once one has ended (child_logs.h).
+  void killDelayFollowsHowARankEnded() {
+    namespace cli = hh::cli;
+    using std::chrono::seconds;
+    const int failed = 1 << 8, cancelled = 130 << 8, completed = 0;  // wait statuses
+    const std::string agreed = "failed on rank 1, as on every rank: the loss became NaN at step 3; kept ...";
+    QVERIFY(!cli::rankKillDelay(1, failed, agreed));                // rank 0 is saving
+    QVERIFY(!cli::rankKillDelay(1, failed, "distill: " + agreed));  // convert's stage prefix
+    QVERIFY(!cli::rankKillDelay(1, cancelled, "cancelled on rank 1: cancelled at step 4"));
+    QVERIFY(!cli::rankKillDelay(1, completed, ""));
+    QVERIFY(!cli::rankKillDelay(0, completed, ""));
+    const std::string lost = "failed on rank 1: rank 1: all-reduce failed (another rank stopped or timed out): ...";
+    QCOMPARE(cli::rankKillDelay(1, failed, lost), std::optional<seconds>(seconds(30)));
+    QCOMPARE(cli::rankKillDelay(1, SIGKILL, ""), std::optional<seconds>(seconds(30)));
+    QCOMPARE(cli::rankKillDelay(2, failed, agreed), std::optional<seconds>(seconds(30)));  // another rank's words
+    // Rank 0 ended with an error: the others cannot go on (it hosts the rendezvous).
+    QCOMPARE(cli::rankKillDelay(0, failed, ""), std::optional<seconds>(seconds(2)));
+    QCOMPARE(cli::rankKillDelay(0, cancelled, ""), std::optional<seconds>(seconds(2)));
+    QCOMPARE(cli::rankKillDelay(0, SIGKILL, ""), std::optional<seconds>(seconds(2)));
+    QCOMPARE(cli::describeStatus(SIGKILL), std::string("was killed by signal 9"));
+    QCOMPARE(cli::describeStatus(failed), std::string("exited with status 1"));
+  }
+
+  // The ranks got their interrupt (as the launcher passes a cancel on), then the launcher was
+  // killed (the workbench's kill after a cancel did that): the parent-death signal must not count
+  // as a second interrupt, which ended rank 0 at once, its run file left "running".
+  void interruptedRanksOutliveTheirLauncher() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("ranks_orphaned");
+    std::vector<pid_t> ranks;
+    const pid_t launcher = startLongRun(dir, ranks);
+    QVERIFY(launcher > 0);
+    QVERIFY2(ranks.size() == 2, c::readAll(dir.file("log")).c_str());
+    for (pid_t p : ranks) ::kill(p, SIGINT);
+    // Each handler has run before the launcher dies: two separate signals, not one merged pending.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((signalPending(ranks[0], SIGINT) || signalPending(ranks[1], SIGINT)) &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    ::kill(launcher, SIGKILL);
+    QCOMPARE(c::waitFor(launcher, 30), 128 + SIGKILL);
+    for (pid_t p : ranks) {
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (runningNotZombie(p) && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      QVERIFY(!runningNotZombie(p));
+    }
+    const auto reader = hh::runs::RunReader::open(dir.file("run") + "/run.h5");
+    QVERIFY2(reader.status() == hh::runs::RunStatus::Cancelled, hh::runs::statusName(reader.status()));
+    QVERIFY2(c::readAll(dir.file("run") + "/rank-1.log").find("cancelled") != std::string::npos,
+             c::readAll(dir.file("run") + "/rank-1.log").c_str());
+  }
+
   // 3 steps on 2 ranks, then --resume to 6 on 2 ranks: the uninterrupted single-process run's
   // feature maps within 1e-5. Ranks that do not see the same checkpoint refuse to start.
   void resumeOnTwoProcessesEqualsOneRun() {
@@ -265,14 +367,22 @@ class TestRankProcesses : public QObject {
     expectError(withProcesses(jobArgs("distill", dir.file("c"), corpus, 2, 4), 2), "WORLD_SIZE set");
     ::unsetenv("WORLD_SIZE");
     ::unsetenv("RANK");
+    // Checked before any rank starts: ranks > 0 would retry it until HH_DIST_TIMEOUT_S.
+    ::setenv("MASTER_ADDR", "no-such-host.invalid", 1);
+    expectError(withProcesses(jobArgs("distill", dir.file("e"), corpus, 2, 4), 2),
+                "MASTER_ADDR=\"no-such-host.invalid\" does not resolve");
+    ::unsetenv("MASTER_ADDR");
+    QVERIFY(!fs::exists(dir.file("e") + "/rank-1.log"));
   }
 };
 
 HH_TEST_SUITE(TestRankProcesses, "app.cli.rank_processes", &TestRankProcesses::twoProcessesEqualOne,
               &TestRankProcesses::unevenSharesEqualOne, &TestRankProcesses::finetuneTwoProcessesEqualOne,
               &TestRankProcesses::terminateCancelsEveryRank, &TestRankProcesses::killedRankFailsTheRun,
-              &TestRankProcesses::killedRankZeroIsNamed, &TestRankProcesses::resumeOnTwoProcessesEqualsOneRun,
-              &TestRankProcesses::badWorldsAreOneLineErrors)
+              &TestRankProcesses::killedRankZeroIsNamed, &TestRankProcesses::nanOnEveryRankReportsRankZero,
+              &TestRankProcesses::killDelayFollowsHowARankEnded,
+              &TestRankProcesses::interruptedRanksOutliveTheirLauncher,
+              &TestRankProcesses::resumeOnTwoProcessesEqualsOneRun, &TestRankProcesses::badWorldsAreOneLineErrors)
 
 }  // namespace test_rank_processes
 

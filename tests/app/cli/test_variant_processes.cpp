@@ -7,7 +7,9 @@
 //     "hedgehog: cancelled:" line, no child left running);
 //   - a Ctrl-C at the terminal (SIGINT to the launcher's process group) reaches each child once,
 //     through the launcher: each cancels and records it, none is killed by a second signal;
-//   - a launcher killed outright (SIGKILL) leaves no child running: each cancels its variant.
+//   - a launcher killed outright (SIGKILL) leaves no child running: each cancels its variant;
+//   - a child killed outright (SIGKILL, as the OOM killer does) leaves no record: its variant is
+//     listed in the summary as failed, "killed by signal 9", and the experiment as failed.
 #include <signal.h>
 #include <spawn.h>
 
@@ -231,11 +233,43 @@ class TestVariantProcesses : public QObject {
     QCOMPARE(c::waitFor(launcher, 30), 128 + SIGKILL);
     verifyCancelled(dir, children);
   }
+
+  void killedChildIsListedAsFailed() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("experiment_jobs_child_killed");
+    json e = tinyExperiment(dir);
+    e["variants"][0]["set"] = {{"steps", 1000000}, {"eval_every", 1000000}, {"snapshot_every", 1000000}};
+    const std::string file = dir.file("experiment.json");
+    std::ofstream(file) << e.dump(2);
+    const std::vector<std::string> args{HH_CLI_BINARY, "experiment", "--config", file, "--jobs", "2"};
+    const pid_t launcher = c::spawnLogged(args, dir.file("log"), dir.file("err"));
+    QVERIFY(launcher > 0);
+    QVERIFY2(waitUntil([&] { return hasSteps(dir.file("exp") + "/hedgehog/run.h5"); }, 120),
+             c::readAll(dir.file("log")).c_str());
+    const auto children = variantPids(c::readAll(dir.file("log")));
+    QVERIFY2(!children.empty(), c::readAll(dir.file("log")).c_str());
+    ::kill(children[0], SIGKILL);  // the long variant, started first
+    const int status = c::waitFor(launcher, 120);
+    const auto log = c::readAll(dir.file("log")), err = c::readAll(dir.file("err"));
+    QVERIFY2(status == 1, (log + err).c_str());
+    QVERIFY2(log.find("[hedgehog] failed after") != std::string::npos &&
+                 log.find(": killed by signal 9 (log") != std::string::npos,
+             log.c_str());
+    QVERIFY2(err.find("the first, hedgehog: killed by signal 9 (log ") != std::string::npos, err.c_str());
+    QVERIFY2(log.find("\nfailed (") != std::string::npos, log.c_str());  // the experiment, not "completed"
+    const auto summary = json::parse(std::ifstream(dir.file("exp") + "/summary.json"));
+    QCOMPARE(summary["variants"].size(), size_t(2));
+    QCOMPARE(summary["variants"][0]["name"].get<std::string>(), std::string("hedgehog"));
+    QCOMPARE(summary["variants"][0]["status"].get<std::string>(), std::string("failed"));
+    QCOMPARE(summary["variants"][0]["message"].get<std::string>(), std::string("killed by signal 9"));
+    QCOMPARE(summary["variants"][1]["status"].get<std::string>(), std::string("completed"));
+  }
 };
 
 HH_TEST_SUITE(TestVariantProcesses, "app.cli.variant_processes", &TestVariantProcesses::runsVariantsInProcesses,
               &TestVariantProcesses::failingVariantIsNamed, &TestVariantProcesses::terminateCancelsEveryVariant,
-              &TestVariantProcesses::ctrlCReachesEachChildOnce, &TestVariantProcesses::killedLauncherLeavesNoChild)
+              &TestVariantProcesses::ctrlCReachesEachChildOnce, &TestVariantProcesses::killedLauncherLeavesNoChild,
+              &TestVariantProcesses::killedChildIsListedAsFailed)
 
 }  // namespace test_variant_processes
 

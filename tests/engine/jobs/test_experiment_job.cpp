@@ -13,7 +13,8 @@
 //   - resume continues a cancelled variant from its checkpoint (a continuation run file; the
 //     summary's numbers are the continuation's) and starts one without a checkpoint afresh;
 //   - pendingVariants lists what would run and refuses an unknown --only name; summaryOnly runs
-//     nothing and lists what was recorded, failed variants included
+//     nothing and lists what was recorded, failed variants included, and a variant whose child
+//     process left no record (killed) as failed with the child's reason
 //     (the CLI's `experiment --jobs N` is app.cli.variant_processes).
 #include <algorithm>
 #include <filesystem>
@@ -263,13 +264,34 @@ class TestExperimentJob : public QObject {
     onlyFirst.only = {"nope"};
     HH_VERIFY_THROWS_WITH(j::pendingVariants(c, onlyFirst), "no variant named");
   }
+
+  // A child of `experiment --jobs` killed while its job ran (kill -9, the OOM killer) left no
+  // record: the summary lists its variant as failed with the child's reason, and the experiment
+  // failed (it was left out, and the experiment "completed").
+  void childWithoutRecordIsFailed() {
+    hh::test::TempDir dir("experiment_child_killed");
+    const auto c = j::experimentConfigFromJson(tinyExperiment(dir));
+    j::ExperimentOptions options;
+    options.summaryOnly = true;
+    options.ranInChildren = {"hedgehog"};
+    options.childFailures = {{"hedgehog", "killed by signal 9"}};
+    j::JobObserver quiet;
+    const auto r = j::runExperiment(c, quiet, options);
+    QCOMPARE(r.variants.size(), size_t(1));
+    QCOMPARE(r.variants[0].name, std::string("hedgehog"));
+    QVERIFY(r.variants[0].status == j::JobStatus::Failed);
+    QCOMPARE(r.variants[0].message, std::string("killed by signal 9"));
+    QVERIFY(r.status == j::JobStatus::Failed);
+    QVERIFY2(r.message.find("1 failed") != std::string::npos, r.message.c_str());
+  }
 };
 
 HH_TEST_SUITE(TestExperimentJob, "engine.jobs.experiment", &TestExperimentJob::initTestCase,
               &TestExperimentJob::configErrorsNameTheProblem, &TestExperimentJob::variantsAreMergePatches,
               &TestExperimentJob::runsSummarizesAndReuses, &TestExperimentJob::failureIsRecordedAndCancelStops,
               &TestExperimentJob::resumeContinuesAnInterruptedVariant,
-              &TestExperimentJob::resumeRunsAConvertVariantAfresh, &TestExperimentJob::pendingAndSummaryOnly)
+              &TestExperimentJob::resumeRunsAConvertVariantAfresh, &TestExperimentJob::pendingAndSummaryOnly,
+              &TestExperimentJob::childWithoutRecordIsFailed)
 
 }  // namespace test_experiment_job
 

@@ -12,10 +12,13 @@
 //     processes", Pause is disabled (the dashboard's button hidden), a second start is refused,
 //     and Cancel ends it as cancelled;
 //   - a missing CLI is refused with a message naming it; the New conversion form offers 1 to the
-//     machine's cores processes, default 1.
+//     machine's cores processes, default 1;
+//   - with a stand-in launcher (a script): the first cancel never kills it (rank 0 may be saving),
+//     a second cancel sends a second SIGTERM, and a launcher that ignores it is killed.
 // Skipped when the CLI is not built (HH_CLI_BINARY empty).
 #include <QAction>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QFileInfo>
 #include <QLabel>
 #include <QPushButton>
@@ -25,6 +28,7 @@
 #include <QThread>
 
 #include <cstdlib>
+#include <fstream>
 
 #include "app/gui/conversion/config_form.h"
 #include "app/gui/conversion/dashboard_view.h"
@@ -58,6 +62,13 @@ j::ConvertConfig tinyConfig(const hh::test::TempDir& dir, int64_t distillSteps) 
 }
 
 QString path(const std::string& p) { return QString::fromStdString(p); }
+
+// An executable shell script at `file`, standing in for the CLI's launcher.
+QString writeScript(const std::string& file, const std::string& body) {
+  std::ofstream(file) << "#!/bin/sh\n" << body;
+  QFile::setPermissions(path(file), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+  return path(file);
+}
 
 }  // namespace
 
@@ -180,6 +191,48 @@ class TestProcessJobRunner : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->statusText().startsWith("cancelled"), 10000);
   }
 
+  // The first cancel leaves the launcher to end on its own however long rank 0's save takes (the
+  // kill it got 30 s later cut the save short); a second cancel is the user's force-stop.
+  void onlyASecondCancelForceStops() {
+    hh::test::TempDir dir("process_runner_force");
+    hh::gui::ProcessJobRunner runner;
+    runner.setKillAfterMs(200);
+    // Ends (130) on the second SIGTERM only, as the launcher does once it has passed on two.
+    runner.setBinary(writeScript(
+        dir.file("launcher.sh"),
+        "n=0\ntrap 'n=$((n+1)); [ $n -ge 2 ] && { echo \"hedgehog: cancelled: forced\" >&2; exit 130; }' TERM\n"
+        "echo ready\nwhile :; do sleep 0.05; done\n"));
+    QSignalSpy finished(&runner, &hh::gui::ProcessJobRunner::finished);
+    QSignalSpy said(&runner, &hh::gui::ProcessJobRunner::logLine);
+    QCOMPARE(runner.startConvert(tinyConfig(dir, 6), 2), QString());
+    QTRY_VERIFY_WITH_TIMEOUT(said.count() > 0, 10000);  // its trap is set
+    runner.cancel();
+    QTest::qWait(1000);  // five times the kill delay
+    QVERIFY(runner.running());
+    QCOMPARE(finished.count(), 0);
+    runner.cancel();
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0, 10000);
+    QCOMPARE(finished.at(0).at(0).toString(), QString("cancelled"));
+    QCOMPARE(finished.at(0).at(1).toString(), QString("forced"));
+
+    // A launcher that ignores SIGTERM altogether: killed after the second cancel.
+    hh::gui::ProcessJobRunner deaf;
+    deaf.setKillAfterMs(200);
+    deaf.setBinary(writeScript(dir.file("deaf.sh"), "trap '' TERM\necho ready\nwhile :; do sleep 0.05; done\n"));
+    QSignalSpy ended(&deaf, &hh::gui::ProcessJobRunner::finished);
+    QSignalSpy deafSaid(&deaf, &hh::gui::ProcessJobRunner::logLine);
+    QCOMPARE(deaf.startConvert(tinyConfig(dir, 6), 2), QString());
+    QTRY_VERIFY_WITH_TIMEOUT(deafSaid.count() > 0, 10000);
+    deaf.cancel();
+    QTest::qWait(600);
+    QVERIFY(deaf.running());
+    deaf.cancel();
+    QTRY_VERIFY_WITH_TIMEOUT(ended.count() > 0, 10000);
+    QCOMPARE(ended.at(0).at(0).toString(), QString("cancelled"));
+    QVERIFY2(ended.at(0).at(1).toString().startsWith("killed: still running"),
+             qPrintable(ended.at(0).at(1).toString()));
+  }
+
   void refusesAMissingCliAndOffersProcesses() {
     hh::test::TempDir dir("process_runner_missing");
     hh::gui::ProcessJobRunner runner;
@@ -202,6 +255,7 @@ class TestProcessJobRunner : public QObject {
 HH_TEST_SUITE(TestProcessJobRunner, "app.gui.process_job_runner", &TestProcessJobRunner::initTestCase,
               &TestProcessJobRunner::completesOnTwoProcesses, &TestProcessJobRunner::cancelStopsEveryRank,
               &TestProcessJobRunner::mainWindowFollowsAMultiProcessRun,
+              &TestProcessJobRunner::onlyASecondCancelForceStops,
               &TestProcessJobRunner::refusesAMissingCliAndOffersProcesses)
 
 }  // namespace test_process_job_runner
