@@ -30,7 +30,7 @@ void printChain(const std::string& path) {
     std::string status;
     try {
       const auto reader = runs::RunReader::open(chain[i]);
-      status = reader.interrupted() ? "interrupted" : runs::statusName(reader.status());
+      status = runs::shownStatus(reader);
     } catch (const std::exception& e) {
       status = std::string("unreadable: ") + e.what();
     }

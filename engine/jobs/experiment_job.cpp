@@ -89,15 +89,9 @@ std::map<std::string, double> finalMetrics(const std::string& dir) {
     // A resumed job's last values are in its last continuation (engine/runs/run_chain.h).
     const auto chain = runs::runChain(folder.string());
     if (chain.empty()) continue;
-    try {
-      const auto last = runs::RunReader::open(chain.back());
-      for (const auto& spec : last.header().layout.scalars) {
-        const auto series = runs::chainedScalars(chain, spec.name);
-        if (!series.values.empty()) out[prefix + spec.name] = series.values.back();
-      }
-    } catch (const std::exception&) {
-      // A file that cannot be read contributes nothing; the variant's status says why.
-    }
+    // A file that cannot be read contributes nothing; the variant's status says why.
+    for (const auto& [name, series] : runs::chainedAllScalars(chain))
+      if (!series.values.empty()) out[prefix + name] = series.values.back();
   }
   return out;
 }

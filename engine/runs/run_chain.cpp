@@ -75,24 +75,55 @@ int removeContinuations(const std::string& dir, int64_t fromStep) {
   return removed;
 }
 
+namespace {
+
+// Appends `part`'s rows up to step `until` to `out`.
+void appendUntil(const ScalarSeries& part, int64_t until, ScalarSeries& out) {
+  for (size_t r = 0; r < part.steps.size(); ++r) {
+    if (part.steps[r] > until) break;
+    out.steps.push_back(part.steps[r]);
+    out.times.push_back(part.times[r]);
+    out.values.push_back(part.values[r]);
+  }
+}
+
+// The step up to which file i of `files` counts: where the next one resumed, else every step.
+int64_t keptUntil(const std::vector<std::string>& files, size_t i) {
+  return i + 1 < files.size() ? resumedAfter(files[i + 1]) : std::numeric_limits<int64_t>::max();
+}
+
+}  // namespace
+
 ScalarSeries chainedScalars(const std::vector<std::string>& files, const std::string& name) {
   ScalarSeries out;
   for (size_t i = 0; i < files.size(); ++i) {
-    const int64_t until = i + 1 < files.size() ? resumedAfter(files[i + 1]) : std::numeric_limits<int64_t>::max();
     ScalarSeries part;
     try {
       part = RunReader::open(files[i]).scalars(name);
     } catch (const std::exception&) {
       continue;
     }
-    for (size_t r = 0; r < part.steps.size(); ++r) {
-      if (part.steps[r] > until) break;
-      out.steps.push_back(part.steps[r]);
-      out.times.push_back(part.times[r]);
-      out.values.push_back(part.values[r]);
+    appendUntil(part, keptUntil(files, i), out);
+  }
+  return out;
+}
+
+std::map<std::string, ScalarSeries> chainedAllScalars(const std::vector<std::string>& files) {
+  std::map<std::string, ScalarSeries> out;
+  for (size_t i = 0; i < files.size(); ++i) {
+    try {
+      const auto reader = RunReader::open(files[i]);
+      for (const auto& spec : reader.header().layout.scalars)
+        appendUntil(reader.scalars(spec.name), keptUntil(files, i), out[spec.name]);
+    } catch (const std::exception&) {
+      // An unreadable file contributes nothing, as in chainedScalars.
     }
   }
   return out;
+}
+
+std::string shownStatus(const RunReader& reader) {
+  return reader.interrupted() ? "interrupted" : statusName(reader.status());
 }
 
 }  // namespace hh::runs

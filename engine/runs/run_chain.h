@@ -4,6 +4,7 @@
 // to end (the experiment view, the experiment summary) read the chain, not run.h5 alone.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,13 @@ int removeContinuations(const std::string& dir, int64_t fromStep);
 // from (a killed run may have logged steps past its last checkpoint, which the continuation
 // redoes). A file without the scalar, or unreadable, contributes nothing.
 ScalarSeries chainedScalars(const std::vector<std::string>& files, const std::string& name);
+
+// Every scalar of the chain, joined as chainedScalars joins one, each file opened once: the
+// names of every file (one only in a continuation included), in name order.
+std::map<std::string, ScalarSeries> chainedAllScalars(const std::vector<std::string>& files);
+
+// A run file's status as shown to people: "interrupted" when it says running but no writer has
+// it open (a killed job), else its status's name.
+std::string shownStatus(const RunReader& reader);
 
 }  // namespace hh::runs

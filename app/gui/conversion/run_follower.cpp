@@ -238,7 +238,7 @@ RunUpdate RunFollower::statusUpdate() const {
   RunUpdate u;
   u.path = path_;
   u.kind = QString::fromStdString(header.kind);
-  u.status = reader_->interrupted() ? QStringLiteral("interrupted") : QString::fromLatin1(runs::statusName(reader_->status()));
+  u.status = QString::fromStdString(runs::shownStatus(*reader_));
   u.statusMessage = QString::fromStdString(reader_->statusMessage());
   u.plannedSteps = plannedStepsOf(header.configJson);
   u.reset = !announced_;

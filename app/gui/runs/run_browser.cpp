@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -62,21 +61,12 @@ QString modelOf(const nlohmann::json& config) {
 // A run's status as the table shows it: its last file's (interrupted when that says running but
 // no writer holds it).
 QString statusOf(const runs::RunReader& reader) {
-  return reader.interrupted() ? QStringLiteral("interrupted") : QString::fromLatin1(runs::statusName(reader.status()));
+  return QString::fromStdString(runs::shownStatus(reader));
 }
 
 // The last value of every scalar of a resumed run's files, joined at the resume steps.
 void readChainedLastValues(const std::vector<std::string>& files, RunSummary& s) {
-  std::set<std::string> names;
-  for (const auto& file : files) {
-    try {
-      const auto reader = runs::RunReader::open(file);
-      for (const auto& spec : reader.header().layout.scalars) names.insert(spec.name);
-    } catch (const std::exception&) {
-    }
-  }
-  for (const auto& name : names) {
-    const auto series = runs::chainedScalars(files, name);
+  for (const auto& [name, series] : runs::chainedAllScalars(files)) {
     if (series.steps.empty()) continue;
     s.lastStep = std::max<qint64>(s.lastStep, series.steps.back());
     const QString shown = QString::fromStdString(name);

@@ -34,10 +34,11 @@ RunCurves readRunCurves(const QString& path, const QString& label) {
     out.kind = QString::fromStdString(reader.header().kind);
     // A resumed run's files joined at the resume steps: the steps a killed run logged past its
     // checkpoint were redone by the continuation, and are drawn once, from it.
-    const auto files = runs::chainFrom(path.toStdString());
+    const auto all = runs::chainedAllScalars(runs::chainFrom(path.toStdString()));
     for (const QString& name : overlayScalars()) {
-      const auto series = runs::chainedScalars(files, name.toStdString());
-      if (series.steps.empty()) continue;
+      const auto found = all.find(name.toStdString());
+      if (found == all.end() || found->second.steps.empty()) continue;
+      const auto& series = found->second;
       auto& curve = out.curves[name];
       for (size_t r = 0; r < series.steps.size(); ++r) {
         curve.steps.push_back(double(series.steps[r]));

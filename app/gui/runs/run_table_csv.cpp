@@ -80,12 +80,10 @@ RunTraces readRunTraces(const QString& path, const QString& label) {
   RunTraces out;
   out.label = label;
   try {
-    const auto reader = runs::RunReader::open(path.toStdString());  // the first file must read
+    (void)runs::RunReader::open(path.toStdString());  // the first file must read: its error is the row's
     // A resumed run: its files joined at the resume steps (the continuation's rows win).
-    const auto files = runs::chainFrom(path.toStdString());
-    for (const auto& spec : reader.header().layout.scalars) {
-      const auto series = files.size() == 1 ? reader.scalars(spec.name) : runs::chainedScalars(files, spec.name);
-      auto& trace = out.series[QString::fromStdString(spec.name)];
+    for (const auto& [name, series] : runs::chainedAllScalars(runs::chainFrom(path.toStdString()))) {
+      auto& trace = out.series[QString::fromStdString(name)];
       for (size_t i = 0; i < series.steps.size(); ++i) trace[series.steps[i]] = series.values[i];  // a repeated step: its last value
     }
   } catch (const std::exception& e) {

@@ -4,6 +4,8 @@
 //   - chainedScalars keeps each file's rows up to the step its continuation resumed from, so the
 //     rows a killed run logged past its checkpoint are replaced by the continuation's;
 //   - a file lacking the scalar, or not a run file at all, contributes nothing;
+//   - chainedAllScalars equals chainedScalars of each name, over the union of the files' names;
+//   - shownStatus says "interrupted" for a file left running with no writer, else the status;
 //   - chainOf puts a file in its folder's chain (also one not written yet) and leaves any other
 //     name alone; chainFrom is the part from the file on;
 //   - removeContinuations deletes the continuations from a step on and nothing else.
@@ -93,6 +95,12 @@ class TestRunChain : public QObject {
     QCOMPARE(loss.values, values);
     QCOMPARE(loss.times.size(), steps.size());
     QVERIFY(chainedScalars(runChain(dir.file("")), "no_such_scalar").steps.empty());
+    const auto all = chainedAllScalars(runChain(dir.file("")));
+    for (const auto& [name, series] : all) QCOMPARE(series.values, chainedScalars(runChain(dir.file("")), name).values);
+    QCOMPARE(all.at("loss").steps, steps);
+    QCOMPARE(all.at("loss").values, values);
+    QCOMPARE(all.at("loss").times, loss.times);
+    QCOMPARE(all.at("lr").values, chainedScalars(runChain(dir.file("")), "lr").values);
   }
 
   void skipsFilesWithoutTheScalarOrUnreadable() {
@@ -104,6 +112,21 @@ class TestRunChain : public QObject {
     QCOMPARE(chain.size(), size_t(3));
     QCOMPARE(chainedScalars(chain, "lr").steps, (std::vector<int64_t>{1, 2, 3, 4}));
     QCOMPARE(chainedScalars(chain, "loss").steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+    const auto all = chainedAllScalars(chain);
+    QCOMPARE(all.at("lr").steps, (std::vector<int64_t>{1, 2, 3, 4}));
+    QCOMPARE(all.at("loss").steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  }
+
+  void showsAKilledRunAsInterrupted() {
+    ScratchDir dir;
+    writeRun(dir.file("killed.h5"), 1, 2, 1);  // closed without a status: as a kill -9 leaves it
+    QCOMPARE(shownStatus(RunReader::open(dir.file("killed.h5"))), std::string("interrupted"));
+    auto writer = RunWriter::create(dir.file("done.h5"), sampleHeader());
+    writer.setStatus(RunStatus::Cancelled);
+    writer.close();
+    QCOMPARE(shownStatus(RunReader::open(dir.file("done.h5"))), std::string("cancelled"));
+    auto open = RunWriter::create(dir.file("live.h5"), sampleHeader());  // a writer has it open
+    QCOMPARE(shownStatus(RunReader::open(dir.file("live.h5"))), std::string("running"));
   }
 
   void removesLaterContinuations() {
@@ -122,7 +145,8 @@ class TestRunChain : public QObject {
 
 HH_TEST_SUITE(TestRunChain, "engine.runs.chain", &TestRunChain::listsTheContinuationsInOrder,
               &TestRunChain::placesAFileInItsChain, &TestRunChain::joinsTheScalarsAtTheResumeSteps,
-              &TestRunChain::skipsFilesWithoutTheScalarOrUnreadable, &TestRunChain::removesLaterContinuations)
+              &TestRunChain::skipsFilesWithoutTheScalarOrUnreadable, &TestRunChain::removesLaterContinuations,
+              &TestRunChain::showsAKilledRunAsInterrupted)
 
 }  // namespace test_run_chain
 
