@@ -237,7 +237,9 @@ void addBenchCommand(CLI::App& app) {
       ->check(CLI::Range(int64_t(2), int64_t(1) << 20));
   cmd->add_option("--warmup", a->warmup, "Untimed steps first (default 2)")->check(CLI::Range(0, 100000));
   cmd->add_option("--repeats", a->repeats, "Timed steps (default 10)")->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", a->threads, "Torch intra-op threads (default 0: HH_NUM_THREADS or all cores)")
+  cmd->add_option("--threads", a->threads,
+                   "Torch and OpenBLAS threads (default 0: HH_NUM_THREADS, else every core; 1 on 2 cores or "
+                   "fewer unless OMP_WAIT_POLICY=passive)")
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--only", a->only, "distill | finetune | forward (default: all three)");
   cmd->add_option("--save-batch", a->saveBatch, "Write the batch's input_ids here (safetensors)");
@@ -252,7 +254,7 @@ void addBenchCommand(CLI::App& app) {
     attn::parseFeatureMapKind(a->featureMap);  // refused before anything is written
     for (const auto& [path, flag] : {std::pair{a->saveBatch, "--save-batch"}, std::pair{a->json, "--json"}})
       refuseOutputInside(path, flag, a->model);
-    if (a->threads > 0) torch::set_num_threads(a->threads);
+    if (a->threads > 0) applyThreadCount(a->threads);  // OpenBLAS's pool too, as every job's count
     Bench bench;
     bench.source = ModelSource{a->model, a->shape, a->seqLen, jobs::loadOptions(a->device, a->dtype)};
     bench.featureMap = a->featureMap;
