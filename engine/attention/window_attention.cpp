@@ -244,6 +244,8 @@ torch::Tensor windowRecurrent(const WindowInputs& in, const WindowOptions& o) {
 torch::Tensor windowPrefill(RecurrentState& state, const WindowInputs& in, const WindowOptions& o) {
   validateWindowInputs(in, o);
   if (!o.causal) throw std::invalid_argument("prefill continues a causal state; this attention is bidirectional");
+  // The state keeps no key mask: padded keys would enter S, z and the ring as real ones.
+  if (in.keyMask.defined()) throw std::invalid_argument("a window prefill takes no key mask: the recurrent state keeps none");
   if (state.position > 0) {  // continuing: token by token
     std::vector<torch::Tensor> out;
     for (int64_t t = 0; t < in.q.size(2); ++t) out.push_back(windowStep(state, tokenOf(in, t), o));

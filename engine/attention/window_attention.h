@@ -59,6 +59,7 @@ RecurrentState initialWindowState(int64_t batch, int64_t heads, int64_t featureD
 // The state keeps no key mask, so in.keyMask must be undefined (decoding has no padding).
 at::Tensor windowStep(RecurrentState& state, const WindowInputs& in, const WindowOptions& options);
 // T tokens from `state` (the prompt): equal to T steps, the chunked form when the state is fresh.
+// No key mask either (std::invalid_argument): a padded prompt has no place in one recurrent state.
 at::Tensor windowPrefill(RecurrentState& state, const WindowInputs& in, const WindowOptions& options);
 
 // Throws std::invalid_argument with a reason (shapes, W < 1, mix not [H]).

@@ -163,6 +163,12 @@ class TestWindowAttention : public QObject {
     QVERIFY(maxError(torch::cat(out, 2), want) < 1e-10);
     QCOMPARE(state.position, int64_t(30));
     QCOMPARE(state.bytes(), bytes);
+    // A padded prompt: the state cannot keep its mask, so the prefill refuses it.
+    auto padded = slice(0, 4);
+    padded.keyMask = torch::ones({1, 4}, torch::kBool);
+    auto fresh = a::initialWindowState(1, 2, 6, 4, o, torch::kDouble, torch::kCPU);
+    HH_VERIFY_THROWS(std::invalid_argument, a::windowPrefill(fresh, padded, o));
+    QCOMPARE(fresh.position, int64_t(0));
   }
 
   void badInputsAreRefused() {
