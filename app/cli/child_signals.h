@@ -2,7 +2,8 @@
 // `experiment --jobs`): while a ForwardedSignals lives, SIGINT and SIGTERM only count, so the
 // launcher's wait loop can pass each one on to its children (one SIGINT each: the first cancels a
 // child's job, a second kills it). Each child sits in its own process group (detachChild), so a
-// Ctrl-C at the terminal reaches the launcher alone and the children once, through it.
+// Ctrl-C at the terminal reaches the launcher alone and the children once, through it. A SIGTERM
+// after the launcher's parent died is counted only when it is the first (countsAsForwarded).
 #pragma once
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -13,12 +14,24 @@
 namespace hh::cli {
 
 inline std::atomic<int> gForwardedSignals{0};
-inline void countForwardedSignal(int) { gForwardedSignals.fetch_add(1); }
+inline std::atomic<pid_t> gLauncherParent{0};  // the launcher's parent when the counting began
+
+// Whether a signal counts as one more to pass on. Not a SIGTERM that comes once the launcher's
+// parent has died (it is the parent-death signal of the workbench's child) after a first signal:
+// the workbench dying after a cancel is no force-stop, and rank 0 may be saving.
+inline bool countsAsForwarded(int signal, pid_t parentNow, pid_t parentAtStart, int countedSoFar) {
+  return !(signal == SIGTERM && parentNow != parentAtStart && countedSoFar >= 1);
+}
+inline void countForwardedSignal(int signal) {
+  if (countsAsForwarded(signal, getppid(), gLauncherParent.load(), gForwardedSignals.load()))
+    gForwardedSignals.fetch_add(1);
+}
 
 class ForwardedSignals {
  public:
   ForwardedSignals() {
     gForwardedSignals = 0;
+    gLauncherParent = getppid();
     struct sigaction action {};
     action.sa_handler = countForwardedSignal;
     sigemptyset(&action.sa_mask);

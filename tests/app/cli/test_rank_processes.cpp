@@ -14,7 +14,8 @@
 //     every rank; the launcher leaves rank 0 to save after such a failure or a cancel, kills the others
 //     2 s after rank 0 failed, 30 s after a rank > 0 failed on its own (rankKillDelay);
 //   - ranks interrupted and then left by their launcher (killed) finish the cancel: rank 0 closes
-//     its run file as cancelled (the parent-death signal is no second interrupt).
+//     its run file as cancelled (the parent-death signal is no second interrupt); nor is the
+//     launcher's own parent-death signal after a cancel (countsAsForwarded).
 #include <torch/types.h>
 
 #include <signal.h>
@@ -25,6 +26,7 @@
 #include <regex>
 
 #include "app/cli/child_logs.h"
+#include "app/cli/child_signals.h"
 #include "engine/io/safetensors.h"
 #include "engine/models/tensor_file.h"
 #include "engine/runs/run_reader.h"
@@ -253,6 +255,19 @@ class TestRankProcesses : public QObject {
     QVERIFY(hh::runs::RunReader::open(dir.file("run") + "/run.h5").status() == hh::runs::RunStatus::Failed);
   }
 
+  // The launcher's count of signals to pass on (child_signals.h): the workbench dying after a
+  // cancel sends the launcher its parent-death SIGTERM, which must not become the second
+  // interrupt that ends the ranks at once (rank 0 may be saving).
+  void parentDeathAfterACancelIsNoForceStop() {
+    namespace cli = hh::cli;
+    const pid_t workbench = 100, init = 1;
+    QVERIFY(cli::countsAsForwarded(SIGTERM, workbench, workbench, 0));  // the cancel
+    QVERIFY(cli::countsAsForwarded(SIGTERM, workbench, workbench, 1));  // the force-stop
+    QVERIFY(cli::countsAsForwarded(SIGINT, init, workbench, 1));        // a Ctrl-C still counts
+    QVERIFY(cli::countsAsForwarded(SIGTERM, init, workbench, 0));       // died without a cancel: cancel
+    QVERIFY(!cli::countsAsForwarded(SIGTERM, init, workbench, 1));      // died after one
+  }
+
   // The launcher's rule for the ranks still running once one has ended (child_logs.h).
   void killDelayFollowsHowARankEnded() {
     namespace cli = hh::cli;
@@ -381,6 +396,7 @@ HH_TEST_SUITE(TestRankProcesses, "app.cli.rank_processes", &TestRankProcesses::t
               &TestRankProcesses::terminateCancelsEveryRank, &TestRankProcesses::killedRankFailsTheRun,
               &TestRankProcesses::killedRankZeroIsNamed, &TestRankProcesses::nanOnEveryRankReportsRankZero,
               &TestRankProcesses::killDelayFollowsHowARankEnded,
+              &TestRankProcesses::parentDeathAfterACancelIsNoForceStop,
               &TestRankProcesses::interruptedRanksOutliveTheirLauncher,
               &TestRankProcesses::resumeOnTwoProcessesEqualsOneRun, &TestRankProcesses::badWorldsAreOneLineErrors)
 
