@@ -5,7 +5,8 @@
 # the packed prefix (.device/*.tar.gz), exactly as the device session does, then the engine suites
 # on the CPU against that LibTorch. A build that fails here would have cost a GPU session its
 # measurements; run it after changes to CUDA-only code, CMake or the packed prefix.
-#   bash scripts/rehearse_device_build.sh [build] [test]     (default: both)
+#   bash scripts/rehearse_device_build.sh [build] [test]     (default: both; `test` alone reruns
+#                                                            the suites on the last build's tree)
 # Needs root, debootstrap (installed if missing), Debian's mirror, and the cuDNN library beside
 # nvcc here (libtorch_cuda.so links libcudnn.so.9, whose Debian package downloads it from NVIDIA
 # at install time; only the link needs it). HH_CHROOT (default /srv/hh-trixie) keeps the chroot
@@ -52,8 +53,11 @@ in_chroot() {  # the device session's build variables, Debian's LibTorch, cuDNN 
 
 trap 'umount "$root/proc" "$root/dev" 2> /dev/null || true' EXIT
 make_chroot
-copy_tree
-rm -rf "$root/root/out"
+if [[ " $steps " == *" build "* ]]; then  # `test` alone reruns the suites on the last build
+  copy_tree
+  rm -rf "$root/root/out"
+fi
+mkdir -p "$root/root/out"
 if [[ " $steps " == *" build "* ]]; then
   log "device_build.sh build (HH_CUDA=ON, kernels for sm_90) against LibTorch 2.6 with CUDA"
   in_chroot "bash scripts/device_build.sh build" | tail -5
