@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "app/bench/bench_args.h"
+#include "app/bench/bench_options.h"
 #include "engine/attention/feature_map.h"
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/softmax_attention.h"
@@ -55,13 +55,7 @@
 namespace {
 using Clock = std::chrono::steady_clock;
 
-struct Options {
-  std::vector<int64_t> lengths = {1024, 2048, 4096, 8192, 16384};
-  int repeats = 3;
-  int64_t softmaxMax = 8192, batch = 1, heads = 12, dim = 64, chunk = 64;
-  int64_t plainMax = std::numeric_limits<int64_t>::max();  // the plain loop only up to this length
-  std::string device = "auto", dtype = "float32";
-};
+using Options = hh::bench::AttentionOptions;
 
 struct Measure {
   double seconds = 0.0;  // median
@@ -158,30 +152,6 @@ std::string cell(const Measure& m) {
   return buf;
 }
 
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i], val = argv[i + 1];
-    if (key == "--lengths") o.lengths = hh::bench::parseIntegers(val);
-    else if (key == "--repeats") o.repeats = static_cast<int>(hh::bench::parseInteger(val));
-    else if (key == "--softmax-max") o.softmaxMax = hh::bench::parseInteger(val);
-    else if (key == "--plain-max") o.plainMax = hh::bench::parseInteger(val);
-    else if (key == "--batch") o.batch = hh::bench::parseInteger(val);
-    else if (key == "--heads") o.heads = hh::bench::parseInteger(val);
-    else if (key == "--dim") o.dim = hh::bench::parseInteger(val);
-    else if (key == "--chunk") o.chunk = hh::bench::parseInteger(val);
-    else if (key == "--device") o.device = val;
-    else if (key == "--dtype") o.dtype = val;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", key.c_str());
-      return false;
-    }
-  }
-  if (o.dtype != "float32" && o.dtype != "bfloat16") {
-    std::fprintf(stderr, "--dtype must be float32 or bfloat16\n");
-    return false;
-  }
-  return true;
-}
 // One length's inputs and what every column of its row shares.
 struct Row {
   Row(const Options& o, const std::string& device, hh::attn::LinearAttention& hedgehog, double rate, int64_t n)
@@ -267,7 +237,8 @@ std::string baseCells(const Row& r) {
       plainChunkedLoop(fmap->forward(qg), fmap->forward(kg), vg, o.chunk, eps).sum().backward();
     }, o.repeats);
   }
-  const std::string skipped = "skipped (memory)", skippedPlain = "skipped (--plain-max)", absent = "n/a (torch < 2)";
+  const std::string skipped = "skipped (--softmax-max)", skippedPlain = "skipped (--plain-max)",
+                    absent = "n/a (torch < 2)";
   char buf[1024];
   std::snprintf(buf, sizeof buf,
                 "| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.4f ms | %.2fx | %s | %s | %s | %s |",
@@ -332,8 +303,7 @@ std::string kernelCells(const Row&) { return ""; }
 }  // namespace
 
 int benchMain(int argc, char** argv) {
-  Options o;
-  if (!parse(argc, argv, o)) return 2;
+  const Options o = hh::bench::parseAttentionOptions(argc, argv);
   mallopt(M_MMAP_THRESHOLD, 64 * 1024);
   const auto rt = hh::initRuntime();
   const std::string device = hh::resolveDevice(o.device);
@@ -358,5 +328,6 @@ int benchMain(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  return hh::bench::reportErrors("hh_bench_attention", [&] { return benchMain(argc, argv); });
+  return hh::bench::reportErrors(
+      "hh_bench_attention", [&] { return benchMain(argc, argv); }, hh::bench::kAttentionUsage);
 }

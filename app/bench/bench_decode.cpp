@@ -15,8 +15,10 @@
 // One layer alone: softmax over the cache, the engine's step (the fused step kernel on a GPU built
 // with them), the LibTorch step (HH_FUSED_CUDA policy Never) and the floor of the state it reads
 // and writes.
-// Floor: the bytes one step must read (every weight once, plus the KV cache for softmax) over the
-// machine's measured read rate (a matrix-vector product over a 512 MiB matrix, best of 5).
+// Floor: the bytes one step must read (every weight of the model as planned once, except the
+// learned position table, of which it reads one row; plus the KV cache for softmax, the state for
+// Hedgehog) over the machine's measured read rate (a matrix-vector product over a 512 MiB matrix,
+// best of 5).
 #include <torch/types.h>
 
 #include <malloc.h>
@@ -31,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "app/bench/bench_args.h"
+#include "app/bench/bench_options.h"
 #include "engine/attention/linear_attention.h"
 #include "engine/attention/softmax_attention.h"
 #include "engine/core/device.h"
@@ -111,6 +113,19 @@ int64_t weightBytes(const m::TransformerModel& model) {
   return n;
 }
 
+// The weight bytes one decoding step reads: every parameter once, except GPT-2's learned position
+// table (wpe), of which a step reads its one row. The table is sized to the largest position asked
+// for (32K rows, 101 MB for GPT-2 small), and counting it whole put the floor that much too high.
+int64_t stepWeightBytes(const m::TransformerModel& model) {
+  int64_t n = 0;
+  for (const auto& item : model.named_parameters(true)) {
+    const auto& p = item.value();
+    const int64_t bytes = p.numel() * int64_t(p.element_size());
+    n += item.key() == "wpe.weight" ? bytes / p.size(0) : bytes;
+  }
+  return n;
+}
+
 // The Hedgehog step recorded once as a CUDA graph and replayed (generation/decode_graph.h): the
 // timing, or zeros with `note` saying why it could not run (a CPU run, a build without CUDA or
 // without the fused step kernel).
@@ -131,35 +146,7 @@ Timing timeGraphedStep(m::TransformerModel& model, const m::AttentionPlan& plan,
   }
 }
 
-// The command line (see the header).
-struct Args {
-  std::vector<int64_t> positions = {512, 2048, 8192, 32768};
-  std::vector<std::string> shapes = {"demo", "gpt2-small"};
-  int steps = 16;
-  int64_t batch = 1;
-  std::string device = "auto", dtype = "float32";
-};
-
-bool parse(int argc, char** argv, Args& a) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i], val = argv[i + 1];
-    if (key == "--positions") a.positions = hh::bench::parseIntegers(val);
-    else if (key == "--steps") a.steps = static_cast<int>(hh::bench::parseInteger(val));
-    else if (key == "--shapes") a.shapes = hh::bench::parseNames(val);
-    else if (key == "--batch") a.batch = hh::bench::parseInteger(val);
-    else if (key == "--device") a.device = val;
-    else if (key == "--dtype") a.dtype = val;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", key.c_str());
-      return false;
-    }
-  }
-  if (a.dtype != "float32" && a.dtype != "bfloat16") {
-    std::fprintf(stderr, "--dtype must be float32 or bfloat16\n");
-    return false;
-  }
-  return true;
-}
+using Args = hh::bench::DecodeOptions;  // the command line (see the header)
 
 // What every table of one run shares.
 struct Run {
@@ -168,17 +155,25 @@ struct Run {
   double bandwidth = 0.0;        // GB/s, measured
 };
 
-// One decoding step of `model` under `plan` from a cache at `position`: its time, and the bytes
-// of the cache it reads (`extra` positions reserved beyond, as generate() does for the KV cache).
-Timing timeStep(m::TransformerModel& model, const m::AttentionPlan& plan, const Run& run, int64_t position,
-                int64_t extra, const torch::Tensor& token, int64_t& cacheBytes) {
+// One decoding step of `model` under `plan` from a cache at `position`: its time, the bytes of the
+// cache it reads (`extra` positions reserved beyond, as generate() does for the KV cache) and of the
+// weights it reads under that plan (stepWeightBytes).
+struct StepCost {
+  Timing time;
+  int64_t cacheBytes = 0, weightBytes = 0;
+};
+
+StepCost timeStep(m::TransformerModel& model, const m::AttentionPlan& plan, const Run& run, int64_t position,
+                  int64_t extra, const torch::Tensor& token) {
   model.setAttentionPlan(plan);
   auto cache = cacheAt(model, run.args.batch, position, extra);
   m::ForwardOptions forward;
   forward.cache = &cache;
-  const auto t = time([&] { model.forward(token, forward); }, run.args.steps);
-  cacheBytes = cache.bytes();
-  return t;
+  StepCost cost;
+  cost.time = time([&] { model.forward(token, forward); }, run.args.steps);
+  cost.cacheBytes = cache.bytes();
+  cost.weightBytes = stepWeightBytes(model);
+  return cost;
 }
 
 // The whole-model table: softmax with a KV cache, the Hedgehog recurrent step, the window hybrid
@@ -198,13 +193,16 @@ void modelTable(m::TransformerModel& model, const Run& run) {
   std::string graphNote;  // why the CUDA-graph column is empty, once per shape
   for (const int64_t p : run.args.positions) {
     const auto token = torch::full({batch, 1}, 464, run.options.dtype(torch::kLong));
-    int64_t kvBytes = 0, stateBytes = 0, windowBytes = 0;
-    const auto soft = timeStep(model, {}, run, p, steps + 4, token, kvBytes);
-    const auto recurrent = timeStep(model, plan, run, p, 0, token, stateBytes);
-    const auto window = timeStep(model, windowPlan, run, p, 0, token, windowBytes);
+    const auto softCost = timeStep(model, {}, run, p, steps + 4, token);
+    const auto recurrentCost = timeStep(model, plan, run, p, 0, token);
+    const auto windowCost = timeStep(model, windowPlan, run, p, 0, token);
     const auto graphed = timeGraphedStep(model, plan, batch, p, token, int(steps), graphNote);
-    const double softFloor = double(weightBytes(model) + kvBytes * (p + 1) / (p + steps + 4)) / run.bandwidth / 1e6;
-    const double hhFloor = double(weightBytes(model) + stateBytes) / run.bandwidth / 1e6;
+    const auto &soft = softCost.time, &recurrent = recurrentCost.time, &window = windowCost.time;
+    const int64_t kvBytes = softCost.cacheBytes, stateBytes = recurrentCost.cacheBytes,
+                  windowBytes = windowCost.cacheBytes;
+    // Each path's own weights (softmax reads no feature maps): the filled part of the KV cache.
+    const double softFloor = double(softCost.weightBytes + kvBytes * (p + 1) / (p + steps + 4)) / run.bandwidth / 1e6;
+    const double hhFloor = double(recurrentCost.weightBytes + stateBytes) / run.bandwidth / 1e6;
     char graphCells[64] = "n/a | -";
     if (graphed.medianMs > 0)
       std::snprintf(graphCells, sizeof graphCells, "%.3f (%.3f) | %.1fx", graphed.medianMs, graphed.bestMs,
@@ -262,8 +260,7 @@ void layerTable(const std::string& shape, const m::ModelConfig& c, const Run& ru
 }  // namespace
 
 int benchMain(int argc, char** argv) {
-  Args args;
-  if (!parse(argc, argv, args)) return 2;
+  const Args args = hh::bench::parseDecodeOptions(argc, argv);
   mallopt(M_MMAP_THRESHOLD, 64 * 1024);
   const auto rt = hh::initRuntime();
   at::NoGradGuard noGrad;
@@ -282,9 +279,12 @@ int benchMain(int argc, char** argv) {
     model->to(run.options.device(), run.options.dtype().toScalarType());
     model->eval();
     const auto& c = model->config();
-    std::printf("\n## %s: %lld layers, %lld heads, head dim %lld, %.1f M parameters (%.0f MB of weights)\n", shape.c_str(),
-                (long long)c.layers, (long long)c.heads, (long long)c.headDim, model->parameterCount() / 1e6,
-                weightBytes(*model) / 1e6);
+    char read[96] = "";  // a learned position table: a token reads one row of it
+    if (stepWeightBytes(*model) != weightBytes(*model))
+      std::snprintf(read, sizeof read, ", %.0f MB of them read per token", stepWeightBytes(*model) / 1e6);
+    std::printf("\n## %s: %lld layers, %lld heads, head dim %lld, %.1f M parameters (%.0f MB of weights%s)\n",
+                shape.c_str(), (long long)c.layers, (long long)c.heads, (long long)c.headDim,
+                model->parameterCount() / 1e6, weightBytes(*model) / 1e6, read);
     modelTable(*model, run);
     layerTable(shape, c, run);
   }
@@ -293,5 +293,6 @@ int benchMain(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  return hh::bench::reportErrors("hh_bench_decode", [&] { return benchMain(argc, argv); });
+  return hh::bench::reportErrors(
+      "hh_bench_decode", [&] { return benchMain(argc, argv); }, hh::bench::kDecodeUsage);
 }

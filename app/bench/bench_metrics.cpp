@@ -41,19 +41,15 @@ struct Args {
 
 Args parseArgs(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string key = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(key + " needs a value");
-    const int64_t value = hh::bench::parseInteger(argv[i + 1]);
-    if (value < 1) throw std::invalid_argument(key + " must be at least 1");
+  hh::bench::parseOptions(argc, argv, [&a](const std::string& key, const std::string& value) {
     int64_t* field = key == "--batch"     ? &a.batch
                      : key == "--heads"   ? &a.heads
                      : key == "--length"  ? &a.length
                      : key == "--repeats" ? &a.repeats
                                           : nullptr;
-    if (!field) throw std::invalid_argument("unknown option " + key);
-    *field = value;
-  }
+    if (field) *field = hh::bench::parseCount(key, value);
+    return field != nullptr;
+  });
   return a;
 }
 
@@ -148,5 +144,6 @@ int benchMain(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  return hh::bench::reportErrors("hh_bench_metrics", [&] { return benchMain(argc, argv); });
+  return hh::bench::reportErrors(
+      "hh_bench_metrics", [&] { return benchMain(argc, argv); }, "[--batch B] [--heads H] [--length T] [--repeats R]");
 }

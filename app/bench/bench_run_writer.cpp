@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -31,12 +30,15 @@ double msSince(Clock::time_point t0) { return std::chrono::duration<double, std:
 int benchMain(int argc, char** argv) {
   int steps = 2000;
   std::string dir = std::filesystem::temp_directory_path().string();
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i];
-    if (key == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (key == "--dir") dir = argv[i + 1];
-    else return std::fprintf(stderr, "usage: %s [--steps N] [--dir DIR]\n", argv[0]), 2;
-  }
+  hh::bench::parseOptions(argc, argv, [&](const std::string& key, const std::string& value) {
+    if (key == "--steps")
+      steps = static_cast<int>(hh::bench::parseCount(key, value));
+    else if (key == "--dir")
+      dir = value;
+    else
+      return false;
+    return true;
+  });
   const int L = 4, H = 4, P = 4, S = 22, B = 32;
   hh::runs::RunHeader header;
   header.runId = "bench";
@@ -95,5 +97,6 @@ int benchMain(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  return hh::bench::reportErrors("hh_bench_run_writer", [&] { return benchMain(argc, argv); });
+  return hh::bench::reportErrors(
+      "hh_bench_run_writer", [&] { return benchMain(argc, argv); }, "[--steps N] [--dir DIR]");
 }

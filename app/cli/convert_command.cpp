@@ -80,12 +80,10 @@ void runConvertCommand(const ConvertFlags& a) {
   if (!rank) return;  // this process launched the ranks; they did the job
   CliObserver observer;
   const auto r = jobs::runConvert(c, observer, rank->communicator.get());
-  if (!rank->main()) {
-    std::printf("rank %d: %s after %.1f s: %s\n", rank->world.rank, jobs::toString(r.status), r.seconds,
-                r.message.c_str());
-  } else {
-    reportConvertEnd(r);
-  }
+  if (rank->main()) reportConvertEnd(r);
+  // Every rank's last line (or jsonl "memory" event) carries its peak memory, as distill's and
+  // finetune's do; a rank > 0 trains in the distill and finetune stages only.
+  printRankEnd(*rank, jobs::toString(r.status), r.distill.steps + r.finetune.steps, r.seconds);
   if (r.status != jobs::JobStatus::Completed) throw JobFailed(r.status, r.message);
 }
 

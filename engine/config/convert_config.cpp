@@ -22,6 +22,20 @@ nlohmann::json stageSection(nlohmann::json stage) {
   return stage;
 }
 
+// What to do instead of setting `section.key`, a key the conversion sets: most have a top-level
+// key of the same name; adapters, converted and resume have none (the message named a top-level
+// "resume" that does not exist).
+std::string ownedKeyAdvice(const std::string& section, const std::string& key) {
+  if (key == "resume") return "a conversion has no resume: its stages always start afresh; remove the key";
+  if (key == "adapters") return "the finetune stage starts from the distill stage's adapters; remove the key";
+  if (key == "converted") return "the evaluate stage measures the conversion's own model; remove the key";
+  if (key == "output_dir") return "set \"output_dir\" at the top level for the exported model's folder";
+  if (key == "data" && section == "evaluate")
+    return "set \"eval_data\" (or \"data\") at the top level for the evaluate stage's text";
+  if (key == "model") return "set \"model\" at the top level (the teacher every stage starts from)";
+  return "set \"" + key + "\" at the top level (where it applies)";
+}
+
 nlohmann::json checkedSection(const nlohmann::json& j, const char* name) {
   if (!j.contains(name)) return nlohmann::json::object();
   const auto& section = j.at(name);
@@ -29,7 +43,7 @@ nlohmann::json checkedSection(const nlohmann::json& j, const char* name) {
   for (const auto& [key, value] : section.items()) {
     if (stageOwnedKeys().count(key))
       throw std::invalid_argument(std::string("convert config: \"") + name + "." + key +
-                                  "\" is set by the conversion; set \"" + key + "\" at the top level (where it applies)");
+                                  "\" is set by the conversion; " + ownedKeyAdvice(name, key));
   }
   return section;
 }
@@ -96,7 +110,17 @@ ConvertConfig convertConfigFromJson(const nlohmann::json& j) {
     throw std::invalid_argument("convert config: export.dtype must be float32, float16 or bfloat16 (got \"" + dtype + "\")");
   if (c.featureMap == "softmax") throw std::invalid_argument("convert config: feature_map \"softmax\" converts nothing");
   models::checkPlanKeys({c.featureMap, c.rule, c.window, c.layers, c.plan, c.seed}, r.where);
+  checkConvertTasks(c);
   return c;
+}
+
+void checkConvertTasks(const ConvertConfig& c) {
+  // Without finetuning the converted model is the teacher + adapters: finetune.task plays no part.
+  if (c.finetune.steps <= 0 || c.finetune.task == c.evaluate.task) return;
+  throw std::invalid_argument("convert config: finetune.task \"" + c.finetune.task + "\" and evaluate.task \"" +
+                              c.evaluate.task +
+                              "\" differ: the evaluate stage measures the finetuned model, whose head is the "
+                              "finetune task's; set both to the same task (or finetune.steps to 0)");
 }
 
 DistillConfig distillStage(const ConvertConfig& c) {

@@ -45,6 +45,10 @@ nlohmann::json toJson(const ConvertConfig& config);
 // Every key optional; a stage section that repeats a shared key, unknown keys and wrong types
 // throw std::invalid_argument naming the key.
 ConvertConfig convertConfigFromJson(const nlohmann::json& json);
+// Throws std::invalid_argument naming finetune.task and evaluate.task when finetuning runs
+// (finetune.steps > 0) for another task than the evaluation's: the finetuned model's head cannot
+// be evaluated on that task. convertConfigFromJson and runConvert call it, before any stage runs.
+void checkConvertTasks(const ConvertConfig& config);
 // The stage configs as the job runs them (shared keys and stage folders filled in).
 DistillConfig distillStage(const ConvertConfig& config);
 FinetuneConfig finetuneStage(const ConvertConfig& config);

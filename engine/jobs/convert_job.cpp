@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "engine/config/model_config.h"
 #include "engine/core/device.h"
 #include "engine/core/process_memory.h"
 #include "engine/core/runtime.h"
@@ -41,6 +42,32 @@ class StageObserver : public JobObserver {
   JobObserver& inner_;
   std::string stage_;
 };
+
+// "STAGE: MESSAGE" for a stage's failure; a message that already names the stage (the stages'
+// own errors start "evaluate: ...") keeps its one prefix ("evaluate: evaluate: ..." before).
+std::string stageMessage(const std::string& stage, const std::string& message) {
+  const std::string prefix = stage + ": ";
+  return message.rfind(prefix, 0) == 0 ? message : prefix + message;
+}
+
+// The evaluate stage compares the teacher with the converted model on evaluate.task, which needs
+// the teacher to have that task's head; without it the conversion failed after both training
+// stages. A folder whose config cannot be read is left to the distill stage, which names it.
+void checkTeacherHead(const ConvertConfig& config) {
+  models::ModelConfig teacher;
+  try {
+    teacher = models::loadModelConfig(config.modelDir);
+  } catch (const std::exception&) {
+    return;
+  }
+  const bool lm = config.evaluate.task == "lm";
+  const auto needed = lm ? models::HeadKind::CausalLM : models::HeadKind::SequenceClassification;
+  if (teacher.head == needed) return;
+  throw std::invalid_argument("convert: evaluate.task \"" + config.evaluate.task + "\" needs a teacher with " +
+                              (lm ? "a causal LM head" : "a sequence-classification head (num_labels)") + "; " +
+                              config.modelDir + "'s head is " + models::toString(teacher.head) +
+                              " (the evaluate stage compares the teacher and the converted model on that task)");
+}
 
 torch::ScalarType exportDtype(const std::string& name) {
   if (name == "float32") return torch::kFloat;
@@ -111,11 +138,14 @@ ConvertResult followConvert(const ConvertConfig& config, JobObserver& observer, 
   result.distill = runDistill(distillStage(config), observer, &world);
   world.barrier();  // rank 0 has saved the adapters the finetune stage starts from
   if (result.distill.status != JobStatus::Completed) {
-    result.status = result.distill.status, result.failedStage = "distill", result.message = "distill: " + result.distill.message;
+    result.status = result.distill.status, result.failedStage = "distill";
+    result.message = stageMessage("distill", result.distill.message);
   } else if (config.finetune.steps > 0) {
     result.finetune = runFinetune(finetuneStage(config), observer, &world);
-    if (result.finetune.status != JobStatus::Completed)
-      result.status = result.finetune.status, result.failedStage = "finetune", result.message = "finetune: " + result.finetune.message;
+    if (result.finetune.status != JobStatus::Completed) {
+      result.status = result.finetune.status, result.failedStage = "finetune";
+      result.message = stageMessage("finetune", result.finetune.message);
+    }
   }
   if (result.message.empty()) result.message = "trained on rank " + std::to_string(world.rank()) + "; rank 0 evaluates and exports";
   result.seconds = secondsSince(start);
@@ -253,7 +283,7 @@ class Conversion {
   void stop(JobStatus status, const std::string& message) {
     result_.status = status;
     result_.failedStage = stage_;
-    result_.message = stage_ + ": " + message;
+    result_.message = stageMessage(stage_, message);
     writer_.log(result_.message);
     writer_.setStatus(runStatusOf(status), result_.message);
   }
@@ -280,6 +310,8 @@ ConvertResult runConvert(const ConvertConfig& config, JobObserver& observer, dis
   if (config.modelDir.empty()) throw std::invalid_argument("convert: no model folder");
   if (config.runDir.empty()) throw std::invalid_argument("convert: no run folder");
   exportDtype(config.exportOptions.dtype);
+  checkConvertTasks(config);  // a project made in code has not been through convertConfigFromJson
+  checkTeacherHead(config);
   dist::Communicator& ranks = dist::Communicator::orAlone(world);
   if (!ranks.isMain()) return followConvert(config, observer, ranks);
   const auto start = std::chrono::steady_clock::now();

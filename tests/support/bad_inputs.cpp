@@ -17,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/models/model_io.h"
 #include "engine/runs/run_writer.h"
 
 namespace hh::test {
@@ -95,6 +96,13 @@ struct Builder {
     b.guiPath = guiPath;
     out.push_back(std::move(b));
     return out.back();
+  }
+  // The tiny GPT-2 with a two-label sequence-classification head in <root>/<id>: a convert
+  // project's classification task needs a teacher with that head (refused before any stage without).
+  std::string classifier(const std::string& id) {
+    const std::string fixture = kFixtures + "/tiny-random-gpt2", dir = root + "/" + id;
+    models::saveModel(*models::loadModelForClassification(fixture, 2), dir, fixture);
+    return dir;
   }
   // A fresh tiny GPT-2 copy in <root>/<id>; the case then breaks one file in it.
   std::string model(const std::string& id, const std::string& fixture = "tiny-random-gpt2") {
@@ -287,11 +295,13 @@ void tokenizerCases(Builder& b) {
 
 // A convert project: the tiny model, a run folder, one step per stage; `data` as given.
 std::string writeProject(const std::string& path, const std::string& model, const std::string& runDir, const json& data,
-                         const json& finetune) {
-  json p{{"model", model}, {"run_dir", runDir}, {"data", data},
+                         const json& finetune, const std::string& evaluateTask = "lm") {
+  json p{{"model", model},
+         {"run_dir", runDir},
+         {"data", data},
          {"distill", {{"steps", 1}, {"batch_size", 1}, {"eval_every", 1}, {"eval_batches", 1}}},
          {"finetune", finetune},
-         {"evaluate", {{"max_sequences", 2}, {"table_sequences", 1}, {"batch_size", 1}}}};
+         {"evaluate", {{"max_sequences", 2}, {"table_sequences", 1}, {"batch_size", 1}, {"task", evaluateTask}}}};
   writeBytes(path, p.dump(2));
   return path;
 }
@@ -334,14 +344,21 @@ void datasetCases(Builder& b) {
   writeBytes(path + "/chapter1.txt", "The first chapter.\n");
   lm("dataset.txt_is_directory", "a corpus folder in which chapter2.txt is a directory", path, path + "/chapter2.txt");
 
-  // Classification data, read by the finetuning stage (classification task).
+  // Classification data, read by the finetuning stage (classification task: the teacher has a
+  // classification head and the evaluate stage the same task, else the project is refused first).
+  const auto classifier = b.classifier("dataset.classifier");
   auto classification = [&](const std::string& id, const std::string& description, const std::string& tsv) {
     const std::string file = b.root + "/" + id + ".tsv";
     writeBytes(file, tsv);
-    const auto project = writeProject(b.root + "/" + id + ".project.json", model, b.root + "/" + id + ".runs",
+    const auto project = writeProject(b.root + "/" + id + ".project.json", classifier, b.root + "/" + id + ".runs",
                                       {{"corpus", good}, {"sequence_length", 8}, {"max_train_sequences", 8}},
-                                      {{"steps", 1}, {"batch_size", 1}, {"eval_every", 1}, {"eval_batches", 1},
-                                       {"task", "classification"}, {"classification", {{"path", file}, {"sequence_length", 8}}}});
+                                      {{"steps", 1},
+                                       {"batch_size", 1},
+                                       {"eval_every", 1},
+                                       {"eval_batches", 1},
+                                       {"task", "classification"},
+                                       {"classification", {{"path", file}, {"sequence_length", 8}}}},
+                                      "classification");
     auto& entry = b.add(id, "dataset", description, file, {"convert", "--config", project}, GuiOpen::ConvertProject, project);
     entry.preserved = {project, file};
   };

@@ -5,7 +5,8 @@
 //     that exists, and only "memory" follows it; the option works after the command's name too;
 //   - convert: the end event carries the evaluation (both perplexities finite), each stage's run
 //     file and the exported folder; every stage's run file was announced before the end, and the
-//     first progress event after it has no eta (a stage's estimate is its own);
+//     first progress event after it has no eta (a stage's estimate is its own); the peak-memory
+//     event follows the end, as after distill;
 //   - SIGINT while distilling: exit 130, an end event "cancelled", stdout still only JSON, one
 //     stderr line "hedgehog: cancelled: ...";
 //   - experiment --jobs 2: the launcher's lines are log events, its end event lists the variants;
@@ -180,6 +181,10 @@ class TestProgressJsonl : public QObject {
       ++stagesStarted;
     }
     QCOMPARE(stagesStarted, 3);
+    // As after distill and finetune (docs/jobs.md): the end, then the peak-memory event alone.
+    QCOMPARE(all.back()["event"].get<std::string>(), std::string("memory"));
+    QCOMPARE(all[all.size() - 2]["event"].get<std::string>(), std::string("end"));
+    QVERIFY(all.back()["peak_mb"].get<double>() > 0);
   }
 
   void interruptEndsCancelled() {

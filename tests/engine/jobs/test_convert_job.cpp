@@ -4,7 +4,9 @@
 // exactly up to summation order, float16 within half-precision rounding); adapters-only export
 // re-applies to the teacher; the project JSON round-trips and refuses shared keys inside a stage;
 // a cancel inside finetuning marks the job and its run file cancelled; a stage that throws fails
-// the conversion there.
+// the conversion there, its own "evaluate: " prefix not doubled; a finetune task other than the
+// evaluation's, or a teacher without the evaluation task's head, is refused before any stage; a
+// stage key the conversion sets is refused with advice that names only keys that exist.
 
 #include <torch/types.h>
 
@@ -247,6 +249,69 @@ class TestConvertJob : public QObject {
     QCOMPARE(run.scalarRows("kl_distilled"), int64_t(1));  // the stages before it are recorded
   }
 
+  // A finetune task other than the evaluation's (the finetuned model has the wrong head), or an
+  // evaluation task the teacher has no head for, is refused before any stage runs: it failed
+  // after both training stages, as "evaluate: evaluate: ...".
+  void mismatchedTasksAreRefusedBeforeAnyStage() {
+    hh::test::TempDir dir("convert_tasks");
+    auto config = smallConvert(dir);
+    config.finetune.task = "classification";
+    auto json = j::toJson(config);
+    HH_VERIFY_THROWS_WITH(j::convertConfigFromJson(json), "finetune.task \"classification\" and evaluate.task \"lm\"");
+    json["finetune"]["steps"] = 0;  // nothing finetuned: the converted model keeps the teacher's head
+    QCOMPARE(j::convertConfigFromJson(json).finetune.task, std::string("classification"));
+    j::JobObserver quiet;
+    HH_VERIFY_THROWS_WITH(j::runConvert(config, quiet), "evaluate.task");
+    config.evaluate.task = "classification";  // the same task, but the GPT-2 teacher has an LM head
+    HH_VERIFY_THROWS_WITH(j::runConvert(config, quiet), kModel);
+    QVERIFY(!fs::exists(config.runDir + "/run.h5"));
+    QVERIFY(!fs::exists(config.runDir + "/distill"));
+  }
+
+  // Every key a stage section may not hold says what to do instead; a top-level key it names
+  // exists ("finetune.resume" pointed to a top-level "resume" there is none of).
+  void ownedKeyMessagesNameKeysThatExist() {
+    const auto json = j::toJson(j::ConvertConfig{});
+    const std::string topLevel = "at the top level";
+    for (const char* section : {"distill", "finetune", "evaluate"}) {
+      for (const char* key : {"model", "run_dir", "output_dir", "adapters", "converted", "feature_map", "rule",
+                              "layers", "window", "plan", "data", "seed", "resume", "device", "dtype"}) {
+        auto bad = json;
+        bad[section][key] = json.contains(key) ? json.at(key) : nlohmann::json(true);
+        std::string message;
+        try {
+          j::convertConfigFromJson(bad);
+        } catch (const std::invalid_argument& e) {
+          message = e.what();
+        }
+        const std::string where = std::string(section) + "." + key;
+        QVERIFY2(message.find("\"" + where + "\"") != std::string::npos, (where + ": " + message).c_str());
+        // What the message says to set "at the top level" must be top-level keys.
+        const auto advice = message.substr(message.find("; ") + 2);
+        const size_t end = advice.find(topLevel);
+        for (size_t open = advice.find('"'); end != std::string::npos && open < end;
+             open = advice.find('"', advice.find('"', open + 1) + 1)) {
+          const auto named = advice.substr(open + 1, advice.find('"', open + 1) - open - 1);
+          QVERIFY2(json.contains(named), (where + " names a top-level \"" + named + "\" there is none of").c_str());
+        }
+      }
+    }
+  }
+
+  // A stage's own error already starts with its name: the conversion's message keeps one prefix.
+  void aStagesOwnPrefixIsNotDoubled() {
+    hh::test::TempDir dir("convert_prefix");
+    auto config = smallConvert(dir);
+    config.distill.steps = 1;
+    config.finetune.steps = 0;
+    config.evaluate.batchSize = 0;  // "evaluate: batch_size must be positive", from the stage itself
+    j::JobObserver quiet;
+    const auto r = j::runConvert(config, quiet);
+    QCOMPARE(r.failedStage, std::string("evaluate"));
+    QVERIFY2(r.message.rfind("evaluate: ", 0) == 0, r.message.c_str());
+    QVERIFY2(r.message.find("evaluate: evaluate:") == std::string::npos, r.message.c_str());
+  }
+
   void cancelInDistillRecordsOnlyWhatWasMeasured() {
     // Cancelled at its first training step: the untrained maps' KL was measured, the distilled
     // maps' never was, so the convert run file has a kl_untrained row and no kl_distilled row
@@ -272,7 +337,9 @@ HH_TEST_SUITE(TestConvertJob, "engine.jobs.convert", &TestConvertJob::initTestCa
               &TestConvertJob::evalDataIsTheEvaluateStagesOwn, &TestConvertJob::cancelInFinetuningStopsTheJob,
               &TestConvertJob::aStageThatThrowsFailsTheConversionThere,
               &TestConvertJob::anOutputOverTheTeacherIsRefused,
-              &TestConvertJob::cancelInDistillRecordsOnlyWhatWasMeasured)
+              &TestConvertJob::cancelInDistillRecordsOnlyWhatWasMeasured,
+              &TestConvertJob::mismatchedTasksAreRefusedBeforeAnyStage,
+              &TestConvertJob::ownedKeyMessagesNameKeysThatExist, &TestConvertJob::aStagesOwnPrefixIsNotDoubled)
 
 }  // namespace test_convert_job
 
