@@ -106,11 +106,13 @@ void addProcessCountOption(CLI::App* command, int& processes) {
 
 namespace {
 
-// Where and how the local ranks meet: the rendezvous (MASTER_ADDR and MASTER_PORT if set, else
-// loopback and a free port), the threads each gets, and the command line they run.
+// Where and how the local ranks meet: the rendezvous (MASTER_ADDR and MASTER_PORT if set, else a
+// file in the run folder, through which nothing listens on a network interface), the threads each
+// gets, and the command line they run.
 struct RankLaunch {
   int processes = 1;
   std::string runDir, self, masterAddr, masterPort, threads;
+  std::string storeFile;  // the file rendezvous (HH_DIST_STORE_FILE); empty: the TCP one
   std::vector<std::string> args;
   std::vector<std::string> logs;  // per rank: rank 0's stderr (relayed at the end), the others' output
 };
@@ -139,6 +141,11 @@ RankLaunch planRanks(int processes, const std::string& runDir) {
   refuseUnresolvable(launch.masterAddr);
   const char* portEnv = std::getenv("MASTER_PORT");
   launch.masterPort = portEnv && *portEnv ? portEnv : std::to_string(freeLoopbackPort());
+  if (!(addrEnv && *addrEnv) && !(portEnv && *portEnv)) {
+    // Fresh: a file left by a killed launcher holds its world's keys (gloo would dial its ranks).
+    launch.storeFile = (fs::path(runDir) / (".rendezvous-" + std::to_string(getpid()))).string();
+    fs::remove(launch.storeFile);
+  }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   launch.threads = std::to_string(std::max(1, static_cast<int>(cores) / processes));
   launch.args = rankArguments();
@@ -178,6 +185,7 @@ std::map<pid_t, int> forkRanks(const RankLaunch& launch) {
       setenv("WORLD_SIZE", worldSize.c_str(), 1);
       setenv("MASTER_ADDR", launch.masterAddr.c_str(), 1);
       setenv("MASTER_PORT", launch.masterPort.c_str(), 1);
+      if (!launch.storeFile.empty()) setenv("HH_DIST_STORE_FILE", launch.storeFile.c_str(), 1);
       if (!std::getenv("HH_NUM_THREADS")) setenv("HH_NUM_THREADS", launch.threads.c_str(), 1);
       execv(launch.self.c_str(), argv.data());
       _exit(127);
@@ -187,20 +195,28 @@ std::map<pid_t, int> forkRanks(const RankLaunch& launch) {
   return running;
 }
 
+std::string rendezvousOf(const RankLaunch& launch) {
+  return launch.storeFile.empty() ? launch.masterAddr + ":" + launch.masterPort : "file " + launch.storeFile;
+}
+
 // One line (or a JSONL event) that says what started where.
 void announceRanks(const RankLaunch& launch, const std::map<pid_t, int>& running) {
   const int n = launch.processes;
   if (jsonlProgress()) {
     std::vector<int> pids;
     for (const auto& [pid, rank] : running) pids.push_back(static_cast<int>(pid));
-    emitEvent({{"event", "processes"}, {"count", n}, {"pids", pids}, {"rendezvous", launch.masterAddr + ":" + launch.masterPort},
-               {"threads", std::stoi(launch.threads)}, {"logs", launch.runDir}});
+    emitEvent({{"event", "processes"},
+               {"count", n},
+               {"pids", pids},
+               {"rendezvous", rendezvousOf(launch)},
+               {"threads", std::stoi(launch.threads)},
+               {"logs", launch.runDir}});
     return;
   }
   std::printf("started %d processes (ranks 0-%d, pids", n, n - 1);
   for (const auto& [pid, rank] : running) std::printf(" %d", static_cast<int>(pid));
-  std::printf("), rendezvous %s:%s, %s thread%s each; ranks > 0 log to %s/rank-K.log\n", launch.masterAddr.c_str(),
-              launch.masterPort.c_str(), launch.threads.c_str(), launch.threads == "1" ? "" : "s", launch.runDir.c_str());
+  std::printf("), rendezvous %s, %s thread%s each; ranks > 0 log to %s/rank-K.log\n", rendezvousOf(launch).c_str(),
+              launch.threads.c_str(), launch.threads == "1" ? "" : "s", launch.runDir.c_str());
   std::fflush(stdout);
 }
 
@@ -290,7 +306,10 @@ std::optional<int> runLocalRanks(int processes, const std::string& runDir) {
   const ForwardedSignals counting;  // signals first, so none is lost between the forks and the wait
   const auto running = forkRanks(launch);
   announceRanks(launch, running);
-  return reportRanksEnd(waitForRanks(running, counting, launch), launch.logs);
+  const auto end = waitForRanks(running, counting, launch);
+  std::error_code ec;
+  if (!launch.storeFile.empty()) fs::remove(launch.storeFile, ec);  // left behind by a rank that was killed
+  return reportRanksEnd(end, launch.logs);
 }
 
 void printRankEnd(const Rank& rank, const char* status, int64_t steps, double seconds) {

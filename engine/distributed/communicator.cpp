@@ -4,6 +4,7 @@
 
 // HH_NO_GLOO: LibTorch came without Gloo's headers (engine/CMakeLists.txt); one process only.
 #ifndef HH_NO_GLOO
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -45,22 +46,18 @@ class SingleProcess final : public Communicator {
 class GlooGroup final : public Communicator {
  public:
   GlooGroup(const WorldInfo& world, std::chrono::milliseconds timeout) : rank_(world.rank), size_(world.size) {
-    c10d::TCPStoreOptions storeOptions;
-    storeOptions.port = static_cast<std::uint16_t>(world.masterPort);
-    storeOptions.isServer = world.rank == 0;
-    storeOptions.numWorkers = static_cast<std::size_t>(world.size);
-    storeOptions.waitWorkers = true;
-    storeOptions.timeout = timeout;
-    const std::string where = world.masterAddr + ":" + std::to_string(world.masterPort);
+    const bool local = !world.storeFile.empty();
+    const std::string where =
+        local ? "file " + world.storeFile : world.masterAddr + ":" + std::to_string(world.masterPort);
     try {
-      store_ = c10::make_intrusive<c10d::TCPStore>(world.masterAddr, storeOptions);
+      store_ = local ? fileStore(world, timeout) : tcpStore(world, timeout);
       auto options = c10d::ProcessGroupGloo::Options::create(timeout);
       // Loopback worlds stay on loopback; otherwise the interface GLOO_SOCKET_IFNAME names, or
       // the one this host's name resolves to (as torch.distributed does).
       const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
       if (interface && *interface)
         options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
-      else if (world.masterAddr == "127.0.0.1" || world.masterAddr == "localhost")
+      else if (local || world.masterAddr == "127.0.0.1" || world.masterAddr == "localhost")
         options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
       else
         options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
@@ -100,6 +97,23 @@ class GlooGroup final : public Communicator {
 
  private:
   static std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+  // Rank 0 listens on masterPort (on every interface: LibTorch's TCPStore takes no address to bind).
+  static c10::intrusive_ptr<c10d::Store> tcpStore(const WorldInfo& world, std::chrono::milliseconds timeout) {
+    c10d::TCPStoreOptions storeOptions;
+    storeOptions.port = static_cast<std::uint16_t>(world.masterPort);
+    storeOptions.isServer = world.rank == 0;
+    storeOptions.numWorkers = static_cast<std::size_t>(world.size);
+    storeOptions.waitWorkers = true;
+    storeOptions.timeout = timeout;
+    return c10::make_intrusive<c10d::TCPStore>(world.masterAddr, storeOptions);
+  }
+  // Ranks on one host meet through a file: nothing listens. It must not hold an earlier world's
+  // keys (the launcher names a fresh one); the last rank to leave deletes it.
+  static c10::intrusive_ptr<c10d::Store> fileStore(const WorldInfo& world, std::chrono::milliseconds timeout) {
+    auto store = c10::make_intrusive<c10d::FileStore>(world.storeFile, world.size);
+    store->setTimeout(timeout);
+    return store;
+  }
   // Gloo reports a lost peer or a timeout as an exception with a multi-line trace: one line
   // naming this rank is what a user needs.
   template <typename F>
@@ -129,6 +143,7 @@ WorldInfo worldFromEnvironment() {
   const char* addr = std::getenv("MASTER_ADDR");
   if (addr && *addr) world.masterAddr = addr;
   world.masterPort = static_cast<int>(environmentInteger("MASTER_PORT", world.masterPort, 1, 65535));
+  if (const char* file = std::getenv("HH_DIST_STORE_FILE"); file && *file) world.storeFile = file;
   return world;
 }
 

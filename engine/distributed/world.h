@@ -12,7 +12,7 @@ namespace hh::dist {
 inline constexpr const char* kLostPeerMessage = "another rank stopped or timed out";
 
 // Where this process sits in the world, from the usual launcher variables:
-//   RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK optional).
+//   RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK and HH_DIST_STORE_FILE optional).
 // No WORLD_SIZE (or 1): a world of one. Bad values throw std::invalid_argument naming the variable.
 struct WorldInfo {
   int rank = 0;
@@ -20,6 +20,10 @@ struct WorldInfo {
   int localRank = 0;
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
+  // A file the ranks meet through instead of rank 0 listening on MASTER_PORT (HH_DIST_STORE_FILE:
+  // the CLI's launcher sets it for the local ranks of `--nproc`, so nothing listens on a network
+  // interface). Empty: the TCP rendezvous at masterAddr:masterPort.
+  std::string storeFile;
   bool distributed() const { return size > 1; }
 };
 WorldInfo worldFromEnvironment();

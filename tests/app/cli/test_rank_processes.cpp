@@ -145,6 +145,10 @@ class TestRankProcesses : public QObject {
     QVERIFY2(status == 0, c::readAll(dir.file("many.log")).c_str());
     const auto log = c::readAll(dir.file("many.log"));
     QVERIFY2(log.find("started " + std::to_string(processes) + " processes") != std::string::npos, log.c_str());
+    // The local ranks meet through a file in the run folder (nothing listens on a port), gone after.
+    QVERIFY2(log.find("rendezvous file " + many + "/.rendezvous-") != std::string::npos, log.c_str());
+    for (const auto& entry : fs::directory_iterator(many))
+      QVERIFY2(entry.path().filename().string().rfind(".rendezvous-", 0) != 0, entry.path().c_str());
     for (int r = 1; r < processes; ++r) {
       const auto rankLog = c::readAll(many + "/rank-" + std::to_string(r) + ".log");
       QVERIFY2(rankLog.find("rank " + std::to_string(r) + ": completed") != std::string::npos, rankLog.c_str());

@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -37,8 +38,9 @@ int freePort() {
   return ntohs(a.sin_port);
 }
 
-// Runs body(rank, communicator) on `size` threads, one rank each; rethrows the first failure.
-void inWorld(int size, const std::function<void(int, Communicator&)>& body) {
+// Runs body(rank, communicator) on `size` threads, one rank each; rethrows the first failure. With
+// `storeFile`, the ranks meet through that file (as the CLI's local ranks do), not a TCP port.
+void inWorld(int size, const std::function<void(int, Communicator&)>& body, const std::string& storeFile = "") {
   const int port = freePort();
   std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
   std::vector<std::thread> threads;
@@ -46,7 +48,7 @@ void inWorld(int size, const std::function<void(int, Communicator&)>& body) {
     threads.emplace_back([&, r] {
       try {
         WorldInfo world;
-        world.rank = r, world.size = size, world.masterPort = port;
+        world.rank = r, world.size = size, world.masterPort = port, world.storeFile = storeFile;
         auto c = Communicator::connect(world, std::chrono::seconds(30));
         body(r, *c);
       } catch (...) {
@@ -105,6 +107,10 @@ class TestCommunicator : public QObject {
     QCOMPARE(w.localRank, 2);
     QCOMPARE(w.masterPort, 4242);
     QCOMPARE(w.masterAddr, std::string("127.0.0.1"));
+    QVERIFY(w.storeFile.empty());
+    ::setenv("HH_DIST_STORE_FILE", "/tmp/run/.rendezvous-7", 1);
+    QCOMPARE(hh::dist::worldFromEnvironment().storeFile, std::string("/tmp/run/.rendezvous-7"));
+    ::unsetenv("HH_DIST_STORE_FILE");
     setWorldEnvironment("3", "3", nullptr);
     HH_VERIFY_THROWS_WITH(hh::dist::worldFromEnvironment(), "RANK=\"3\"");
     setWorldEnvironment("2", nullptr, nullptr);
@@ -196,25 +202,39 @@ class TestCommunicator : public QObject {
     }
   }
 
+  void agreementBroadcastAndBarrier_data() {
+    QTest::addColumn<bool>("throughAFile");
+    QTest::newRow("tcp") << false;
+    QTest::newRow("file") << true;  // the CLI's local ranks: nothing listens on a port
+  }
   void agreementBroadcastAndBarrier() {
     REQUIRE_PROCESS_GROUPS();
+    QFETCH(bool, throughAFile);
+    const std::string storeFile =
+        throughAFile
+            ? (std::filesystem::temp_directory_path() / ("hh_rendezvous_" + std::to_string(::getpid()))).string()
+            : "";
     std::vector<int> anyCancelled(2), noneCancelled(2);
     std::vector<double> broadcasted(2);
     std::vector<std::string> disagreement(2);
-    inWorld(2, [&](int r, Communicator& c) {
-      anyCancelled[static_cast<size_t>(r)] = c.any(r == 1);  // only rank 1 was asked to cancel
-      noneCancelled[static_cast<size_t>(r)] = c.any(false);
-      std::vector<torch::Tensor> t{torch::full({2}, double(r + 7))};
-      c.broadcast(t, 0);
-      broadcasted[static_cast<size_t>(r)] = t[0].sum().item<double>();
-      c.requireSame(12, "the step");  // same: passes
-      try {
-        c.requireSame(r == 0 ? 12 : 15, "the resumed step", "share the run folder");
-      } catch (const std::runtime_error& e) {
-        disagreement[static_cast<size_t>(r)] = e.what();
-      }
-      c.barrier();
-    });
+    inWorld(
+        2,
+        [&](int r, Communicator& c) {
+          anyCancelled[static_cast<size_t>(r)] = c.any(r == 1);  // only rank 1 was asked to cancel
+          noneCancelled[static_cast<size_t>(r)] = c.any(false);
+          std::vector<torch::Tensor> t{torch::full({2}, double(r + 7))};
+          c.broadcast(t, 0);
+          broadcasted[static_cast<size_t>(r)] = t[0].sum().item<double>();
+          c.requireSame(12, "the step");  // same: passes
+          try {
+            c.requireSame(r == 0 ? 12 : 15, "the resumed step", "share the run folder");
+          } catch (const std::runtime_error& e) {
+            disagreement[static_cast<size_t>(r)] = e.what();
+          }
+          c.barrier();
+        },
+        storeFile);
+    if (throughAFile) QVERIFY2(!std::filesystem::exists(storeFile), "the last rank to leave deletes the file");
     for (int r = 0; r < 2; ++r) {
       QVERIFY(anyCancelled[static_cast<size_t>(r)]);
       QVERIFY(!noneCancelled[static_cast<size_t>(r)]);
@@ -239,6 +259,11 @@ class TestCommunicator : public QObject {
     HH_VERIFY_THROWS_WITH(Communicator::connect(world, std::chrono::milliseconds(1500)),
                           "rendezvous at 127.0.0.1:" + std::to_string(world.masterPort) + " failed");
     QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+    world.storeFile =
+        (std::filesystem::temp_directory_path() / ("hh_rendezvous_lone_" + std::to_string(::getpid()))).string();
+    HH_VERIFY_THROWS_WITH(Communicator::connect(world, std::chrono::milliseconds(1500)),
+                          "rendezvous at file " + world.storeFile + " failed");
+    std::filesystem::remove(world.storeFile);
   }
 };
 
