@@ -79,6 +79,44 @@ void setWorldEnvironment(const char* size, const char* rank, const char* port) {
 class TestCommunicator : public QObject {
   Q_OBJECT
 
+ private:
+  void agreementBroadcastAndBarrierThrough(bool throughAFile) {
+    const std::string storeFile =
+        throughAFile
+            ? (std::filesystem::temp_directory_path() / ("hh_rendezvous_" + std::to_string(::getpid()))).string()
+            : "";
+    std::vector<int> anyCancelled(2), noneCancelled(2);
+    std::vector<double> broadcasted(2);
+    std::vector<std::string> disagreement(2);
+    inWorld(
+        2,
+        [&](int r, Communicator& c) {
+          anyCancelled[static_cast<size_t>(r)] = c.any(r == 1);  // only rank 1 was asked to cancel
+          noneCancelled[static_cast<size_t>(r)] = c.any(false);
+          std::vector<torch::Tensor> t{torch::full({2}, double(r + 7))};
+          c.broadcast(t, 0);
+          broadcasted[static_cast<size_t>(r)] = t[0].sum().item<double>();
+          c.requireSame(12, "the step");  // same: passes
+          try {
+            c.requireSame(r == 0 ? 12 : 15, "the resumed step", "share the run folder");
+          } catch (const std::runtime_error& e) {
+            disagreement[static_cast<size_t>(r)] = e.what();
+          }
+          c.barrier();
+        },
+        storeFile);
+    if (throughAFile) QVERIFY2(!std::filesystem::exists(storeFile), "the last rank to leave deletes the file");
+    for (int r = 0; r < 2; ++r) {
+      QVERIFY(anyCancelled[static_cast<size_t>(r)]);
+      QVERIFY(!noneCancelled[static_cast<size_t>(r)]);
+      QCOMPARE(broadcasted[static_cast<size_t>(r)], 14.0);
+      QVERIFY2(disagreement[static_cast<size_t>(r)].find("disagree on the resumed step (12 to 15; this rank has " +
+                                                         std::to_string(r == 0 ? 12 : 15) +
+                                                         "): share the run folder") != std::string::npos,
+               disagreement[static_cast<size_t>(r)].c_str());
+    }
+  }
+
  private Q_SLOTS:
   void shardsPartitionTheBatch() {
     for (int64_t total = 0; total <= 17; ++total)
@@ -202,47 +240,14 @@ class TestCommunicator : public QObject {
     }
   }
 
-  void agreementBroadcastAndBarrier_data() {
-    QTest::addColumn<bool>("throughAFile");
-    QTest::newRow("tcp") << false;
-    QTest::newRow("file") << true;  // the CLI's local ranks: nothing listens on a port
-  }
   void agreementBroadcastAndBarrier() {
     REQUIRE_PROCESS_GROUPS();
-    QFETCH(bool, throughAFile);
-    const std::string storeFile =
-        throughAFile
-            ? (std::filesystem::temp_directory_path() / ("hh_rendezvous_" + std::to_string(::getpid()))).string()
-            : "";
-    std::vector<int> anyCancelled(2), noneCancelled(2);
-    std::vector<double> broadcasted(2);
-    std::vector<std::string> disagreement(2);
-    inWorld(
-        2,
-        [&](int r, Communicator& c) {
-          anyCancelled[static_cast<size_t>(r)] = c.any(r == 1);  // only rank 1 was asked to cancel
-          noneCancelled[static_cast<size_t>(r)] = c.any(false);
-          std::vector<torch::Tensor> t{torch::full({2}, double(r + 7))};
-          c.broadcast(t, 0);
-          broadcasted[static_cast<size_t>(r)] = t[0].sum().item<double>();
-          c.requireSame(12, "the step");  // same: passes
-          try {
-            c.requireSame(r == 0 ? 12 : 15, "the resumed step", "share the run folder");
-          } catch (const std::runtime_error& e) {
-            disagreement[static_cast<size_t>(r)] = e.what();
-          }
-          c.barrier();
-        },
-        storeFile);
-    if (throughAFile) QVERIFY2(!std::filesystem::exists(storeFile), "the last rank to leave deletes the file");
-    for (int r = 0; r < 2; ++r) {
-      QVERIFY(anyCancelled[static_cast<size_t>(r)]);
-      QVERIFY(!noneCancelled[static_cast<size_t>(r)]);
-      QCOMPARE(broadcasted[static_cast<size_t>(r)], 14.0);
-      QVERIFY2(disagreement[static_cast<size_t>(r)].find("disagree on the resumed step (12 to 15; this rank has " +
-                                                         std::to_string(r == 0 ? 12 : 15) + "): share the run folder") != std::string::npos,
-               disagreement[static_cast<size_t>(r)].c_str());
-    }
+    agreementBroadcastAndBarrierThrough(false);
+  }
+  // The CLI's local ranks meet through a file: nothing listens on a port.
+  void agreementThroughAFile() {
+    REQUIRE_PROCESS_GROUPS();
+    agreementBroadcastAndBarrierThrough(true);
   }
 
   // A rank whose peers never come: a one-line error naming the address, after the timeout. A
@@ -270,7 +275,8 @@ class TestCommunicator : public QObject {
 HH_TEST_SUITE(TestCommunicator, "engine.distributed.communicator", &TestCommunicator::shardsPartitionTheBatch,
               &TestCommunicator::worldFromEnvironment, &TestCommunicator::singleIsTheIdentity,
               &TestCommunicator::allReduceMatchesBruteForce, &TestCommunicator::reduceGradientsWeightsEachRank,
-              &TestCommunicator::agreementBroadcastAndBarrier, &TestCommunicator::missingPeerTimesOut)
+              &TestCommunicator::agreementBroadcastAndBarrier, &TestCommunicator::agreementThroughAFile,
+              &TestCommunicator::missingPeerTimesOut)
 
 }  // namespace test_communicator
 
