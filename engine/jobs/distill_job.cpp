@@ -39,12 +39,12 @@ void restoreAdapters(models::TransformerModel& model, const std::vector<torch::T
 // The teacher with the plan's feature maps, what trains, the data and the probe text.
 struct DistillSetup {
   models::ModelPtr model;
-  std::vector<torch::Tensor> params;   // the adapters that train
+  std::vector<torch::Tensor> params;  // the adapters that train
   data::LmDataset dataset;
-  torch::Tensor probeIds;              // [1, P]
+  torch::Tensor probeIds;  // [1, P]
   std::vector<std::string> probeTokens;
   std::vector<std::pair<int, int>> pairs;  // snapshot (layer, head) pairs
-  models::CaptureRequest capture;      // the converted layers' weights, with their graph
+  models::CaptureRequest capture;          // the converted layers' weights, with their graph
 };
 
 models::PlanKeys planKeys(const DistillConfig& c) {
@@ -65,7 +65,8 @@ DistillSetup prepareDistillation(const DistillConfig& config, const dist::Commun
   for (auto& [name, t] : s.model->adapterTensors())
     if (t.requires_grad()) s.params.push_back(t);
   if (s.params.empty())
-    throw std::invalid_argument(s.model->config().plan.summary() + ": nothing to train; feature map \"" + config.featureMap + "\" with rule \"" + config.rule +
+    throw std::invalid_argument(s.model->config().plan.summary() + ": nothing to train; feature map \"" +
+                                config.featureMap + "\" with rule \"" + config.rule +
                                 "\" has nothing to train (choose hedgehog, hedgehog_softmax or t2r, or a gated rule)");
   const auto tokenizer = loadTokenizerFor(*s.model, config.modelDir);
   s.dataset = loadLmData(config.data, *tokenizer);
@@ -73,7 +74,8 @@ DistillSetup prepareDistillation(const DistillConfig& config, const dist::Commun
   moveTo(s.dataset, load.device);
   calibrateWindowMix(*s.model, s.dataset.train.narrow(0, 0, std::min<int64_t>(2, s.dataset.train.size(0))));
   s.probeIds = torch::tensor(tokenizer->encode(config.probeText), torch::kLong).unsqueeze(0).to(load.device);
-  for (int64_t i = 0; i < s.probeIds.size(1); ++i) s.probeTokens.push_back(tokenizer->decode({s.probeIds[0][i].item<int64_t>()}));
+  for (int64_t i = 0; i < s.probeIds.size(1); ++i)
+    s.probeTokens.push_back(tokenizer->decode({s.probeIds[0][i].item<int64_t>()}));
   s.pairs = config.snapshotPairs;
   const auto& plan = s.model->config().plan;
   if (s.pairs.empty())
@@ -84,7 +86,8 @@ DistillSetup prepareDistillation(const DistillConfig& config, const dist::Commun
   s.capture.outputs = config.outputMse > 0;
   s.capture.keepGraph = true;
   const int64_t length = config.data.sequenceLength;
-  s.capture.additiveFeatures = fusedDistillLossRequested(load.device, config.batchSize * s.model->config().heads * length * length);
+  s.capture.additiveFeatures =
+      fusedDistillLossRequested(load.device, config.batchSize * s.model->config().heads * length * length);
   for (int64_t l = 0; l < L; ++l)
     if (plan.layers[static_cast<size_t>(l)].linear) s.capture.layers.push_back(l);
   return s;
@@ -189,8 +192,11 @@ class Distillation {
   DistillResult run() {
     session_.stopping.patience = config_.patience;
     std::map<std::string, torch::Tensor> savedBest;  // "best.<i>": the best feature maps so far
-    if (session_.resuming(config_.resume))
+    resumed_ = session_.resuming(config_.resume);
+    if (resumed_) {
       initialKl_ = counterNumber(session_.loadCheckpoint(optimizer_, &savedBest), "initial_kl", kNaN);
+      if (session_.alreadyEnded(config_.steps)) return ending();  // nothing written
+    }
     startTogether(world_, s_.params, session_.step);
     session_.open(distillRunHeader(config_, s_, world_), config_.resume, config_.steps);
     logStart();
@@ -205,9 +211,10 @@ class Distillation {
     if (!session_.main()) return;
     const auto& model = *s_.model;
     session_.log("distill " + model.config().describe() + " | " + model.config().plan.summary() + " | " +
-                 std::to_string(s_.params.size()) + " trainable tensors | train " + std::to_string(s_.dataset.train.size(0)) +
-                 " x " + std::to_string(s_.dataset.train.size(1)) + " tokens, validation " +
-                 std::to_string(s_.dataset.validation.size(0)) + dataParallelNote(world_, config_.batchSize, "sequences"));
+                 std::to_string(s_.params.size()) + " trainable tensors | train " +
+                 std::to_string(s_.dataset.train.size(0)) + " x " + std::to_string(s_.dataset.train.size(1)) +
+                 " tokens, validation " + std::to_string(s_.dataset.validation.size(0)) +
+                 dataParallelNote(world_, config_.batchSize, "sequences"));
   }
 
   // The best feature maps by validation loss; a resumed run keeps those it had found (not those
@@ -236,12 +243,13 @@ class Distillation {
   }
 
   void evaluateStart() {
-    if (!std::isnan(initialKl_)) return;  // resumed after the first evaluation
+    if (resumed_) return;  // a checkpoint is written after the first evaluation only
     observer_.progress(session_.step, config_.steps, "evaluating the untrained feature maps");
     initialKl_ = session_.main() ? probe(config_, s_, *session_.writer(), session_.step, true) : kNaN;
     const double val = validationLoss(config_, s_, session_);
-    session_.record(session_.step, session_.main() ? std::map<std::string, double>{{"val_loss", val}, {"kl_mean", initialKl_}}
-                                                   : std::map<std::string, double>{{"val_loss", val}});
+    session_.record(session_.step, session_.main()
+                                       ? std::map<std::string, double>{{"val_loss", val}, {"kl_mean", initialKl_}}
+                                       : std::map<std::string, double>{{"val_loss", val}});
     if (session_.main())
       session_.log("step " + std::to_string(session_.step) + ": val_loss " + std::to_string(val) + ", mean KL " +
                    std::to_string(initialKl_));
@@ -259,8 +267,9 @@ class Distillation {
     const auto shard = shardOf(sampler_.next(), world_);
     const auto ids = s_.dataset.train.index_select(0, shard.rows);  // [b, T]
     optimizer_.zero_grad();
-    const double localLoss = distillLayerByLayer(*s_.model, ids, s_.capture, teacherOptions(s_), config_.loss,
-                                                 config_.outputMse, LayerPass::Backward, step == config_.debugNanAtStep);
+    const double localLoss =
+        distillLayerByLayer(*s_.model, ids, s_.capture, teacherOptions(s_), config_.loss, config_.outputMse,
+                            LayerPass::Backward, step == config_.debugNanAtStep);
     StepReport report;
     report.loss = world_.reduceGradients(s_.params, shard.share, {localLoss * shard.share}).front();
     return report;
@@ -301,14 +310,19 @@ class Distillation {
       stepWeights_ = cloneAdapters(*s_.model);
       restoreAdapters(*s_.model, best_);
     }
-    const bool main = session_.finish([this] { measureFinalKl(); }, nullptr, result_.adaptersFile, [this] {
-      return "best validation loss " + std::to_string(session_.stopping.bestLoss) + " at step " +
-             std::to_string(session_.stopping.bestStep) + "; mean KL " + std::to_string(initialKl_) + " -> " +
-             std::to_string(result_.finalKl);
-    });
-    takeSessionEnding(result_, session_, main);
+    session_.finish([this] { measureFinalKl(); }, nullptr, result_.adaptersFile,
+                    [this] {
+                      return "best validation loss " + std::to_string(session_.stopping.bestLoss) + " at step " +
+                             std::to_string(session_.stopping.bestStep) + "; mean KL " + std::to_string(initialKl_) +
+                             " -> " + std::to_string(result_.finalKl);
+                    });
+    return ending();
+  }
+
+  DistillResult ending() {
+    takeSessionEnding(result_, session_, session_.main());
     result_.initialKl = initialKl_;
-    if (!main) result_.adaptersFile.clear();
+    if (!session_.main()) result_.adaptersFile.clear();
     return result_;
   }
 
@@ -330,6 +344,7 @@ class Distillation {
   std::vector<torch::Tensor> best_;
   std::vector<torch::Tensor> stepWeights_;  // at the end: the last step's maps, for the checkpoint
   double initialKl_ = kNaN;
+  bool resumed_ = false;
   DistillResult result_;
 };
 

@@ -27,14 +27,14 @@ namespace hh::jobs {
 struct DistillResult {
   JobStatus status = JobStatus::Completed;
   std::string message;
-  int64_t steps = 0;                  // optimizer steps done (including resumed ones)
+  int64_t steps = 0;  // optimizer steps done (including resumed ones)
   int64_t bestStep = 0;
   // Mean KL on held-out text before and after; NaN where not measured (cancelled or failed
   // before the first evaluation or the end, or a rank other than 0).
   double initialKl = std::numeric_limits<double>::quiet_NaN(), finalKl = std::numeric_limits<double>::quiet_NaN();
-  double bestValidationLoss = 0;
+  double bestValidationLoss = std::numeric_limits<double>::quiet_NaN();
   std::string runFile, adaptersFile;
-  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)", with ", bfloat16" in bf16 (engine/core/device.h)
+  std::string device;  // where it computed: "cpu", "cuda:0 (NAME)", with ", bfloat16" in bf16 (engine/core/device.h)
   double seconds = 0;
 };
 

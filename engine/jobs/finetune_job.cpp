@@ -50,10 +50,10 @@ data::ClassificationDataset loadClassificationData(const ClassificationDataConfi
 // task's data. Errors here are configuration errors: thrown before anything starts.
 struct FinetuneSetup {
   std::unique_ptr<tok::Tokenizer> tokenizer;
-  data::LmDataset lm;                      // task lm
-  data::ClassificationDataset classes;     // task classification
+  data::LmDataset lm;                   // task lm
+  data::ClassificationDataset classes;  // task classification
   models::ModelPtr model;
-  models::ModelPtr teacher;                // loss teacher_kl: the model folder, frozen, run as softmax
+  models::ModelPtr teacher;  // loss teacher_kl: the model folder, frozen, run as softmax
   std::unique_ptr<models::LoraAdapters> lora;
   std::vector<torch::Tensor> params;
   int64_t trainableParameters = 0;
@@ -78,7 +78,8 @@ void loadDataAndModels(const FinetuneConfig& config, const models::LoadOptions& 
     moveTo(s.lm, load.device);
     s.model = models::loadModel(config.modelDir, load);
     if (s.model->config().head != models::HeadKind::CausalLM || !s.model->config().causal)
-      throw std::invalid_argument("finetune: task \"lm\" needs a causal LM (gpt2 or llama), not " + s.model->config().describe());
+      throw std::invalid_argument("finetune: task \"lm\" needs a causal LM (gpt2 or llama), not " +
+                                  s.model->config().describe());
     if (config.loss == "teacher_kl") {
       s.teacher = models::loadModel(config.modelDir, load);
       s.teacher->eval();
@@ -137,7 +138,7 @@ torch::Tensor batchLoss(FinetuneSetup& s, const torch::Tensor& rows) {
     return s.teacher ? modelTeacherKlLoss(*s.model, *s.teacher, ids) : modelNextTokenLoss(*s.model, ids);
   }
   models::ForwardOptions options;
-  options.attentionMask = s.classes.train.mask.index_select(0, rows);  // [B,T]
+  options.attentionMask = s.classes.train.mask.index_select(0, rows);                               // [B,T]
   const auto logits = s.model->forward(s.classes.train.ids.index_select(0, rows), options).logits;  // [B,labels]
   return torch::nn::functional::cross_entropy(logits.to(torch::kFloat), s.classes.train.labels.index_select(0, rows));
 }
@@ -152,14 +153,16 @@ std::pair<double, double> classificationScore(const FinetuneConfig& config, Fine
   int64_t batches = 0;
   const auto& v = s.classes.validation;
   const int64_t n = v.ids.size(0);
-  for (int64_t start = 0; start < n && (config.evalBatches <= 0 || batches < config.evalBatches); start += config.batchSize, ++batches) {
+  for (int64_t start = 0; start < n && (config.evalBatches <= 0 || batches < config.evalBatches);
+       start += config.batchSize, ++batches) {
     if (!world.distributed()) throwIfCancelled(session.observer());  // a lone rank must not leave a collective
     const auto [first, last] = dist::shardRange(std::min(config.batchSize, n - start), world.rank(), world.size());
     const int64_t b = last - first;
     if (b == 0) continue;
     models::ForwardOptions options;
     options.attentionMask = v.mask.narrow(0, start + first, b);
-    const auto logits = s.model->forward(v.ids.narrow(0, start + first, b), options).logits.to(torch::kFloat);  // [b,labels]
+    const auto logits =
+        s.model->forward(v.ids.narrow(0, start + first, b), options).logits.to(torch::kFloat);  // [b,labels]
     const auto labels = v.labels.narrow(0, start + first, b);
     totals[0] += torch::nn::functional::cross_entropy(logits, labels).item<double>() * double(b);
     totals[1] += double(logits.argmax(-1).eq(labels).sum().item<int64_t>());
@@ -231,6 +234,7 @@ class Finetuning {
     session_.stopping.patience = config_.patience;
     resuming_ = session_.resuming(config_.resume);
     if (resuming_) loadCounters();
+    if (resuming_ && session_.alreadyEnded(config_.steps)) return ending();  // nothing written
     startTogether(world_, s_.params, session_.step);
     session_.open(finetuneRunHeader(config_, s_, world_, metric_), config_.resume, config_.steps);
     logStart();
@@ -330,13 +334,17 @@ class Finetuning {
       s_.model->eval();
       models::saveModel(*s_.model, result_.modelDir, config_.modelDir);
     };
-    const bool main = session_.finish(nullptr, saveModel, result_.modelDir, [this] {
-      return "validation loss " + std::to_string(result_.initialValidationLoss) + " -> " +
-             std::to_string(result_.finalValidationLoss) + ", " + metric_ + " " + std::to_string(result_.initialMetric) +
-             " -> " + std::to_string(result_.finalMetric);
+    session_.finish(nullptr, saveModel, result_.modelDir, [this] {
+      const auto text = [](double v) { return std::to_string(v); };
+      return "validation loss " + changeText(result_.initialValidationLoss, result_.finalValidationLoss, text) + ", " +
+             metric_ + " " + changeText(result_.initialMetric, result_.finalMetric, text);
     });
-    takeSessionEnding(result_, session_, main);
-    if (!main) result_.modelDir.clear();
+    return ending();
+  }
+
+  FinetuneResult ending() {
+    takeSessionEnding(result_, session_, session_.main());
+    if (!session_.main()) result_.modelDir.clear();
     return result_;
   }
 

@@ -16,6 +16,7 @@
 // (the saved weights are the last good ones); cancel stops within a step.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "engine/config/finetune_config.h"
@@ -27,17 +28,18 @@ class Communicator;
 
 namespace hh::jobs {
 
-
 struct FinetuneResult {
   JobStatus status = JobStatus::Completed;
   std::string message;
   int64_t steps = 0;
   int64_t bestStep = 0;
-  double initialValidationLoss = 0, finalValidationLoss = 0, bestValidationLoss = 0;
-  double initialMetric = 0, finalMetric = 0;  // perplexity (lm) or accuracy (classification)
+  // NaN where not measured (cancelled or failed before the evaluation): never a made-up 0.
+  static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  double initialValidationLoss = kNaN, finalValidationLoss = kNaN, bestValidationLoss = kNaN;
+  double initialMetric = kNaN, finalMetric = kNaN;  // perplexity (lm) or accuracy (classification)
   int64_t trainableParameters = 0;
   std::string runFile, modelDir;
-  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)", with ", bfloat16" in bf16 (engine/core/device.h)
+  std::string device;  // where it computed: "cpu", "cuda:0 (NAME)", with ", bfloat16" in bf16 (engine/core/device.h)
   double seconds = 0;
 };
 

@@ -14,9 +14,10 @@
 #include "engine/distributed/communicator.h"
 #include "engine/jobs/attention_probe.h"
 #include "engine/jobs/job_support.h"
-#include "engine/jobs/task_evaluation.h"
-#include "engine/jobs/training_session.h"
 #include "engine/jobs/linear_cross_entropy.h"
+#include "engine/jobs/task_evaluation.h"
+#include "engine/jobs/training_checkpoint.h"
+#include "engine/jobs/training_session.h"
 #include "engine/jobs/training_support.h"
 #include "engine/models/model_io.h"
 #include "engine/tokenizers/tokenizer.h"
@@ -33,7 +34,9 @@ struct ResolvedTokenizer {
 };
 
 ResolvedTokenizer resolveTokenizer(const TrainConfig& config) {
-  const std::string spec = !config.tokenizer.empty() ? config.tokenizer : !config.modelDir.empty() ? config.modelDir : "gpt2";
+  const std::string spec = !config.tokenizer.empty()  ? config.tokenizer
+                           : !config.modelDir.empty() ? config.modelDir
+                                                      : "gpt2";
   ResolvedTokenizer out;
   if (spec != "gpt2") {
     out.tokenizer = tok::loadTokenizer(spec);
@@ -75,6 +78,15 @@ std::vector<torch::Tensor> trainableParameters(models::TransformerModel& model) 
   return params;
 }
 
+// A plan's layer specs; none for a plan without linear layers (all softmax, however written).
+std::vector<std::string> planSpecs(const models::AttentionPlan& plan) {
+  return plan.anyLinear() ? plan.specs() : std::vector<std::string>{};
+}
+
+std::string planText(const std::vector<std::string>& specs) {
+  return models::AttentionPlan::fromSpecs(specs).summary();
+}
+
 std::string number(double v) {
   char text[32];
   std::snprintf(text, sizeof text, "%.4g", v);
@@ -95,17 +107,21 @@ runs::RunHeader trainRunHeader(const TrainConfig& config, const models::Transfor
   header.device = deviceLabelOf(model);
   auto& layout = header.layout;
   if (!task) {
-    layout.scalars = {{"loss", "nats"}, {"lr"}, {"val_loss", "nats"}, {"perplexity"}, {"grad_norm"}, {"tokens_per_second", "tokens/s"}};
+    layout.scalars = {{"loss", "nats"}, {"lr"},        {"val_loss", "nats"},
+                      {"perplexity"},   {"grad_norm"}, {"tokens_per_second", "tokens/s"}};
     return header;
   }
-  layout.scalars = {{"loss", "nats"},   {"lr"},      {"val_loss", "nats"}, {"accuracy"}, {"test_accuracy"},
-                    {"attention_entropy", "nats"}, {"grad_norm"}, {"tokens_per_second", "tokens/s"}};
+  layout.scalars = {{"loss", "nats"},     {"lr"},
+                    {"val_loss", "nats"}, {"accuracy"},
+                    {"test_accuracy"},    {"attention_entropy", "nats"},
+                    {"grad_norm"},        {"tokens_per_second", "tokens/s"}};
   layout.layers = static_cast<int>(model.config().layers);
   layout.heads = static_cast<int>(model.config().heads);
   layout.tables = {{"entropy", "nats"}};
   for (const auto& [l, h] : pairs) layout.snapshots.pairs.push_back({l, h});
   const auto probe = task->test.ids[0];  // [T]
-  for (int64_t t = 0; t < probe.size(0); ++t) layout.snapshots.tokens.push_back(task->tokenNames[probe[t].item<int64_t>()]);
+  for (int64_t t = 0; t < probe.size(0); ++t)
+    layout.snapshots.tokens.push_back(task->tokenNames[probe[t].item<int64_t>()]);
   layout.snapshots.size = static_cast<int>(std::min<int64_t>(config.task.sequenceLength, 64));
   return header;
 }
@@ -139,10 +155,11 @@ models::ModelPtr trainModel(const TrainConfig& config, bool fromSavedModel, cons
   if (!fromSavedModel && !config.featureMap.empty()) model->setAttentionPlan(planOf(config, model->layerCount()));
   const auto& mc = model->config();
   if (mc.head != models::HeadKind::CausalLM || !mc.causal)
-    throw std::invalid_argument("train: the model must be a causal LM (gpt2 or llama with an LM head), not " + mc.describe());
+    throw std::invalid_argument("train: the model must be a causal LM (gpt2 or llama with an LM head), not " +
+                                mc.describe());
   if (vocab > mc.vocabSize)
-    throw std::invalid_argument(std::string("train: the ") + (isTask ? "task" : "tokenizer") + " has " + std::to_string(vocab) +
-                                " ids, the model's vocabulary " + std::to_string(mc.vocabSize));
+    throw std::invalid_argument(std::string("train: the ") + (isTask ? "task" : "tokenizer") + " has " +
+                                std::to_string(vocab) + " ids, the model's vocabulary " + std::to_string(mc.vocabSize));
   if (sequenceLength > mc.maxPositions)
     throw std::invalid_argument("train: sequence_length " + std::to_string(sequenceLength) +
                                 " is longer than the model's positions (" + std::to_string(mc.maxPositions) + ")");
@@ -151,11 +168,12 @@ models::ModelPtr trainModel(const TrainConfig& config, bool fromSavedModel, cons
 
 // The run's last status line: a task's test accuracy and attention entropy, then the validation
 // loss from start to end (with the perplexity of a text run) and the best one.
-std::string trainEndMessage(const TrainResult& result, const TrainingSession& session, bool isTask, int64_t testSequences) {
+std::string trainEndMessage(const TrainResult& result, const TrainingSession& session, bool isTask,
+                            int64_t testSequences) {
   return (isTask ? "test accuracy " + number(result.testAccuracy) + " on " + std::to_string(testSequences) +
                        " sequences, attention entropy " + number(result.attentionEntropy) + " nats; "
                  : std::string()) +
-         "validation loss " + number(result.initialValidationLoss) + " -> " + number(result.finalValidationLoss) +
+         "validation loss " + changeText(result.initialValidationLoss, result.finalValidationLoss, number) +
          (isTask ? "" : " (perplexity " + number(std::exp(result.finalValidationLoss)) + ")") + "; best " +
          number(session.stopping.bestLoss) + " at step " + std::to_string(session.stopping.bestStep);
 }
@@ -164,11 +182,11 @@ std::string trainEndMessage(const TrainResult& result, const TrainingSession& se
 // with the parameters that train, and the training rows.
 struct TrainSetup {
   ResolvedTokenizer tokenizer;
-  data::TaskDataset task;    // a task run's
-  data::LmDataset dataset;   // a text run's
+  data::TaskDataset task;   // a task run's
+  data::LmDataset dataset;  // a text run's
   models::ModelPtr model;
   std::vector<torch::Tensor> params;
-  torch::Tensor trainIds;    // [N, T]
+  torch::Tensor trainIds;  // [N, T]
   int64_t vocab = 0;
 };
 
@@ -235,7 +253,14 @@ class Training {
 
   TrainResult run() {
     session_.stopping.patience = config_.patience;
-    if (resuming_) session_.loadCheckpoint(optimizer_);  // the weights too
+    if (resuming_) {
+      refuseAnotherPlan(readTrainingCheckpointCounters(session_.checkpointFile()));
+      session_.loadCheckpoint(optimizer_);         // the weights too
+      if (session_.alreadyEnded(config_.steps)) {  // nothing written
+        takeSessionEnding(result_, session_, true);
+        return result_;
+      }
+    }
     session_.open(trainRunHeader(config_, *s_.model, isTask_ ? &s_.task : nullptr, pairs_), config_.resume,
                   config_.steps);
     logStart();
@@ -246,6 +271,22 @@ class Training {
   }
 
  private:
+  // A resume continues the same run: its attention plan (recorded in the checkpoint; older ones:
+  // the saved model's) must be the one that trains now and the one the config asks for, if any.
+  void refuseAnotherPlan(const nlohmann::json& counters) const {
+    const auto training = planSpecs(s_.model->config().plan);
+    const auto saved =
+        counters.contains("attention") ? counters.at("attention").get<std::vector<std::string>>() : training;
+    const auto asked = config_.featureMap.empty() ? training : planSpecs(planOf(config_, s_.model->layerCount()));
+    if (saved == training && saved == asked) return;
+    const bool askedOther = !config_.featureMap.empty() && asked != saved;
+    throw std::invalid_argument("train: " + config_.runDir + " was trained with attention " + planText(saved) + ", " +
+                                (askedOther ? "the resume asks for " + planText(asked) + " (feature_map \"" +
+                                                  config_.featureMap + "\", rule \"" + config_.rule + "\")"
+                                            : "the model to resume from has " + planText(training)) +
+                                "; a resume continues the same run (start a new run_dir to change it)");
+  }
+
   void logStart() {
     const std::string rows = std::to_string(s_.trainIds.size(0)) + " x " + std::to_string(s_.trainIds.size(1));
     const std::string data =
@@ -277,7 +318,8 @@ class Training {
   // Entropy table, heatmaps and attention_entropy of the model's own attention (task runs).
   double probeTask() {
     auto& writer = *session_.writer();
-    const auto own = probeOwnAttention(*s_.model, s_.task.test.ids.narrow(0, 0, probeRows_), pairs_, writer.layout().snapshots.size);
+    const auto own =
+        probeOwnAttention(*s_.model, s_.task.test.ids.narrow(0, 0, probeRows_), pairs_, writer.layout().snapshots.size);
     writer.appendTable(session_.step, "entropy", own.entropy.values);
     appendSnapshots(writer, session_.step, own.snapshots);
     probedStep_ = session_.step;
@@ -296,7 +338,8 @@ class Training {
                 (probe ? ", attention entropy " + number(values["attention_entropy"]) : "");
       return values;
     }
-    const double val = heldOutLmLoss(*s_.model, s_.dataset.validation, config_.batchSize, config_.evalBatches, observer_);
+    const double val =
+        heldOutLmLoss(*s_.model, s_.dataset.validation, config_.batchSize, config_.evalBatches, observer_);
     summary = "val_loss " + number(val) + ", perplexity " + number(std::exp(val));
     return {{"val_loss", val}, {"perplexity", std::exp(val)}};
   }
@@ -332,7 +375,7 @@ class Training {
   // The checkpoint (complete or absent: one file renamed into place) holds the trained weights,
   // so resume is exact even when a kill lands between it and the model folder.
   void saveCheckpoint() {
-    session_.saveCheckpoint(optimizer_, nlohmann::json::object());
+    session_.saveCheckpoint(optimizer_, {{"attention", planSpecs(s_.model->config().plan)}});
     models::saveModel(*s_.model, modelDir_, s_.tokenizer.folder);
     if (isTask_) writeTaskFile(modelDir_, toJson(config_.task), s_.vocab, s_.task.tokenNames);
   }
@@ -342,7 +385,8 @@ class Training {
     if (session_.status() == JobStatus::Cancelled) return;
     JobObserver quiet;
     if (!isTask_) {
-      result_.finalValidationLoss = heldOutLmLoss(*s_.model, s_.dataset.validation, config_.batchSize, config_.evalBatches, quiet);
+      result_.finalValidationLoss =
+          heldOutLmLoss(*s_.model, s_.dataset.validation, config_.batchSize, config_.evalBatches, quiet);
       return;
     }
     // Validation as during training; the test split, whole, once.
@@ -352,13 +396,14 @@ class Training {
     auto& writer = *session_.writer();
     if (probedStep_ != session_.step) writer.appendScalar(session_.step, "attention_entropy", probeTask());
     writer.appendScalar(session_.step, "test_accuracy", result_.testAccuracy);
-    observer_.scalars(session_.step, {{"test_accuracy", result_.testAccuracy}, {"attention_entropy", result_.attentionEntropy}});
+    observer_.scalars(session_.step,
+                      {{"test_accuracy", result_.testAccuracy}, {"attention_entropy", result_.attentionEntropy}});
   }
 
   TrainResult finish() {
-    const bool main = session_.finish([this] { evaluateLast(); }, nullptr, modelDir_, [this] {
-      return trainEndMessage(result_, session_, isTask_, isTask_ ? s_.task.test.ids.size(0) : 0);
-    });
+    const bool main = session_.finish(
+        [this] { evaluateLast(); }, nullptr, modelDir_,
+        [this] { return trainEndMessage(result_, session_, isTask_, isTask_ ? s_.task.test.ids.size(0) : 0); });
     takeSessionEnding(result_, session_, main);  // one process: main
     return result_;
   }
@@ -373,7 +418,7 @@ class Training {
   TrainSetup s_;
   torch::optim::AdamW optimizer_;
   std::vector<std::pair<int, int>> pairs_;  // snapshot (layer, head) pairs
-  int64_t probeRows_;                        // a task's rows for the entropy probe
+  int64_t probeRows_;                       // a task's rows for the entropy probe
   BatchSampler sampler_;
   int64_t probedStep_ = -1;
   TrainResult result_;
@@ -381,6 +426,8 @@ class Training {
 
 }  // namespace
 
-TrainResult runTrain(const TrainConfig& config, JobObserver& observer) { return Training(config, observer).run(); }
+TrainResult runTrain(const TrainConfig& config, JobObserver& observer) {
+  return Training(config, observer).run();
+}
 
 }  // namespace hh::jobs

@@ -35,20 +35,20 @@
 
 namespace hh::jobs {
 
-
 struct TrainResult {
   JobStatus status = JobStatus::Completed;
   std::string message;
-  int64_t steps = 0;                  // optimizer steps done (including resumed ones)
+  int64_t steps = 0;  // optimizer steps done (including resumed ones)
   int64_t bestStep = 0;
-  double initialValidationLoss = 0;   // before the first step of this job
-  double finalValidationLoss = 0;     // of the saved weights
-  double bestValidationLoss = 0;
+  // NaN where not measured (cancelled or failed before the evaluation): never a made-up 0.
+  double initialValidationLoss = std::numeric_limits<double>::quiet_NaN();  // before the first step of this job
+  double finalValidationLoss = std::numeric_limits<double>::quiet_NaN();    // of the saved weights
+  double bestValidationLoss = std::numeric_limits<double>::quiet_NaN();
   int64_t parameters = 0;
   double testAccuracy = std::numeric_limits<double>::quiet_NaN();      // task runs: whole test split
   double attentionEntropy = std::numeric_limits<double>::quiet_NaN();  // task runs: mean over layers, heads (nats)
-  std::string runFile, modelDir;      // run file, saved model folder
-  std::string device;       // where it computed: "cpu", "cuda:0 (NAME)", with ", bfloat16" in bf16 (engine/core/device.h)
+  std::string runFile, modelDir;                                       // run file, saved model folder
+  std::string device;  // where it computed: "cpu", "cuda:0 (NAME)", with ", bfloat16" in bf16 (engine/core/device.h)
   double seconds = 0;
 };
 

@@ -44,7 +44,9 @@ Key stateKeyOf(const torch::Tensor& p) {
   }
 }
 
-StateKey stateKey(const torch::Tensor& p) { return stateKeyOf<StateKey>(p); }
+StateKey stateKey(const torch::Tensor& p) {
+  return stateKeyOf<StateKey>(p);
+}
 
 std::string shapeText(c10::IntArrayRef shape) {
   std::string s = "[";
@@ -66,8 +68,12 @@ void saveTrainingCheckpoint(const std::string& path, torch::optim::AdamW& optimi
   nlohmann::json groups = nlohmann::json::array();
   for (auto& group : optimizer.param_groups()) {
     const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
-    groups.push_back({{"lr", o.lr()}, {"betas", {std::get<0>(o.betas()), std::get<1>(o.betas())}}, {"eps", o.eps()},
-                      {"weight_decay", o.weight_decay()}, {"amsgrad", o.amsgrad()}, {"params", group.params().size()}});
+    groups.push_back({{"lr", o.lr()},
+                      {"betas", {std::get<0>(o.betas()), std::get<1>(o.betas())}},
+                      {"eps", o.eps()},
+                      {"weight_decay", o.weight_decay()},
+                      {"amsgrad", o.amsgrad()},
+                      {"params", group.params().size()}});
   }
   auto& state = optimizer.state();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -247,13 +253,26 @@ void applyRestoredState(RestoredState& restored, torch::optim::AdamW& optimizer,
 
 }  // namespace
 
-nlohmann::json loadTrainingCheckpoint(const std::string& path, torch::optim::AdamW& optimizer,
-                                      std::map<std::string, torch::Tensor>* extra) {
-  const CheckpointReader reader(path);
+namespace {
+
+nlohmann::json readCounters(const CheckpointReader& reader) {
   const auto format = reader.metadata("format");
   if (format != kFormat) reader.fail("format \"" + format + "\", expected \"" + kFormat + "\"");
   auto counters = reader.metadataJson("hedgehog_checkpoint");
   if (!counters.is_object()) reader.fail("\"hedgehog_checkpoint\" is not a JSON object");
+  return counters;
+}
+
+}  // namespace
+
+nlohmann::json readTrainingCheckpointCounters(const std::string& path) {
+  return readCounters(CheckpointReader(path));
+}
+
+nlohmann::json loadTrainingCheckpoint(const std::string& path, torch::optim::AdamW& optimizer,
+                                      std::map<std::string, torch::Tensor>* extra) {
+  const CheckpointReader reader(path);
+  auto counters = readCounters(reader);
   const auto params = allParameters(optimizer);
   // Everything is read and checked before anything changes: a bad file leaves the job untouched.
   auto restored = readRestoredState(reader, optimizer, params);

@@ -33,6 +33,10 @@ void saveTrainingCheckpoint(const std::string& path, torch::optim::AdamW& optimi
 nlohmann::json loadTrainingCheckpoint(const std::string& path, torch::optim::AdamW& optimizer,
                                       std::map<std::string, torch::Tensor>* extra = nullptr);
 
+// The counters alone (the "hedgehog_checkpoint" metadata), for checks made before anything is
+// loaded; the same errors as loadTrainingCheckpoint for a file that is not a checkpoint.
+nlohmann::json readTrainingCheckpointCounters(const std::string& path);
+
 // counters[key] as a number; JSON has no NaN or infinity (they are written as null), so a
 // non-number reads as `ifNotNumber`.
 double counterNumber(const nlohmann::json& counters, const char* key, double ifNotNumber);

