@@ -15,15 +15,18 @@ namespace hh::cli {
 
 inline std::atomic<int> gForwardedSignals{0};
 inline std::atomic<pid_t> gLauncherParent{0};  // the launcher's parent when the counting began
+inline std::atomic<bool> gParentGoneSeen{false};  // the wait loop saw that parent gone
 
-// Whether a signal counts as one more to pass on. Not a SIGTERM that comes once the launcher's
-// parent has died (it is the parent-death signal of the workbench's child) after a first signal:
-// the workbench dying after a cancel is no force-stop, and rank 0 may be saving.
-inline bool countsAsForwarded(int signal, pid_t parentNow, pid_t parentAtStart, int countedSoFar) {
-  return !(signal == SIGTERM && parentNow != parentAtStart && countedSoFar >= 1);
+// Whether a signal counts as one more to pass on. Not the SIGTERM that comes as the launcher's
+// parent dies (the parent-death signal of the workbench's child: the parent is gone, and the
+// wait loop, which looks every 50 ms, had not seen it yet) after a first signal: the workbench
+// dying after a cancel is no force-stop, and rank 0 may be saving. A launcher whose shell exited
+// earlier (nohup) still counts a second `kill` as a force-stop.
+inline bool countsAsForwarded(int signal, bool parentGone, bool parentGoneSeenBefore, int countedSoFar) {
+  return !(signal == SIGTERM && parentGone && !parentGoneSeenBefore && countedSoFar >= 1);
 }
 inline void countForwardedSignal(int signal) {
-  if (countsAsForwarded(signal, getppid(), gLauncherParent.load(), gForwardedSignals.load()))
+  if (countsAsForwarded(signal, getppid() != gLauncherParent.load(), gParentGoneSeen.load(), gForwardedSignals.load()))
     gForwardedSignals.fetch_add(1);
 }
 
@@ -32,6 +35,7 @@ class ForwardedSignals {
   ForwardedSignals() {
     gForwardedSignals = 0;
     gLauncherParent = getppid();
+    gParentGoneSeen = false;
     struct sigaction action {};
     action.sa_handler = countForwardedSignal;
     sigemptyset(&action.sa_mask);
@@ -46,7 +50,11 @@ class ForwardedSignals {
   ForwardedSignals(const ForwardedSignals&) = delete;
   ForwardedSignals& operator=(const ForwardedSignals&) = delete;
 
-  int received() const { return gForwardedSignals.load(); }
+  // The signals counted so far. The wait loops call it every 50 ms: it also notes a parent gone.
+  int received() const {
+    if (getppid() != gLauncherParent.load()) gParentGoneSeen = true;
+    return gForwardedSignals.load();
+  }
 
  private:
   struct sigaction oldInt_ {}, oldTerm_ {};

@@ -10,7 +10,8 @@
 //   {"event":"progress","step":S,"total":T,"phase":X,"elapsed_s":E,"eta_s":R}
 //   {"event":"scalars","step":S,"values":{"loss":..,...}}
 //   {"event":"log","line":L}
-//   {"event":"processes","count":N,"pids":[..],"rendezvous":"host:port","threads":K,"logs":D}
+//   {"event":"processes","count":N,"pids":[..],"rendezvous":R,"threads":K,"logs":D}
+//      (R: "file RUN_DIR/.rendezvous-PID", or "host:port" when MASTER_ADDR/MASTER_PORT are set)
 //   {"event":"memory","rank":R,"peak_mb":M}
 //   {"event":"end","status":"completed|failed|cancelled","message":M,"seconds":S,"steps":N,
 //    "run_file":P,"outputs":{"model"|"adapters"|"export":P},"evaluation":{..},"stages":{..}}

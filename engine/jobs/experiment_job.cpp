@@ -40,10 +40,11 @@ Outcome runJob(const std::string& job, const nlohmann::json& config, JobObserver
 }
 
 // The config the job runs with: the variant's, plus "resume" when asked for and the job has it
-// (train, distill, finetune; a convert or evaluate variant starts afresh). The record keeps the
-// variant's own config, so a resumed variant is reused like any other.
+// (train, distill, finetune; a convert or evaluate variant starts afresh, and so does one --force
+// picked: it is run again). The record keeps the variant's own config, so a resumed variant is
+// reused like any other.
 nlohmann::json jobConfig(const std::string& job, nlohmann::json config, const ExperimentOptions& options) {
-  if (options.resume && job != "evaluate" && job != "convert") config["resume"] = true;
+  if (options.resume && !options.force && job != "evaluate" && job != "convert") config["resume"] = true;
   return config;
 }
 

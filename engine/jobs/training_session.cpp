@@ -21,10 +21,12 @@ namespace {
 
 constexpr const char* kEarlyStopped = "early-stopped";
 
-// Whether `file` (a run file) says completed; false when it does not open.
-bool saysCompleted(const std::string& file) {
+// Whether `file` (a run file) says completed (false when it does not open), and its message.
+bool saysCompleted(const std::string& file, std::string& message) {
   try {
-    return runs::RunReader::open(file).status() == runs::RunStatus::Completed;
+    const auto reader = runs::RunReader::open(file);
+    message = reader.statusMessage();
+    return reader.status() == runs::RunStatus::Completed;
   } catch (const std::exception&) {
     return false;
   }
@@ -93,7 +95,9 @@ nlohmann::json TrainingSession::loadCheckpoint(torch::optim::AdamW& optimizer,
   stopping.evalsWithoutGain = counters.at("evals_without_gain");
   loaded_ = true;
   // "completed" is not taken over: a run given more steps continues, and its end sets it again.
-  if (counters.value("ended", std::string()) == kEarlyStopped) ending_ = kEarlyStopped;
+  // Early stopping ended it only while it still would: a resume with a larger patience, or none
+  // (0), trains on.
+  if (counters.value("ended", std::string()) == kEarlyStopped && stopping.exhausted()) ending_ = kEarlyStopped;
   if (counters.contains("pending_evaluation_loss"))
     pendingEvaluation_ = counterNumber(counters, "pending_evaluation_loss", kNaN);
   return counters;
@@ -101,21 +105,25 @@ nlohmann::json TrainingSession::loadCheckpoint(torch::optim::AdamW& optimizer,
 
 bool TrainingSession::alreadyEnded(int64_t steps) {
   if (!loaded_ || (step < steps && ending_ != kEarlyStopped)) return false;
-  std::string last;
+  std::string last, recorded;
   if (main()) {
     const auto chain = runs::runChain(runDir_);
-    if (!chain.empty() && saysCompleted(chain.back())) last = chain.back();
+    if (!chain.empty() && saysCompleted(chain.back(), recorded)) last = chain.back();
   }
   if (!world_.any(!last.empty())) return false;  // its end was cut short: the job does it again
   if (main()) runFile_ = last;
   const std::string at = " at step " + std::to_string(step);
   const int64_t evals = stopping.evalsWithoutGain;
-  message_ = ending_ == kEarlyStopped
-                 ? runDir_ + " already stopped early" + at + " (no validation gain in " + std::to_string(evals) +
-                       (evals == 1 ? " evaluation" : " evaluations") + "; best step " +
-                       std::to_string(stopping.bestStep) + "): nothing to resume (start afresh without --resume)"
-                 : runDir_ + " already completed" + at + ": nothing to resume (raise steps above " +
-                       std::to_string(step) + " to continue it, or start afresh without --resume)";
+  // The run's own end message first (an experiment's record of the variant keeps what it measured).
+  message_ =
+      (recorded.empty() ? "" : recorded + "; ") +
+      (ending_ == kEarlyStopped
+           ? runDir_ + " already stopped early" + at + " (no validation gain in " + std::to_string(evals) +
+                 (evals == 1 ? " evaluation" : " evaluations") + "; best step " + std::to_string(stopping.bestStep) +
+                 "): nothing to resume (raise patience, or set it to 0, to train on; or start afresh "
+                 "without --resume)"
+           : runDir_ + " already completed" + at + ": nothing to resume (raise steps above " + std::to_string(step) +
+                 " to continue it, or start afresh without --resume)");
   return true;
 }
 

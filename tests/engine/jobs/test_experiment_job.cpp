@@ -12,6 +12,7 @@
 //   - --resume runs a convert variant afresh (convert has no resume);
 //   - resume continues a cancelled variant from its checkpoint (a continuation run file; the
 //     summary's numbers are the continuation's) and starts one without a checkpoint afresh;
+//     with --force it runs the variant --force picks again, from its start;
 //   - pendingVariants lists what would run and refuses an unknown --only name; summaryOnly runs
 //     nothing and lists what was recorded, failed variants included, and a variant whose child
 //     process left no record (killed) as failed with the child's reason
@@ -229,6 +230,15 @@ class TestExperimentJob : public QObject {
     QVERIFY(!fs::exists(dir.file("exp") + "/t2r/run-resumed-0.h5"));
     QCOMPARE(hh::runs::RunReader::open(dir.file("exp") + "/t2r/run.h5").scalars("loss").steps.front(), int64_t(1));
     QVERIFY(j::pendingVariants(c).empty());
+    // --force with --resume runs the variant it picks again, from its start: not "nothing to resume".
+    resume.force = true;
+    resume.only = {"t2r"};
+    const auto forced = j::runExperiment(c, quiet, resume);
+    QVERIFY2(forced.status == j::JobStatus::Completed, forced.message.c_str());
+    const auto again = hh::runs::RunReader::open(dir.file("exp") + "/t2r/run.h5");
+    QCOMPARE(again.scalars("loss").steps, (std::vector<int64_t>{1, 2, 3, 4}));
+    for (const auto& v : forced.variants)
+      QVERIFY2(v.message.find("nothing to resume") == std::string::npos, v.message.c_str());
   }
 
   void pendingAndSummaryOnly() {

@@ -240,9 +240,10 @@ class TestTrainJob : public QObject {
     QVERIFY(j::runTrain(c, observer).status == j::JobStatus::Completed);
     c.resume = true;
     c.steps = 6;
-    const auto refused = [&](const j::TrainConfig& config) -> std::string {
+    j::JobObserver& jobObserver = observer;  // captured as the base: GCC warns of a captured anonymous-namespace type
+    const auto refused = [&jobObserver](const j::TrainConfig& config) -> std::string {
       try {
-        j::runTrain(config, observer);
+        j::runTrain(config, jobObserver);
       } catch (const std::invalid_argument& e) {
         return e.what();
       }

@@ -118,7 +118,7 @@ class TestTrainingSession : public QObject {
     QVERIFY(j::runFinetune(c, observer).status == j::JobStatus::Completed);
     QVERIFY(fs::exists(c.runDir + "/checkpoint.safetensors"));
     observer.throwOnStart = true;
-    QVERIFY(throws([&] { j::runFinetune(c, observer); }));
+    QVERIFY(throws([&c, job = static_cast<j::JobObserver*>(&observer)] { j::runFinetune(c, *job); }));
     QVERIFY2(!fs::exists(c.runDir + "/checkpoint.safetensors"), "the earlier run's checkpoint is still there");
     QVERIFY(!fs::exists(c.runDir + "/checkpoint.json"));
     observer.throwOnStart = false;
@@ -133,12 +133,14 @@ class TestTrainingSession : public QObject {
     hh::test::TempDir dir("session_ended");
     auto c = loraConfig(dir, "run");
     Observer observer;
-    QVERIFY(j::runFinetune(c, observer).status == j::JobStatus::Completed);
+    const auto first = j::runFinetune(c, observer);
+    QVERIFY(first.status == j::JobStatus::Completed);
     const auto before = folderBytes(c.runDir);
     c.resume = true;
     const auto r = j::runFinetune(c, observer);
     QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
-    QVERIFY2(r.message == c.runDir +
+    // The run's own end message (what an experiment's record keeps), then why nothing ran.
+    QVERIFY2(r.message == first.message + "; " + c.runDir +
                               " already completed at step 6: nothing to resume (raise steps above 6 to "
                               "continue it, or start afresh without --resume)",
              r.message.c_str());
@@ -163,6 +165,12 @@ class TestTrainingSession : public QObject {
     QVERIFY2(again.message.find("already stopped early at step 3") != std::string::npos, again.message.c_str());
     QCOMPARE(again.steps, int64_t(3));
     QVERIFY2(folderBytes(early.runDir) == earlyBefore, "the resume of an early-stopped run changed its folder");
+    // Resumed with early stopping off (patience 0), it trains on to its steps.
+    early.patience = 0;
+    const auto onward = j::runFinetune(early, observer);
+    QVERIFY2(onward.status == j::JobStatus::Completed, onward.message.c_str());
+    QCOMPARE(onward.steps, int64_t(6));
+    QCOMPARE(hh::runs::RunReader::open(onward.runFile).scalars("loss").steps.front(), int64_t(4));
   }
 
   void anEndCutShortIsRedoneWithoutTraining() {
@@ -172,7 +180,7 @@ class TestTrainingSession : public QObject {
     c.patience = 1;
     Observer observer;
     observer.throwOnEnd = true;  // the checkpoint and the model are saved, the run file never says completed
-    QVERIFY(throws([&] { j::runFinetune(c, observer); }));
+    QVERIFY(throws([&c, job = static_cast<j::JobObserver*>(&observer)] { j::runFinetune(c, *job); }));
     observer.throwOnEnd = false;
     c.resume = true;
     const auto r = j::runFinetune(c, observer);
