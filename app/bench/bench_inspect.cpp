@@ -16,7 +16,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 
@@ -47,10 +46,16 @@ int benchMain(int argc, char** argv) {
   }
   const QString text = QString::fromUtf8(file.readAll());
   int maxTokens = 1024, repeat = 3;
-  for (int i = 3; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--max-tokens") == 0) maxTokens = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::atoi(argv[i + 1]);
-  }
+  // The options after the two positional arguments (argv + 2: parseOptions starts at its [1]).
+  hh::bench::parseOptions(argc - 2, argv + 2, [&](const std::string& key, const std::string& value) {
+    if (key == "--max-tokens")
+      maxTokens = static_cast<int>(hh::bench::parseCount(key, value, 1, 1 << 20));
+    else if (key == "--repeat")
+      repeat = static_cast<int>(hh::bench::parseCount(key, value, 1, 10000));
+    else
+      return false;
+    return true;
+  });
 
   const int64_t base = hh::residentBytes();
   hh::resetPeakResident();
@@ -104,5 +109,7 @@ int benchMain(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  return hh::bench::reportErrors("hh_bench_inspect", [&] { return benchMain(argc, argv); });
+  return hh::bench::reportErrors(
+      "hh_bench_inspect", [&] { return benchMain(argc, argv); },
+      "MODEL_FOLDER TEXT_FILE [--max-tokens N] [--repeat R]");
 }
