@@ -32,15 +32,6 @@ inline int64_t parseInteger(const std::string& s) {
   return value;
 }
 
-// "512,2048" -> {512, 2048}
-inline std::vector<int64_t> parseIntegers(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(parseInteger(item));
-  return out;
-}
-
 // "demo,gpt2-small" -> {"demo", "gpt2-small"}
 inline std::vector<std::string> parseNames(const std::string& s) {
   std::vector<std::string> out;

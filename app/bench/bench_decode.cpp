@@ -107,21 +107,15 @@ m::DecodeCache cacheAt(m::TransformerModel& model, int64_t batch, int64_t positi
   return cache;
 }
 
-int64_t weightBytes(const m::TransformerModel& model) {
-  int64_t n = 0;
-  for (const auto& p : model.parameters()) n += p.numel() * int64_t(p.element_size());
-  return n;
-}
-
-// The weight bytes one decoding step reads: every parameter once, except GPT-2's learned position
-// table (wpe), of which a step reads its one row. The table is sized to the largest position asked
-// for (32K rows, 101 MB for GPT-2 small), and counting it whole put the floor that much too high.
-int64_t stepWeightBytes(const m::TransformerModel& model) {
+// Every parameter's bytes; with `oneStep`, the bytes one decoding step reads: GPT-2's learned
+// position table (wpe) counts one row. The table is sized to the largest position asked for (32K
+// rows, 101 MB for GPT-2 small), and counting it whole put the floor that much too high.
+int64_t weightBytes(const m::TransformerModel& model, bool oneStep = false) {
   int64_t n = 0;
   for (const auto& item : model.named_parameters(true)) {
     const auto& p = item.value();
     const int64_t bytes = p.numel() * int64_t(p.element_size());
-    n += item.key() == "wpe.weight" ? bytes / p.size(0) : bytes;
+    n += oneStep && item.key() == "wpe.weight" ? bytes / p.size(0) : bytes;
   }
   return n;
 }
@@ -157,7 +151,7 @@ struct Run {
 
 // One decoding step of `model` under `plan` from a cache at `position`: its time, the bytes of the
 // cache it reads (`extra` positions reserved beyond, as generate() does for the KV cache) and of the
-// weights it reads under that plan (stepWeightBytes).
+// weights it reads under that plan (weightBytes, one step).
 struct StepCost {
   Timing time;
   int64_t cacheBytes = 0, weightBytes = 0;
@@ -172,7 +166,7 @@ StepCost timeStep(m::TransformerModel& model, const m::AttentionPlan& plan, cons
   StepCost cost;
   cost.time = time([&] { model.forward(token, forward); }, run.args.steps);
   cost.cacheBytes = cache.bytes();
-  cost.weightBytes = stepWeightBytes(model);
+  cost.weightBytes = weightBytes(model, true);
   return cost;
 }
 
@@ -280,8 +274,8 @@ int benchMain(int argc, char** argv) {
     model->eval();
     const auto& c = model->config();
     char read[96] = "";  // a learned position table: a token reads one row of it
-    if (stepWeightBytes(*model) != weightBytes(*model))
-      std::snprintf(read, sizeof read, ", %.0f MB of them read per token", stepWeightBytes(*model) / 1e6);
+    if (weightBytes(*model, true) != weightBytes(*model))
+      std::snprintf(read, sizeof read, ", %.0f MB of them read per token", weightBytes(*model, true) / 1e6);
     std::printf("\n## %s: %lld layers, %lld heads, head dim %lld, %.1f M parameters (%.0f MB of weights%s)\n",
                 shape.c_str(), (long long)c.layers, (long long)c.heads, (long long)c.headDim,
                 model->parameterCount() / 1e6, weightBytes(*model) / 1e6, read);
