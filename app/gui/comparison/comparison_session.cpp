@@ -40,31 +40,16 @@ double topPercentile(const std::vector<torch::Tensor>& matrices, const torch::Te
   return std::get<0>(all.kthvalue(k)).item<double>();
 }
 
-// phi(q), phi(k) of one head [1, 1, T, F] for a map name; `trained` (all heads of a layer) is
-// applied to the head's slot by feeding the head at position trainedHead of an H-head input.
+// phi(q), phi(k) of one head [1, 1, T, F] for a map name, the map at its initialisation.
 // exp_t's features are the shifted ones its layers compute (stable_exp.h): same weights, no overflow.
 std::pair<torch::Tensor, torch::Tensor> features(const QString& name, const torch::Tensor& q, const torch::Tensor& k,
-                                                 bool causal, quint64 seed, hh::attn::FeatureMap* trained,
-                                                 int trainedHead, int& featureDim) {
+                                                 bool causal, quint64 seed, int& featureDim) {
   const int64_t t = q.size(2), d = q.size(3);
   auto shiftedExp = [&](double expT) {
     featureDim = int(d);
     const auto f = hh::attn::shiftedExpFeatures(q, k, expT, causal);
     return std::pair{f.fq, f.fk};
   };
-  if (name == QLatin1String("trained")) {
-    if (trained == nullptr || !*trained) throw std::invalid_argument("\"trained\" needs a converted model's head");
-    if ((*trained)->config().kind == hh::attn::FeatureMapKind::ExpT) return shiftedExp((*trained)->config().expT);
-    const int64_t heads = (*trained)->config().heads;
-    // The trained map has one MLP per head: place this head's q, k in its slot of an H-head input.
-    auto place = [&](const torch::Tensor& x) {
-      auto full = torch::zeros({1, heads, t, d}, x.options());
-      full.narrow(1, trainedHead, 1).copy_(x);
-      return (*trained)->forward(full).narrow(1, trainedHead, 1);
-    };
-    featureDim = int((*trained)->featureDim());
-    return {place(q), place(k)};
-  }
   hh::attn::FeatureMapConfig fc;
   fc.kind = hh::attn::parseFeatureMapKind(name.toStdString());
   fc.heads = 1;
@@ -77,6 +62,22 @@ std::pair<torch::Tensor, torch::Tensor> features(const QString& name, const torc
   return {map->forward(q), map->forward(k)};
 }
 
+// One head's linear weights [1, 1, T, T] under the map `name`: the additive rule's quadratic
+// form from the map at its initialisation, or, for "trained", the model layer's own.
+torch::Tensor mapWeights(const QString& name, const torch::Tensor& q, const torch::Tensor& k, bool causal, quint64 seed,
+                         const TrainedWeights* trained, int& featureDim) {
+  if (name == QLatin1String("trained")) {
+    if (trained == nullptr || !trained->weights.defined())
+      throw std::invalid_argument("\"trained\" needs a converted model's head");
+    featureDim = trained->featureDim;
+    return trained->weights.to(torch::kFloat);
+  }
+  const auto [fq, fk] = features(name, q, k, causal, seed, featureDim);  // [1, 1, T, F]
+  hh::attn::RuleOptions ro;
+  ro.causal = causal;
+  return hh::attn::linearWeights(fq, fk, {}, ro).to(torch::kFloat);
+}
+
 }  // namespace
 
 QStringList featureMapNames() {
@@ -86,14 +87,11 @@ QStringList featureMapNames() {
 }
 
 void compareHead(const torch::Tensor& qIn, const torch::Tensor& kIn, bool causal, const ComparisonSettings& settings,
-                 hh::attn::FeatureMap* trained, int trainedHead, ComparisonResult& result) {
+                 const TrainedWeights* trained, ComparisonResult& result) {
   at::NoGradGuard noGrad;
   TORCH_CHECK(qIn.dim() == 4 && qIn.size(0) == 1 && qIn.size(1) == 1, "compareHead: q must be [1, 1, T, D]");
   const torch::Tensor q = qIn.to(torch::kFloat), k = kIn.to(torch::kFloat);  // [1, 1, T, D]
   const int64_t t = q.size(2);
-  hh::attn::RuleOptions ro;
-  ro.causal = causal;
-
   const torch::Tensor valid = hh::attn::validPairs(t, t, causal);  // [1, 1, T, T] bool
   const torch::Tensor p = hh::attn::softmaxWeights(q, k, causal);  // [1, 1, T, T]
   const torch::Tensor s = hh::attn::attentionScores(q, k);         // [1, 1, T, T]
@@ -111,8 +109,7 @@ void compareHead(const torch::Tensor& qIn, const torch::Tensor& kIn, bool causal
   for (const QString& name : settings.featureMaps) {
     MapComparison m;
     m.name = name;
-    const auto [fq, fk] = features(name, q, k, causal, settings.seed, trained, trainedHead, m.featureDim);  // [1, 1, T, F]
-    const torch::Tensor a = hh::attn::linearWeights(fq, fk, {}, ro).to(torch::kFloat);             // [1, 1, T, T]
+    const torch::Tensor a = mapWeights(name, q, k, causal, settings.seed, trained, m.featureDim);  // [1, 1, T, T]
     m.weights = toMaskedMatrix(a, valid);
     m.difference = toMaskedMatrix(a - p.to(torch::kFloat), valid);
     m.differenceTop = topPercentile({(a - p.to(torch::kFloat)).abs()}, valid);
@@ -140,7 +137,7 @@ ComparisonResult computeComparison(const ComparisonSettings& settings) {
     const torch::Tensor k = torch::randn({1, 1, t, d}, generator, torch::kFloat);
     ComparisonSettings random = settings;
     random.featureMaps.removeAll(QStringLiteral("trained"));  // a random head has no trained map
-    compareHead(q, k, settings.causal, random, nullptr, 0, result);
+    compareHead(q, k, settings.causal, random, nullptr, result);
     result.source = QStringLiteral("random head, T = %1, D = %2, seed %3").arg(t).arg(d).arg(settings.seed);
   } catch (const std::exception& e) {
     result = ComparisonResult{};

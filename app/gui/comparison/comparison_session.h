@@ -6,8 +6,9 @@
 //   a = linearWeights(phi(q), phi(k)) (additive rule, quadratic form); scores s = q.k / sqrt(D);
 //   metrics over valid pairs: KL(p || a), mean row entropy, Spearman(s, weights), and the binned
 //   monotonicity curves (mean weight per score bin +- std).
-// "trained" names the loaded model layer's own (distilled) feature map; the others start at
-// their initialisation (identity W for Hedgehog and T2R).
+// "trained" names the loaded model layer's own weights: its distilled feature map under its own
+// rule, window and gates (LinearAttention::weights); the others are the additive rule's weights
+// from a map at its initialisation (identity W for Hedgehog and T2R).
 // The header is Torch-free so the views can include it; the computations run on any thread (the
 // window calls them on a worker) and report failures in `error` instead of throwing.
 #pragma once

@@ -5,14 +5,19 @@
 #include <torch/types.h>
 
 #include "app/gui/comparison/comparison_session.h"
-#include "engine/attention/feature_map.h"
-
 namespace hh::gui {
 
+// A converted layer's own weights for one head, its rule, window and gates included (what
+// LinearAttention::weights gives): the comparison's "trained" map.
+struct TrainedWeights {
+  torch::Tensor weights;  // [1, 1, T, T]
+  int featureDim = 0;     // F of the layer's feature map
+};
+
 // q, k [1, 1, T, D] (any float type; computed in float32). `trained` serves the name "trained"
-// (nullptr: "trained" is reported as an error); `trainedHead` selects its head. Fills everything
-// in the result but settings/source/tokens/milliseconds; throws on bad input.
+// (nullptr: "trained" is reported as an error). Fills everything in the result but
+// settings/source/tokens/milliseconds; throws on bad input.
 void compareHead(const torch::Tensor& q, const torch::Tensor& k, bool causal, const ComparisonSettings& settings,
-                 hh::attn::FeatureMap* trained, int trainedHead, ComparisonResult& result);
+                 const TrainedWeights* trained, ComparisonResult& result);
 
 }  // namespace hh::gui

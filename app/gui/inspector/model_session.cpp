@@ -31,8 +31,10 @@ struct ModelSession::State {
   ModelSummary summary;
   models::ModelPtr model;
   std::unique_ptr<tok::Tokenizer> tokenizer;
-  // The last inspected text: q, k per layer [1, H, T, D] (k expanded to H heads), and its tokens.
-  std::vector<torch::Tensor> queries, keys;
+  // The last inspected text: q, k per layer [1, H, T, D] (k expanded to H heads), the layer's
+  // input [1, T, C] where its linear attention's gates read it (gated, delta and decay rules;
+  // undefined for other layers), and its tokens.
+  std::vector<torch::Tensor> queries, keys, hidden;
   QStringList tokens;
 };
 
@@ -231,19 +233,36 @@ models::ModelOutput captureQueriesKeys(models::TransformerModel& model, const st
   return model.forward(idTensor, options);
 }
 
+// What a layer's map is not, where its rule makes it other than a distribution over the keys:
+// the delta rule's effective matrix is signed (so KL, which takes logarithms, is NaN), the decay
+// rule's has no normaliser and leaves out its value-side gate (it scales each output channel, so
+// no one T x T matrix holds it). Empty for the other rules.
+QString ruleNote(const attn::LinearAttentionConfig& config) {
+  switch (attn::formRule(config.rule.rule)) {
+    case attn::UpdateRule::Delta:
+      return QStringLiteral("signed weights (delta rule): no KL");
+    case attn::UpdateRule::Decay:
+      return QStringLiteral("not normalised, without the value-side gate: KL is no divergence here");
+    default:
+      return {};
+  }
+}
+
+// The layer input a converted layer's gates read (gated, delta, decay rules); undefined where
+// nothing reads it, so the inspector keeps [1, T, C] only for those layers.
+torch::Tensor gateInput(const attn::LinearAttention& linear, const models::LayerCapture& c) {
+  return linear && linear->config().rule.rule != attn::UpdateRule::Additive ? c.hidden : torch::Tensor();
+}
+
 // One layer's thumbnails and measures into `result`, one head at a time: one [T, T] softmax map
 // alive, not the layer's H (48 MB at T = 1024, H = 12), the allocator reusing one block.
 void measureLayer(models::TransformerModel& model, const models::LayerCapture& c, const torch::Tensor& valid,
                   const torch::Tensor& empty, InspectResult& result) {
   const int l = int(c.layer), H = result.heads;
-  torch::Tensor a;  // [1, H, T, T], the linear weights of a converted layer
+  torch::Tensor a;  // [1, H, T, T], the linear weights of a converted layer (its own rule's)
   if (auto linear = model.linearAttention(l)) {
     result.converted = true;
-    try {
-      a = linear->weights(c.queries, c.keys);
-    } catch (const std::exception&) {
-      // Rules whose weights need the layer input (gated, delta, decay): no KL for this layer.
-    }
+    a = linear->weights(c.queries, c.keys, gateInput(linear, c));
   }
   for (int h = 0; h < H; ++h) {
     const auto qh = c.queries.narrow(1, h, 1), kh = c.keys.narrow(1, h, 1);  // [1, 1, T, D]
@@ -265,6 +284,7 @@ InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResul
     // a 124M model); a failure below leaves "nothing inspected".
     st.queries.clear();
     st.keys.clear();
+    st.hidden.clear();
     st.tokens.clear();
     at::NoGradGuard noGrad;
     const auto& config = st.model->config();
@@ -276,6 +296,7 @@ InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResul
 
     st.queries.assign(size_t(L), {});
     st.keys.assign(size_t(L), {});
+    st.hidden.assign(size_t(L), {});
     for (int64_t id : ids) st.tokens << tokenLabel(*st.tokenizer, id);
     result.tokens = st.tokens;
     result.layers = L;
@@ -289,6 +310,7 @@ InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResul
     for (const auto& c : out.captures) {
       st.queries[size_t(c.layer)] = c.queries;
       st.keys[size_t(c.layer)] = c.keys;
+      st.hidden[size_t(c.layer)] = gateInput(st.model->linearAttention(int(c.layer)), c);
       measureLayer(*st.model, c, valid, empty, result);
     }
   } catch (const std::exception& e) {
@@ -326,16 +348,11 @@ HeadMaps ModelSession::headMaps(int layer, int head) {
     maps.scores = toMaskedMatrix(attn::attentionScores(qh, kh), valid);
     if (auto linear = st.model->linearAttention(layer)) {
       maps.featureMap = fromStd(attn::describe(linear->config()));
-      if (linear->config().rule.rule != attn::UpdateRule::Additive) {
-        // A gated, delta or decay rule reads the layer's hidden states, which the inspector does
-        // not keep: the softmax map is still shown.
-        maps.note = QStringLiteral("no linear map: %1 reads the layer's hidden states").arg(maps.featureMap);
-      } else {
-        const auto a = linear->weights(q, k).narrow(1, head, 1);  // [1, 1, T, T]
-        maps.linear = std::make_shared<const std::vector<float>>(toMaskedMatrix(a, valid));
-        maps.linearTop = top99(a, valid);
-        maps.differenceTop = top99((a.to(torch::kFloat) - p.to(torch::kFloat)).abs(), valid);
-      }
+      const auto a = linear->weights(q, k, st.hidden[size_t(layer)]).narrow(1, head, 1);  // [1, 1, T, T]
+      maps.linear = std::make_shared<const std::vector<float>>(toMaskedMatrix(a, valid));
+      maps.linearTop = top99(a, valid);
+      maps.differenceTop = top99((a.to(torch::kFloat) - p.to(torch::kFloat)).abs(), valid);
+      maps.note = ruleNote(linear->config());
     }
   } catch (const std::exception& e) {
     maps = HeadMaps{};
@@ -386,12 +403,18 @@ ComparisonResult ModelSession::headComparison(int layer, int head, const Compari
       throw std::out_of_range("no such layer or head");
     const auto qh = st.queries[size_t(layer)].narrow(1, head, 1);  // [1, 1, T, D]
     const auto kh = st.keys[size_t(layer)].narrow(1, head, 1);
-    const auto linear = st.model->linearAttention(layer);
-    hh::attn::FeatureMap trained = linear ? linear->featureMap() : hh::attn::FeatureMap(nullptr);
+    auto linear = st.model->linearAttention(layer);
     ComparisonSettings asked = settings;
     // A softmax layer of a partly converted model has no trained map: the others are compared.
     const bool noTrained = !linear && asked.featureMaps.removeAll(QStringLiteral("trained")) > 0;
-    compareHead(qh, kh, st.model->config().causal, asked, &trained, head, result);
+    TrainedWeights trained;  // the layer's own weights, its rule, window and gates included
+    if (linear && asked.featureMaps.contains(QStringLiteral("trained"))) {
+      at::NoGradGuard noGrad;
+      trained.weights = linear->weights(st.queries[size_t(layer)], st.keys[size_t(layer)], st.hidden[size_t(layer)])
+                            .narrow(1, head, 1);  // [1, 1, T, T]
+      trained.featureDim = int(linear->featureMap()->featureDim());
+    }
+    compareHead(qh, kh, st.model->config().causal, asked, linear ? &trained : nullptr, result);
     result.settings = settings;
     result.tokens = st.tokens;
     result.source = QStringLiteral("layer %1, head %2 of %3 on %4 tokens")
@@ -400,11 +423,8 @@ ComparisonResult ModelSession::headComparison(int layer, int head, const Compari
                         .arg(st.summary.folder)
                         .arg(qh.size(2));
     if (noTrained) result.source += QStringLiteral(" (a softmax layer: no trained map)");
-    // "trained" is the layer's map in the additive form: say so where the layer computes another.
-    if (linear && settings.featureMaps.contains(QStringLiteral("trained")) &&
-        (linear->config().rule.rule != attn::UpdateRule::Additive || linear->config().window > 0))
-      result.source += QStringLiteral(" (\"trained\": the layer's map in the additive form, not its %1)")
-                           .arg(fromStd(attn::describe(linear->config())));
+    if (linear && settings.featureMaps.contains(QStringLiteral("trained")))
+      result.source += QStringLiteral(" (\"trained\": the layer's %1)").arg(fromStd(attn::describe(linear->config())));
   } catch (const std::exception& e) {
     result = ComparisonResult{};
     result.settings = settings;

@@ -86,7 +86,7 @@ struct HeadMaps {
   widgets::SharedValues linear;  // null for softmax layers
   std::vector<float> scores;
   QString featureMap;         // the layer's linear feature map, empty for softmax layers
-  QString note;               // why a linear layer has no linear map (linear is null then)
+  QString note;               // what the linear map is not (a delta rule's is signed, a decay rule's unnormalised)
   // 99th percentiles for the colour scales (a few saturated cells, e.g. the first causal row,
   // would otherwise leave everything else dark): of softmax, of linear, of |linear - softmax|.
   double softmaxTop = 0, linearTop = 0, differenceTop = 0;

@@ -6,9 +6,10 @@
 //     model's captured linear weights, and the comparison's "trained" map on that head gives
 //     the same KL as the inspector (two paths through the engine);
 //   - a softmax layer of a partly converted model compares without "trained" (noted in the
-//     source); a gated layer (whose weights read the layer's hidden states) still shows its
-//     softmax map, with a note instead of the linear one, and its comparison says that
-//     "trained" is the map in the additive form;
+//     source); gated, delta, decay and window layers show their own linear maps (equal to the
+//     model's captured weights, the gates reading the layer's input), with KL, and the
+//     comparison's "trained" map is that map (a delta layer's map notes its signed weights, a
+//     decay layer's its missing normaliser and value-side gate);
 //   - the main window opens the model, inspects the text, fills the layer x head grid, opens a
 //     head large; hovering a cell reads that query/key token pair, its weight and q.k/sqrt(d);
 //     the brightest cell of the large map is drawn in the colour map's top colour;
@@ -185,17 +186,13 @@ class TestInspector : public QObject {
     QCOMPARE(int(r.maps.size()), 2);
   }
 
-  void softmaxAndGatedLayersStillCompare() {
+  void softmaxLayersCompareWithoutTrained() {
     hh::test::TempDir dir("inspector_hybrid");
     auto model = m::loadModel(kModel);
     model->setAttentionPlan(
         m::AttentionPlan::hybrid(model->layerCount(), {1}, *hh::attn::parseLayerAttention("hedgehog")));
     const std::string hybrid = dir.file("hybrid");
     m::saveModel(*model, hybrid, kModel);
-    model->setAttentionPlan(
-        m::AttentionPlan::uniform(model->layerCount(), *hh::attn::parseLayerAttention("t2r/gated")));
-    const std::string gated = dir.file("gated");
-    m::saveModel(*model, gated, kModel);
 
     hh::gui::ModelSession session;
     QString error;
@@ -209,18 +206,69 @@ class TestInspector : public QObject {
     QCOMPARE(int(onSoftmax.maps.size()), 1);
     QVERIFY2(onSoftmax.source.contains("no trained map"), qPrintable(onSoftmax.source));
     QCOMPARE(int(session.headComparison(1, 0, settings).maps.size()), 2);
+  }
 
-    session.load(QString::fromStdString(gated), &error);
-    QVERIFY2(error.isEmpty(), qPrintable(error));
-    QVERIFY(session.inspect(kText).error.isEmpty());
-    const auto maps = session.headMaps(0, 0);
-    QVERIFY2(maps.error.isEmpty(), qPrintable(maps.error));
-    QVERIFY(maps.softmax != nullptr && maps.linear == nullptr);
-    QVERIFY2(maps.note.contains("hidden states"), qPrintable(maps.note));
-    // "trained" there is the map in the additive form, not the gated layer's attention: said so.
-    const auto onGated = session.headComparison(0, 0, settings);
-    QVERIFY2(onGated.error.isEmpty(), qPrintable(onGated.error));
-    QVERIFY2(onGated.source.contains("additive form, not its t2r/gated"), qPrintable(onGated.source));
+  // Layers whose weights read the layer's input (gated, delta, decay) or mix in a softmax window:
+  // the inspector's linear map of a head is the layer's own (equal to the model's captured linear
+  // weights), its KL is measured, and the comparison's "trained" map is that same map (its KL the
+  // inspector's). A delta layer's map says its weights are signed, a decay layer's that it has no
+  // normaliser and leaves out the value-side gate.
+  void gatedAndWindowLayersShowTheirOwnMaps() {
+    hh::test::TempDir dir("inspector_rules");
+    auto model = m::loadModel(kModel);
+    // Gated and window weights are distributions over the keys (KL finite); the delta rule's
+    // effective matrix has signed entries and the decay rule's no normaliser, so their KL is what
+    // the metric makes of them (NaN for a negative weight), the same in both views.
+    struct Layer {
+      const char *spec, *folder;
+      bool distribution;
+    };
+    const Layer layers[] = {{"t2r/gated", "gated", true},
+                            {"hedgehog/delta", "delta", false},
+                            {"hedgehog/decay", "decay", false},
+                            {"hedgehog_window(4)", "window", true}};
+    for (const auto& [spec, name, distribution] : layers) {
+      model->setAttentionPlan(m::AttentionPlan::uniform(model->layerCount(), *hh::attn::parseLayerAttention(spec)));
+      const std::string folder = dir.file(name);
+      m::saveModel(*model, folder, kModel);
+      hh::gui::ModelSession session;
+      QString error;
+      session.load(QString::fromStdString(folder), &error);
+      QVERIFY2(error.isEmpty(), qPrintable(error));
+      const auto result = session.inspect(kText);
+      QVERIFY2(result.error.isEmpty(), qPrintable(result.error));
+      if (distribution)
+        for (double kl : result.measures.kl.values) QVERIFY2(std::isfinite(kl) && kl >= 0, spec);
+
+      auto reference = m::loadModel(folder);
+      const auto idTensor =
+          torch::tensor(hh::tok::loadTokenizer(folder)->encode(kText.toStdString(), true), torch::kLong).unsqueeze(0);
+      m::CaptureRequest capture;
+      m::ForwardOptions options;
+      options.capture = &capture;
+      options.teacher = true;
+      const auto out = reference->forward(idTensor, options);
+      const auto maps = session.headMaps(2, 1);
+      QVERIFY2(maps.error.isEmpty() && maps.linear != nullptr, spec);
+      const auto& captured = out.captures[2].linearWeights[0][1];  // [T, T]
+      const double linearErr = maxAbsDiff(*maps.linear, captured), scale = captured.abs().max().item<double>();
+      qInfo("%s head (2, 1): max |linear weight diff| %.3g of max |weight| %.3g, note '%s'", spec, linearErr, scale,
+            qPrintable(maps.note));
+      QVERIFY2(linearErr < 1e-6 * std::max(1.0, scale), spec);  // decay's weights are not normalised
+      QCOMPARE(maps.note.contains("value-side gate"), std::string(spec) == "hedgehog/decay");
+      QCOMPARE(maps.note.contains("signed"), std::string(spec) == "hedgehog/delta");
+
+      hh::gui::ComparisonSettings settings;
+      settings.featureMaps = {"trained", "hedgehog"};
+      const auto cmp = session.headComparison(2, 1, settings);
+      QVERIFY2(cmp.error.isEmpty(), qPrintable(cmp.error));
+      const double inspectKl = result.measures.kl.values[size_t(2 * 4 + 1)];
+      qInfo("%s head (2, 1): KL inspector %.6g, comparison's trained map %.6g", spec, inspectKl, cmp.maps[0].kl);
+      QVERIFY2(std::isnan(inspectKl) ? std::isnan(cmp.maps[0].kl)
+                                     : std::abs(cmp.maps[0].kl - inspectKl) < 1e-5 * std::max(1.0, std::abs(inspectKl)),
+               spec);
+      QVERIFY2(cmp.source.contains(QStringLiteral("the layer's ") + spec), qPrintable(cmp.source));
+    }
   }
 
   // exp_t in the comparison is the map its layers compute (shifted, engine/attention/stable_exp.h):
@@ -233,7 +281,7 @@ class TestInspector : public QObject {
     hh::gui::ComparisonSettings settings;
     settings.featureMaps = {"exp_t"};
     hh::gui::ComparisonResult result;
-    hh::gui::compareHead(q, k, true, settings, nullptr, 0, result);
+    hh::gui::compareHead(q, k, true, settings, nullptr, result);
     QCOMPARE(int(result.maps.size()), 1);
     hh::attn::RuleOptions ro;
     const auto want = hh::attn::referenceLinearWeights(torch::exp(q), torch::exp(k), {}, ro);  // [1,1,T,T]
@@ -457,7 +505,8 @@ class TestInspector : public QObject {
 };
 
 HH_TEST_SUITE(TestInspector, "app.gui.inspector", &TestInspector::initTestCase, &TestInspector::sessionMatchesTheEngine,
-              &TestInspector::convertedModelHasKlAndItsTrainedMap, &TestInspector::softmaxAndGatedLayersStillCompare,
+              &TestInspector::convertedModelHasKlAndItsTrainedMap, &TestInspector::softmaxLayersCompareWithoutTrained,
+              &TestInspector::gatedAndWindowLayersShowTheirOwnMaps,
               &TestInspector::comparisonExpTStaysFiniteOnLargeHeads, &TestInspector::exportsWeightsWithTheEngineWriter,
               &TestInspector::windowInspectsAndReadsTheHoveredPair, &TestInspector::recallProbeColoursHeadsByTheNeedle,
               &TestInspector::fourThousandTokensStayResponsive)
