@@ -11,12 +11,17 @@
 
 namespace hh::cli {
 namespace {
-std::atomic<int> gInterrupts{0};
+std::atomic<int> gInterrupts{0};  // cancel requests: Ctrl-C or SIGTERM
+std::atomic<int> gCtrlCs{0};      // SIGINTs alone: the second one kills
 void onInterrupt(int) {
-  if (gInterrupts.fetch_add(1) >= 1) std::_Exit(130);
+  if (gCtrlCs.fetch_add(1) >= 1) std::_Exit(130);
+  gInterrupts.fetch_add(1);
 }
-// SIGTERM (a `kill`, or the parent-death signal of a launcher's child) cancels like a first Ctrl-C
-// and never kills: after a cancel, the job may be saving its checkpoint. Installed for good.
+// SIGTERM (a `kill`, or the parent-death signal of a launcher's child) cancels like a Ctrl-C and
+// never kills, nor counts towards the second Ctrl-C that does: after a cancel, the job may be
+// saving its checkpoint. A rank sent a SIGINT as its launcher dies gets both, in either order
+// (two threads may take them): counted together they killed it before it had written its end.
+// Installed for good.
 void onTerminate(int) {
   int none = 0;
   gInterrupts.compare_exchange_strong(none, 1);
@@ -41,6 +46,7 @@ CliObserver::CliObserver()
     if (end != seconds && *end == '\0' && value >= 0 && value <= 3600) plainInterval_ = value;
   }
   gInterrupts = 0;
+  gCtrlCs = 0;
   std::signal(SIGINT, onInterrupt);
   std::signal(SIGTERM, onTerminate);
 }

@@ -2,8 +2,9 @@
 // and the live loss on a terminal, plain timestamped lines when stdout is not a terminal (every
 // 5 s, or every HH_PROGRESS_SECONDS), or one JSON event per call; log lines pass through. Ctrl-C
 // asks the job to cancel (the job stops within a step and marks its run cancelled); a second
-// Ctrl-C kills. SIGTERM cancels like a first Ctrl-C and never kills, also once the observer is
-// gone (a launcher's child gets it when the launcher dies, maybe while the job saves after a cancel).
+// Ctrl-C kills. SIGTERM cancels like a Ctrl-C and never kills, nor counts towards that second
+// Ctrl-C, also once the observer is gone (a launcher's child gets it when the launcher dies, maybe
+// while the job saves after a cancel).
 #pragma once
 #include <chrono>
 #include <map>
