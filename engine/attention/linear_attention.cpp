@@ -2,11 +2,11 @@
 // (declared in linear_attention.h; quadratic and chunked forms are in linear_forms.cpp).
 #include "engine/attention/linear_attention.h"
 
-#include <torch/nn/init.h>
 #include <torch/types.h>
 
 #include "engine/attention/form_helpers.h"
 #include "engine/attention/fused_hedgehog_cpu.h"
+#include "engine/attention/initial_values.h"
 #include "engine/attention/stable_exp.h"
 #include "engine/attention/window_attention.h"
 #if HH_CUDA_KERNELS
@@ -231,16 +231,16 @@ RuleGatesImpl::RuleGatesImpl(UpdateRule rule, int64_t hiddenSize, int64_t heads,
   if (hiddenSize < 1) throw std::invalid_argument("the " + toString(rule) + " rule needs the model width");
   const bool decay = formRule(rule) == UpdateRule::Decay;
   const int64_t out = decay ? heads * featureDim : heads;
+  torch::NoGradGuard noGrad;  // initial values written in place
   first_ = register_module("first", torch::nn::Linear(hiddenSize, out));
-  torch::nn::init::constant_(first_->bias, 4.0);
+  initialiseProjection(first_, 4.0);
   if (decay) {
     second_ = register_module("second", torch::nn::Linear(hiddenSize, heads * headDim));
-    torch::nn::init::constant_(second_->bias, 4.0);
+    initialiseProjection(second_, 4.0);
   }
   if (rule == UpdateRule::DeltaMao)  // beta = sigmoid(b_b) = 0.007 at the start: small, slow writes
-    torch::nn::init::constant_(first_->bias, std::log(kDeltaMaoInitialBeta / (1 - kDeltaMaoInitialBeta)));
+    first_->bias.fill_(std::log(kDeltaMaoInitialBeta / (1 - kDeltaMaoInitialBeta)));
   if (rule == UpdateRule::DecayMao) {
-    torch::NoGradGuard noGrad;
     uniformGateBias(first_->bias, featureDim);   // b_f
     uniformGateBias(second_->bias, headDim);     // b_z
     // Mao's W_v rescaling: v times 1 - sigmoid(b_z) as initialised, per head and channel.
@@ -248,11 +248,19 @@ RuleGatesImpl::RuleGatesImpl(UpdateRule rule, int64_t hiddenSize, int64_t heads,
   }
 }
 
+void RuleGatesImpl::initialiseProjection(torch::nn::Linear& projection, double bias) {
+  // Torch's default for a Linear weight, U(-1/sqrt(in), 1/sqrt(in)), drawn again from this
+  // thread's generator for initial values (engine/attention/initial_values.h).
+  const double bound = 1.0 / std::sqrt(double(projection->weight.size(1)));
+  projection->weight.uniform_(-bound, bound, initialValuesGenerator());
+  projection->bias.fill_(bias);
+}
+
 void RuleGatesImpl::uniformGateBias(torch::Tensor& bias, int64_t channels) {
   // Uniform gate initialisation: sigmoid(b) = u, u uniform in [1/n, 1 - 1/n], so the gates span
   // memories of every length from about one token to about n.
   const double n = double(std::max<int64_t>(channels, 2));
-  const auto u = torch::rand(bias.sizes(), bias.options()) * (1 - 2 / n) + 1 / n;
+  const auto u = torch::rand(bias.sizes(), initialValuesGenerator(), bias.options()) * (1 - 2 / n) + 1 / n;
   bias.copy_(torch::log(u / (1 - u)));
 }
 

@@ -89,6 +89,7 @@ class RuleGatesImpl : public torch::nn::Module {
   torch::Tensor scaleValues(const torch::Tensor& v) const;
 
  private:
+  static void initialiseProjection(torch::nn::Linear& projection, double bias);
   static void uniformGateBias(torch::Tensor& bias, int64_t channels);
   UpdateRule rule_;
   int64_t heads_, featureDim_, headDim_;

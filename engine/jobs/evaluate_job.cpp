@@ -10,6 +10,7 @@
 #include <iterator>
 #include <map>
 
+#include "engine/attention/initial_values.h"
 #include "engine/core/runtime.h"
 #include "engine/data/classification_data.h"
 #include "engine/jobs/attention_probe.h"
@@ -426,7 +427,7 @@ class Evaluation {
 EvaluateResult runEvaluate(const EvaluateConfig& config, JobObserver& observer) {
   const auto started = std::chrono::steady_clock::now();
   hh::initRuntime();
-  torch::manual_seed(config.seed);
+  const attn::SeededInitialValues initialValues(config.seed);
   checkConfig(config);
   const auto mapNames = evaluateFeatureMapNames(config);
   const auto load = loadOptions(config.device, config.dtype);

@@ -107,9 +107,8 @@ void throwIfCancelled(JobObserver& observer) {
   if (observer.cancelled()) throw JobCancelled();
 }
 
-JobStart::JobStart(uint64_t seed) {
+JobStart::JobStart(uint64_t seed) : initialValues(seed) {
   hh::initRuntime();
-  torch::manual_seed(seed);
 }
 
 }  // namespace hh::jobs

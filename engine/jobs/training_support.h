@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/attention/initial_values.h"
 #include "engine/jobs/job_observer.h"
 #include "engine/models/transformer_model.h"
 
@@ -51,10 +52,13 @@ double clipGradients(const std::vector<torch::Tensor>& params, double maxNorm);
 
 void throwIfCancelled(JobObserver& observer);
 
-// What every training job does first: the runtime set up (threads) and Torch's generator seeded.
-// A job class's first member, so that the members after it are made with the seed in force.
+// What every training job does first: the runtime set up (threads) and the job's own generator
+// for initial values seeded and installed for the thread that makes and runs the job
+// (engine/attention/initial_values.h). A job class's first member, so that the members after it
+// are made with the seed in force, and the last one destroyed.
 struct JobStart {
   explicit JobStart(uint64_t seed);
+  attn::SeededInitialValues initialValues;
 };
 
 }  // namespace hh::jobs

@@ -38,12 +38,7 @@ BertModel::BertModel(const ModelConfig& config) : TransformerModel(config) {
     pooler_ = register_module("pooler", nn::Linear(C, C));
     classifier_ = register_module("classifier", nn::Linear(C, c.numLabels));
   }
-  at::NoGradGuard noGrad;
-  for (auto& item : named_parameters()) {
-    if (item.key().find("LayerNorm") != std::string::npos) continue;
-    if (item.value().dim() >= 2) item.value().normal_(0.0, 0.02);
-    else item.value().zero_();
-  }
+  initialiseFromScratch(*this, "LayerNorm");  // for a model trained from scratch
   setAttentionPlan(c.plan);
 }
 

@@ -29,13 +29,7 @@ Gpt2Model::Gpt2Model(const ModelConfig& config) : TransformerModel(config) {
     classifier_ = register_module("score", nn::Linear(nn::LinearOptions(C, c.numLabels).bias(false)));
   else if (!c.tieWordEmbeddings)
     lmHead_ = register_module("lm_head", nn::Linear(nn::LinearOptions(C, c.vocabSize).bias(false)));
-  // GPT-2's initialisation (for models trained from scratch): N(0, 0.02), zero biases.
-  at::NoGradGuard noGrad;
-  for (auto& item : named_parameters()) {
-    if (item.key().find("ln_") != std::string::npos) continue;
-    if (item.value().dim() >= 2) item.value().normal_(0.0, 0.02);
-    else item.value().zero_();
-  }
+  initialiseFromScratch(*this, "ln_");  // for a model trained from scratch
   setAttentionPlan(c.plan);
 }
 

@@ -7,6 +7,8 @@
 
 #include <cmath>
 
+#include "engine/attention/initial_values.h"
+
 namespace hh::models {
 
 torch::Tensor activate(const torch::Tensor& x, const std::string& name) {
@@ -102,6 +104,17 @@ torch::Tensor projectRows(const torch::Tensor& x, const torch::Tensor& weight, c
 
 torch::Tensor applyLinear(const torch::nn::Linear& linear, const torch::Tensor& x) {
   return projectRows(x, linear->weight, linear->options.bias() ? linear->bias : torch::Tensor());
+}
+
+void initialiseFromScratch(torch::nn::Module& model, const std::string& normKey) {
+  at::NoGradGuard noGrad;
+  for (auto& item : model.named_parameters()) {
+    if (item.key().find(normKey) != std::string::npos) continue;
+    if (item.value().dim() >= 2)
+      item.value().normal_(0.0, 0.02, attn::initialValuesGenerator());
+    else
+      item.value().zero_();
+  }
 }
 
 torch::Tensor splitHeads(const torch::Tensor& x, int64_t heads) {

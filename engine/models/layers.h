@@ -48,6 +48,12 @@ torch::Tensor projectRows(const torch::Tensor& x, const torch::Tensor& weight, c
 // An nn::Linear through projectRows (LoRA writes its effective weight into linear->weight).
 torch::Tensor applyLinear(const torch::nn::Linear& linear, const torch::Tensor& x);
 
+// The initialisation of a model trained from scratch (GPT-2's): every matrix N(0, 0.02), every
+// vector zero, except the norms' parameters (those whose name contains normKey), which keep
+// their ones and zeros. The draws come from the thread's generator for initial values
+// (engine/attention/initial_values.h), so a job's model depends on its seed only.
+void initialiseFromScratch(torch::nn::Module& model, const std::string& normKey);
+
 // [B, T, H*D] -> [B, H, T, D] and back.
 torch::Tensor splitHeads(const torch::Tensor& x, int64_t heads);
 torch::Tensor mergeHeads(const torch::Tensor& x);

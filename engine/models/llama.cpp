@@ -33,12 +33,7 @@ LlamaModel::LlamaModel(const ModelConfig& config) : TransformerModel(config) {
   if (c.head == HeadKind::SequenceClassification) classifier_ = linear("score", C, c.numLabels, false);
   else if (!c.tieWordEmbeddings)
     lmHead_ = linear("lm_head", C, c.vocabSize, false);
-  at::NoGradGuard noGrad;
-  for (auto& item : named_parameters()) {
-    if (item.key().find("norm") != std::string::npos) continue;
-    if (item.value().dim() >= 2) item.value().normal_(0.0, 0.02);
-    else item.value().zero_();
-  }
+  initialiseFromScratch(*this, "norm");  // for a model trained from scratch
   setAttentionPlan(c.plan);
 }
 

@@ -94,4 +94,11 @@ inline jobs::TrainConfig recallConfig(const TempDir& dir, const std::string& fea
   return c;
 }
 
+// Records the last step a job reported; cancels once it has reached `cancelAt` (-1: never).
+struct StepObserver : jobs::JobObserver {
+  int64_t cancelAt = -1, lastStep = 0;
+  void progress(int64_t step, int64_t, const std::string&) override { lastStep = step; }
+  bool cancelled() override { return cancelAt >= 0 && lastStep >= cancelAt; }
+};
+
 }  // namespace hh::test

@@ -88,11 +88,7 @@ double reloadedLoss(const j::FinetuneConfig& c, const std::string& folder) {
   return j::heldOutLmLoss(*model, data.validation, c.batchSize, c.evalBatches, quiet);
 }
 
-struct StepObserver : j::JobObserver {
-  int64_t cancelAt = -1, lastStep = 0;
-  void progress(int64_t step, int64_t, const std::string&) override { lastStep = step; }
-  bool cancelled() override { return cancelAt >= 0 && lastStep >= cancelAt; }
-};
+using hh::test::StepObserver;
 
 // stories260K (a real model: converted, it is far from its teacher) + untrained Hedgehog
 // adapters, every weight finetuned towards the teacher's next-token distribution in `dtype`: the
