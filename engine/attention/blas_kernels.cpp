@@ -1,6 +1,5 @@
 #include "engine/attention/blas_kernels.h"
 
-#include <mutex>
 #include <stdexcept>
 
 #if HH_HAVE_BLAS
@@ -10,9 +9,6 @@ void sgemm_(const char* transa, const char* transb, const int* m, const int* n, 
 void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const double* alpha,
             const double* a, const int* lda, const double* b, const int* ldb, const double* beta, double* c,
             const int* ldc);
-// OpenBLAS extensions; weak, so null with another BLAS.
-void openblas_set_num_threads(int) __attribute__((weak));
-int openblas_get_num_threads(void) __attribute__((weak));
 }
 #endif
 
@@ -40,37 +36,6 @@ void gemm<double>(bool transA, bool transB, int m, int n, int k, double alpha, c
   dgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
 #else
   throw std::logic_error("blas::gemm: built without BLAS");
-#endif
-}
-
-#if HH_HAVE_BLAS
-namespace {
-// OpenBLAS's thread count is one setting for the whole process, so the scopes of all threads
-// share one count of open scopes: the first in saves the setting and sets 1, the last out puts
-// the saved setting back.
-std::mutex scopeMutex;
-int openScopes = 0;    // guarded by scopeMutex
-int savedThreads = 0;  // guarded by scopeMutex
-}  // namespace
-#endif
-
-SingleThreaded::SingleThreaded() {
-#if HH_HAVE_BLAS
-  if (!openblas_get_num_threads || !openblas_set_num_threads) return;
-  const std::lock_guard<std::mutex> lock(scopeMutex);
-  if (openScopes++ == 0) {
-    savedThreads = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-  }
-  counted_ = true;
-#endif
-}
-
-SingleThreaded::~SingleThreaded() {
-#if HH_HAVE_BLAS
-  if (!counted_) return;
-  const std::lock_guard<std::mutex> lock(scopeMutex);
-  if (--openScopes == 0 && savedThreads > 0) openblas_set_num_threads(savedThreads);
 #endif
 }
 

@@ -4,6 +4,7 @@
 // HH_HAVE_BLAS is set by engine/CMakeLists.txt when find_package(BLAS) succeeds; without it,
 // available() is false and callers take their LibTorch path.
 #pragma once
+#include "engine/core/runtime.h"
 
 namespace hh::attn::blas {
 
@@ -14,18 +15,7 @@ template <typename T>
 void gemm(bool transA, bool transB, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta,
           T* c, int ldc);
 
-// While alive, OpenBLAS (when that is the BLAS) runs each call on the calling thread only.
-// Scopes may overlap, on one thread or several: the setting in force before the first of them
-// opened comes back when the last of them closes.
-class SingleThreaded {
- public:
-  SingleThreaded();
-  ~SingleThreaded();
-  SingleThreaded(const SingleThreaded&) = delete;
-  SingleThreaded& operator=(const SingleThreaded&) = delete;
-
- private:
-  bool counted_ = false;  // this scope took part in the count of open scopes
-};
+// While alive, OpenBLAS runs each call on the calling thread only (engine/core/runtime.h).
+using SingleThreaded = hh::BlasSingleThreaded;
 
 }  // namespace hh::attn::blas

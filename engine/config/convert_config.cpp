@@ -1,19 +1,21 @@
 // ConvertConfig <-> JSON: the project file of a conversion. The shared keys live at the top; each
 // stage's section holds that job's own keys (every default written out by toJson).
+#include <algorithm>
 #include <set>
 
+#include "engine/config/attention_plan.h"
+#include "engine/config/compute_dtype.h"
 #include "engine/config/convert_config.h"
 #include "engine/config/json_reader.h"
-#include "engine/config/compute_dtype.h"
-#include "engine/config/attention_plan.h"
 
 namespace hh::jobs {
 namespace {
 
 // Keys of a stage's own config that the convert job sets from the shared ones (or its folders).
 const std::set<std::string>& stageOwnedKeys() {
-  static const std::set<std::string> keys{"model",   "run_dir", "output_dir", "adapters", "converted",
-                                          "feature_map", "rule", "layers",  "window", "plan", "data", "seed", "resume", "device", "dtype"};
+  static const std::set<std::string> keys{"model",       "run_dir", "output_dir", "adapters", "converted",
+                                          "feature_map", "rule",    "layers",     "window",   "plan",
+                                          "data",        "seed",    "resume",     "device",   "dtype"};
   return keys;
 }
 
@@ -39,7 +41,8 @@ std::string ownedKeyAdvice(const std::string& section, const std::string& key) {
 nlohmann::json checkedSection(const nlohmann::json& j, const char* name) {
   if (!j.contains(name)) return nlohmann::json::object();
   const auto& section = j.at(name);
-  if (!section.is_object()) throw std::invalid_argument(std::string("convert config: \"") + name + "\" must be an object");
+  if (!section.is_object())
+    throw std::invalid_argument(std::string("convert config: \"") + name + "\" must be an object");
   for (const auto& [key, value] : section.items()) {
     if (stageOwnedKeys().count(key))
       throw std::invalid_argument(std::string("convert config: \"") + name + "." + key +
@@ -60,7 +63,8 @@ nlohmann::json toJson(const ConvertConfig& c) {
           {"window", c.window},
           {"plan", c.plan},
           {"seed", c.seed},
-          {"device", c.device}, {"dtype", c.dtype},
+          {"device", c.device},
+          {"dtype", c.dtype},
           {"data", toJson(c.data)},
           {"eval_data", c.evalData ? toJson(*c.evalData) : nlohmann::json()},
           {"distill", stageSection(toJson(c.distill))},
@@ -107,14 +111,21 @@ ConvertConfig convertConfigFromJson(const nlohmann::json& j) {
   r.checkUnknownKeys();
   const auto& dtype = c.exportOptions.dtype;
   if (dtype != "float32" && dtype != "float16" && dtype != "bfloat16")
-    throw std::invalid_argument("convert config: export.dtype must be float32, float16 or bfloat16 (got \"" + dtype + "\")");
-  if (c.featureMap == "softmax") throw std::invalid_argument("convert config: feature_map \"softmax\" converts nothing");
+    throw std::invalid_argument("convert config: export.dtype must be float32, float16 or bfloat16 (got \"" + dtype +
+                                "\")");
+  if (c.featureMap == "softmax")
+    throw std::invalid_argument("convert config: feature_map \"softmax\" converts nothing");
   models::checkPlanKeys({c.featureMap, c.rule, c.window, c.layers, c.plan, c.seed}, r.where);
   checkConvertTasks(c);
   return c;
 }
 
 void checkConvertTasks(const ConvertConfig& c) {
+  if (c.evaluate.task == "classification" && !c.evalData && c.finetune.task != "classification")
+    throw std::invalid_argument(
+        "convert config: evaluate.task \"classification\" needs labelled data: set \"eval_data\" (a .tsv or "
+        ".jsonl file with text and label, or spamassassin), or finetune.task \"classification\" with its "
+        "\"classification\" data (the LM corpus in \"data\" has no labels)");
   // Without finetuning the converted model is the teacher + adapters: finetune.task plays no part.
   if (c.finetune.steps <= 0 || c.finetune.task == c.evaluate.task) return;
   throw std::invalid_argument("convert config: finetune.task \"" + c.finetune.task + "\" and evaluate.task \"" +
@@ -153,6 +164,28 @@ FinetuneConfig finetuneStage(const ConvertConfig& c) {
   return f;
 }
 
+namespace {
+
+// The finetune stage's labelled data as the evaluate stage reads it: the same file, tokenization,
+// seed and fraction, so the rows it evaluates are those the finetune split held out. With
+// max_examples the finetune job shuffles and keeps that many before the split, the evaluate job
+// splits them all: the first rows of both held-out splits agree, and the finetune split has
+// round(fraction * max_examples) of them at most.
+DataConfig heldOutClassificationData(const ClassificationDataConfig& f) {
+  DataConfig d;
+  d.corpus = f.path;
+  d.sequenceLength = f.sequenceLength;
+  d.validationFraction = f.validationFraction;
+  d.seed = f.seed;
+  d.maxTrainSequences = 0;
+  d.maxValidationSequences =
+      f.maxExamples > 0 ? std::max<int64_t>(1, static_cast<int64_t>(f.validationFraction * double(f.maxExamples) + 0.5))
+                        : 0;  // 0: the whole split (the evaluate stage's max_sequences still caps it)
+  return d;
+}
+
+}  // namespace
+
 EvaluateConfig evaluateStage(const ConvertConfig& c) {
   EvaluateConfig e = c.evaluate;
   e.modelDir = c.modelDir;
@@ -160,7 +193,12 @@ EvaluateConfig evaluateStage(const ConvertConfig& c) {
   e.featureMap = c.featureMap;
   e.layers = c.layers;
   e.runDir = c.runDir + "/evaluate";
-  e.data = c.evalData ? *c.evalData : c.data;
+  if (c.evalData)
+    e.data = *c.evalData;
+  else if (c.evaluate.task == "classification" && c.finetune.task == "classification")
+    e.data = heldOutClassificationData(c.finetune.classification);  // checkConvertTasks refuses the other case
+  else
+    e.data = c.data;
   e.seed = c.seed;
   e.device = c.device;
   e.dtype = c.dtype;

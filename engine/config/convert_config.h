@@ -20,22 +20,24 @@ struct ExportConfig {
 };
 
 struct ConvertConfig {
-  std::string modelDir;      // the teacher
-  std::string runDir;        // everything goes under here
-  std::string outputDir;     // the exported model; empty = <run_dir>/model
+  std::string modelDir;   // the teacher
+  std::string runDir;     // everything goes under here
+  std::string outputDir;  // the exported model; empty = <run_dir>/model
   std::string featureMap = "hedgehog";
   std::string rule = "additive";
-  std::vector<int64_t> layers;  // converted layers; empty = all
-  int64_t window = 0;           // > 0: hedgehog_window layers (DistillConfig::window)
+  std::vector<int64_t> layers;    // converted layers; empty = all
+  int64_t window = 0;             // > 0: hedgehog_window layers (DistillConfig::window)
   std::vector<std::string> plan;  // one attention per layer; replaces the four keys above (DistillConfig::plan)
   uint64_t seed = 0;
-  std::string device = "auto";  // every stage's (engine/core/device.h)
+  std::string device = "auto";    // every stage's (engine/core/device.h)
   std::string dtype = "float32";  // every stage's compute dtype (engine/config/compute_dtype.h)
-  DataConfig data;           // shared by every stage
+  DataConfig data;                // shared by every stage
   // The evaluate stage's data when it should differ (e.g. distil and finetune on text the teacher
-  // generated, evaluate on real text); unset = `data`. "eval_data" in the file, null when unset.
+  // generated, evaluate on real text); unset = `data`, or for evaluate.task classification the
+  // finetune stage's classification data, its held-out rows (evaluateStage). "eval_data" in the
+  // file, null when unset.
   std::optional<DataConfig> evalData;
-  DistillConfig distill;     // stage settings; the shared keys above override theirs
+  DistillConfig distill;  // stage settings; the shared keys above override theirs
   FinetuneConfig finetune;
   EvaluateConfig evaluate;
   ExportConfig exportOptions;
@@ -47,7 +49,9 @@ nlohmann::json toJson(const ConvertConfig& config);
 ConvertConfig convertConfigFromJson(const nlohmann::json& json);
 // Throws std::invalid_argument naming finetune.task and evaluate.task when finetuning runs
 // (finetune.steps > 0) for another task than the evaluation's: the finetuned model's head cannot
-// be evaluated on that task. convertConfigFromJson and runConvert call it, before any stage runs.
+// be evaluated on that task; and naming evaluate.task when it is classification with no labelled
+// data (no eval_data, finetune.task not classification). convertConfigFromJson and runConvert
+// call it, before any stage runs.
 void checkConvertTasks(const ConvertConfig& config);
 // The stage configs as the job runs them (shared keys and stage folders filled in).
 DistillConfig distillStage(const ConvertConfig& config);

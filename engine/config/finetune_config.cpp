@@ -1,14 +1,17 @@
 // FinetuneConfig <-> JSON (project files, the run file's config attribute). Every default is
 // written out by toJson so a project file documents itself.
 #include "engine/config/finetune_config.h"
-#include "engine/config/json_reader.h"
 #include "engine/config/compute_dtype.h"
+#include "engine/config/json_reader.h"
 
 namespace hh::jobs {
 
 nlohmann::json toJson(const ClassificationDataConfig& d) {
-  return {{"path", d.path}, {"sequence_length", d.sequenceLength}, {"validation_fraction", d.validationFraction},
-          {"max_examples", d.maxExamples}, {"seed", d.seed}};
+  return {{"path", d.path},
+          {"sequence_length", d.sequenceLength},
+          {"validation_fraction", d.validationFraction},
+          {"max_examples", d.maxExamples},
+          {"seed", d.seed}};
 }
 
 ClassificationDataConfig classificationDataConfigFromJson(const nlohmann::json& j, const std::string& where) {
@@ -22,6 +25,12 @@ ClassificationDataConfig classificationDataConfigFromJson(const nlohmann::json& 
   r.read("seed", d.seed);
   r.checkUnknownKeys();
   if (d.sequenceLength < 2) throw std::invalid_argument(where + ": sequence_length must be at least 2");
+  // The finetune job holds a share out and trains on the rest: both must be there. Checked here,
+  // not when the data is built (in a convert project, after the distillation).
+  if (!(d.validationFraction > 0 && d.validationFraction < 1))
+    throw std::invalid_argument(where + ": validation_fraction must lie in (0, 1), got " +
+                                nlohmann::json(d.validationFraction).dump());
+  if (d.maxExamples < 0) throw std::invalid_argument(where + ": max_examples must be >= 0 (0 = all)");
   return d;
 }
 
@@ -62,14 +71,16 @@ FinetuneConfig finetuneConfigFromJson(const nlohmann::json& j) {
   if (j.contains("classification"))
     c.classification = classificationDataConfigFromJson(j.at("classification"), "finetune config \"classification\"");
   r.checkUnknownKeys();
-  if (c.mode != "full" && c.mode != "lora") throw std::invalid_argument("finetune config: mode must be \"full\" or \"lora\"");
+  if (c.mode != "full" && c.mode != "lora")
+    throw std::invalid_argument("finetune config: mode must be \"full\" or \"lora\"");
   if (c.task != "lm" && c.task != "classification")
     throw std::invalid_argument("finetune config: task must be \"lm\" or \"classification\"");
   if (c.loss != "next_token" && c.loss != "teacher_kl")
     throw std::invalid_argument("finetune config: loss must be \"next_token\" or \"teacher_kl\"");
   if (c.loss == "teacher_kl" && c.task != "lm")
     throw std::invalid_argument("finetune config: loss \"teacher_kl\" is for task \"lm\"");
-  if (c.loraRank < 1 || !(c.loraAlpha > 0)) throw std::invalid_argument("finetune config: lora_rank >= 1, lora_alpha > 0");
+  if (c.loraRank < 1 || !(c.loraAlpha > 0))
+    throw std::invalid_argument("finetune config: lora_rank >= 1, lora_alpha > 0");
   checkOptimizationKeys(c, r.where);
   return c;
 }

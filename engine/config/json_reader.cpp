@@ -9,17 +9,25 @@
 namespace hh::jobs {
 namespace {
 
-// nlohmann converts a float to an integer with a plain cast, which is undefined behaviour when the
-// value is out of the integer's range ("batch_size": 1e300, found by fuzz/fuzz_job_config). An
-// integer field (or list of them) takes a float only when it is whole and in range.
+// nlohmann converts a number to an integer with a plain cast: a float out of the integer's range
+// is undefined behaviour ("batch_size": 1e300, found by fuzz/fuzz_job_config), and an integer out
+// of it wraps ("snapshot_size": 4294967312 read as 16, "seed": -1 as 2^64 - 1). An integer field
+// (or list of them) takes a float only when it is whole, and any number only when it is in range.
 template <typename I>
-bool floatsFit(const nlohmann::json& v) {
+bool numbersFit(const nlohmann::json& v) {
   if (v.is_array()) {
     for (const auto& e : v)
-      if (!floatsFit<I>(e)) return false;
+      if (!numbersFit<I>(e)) return false;
     return true;
   }
-  if (!v.is_number_float()) return true;
+  if (v.is_number_unsigned())  // a non-negative integer that JSON wrote
+    return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<I>::max());
+  if (v.is_number_integer()) {  // a negative one (nlohmann keeps the others unsigned)
+    const auto n = v.get<int64_t>();
+    return n >= 0 ? static_cast<uint64_t>(n) <= static_cast<uint64_t>(std::numeric_limits<I>::max())
+                  : std::is_signed_v<I> && n >= static_cast<int64_t>(std::numeric_limits<I>::min());
+  }
+  if (!v.is_number_float()) return true;  // another type: the conversion names it
   const double d = v.get<double>();
   const double end = std::ldexp(1.0, std::numeric_limits<I>::digits);  // 2^63, 2^64, 2^31
   return d == std::trunc(d) && d >= static_cast<double>(std::numeric_limits<I>::min()) && d < end;
@@ -27,10 +35,14 @@ bool floatsFit(const nlohmann::json& v) {
 
 template <typename T>
 bool convertible(const nlohmann::json& v) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return floatsFit<T>(v);
-  else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return floatsFit<int64_t>(v);
-  else if constexpr (std::is_same_v<T, std::vector<std::pair<int, int>>>) return floatsFit<int>(v);
-  else return true;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    return numbersFit<T>(v);
+  else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+    return numbersFit<int64_t>(v);
+  else if constexpr (std::is_same_v<T, std::vector<std::pair<int, int>>>)
+    return numbersFit<int>(v);
+  else
+    return true;
 }
 
 }  // namespace
@@ -40,7 +52,8 @@ void JsonReader::read(const char* key, T& out) {
   seen.insert(key);
   if (!json.contains(key) || json.at(key).is_null()) return;
   if (!convertible<T>(json.at(key)))
-    throw std::invalid_argument(where + ": \"" + key + "\" is not a whole number in range (" + json.at(key).dump() + ")");
+    throw std::invalid_argument(where + ": \"" + key + "\" is not a whole number in range (" + json.at(key).dump() +
+                                ")");
   try {
     out = json.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {

@@ -1,6 +1,6 @@
-// The config parsers' field reader: reads the keys a parser knows, rejects wrong types (and floats
-// that are not whole numbers in range for integer keys) with the key's name, and, at the end,
-// every key it was not asked for.
+// The config parsers' field reader: reads the keys a parser knows, rejects wrong types (and, for
+// integer keys, numbers out of the member's range or floats that are not whole) with the key's
+// name, and, at the end, every key it was not asked for.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -53,7 +53,8 @@ inline constexpr auto kOptimizationKeys = [](auto& c, auto&& key) {
 template <class Config>
 void checkOptimizationKeys(const Config& c, const std::string& where) {
   if (c.steps < 0 || c.batchSize <= 0 || c.evalEvery <= 0 || c.evalBatches < 0 || c.warmupSteps < 0 || c.patience < 0)
-    throw std::invalid_argument(where + ": steps, warmup_steps, eval_batches, patience >= 0; batch_size, eval_every > 0");
+    throw std::invalid_argument(where +
+                                ": steps, warmup_steps, eval_batches, patience >= 0; batch_size, eval_every > 0");
   if (!(c.lr > 0)) throw std::invalid_argument(where + ": lr must be positive");
   if (c.minLrRatio < 0 || c.minLrRatio > 1) throw std::invalid_argument(where + ": min_lr_ratio must be in [0, 1]");
 }

@@ -13,6 +13,7 @@
 #include <cctype>
 
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -20,6 +21,36 @@ namespace hh {
 
 namespace {
 std::atomic<int> defaultThreads{0};  // 0 = from the hardware
+
+// OpenBLAS's own thread setting, looked up at run time (null with another BLAS). It is one
+// setting for the whole process, so every BlasSingleThreaded scope shares one count of open
+// scopes: the first in saves the setting and sets 1, the last out puts the saved one back.
+struct OpenBlasThreads {
+  int (*get)() = nullptr;
+  void (*set)(int) = nullptr;
+};
+const OpenBlasThreads& openBlas() {
+  static const OpenBlasThreads functions{
+      reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads")),
+      reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))};
+  return functions;
+}
+std::mutex blasMutex;
+int openBlasScopes = 0;        // guarded by blasMutex
+int blasThreadsToRestore = 0;  // guarded by blasMutex
+
+// n threads now, or, while a scope holds OpenBLAS at one (another thread's kernels), when the last
+// scope closes: set at once, each of that scope's tasks would run an n-thread BLAS, and the scope
+// would then put its older setting back over n.
+void setBlasThreads(int n) {
+  const auto& blas = openBlas();
+  if (blas.set == nullptr) return;
+  const std::lock_guard<std::mutex> lock(blasMutex);
+  if (openBlasScopes > 0)
+    blasThreadsToRestore = n;
+  else
+    blas.set(n);
+}
 
 int requestedThreads() {
   if (const char* env = std::getenv("HH_NUM_THREADS")) {
@@ -56,10 +87,24 @@ void applyThreadCount(int threads) {
   at::set_num_threads(n);
   // OpenBLAS (Debian's BLAS for LibTorch) keeps its own pool, sized by the core count unless
   // told: without this a "1 thread" job still ran a second busy BLAS thread.
-  using SetThreads = void (*)(int);
-  static const auto openblasSetThreads =
-      reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  if (openblasSetThreads != nullptr) openblasSetThreads(n);
+  setBlasThreads(n);
+}
+
+BlasSingleThreaded::BlasSingleThreaded() {
+  const auto& blas = openBlas();
+  if (blas.get == nullptr || blas.set == nullptr) return;
+  const std::lock_guard<std::mutex> lock(blasMutex);
+  if (openBlasScopes++ == 0) {
+    blasThreadsToRestore = blas.get();
+    blas.set(1);
+  }
+  counted_ = true;
+}
+
+BlasSingleThreaded::~BlasSingleThreaded() {
+  if (!counted_) return;
+  const std::lock_guard<std::mutex> lock(blasMutex);
+  if (--openBlasScopes == 0 && blasThreadsToRestore > 0) openBlas().set(blasThreadsToRestore);
 }
 
 RuntimeInfo initRuntime() {

@@ -31,6 +31,22 @@ void applyThreadCount(int threads);
 // What is in force now, without changing anything.
 RuntimeInfo runtimeInfo();
 
+// While alive, OpenBLAS (when it is the BLAS) runs each call on the calling thread only: for the
+// CPU kernels that run many small products inside their own parallel loop (the loop is the
+// parallelism). Scopes may overlap, on one thread or several: the setting in force before the
+// first of them opened comes back when the last of them closes, and applyThreadCount while one is
+// open changes only what comes back.
+class BlasSingleThreaded {
+ public:
+  BlasSingleThreaded();
+  ~BlasSingleThreaded();
+  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
+  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
+
+ private:
+  bool counted_ = false;  // this scope took part in the count of open scopes
+};
+
 // Engine version ("0.1.0").
 const char* engineVersion();
 

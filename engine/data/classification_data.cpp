@@ -3,6 +3,7 @@
 #include <torch/types.h>
 
 #include "engine/data/data_paths.h"
+#include "engine/data/text_corpus.h"
 #include "engine/io/text_file.h"
 
 #include <algorithm>
@@ -45,8 +46,7 @@ void checkLabel(const std::string& where, const std::string& label) {
   char* end = nullptr;
   std::strtod(label.c_str(), &end);
   if (end != label.c_str() && *end == '\0')
-    throw std::runtime_error(where + ": label \"" + label +
-                             "\" is not a class: labels are integers 0..K-1 or names");
+    throw std::runtime_error(where + ": label \"" + label + "\" is not a class: labels are integers 0..K-1 or names");
 }
 
 // One .jsonl line: {"text": string, "label": integer or string}. `where` is file:line.
@@ -98,8 +98,9 @@ bool keepNumericLabels(const LabelTable& labels, LabelledCorpus& corpus) {
 }  // namespace
 
 LabelledCorpus readClassificationFile(const std::string& path) {
-  auto text = readDatasetFile(path);
-  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 byte-order mark (spreadsheet exports)
+  // UTF-8, as training text must be (a Latin-1 export is refused naming its first such line); a
+  // byte-order mark (spreadsheet exports) dropped.
+  const auto text = readUtf8File(path);
   const bool jsonl = fs::path(path).extension() == ".jsonl";
   LabelledCorpus corpus;
   LabelTable labels;

@@ -39,9 +39,12 @@ bool attachesRight(const std::string& w) {
 }  // namespace
 
 // Training text must be UTF-8: the tokenizers read it as such, so a Latin-1 file would be trained
-// on as something other than the text it holds, without a word said.
+// on as something other than the text it holds, without a word said. A leading byte-order mark
+// (editors, spreadsheet exports) is no part of the text: it would be trained on, and it hid a
+// .jsonl file's first line from the JSON parser.
 std::string readUtf8File(const std::string& path) {
   auto text = readCorpusFile(path);
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
   if (!tok::text::isValidUtf8(text)) {
     // Where: the first line that is not valid UTF-8 on its own.
     const std::string_view all(text);
@@ -148,6 +151,9 @@ LmDataset buildLmDataset(const std::vector<Document>& documents, const tok::Toke
   std::shuffle(order.begin(), order.end(), rng);
   size_t heldOut = static_cast<size_t>(options.validationFraction * double(documents.size()) + 0.5);
   if (options.validationFraction > 0 && heldOut == 0 && documents.size() > 1) heldOut = 1;
+  // A fraction below 1 asks for a training split too: 0.95 of 10 documents rounded to all 10, and
+  // the job then said the text gave no training sequence. 1 holds every document out (evaluation).
+  if (options.validationFraction < 1 && documents.size() > 1) heldOut = std::min(heldOut, documents.size() - 1);
   LmDataset out;
   const int64_t T = options.sequenceLength;
   // Documents framed as the tokenizer frames a text (Llama: <s> first); one that frames nothing
@@ -159,7 +165,8 @@ LmDataset buildLmDataset(const std::vector<Document>& documents, const tok::Toke
       const auto ids = tokenizer.encode(documents[order[i]].text, /*addSpecialTokens=*/framed);
       stream.insert(stream.end(), ids.begin(), ids.end());
       if (!framed && tokenizer.eosId() >= 0) stream.push_back(tokenizer.eosId());
-      if (limit > 0 && static_cast<int64_t>(stream.size()) >= limit * T) break;
+      // stream.size() / T >= limit, as limit * T would overflow for a huge limit (--max-train 2^63-1).
+      if (limit > 0 && static_cast<int64_t>(stream.size()) / T >= limit) break;
     }
     out.tokens += static_cast<int64_t>(stream.size());
     int64_t rows = static_cast<int64_t>(stream.size()) / T;

@@ -22,13 +22,13 @@ struct RankResult {
   JobStatus status = JobStatus::Completed;
   std::string message;
   HeadTable kl, outputError;          // [L, H]
-  std::vector<double> layerScore;     // [L]: mean output error over the layer's heads
+  std::vector<double> layerScore;     // [L]: mean output error over the layer's heads (layerMeans)
   std::vector<double> layerKl;        // [L]: mean KL over the layer's heads
   std::vector<int64_t> hardestFirst;  // the layers by score, hardest first
   std::vector<std::string> plan;      // the proposed plan, one spec per layer
   std::string distillRunFile, rankFile;
-  std::string device;                 // where it computed (engine/core/device.h)
-  int64_t measuredRows = 0;           // held-out rows measured: probe_rows, or fewer when the data has fewer
+  std::string device;        // where it computed (engine/core/device.h)
+  int64_t measuredRows = 0;  // held-out rows measured: probe_rows, or fewer when the data has fewer
   double seconds = 0;
 };
 
@@ -36,14 +36,19 @@ struct RankResult {
 // or failed distillation is reported in the result.
 RankResult runRank(const RankConfig& config, JobObserver& observer);
 
-// Layer indices by score, largest first (ties: the lower layer first; NaN scores last).
+// The mean of each layer's row of `table`; a head that is not finite makes the mean so.
+std::vector<double> layerMeans(const HeadTable& table);
+// Layer indices by score, largest first (ties: the lower layer first). A score that is not finite
+// (a layer whose attention overflowed or diverged) ranks first: the hardest, kept by the plan.
 std::vector<int64_t> hardestFirst(const std::vector<double>& scores);
 // The first `keep` layers of `order` run `keepAs`, the others `attention`: one spec per layer.
+// Throws std::invalid_argument for an entry of `order` outside 0..order.size()-1.
 std::vector<std::string> proposePlan(const std::vector<int64_t>& order, int64_t keep, const std::string& keepAs,
                                      const std::string& attention);
 
 // rank.json: the config, both tables, the layer scores, the order and the plan; and back (the
-// workbench opens a saved ranking). Parse errors throw std::invalid_argument.
+// workbench opens a saved ranking). Parse errors throw std::invalid_argument, and so does a
+// damaged file: hardest_first not every layer once, tables or lists of other shapes.
 nlohmann::json toJson(const RankResult& result, const RankConfig& config);
 RankResult rankResultFromJson(const nlohmann::json& json);
 

@@ -78,14 +78,16 @@ std::string tensorNamed(const json& header, const std::string& part) {
   throw std::runtime_error("bad inputs: the fixture has no tensor like " + part);
 }
 
-std::string deepJson(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+std::string deepJson(size_t depth) {
+  return std::string(depth, '[') + std::string(depth, ']');
+}
 
 struct Builder {
   std::string root;
   std::vector<BadInput> out;
 
-  BadInput& add(const std::string& id, const std::string& category, const std::string& description, const std::string& file,
-                std::vector<std::string> cli, GuiOpen gui, const std::string& guiPath) {
+  BadInput& add(const std::string& id, const std::string& category, const std::string& description,
+                const std::string& file, std::vector<std::string> cli, GuiOpen gui, const std::string& guiPath) {
     BadInput b;
     b.id = id;
     b.category = category;
@@ -165,21 +167,23 @@ void checkpointCases(Builder& b) {
   weights("checkpoint.nan_weights", "one weight tensor is all NaN (refused at load, naming the tensor)",
           [&](const std::string& f) {
             std::string data = original.data;
-            const auto& offsets = original.header[tensorNamed(original.header, "h.1.attn.c_attn.weight")]["data_offsets"];
+            const auto& offsets =
+                original.header[tensorNamed(original.header, "h.1.attn.c_attn.weight")]["data_offsets"];
             const float nan = std::numeric_limits<float>::quiet_NaN();
             for (uint64_t at = offsets[0].get<uint64_t>(); at < offsets[1].get<uint64_t>(); at += 4)
               std::memcpy(&data[at], &nan, 4);
             writeSafetensors(f, original.header.dump(), data);
           });
-  weights("checkpoint.header_not_json", "the header is plain text, not JSON",
-          [&](const std::string& f) { writeSafetensors(f, "this is not JSON " + std::string(64, '~'), original.data); });
+  weights("checkpoint.header_not_json", "the header is plain text, not JSON", [&](const std::string& f) {
+    writeSafetensors(f, "this is not JSON " + std::string(64, '~'), original.data);
+  });
   weights("checkpoint.deep_json", "the header is 100000 nested JSON arrays",
           [&](const std::string& f) { writeSafetensors(f, deepJson(100000), original.data); });
-  auto& pickle = weights("checkpoint.pickle_only", "only a PyTorch pickle (pytorch_model.bin), no safetensors",
-                         [](const std::string& f) {
-                           fs::remove(f);
-                           writeBytes(fs::path(f).parent_path() / "pytorch_model.bin", std::string("\x80\x02}q\x00.", 6));
-                         });
+  auto& pickle = weights(
+      "checkpoint.pickle_only", "only a PyTorch pickle (pytorch_model.bin), no safetensors", [](const std::string& f) {
+        fs::remove(f);
+        writeBytes(fs::path(f).parent_path() / "pytorch_model.bin", std::string("\x80\x02}q\x00.", 6));
+      });
   pickle.file = pickle.guiPath + "/pytorch_model.bin";  // a pickle's first bytes: never parsed
   weights("checkpoint.missing_shard", "model.safetensors.index.json names a shard that is not there",
           [&](const std::string& f) {
@@ -188,7 +192,8 @@ void checkpointCases(Builder& b) {
             for (const auto& [name, value] : original.header.items())
               if (name != "__metadata__") index["weight_map"][name] = "model-00001-of-00002.safetensors";
             writeBytes(f + ".index.json", index.dump(2));
-          }).file += ".index.json";
+          })
+      .file += ".index.json";
   weights("checkpoint.shard_name_too_long", "model.safetensors.index.json names a shard longer than a file name may be",
           [&](const std::string& f) {
             fs::remove(f);
@@ -202,8 +207,9 @@ void checkpointCases(Builder& b) {
     fs::remove(f);
     fs::create_directory(f);
   });
-  weights("checkpoint.unreadable", "model.safetensors has no read permission",
-          [](const std::string& f) { fs::permissions(f, fs::perms::none); }).needsUnprivileged = true;
+  weights("checkpoint.unreadable", "model.safetensors has no read permission", [](const std::string& f) {
+    fs::permissions(f, fs::perms::none);
+  }).needsUnprivileged = true;
   weights("checkpoint.empty", "model.safetensors is 0 bytes", [](const std::string& f) { writeBytes(f, ""); });
 }
 
@@ -216,8 +222,10 @@ void configCases(Builder& b) {
   };
   auto edited = [&](const std::string& id, const std::string& description, const char* key, const json& value) {
     json j = config;
-    if (value.is_discarded()) j.erase(key);
-    else j[key] = value;
+    if (value.is_discarded())
+      j.erase(key);
+    else
+      j[key] = value;
     broken(id, description, j.dump(2));
   };
   broken("config.not_json", "config.json cut off in the middle (not JSON)", config.dump(2).substr(0, 200));
@@ -317,10 +325,11 @@ void datasetCases(Builder& b) {
     writeBytes(good + "/part" + std::to_string(i) + ".txt", readme.substr(i * readme.size() / 10, readme.size() / 10));
   auto lm = [&](const std::string& id, const std::string& description, const std::string& corpus,
                 const std::string& file) {
-    const auto project = writeProject(b.root + "/" + id + ".project.json", model, b.root + "/" + id + ".runs",
-                                      {{"corpus", corpus}, {"sequence_length", 8}, {"max_train_sequences", 8}},
-                                      {{"steps", 0}});
-    auto& entry = b.add(id, "dataset", description, file, {"convert", "--config", project}, GuiOpen::ConvertProject, project);
+    const auto project =
+        writeProject(b.root + "/" + id + ".project.json", model, b.root + "/" + id + ".runs",
+                     {{"corpus", corpus}, {"sequence_length", 8}, {"max_train_sequences", 8}}, {{"steps", 0}});
+    auto& entry =
+        b.add(id, "dataset", description, file, {"convert", "--config", project}, GuiOpen::ConvertProject, project);
     entry.preserved = {project};
     if (fs::is_regular_file(file)) entry.preserved.push_back(file);
   };
@@ -359,13 +368,16 @@ void datasetCases(Builder& b) {
                                        {"task", "classification"},
                                        {"classification", {{"path", file}, {"sequence_length", 8}}}},
                                       "classification");
-    auto& entry = b.add(id, "dataset", description, file, {"convert", "--config", project}, GuiOpen::ConvertProject, project);
+    auto& entry =
+        b.add(id, "dataset", description, file, {"convert", "--config", project}, GuiOpen::ConvertProject, project);
     entry.preserved = {project, file};
   };
   classification("dataset.tsv_missing_label", "a classification .tsv line without a label (no tab)",
                  "label\ttext\n0\ta fine day\n1\ta bad day\nno label on this line\n");
   classification("dataset.tsv_non_integer_label", "a classification .tsv whose label 1.5 is not an integer",
                  "0\ta fine day\n1\ta bad day\n1.5\ta so-so day\n");
+  classification("dataset.tsv_non_utf8", "a classification .tsv in Latin-1, not UTF-8",
+                 "0\ta fine day\n1\ta caf\xe9 day\n");
 }
 
 void projectCases(Builder& b) {
@@ -382,6 +394,14 @@ void projectCases(Builder& b) {
   project("project.wrong_type", "the project file says \"lr\": \"fast\"",
           json{{"model", model}, {"distill", {{"lr", "fast"}}}}.dump(2));
   project("project.deep_json", "the project file is 100000 nested JSON arrays", deepJson(100000));
+  project("project.integer_wraps", "the project file says \"snapshot_size\": 4294967312 (2^32 + 16, past an int)",
+          json{{"model", model}, {"distill", {{"snapshot_size", 4294967312u}}}}.dump(2));
+  project("project.classification_fraction",
+          "the project finetunes on classification data with \"validation_fraction\": 1 (nothing to train on)",
+          json{{"model", model},
+               {"finetune", {{"task", "classification"}, {"classification", {{"validation_fraction", 1.0}}}}},
+               {"evaluate", {{"task", "classification"}}}}
+              .dump(2));
   const std::string dir = b.root + "/project.is_directory.json";
   fs::create_directory(dir);
   b.add("project.is_directory", "project", "the project file is a directory", dir, {"convert", "--config", dir},
@@ -434,7 +454,8 @@ void runCases(Builder& b) {
     if (file >= 0) H5Fclose(file);
     if (!ok) throw std::runtime_error("bad inputs: cannot rewrite the schema version of " + path);
   }
-  run("run.newer_schema", "run.h5 from a newer schema version (" + std::to_string(runs::kSchemaVersion + 1) + ")", path);
+  run("run.newer_schema", "run.h5 from a newer schema version (" + std::to_string(runs::kSchemaVersion + 1) + ")",
+      path);
 
   path = b.root + "/run.is_directory.h5";
   fs::create_directory(path);
@@ -473,8 +494,8 @@ void exportCases(Builder& b) {
   const std::string parent = b.root + "/export.read_only_parent";
   fs::create_directory(parent);
   writeBytes(parent + "/keep.txt", "kept\n");
-  fs::permissions(parent, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
-                              fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(parent, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                              fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
   auto& readOnly = exportCase("export.parent_not_writable", "the output folder's parent is not writable",
                               parent + "/model", parent + "/model");
   readOnly.needsUnprivileged = true;
@@ -509,8 +530,10 @@ std::vector<std::string> fingerprints(const std::vector<std::string>& files) {
   std::vector<std::string> out;
   for (const auto& path : files) {
     std::error_code ec;
-    if (!fs::exists(path, ec)) out.push_back("missing");
-    else if (!fs::is_regular_file(path, ec)) out.push_back("not a regular file");
+    if (!fs::exists(path, ec))
+      out.push_back("missing");
+    else if (!fs::is_regular_file(path, ec))
+      out.push_back("not a regular file");
     else {
       std::ifstream in(path, std::ios::binary);
       std::ostringstream s;

@@ -1,11 +1,16 @@
 // engine.attention.blas_kernels: blas::SingleThreaded keeps OpenBLAS on one thread while any
 // scope is open, nested or on several threads at once, and puts back the setting in force before
-// the first of them opened when the last one closes.
+// the first of them opened when the last one closes; hh::applyThreadCount while a scope is open
+// (another thread's job starting) leaves OpenBLAS on one thread and sets the count the last scope
+// puts back.
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <atomic>
 #include <thread>
 
 #include "engine/attention/blas_kernels.h"
+#include "engine/core/runtime.h"
 #include "tests/support/hh_test.h"
 
 // OpenBLAS's own setting; weak, so null with another BLAS (the test then skips).
@@ -112,11 +117,32 @@ class TestBlasKernels : public QObject {
     const int after = openblas_get_num_threads();
     QCOMPARE(after, before);
   }
+
+  void applyThreadCountDuringAScopeSetsTheCountItRestores() {
+    // Setting 1 before the scope opens makes the scope's saved count 1: put back as it was, it
+    // would undo the call made inside the scope. That call set 2 at once, so the scope's tasks
+    // (the parallelism) each ran a two-thread BLAS.
+    const AtLeastTwoThreads threads;
+    if (const char* why = threads.skipReason()) QSKIP(why);
+    const int torchThreads = at::get_num_threads();
+    openblas_set_num_threads(1);
+    int inside = 0;
+    {
+      const hh::attn::blas::SingleThreaded scope;
+      hh::applyThreadCount(2);
+      inside = openblas_get_num_threads();
+    }
+    const int after = openblas_get_num_threads();
+    hh::applyThreadCount(torchThreads);  // Torch's count as it was; AtLeastTwoThreads puts OpenBLAS's back
+    QCOMPARE(inside, 1);
+    QCOMPARE(after, 2);
+  }
 };
 
 HH_TEST_SUITE(TestBlasKernels, "engine.attention.blas_kernels", &TestBlasKernels::nestedScopesRestoreTheThreadCount,
               &TestBlasKernels::scopesClosingOutOfOrderOnTwoThreadsRestoreTheThreadCount,
-              &TestBlasKernels::overlappingScopesOnTwoThreadsRestoreTheThreadCount)
+              &TestBlasKernels::overlappingScopesOnTwoThreadsRestoreTheThreadCount,
+              &TestBlasKernels::applyThreadCountDuringAScopeSetsTheCountItRestores)
 
 }  // namespace test_blas_kernels
 

@@ -1,8 +1,8 @@
 // engine.data.classification: TSV (with and without header) and JSONL readers (string labels in
-// order of first appearance, integer labels 0..K-1 keeping their value), errors naming file:line,
-// mail header stripping, the real SpamAssassin corpus when installed (counts per class), and the
-// dataset: padding with the pad id, masks, truncation keeping BERT's closing [SEP], a split of the
-// stated size, deterministic for a seed.
+// order of first appearance, integer labels 0..K-1 keeping their value), errors naming file:line
+// (text that is not UTF-8 among them), mail header stripping, the real SpamAssassin corpus when
+// installed (counts per class), and the dataset: padding with the pad id, masks, truncation
+// keeping BERT's closing [SEP], a split of the stated size, deterministic for a seed.
 
 #include <torch/types.h>
 
@@ -12,8 +12,8 @@
 #include "engine/data/classification_data.h"
 #include "engine/data/data_paths.h"
 #include "engine/tokenizers/tokenizer.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
 
 namespace test_classification_data {
 
@@ -37,7 +37,8 @@ d::LabelledCorpus smallCorpus(int count) {
   d::LabelledCorpus corpus;
   corpus.labelNames = {"ham", "spam"};
   for (int i = 0; i < count; ++i)
-    corpus.examples.push_back({"message number " + std::to_string(i) + (i % 2 ? " buy cheap pills now" : " see you at lunch"), i % 2});
+    corpus.examples.push_back(
+        {"message number " + std::to_string(i) + (i % 2 ? " buy cheap pills now" : " see you at lunch"), i % 2});
   return corpus;
 }
 
@@ -54,7 +55,7 @@ class TestClassificationData : public QObject {
     QCOMPARE(corpus.labelNames, (std::vector<std::string>{"spam", "ham"}));
     QCOMPARE(labelsOf(corpus), (std::vector<int64_t>{0, 1, 0}));
     QCOMPARE(corpus.examples[0].text, std::string("buy now\tor never"));  // only the first tab splits
-    QCOMPARE(corpus.examples[1].text, std::string("hello there"));         // CR dropped
+    QCOMPARE(corpus.examples[1].text, std::string("hello there"));        // CR dropped
     // No header; integer labels 0..K-1 keep their value whatever order they come in.
     write(dir.file("b.tsv"), "1\tgood\n0\tbad\n2\tugly\n1\tfine\n");
     corpus = d::readClassificationFile(dir.file("b.tsv"));
@@ -69,6 +70,12 @@ class TestClassificationData : public QObject {
     write(dir.file("d.tsv"), "label\ttext\n");
     HH_VERIFY_THROWS_WITH(d::readClassificationFile(dir.file("d.tsv")), "no examples");
     HH_VERIFY_THROWS_WITH(d::readClassificationFile(dir.file("missing.tsv")), "missing.tsv");
+    // Text that is not UTF-8 (a Latin-1 export) is refused naming its first such line, as a text
+    // corpus is: it was tokenized as something other than what it says. UTF-8 accents read.
+    write(dir.file("latin1.tsv"), "label\ttext\n0\tplain\n1\tcaf\xE9 na\xEFve\n");
+    HH_VERIFY_THROWS_WITH(d::readClassificationFile(dir.file("latin1.tsv")), "latin1.tsv:3: not UTF-8");
+    write(dir.file("utf8.tsv"), "label\ttext\n0\tplain\n1\tcaf\xC3\xA9\n");
+    QCOMPARE(d::readClassificationFile(dir.file("utf8.tsv")).examples[1].text, std::string("caf\xC3\xA9"));
     // Numbers past 64 bits are not 0..K-1 either: they are class names, like other sparse numbers.
     write(dir.file("e.tsv"), "0\tgood\n99999999999999999999\tbad\n1\tfine\n");
     corpus = d::readClassificationFile(dir.file("e.tsv"));
@@ -78,16 +85,20 @@ class TestClassificationData : public QObject {
 
   void jsonlStringAndIntegerLabels() {
     hh::test::TempDir dir("cls_jsonl");
-    write(dir.file("s.jsonl"), "{\"text\": \"a\", \"label\": \"pos\"}\n{\"text\": \"b\", \"label\": \"neg\"}\n{\"text\": \"c\", \"label\": \"pos\"}\n");
+    write(dir.file("s.jsonl"),
+          "{\"text\": \"a\", \"label\": \"pos\"}\n{\"text\": \"b\", \"label\": \"neg\"}\n{\"text\": \"c\", \"label\": "
+          "\"pos\"}\n");
     auto corpus = d::readClassificationFile(dir.file("s.jsonl"));
     QCOMPARE(labelsOf(corpus), (std::vector<int64_t>{0, 1, 0}));
     QCOMPARE(corpus.labelNames, (std::vector<std::string>{"pos", "neg"}));
-    write(dir.file("i.jsonl"), "{\"text\": \"a\", \"label\": 2}\n{\"text\": \"b\", \"label\": 0}\n{\"text\": \"c\", \"label\": 1}\n");
+    write(dir.file("i.jsonl"),
+          "{\"text\": \"a\", \"label\": 2}\n{\"text\": \"b\", \"label\": 0}\n{\"text\": \"c\", \"label\": 1}\n");
     corpus = d::readClassificationFile(dir.file("i.jsonl"));
     QCOMPARE(labelsOf(corpus), (std::vector<int64_t>{2, 0, 1}));
     QCOMPARE(corpus.labelNames, (std::vector<std::string>{"0", "1", "2"}));
     // Integers that are not exactly 0..K-1 are numbered by first appearance like strings.
-    write(dir.file("g.jsonl"), "{\"text\": \"a\", \"label\": 5}\n{\"text\": \"b\", \"label\": 1}\n{\"text\": \"c\", \"label\": 5}\n");
+    write(dir.file("g.jsonl"),
+          "{\"text\": \"a\", \"label\": 5}\n{\"text\": \"b\", \"label\": 1}\n{\"text\": \"c\", \"label\": 5}\n");
     corpus = d::readClassificationFile(dir.file("g.jsonl"));
     QCOMPARE(labelsOf(corpus), (std::vector<int64_t>{0, 1, 0}));
     QCOMPARE(corpus.labelNames, (std::vector<std::string>{"5", "1"}));
@@ -125,7 +136,8 @@ class TestClassificationData : public QObject {
     for (const auto& e : corpus.examples) {
       QVERIFY(e.label == 0 || e.label == 1);
       ++counts[e.label];
-      withHeaders += e.text.rfind("Return-Path:", 0) == 0 || e.text.rfind("From ", 0) == 0 || e.text.find("\nReceived: from") != std::string::npos;
+      withHeaders += e.text.rfind("Return-Path:", 0) == 0 || e.text.rfind("From ", 0) == 0 ||
+                     e.text.find("\nReceived: from") != std::string::npos;
     }
     // easy-ham-1 2500 + easy-ham-2 1400 + hard-ham-1 250; spam-1 500 + spam-2 1396 (.txt files).
     qInfo("SpamAssassin: %lld ham, %lld spam, %lld bodies that still look like headers", (long long)counts[0],
@@ -206,7 +218,10 @@ class TestClassificationData : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestClassificationData, "engine.data.classification", &TestClassificationData::tsvWithAndWithoutHeader, &TestClassificationData::jsonlStringAndIntegerLabels, &TestClassificationData::mailBodyDropsHeaders, &TestClassificationData::realSpamAssassin, &TestClassificationData::datasetPaddingMaskTruncation, &TestClassificationData::datasetSplitDeterministic)
+HH_TEST_SUITE(TestClassificationData, "engine.data.classification", &TestClassificationData::tsvWithAndWithoutHeader,
+              &TestClassificationData::jsonlStringAndIntegerLabels, &TestClassificationData::mailBodyDropsHeaders,
+              &TestClassificationData::realSpamAssassin, &TestClassificationData::datasetPaddingMaskTruncation,
+              &TestClassificationData::datasetSplitDeterministic)
 
 }  // namespace test_classification_data
 

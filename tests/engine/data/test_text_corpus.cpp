@@ -3,21 +3,24 @@
 // (500 documents, no tag left), text/JSONL readers with errors naming file:line, and the LM
 // dataset: rows exactly T long, eos after every document (GPT-2) or <s> before it (a Llama
 // SentencePiece tokenizer, which frames its texts), document-level split (no document in both),
-// deterministic for a seed and different for another, limits respected.
+// deterministic for a seed and different for another, limits respected (one as large as an int64
+// taking every row); a fraction below 1 leaves a training document when there are two; a leading
+// UTF-8 byte-order mark dropped.
 
 #include <torch/types.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include "engine/data/data_paths.h"
 #include "engine/data/text_corpus.h"
 #include "engine/tokenizers/tokenizer.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
 
 namespace test_text_corpus {
 
@@ -104,9 +107,11 @@ class TestTextCorpus : public QObject {
     QCOMPARE(docs.size(), size_t(500));
     QCOMPARE(docs.front().name, std::string("ca01"));
     QCOMPARE(docs.back().name, std::string("cr09"));
-    QVERIFY2(docs.front().text.rfind("The Fulton County Grand Jury said Friday an investigation of Atlanta's recent primary "
-                                     "election produced \"no evidence\" that any irregularities took place.", 0) == 0,
-             docs.front().text.substr(0, 200).c_str());
+    QVERIFY2(
+        docs.front().text.rfind("The Fulton County Grand Jury said Friday an investigation of Atlanta's recent primary "
+                                "election produced \"no evidence\" that any irregularities took place.",
+                                0) == 0,
+        docs.front().text.substr(0, 200).c_str());
     // Word tags (punctuation tags are not searched: cj33 writes phonemes like "/l/" before a period).
     const char* tags[] = {"/at ", "/nn ", "/in ", "/jj ", "/vbd ", "/np ", "/cc ", "/nns ", "/rb ", "/nn-tl ", "/pps "};
     int64_t words = 0, slashWords = 0;
@@ -123,8 +128,8 @@ class TestTextCorpus : public QObject {
         QVERIFY2(w.rfind("``", 0) != 0 && w.rfind("''", 0) != 0, (doc.name + ": " + w).c_str());
       }
     }
-    qInfo("Brown: %zu documents, %lld words, %lld with a slash left (fractions, and/or, phonemes)", docs.size(), (long long)words,
-          (long long)slashWords);
+    qInfo("Brown: %zu documents, %lld words, %lld with a slash left (fractions, and/or, phonemes)", docs.size(),
+          (long long)words, (long long)slashWords);
     QVERIFY(words > 900000 && words < 1200000);
     // Exactly the raw tokens with a slash inside their word ("1/2/cd", "and/or/cc", "/l//nn") keep one.
     int64_t rawSlashWords = 0;
@@ -269,9 +274,73 @@ class TestTextCorpus : public QObject {
     options.validationFraction = 1.5;
     HH_VERIFY_THROWS_WITH(d::buildLmDataset(docs, *tokenizer, options), "validation fraction");
   }
+
+  // A UTF-8 byte-order mark (what some editors and spreadsheet exports put first) is not text:
+  // it was kept at the start of a .txt document and broke a .jsonl file's first line.
+  void byteOrderMarkIsDropped() {
+    hh::test::TempDir dir("text_bom");
+    write(dir.file("bom.txt"), "\xEF\xBB\xBFhello there\n");
+    auto docs = d::readTextDocuments(dir.file("bom.txt"));
+    QCOMPARE(docs.size(), size_t(1));
+    QCOMPARE(docs[0].text, std::string("hello there\n"));
+    write(dir.file("bom.jsonl"), "\xEF\xBB\xBF{\"text\": \"one\"}\n{\"text\": \"two\"}\n");
+    docs = d::readTextDocuments(dir.file("bom.jsonl"));
+    QCOMPARE(docs.size(), size_t(2));
+    QCOMPARE(docs[0].text, std::string("one"));
+    QCOMPARE(d::readUtf8File(dir.file("bom.txt")), std::string("hello there\n"));
+    write(dir.file("inner.txt"), "a\xEF\xBB\xBF b");  // only a leading mark is one
+    QCOMPARE(d::readUtf8File(dir.file("inner.txt")), std::string("a\xEF\xBB\xBF b"));
+  }
+
+  // A limit as large as an int64 (--max-train 9223372036854775807) means every row, as 0 does:
+  // limit * T overflowed and the split stopped after its first document.
+  void hugeLimitsTakeEveryRow() {
+    const auto tokenizer = hh::tok::loadTokenizer(kModel);
+    const auto docs = makeDocuments(20);
+    d::LmDataOptions options;
+    options.sequenceLength = 16;
+    options.validationFraction = 0.2;
+    const auto all = d::buildLmDataset(docs, *tokenizer, options);
+    options.maxTrainSequences = options.maxValidationSequences = std::numeric_limits<int64_t>::max();
+    const auto huge = d::buildLmDataset(docs, *tokenizer, options);
+    QVERIFY(all.train.size(0) > 1 && all.validation.size(0) > 1);
+    QVERIFY(torch::equal(huge.train, all.train));
+    QVERIFY(torch::equal(huge.validation, all.validation));
+    options.maxTrainSequences = std::numeric_limits<int64_t>::max() / 16 + 1;  // limit * T just past int64
+    QVERIFY(torch::equal(d::buildLmDataset(docs, *tokenizer, options).train, all.train));
+  }
+
+  // A validation fraction below 1 leaves at least one document to train on when there are two or
+  // more: 0.95 of 10 rounded to all 10, and the job then said the data "gives no training
+  // sequence". A fraction of 1 still holds every document out (an evaluation corpus).
+  void aFractionBelowOneLeavesATrainingDocument() {
+    const auto tokenizer = hh::tok::loadTokenizer(kModel);
+    d::LmDataOptions options;
+    options.sequenceLength = 16;
+    options.validationFraction = 0.95;
+    auto data = d::buildLmDataset(makeDocuments(10), *tokenizer, options);
+    QCOMPARE(data.validationDocuments, int64_t(9));
+    QCOMPARE(data.trainDocuments, int64_t(1));
+    QVERIFY(data.train.size(0) > 0);
+    options.validationFraction = 0.9;
+    data = d::buildLmDataset(makeDocuments(2), *tokenizer, options);
+    QCOMPARE(data.validationDocuments, int64_t(1));
+    QCOMPARE(data.trainDocuments, int64_t(1));
+    data = d::buildLmDataset(makeDocuments(1), *tokenizer, options);  // one document: held out
+    QCOMPARE(data.validationDocuments, int64_t(1));
+    options.validationFraction = 1.0;
+    data = d::buildLmDataset(makeDocuments(10), *tokenizer, options);
+    QCOMPARE(data.validationDocuments, int64_t(10));
+    QCOMPARE(data.trainDocuments, int64_t(0));
+  }
 };
 
-HH_TEST_SUITE(TestTextCorpus, "engine.data.text_corpus", &TestTextCorpus::detagQuotesAndPunctuation, &TestTextCorpus::detagContractionsMoneyParentheses, &TestTextCorpus::detagSingleQuotes, &TestTextCorpus::realBrownCorpus, &TestTextCorpus::readTextFoldersAndJsonl, &TestTextCorpus::lmDatasetRowsSplitAndEos, &TestTextCorpus::framedTokenizerStartsEachDocumentWithBos, &TestTextCorpus::lmDatasetDeterministicBySeed)
+HH_TEST_SUITE(TestTextCorpus, "engine.data.text_corpus", &TestTextCorpus::detagQuotesAndPunctuation,
+              &TestTextCorpus::detagContractionsMoneyParentheses, &TestTextCorpus::detagSingleQuotes,
+              &TestTextCorpus::realBrownCorpus, &TestTextCorpus::readTextFoldersAndJsonl,
+              &TestTextCorpus::lmDatasetRowsSplitAndEos, &TestTextCorpus::framedTokenizerStartsEachDocumentWithBos,
+              &TestTextCorpus::lmDatasetDeterministicBySeed, &TestTextCorpus::byteOrderMarkIsDropped,
+              &TestTextCorpus::hugeLimitsTakeEveryRow, &TestTextCorpus::aFractionBelowOneLeavesATrainingDocument)
 
 }  // namespace test_text_corpus
 

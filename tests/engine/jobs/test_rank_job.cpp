@@ -1,12 +1,15 @@
 // engine.jobs.rank: the layer-difficulty ranking (engine/jobs/rank_job.h) on the tiny GPT-2
 // fixture with a corpus the test writes:
-//   - hardestFirst orders by score, largest first, ties by layer, NaN last; proposePlan keeps the
-//     first k of that order as keep_as and gives the others the attention;
+//   - hardestFirst orders by score, largest first, ties by layer, a score that is not finite (a layer
+//     that overflowed or diverged) first; proposePlan keeps the first k of that order as keep_as
+//     and gives the others the attention, and refuses an order that is not one of the layers;
+//   - layerMeans: a head that is not finite makes its layer's mean not finite;
 //   - the job completes, its tables are [L, H] and finite, the layer score is the mean of the
 //     layer's output errors, and the plan keeps exactly the `keep` hardest layers;
 //   - the output error it reports for a layer equals one recomputed here from a fresh forward of
 //     the distilled model (sum ||y_lin - y_soft||^2 / sum ||y_soft||^2, 1e-9 relative);
-//   - rank.json reads back to the same ranking; a file that is not one is refused;
+//   - rank.json reads back to the same ranking; a file that is not one is refused, and so is a
+//     damaged one (hardest_first not a permutation of the layers, tables of other shapes);
 //   - bad configs are refused before anything runs;
 //   - the window mix calibration (distillation_loss.h) on the demo teacher: with hedgehog_window(16)
 //     in every layer, the calibrated mix starts the attention far closer to softmax than the
@@ -50,6 +53,19 @@ j::RankConfig smallConfig(const hh::test::TempDir& dir) {
   return c;
 }
 
+// A ranking of 5 layers x 4 heads made by hand (no job run).
+j::RankResult handMadeRanking() {
+  j::RankResult r;
+  r.outputError = {"output_error", 5, 4, std::vector<double>(20, 0.0)};
+  r.kl = {"kl", 5, 4, std::vector<double>(20, 0.0)};
+  for (size_t i = 0; i < 20; ++i) r.outputError.values[i] = 0.01 * double((i * 7) % 20), r.kl.values[i] = 0.1;
+  r.layerScore = j::layerMeans(r.outputError);
+  r.layerKl = j::layerMeans(r.kl);
+  r.hardestFirst = j::hardestFirst(r.layerScore);
+  r.plan = j::proposePlan(r.hardestFirst, 2, "softmax", "hedgehog");
+  return r;
+}
+
 // The relative output error of `layer`'s heads, recomputed from the distilled adapters.
 std::vector<double> recomputedOutputError(const j::RankConfig& c, const std::string& adapters, int64_t layer) {
   auto model = m::loadModel(c.modelDir);
@@ -78,13 +94,64 @@ class TestRankJob : public QObject {
   void initTestCase() { setenv("HH_NUM_THREADS", "1", 0); }
 
   void orderAndPlan() {
-    const double nan = std::nan("");
-    QVERIFY((j::hardestFirst({0.1, 0.5, nan, 0.5, 0.3}) == std::vector<int64_t>{1, 3, 4, 0, 2}));
+    const double nan = std::nan("");  // a layer that diverged: hardest
+    QVERIFY((j::hardestFirst({0.1, 0.5, nan, 0.5, 0.3}) == std::vector<int64_t>{2, 1, 3, 4, 0}));
     QVERIFY((j::proposePlan({1, 3, 4, 0, 2}, 2, "softmax", "hedgehog") ==
              std::vector<std::string>{"hedgehog", "softmax", "hedgehog", "softmax", "hedgehog"}));
     QVERIFY((j::proposePlan({1, 0}, 0, "softmax", "t2r") == std::vector<std::string>{"t2r", "t2r"}));
     QVERIFY((j::proposePlan({1, 0}, 5, "hedgehog_window(8)", "t2r") ==
              std::vector<std::string>{"hedgehog_window(8)", "hedgehog_window(8)"}));
+  }
+
+  // A layer whose output error is not finite (its linear attention overflowed or diverged) ranks
+  // hardest, so the plan keeps it: +Inf ranked as -Inf, easiest, and the plan converted it.
+  void nonFiniteLayersRankHardest() {
+    const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+    QVERIFY((j::hardestFirst({0.1, inf, 0.5, nan, 0.7}) == std::vector<int64_t>{1, 3, 4, 2, 0}));
+    QVERIFY((j::proposePlan(j::hardestFirst({0.2, inf, 0.1}), 1, "softmax", "hedgehog") ==
+             std::vector<std::string>{"hedgehog", "softmax", "hedgehog"}));
+    // The layer's mean keeps what its heads say: a head at +Inf (or NaN) is not skipped.
+    const j::HeadTable table{"output_error", 3, 2, {0.1, 0.3, inf, 0.2, nan, 0.4}};
+    const auto means = j::layerMeans(table);
+    QVERIFY(std::abs(means[0] - 0.2) < 1e-15);
+    QVERIFY(std::isinf(means[1]) && means[1] > 0);
+    QVERIFY(std::isnan(means[2]));
+    QVERIFY((j::hardestFirst(means) == std::vector<int64_t>{1, 2, 0}));
+    // In rank.json (JSON has no Inf: written as null) it still reads back as not finite, in its place.
+    hh::test::TempDir dir("rank_inf");
+    auto r = handMadeRanking();
+    r.layerScore[4] = inf;
+    r.hardestFirst = j::hardestFirst(r.layerScore);
+    QCOMPARE(r.hardestFirst.front(), int64_t(4));
+    const auto back = j::rankResultFromJson(nlohmann::json::parse(j::toJson(r, smallConfig(dir)).dump()));
+    QVERIFY(!std::isfinite(back.layerScore[4]));
+    QVERIFY(back.hardestFirst == r.hardestFirst);
+  }
+
+  // A rank.json whose order is not a permutation of the layers, or whose tables disagree, is
+  // refused in one error naming the key: [0, 900000, 1, 3, 4] or [-1] crashed the workbench.
+  void damagedRankingsAreRefused() {
+    hh::test::TempDir dir("rank_damaged");
+    const auto good = j::toJson(handMadeRanking(), smallConfig(dir));
+    QVERIFY(j::rankResultFromJson(good).hardestFirst == handMadeRanking().hardestFirst);
+    using J = nlohmann::json;
+    for (const auto& order :
+         {J::array({0, 900000, 1, 3, 4}), J::array({-1}), J::array({0, 0, 1, 2, 3}), J::array({0, 1, 2, 3}),
+          J::array({4, 3, 2, 1, 0, 5}), J::array({0, 1.5, 2, 3, 4}), J::array({0, 1, 2, 3, "4"}), J(3)}) {
+      auto bad = good;
+      bad["hardest_first"] = order;
+      HH_VERIFY_THROWS_WITH(j::rankResultFromJson(bad), "hardest_first");
+    }
+    auto bad = good;
+    bad["kl"]["heads"] = 2;
+    bad["kl"]["values"] = std::vector<double>(10, 0.5);
+    HH_VERIFY_THROWS_WITH(j::rankResultFromJson(bad), "\"kl\"");
+    bad = good;
+    bad["layer_kl"] = std::vector<double>(4, 0.5);
+    HH_VERIFY_THROWS_WITH(j::rankResultFromJson(bad), "layer_kl");
+    // proposePlan is given such an order by the workbench's budget control: it refuses it too.
+    HH_VERIFY_THROWS_WITH(j::proposePlan({0, 900000}, 2, "softmax", "t2r"), "900000");
+    HH_VERIFY_THROWS_WITH(j::proposePlan({-1}, 1, "softmax", "t2r"), "-1");
   }
 
   void ranksTheLayersOfTheFixture() {
@@ -173,6 +240,7 @@ class TestRankJob : public QObject {
 };
 
 HH_TEST_SUITE(TestRankJob, "engine.jobs.rank", &TestRankJob::initTestCase, &TestRankJob::orderAndPlan,
+              &TestRankJob::nonFiniteLayersRankHardest, &TestRankJob::damagedRankingsAreRefused,
               &TestRankJob::ranksTheLayersOfTheFixture, &TestRankJob::windowMixCalibrationStartsNearSoftmax,
               &TestRankJob::badConfigsAreRefused)
 
