@@ -20,11 +20,12 @@ log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 # ---- system packages (apt-get) -------------------------------------------------------------
 # strace: engine.security.no_network watches the CLI's sockets. libgloo-dev: the headers of the
 # Gloo library Debian's LibTorch is built with (engine/distributed). libsentencepiece-dev:
-# tokenizer.model files (engine/tokenizers/sentencepiece_model.h).
+# tokenizer.model files (engine/tokenizers/sentencepiece_model.h). locales: the sources from which
+# the locale tests generate a comma-decimal locale (tests/support/comma_locale.h).
 packages=(build-essential cmake ninja-build ccache pkg-config git
           libtorch-dev libgloo-dev libopenblas0-pthread libhdf5-dev nlohmann-json3-dev libcli11-dev libicu-dev
           libsentencepiece-dev
-          libtcmalloc-minimal4 strace)
+          libtcmalloc-minimal4 strace locales)
 if [ "$gui" = "ON" ]; then
   packages+=(qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6 xvfb xauth)
 fi

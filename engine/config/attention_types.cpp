@@ -1,7 +1,7 @@
 #include "engine/config/attention_types.h"
 
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <stdexcept>
 #include <utility>
 
@@ -67,15 +67,13 @@ FeatureMapConfig parseFeatureMapSpec(const std::string& spec) {
   if (eq == std::string::npos) return config;
   if (config.kind != FeatureMapKind::ExpT)
     throw std::invalid_argument("feature map '" + spec + "': only exp_t takes a value (exp_t=<t>)");
-  const std::string value = spec.substr(eq + 1);
-  size_t used = 0;
+  // from_chars, not stod: strtod follows LC_NUMERIC, which the workbench's Qt sets from the
+  // user's locale (de_DE would refuse "exp_t=0.5" and take "exp_t=0,5", which the CLI refuses).
+  const char* first = spec.data() + eq + 1;
+  const char* last = spec.data() + spec.size();
   double t = 0;
-  try {
-    t = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != value.size() || !(t > 0) || !std::isfinite(t))
+  const auto [end, status] = std::from_chars(first, last, t);
+  if (first == last || status != std::errc() || end != last || !(t > 0) || !std::isfinite(t))
     throw std::invalid_argument("feature map '" + spec + "': t must be a positive number");
   config.expT = t;
   return config;
@@ -83,9 +81,10 @@ FeatureMapConfig parseFeatureMapSpec(const std::string& spec) {
 
 std::string featureMapSpec(const FeatureMapConfig& config) {
   if (config.kind != FeatureMapKind::ExpT || config.expT == 1.0) return toString(config.kind);
+  // to_chars with precision 6 writes what printf's %g writes in the C locale, whatever LC_NUMERIC is.
   char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "exp_t=%g", config.expT);
-  return buffer;
+  const auto written = std::to_chars(buffer, buffer + sizeof buffer, config.expT, std::chars_format::general, 6);
+  return "exp_t=" + std::string(buffer, written.ptr);
 }
 UpdateRule parseUpdateRule(const std::string& name) { return parse(kRuleNames, name, "update rule"); }
 AttentionForm parseAttentionForm(const std::string& name) { return parse(kFormNames, name, "attention form"); }

@@ -11,6 +11,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QMenu>
 #include <QPushButton>
 #include <QSaveFile>
@@ -19,9 +20,12 @@
 #include <QThread>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <QValidator>
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -45,6 +49,49 @@ Json& at(Json& root, const QString& dotted) {
   for (const QString& part : dotted.split(QLatin1Char('.'))) node = &(*node)[part.toStdString()];
   return *node;
 }
+
+// An integer field's text as the engine reads it: int64, or uint64 where the JSON holds an
+// unsigned value (seeds); nullopt past that range or for anything but digits after an optional
+// minus. Not a QSpinBox: it holds an int, and a seed of 3000000000 became -1294967296 there,
+// which the engine read back as 2^64 - 1294967296.
+std::optional<Json> parseInteger(const QString& text, bool isUnsigned) {
+  const std::string s = text.toStdString();
+  const char* first = s.data();
+  const char* last = first + s.size();
+  std::from_chars_result r{};
+  Json value;
+  if (isUnsigned) {
+    uint64_t v = 0;
+    r = std::from_chars(first, last, v);
+    value = v;
+  } else {
+    int64_t v = 0;
+    r = std::from_chars(first, last, v);
+    value = v;
+  }
+  if (first == last || r.ec != std::errc() || r.ptr != last) return std::nullopt;
+  return value;
+}
+
+QString integerRange(bool isUnsigned) {
+  return isUnsigned ? QStringLiteral("0 to %1").arg(std::numeric_limits<uint64_t>::max())
+                    : QStringLiteral("%1 to %2")
+                          .arg(std::numeric_limits<int64_t>::min())
+                          .arg(std::numeric_limits<int64_t>::max());
+}
+
+// Refuses a keystroke that leaves the field's range or is no integer (a lone "-" may be begun).
+class IntegerValidator : public QValidator {
+ public:
+  IntegerValidator(bool isUnsigned, QObject* parent) : QValidator(parent), unsigned_(isUnsigned) {}
+  State validate(QString& input, int&) const override {
+    if (input.isEmpty() || (!unsigned_ && input == QLatin1String("-"))) return Intermediate;
+    return parseInteger(input, unsigned_) ? Acceptable : Invalid;
+  }
+
+ private:
+  bool unsigned_;
+};
 
 // The layer numbers in a "layers" field's JSON text (anything else in it ignored).
 std::set<int64_t> layersIn(const QString& text) {
@@ -96,15 +143,20 @@ void ConfigForm::addObject(const Json& object, const QString& prefix, QWidget* i
       }
       case Json::value_t::number_integer:
       case Json::value_t::number_unsigned: {
-        auto* box = new QSpinBox;
-        box->setRange(std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
-        box->setValue(int(value.get<int64_t>()));
-        editor = box;
+        auto* edit = new QLineEdit(QString::fromStdString(value.dump()));  // the exact value, 64 bits
+        const bool isUnsigned = value.type() == Json::value_t::number_unsigned;
+        edit->setValidator(new IntegerValidator(isUnsigned, edit));
+        edit->setPlaceholderText(integerRange(isUnsigned));
+        editor = edit;
         break;
       }
       case Json::value_t::number_float: {
         auto* edit = new QLineEdit(QString::number(value.get<double>(), 'g', 10));
-        edit->setValidator(new QDoubleValidator(edit));
+        // The JSON's notation (json() reads it with toDouble), not the user's QLocale: under de_DE
+        // the validator took "0,0025", which json() then refused, and held "0.0025" unfinished.
+        auto* validator = new QDoubleValidator(edit);
+        validator->setLocale(QLocale::c());
+        edit->setValidator(validator);
         editor = edit;
         break;
       }
@@ -262,7 +314,8 @@ QStringList ConfigForm::initialPlan(const QString& key, const QLineEdit* edit, i
     return specs;
   }
   int64_t window = 0;
-  if (auto* box = qobject_cast<const QSpinBox*>(siblingEditor(key, QStringLiteral("window")))) window = box->value();
+  if (const auto value = parseInteger(textOf(siblingEditor(key, QStringLiteral("window"))), false))
+    window = value->get<int64_t>();
   std::vector<int64_t> layers;
   if (auto* layersEdit = qobject_cast<const QLineEdit*>(siblingEditor(key, QStringLiteral("layers")))) {
     const std::set<int64_t> chosen = layersIn(layersEdit->text());
@@ -295,9 +348,16 @@ Json ConfigForm::json() const {
         slot = static_cast<QCheckBox*>(f.editor)->isChecked();
         break;
       case Json::value_t::number_integer:
-      case Json::value_t::number_unsigned:
-        slot = int64_t(static_cast<QSpinBox*>(f.editor)->value());
+      case Json::value_t::number_unsigned: {
+        const bool isUnsigned = f.type == Json::value_t::number_unsigned;
+        const QString text = static_cast<QLineEdit*>(f.editor)->text().trimmed();
+        const std::optional<Json> v = parseInteger(text, isUnsigned);
+        if (!v)
+          throw std::invalid_argument(f.key.toStdString() + ": not an integer from " +
+                                      integerRange(isUnsigned).toStdString() + ": '" + text.toStdString() + "'");
+        slot = *v;
         break;
+      }
       case Json::value_t::number_float: {
         bool ok = false;
         const double v = static_cast<QLineEdit*>(f.editor)->text().toDouble(&ok);

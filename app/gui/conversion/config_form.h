@@ -1,13 +1,15 @@
 // ConfigForm: an editable form over a job's JSON config (the same JSON the CLI's --config reads
 // and --print-config writes), so the GUI starts jobs from exactly what the CLI would run.
-// Every key gets an editor by its value's type: true/false a check box, integers a spin box,
-// other numbers a line edit that keeps their notation (3e-05 stays 3e-05), strings a line edit,
+// Every key gets an editor by its value's type: true/false a check box, integers a line edit that
+// keeps their exact 64-bit value and refuses one past the key's range (int64, or uint64 for a
+// value the JSON holds unsigned, e.g. a seed), other numbers a line edit that keeps their
+// notation (3e-05 stays 3e-05), strings a line edit,
 // arrays a line edit holding their JSON ("[0, 2]"), with a menu of the model's layers beside
 // "layers" and a "Plan…" button beside "plan" (PlanDialog, one attention per layer); objects
 // become titled groups, nested. Folder keys have a Browse button; feature_map,
 // rule and export.dtype are editable combo boxes of the engine's names.
-// json() reads the editors back into the same shape; an array that is not valid JSON throws
-// std::invalid_argument naming its key.
+// json() reads the editors back into the same shape; an array that is not valid JSON, or an
+// integer field that holds no integer of its range, throws std::invalid_argument naming its key.
 // ConversionDialog: "Run > New conversion": the form over the convert config (defaults written
 // out, the loaded model filled in), load/save as a project file, and Start, which validates with
 // the engine's parser before closing (the parser's message is shown and the dialog stays).

@@ -93,13 +93,13 @@ ModelSession::~ModelSession() {
 }
 
 bool ModelSession::loaded() const {
-  std::lock_guard lock(mutex_);
-  return state_->model != nullptr;
+  std::lock_guard lock(snapshotMutex_);
+  return loaded_;
 }
 
 ModelSummary ModelSession::summary() const {
-  std::lock_guard lock(mutex_);
-  return state_->summary;
+  std::lock_guard lock(snapshotMutex_);
+  return summary_;
 }
 
 ModelSummary ModelSession::load(const QString& folder, QString* error, const ComputeChoice& choice) {
@@ -144,6 +144,11 @@ ModelSummary ModelSession::load(const QString& folder, QString* error, const Com
     state_->summary = summary;
     state_->model = std::move(model);
     state_->tokenizer = std::move(tokenizer);
+    {
+      std::lock_guard snapshot(snapshotMutex_);
+      loaded_ = true;
+      summary_ = summary;
+    }
     hh::releaseFreeMemory();  // what loading held beside the weights (and a model this one replaced)
   } catch (const std::exception& e) {
     const QString what =

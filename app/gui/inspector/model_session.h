@@ -1,7 +1,9 @@
 // ModelSession: one checkpoint folder loaded for inspection, and what its attention does on a
 // text. Torch-free header (the views include it); every call runs the engine and may take
 // seconds, so the workbench calls it on its one-thread worker pool, never on the GUI thread.
-// Calls are serialised by an internal mutex.
+// Calls are serialised by an internal mutex; loaded() and summary() are the exceptions: they read
+// a snapshot under a lock of their own, so the GUI thread may ask them while the worker loads or
+// inspects (they answer for the model in place until a load replaces it).
 //
 //   load(folder)   pre-flight report + the model (float32, CPU) + its tokenizer
 //   inspect(text)  tokenizes (the model's special tokens added), truncates to maxTokens and the
@@ -102,6 +104,7 @@ class ModelSession {
   // `error` says why (the pre-flight blockers, or the loader's message).
   // `choice`: the device and the precision it is loaded in and computes in.
   ModelSummary load(const QString& folder, QString* error, const ComputeChoice& choice = {});
+  // Safe on the GUI thread: they never wait for a load or an inspection in progress.
   bool loaded() const;
   ModelSummary summary() const;
 
@@ -123,6 +126,11 @@ class ModelSession {
   InspectResult inspectTokens(std::vector<int64_t> ids, InspectResult result, int thumbSize);
   std::unique_ptr<State> state_;
   mutable std::mutex mutex_;
+  // What loaded() and summary() return, set where load() swaps the model in (mutex_ held, then
+  // snapshotMutex_): never held across engine work.
+  mutable std::mutex snapshotMutex_;
+  bool loaded_ = false;
+  ModelSummary summary_;
 };
 
 }  // namespace hh::gui

@@ -27,6 +27,7 @@
 #include <QTimer>
 
 #include <algorithm>
+#include <clocale>
 #include <csignal>
 #include <cstdio>
 #include <functional>
@@ -289,6 +290,10 @@ int main(int argc, char** argv) {
   // kill the workbench with SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);
   QApplication app(argc, argv);
+  // QApplication set every locale category from the environment; the engine's C-library number
+  // reading and writing (strtod, printf) must follow the CLI's "C", not a de_DE decimal comma
+  // (Qt's advice: QCoreApplication's "Locale settings").
+  std::setlocale(LC_NUMERIC, "C");
   QApplication::setApplicationName(QStringLiteral("Hedgehog Workbench"));
   QApplication::setOrganizationName(QStringLiteral("Hedgehog"));
   QApplication::setApplicationVersion(QString::fromLatin1(hh::engineVersion()));

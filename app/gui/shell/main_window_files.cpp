@@ -120,6 +120,14 @@ QString MainWindow::openProject(const QString& path) {
 }
 
 void MainWindow::exportWeights() {
+  // The session's summary is the model in place: while a load (or an export) is queued or running,
+  // the dialog would offer that model's name for whatever the worker holds once it gets there.
+  if (loading_ > 0) {
+    QMessageBox::information(
+        this, tr("Export weights"),
+        tr("A model folder is loading or being written: export once the status bar says it is done."));
+    return;
+  }
   if (!session_->loaded()) {
     QMessageBox::information(this, tr("Export weights"), tr("Open a model folder first (File > Open model folder)."));
     return;

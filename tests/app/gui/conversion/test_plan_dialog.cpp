@@ -12,7 +12,6 @@
 #include <QMessageBox>
 #include <QPointer>
 #include <QPushButton>
-#include <QSpinBox>
 #include <QTest>
 
 #include "app/gui/common/error_dialog.h"
@@ -88,7 +87,7 @@ class TestPlanDialog : public QObject {
     qobject_cast<QComboBox*>(form.editor("feature_map"))->setCurrentText("hedgehog");
     qobject_cast<QComboBox*>(form.editor("rule"))->setCurrentText("additive");
     qobject_cast<QLineEdit*>(form.editor("layers"))->setText("[]");
-    qobject_cast<QSpinBox*>(form.editor("window"))->setValue(16);
+    qobject_cast<QLineEdit*>(form.editor("window"))->setText("16");
     dialog = openPlanDialog(form);
     QVERIFY(dialog);
     QCOMPARE(dialog->specs(), QStringList(kFixtureLayers, QString("hedgehog_window(16)")));

@@ -4,15 +4,21 @@
 //     labels (several per axis, not the one a view laid out while hidden had);
 //   - the max-tokens box is bounded by the model's positions (the tiny GPT-2 has 512), and a text
 //     longer than that says the model's limit cut it; a text cut by the box says so instead;
+//   - File > Export weights while a model folder loads says to wait (the summary it would offer
+//     is the model in place, not the one loading);
 //   - the empty Experiments tab names the menu entry that opens an experiment, and that entry is
 //     where it says (Run > Open an experiment...).
+#include <QApplication>
+#include <QDialog>
 #include <QLabel>
 #include <QMenuBar>
+#include <QMessageBox>
 #include <QRegularExpression>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTabWidget>
 #include <QTest>
+#include <QTimer>
 
 #include "app/gui/comparison/comparison_controls.h"
 #include "app/gui/inspector/inspector_view.h"
@@ -142,6 +148,38 @@ class TestOpenModel : public QObject {
              qPrintable(window.inspector()->infoText()));
   }
 
+  void exportWeightsWaitsForALoad() {
+    // File > Export weights while a model folder loads: the session's summary is still the model
+    // in place (the GUI thread does not wait for the load), so the dialog would offer that model's
+    // name for the one the worker is loading. The workbench says to wait instead.
+    hh::gui::MainWindow window;
+    QSignalSpy loaded(&window, &hh::gui::MainWindow::modelLoaded);
+    window.openModel(kModel);  // on the worker: loading until modelLoaded
+    QAction* exportWeights = nullptr;
+    for (QAction* menu : window.menuBar()->actions())
+      if (menu->menu() && menu->text().remove('&') == QString("File"))
+        for (QAction* action : menu->menu()->actions())
+          if (action->text().remove('&').startsWith(QString("Export weights"))) exportWeights = action;
+    QVERIFY(exportWeights);
+    QString shown;  // what came up: a message box's text or a dialog's class
+    QTimer poll;
+    connect(&poll, &QTimer::timeout, this, [&] {
+      QWidget* modal = QApplication::activeModalWidget();
+      if (auto* box = qobject_cast<QMessageBox*>(modal)) {
+        shown = box->text();
+        box->done(QMessageBox::Ok);
+      } else if (auto* dialog = qobject_cast<QDialog*>(modal)) {
+        shown = QString::fromLatin1(dialog->metaObject()->className());
+        dialog->reject();
+      }
+    });
+    poll.start(20);
+    exportWeights->trigger();  // returns once what it opened is closed
+    poll.stop();
+    QVERIFY2(shown.contains(QString("is loading")), qPrintable(shown));
+    QVERIFY(loaded.count() > 0 || loaded.wait(30000));
+  }
+
   void emptyExperimentsTabNamesItsMenu() {
     hh::gui::MainWindow window;
     window.showExperiments();
@@ -159,9 +197,10 @@ class TestOpenModel : public QObject {
   }
 };
 
-HH_TEST_SUITE(TestOpenModel, "app.gui.open_model", &TestOpenModel::initTestCase, &TestOpenModel::openingAModelShowsTheInspector,
-              &TestOpenModel::precisionChoiceReloadsTheModel, &TestOpenModel::aHeadInspectedHiddenIsLabelledWhenShown,
-              &TestOpenModel::positionLimitIsSaid, &TestOpenModel::emptyExperimentsTabNamesItsMenu)
+HH_TEST_SUITE(TestOpenModel, "app.gui.open_model", &TestOpenModel::initTestCase,
+              &TestOpenModel::openingAModelShowsTheInspector, &TestOpenModel::precisionChoiceReloadsTheModel,
+              &TestOpenModel::aHeadInspectedHiddenIsLabelledWhenShown, &TestOpenModel::positionLimitIsSaid,
+              &TestOpenModel::exportWeightsWaitsForALoad, &TestOpenModel::emptyExperimentsTabNamesItsMenu)
 
 }  // namespace test_open_model
 
