@@ -398,7 +398,7 @@ void InspectorView::applyHeadView() {
     title += view == 1 ? tr(" \u00b7 %1 \u00b7 H %2 \u00b7 KL %3").arg(m.featureMap, metric(result_.measures.entropyLinear.values),
                                                                         metric(result_.measures.kl.values))
                        : tr(" \u00b7 softmax \u00b7 H %1").arg(metric(result_.measures.entropySoftmax.values));
-    if (!m.note.isEmpty()) title += QStringLiteral(" \u00b7 ") + m.note;
+    if (view == 1 && !m.note.isEmpty()) title += QStringLiteral(" \u00b7 ") + m.note;
   }
   large_->setTokenLabels(result_.tokens, result_.tokens);
   large_->setTitle(title);

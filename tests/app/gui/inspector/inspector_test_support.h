@@ -72,5 +72,16 @@ inline double maxAbsDiff(const std::vector<float>& a, const torch::Tensor& b) { 
   return worst;
 }
 
+// A saved model's own captures of every layer on kText, with the teacher's activations in every
+// layer (as the inspector computes them): the reference for the inspector's maps.
+inline hh::models::ModelOutput capturedOnText(const std::string& folder) {
+  const auto model = hh::models::loadModel(folder);
+  const auto ids = hh::tok::loadTokenizer(folder)->encode(kText.toStdString(), true);
+  hh::models::CaptureRequest capture;
+  hh::models::ForwardOptions options;
+  options.capture = &capture;
+  options.teacher = true;
+  return model->forward(torch::tensor(ids, torch::kLong).unsqueeze(0), options);
+}
 
 }  // namespace hh::test::inspector

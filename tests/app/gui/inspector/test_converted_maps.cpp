@@ -46,14 +46,7 @@ class TestConvertedMaps : public QObject {
     QVERIFY(result.converted);
     for (double kl : result.measures.kl.values) QVERIFY(std::isfinite(kl) && kl > 0);
 
-    auto model = m::loadModel(folder);
-    const auto tokenizer = hh::tok::loadTokenizer(folder);
-    const auto idTensor = torch::tensor(tokenizer->encode(kText.toStdString(), true), torch::kLong).unsqueeze(0);
-    m::CaptureRequest capture;
-    m::ForwardOptions options;
-    options.capture = &capture;
-    options.teacher = true;
-    const auto out = model->forward(idTensor, options);
+    const auto out = capturedOnText(folder);
     const auto maps = session.headMaps(1, 3);
     QCOMPARE(maps.featureMap, QString("hedgehog"));
     const double linearErr = maxAbsDiff(*maps.linear, out.captures[1].linearWeights[0][3]);
@@ -132,14 +125,7 @@ class TestConvertedMaps : public QObject {
       if (distribution)
         for (double kl : result.measures.kl.values) QVERIFY2(std::isfinite(kl) && kl >= 0, spec);
 
-      auto reference = m::loadModel(folder);
-      const auto idTensor =
-          torch::tensor(hh::tok::loadTokenizer(folder)->encode(kText.toStdString(), true), torch::kLong).unsqueeze(0);
-      m::CaptureRequest capture;
-      m::ForwardOptions options;
-      options.capture = &capture;
-      options.teacher = true;
-      const auto out = reference->forward(idTensor, options);
+      const auto out = capturedOnText(folder);
       const auto maps = session.headMaps(2, 1);
       QVERIFY2(maps.error.isEmpty() && maps.linear != nullptr, spec);
       const auto& captured = out.captures[2].linearWeights[0][1];  // [T, T]
