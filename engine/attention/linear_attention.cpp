@@ -95,6 +95,11 @@ RuleInputs RuleInputs::slice(int64_t t0, int64_t len) const {
           sliceTime(valueDecay, t0, len)};
 }
 
+RuleInputs RuleInputs::head(int64_t h) const {
+  const auto one = [h](const torch::Tensor& x) { return x.defined() ? x.narrow(1, h, 1) : x; };
+  return {one(gate), one(beta), one(keyDecay), one(valueDecay)};
+}
+
 void validateLinearInputs(const torch::Tensor& fq, const torch::Tensor& fk, const torch::Tensor& v,
                           const RuleInputs& gates, const RuleOptions& options) {
   if (fq.dim() != 4 || fk.dim() != 4) throw std::invalid_argument("features must be [B,H,T,F]");
@@ -395,6 +400,23 @@ torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::
     return linearWeights(f.fq, f.fk, gates, config_.rule);
   }
   return linearWeights(featureMap_->forward(q), maskedKeyFeatures(k, keyMask), gates, config_.rule);
+}
+
+torch::Tensor LinearAttentionImpl::headWeights(const torch::Tensor& q, const torch::Tensor& k, int64_t head,
+                                               const torch::Tensor& hidden) {
+  TORCH_CHECK(q.dim() == 4 && head >= 0 && head < q.size(1), "no head ", head, " in q ", q.sizes());
+  const auto one = [head](const torch::Tensor& x) { return x.narrow(1, head, 1); };  // [B,H,T,*] -> [B,1,T,*]
+  if (windowMix_.defined()) {
+    const auto in = windowInputs(q, k, q, {});
+    return windowWeights({one(in.q), one(in.k), one(in.fq), one(in.fk), one(in.v), in.mix.narrow(0, head, 1), {}},
+                         windowOptions(config_));
+  }
+  const auto gates = gatesFor(hidden, q.size(0), q.size(2)).head(head);
+  if (usesShiftedExp(config_)) {
+    const auto f = shiftedExpFeatures(q, k, config_.featureMap.expT, config_.rule.causal, {});
+    return linearWeights(one(f.fq), one(f.fk), gates, config_.rule);
+  }
+  return linearWeights(one(featureMap_->forward(q)), one(featureMap_->forward(k)), gates, config_.rule);
 }
 
 LinearAttentionImpl::AdditiveFeatures LinearAttentionImpl::additiveFeatures(const torch::Tensor& q, const torch::Tensor& k,

@@ -19,6 +19,8 @@ struct RuleInputs {
   torch::Tensor valueDecay;  // Decay: [B, H, T, D] in (0, 1), the b_t
   // Slice [t0, t0 + len) along T (used by the recurrent form and by chunking).
   RuleInputs slice(int64_t t0, int64_t len) const;
+  // Head h alone (H becomes 1), for one head's weights.
+  RuleInputs head(int64_t h) const;
 };
 
 // Attention weights a_ij [B, H, T, T] of the quadratic form. Additive: phi(q_i).phi(k_j) /
@@ -138,6 +140,11 @@ class LinearAttentionImpl : public torch::nn::Module {
   // Quadratic-form weights [B, H, T, T] for distillation and display (same keyMask meaning).
   torch::Tensor weights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& hidden = {},
                         const torch::Tensor& keyMask = {});
+  // Head `head`'s weights alone, [B, 1, T, T]: weights(q, k, hidden).narrow(1, head, 1) with one
+  // T x T alive instead of H (what a display of one head needs: 805 MB less at T = 4096, H = 12).
+  // The features and gates are computed for every head (linear in T) and then narrowed.
+  torch::Tensor headWeights(const torch::Tensor& q, const torch::Tensor& k, int64_t head,
+                            const torch::Tensor& hidden = {});
   // What the additive rule's weights are made of: fq, fk [B, H, T, F] (weights = tril(fq fk^T)
   // over its row sums + eps), for a loss that takes them instead of the weights. Undefined tensors
   // for window layers and every other rule.

@@ -260,20 +260,20 @@ torch::Tensor gateInput(const attn::LinearAttention& linear, const models::Layer
 }
 
 // One layer's thumbnails and measures into `result`, one head at a time: one [T, T] softmax map
-// alive, not the layer's H (48 MB at T = 1024, H = 12), the allocator reusing one block.
+// and one linear map alive, not the layer's H of each (48 MB each at T = 1024, H = 12), the
+// allocator reusing their blocks.
 void measureLayer(models::TransformerModel& model, const models::LayerCapture& c, const torch::Tensor& valid,
                   const torch::Tensor& empty, InspectResult& result) {
   const int l = int(c.layer), H = result.heads;
-  torch::Tensor a;  // [1, H, T, T], the linear weights of a converted layer (its own rule's)
-  if (auto linear = model.linearAttention(l)) {
-    result.converted = true;
-    a = linear->weights(c.queries, c.keys, gateInput(linear, c));
-  }
+  auto linear = model.linearAttention(l);
+  result.converted = result.converted || bool(linear);
   for (int h = 0; h < H; ++h) {
     const auto qh = c.queries.narrow(1, h, 1), kh = c.keys.narrow(1, h, 1);  // [1, 1, T, D]
     const auto p = attn::softmaxWeights(qh, kh, model.config().causal);    // [1, 1, T, T]
     result.thumbnails[size_t(l * H + h)] = thumbnail(p[0][0], empty);
-    result.measures.measureHeads(l, h, p, a.defined() ? a.narrow(1, h, 1) : a, torch::Tensor(), valid);
+    // A converted layer's own weights (its rule's), this head's alone: [1, 1, T, T].
+    const auto a = linear ? linear->headWeights(c.queries, c.keys, h, gateInput(linear, c)) : torch::Tensor();
+    result.measures.measureHeads(l, h, p, a, torch::Tensor(), valid);
   }
 }
 
@@ -353,7 +353,7 @@ HeadMaps ModelSession::headMaps(int layer, int head) {
     maps.scores = toMaskedMatrix(attn::attentionScores(qh, kh), valid);
     if (auto linear = st.model->linearAttention(layer)) {
       maps.featureMap = fromStd(attn::describe(linear->config()));
-      const auto a = linear->weights(q, k, st.hidden[size_t(layer)]).narrow(1, head, 1);  // [1, 1, T, T]
+      const auto a = linear->headWeights(q, k, head, st.hidden[size_t(layer)]);  // [1, 1, T, T]
       maps.linear = std::make_shared<const std::vector<float>>(toMaskedMatrix(a, valid));
       maps.linearTop = top99(a, valid);
       maps.differenceTop = top99((a.to(torch::kFloat) - p.to(torch::kFloat)).abs(), valid);
@@ -415,8 +415,8 @@ ComparisonResult ModelSession::headComparison(int layer, int head, const Compari
     TrainedWeights trained;  // the layer's own weights, its rule, window and gates included
     if (linear && asked.featureMaps.contains(QStringLiteral("trained"))) {
       at::NoGradGuard noGrad;
-      trained.weights = linear->weights(st.queries[size_t(layer)], st.keys[size_t(layer)], st.hidden[size_t(layer)])
-                            .narrow(1, head, 1);  // [1, 1, T, T]
+      trained.weights = linear->headWeights(st.queries[size_t(layer)], st.keys[size_t(layer)], head,
+                                            st.hidden[size_t(layer)]);  // [1, 1, T, T]
       trained.featureDim = int(linear->featureMap()->featureDim());
     }
     compareHead(qh, kh, st.model->config().causal, asked, linear ? &trained : nullptr, result);
