@@ -8,6 +8,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPlainTextEdit>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QShortcut>
 #include <QSpinBox>
@@ -91,10 +92,22 @@ QWidget* InspectorView::buildTextPanel() {
   grid_ = new hh::widgets::HeadGrid;
   grid_->setEmptyText(tr("Every layer and head of the model, once a text is inspected"));
 
+  progress_ = new QProgressBar;
+  progress_->setObjectName(QStringLiteral("inspectProgress"));
+  progress_->setFormat(tr("%v / %m layers"));
+  progress_->setToolTip(tr("Layers run and measured"));
+  progress_->hide();
+  cancelButton_ = new QPushButton(tr("Cancel"));
+  cancelButton_->setObjectName(QStringLiteral("cancelInspection"));
+  cancelButton_->setToolTip(tr("Stop the inspection (Esc)"));
+  cancelButton_->hide();
+
   auto* controls = new QHBoxLayout;
   controls->addWidget(runButton_);
   controls->addWidget(loadButton);
   controls->addWidget(maxTokens_);
+  controls->addWidget(progress_, 1);
+  controls->addWidget(cancelButton_);
   controls->addStretch(1);
   controls->addWidget(new QLabel(tr("colour by")));
   controls->addWidget(summaryChoice_);
@@ -141,6 +154,10 @@ void InspectorView::connectControls() {
   connect(runButton_, &QPushButton::clicked, this, &InspectorView::inspect);
   auto* shortcut = new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return), this);
   connect(shortcut, &QShortcut::activated, this, &InspectorView::inspect);
+  connect(cancelButton_, &QPushButton::clicked, this, &InspectorView::cancelInspection);
+  auto* escape = new QShortcut(QKeySequence(Qt::Key_Escape), this);
+  escape->setContext(Qt::WidgetWithChildrenShortcut);
+  connect(escape, &QShortcut::activated, this, &InspectorView::cancelInspection);
   connect(summaryChoice_, &QComboBox::currentIndexChanged, this, &InspectorView::applySummary);
   connect(viewChoice_, &QComboBox::currentIndexChanged, this, &InspectorView::applyHeadView);
   connect(grid_, &hh::widgets::HeadGrid::headClicked, this, &InspectorView::showHead);
@@ -188,12 +205,54 @@ void InspectorView::runRecallProbe() {
   if (model_.maxPositions > 0) length = std::min(length, model_.maxPositions);
   auto session = session_;
   inspectRequests_.run(
-      pool_, this, [session, text, task, length] { return session->recallProbe(text, task, length); },
+      pool_, this,
+      [session, text, task, length, control = beginInspection()] {
+        return session->recallProbe(text, task, length, 16, 48, control);
+      },
       [this](InspectResult result) { onInspected(std::move(result)); },
       [this] {
         --pending_;
         probeButton_->setEnabled(true);
+        finishInspection();
       });
+}
+
+InspectControl InspectorView::beginInspection() {
+  if (cancel_) cancel_->store(true);  // the request before this one is stale: it stops
+  cancel_ = std::make_shared<std::atomic<bool>>(false);
+  ++inspecting_;
+  progress_->setRange(0, std::max(1, model_.layers));
+  progress_->setValue(0);
+  progress_->show();
+  cancelButton_->setEnabled(true);
+  cancelButton_->show();
+  InspectControl control;
+  control.cancel = cancel_;
+  std::weak_ptr<std::atomic<bool>> mine = cancel_;
+  control.layerDone = [this, mine](int done, int layers) {  // on the worker thread
+    QMetaObject::invokeMethod(
+        this,
+        [this, mine, done, layers] {
+          if (mine.lock() != cancel_) return;  // an older request's count
+          progress_->setRange(0, layers);
+          progress_->setValue(done);
+        },
+        Qt::QueuedConnection);
+  };
+  return control;
+}
+
+void InspectorView::finishInspection() {
+  if (--inspecting_ > 0) return;
+  progress_->hide();
+  cancelButton_->hide();
+}
+
+void InspectorView::cancelInspection() {
+  if (inspecting_ == 0 || !cancel_) return;
+  cancel_->store(true);
+  cancelButton_->setEnabled(false);
+  info_->setText(tr("Cancelling\u2026"));
 }
 
 void InspectorView::setText(const QString& text) { textEdit_->setPlainText(text); }
@@ -249,25 +308,42 @@ void InspectorView::inspect() {
   const int maxTokens = maxTokens_->value();
   auto session = session_;
   inspectRequests_.run(
-      pool_, this, [session, text, maxTokens] { return session->inspect(text, maxTokens); },
+      pool_, this,
+      [session, text, maxTokens, control = beginInspection()] {
+        return session->inspect(text, maxTokens, 48, control);
+      },
       [this](InspectResult result) { onInspected(std::move(result)); },
       [this] {
         --pending_;
         runButton_->setEnabled(true);
+        finishInspection();
       });
 }
 
+void InspectorView::showNothingInspected(const QString& why) {
+  // The session dropped the last inspection's q and k: nothing of it may stay clickable.
+  result_ = InspectResult{};
+  maps_ = HeadMaps{};
+  grid_->clear();
+  large_->clear();
+  large_->setTitle(QString());
+  compareButton_->setEnabled(false);
+  viewChoice_->setEnabled(false);
+  info_->setText(why);
+}
+
 void InspectorView::onInspected(InspectResult result) {
+  if (result.cancelled) {
+    QString what = result.error;
+    what[0] = what[0].toUpper();
+    showNothingInspected(tr("%1: nothing is shown. Inspect runs it again.").arg(what));
+    result_.cancelled = true;
+    Q_EMIT inspected();
+    return;
+  }
   if (!result.error.isEmpty()) {
-    // The session dropped the last inspection's q and k: nothing of it may stay clickable.
-    result_ = InspectResult{};
-    maps_ = HeadMaps{};
-    grid_->clear();
-    large_->clear();
-    large_->setTitle(QString());
-    compareButton_->setEnabled(false);
-    viewChoice_->setEnabled(false);
-    info_->setText(QStringLiteral("<span style='color:#b2182b'>%1</span>").arg(result.error.toHtmlEscaped()));
+    showNothingInspected(QStringLiteral("<span style='color:#b2182b'>%1</span>").arg(result.error.toHtmlEscaped()));
+    result_.error = result.error;
     Q_EMIT inspected();
     return;
   }

@@ -6,7 +6,9 @@
 // difference to softmax. Long texts (thousands of tokens) stay responsive: the engine runs on the
 // worker pool, the grid holds block-max thumbnails and the large map reduces for display.
 // "Hide a needle" runs the recall probe (model_session.h) with the text as filler and colours the
-// frames by the weight each head's answer positions put on the needle.
+// frames by the weight each head's answer positions put on the needle. While either runs, a bar
+// counts the layers measured and Cancel (or Esc) stops it within one head's work; a newer request
+// stops the one before it.
 // Torch-free: it drives a ModelSession on the given pool and drops results an edit overtook.
 #pragma once
 #include <QWidget>
@@ -21,6 +23,7 @@ class QComboBox;
 class QHBoxLayout;
 class QLabel;
 class QPlainTextEdit;
+class QProgressBar;
 class QPushButton;
 class QSpinBox;
 class QThreadPool;
@@ -47,6 +50,9 @@ class InspectorView : public QWidget {
   void inspect();
   // The recall probe on the text (asynchronously; inspected() follows with result().recall set).
   void runRecallProbe();
+  // Stops the inspection or recall probe in progress (inspected() follows, result().cancelled).
+  void cancelInspection();
+  bool inspecting() const { return inspecting_ > 0; }
   // Opens a head large (asynchronously; headShown() follows).
   void showHead(int layer, int head);
   // What the large map shows on a converted layer: 0 softmax, 1 linear, 2 linear - softmax.
@@ -80,6 +86,11 @@ class InspectorView : public QWidget {
   QHBoxLayout* buildProbeControls();
   void connectControls();
   void onInspected(InspectResult result);
+  // A new cancel flag (the previous request's set), the bar reset and shown: what inspect and
+  // the recall probe hand the session. finishInspection() hides the bar when none is left.
+  InspectControl beginInspection();
+  void finishInspection();
+  void showNothingInspected(const QString& why);
   void onHeadMaps(HeadMaps maps);
   void applySummary();
   void applyHeadView();
@@ -97,6 +108,10 @@ class InspectorView : public QWidget {
   QSpinBox* probeLength_ = nullptr;
   QPushButton* probeButton_ = nullptr;
   QLabel* info_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QPushButton* cancelButton_ = nullptr;
+  std::shared_ptr<std::atomic<bool>> cancel_;  // the newest inspection's
+  int inspecting_ = 0;                         // inspections and probes in flight
   QLabel* hover_ = nullptr;
   hh::widgets::HeadGrid* grid_ = nullptr;
   hh::widgets::HeatmapView* large_ = nullptr;

@@ -159,7 +159,7 @@ ModelSummary ModelSession::load(const QString& folder, QString* error, const Com
   return summary;
 }
 
-InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thumbSize) {
+InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thumbSize, const InspectControl& control) {
   std::lock_guard lock(mutex_);
   InspectResult result;
   std::vector<int64_t> ids;
@@ -180,10 +180,11 @@ InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thum
     result.error = QString::fromStdString(hh::errorText(e)).section('\n', 0, 1);
     return result;
   }
-  return inspectTokens(std::move(ids), std::move(result), thumbSize);
+  return inspectTokens(std::move(ids), std::move(result), thumbSize, control);
 }
 
-InspectResult ModelSession::recallProbe(const QString& text, const QString& task, int length, int prompts, int thumbSize) {
+InspectResult ModelSession::recallProbe(const QString& text, const QString& task, int length, int prompts,
+                                        int thumbSize, const InspectControl& control) {
   std::lock_guard lock(mutex_);
   try {
     State& st = *state_;
@@ -214,7 +215,7 @@ InspectResult ModelSession::recallProbe(const QString& text, const QString& task
     result.recall = summary;
     result.textTokens = length;
     return inspectTokens(std::vector<int64_t>(first.data_ptr<int64_t>(), first.data_ptr<int64_t>() + length),
-                         std::move(result), thumbSize);
+                         std::move(result), thumbSize, control);
   } catch (const std::exception& e) {
     InspectResult result;
     result.error = QString::fromStdString(hh::errorText(e)).section('\n', 0, 1);
@@ -224,18 +225,32 @@ InspectResult ModelSession::recallProbe(const QString& text, const QString& task
 
 namespace {
 
-// Every layer's q, k on the teacher's activations, as distillation sees them (no weights kept).
-models::ModelOutput captureQueriesKeys(models::TransformerModel& model, const std::vector<int64_t>& ids) {
+// Thrown where an inspection finds its cancel flag set; says how far it got.
+struct InspectionCancelled : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void stopIfCancelled(const InspectControl& control, int done, int layers) {
+  if (control.cancelled())
+    throw InspectionCancelled("inspection cancelled after " + std::to_string(done) + " of " + std::to_string(layers) +
+                              " layers");
+}
+
+// Every layer's q, k on the teacher's activations, as distillation sees them (no weights kept),
+// each layer's handed to `consume` as soon as it has run.
+void captureQueriesKeys(models::TransformerModel& model, const std::vector<int64_t>& ids,
+                        std::function<void(models::LayerCapture&)> consume) {
   models::CaptureRequest capture;
   capture.queriesKeys = true;  // weights are recomputed per head: [H, T, T] per layer at most
   capture.softmaxWeights = false;
   capture.linearWeights = false;
+  capture.consume = std::move(consume);
   models::ForwardOptions options;
   options.capture = &capture;
   options.teacher = true;  // every layer sees the teacher's activations, as distillation does
   options.computeLogits = false;
   const auto idTensor = torch::tensor(ids, torch::kLong).unsqueeze(0).to(jobs::deviceOf(model));  // [1, T]
-  return model.forward(idTensor, options);
+  model.forward(idTensor, options);
 }
 
 // What a layer's map is not, where its rule makes it other than a distribution over the keys:
@@ -263,11 +278,12 @@ torch::Tensor gateInput(const attn::LinearAttention& linear, const models::Layer
 // and one linear map alive, not the layer's H of each (48 MB each at T = 1024, H = 12), the
 // allocator reusing their blocks.
 void measureLayer(models::TransformerModel& model, const models::LayerCapture& c, const torch::Tensor& valid,
-                  const torch::Tensor& empty, InspectResult& result) {
+                  const torch::Tensor& empty, InspectResult& result, const std::function<void()>& checkCancel) {
   const int l = int(c.layer), H = result.heads;
   auto linear = model.linearAttention(l);
   result.converted = result.converted || bool(linear);
   for (int h = 0; h < H; ++h) {
+    checkCancel();
     const auto qh = c.queries.narrow(1, h, 1), kh = c.keys.narrow(1, h, 1);  // [1, 1, T, D]
     const auto p = attn::softmaxWeights(qh, kh, model.config().causal);    // [1, 1, T, T]
     result.thumbnails[size_t(l * H + h)] = thumbnail(p[0][0], empty);
@@ -279,26 +295,27 @@ void measureLayer(models::TransformerModel& model, const models::LayerCapture& c
 
 }  // namespace
 
-InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResult result, int thumbSize) {
+InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResult result, int thumbSize,
+                                          const InspectControl& control) {
   QElapsedTimer timer;
   timer.start();
   State& st = *state_;
-  try {
-    if (!st.model) throw std::runtime_error("no model loaded (File > Open model folder)");
-    // The previous text's q, k go before this forward pass, not after it (75 MB at T = 1024 on
-    // a 124M model); a failure below leaves "nothing inspected".
+  // The previous text's q, k go before this forward pass, not after it (75 MB at T = 1024 on a
+  // 124M model); a failure or a cancellation below leaves "nothing inspected".
+  const auto forget = [&st] {
     st.queries.clear();
     st.keys.clear();
     st.hidden.clear();
     st.tokens.clear();
+  };
+  forget();
+  try {
+    if (!st.model) throw std::runtime_error("no model loaded (File > Open model folder)");
     at::NoGradGuard noGrad;
     const auto& config = st.model->config();
     if (ids.empty()) throw std::runtime_error("the text has no tokens");
     const int64_t t = int64_t(ids.size());
     const int L = int(config.layers), H = int(config.heads);
-    const auto out = captureQueriesKeys(*st.model, ids);
-    result.forwardMilliseconds = double(timer.nsecsElapsed()) / 1e6;
-
     st.queries.assign(size_t(L), {});
     st.keys.assign(size_t(L), {});
     st.hidden.assign(size_t(L), {});
@@ -312,14 +329,28 @@ InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResul
     result.thumbnails.assign(size_t(L * H), {});
     const auto valid = attn::validPairs(t, t, config.causal);  // [1, 1, T, T]
     const auto empty = emptyBlocks(valid, result.thumbSize);
-    for (const auto& c : out.captures) {
+    int done = 0;
+    const std::function<void()> checkCancel = [&] { stopIfCancelled(control, done, L); };
+    checkCancel();
+    double measuring = 0;  // ms of the pass spent on the heads, not the forward
+    captureQueriesKeys(*st.model, ids, [&](models::LayerCapture& c) {  // each layer as it has run
+      checkCancel();
+      QElapsedTimer clock;
+      clock.start();
       st.queries[size_t(c.layer)] = c.queries;
       st.keys[size_t(c.layer)] = c.keys;
       st.hidden[size_t(c.layer)] = gateInput(st.model->linearAttention(int(c.layer)), c);
-      measureLayer(*st.model, c, valid, empty, result);
-    }
+      measureLayer(*st.model, c, valid, empty, result, checkCancel);
+      measuring += double(clock.nsecsElapsed()) / 1e6;
+      ++done;
+      if (control.layerDone) control.layerDone(done, L);
+    });
+    result.forwardMilliseconds = double(timer.nsecsElapsed()) / 1e6 - measuring;
   } catch (const std::exception& e) {
+    forget();
+    const bool cancelled = dynamic_cast<const InspectionCancelled*>(&e) != nullptr;
     result = InspectResult{};
+    result.cancelled = cancelled;
     result.error = QString::fromStdString(hh::errorText(e)).section('\n', 0, 1);
   }
   hh::releaseFreeMemory();  // the forward pass's activations, back to the system

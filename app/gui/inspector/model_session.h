@@ -20,12 +20,16 @@
 //                  per head the weight the answer positions put on the needle.
 //   headComparison(l,h,maps)  the feature-map comparison (comparison_session.h) on that head's
 //                  real q, k; "trained" is the layer's own feature map when it is converted.
+// inspect and recallProbe take an InspectControl: they report each layer measured and stop
+// within one head's work once its cancel flag is set (the result then says `cancelled`).
 #pragma once
 #include <QString>
 #include <QStringList>
 
-#include <memory>
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -61,8 +65,18 @@ struct RecallSummary {
   std::vector<int> answerPositions, needlePositions; // of the inspected (first) prompt
 };
 
+// How an inspection says where it is and learns that it is to stop; both optional. layerDone is
+// called on the inspecting thread as each layer's heads are measured; cancel is read before each
+// layer and each head.
+struct InspectControl {
+  std::function<void(int done, int layers)> layerDone;
+  std::shared_ptr<const std::atomic<bool>> cancel;
+  bool cancelled() const { return cancel && cancel->load(); }
+};
+
 struct InspectResult {
   QString error;             // non-empty: nothing else is valid
+  bool cancelled = false;    // the error is the cancellation's (how many layers were done)
   std::shared_ptr<RecallSummary> recall;  // set by recallProbe only
   QStringList tokens;        // display label per token
   int layers = 0, heads = 0, length = 0;
@@ -108,9 +122,11 @@ class ModelSession {
   bool loaded() const;
   ModelSummary summary() const;
 
-  InspectResult inspect(const QString& text, int maxTokens = 4096, int thumbSize = 48);
+  InspectResult inspect(const QString& text, int maxTokens = 4096, int thumbSize = 48,
+                        const InspectControl& control = {});
   // `text` is the filler (repeated to `length` tokens); `prompts` prompts are scored.
-  InspectResult recallProbe(const QString& text, const QString& task, int length, int prompts = 16, int thumbSize = 48);
+  InspectResult recallProbe(const QString& text, const QString& task, int length, int prompts = 16, int thumbSize = 48,
+                            const InspectControl& control = {});
   HeadMaps headMaps(int layer, int head);
   // Writes the loaded model with the engine's writer: a Hugging Face-style folder (floating
   // weights as dtype "float32" | "float16" | "bfloat16", feature maps kept in float32, tokenizer
@@ -123,7 +139,8 @@ class ModelSession {
  private:
   struct State;
   // inspect() after tokenizing: one forward pass over ids, the grid's numbers (mutex held).
-  InspectResult inspectTokens(std::vector<int64_t> ids, InspectResult result, int thumbSize);
+  InspectResult inspectTokens(std::vector<int64_t> ids, InspectResult result, int thumbSize,
+                              const InspectControl& control);
   std::unique_ptr<State> state_;
   mutable std::mutex mutex_;
   // What loaded() and summary() return, set where load() swaps the model in (mutex_ held, then

@@ -1,0 +1,167 @@
+// app.gui.inspect_cancel: an inspection's progress and its cancellation.
+//   - ModelSession on the tiny GPT-2 fixture reports every layer once, in order, with the layer
+//     count; the grid's numbers are those of an inspection without a control;
+//   - a cancel flag set after the first layer (or before the start) stops it: the result says
+//     cancelled after 1 (0) of L layers, and nothing of it can be opened (headMaps refuses)
+//     until the next inspection, which runs whole;
+//   - the inspector's bar and Cancel show while an inspection waits or runs; Cancel stops it (the
+//     worker held busy until then, so the flag is seen before the forward pass), the line above
+//     the grid says so, the grid stays empty and the bar goes away; Inspect then runs whole and
+//     the bar counted every layer; of two Inspects in a row only the second's result is shown.
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTest>
+#include <QThreadPool>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "app/gui/inspector/inspector_view.h"
+#include "app/gui/inspector/model_session.h"
+#include "tests/app/gui/inspector/inspector_test_support.h"
+#include "tests/support/hh_test.h"
+#include "widgets/head_grid.h"
+
+namespace test_inspect_cancel {
+
+namespace {
+
+using namespace hh::test::inspector;  // NOLINT: the suites' shared fixtures
+
+std::shared_ptr<hh::gui::ModelSession> loadedSession(hh::gui::ModelSummary* summary) {
+  auto session = std::make_shared<hh::gui::ModelSession>();
+  QString error;
+  *summary = session->load(QString::fromStdString(kModel), &error);
+  return error.isEmpty() ? session : nullptr;
+}
+
+// Equal value for value, a NaN (a masked cell) equal to a NaN.
+template <typename T>
+bool sameValues(const std::vector<T>& x, const std::vector<T>& y) {
+  return std::equal(x.begin(), x.end(), y.begin(), y.end(),
+                    [](T a, T b) { return a == b || (std::isnan(a) && std::isnan(b)); });
+}
+
+// Holds the pool's one thread until release(): what the worker is busy with before a request.
+class BusyWorker {
+ public:
+  explicit BusyWorker(QThreadPool& pool) {
+    pool.start([gate = gate_.get_future().share()] { gate.wait(); });
+  }
+  void release() { gate_.set_value(); }
+
+ private:
+  std::promise<void> gate_;
+};
+
+}  // namespace
+
+class TestInspectCancel : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+
+  void sessionReportsEachLayerAndStopsWhenCancelled() {
+    hh::gui::ModelSummary summary;
+    auto session = loadedSession(&summary);
+    QVERIFY(session);
+    const int layers = summary.layers;
+    QVERIFY(layers >= 2);
+
+    std::vector<std::pair<int, int>> reported;
+    hh::gui::InspectControl control;
+    control.layerDone = [&](int done, int total) { reported.emplace_back(done, total); };
+    const auto whole = session->inspect(kText, 4096, 16, control);
+    QCOMPARE(whole.error, QString());
+    QCOMPARE(int(reported.size()), layers);
+    for (int l = 0; l < layers; ++l) QVERIFY(reported[size_t(l)] == std::make_pair(l + 1, layers));
+    const auto plain = session->inspect(kText, 4096, 16);
+    QCOMPARE(whole.thumbnails.size(), plain.thumbnails.size());
+    for (size_t i = 0; i < whole.thumbnails.size(); ++i) QVERIFY(sameValues(whole.thumbnails[i], plain.thumbnails[i]));
+    QVERIFY(sameValues(whole.measures.entropySoftmax.values, plain.measures.entropySoftmax.values));
+
+    auto cancel = std::make_shared<std::atomic<bool>>(false);
+    control.cancel = cancel;
+    control.layerDone = [&](int done, int) { *cancel = done == 1; };
+    const auto stopped = session->inspect(kText, 4096, 16, control);
+    QVERIFY(stopped.cancelled);
+    QVERIFY2(stopped.error.contains(QStringLiteral("cancelled after 1 of %1 layers").arg(layers)), qPrintable(stopped.error));
+    QCOMPARE(stopped.length, 0);
+    QVERIFY(!session->headMaps(0, 0).error.isEmpty());  // nothing of it can be opened
+
+    control.layerDone = {};
+    const auto before = session->inspect(kText, 4096, 16, control);  // the flag is still set
+    QVERIFY2(before.error.contains(QStringLiteral("after 0 of")), qPrintable(before.error));
+
+    const auto again = session->inspect(kText, 4096, 16);
+    QVERIFY(!again.cancelled);
+    QCOMPARE(again.error, QString());
+    QCOMPARE(session->headMaps(0, 0).error, QString());
+  }
+
+  void theInspectorsCancelStopsItAndTheBarCounts() {
+    hh::gui::ModelSummary summary;
+    auto session = loadedSession(&summary);
+    QVERIFY(session);
+    QThreadPool pool;
+    pool.setMaxThreadCount(1);
+    {
+      hh::gui::InspectorView view(session, &pool);
+      view.show();
+      view.modelLoaded(summary);
+      view.setText(kText);
+      auto* bar = view.findChild<QProgressBar*>(QStringLiteral("inspectProgress"));
+      auto* cancel = view.findChild<QPushButton*>(QStringLiteral("cancelInspection"));
+      QVERIFY(bar && cancel);
+      QVERIFY(!bar->isVisible() && !cancel->isVisible());
+      QSignalSpy inspected(&view, &hh::gui::InspectorView::inspected);
+
+      BusyWorker busy(pool);
+      view.inspect();
+      QVERIFY(view.inspecting());
+      QVERIFY(bar->isVisible() && cancel->isVisible() && cancel->isEnabled());
+      QTest::mouseClick(cancel, Qt::LeftButton);
+      QVERIFY(!cancel->isEnabled());
+      busy.release();
+      QVERIFY(inspected.wait(30000));
+      QVERIFY(view.result().cancelled);
+      QVERIFY2(view.infoText().contains(QStringLiteral("cancelled after 0 of %1 layers").arg(summary.layers)),
+               qPrintable(view.infoText()));
+      QCOMPARE(view.result().length, 0);
+      QVERIFY(!view.inspecting());
+      QVERIFY(!bar->isVisible() && !cancel->isVisible());
+
+      BusyWorker busyAgain(pool);
+      view.inspect();
+      view.inspect();  // the newer request stops the older one, which is never shown
+      QCOMPARE(bar->value(), 0);
+      busyAgain.release();
+      QVERIFY(inspected.wait(30000));
+      QVERIFY(!view.result().cancelled);
+      QCOMPARE(view.result().error, QString());
+      QVERIFY(view.result().length > 0);
+      QCOMPARE(bar->maximum(), summary.layers);
+      QCOMPARE(bar->value(), summary.layers);  // every layer counted before the result arrived
+      QCOMPARE(inspected.count(), 2);          // the stale first request was dropped
+      QVERIFY(!bar->isVisible());
+      pool.waitForDone();
+    }
+  }
+};
+
+HH_TEST_SUITE(TestInspectCancel, "app.gui.inspect_cancel", &TestInspectCancel::initTestCase,
+              &TestInspectCancel::sessionReportsEachLayerAndStopsWhenCancelled,
+              &TestInspectCancel::theInspectorsCancelStopsItAndTheBarCounts)
+
+}  // namespace test_inspect_cancel
+
+#if HH_HAVE_QTEST
+#include "test_inspect_cancel.moc"
+#endif
