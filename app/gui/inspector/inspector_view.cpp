@@ -96,6 +96,7 @@ QWidget* InspectorView::buildTextPanel() {
   progress_->setObjectName(QStringLiteral("inspectProgress"));
   progress_->setFormat(tr("%v / %m layers"));
   progress_->setToolTip(tr("Layers run and measured"));
+  progress_->setMinimumWidth(160);
   progress_->hide();
   cancelButton_ = new QPushButton(tr("Cancel"));
   cancelButton_->setObjectName(QStringLiteral("cancelInspection"));

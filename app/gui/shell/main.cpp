@@ -16,6 +16,8 @@
 // Hidden options for documentation and CI screenshots (scripts/screenshot.sh):
 //   --screenshot PATH          grab the main window into PATH (PNG) and quit
 //   --screenshot-delay-ms N    wait N ms after the first comparison is on screen (default 800)
+//   --screenshot-from-start    count the delay from the start instead, whatever runs (an
+//                              inspection mid-way, its bar and Cancel)
 //   --rank FILE                open a saved rank.json on the Layer ranking tab
 // and the first comparison's settings: --feature-maps A,B,C --length T --head-dim D --seed S
 // --bidirectional --head L,H (a model head; needs --model or --project).
@@ -85,6 +87,7 @@ struct CommandLine {
   // Hidden: documentation and CI screenshots, and the first comparison's settings.
   const QCommandLineOption shot = hidden("screenshot", "Save a screenshot and quit.", "path");
   const QCommandLineOption delay = hidden("screenshot-delay-ms", "Screenshot delay.", "ms");
+  const QCommandLineOption fromStart = hidden("screenshot-from-start", "Count the screenshot delay from the start.");
   const QCommandLineOption featureMaps = hidden("feature-maps", "Feature maps, comma-separated.", "names");
   const QCommandLineOption inspectHead = hidden("inspect-head", "Open this head in the inspector.", "L,H");
   const QCommandLineOption inspectView = hidden("inspect-view", "softmax, linear or difference.", "view");
@@ -106,8 +109,9 @@ struct CommandLine {
     parser.addHelpOption();
     parser.addVersionOption();
     parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, generate, prompt, maxTokens, rank});
-    parser.addOptions({convert, processes, run, model, project, text, textFile, tab, runsTab, overlay, shot, delay,
-                       featureMaps, modelHead, inspectHead, inspectView, recallProbe, length, headDim, seed, bidirectional});
+    parser.addOptions({convert,     processes,   run,    model,   project,   text,         textFile,  tab,
+                       runsTab,     overlay,     shot,   delay,   fromStart, featureMaps,  modelHead, inspectHead,
+                       inspectView, recallProbe, length, headDim, seed,      bidirectional});
     parser.process(app);
   }
   bool isSet(const QCommandLineOption& option) const { return parser.isSet(option); }
@@ -268,7 +272,7 @@ void scheduleScreenshot(hh::gui::MainWindow& window, const CommandLine& cl, bool
   const QString path = cl.value(cl.shot);
   const int delayMs = cl.isSet(cl.delay) ? cl.value(cl.delay).toInt() : 800;
   const QString first = cl.firstTab();
-  const bool onDashboard = cl.isSet(cl.convert) || cl.isSet(cl.run) || cl.isSet(cl.rank) ||
+  const bool onDashboard = cl.isSet(cl.fromStart) || cl.isSet(cl.convert) || cl.isSet(cl.run) || cl.isSet(cl.rank) ||
                            first == QLatin1String("runs") || first == QLatin1String("dashboard") ||
                            first == QLatin1String("rank");
   auto grab = [&window, path] { grabAndQuit(window, path); };
