@@ -30,9 +30,6 @@ constexpr int kDefaultMaxTokens = 1024;
 constexpr int kMaxTokens = 8192;
 constexpr qint64 kMaxTextFileBytes = 8 << 20;  // a text file larger than this is refused
 
-// Per-head summaries the grid can be coloured by.
-enum Summary { EntropySoftmax = 0, Kl = 1, EntropyLinear = 2, NeedleSoftmax = 3, NeedleConverted = 4 };
-
 const char* kDefaultText =
     "The committee met on Monday to discuss the budget. After a long debate, the members agreed that the "
     "new library would open in the spring, and the mayor said the city would pay for the books.";
@@ -218,44 +215,6 @@ void InspectorView::runRecallProbe() {
       });
 }
 
-InspectControl InspectorView::beginInspection() {
-  if (cancel_) cancel_->store(true);  // the request before this one is stale: it stops
-  cancel_ = std::make_shared<std::atomic<bool>>(false);
-  ++inspecting_;
-  progress_->setRange(0, std::max(1, model_.layers));
-  progress_->setValue(0);
-  progress_->show();
-  cancelButton_->setEnabled(true);
-  cancelButton_->show();
-  InspectControl control;
-  control.cancel = cancel_;
-  std::weak_ptr<std::atomic<bool>> mine = cancel_;
-  control.layerDone = [this, mine](int done, int layers) {  // on the worker thread
-    QMetaObject::invokeMethod(
-        this,
-        [this, mine, done, layers] {
-          if (mine.lock() != cancel_) return;  // an older request's count
-          progress_->setRange(0, layers);
-          progress_->setValue(done);
-        },
-        Qt::QueuedConnection);
-  };
-  return control;
-}
-
-void InspectorView::finishInspection() {
-  if (--inspecting_ > 0) return;
-  progress_->hide();
-  cancelButton_->hide();
-}
-
-void InspectorView::cancelInspection() {
-  if (inspecting_ == 0 || !cancel_) return;
-  cancel_->store(true);
-  cancelButton_->setEnabled(false);
-  info_->setText(tr("Cancelling\u2026"));
-}
-
 void InspectorView::setText(const QString& text) { textEdit_->setPlainText(text); }
 QString InspectorView::text() const { return textEdit_->toPlainText(); }
 void InspectorView::setMaxTokens(int tokens) { maxTokens_->setValue(tokens); }
@@ -388,14 +347,28 @@ void InspectorView::onInspected(InspectResult result) {
 
 void InspectorView::setHeadView(int index) { viewChoice_->setCurrentIndex(index); }
 
+int InspectorView::summaryChoice() const {
+  return summaryChoice_->currentIndex();
+}
+
 void InspectorView::applySummary() {
   const InspectResult& r = result_;
   if (r.layers == 0) return;
-  const int choice = summaryChoice_->currentIndex();
+  const int choice = summaryChoice();
   const bool needle = choice >= NeedleSoftmax;
   const std::vector<double> none(size_t(r.layers * r.heads), std::nan(""));
   const auto& values = needle ? (!r.recall ? none : choice == NeedleSoftmax ? r.recall->teacherMass : r.recall->convertedMass)
                        : (choice == Kl ? r.measures.kl : choice == EntropyLinear ? r.measures.entropyLinear : r.measures.entropySoftmax).values;
+  styleGridFor(choice);
+  for (int l = 0; l < r.layers; ++l)
+    for (int h = 0; h < r.heads; ++h) {
+      const size_t i = size_t(l * r.heads + h);
+      grid_->setCell(l, h, r.thumbSize, r.thumbSize, r.thumbnails[i], values[i]);
+    }
+}
+
+void InspectorView::styleGridFor(int choice) {
+  const bool needle = choice >= NeedleSoftmax;
   grid_->setSummaryName(needle ? tr("needle weight") : choice == Kl ? tr("KL") : tr("entropy"));
   // Low KL is good and low entropy sharp (bright); a head that looks at the needle is bright.
   grid_->setSummaryHigherIsBetter(needle);
@@ -406,11 +379,6 @@ void InspectorView::applySummary() {
   } else {
     grid_->setLegendWords(tr("sharp"), tr("diffuse"));  // an entropy is neither good nor bad
   }
-  for (int l = 0; l < r.layers; ++l)
-    for (int h = 0; h < r.heads; ++h) {
-      const size_t i = size_t(l * r.heads + h);
-      grid_->setCell(l, h, r.thumbSize, r.thumbSize, r.thumbnails[i], values[i]);
-    }
 }
 
 void InspectorView::showHead(int layer, int head) {

@@ -6,9 +6,10 @@
 // difference to softmax. Long texts (thousands of tokens) stay responsive: the engine runs on the
 // worker pool, the grid holds block-max thumbnails and the large map reduces for display.
 // "Hide a needle" runs the recall probe (model_session.h) with the text as filler and colours the
-// frames by the weight each head's answer positions put on the needle. While either runs, a bar
-// counts the layers measured and Cancel (or Esc) stops it within one head's work; a newer request
-// stops the one before it.
+// frames by the weight each head's answer positions put on the needle. While either runs, the grid
+// fills layer by layer as the model reaches it, a bar counts the layers measured and Cancel (or
+// Esc) stops it within one head's work; a newer request stops the one before it
+// (inspector_progress.cpp).
 // Torch-free: it drives a ModelSession on the given pool and drops results an edit overtook.
 #pragma once
 #include <QWidget>
@@ -85,7 +86,14 @@ class InspectorView : public QWidget {
   QWidget* buildHeadPanel();
   QHBoxLayout* buildProbeControls();
   void connectControls();
+  // Per-head summaries the grid can be coloured by (the colour-by box's entries, in order).
+  enum Summary { EntropySoftmax = 0, Kl = 1, EntropyLinear = 2, NeedleSoftmax = 3, NeedleConverted = 4 };
+  int summaryChoice() const;
+  void styleGridFor(int choice);  // the frames' name, direction and legend for a Summary
   void onInspected(InspectResult result);
+  // A layer measured by the request in flight: the bar advances, the grid gets its heads (the
+  // first layer clears the last text's grid and head).
+  void showLayerPreview(const LayerPreview& preview);
   // A new cancel flag (the previous request's set), the bar reset and shown: what inspect and
   // the recall probe hand the session. finishInspection() hides the bar when none is left.
   InspectControl beginInspection();

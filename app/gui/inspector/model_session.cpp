@@ -236,6 +236,25 @@ void stopIfCancelled(const InspectControl& control, int done, int layers) {
                               " layers");
 }
 
+// Layer `layer`'s part of `result` (its thumbnails and measures filled), `done` layers measured.
+LayerPreview preview(const InspectResult& result, int layer, int done) {
+  LayerPreview p;
+  p.layer = layer;
+  p.done = done;
+  p.layers = result.layers;
+  p.heads = result.heads;
+  p.thumbSize = result.thumbSize;
+  const size_t first = size_t(layer) * size_t(result.heads), last = first + size_t(result.heads);
+  p.thumbnails.assign(result.thumbnails.begin() + first, result.thumbnails.begin() + last);
+  const auto heads = [&](const jobs::HeadTable& t) {
+    return std::vector<double>(t.values.begin() + first, t.values.begin() + last);
+  };
+  p.entropySoftmax = heads(result.measures.entropySoftmax);
+  p.kl = heads(result.measures.kl);
+  p.entropyLinear = heads(result.measures.entropyLinear);
+  return p;
+}
+
 // Every layer's q, k on the teacher's activations, as distillation sees them (no weights kept),
 // each layer's handed to `consume` as soon as it has run.
 void captureQueriesKeys(models::TransformerModel& model, const std::vector<int64_t>& ids,
@@ -343,7 +362,7 @@ InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResul
       measureLayer(*st.model, c, valid, empty, result, checkCancel);
       measuring += double(clock.nsecsElapsed()) / 1e6;
       ++done;
-      if (control.layerDone) control.layerDone(done, L);
+      if (control.layerDone) control.layerDone(preview(result, int(c.layer), done));
     });
     result.forwardMilliseconds = double(timer.nsecsElapsed()) / 1e6 - measuring;
   } catch (const std::exception& e) {

@@ -65,11 +65,19 @@ struct RecallSummary {
   std::vector<int> answerPositions, needlePositions; // of the inspected (first) prompt
 };
 
+// One layer as soon as its heads are measured, for a grid that fills while the model runs.
+struct LayerPreview {
+  int layer = 0, done = 0, layers = 0, heads = 0;  // done: layers measured so far, this one included
+  int thumbSize = 0;
+  std::vector<std::vector<float>> thumbnails;             // per head, as InspectResult's
+  std::vector<double> entropySoftmax, kl, entropyLinear;  // per head; NaN where undefined
+};
+
 // How an inspection says where it is and learns that it is to stop; both optional. layerDone is
 // called on the inspecting thread as each layer's heads are measured; cancel is read before each
 // layer and each head.
 struct InspectControl {
-  std::function<void(int done, int layers)> layerDone;
+  std::function<void(const LayerPreview&)> layerDone;
   std::shared_ptr<const std::atomic<bool>> cancel;
   bool cancelled() const { return cancel && cancel->load(); }
 };

@@ -1,6 +1,7 @@
 // app.gui.inspect_cancel: an inspection's progress and its cancellation.
-//   - ModelSession on the tiny GPT-2 fixture reports every layer once, in order, with the layer
-//     count; the grid's numbers are those of an inspection without a control;
+//   - ModelSession on the tiny GPT-2 fixture previews every layer once, in order, with the layer
+//     count, its thumbnails and measures as the result then holds them; the grid's numbers are
+//     those of an inspection without a control;
 //   - a cancel flag set after the first layer (or before the start) stops it: the result says
 //     cancelled after 1 (0) of L layers, and nothing of it can be opened (headMaps refuses)
 //     until the next inspection, which runs whole;
@@ -75,13 +76,26 @@ class TestInspectCancel : public QObject {
     const int layers = summary.layers;
     QVERIFY(layers >= 2);
 
-    std::vector<std::pair<int, int>> reported;
+    std::vector<hh::gui::LayerPreview> reported;
     hh::gui::InspectControl control;
-    control.layerDone = [&](int done, int total) { reported.emplace_back(done, total); };
+    control.layerDone = [&](const hh::gui::LayerPreview& p) { reported.push_back(p); };
     const auto whole = session->inspect(kText, 4096, 16, control);
     QCOMPARE(whole.error, QString());
     QCOMPARE(int(reported.size()), layers);
-    for (int l = 0; l < layers; ++l) QVERIFY(reported[size_t(l)] == std::make_pair(l + 1, layers));
+    for (int l = 0; l < layers; ++l) {  // each layer once, in order, with what the result holds for it
+      const auto& p = reported[size_t(l)];
+      QCOMPARE(p.layer, l);
+      QCOMPARE(p.done, l + 1);
+      QCOMPARE(p.layers, layers);
+      QCOMPARE(p.heads, whole.heads);
+      QCOMPARE(p.thumbSize, whole.thumbSize);
+      for (int h = 0; h < whole.heads; ++h) {
+        const size_t i = size_t(l * whole.heads + h);
+        QVERIFY(sameValues(p.thumbnails[size_t(h)], whole.thumbnails[i]));
+        QCOMPARE(p.entropySoftmax[size_t(h)], whole.measures.entropySoftmax.values[i]);
+        QVERIFY(std::isnan(p.kl[size_t(h)]));  // softmax layers: no linear map
+      }
+    }
     const auto plain = session->inspect(kText, 4096, 16);
     QCOMPARE(whole.thumbnails.size(), plain.thumbnails.size());
     for (size_t i = 0; i < whole.thumbnails.size(); ++i) QVERIFY(sameValues(whole.thumbnails[i], plain.thumbnails[i]));
@@ -89,7 +103,7 @@ class TestInspectCancel : public QObject {
 
     auto cancel = std::make_shared<std::atomic<bool>>(false);
     control.cancel = cancel;
-    control.layerDone = [&](int done, int) { *cancel = done == 1; };
+    control.layerDone = [&](const hh::gui::LayerPreview& p) { *cancel = p.done == 1; };
     const auto stopped = session->inspect(kText, 4096, 16, control);
     QVERIFY(stopped.cancelled);
     QVERIFY2(stopped.error.contains(QStringLiteral("cancelled after 1 of %1 layers").arg(layers)), qPrintable(stopped.error));

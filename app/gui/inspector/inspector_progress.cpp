@@ -1,0 +1,73 @@
+// The inspector while an inspection runs (see inspector_view.h): the bar, Cancel, and the grid
+// filling layer by layer from the session's previews.
+#include <QMetaObject>
+#include <QProgressBar>
+#include <QPushButton>
+
+#include <algorithm>
+#include <cmath>
+
+#include "app/gui/inspector/inspector_view.h"
+#include "widgets/head_grid.h"
+#include "widgets/heatmap_view.h"
+
+namespace hh::gui {
+
+InspectControl InspectorView::beginInspection() {
+  if (cancel_) cancel_->store(true);  // the request before this one is stale: it stops
+  cancel_ = std::make_shared<std::atomic<bool>>(false);
+  ++inspecting_;
+  progress_->setRange(0, std::max(1, model_.layers));
+  progress_->setValue(0);
+  progress_->show();
+  cancelButton_->setEnabled(true);
+  cancelButton_->show();
+  InspectControl control;
+  control.cancel = cancel_;
+  std::weak_ptr<std::atomic<bool>> mine = cancel_;
+  control.layerDone = [this, mine](const LayerPreview& preview) {  // on the worker thread
+    QMetaObject::invokeMethod(
+        this,
+        [this, mine, preview] {
+          if (mine.lock() == cancel_) showLayerPreview(preview);  // not an older request's
+        },
+        Qt::QueuedConnection);
+  };
+  return control;
+}
+
+void InspectorView::showLayerPreview(const LayerPreview& p) {
+  progress_->setRange(0, p.layers);
+  progress_->setValue(p.done);
+  if (p.done == 1) {  // the first layer of a new text: the last text's grid and head go
+    result_ = InspectResult{};
+    maps_ = HeadMaps{};
+    large_->clear();
+    large_->setTitle(QString());
+    compareButton_->setEnabled(false);
+    viewChoice_->setEnabled(false);
+    grid_->clear();
+    grid_->setGridSize(p.layers, p.heads);
+    styleGridFor(summaryChoice());
+  }
+  const int choice = summaryChoice();
+  const auto& values = choice == Kl ? p.kl : choice == EntropyLinear ? p.entropyLinear : p.entropySoftmax;
+  const bool needle = choice >= NeedleSoftmax;  // known once the probe's prompts are scored: none yet
+  for (int h = 0; h < p.heads; ++h)
+    grid_->setCell(p.layer, h, p.thumbSize, p.thumbSize, p.thumbnails[size_t(h)], needle ? std::nan("") : values[size_t(h)]);
+}
+
+void InspectorView::finishInspection() {
+  if (--inspecting_ > 0) return;
+  progress_->hide();
+  cancelButton_->hide();
+}
+
+void InspectorView::cancelInspection() {
+  if (inspecting_ == 0 || !cancel_) return;
+  cancel_->store(true);
+  cancelButton_->setEnabled(false);
+  info_->setText(tr("Cancelling\u2026"));
+}
+
+}  // namespace hh::gui
