@@ -1,7 +1,7 @@
 // engine.attention.head_weights: LinearAttention::headWeights, one head's quadratic-form weights
 // (what the inspector and the comparison show), against that head of the whole layer's weights:
 //   - every rule and form a converted layer can have (additive Hedgehog, gated, delta, decay,
-//     Mao's decay, the window hybrid, exp(t x) with its shift, a map without parameters), fp64,
+//     Mao's decay and delta, the window hybrid, exp(t x) with its shift, a map without parameters), fp64,
 //     three heads with parameters perturbed so that no two heads agree: within 1e-12 of
 //     weights(q, k, hidden).narrow(1, h, 1), and each head's map differs from head 0's;
 //   - a head outside [0, H) is refused with a message naming it.
@@ -46,7 +46,7 @@ class TestHeadWeights : public QObject {
  private Q_SLOTS:
   void oneHeadEqualsThatHeadOfTheLayer() {
     for (const std::string spec : {"hedgehog", "hedgehog/gated", "hedgehog/delta", "t2r/decay", "hedgehog/decay_mao",
-                                   "hedgehog_window(5)", "exp_t=2", "elu"}) {
+                                   "hedgehog/delta_mao", "hedgehog_window(5)", "exp_t=2", "elu"}) {
       torch::manual_seed(7);
       auto layer = layerOf(spec);
       const auto opts = torch::TensorOptions().dtype(torch::kDouble);
