@@ -70,12 +70,14 @@ HeadTable nanTable(const char* name, int layers, int heads) {
 
 // Accuracy of the argmax at the answer positions, and per head the mean weight from each answer
 // position to its target (the linear weights of converted layers unless `teacher`).
-std::pair<double, HeadTable> score(models::TransformerModel& model, const RecallPrompts& p, bool teacher) {
+std::pair<double, HeadTable> score(models::TransformerModel& model, const RecallPrompts& p, bool teacher,
+                                   const std::function<void()>& checkpoint) {
   const int L = static_cast<int>(model.layerCount()), H = static_cast<int>(model.config().heads);
   auto mass = nanTable(teacher ? "needle_mass_teacher" : "needle_mass_converted", L, H);
   models::CaptureRequest capture;
   capture.linearWeights = !teacher;
   capture.consume = [&](models::LayerCapture& c) {
+    if (checkpoint) checkpoint();
     const auto& w = c.linearWeights.defined() ? c.linearWeights : c.softmaxWeights;  // [B,H,T,T]
     const auto cpu = w.to(torch::kDouble).cpu();
     auto a = cpu.accessor<double, 4>();
@@ -135,11 +137,12 @@ RecallPrompts makeRecallPrompts(const at::Tensor& filler, int64_t length, int64_
   return p;
 }
 
-RecallProbePoint scoreRecallPrompts(models::TransformerModel& model, const RecallPrompts& prompts) {
+RecallProbePoint scoreRecallPrompts(models::TransformerModel& model, const RecallPrompts& prompts,
+                                    const std::function<void()>& checkpoint) {
   RecallProbePoint point;
   point.length = prompts.ids.size(1);
-  std::tie(point.teacherAccuracy, point.teacherMass) = score(model, prompts, true);
-  std::tie(point.convertedAccuracy, point.convertedMass) = score(model, prompts, false);
+  std::tie(point.teacherAccuracy, point.teacherMass) = score(model, prompts, true, checkpoint);
+  std::tie(point.convertedAccuracy, point.convertedMass) = score(model, prompts, false, checkpoint);
   return point;
 }
 

@@ -16,6 +16,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,8 +53,10 @@ RecallPrompts makeRecallPrompts(const at::Tensor& filler, int64_t length, int64_
                                 uint64_t seed);
 
 // Scores one prompt set (length = its T): accuracies and the needle mass of every head, for the
-// teacher and the converted model.
-RecallProbePoint scoreRecallPrompts(models::TransformerModel& model, const RecallPrompts& prompts);
+// teacher and the converted model. `checkpoint`, when set, is called before each layer's weights
+// are read, in both passes: it may throw to stop the scoring (the workbench's Cancel).
+RecallProbePoint scoreRecallPrompts(models::TransformerModel& model, const RecallPrompts& prompts,
+                                    const std::function<void()>& checkpoint = {});
 
 // Runs the probe at every length (each <= filler's T); throws std::invalid_argument for bad
 // options (unknown task, a length the filler or the model's positions cannot hold, too short for

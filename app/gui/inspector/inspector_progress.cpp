@@ -13,8 +13,11 @@
 
 namespace hh::gui {
 
-InspectControl InspectorView::beginInspection() {
+InspectControl InspectorView::beginInspection(bool probe) {
   if (cancel_) cancel_->store(true);  // the request before this one is stale: it stops
+  // A plain inspection has no needle to colour by.
+  if (!probe && summaryChoice() >= NeedleSoftmax)
+    summaryChoice_->setCurrentIndex(model_.converted() ? Kl : EntropySoftmax);
   cancel_ = std::make_shared<std::atomic<bool>>(false);
   ++inspecting_;
   progress_->setRange(0, std::max(1, model_.layers));
@@ -40,6 +43,11 @@ void InspectorView::showLayerPreview(const LayerPreview& p) {
   progress_->setRange(0, p.layers);
   progress_->setValue(p.done);
   if (p.done == 1) {  // the first layer of a new text: the last text's grid and head go
+    if (maps_.length > 0) {
+      reopenLayer_ = maps_.layer;
+      reopenHead_ = maps_.head;
+    }
+    previews_.clear();
     result_ = InspectResult{};
     maps_ = HeadMaps{};
     large_->clear();
@@ -50,11 +58,20 @@ void InspectorView::showLayerPreview(const LayerPreview& p) {
     grid_->setGridSize(p.layers, p.heads);
     styleGridFor(summaryChoice());
   }
+  previews_.push_back(p);
+  drawPreview(p);
+}
+
+void InspectorView::drawPreview(const LayerPreview& p) {
   const int choice = summaryChoice();
-  const auto& values = choice == Kl ? p.kl : choice == EntropyLinear ? p.entropyLinear : p.entropySoftmax;
-  const bool needle = choice >= NeedleSoftmax;  // known once the probe's prompts are scored: none yet
+  const std::vector<double> none(size_t(p.heads), std::nan(""));
+  const auto& needle = choice == NeedleSoftmax ? p.needleSoftmax : p.needleConverted;
+  const auto& values = choice >= NeedleSoftmax   ? (needle.empty() ? none : needle)
+                       : choice == Kl            ? p.kl
+                       : choice == EntropyLinear ? p.entropyLinear
+                                                 : p.entropySoftmax;
   for (int h = 0; h < p.heads; ++h)
-    grid_->setCell(p.layer, h, p.thumbSize, p.thumbSize, p.thumbnails[size_t(h)], needle ? std::nan("") : values[size_t(h)]);
+    grid_->setCell(p.layer, h, p.thumbSize, p.thumbSize, p.thumbnails[size_t(h)], values[size_t(h)]);
 }
 
 void InspectorView::finishInspection() {

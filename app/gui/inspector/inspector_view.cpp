@@ -204,7 +204,7 @@ void InspectorView::runRecallProbe() {
   auto session = session_;
   inspectRequests_.run(
       pool_, this,
-      [session, text, task, length, control = beginInspection()] {
+      [session, text, task, length, control = beginInspection(true)] {
         return session->recallProbe(text, task, length, 16, 48, control);
       },
       [this](InspectResult result) { onInspected(std::move(result)); },
@@ -269,7 +269,7 @@ void InspectorView::inspect() {
   auto session = session_;
   inspectRequests_.run(
       pool_, this,
-      [session, text, maxTokens, control = beginInspection()] {
+      [session, text, maxTokens, control = beginInspection(false)] {
         return session->inspect(text, maxTokens, 48, control);
       },
       [this](InspectResult result) { onInspected(std::move(result)); },
@@ -293,6 +293,16 @@ void InspectorView::showNothingInspected(const QString& why) {
 }
 
 void InspectorView::onInspected(InspectResult result) {
+  const bool previewed = !previews_.empty();
+  previews_.clear();
+  if (result.cancelled && result.previousKept && !previewed) {  // nothing had changed yet
+    QString what = result.error;
+    what[0] = what[0].toUpper();
+    info_->setText(result_.layers > 0 ? tr("%1: the grid still shows the last inspection.").arg(what)
+                                      : what + QLatin1Char('.'));
+    Q_EMIT inspected();
+    return;
+  }
   if (result.cancelled) {
     QString what = result.error;
     what[0] = what[0].toUpper();
@@ -338,8 +348,12 @@ void InspectorView::onInspected(InspectResult result) {
   grid_->setGridSize(r.layers, r.heads);
   applySummary();
   // Keep the open head (or open the first); a slot on inspected() may open another.
-  const int layer = (maps_.length > 0 && maps_.layer < r.layers) ? maps_.layer : 0;
-  const int head = (maps_.length > 0 && maps_.head < r.heads) ? maps_.head : 0;
+  const bool open = maps_.length > 0 || reopenLayer_ >= 0;
+  const int keptLayer = maps_.length > 0 ? maps_.layer : reopenLayer_,
+            keptHead = maps_.length > 0 ? maps_.head : reopenHead_;
+  reopenLayer_ = reopenHead_ = -1;
+  const int layer = (open && keptLayer < r.layers) ? keptLayer : 0;
+  const int head = (open && keptHead < r.heads) ? keptHead : 0;
   showHead(layer, head);
   Q_EMIT statusMessage(text);
   Q_EMIT inspected();
@@ -353,7 +367,11 @@ int InspectorView::summaryChoice() const {
 
 void InspectorView::applySummary() {
   const InspectResult& r = result_;
-  if (r.layers == 0) return;
+  if (r.layers == 0) {  // an inspection in flight: its layers so far
+    styleGridFor(summaryChoice());
+    for (const auto& p : previews_) drawPreview(p);
+    return;
+  }
   const int choice = summaryChoice();
   const bool needle = choice >= NeedleSoftmax;
   const std::vector<double> none(size_t(r.layers * r.heads), std::nan(""));

@@ -92,11 +92,12 @@ class InspectorView : public QWidget {
   void styleGridFor(int choice);  // the frames' name, direction and legend for a Summary
   void onInspected(InspectResult result);
   // A layer measured by the request in flight: the bar advances, the grid gets its heads (the
-  // first layer clears the last text's grid and head).
+  // first layer clears the last text's grid and head, whose place is kept for onInspected).
   void showLayerPreview(const LayerPreview& preview);
+  void drawPreview(const LayerPreview& preview);  // one layer's heads, coloured by the choice
   // A new cancel flag (the previous request's set), the bar reset and shown: what inspect and
   // the recall probe hand the session. finishInspection() hides the bar when none is left.
-  InspectControl beginInspection();
+  InspectControl beginInspection(bool probe);
   void finishInspection();
   void showNothingInspected(const QString& why);
   void onHeadMaps(HeadMaps maps);
@@ -120,6 +121,8 @@ class InspectorView : public QWidget {
   QPushButton* cancelButton_ = nullptr;
   std::shared_ptr<std::atomic<bool>> cancel_;  // the newest inspection's
   int inspecting_ = 0;                         // inspections and probes in flight
+  std::vector<LayerPreview> previews_;         // the request in flight's layers so far
+  int reopenLayer_ = -1, reopenHead_ = -1;     // the head open before its first preview
   QLabel* hover_ = nullptr;
   hh::widgets::HeadGrid* grid_ = nullptr;
   hh::widgets::HeatmapView* large_ = nullptr;

@@ -14,6 +14,7 @@
 
 #include "app/gui/common/session_tensors.h"
 #include "app/gui/comparison/head_comparison.h"
+#include "app/gui/inspector/inspect_layers.h"
 #include "engine/attention/softmax_attention.h"
 #include "engine/core/error_text.h"
 #include "engine/core/process_memory.h"
@@ -40,8 +41,6 @@ struct ModelSession::State {
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 QString fromStd(const std::string& s) { return QString::fromStdString(s); }
 
 // A token as a short axis label: line breaks and tabs made visible, a leading space as a middle
@@ -53,22 +52,6 @@ QString tokenLabel(const tok::Tokenizer& tokenizer, int64_t id) {
   if (text.startsWith(QLatin1Char(' '))) text[0] = QChar(0x00b7);
   if (text.size() > 16) text = text.left(15) + QChar(0x2026);
   return text;
-}
-
-// The S' x S' blocks of a T x T map that hold no valid pair (bool [1, 1, S', S']), S' = min(S, T):
-// the same for every head of a text, computed once.
-torch::Tensor emptyBlocks(const torch::Tensor& valid, int size) {
-  const int64_t t = valid.size(-1);
-  const int64_t s = std::min<int64_t>(size, t);
-  return std::get<0>(torch::adaptive_max_pool2d(valid.to(torch::kFloat).view({1, 1, t, t}), {s, s})) <= 0;
-}
-
-// Block max of one head's weights to the blocks of `empty` ([1, 1, S', S']), NaN where a block
-// has no valid pair. p [T, T] float -> S' x S' row-major.
-std::vector<float> thumbnail(const torch::Tensor& p, const torch::Tensor& empty) {
-  const int64_t t = p.size(0);
-  const auto pooled = torch::adaptive_max_pool2d(p.view({1, 1, t, t}), {empty.size(2), empty.size(3)});
-  return toFloatVector(std::get<0>(pooled).masked_fill(empty, kNaN));
 }
 
 // The 99th percentile of the valid entries of a [.., T, T] matrix (0 when there are none).
@@ -159,6 +142,33 @@ ModelSummary ModelSession::load(const QString& folder, QString* error, const Com
   return summary;
 }
 
+namespace {
+
+// Thrown where an inspection finds its cancel flag set; says how far it got.
+struct InspectionCancelled : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void stopIfCancelled(const InspectControl& control, const std::string& where) {
+  if (control.cancelled()) throw InspectionCancelled("cancelled " + where);
+}
+
+std::string layersDone(int done, int layers) {
+  return "after " + std::to_string(done) + " of " + std::to_string(layers) + " layers";
+}
+
+// The result of a request cancelled before it changed anything: the session keeps the last
+// inspection, and so may the view.
+InspectResult cancelledUntouched(const std::string& where) {
+  InspectResult result;
+  result.cancelled = true;
+  result.previousKept = true;
+  result.error = QString::fromStdString("cancelled " + where);
+  return result;
+}
+
+}  // namespace
+
 InspectResult ModelSession::inspect(const QString& text, int maxTokens, int thumbSize, const InspectControl& control) {
   std::lock_guard lock(mutex_);
   InspectResult result;
@@ -199,7 +209,8 @@ InspectResult ModelSession::recallProbe(const QString& text, const QString& task
     at::NoGradGuard noGrad;
     const auto recall = jobs::makeRecallPrompts(torch::tensor(filler, torch::kLong).unsqueeze(0), length,
                                                 st.model->config().vocabSize, options, options.seed);
-    const auto point = jobs::scoreRecallPrompts(*st.model, recall);
+    const auto point = jobs::scoreRecallPrompts(
+        *st.model, recall, [&control] { stopIfCancelled(control, "while the probe's prompts were scored"); });
     auto summary = std::make_shared<RecallSummary>();
     summary->task = task;
     summary->length = length;
@@ -216,6 +227,8 @@ InspectResult ModelSession::recallProbe(const QString& text, const QString& task
     result.textTokens = length;
     return inspectTokens(std::vector<int64_t>(first.data_ptr<int64_t>(), first.data_ptr<int64_t>() + length),
                          std::move(result), thumbSize, control);
+  } catch (const InspectionCancelled& e) {
+    return cancelledUntouched(e.what());  // scoring does not touch the last inspection
   } catch (const std::exception& e) {
     InspectResult result;
     result.error = QString::fromStdString(hh::errorText(e)).section('\n', 0, 1);
@@ -224,53 +237,6 @@ InspectResult ModelSession::recallProbe(const QString& text, const QString& task
 }
 
 namespace {
-
-// Thrown where an inspection finds its cancel flag set; says how far it got.
-struct InspectionCancelled : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void stopIfCancelled(const InspectControl& control, int done, int layers) {
-  if (control.cancelled())
-    throw InspectionCancelled("inspection cancelled after " + std::to_string(done) + " of " + std::to_string(layers) +
-                              " layers");
-}
-
-// Layer `layer`'s part of `result` (its thumbnails and measures filled), `done` layers measured.
-LayerPreview preview(const InspectResult& result, int layer, int done) {
-  LayerPreview p;
-  p.layer = layer;
-  p.done = done;
-  p.layers = result.layers;
-  p.heads = result.heads;
-  p.thumbSize = result.thumbSize;
-  const size_t first = size_t(layer) * size_t(result.heads), last = first + size_t(result.heads);
-  p.thumbnails.assign(result.thumbnails.begin() + first, result.thumbnails.begin() + last);
-  const auto heads = [&](const jobs::HeadTable& t) {
-    return std::vector<double>(t.values.begin() + first, t.values.begin() + last);
-  };
-  p.entropySoftmax = heads(result.measures.entropySoftmax);
-  p.kl = heads(result.measures.kl);
-  p.entropyLinear = heads(result.measures.entropyLinear);
-  return p;
-}
-
-// Every layer's q, k on the teacher's activations, as distillation sees them (no weights kept),
-// each layer's handed to `consume` as soon as it has run.
-void captureQueriesKeys(models::TransformerModel& model, const std::vector<int64_t>& ids,
-                        std::function<void(models::LayerCapture&)> consume) {
-  models::CaptureRequest capture;
-  capture.queriesKeys = true;  // weights are recomputed per head: [H, T, T] per layer at most
-  capture.softmaxWeights = false;
-  capture.linearWeights = false;
-  capture.consume = std::move(consume);
-  models::ForwardOptions options;
-  options.capture = &capture;
-  options.teacher = true;  // every layer sees the teacher's activations, as distillation does
-  options.computeLogits = false;
-  const auto idTensor = torch::tensor(ids, torch::kLong).unsqueeze(0).to(jobs::deviceOf(model));  // [1, T]
-  model.forward(idTensor, options);
-}
 
 // What a layer's map is not, where its rule makes it other than a distribution over the keys:
 // the delta rule's effective matrix is signed (so KL, which takes logarithms, is NaN), the decay
@@ -284,31 +250,6 @@ QString ruleNote(const attn::LinearAttentionConfig& config) {
       return QStringLiteral("not normalised, without the value-side gate: KL is no divergence here");
     default:
       return {};
-  }
-}
-
-// The layer input a converted layer's gates read (gated, delta, decay rules); undefined where
-// nothing reads it, so the inspector keeps [1, T, C] only for those layers.
-torch::Tensor gateInput(const attn::LinearAttention& linear, const models::LayerCapture& c) {
-  return linear && linear->config().rule.rule != attn::UpdateRule::Additive ? c.hidden : torch::Tensor();
-}
-
-// One layer's thumbnails and measures into `result`, one head at a time: one [T, T] softmax map
-// and one linear map alive, not the layer's H of each (48 MB each at T = 1024, H = 12), the
-// allocator reusing their blocks.
-void measureLayer(models::TransformerModel& model, const models::LayerCapture& c, const torch::Tensor& valid,
-                  const torch::Tensor& empty, InspectResult& result, const std::function<void()>& checkCancel) {
-  const int l = int(c.layer), H = result.heads;
-  auto linear = model.linearAttention(l);
-  result.converted = result.converted || bool(linear);
-  for (int h = 0; h < H; ++h) {
-    checkCancel();
-    const auto qh = c.queries.narrow(1, h, 1), kh = c.keys.narrow(1, h, 1);  // [1, 1, T, D]
-    const auto p = attn::softmaxWeights(qh, kh, model.config().causal);    // [1, 1, T, T]
-    result.thumbnails[size_t(l * H + h)] = thumbnail(p[0][0], empty);
-    // A converted layer's own weights (its rule's), this head's alone: [1, 1, T, T].
-    const auto a = linear ? linear->headWeights(c.queries, c.keys, h, gateInput(linear, c)) : torch::Tensor();
-    result.measures.measureHeads(l, h, p, a, torch::Tensor(), valid);
   }
 }
 
@@ -327,6 +268,7 @@ InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResul
     st.hidden.clear();
     st.tokens.clear();
   };
+  if (control.cancelled()) return cancelledUntouched("before it started");  // nothing forgotten
   forget();
   try {
     if (!st.model) throw std::runtime_error("no model loaded (File > Open model folder)");
@@ -347,22 +289,22 @@ InspectResult ModelSession::inspectTokens(std::vector<int64_t> ids, InspectResul
     result.measures = jobs::HeadMeasures(L, H);
     result.thumbnails.assign(size_t(L * H), {});
     const auto valid = attn::validPairs(t, t, config.causal);  // [1, 1, T, T]
-    const auto empty = emptyBlocks(valid, result.thumbSize);
+    const auto empty = inspect::emptyBlocks(valid, result.thumbSize);
     int done = 0;
-    const std::function<void()> checkCancel = [&] { stopIfCancelled(control, done, L); };
+    const std::function<void()> checkCancel = [&] { stopIfCancelled(control, layersDone(done, L)); };
     checkCancel();
     double measuring = 0;  // ms of the pass spent on the heads, not the forward
-    captureQueriesKeys(*st.model, ids, [&](models::LayerCapture& c) {  // each layer as it has run
+    inspect::captureQueriesKeys(*st.model, ids, [&](models::LayerCapture& c) {  // each layer as it has run
       checkCancel();
       QElapsedTimer clock;
       clock.start();
       st.queries[size_t(c.layer)] = c.queries;
       st.keys[size_t(c.layer)] = c.keys;
-      st.hidden[size_t(c.layer)] = gateInput(st.model->linearAttention(int(c.layer)), c);
-      measureLayer(*st.model, c, valid, empty, result, checkCancel);
+      st.hidden[size_t(c.layer)] = inspect::gateInput(st.model->linearAttention(int(c.layer)), c);
+      inspect::measureLayer(*st.model, c, valid, empty, result, checkCancel);
       measuring += double(clock.nsecsElapsed()) / 1e6;
       ++done;
-      if (control.layerDone) control.layerDone(preview(result, int(c.layer), done));
+      if (control.layerDone) control.layerDone(inspect::preview(result, int(c.layer), done));
     });
     result.forwardMilliseconds = double(timer.nsecsElapsed()) / 1e6 - measuring;
   } catch (const std::exception& e) {

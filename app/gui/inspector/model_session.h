@@ -71,6 +71,7 @@ struct LayerPreview {
   int thumbSize = 0;
   std::vector<std::vector<float>> thumbnails;             // per head, as InspectResult's
   std::vector<double> entropySoftmax, kl, entropyLinear;  // per head; NaN where undefined
+  std::vector<double> needleSoftmax, needleConverted;     // per head, a recall probe's; else empty
 };
 
 // How an inspection says where it is and learns that it is to stop; both optional. layerDone is
@@ -85,6 +86,7 @@ struct InspectControl {
 struct InspectResult {
   QString error;             // non-empty: nothing else is valid
   bool cancelled = false;    // the error is the cancellation's (how many layers were done)
+  bool previousKept = false;              // cancelled before anything changed: the last inspection stands
   std::shared_ptr<RecallSummary> recall;  // set by recallProbe only
   QStringList tokens;        // display label per token
   int layers = 0, heads = 0, length = 0;

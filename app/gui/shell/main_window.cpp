@@ -191,6 +191,7 @@ void MainWindow::connectViews() {
 
 MainWindow::~MainWindow() {
   comparisons_.drop();     // drop anything still in flight
+  inspector_->cancelInspection();  // a long inspection stops within a head's work, not at its end
   pool_->waitForDone();    // its lambda refers to this window
   runner_->cancel();
   runner_->wait(-1);

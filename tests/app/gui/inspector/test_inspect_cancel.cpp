@@ -2,13 +2,17 @@
 //   - ModelSession on the tiny GPT-2 fixture previews every layer once, in order, with the layer
 //     count, its thumbnails and measures as the result then holds them; the grid's numbers are
 //     those of an inspection without a control;
-//   - a cancel flag set after the first layer (or before the start) stops it: the result says
-//     cancelled after 1 (0) of L layers, and nothing of it can be opened (headMaps refuses)
-//     until the next inspection, which runs whole;
+//   - a cancel flag set before the start leaves the last inspection open (previousKept); set
+//     after the first layer, it stops there ("cancelled after 1 of L layers") and nothing of it
+//     can be opened (headMaps refuses) until the next inspection, which runs whole;
+//   - a recall probe's previews carry its needle weights (scored before the first layer); its
+//     scoring itself stops on the flag, the last inspection kept;
 //   - the inspector's bar and Cancel show while an inspection waits or runs; Cancel stops it (the
 //     worker held busy until then, so the flag is seen before the forward pass), the line above
-//     the grid says so, the grid stays empty and the bar goes away; Inspect then runs whole and
-//     the bar counted every layer; of two Inspects in a row only the second's result is shown.
+//     the grid says so and the bar goes away; Inspect then runs whole and the bar counted every
+//     layer; of two Inspects in a row only the second's result is shown; the open head stays open
+//     through the next inspection; an inspection cancelled before it ran leaves the last one on
+//     screen, its heads still open.
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
@@ -101,23 +105,53 @@ class TestInspectCancel : public QObject {
     for (size_t i = 0; i < whole.thumbnails.size(); ++i) QVERIFY(sameValues(whole.thumbnails[i], plain.thumbnails[i]));
     QVERIFY(sameValues(whole.measures.entropySoftmax.values, plain.measures.entropySoftmax.values));
 
-    auto cancel = std::make_shared<std::atomic<bool>>(false);
+    auto cancel = std::make_shared<std::atomic<bool>>(true);
     control.cancel = cancel;
+    control.layerDone = {};
+    const auto before = session->inspect(kText, 4096, 16, control);  // cancelled before it starts
+    QVERIFY(before.cancelled && before.previousKept);
+    QVERIFY2(before.error.contains(QStringLiteral("cancelled before it started")), qPrintable(before.error));
+    QCOMPARE(session->headMaps(0, 0).error, QString());  // the last inspection stands
+
+    *cancel = false;
     control.layerDone = [&](const hh::gui::LayerPreview& p) { *cancel = p.done == 1; };
     const auto stopped = session->inspect(kText, 4096, 16, control);
-    QVERIFY(stopped.cancelled);
+    QVERIFY(stopped.cancelled && !stopped.previousKept);
     QVERIFY2(stopped.error.contains(QStringLiteral("cancelled after 1 of %1 layers").arg(layers)), qPrintable(stopped.error));
     QCOMPARE(stopped.length, 0);
     QVERIFY(!session->headMaps(0, 0).error.isEmpty());  // nothing of it can be opened
-
-    control.layerDone = {};
-    const auto before = session->inspect(kText, 4096, 16, control);  // the flag is still set
-    QVERIFY2(before.error.contains(QStringLiteral("after 0 of")), qPrintable(before.error));
 
     const auto again = session->inspect(kText, 4096, 16);
     QVERIFY(!again.cancelled);
     QCOMPARE(again.error, QString());
     QCOMPARE(session->headMaps(0, 0).error, QString());
+  }
+
+  void recallProbeScoringStopsAndPreviewsCarryTheNeedle() {
+    hh::gui::ModelSummary summary;
+    auto session = loadedSession(&summary);
+    QVERIFY(session);
+    std::vector<hh::gui::LayerPreview> reported;
+    hh::gui::InspectControl control;
+    control.layerDone = [&](const hh::gui::LayerPreview& p) { reported.push_back(p); };
+    const auto probe = session->recallProbe(kText, QStringLiteral("passkey"), 48, 4, 16, control);
+    QCOMPARE(probe.error, QString());
+    QVERIFY(probe.recall);
+    QCOMPARE(int(reported.size()), summary.layers);
+    for (const auto& p : reported)  // the needle weights were scored before the first layer's preview
+      for (int h = 0; h < p.heads; ++h) {
+        const size_t i = size_t(p.layer * p.heads + h);
+        QCOMPARE(p.needleSoftmax.at(size_t(h)), probe.recall->teacherMass.at(i));
+        QCOMPARE(p.needleConverted.at(size_t(h)), probe.recall->convertedMass.at(i));
+      }
+
+    control.layerDone = {};
+    control.cancel = std::make_shared<std::atomic<bool>>(true);
+    const auto stopped = session->recallProbe(kText, QStringLiteral("passkey"), 48, 4, 16, control);
+    QVERIFY(stopped.cancelled && stopped.previousKept);
+    QVERIFY2(stopped.error.contains(QStringLiteral("while the probe's prompts were scored")),
+             qPrintable(stopped.error));
+    QCOMPARE(session->headMaps(0, 0).error, QString());  // the probe's first prompt still open
   }
 
   void theInspectorsCancelStopsItAndTheBarCounts() {
@@ -145,9 +179,7 @@ class TestInspectCancel : public QObject {
       QVERIFY(!cancel->isEnabled());
       busy.release();
       QVERIFY(inspected.wait(30000));
-      QVERIFY(view.result().cancelled);
-      QVERIFY2(view.infoText().contains(QStringLiteral("cancelled after 0 of %1 layers").arg(summary.layers)),
-               qPrintable(view.infoText()));
+      QVERIFY2(view.infoText().contains(QStringLiteral("Cancelled before it started")), qPrintable(view.infoText()));
       QCOMPARE(view.result().length, 0);
       QVERIFY(!view.inspecting());
       QVERIFY(!bar->isVisible() && !cancel->isVisible());
@@ -165,6 +197,30 @@ class TestInspectCancel : public QObject {
       QCOMPARE(bar->value(), summary.layers);  // every layer counted before the result arrived
       QCOMPARE(inspected.count(), 2);          // the stale first request was dropped
       QVERIFY(!bar->isVisible());
+
+      // The open head stays open through the next inspection.
+      QSignalSpy shown(&view, &hh::gui::InspectorView::headShown);
+      view.showHead(1, 1);
+      QTRY_VERIFY_WITH_TIMEOUT(view.headMaps().layer == 1 && view.headMaps().head == 1 && !view.busy(), 30000);
+      view.inspect();
+      QVERIFY(inspected.wait(30000));
+      QTRY_VERIFY_WITH_TIMEOUT(!view.busy(), 30000);
+      QCOMPARE(view.headMaps().layer, 1);
+      QCOMPARE(view.headMaps().head, 1);
+
+      // Cancelled before it ran: the last inspection stays on screen and can be opened.
+      const int length = view.result().length;
+      BusyWorker busyOnceMore(pool);
+      view.inspect();
+      view.cancelInspection();
+      busyOnceMore.release();
+      QVERIFY(inspected.wait(30000));
+      QTRY_VERIFY_WITH_TIMEOUT(!view.busy(), 30000);
+      QVERIFY2(view.infoText().contains(QStringLiteral("still shows the last inspection")),
+               qPrintable(view.infoText()));
+      QCOMPARE(view.result().length, length);
+      QCOMPARE(view.grid()->layers(), summary.layers);
+      QCOMPARE(session->headMaps(1, 1).error, QString());
       pool.waitForDone();
     }
   }
@@ -172,6 +228,7 @@ class TestInspectCancel : public QObject {
 
 HH_TEST_SUITE(TestInspectCancel, "app.gui.inspect_cancel", &TestInspectCancel::initTestCase,
               &TestInspectCancel::sessionReportsEachLayerAndStopsWhenCancelled,
+              &TestInspectCancel::recallProbeScoringStopsAndPreviewsCarryTheNeedle,
               &TestInspectCancel::theInspectorsCancelStopsItAndTheBarCounts)
 
 }  // namespace test_inspect_cancel
