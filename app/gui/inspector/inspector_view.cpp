@@ -227,6 +227,8 @@ void InspectorView::modelLoaded(const ModelSummary& summary) {
   model_ = summary;
   result_ = InspectResult{};
   maps_ = HeadMaps{};
+  previews_.clear();
+  reopenLayer_ = reopenHead_ = -1;  // another model's heads
   grid_->clear();
   large_->clear();
   compareButton_->setEnabled(false);
