@@ -14,7 +14,7 @@
 
 #include "app/gui/common/session_tensors.h"
 #include "app/gui/comparison/head_comparison.h"
-#include "app/gui/inspector/inspect_layers.h"
+#include "app/gui/inspector/session_layers.h"
 #include "engine/attention/softmax_attention.h"
 #include "engine/core/error_text.h"
 #include "engine/core/process_memory.h"

@@ -1,6 +1,7 @@
-// One layer of an inspection (model_session.h), as the model reaches it: the captured q, k of
-// every layer in one forward pass, each layer's thumbnails and measures one head at a time, and
-// the preview the view draws while the rest runs. Internal to the inspector's session.
+// The session's side of one layer of an inspection (model_session.h), as the model reaches it:
+// the captured q, k of every layer in one forward pass, each layer's thumbnails and measures one
+// head at a time, and the preview the view draws while the rest runs. Internal to the inspector's
+// session (it reaches Torch: only session files include it).
 #pragma once
 #include <torch/types.h>
 

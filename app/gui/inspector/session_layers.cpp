@@ -1,5 +1,5 @@
-// One layer of an inspection (see inspect_layers.h).
-#include "app/gui/inspector/inspect_layers.h"
+// One layer of an inspection (see session_layers.h).
+#include "app/gui/inspector/session_layers.h"
 
 #include <algorithm>
 #include <limits>
