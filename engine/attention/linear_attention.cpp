@@ -390,33 +390,54 @@ bool LinearAttentionImpl::canUseFusedStep(const RecurrentState& state, const tor
          state.z.sizes() == torch::IntArrayRef{b, h, 2 * d};
 }
 
-torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::Tensor& k,
-                                           const torch::Tensor& hidden, const torch::Tensor& keyMask) {
-  // The weights need no values: q stands in for v (same [B,H,T,D] shape, only checked).
-  if (windowMix_.defined()) return windowWeights(windowInputs(q, k, q, keyMask), windowOptions(config_));
-  const auto gates = gatesFor(hidden, q.size(0), q.size(2));
-  if (usesShiftedExp(config_)) {
-    const auto f = shiftedExpFeatures(q, k, config_.featureMap.expT, config_.rule.causal, keyMask);
-    return linearWeights(f.fq, f.fk, gates, config_.rule);
+LinearAttentionImpl::WeightInputs LinearAttentionImpl::weightInputs(const torch::Tensor& q, const torch::Tensor& k,
+                                                                    const torch::Tensor& hidden,
+                                                                    const torch::Tensor& keyMask) {
+  if (windowMix_.defined()) {                       // the window's scores need q, k; its mix is per head
+    const auto w = windowInputs(q, k, q, keyMask);  // q stands in for v: the weights need no values
+    return {w.q, w.k, w.fq, w.fk, w.mix, keyMask, {}};
   }
-  return linearWeights(featureMap_->forward(q), maskedKeyFeatures(k, keyMask), gates, config_.rule);
+  WeightInputs in;
+  in.keyMask = keyMask;
+  in.gates = gatesFor(hidden, q.size(0), q.size(2));
+  if (usesShiftedExp(config_)) {
+    auto f = shiftedExpFeatures(q, k, config_.featureMap.expT, config_.rule.causal, keyMask);
+    in.fq = f.fq;
+    in.fk = f.fk;
+  } else {
+    in.fq = featureMap_->forward(q);
+    in.fk = maskedKeyFeatures(k, keyMask);
+  }
+  return in;
+}
+
+torch::Tensor LinearAttentionImpl::weightsFrom(const WeightInputs& in, int64_t head) const {
+  const auto pick = [head](const torch::Tensor& x, int64_t dim) {  // [B,H,T,*] -> [B,1,T,*]; mix [H] -> [1]
+    return head < 0 || !x.defined() ? x : x.narrow(dim, head, 1);
+  };
+  if (windowMix_.defined())
+    return windowWeights(
+        {pick(in.q, 1), pick(in.k, 1), pick(in.fq, 1), pick(in.fk, 1), pick(in.q, 1), pick(in.mix, 0), in.keyMask},
+        windowOptions(config_));
+  return linearWeights(pick(in.fq, 1), pick(in.fk, 1), head < 0 ? in.gates : in.gates.head(head), config_.rule);
+}
+
+torch::Tensor LinearAttentionImpl::weights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& hidden,
+                                           const torch::Tensor& keyMask) {
+  return weightsFrom(weightInputs(q, k, hidden, keyMask), -1);
 }
 
 torch::Tensor LinearAttentionImpl::headWeights(const torch::Tensor& q, const torch::Tensor& k, int64_t head,
                                                const torch::Tensor& hidden) {
   TORCH_CHECK(q.dim() == 4 && head >= 0 && head < q.size(1), "no head ", head, " in q ", q.sizes());
-  const auto one = [head](const torch::Tensor& x) { return x.narrow(1, head, 1); };  // [B,H,T,*] -> [B,1,T,*]
-  if (windowMix_.defined()) {
-    const auto in = windowInputs(q, k, q, {});
-    return windowWeights({one(in.q), one(in.k), one(in.fq), one(in.fk), one(in.v), in.mix.narrow(0, head, 1), {}},
-                         windowOptions(config_));
-  }
-  const auto gates = gatesFor(hidden, q.size(0), q.size(2)).head(head);
-  if (usesShiftedExp(config_)) {
-    const auto f = shiftedExpFeatures(q, k, config_.featureMap.expT, config_.rule.causal, {});
-    return linearWeights(one(f.fq), one(f.fk), gates, config_.rule);
-  }
-  return linearWeights(one(featureMap_->forward(q)), one(featureMap_->forward(k)), gates, config_.rule);
+  return weightsFrom(weightInputs(q, k, hidden, {}), head);
+}
+
+void LinearAttentionImpl::forEachHeadWeights(const torch::Tensor& q, const torch::Tensor& k,
+                                             const torch::Tensor& hidden,
+                                             const std::function<void(int64_t, const torch::Tensor&)>& use) {
+  const auto in = weightInputs(q, k, hidden, {});
+  for (int64_t h = 0; h < q.size(1); ++h) use(h, weightsFrom(in, h));
 }
 
 LinearAttentionImpl::AdditiveFeatures LinearAttentionImpl::additiveFeatures(const torch::Tensor& q, const torch::Tensor& k,

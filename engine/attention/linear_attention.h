@@ -6,6 +6,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 
+#include <functional>
+
 #include "engine/config/attention_types.h"
 #include "engine/attention/feature_map.h"
 
@@ -145,6 +147,10 @@ class LinearAttentionImpl : public torch::nn::Module {
   // The features and gates are computed for every head (linear in T) and then narrowed.
   torch::Tensor headWeights(const torch::Tensor& q, const torch::Tensor& k, int64_t head,
                             const torch::Tensor& hidden = {});
+  // Every head's weights in turn, as headWeights gives them, handed to use(head, weights): the
+  // features and gates computed once for all heads, one head's T x T alive at a time.
+  void forEachHeadWeights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& hidden,
+                          const std::function<void(int64_t head, const torch::Tensor& weights)>& use);
   // What the additive rule's weights are made of: fq, fk [B, H, T, F] (weights = tril(fq fk^T)
   // over its row sums + eps), for a loss that takes them instead of the weights. Undefined tensors
   // for window layers and every other rule.
@@ -172,6 +178,15 @@ class LinearAttentionImpl : public torch::nn::Module {
   torch::Tensor calibrateWindowMix(const torch::Tensor& q, const torch::Tensor& k);
 
  private:
+  // What the quadratic-form weights are made of, for every head: features, gates, and for window
+  // layers q, k and the mix. weightsFrom: every head's [B,H,T,T] (head < 0) or one head's [B,1,T,T].
+  struct WeightInputs {
+    torch::Tensor q, k, fq, fk, mix, keyMask;
+    RuleInputs gates;
+  };
+  WeightInputs weightInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& hidden,
+                            const torch::Tensor& keyMask);
+  torch::Tensor weightsFrom(const WeightInputs& in, int64_t head) const;
   RuleInputs gatesFor(const torch::Tensor& hidden, int64_t batch, int64_t length);
   torch::Tensor maskedKeyFeatures(const torch::Tensor& k, const torch::Tensor& keyMask);  // [B,H,T,F]
   torch::Tensor scaled(const torch::Tensor& v) const;  // the rule's value scaling (DecayMao)

@@ -86,15 +86,18 @@ void measureLayer(models::TransformerModel& model, const models::LayerCapture& c
   const int l = int(c.layer), H = result.heads;
   auto linear = model.linearAttention(l);
   result.converted = result.converted || bool(linear);
-  for (int h = 0; h < H; ++h) {
+  // a: a converted layer's own weights (its rule's), this head's alone: [1, 1, T, T].
+  const auto measureHead = [&](int64_t h, const torch::Tensor& a) {
     checkCancel();
     const auto qh = c.queries.narrow(1, h, 1), kh = c.keys.narrow(1, h, 1);  // [1, 1, T, D]
     const auto p = attn::softmaxWeights(qh, kh, model.config().causal);    // [1, 1, T, T]
     result.thumbnails[size_t(l * H + h)] = thumbnail(p[0][0], empty);
-    // A converted layer's own weights (its rule's), this head's alone: [1, 1, T, T].
-    const auto a = linear ? linear->headWeights(c.queries, c.keys, h, gateInput(linear, c)) : torch::Tensor();
-    result.measures.measureHeads(l, h, p, a, torch::Tensor(), valid);
-  }
+    result.measures.measureHeads(l, int(h), p, a, torch::Tensor(), valid);
+  };
+  if (linear)  // the features and gates once for the layer, the T x T one head at a time
+    linear->forEachHeadWeights(c.queries, c.keys, gateInput(linear, c), measureHead);
+  else
+    for (int h = 0; h < H; ++h) measureHead(h, torch::Tensor());
 }
 
 }  // namespace hh::gui::inspect

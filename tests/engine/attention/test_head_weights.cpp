@@ -4,10 +4,13 @@
 //     Mao's decay and delta, the window hybrid, exp(t x) with its shift, a map without parameters), fp64,
 //     three heads with parameters perturbed so that no two heads agree: within 1e-12 of
 //     weights(q, k, hidden).narrow(1, h, 1), and each head's map differs from head 0's;
+//   - forEachHeadWeights hands over every head once, in order, each equal to headWeights (the
+//     inspector's grid takes the layer's heads so, its features and gates computed once);
 //   - a head outside [0, H) is refused with a message naming it.
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "engine/attention/linear_attention.h"
 #include "tests/support/hh_test.h"
@@ -56,11 +59,19 @@ class TestHeadWeights : public QObject {
       torch::NoGradGuard noGrad;
       const auto all = layer->weights(q, k, hidden);  // [B,H,T,T]
       const auto first = layer->headWeights(q, k, 0, hidden);
+      std::vector<torch::Tensor> handed;
+      layer->forEachHeadWeights(q, k, hidden, [&](int64_t h, const torch::Tensor& a) {
+        QCOMPARE(h, int64_t(handed.size()));
+        handed.push_back(a.clone());
+      });
+      QCOMPARE(int64_t(handed.size()), kHeads);
       for (int64_t h = 0; h < kHeads; ++h) {
         const auto one = layer->headWeights(q, k, h, hidden);  // [B,1,T,T]
         QVERIFY2(one.sizes() == torch::IntArrayRef({2, 1, kLength, kLength}), spec.c_str());
         const double error = maxError(one, all.narrow(1, h, 1));
         QVERIFY2(error <= 1e-12, (spec + ": head " + std::to_string(h) + " off by " + std::to_string(error)).c_str());
+        QVERIFY2(maxError(handed[size_t(h)], one) == 0.0,
+                 (spec + ": forEachHeadWeights, head " + std::to_string(h)).c_str());
         if (h > 0)
           QVERIFY2(maxError(one, first) > 1e-3, (spec + ": head " + std::to_string(h) + " is head 0's map").c_str());
       }
