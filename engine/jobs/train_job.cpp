@@ -254,7 +254,7 @@ class Training {
   TrainResult run() {
     session_.stopping.patience = config_.patience;
     if (resuming_) {
-      refuseAnotherPlan(readTrainingCheckpointCounters(session_.checkpointFile()));
+      refuseAnotherPlan(session_.resumeCounters());
       session_.loadCheckpoint(optimizer_);         // the weights too
       if (session_.alreadyEnded(config_.steps)) {  // nothing written
         takeSessionEnding(result_, session_, true);

@@ -83,7 +83,9 @@ bool TrainingSession::resuming(bool resumeAsked) {
   refuseLegacyCheckpoint(runDir_, checkpointFile_);
   // A checkpoint at step 0 (older builds wrote one after a cancel in the starting evaluation)
   // holds nothing trained, and the job would skip that evaluation: the run starts afresh.
-  return fs::exists(checkpointFile_) && readTrainingCheckpointCounters(checkpointFile_).at("step").get<int64_t>() > 0;
+  if (!fs::exists(checkpointFile_)) return false;
+  resumeCounters_ = readTrainingCheckpointCounters(checkpointFile_);
+  return resumeCounters_.at("step").get<int64_t>() > 0;
 }
 
 nlohmann::json TrainingSession::loadCheckpoint(torch::optim::AdamW& optimizer,

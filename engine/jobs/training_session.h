@@ -113,6 +113,9 @@ class TrainingSession {
   // Whether this run continues an earlier one: a resume was asked and its checkpoint is there,
   // past step 0 (a folder with only an old pickle checkpoint is refused: refuseLegacyCheckpoint).
   bool resuming(bool resumeAsked);
+  // The counters of the checkpoint resuming() found (an empty object when it found none): a job
+  // checks what it may continue from these before loadCheckpoint, without reading the file again.
+  const nlohmann::json& resumeCounters() const { return resumeCounters_; }
   // Restores the optimizer, the step and the early-stopping counters from the checkpoint and
   // returns every counter saved (the job's own included); `extra` gets the extra tensors.
   nlohmann::json loadCheckpoint(torch::optim::AdamW& optimizer, std::map<std::string, at::Tensor>* extra = nullptr);
@@ -165,6 +168,7 @@ class TrainingSession {
   bool evaluateAndSave(double loss, const TrainingHooks& hooks);
   void removeEarlierCheckpoint();
   std::string kind_, runDir_, checkpointFile_, runFile_;
+  nlohmann::json resumeCounters_ = nlohmann::json::object();  // resuming()'s read of the checkpoint
   bool loaded_ = false;  // loadCheckpoint ran: this run continues the checkpoint's
   std::string ending_;   // "early-stopped" or "completed" once the run has ended
   // The loss of the step whose evaluation is under way, or a cancel interrupted (a resume does it).

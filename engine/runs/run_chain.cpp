@@ -108,18 +108,39 @@ ScalarSeries chainedScalars(const std::vector<std::string>& files, const std::st
   return out;
 }
 
-std::map<std::string, ScalarSeries> chainedAllScalars(const std::vector<std::string>& files) {
+namespace {
+
+// Appends every scalar of file i of `files`, open as `reader`, to `out` (chainedAllScalars).
+void appendAllScalars(const RunReader& reader, const std::vector<std::string>& files, size_t i,
+                      std::map<std::string, ScalarSeries>& out) {
+  for (const auto& spec : reader.header().layout.scalars)
+    appendUntil(reader.scalars(spec.name), keptUntil(files, i), out[spec.name]);
+}
+
+std::map<std::string, ScalarSeries> chainedAllScalarsFrom(const RunReader* first,
+                                                          const std::vector<std::string>& files) {
   std::map<std::string, ScalarSeries> out;
   for (size_t i = 0; i < files.size(); ++i) {
     try {
-      const auto reader = RunReader::open(files[i]);
-      for (const auto& spec : reader.header().layout.scalars)
-        appendUntil(reader.scalars(spec.name), keptUntil(files, i), out[spec.name]);
+      if (i == 0 && first)
+        appendAllScalars(*first, files, i, out);
+      else
+        appendAllScalars(RunReader::open(files[i]), files, i, out);
     } catch (const std::exception&) {
       // An unreadable file contributes nothing, as in chainedScalars.
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::map<std::string, ScalarSeries> chainedAllScalars(const std::vector<std::string>& files) {
+  return chainedAllScalarsFrom(nullptr, files);
+}
+
+std::map<std::string, ScalarSeries> chainedAllScalars(const RunReader& first, const std::vector<std::string>& files) {
+  return chainedAllScalarsFrom(&first, files);
 }
 
 std::string shownStatus(const RunReader& reader) {

@@ -39,6 +39,9 @@ ScalarSeries chainedScalars(const std::vector<std::string>& files, const std::st
 // Every scalar of the chain, joined as chainedScalars joins one, each file opened once: the
 // names of every file (one only in a continuation included), in name order.
 std::map<std::string, ScalarSeries> chainedAllScalars(const std::vector<std::string>& files);
+// The same with files[0] already open as `first` (whose errors its caller has seen): no file
+// is opened twice.
+std::map<std::string, ScalarSeries> chainedAllScalars(const RunReader& first, const std::vector<std::string>& files);
 
 // A run file's status as shown to people: "interrupted" when it says running but no writer has
 // it open (a killed job), else its status's name.

@@ -64,9 +64,10 @@ QString statusOf(const runs::RunReader& reader) {
   return QString::fromStdString(runs::shownStatus(reader));
 }
 
-// The last value of every scalar of a resumed run's files, joined at the resume steps.
-void readChainedLastValues(const std::vector<std::string>& files, RunSummary& s) {
-  for (const auto& [name, series] : runs::chainedAllScalars(files)) {
+// The last value of every scalar of a resumed run's files, joined at the resume steps (the
+// first of them open as `first`).
+void readChainedLastValues(const runs::RunReader& first, const std::vector<std::string>& files, RunSummary& s) {
+  for (const auto& [name, series] : runs::chainedAllScalars(first, files)) {
     if (series.steps.empty()) continue;
     s.lastStep = std::max<qint64>(s.lastStep, series.steps.back());
     const QString shown = QString::fromStdString(name);
@@ -96,7 +97,7 @@ RunSummary summarize(const std::vector<std::string>& chain) {
     s.model = modelOf(config);
     s.featureMap = configString(config, "feature_map");
     if (chain.size() > 1) {
-      readChainedLastValues(chain, s);
+      readChainedLastValues(reader, chain, s);
       return s;
     }
     for (const auto& spec : header.layout.scalars) {  // a single file: its last rows only

@@ -34,7 +34,7 @@ RunCurves readRunCurves(const QString& path, const QString& label) {
     out.kind = QString::fromStdString(reader.header().kind);
     // A resumed run's files joined at the resume steps: the steps a killed run logged past its
     // checkpoint were redone by the continuation, and are drawn once, from it.
-    const auto all = runs::chainedAllScalars(runs::chainFrom(path.toStdString()));
+    const auto all = runs::chainedAllScalars(reader, runs::chainFrom(path.toStdString()));
     for (const QString& name : overlayScalars()) {
       const auto found = all.find(name.toStdString());
       if (found == all.end() || found->second.steps.empty()) continue;

@@ -80,9 +80,9 @@ RunTraces readRunTraces(const QString& path, const QString& label) {
   RunTraces out;
   out.label = label;
   try {
-    (void)runs::RunReader::open(path.toStdString());  // the first file must read: its error is the row's
+    const auto reader = runs::RunReader::open(path.toStdString());  // the first file must read: its error is the row's
     // A resumed run: its files joined at the resume steps (the continuation's rows win).
-    for (const auto& [name, series] : runs::chainedAllScalars(runs::chainFrom(path.toStdString()))) {
+    for (const auto& [name, series] : runs::chainedAllScalars(reader, runs::chainFrom(path.toStdString()))) {
       auto& trace = out.series[QString::fromStdString(name)];
       for (size_t i = 0; i < series.steps.size(); ++i) trace[series.steps[i]] = series.values[i];  // a repeated step: its last value
     }

@@ -5,6 +5,7 @@
 //     rows a killed run logged past its checkpoint are replaced by the continuation's;
 //   - a file lacking the scalar, or not a run file at all, contributes nothing;
 //   - chainedAllScalars equals chainedScalars of each name, over the union of the files' names;
+//     given the first file open, it reads the same;
 //   - shownStatus says "interrupted" for a file left running with no writer, else the status;
 //   - chainOf puts a file in its folder's chain (also one not written yet) and leaves any other
 //     name alone; chainFrom is the part from the file on;
@@ -101,6 +102,14 @@ class TestRunChain : public QObject {
     QCOMPARE(all.at("loss").values, values);
     QCOMPARE(all.at("loss").times, loss.times);
     QCOMPARE(all.at("lr").values, chainedScalars(runChain(dir.file("")), "lr").values);
+    // With the first file already open: the same series.
+    const auto chain = runChain(dir.file(""));
+    const auto fromOpen = chainedAllScalars(RunReader::open(chain.front()), chain);
+    QCOMPARE(fromOpen.size(), all.size());
+    for (const auto& [name, series] : all) {
+      QCOMPARE(fromOpen.at(name).steps, series.steps);
+      QCOMPARE(fromOpen.at(name).values, series.values);
+    }
   }
 
   void skipsFilesWithoutTheScalarOrUnreadable() {
