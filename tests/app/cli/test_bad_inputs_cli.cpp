@@ -8,7 +8,8 @@
 //   - "full disk" entries run under RLIMIT_FSIZE, permission entries (as root) under uid 65534.
 // All entries run, then the suite fails once with the list of those that broke a rule. Each
 // entry's error line is printed (QINFO, paths under the temporary folder shortened to <tmp>) for
-// the table in docs/reliability.md. Also: `hedgehog run-info` on a good run file, `train
+// the table in docs/reliability.md. Also: `hedgehog run-info` on a good run file (and its
+// --series CSV of a resumed run), `train
 // --resume` with another attention plan (refused) or of a completed run (nothing to resume, exit
 // 0), `hedgehog bench` on a named shape in bf16, and bad flag values of the job verbs.
 #include <fcntl.h>
@@ -226,12 +227,27 @@ class TestBadInputsCli : public QObject {
 
     // Resumed after step 6: each file names the other.
     const std::string continuation = scratch.path + "/run-resumed-6.h5";
-    hh::runs::RunWriter::create(continuation, header).setStatus(hh::runs::RunStatus::Completed);
+    {
+      auto writer = hh::runs::RunWriter::create(continuation, header);
+      for (int step = 7; step <= 9; ++step) writer.appendScalars(step, {{"loss", 100.0 + step}});
+      writer.setStatus(hh::runs::RunStatus::Completed);
+    }
     const auto first = runCli({"run-info", path}, scratch.path, 0, false);
     QVERIFY2(first.out.find("continued: after step 6 in " + continuation + " (completed)") != std::string::npos,
              first.out.c_str());
     const auto second = runCli({"run-info", continuation}, scratch.path, 0, false);
     QVERIFY2(second.out.find("continues: " + path + " after step 6") != std::string::npos, second.out.c_str());
+
+    // --series: the resumed run's series joined at step 6 (the first file's steps 7-12 were
+    // redone by the continuation), blank where the continuation logged no lr.
+    const auto csv = runCli({"run-info", path, "--series", "loss,lr"}, scratch.path, 0, false);
+    QVERIFY2(csv.exited && csv.status == 0, csv.err.c_str());
+    QCOMPARE(csv.out, std::string("step,loss,lr\n1,1,0.5\n2,0.5,0.5\n3,0.333333333,0.5\n4,0.25,0.5\n5,0.2,0.5\n"
+                                  "6,0.166666667,0.5\n7,107,\n8,108,\n9,109,\n"));
+    const auto unknown = runCli({"run-info", path, "--series", "loss,no_such"}, scratch.path, 0, false);
+    QVERIFY2(unknown.exited && unknown.status != 0 && unknown.out.empty(), unknown.out.c_str());
+    QVERIFY2(unknown.err.find(path + ": no scalar series \"no_such\" (it has: loss, lr)") != std::string::npos,
+             unknown.err.c_str());
   }
 
   // `train --resume` continues the same run: another attention plan is refused in one error line
