@@ -60,6 +60,7 @@ void InspectorView::showLayerPreview(const LayerPreview& p) {
   }
   previews_.push_back(p);
   drawPreview(p);
+  Q_EMIT layerPreviewed(p.done, p.layers);
 }
 
 void InspectorView::drawPreview(const LayerPreview& p) {

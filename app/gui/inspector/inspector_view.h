@@ -74,6 +74,8 @@ class InspectorView : public QWidget {
  Q_SIGNALS:
   void inspected();
   void headShown();
+  // A running inspection drew its `done`-th layer of `layers` into the grid (its bar says the same).
+  void layerPreviewed(int done, int layers);
   // "Compare feature maps" on the open head.
   void compareRequested(int layer, int head);
   void statusMessage(const QString& text);

@@ -12,7 +12,10 @@
 //     the grid says so and the bar goes away; Inspect then runs whole and the bar counted every
 //     layer; of two Inspects in a row only the second's result is shown; the open head stays open
 //     through the next inspection; an inspection cancelled before it ran leaves the last one on
-//     screen, its heads still open.
+//     screen, its heads still open;
+//   - the grid fills layer by layer: when the view has drawn its k-th layer, layers 0..k-1 have
+//     their thumbnails and summaries, the later ones none yet, and the bar reads k; after a
+//     finished inspection every cell holds the result's numbers.
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
@@ -117,7 +120,8 @@ class TestInspectCancel : public QObject {
     control.layerDone = [&](const hh::gui::LayerPreview& p) { *cancel = p.done == 1; };
     const auto stopped = session->inspect(kText, 4096, 16, control);
     QVERIFY(stopped.cancelled && !stopped.previousKept);
-    QVERIFY2(stopped.error.contains(QStringLiteral("cancelled after 1 of %1 layers").arg(layers)), qPrintable(stopped.error));
+    QVERIFY2(stopped.error.contains(QStringLiteral("cancelled after 1 of %1 layers").arg(layers)),
+             qPrintable(stopped.error));
     QCOMPARE(stopped.length, 0);
     QVERIFY(!session->headMaps(0, 0).error.isEmpty());  // nothing of it can be opened
 
@@ -224,12 +228,58 @@ class TestInspectCancel : public QObject {
       pool.waitForDone();
     }
   }
+
+  void theGridFillsLayerByLayer() {
+    hh::gui::ModelSummary summary;
+    auto session = loadedSession(&summary);
+    QVERIFY(session);
+    QVERIFY(summary.layers >= 2);
+    QThreadPool pool;
+    pool.setMaxThreadCount(1);
+    hh::gui::InspectorView view(session, &pool);
+    view.show();
+    view.modelLoaded(summary);
+    view.setText(kText);
+    auto* bar = view.findChild<QProgressBar*>(QStringLiteral("inspectProgress"));
+    QVERIFY(bar);
+    // Checked inside the signal, on the GUI thread: later layers' previews wait in the queue.
+    std::vector<QString> wrong;
+    int seen = 0;
+    connect(&view, &hh::gui::InspectorView::layerPreviewed, this, [&](int done, int layers) {
+      ++seen;
+      const auto* grid = view.grid();
+      if (done != seen || layers != summary.layers || bar->value() != done || grid->layers() != layers)
+        wrong.push_back(
+            QStringLiteral("preview %1: done %2 of %3, bar %4").arg(seen).arg(done).arg(layers).arg(bar->value()));
+      for (int l = 0; l < grid->layers(); ++l)
+        for (int h = 0; h < grid->heads(); ++h) {
+          const bool drawn = !grid->thumbnail(l, h).isNull() && std::isfinite(grid->summary(l, h));
+          if (drawn != (l < done))
+            wrong.push_back(QStringLiteral("after layer %1: cell (%2, %3) %4")
+                                .arg(done)
+                                .arg(l)
+                                .arg(h)
+                                .arg(drawn ? QStringLiteral("already drawn") : QStringLiteral("not drawn")));
+        }
+    });
+    QSignalSpy inspected(&view, &hh::gui::InspectorView::inspected);
+    view.inspect();
+    QVERIFY(inspected.wait(30000));
+    QVERIFY2(wrong.empty(), qPrintable(wrong.empty() ? QString() : wrong.front()));
+    QCOMPARE(seen, summary.layers);
+    const auto& result = view.result();
+    for (int l = 0; l < summary.layers; ++l)
+      for (int h = 0; h < result.heads; ++h)
+        QCOMPARE(view.grid()->summary(l, h), result.measures.entropySoftmax.values[size_t(l * result.heads + h)]);
+    pool.waitForDone();
+  }
 };
 
 HH_TEST_SUITE(TestInspectCancel, "app.gui.inspect_cancel", &TestInspectCancel::initTestCase,
               &TestInspectCancel::sessionReportsEachLayerAndStopsWhenCancelled,
               &TestInspectCancel::recallProbeScoringStopsAndPreviewsCarryTheNeedle,
-              &TestInspectCancel::theInspectorsCancelStopsItAndTheBarCounts)
+              &TestInspectCancel::theInspectorsCancelStopsItAndTheBarCounts,
+              &TestInspectCancel::theGridFillsLayerByLayer)
 
 }  // namespace test_inspect_cancel
 
