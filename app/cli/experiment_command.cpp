@@ -12,25 +12,35 @@
 #include "app/cli/progress_format.h"
 #include "app/cli/variant_processes.h"
 #include "engine/config/config_file.h"
+#include "engine/jobs/experiment_groups.h"
 #include "engine/jobs/experiment_job.h"
 
 namespace hh::cli {
 
 namespace {
-void printSummary(const jobs::ExperimentResult& r) {
-  // The metrics every variant with metrics has, as columns (the summary files hold all of them);
-  // a variant that failed before its run file has none, and blanks in the table.
+
+// The keys of every non-empty map that `mapOf` gives for the rows: the table's columns.
+template <typename Row, typename MapOf>
+std::set<std::string> commonKeys(const std::vector<Row>& rows, MapOf mapOf) {
   std::set<std::string> common;
   bool first = true;
-  for (const auto& v : r.variants) {
-    if (v.metrics.empty()) continue;
+  for (const auto& row : rows) {
+    const auto* map = mapOf(row);
+    if (map->empty()) continue;
     std::set<std::string> keys;
-    for (const auto& [k, value] : v.metrics) keys.insert(k);
+    for (const auto& entry : *map) keys.insert(entry.first);
     if (first) common = keys;
     else
       for (auto it = common.begin(); it != common.end();) it = keys.count(*it) ? std::next(it) : common.erase(it);
     first = false;
   }
+  return common;
+}
+
+void printSummary(const jobs::ExperimentResult& r) {
+  // The metrics every variant with metrics has, as columns (the summary files hold all of them);
+  // a variant that failed before its run file has none, and blanks in the table.
+  const auto common = commonKeys(r.variants, [](const jobs::VariantResult& v) { return &v.metrics; });
   std::printf("%-20s %-10s %9s", "variant", "status", "seconds");
   for (const auto& k : common) std::printf(" %s", k.c_str());
   std::printf("\n");
@@ -44,6 +54,27 @@ void printSummary(const jobs::ExperimentResult& r) {
         std::printf(" %*.4g", int(k.size()), it->second);
     }
     std::printf("%s\n", v.reused ? "   (reused)" : "");
+  }
+}
+
+// With repeats: each declared variant's mean +- sample sd over its completed repeats, for the
+// metrics every group has (summary_groups.csv holds all of them, with min, max and n).
+void printGroups(const jobs::ExperimentConfig& config, const jobs::ExperimentResult& r) {
+  const auto groups = jobs::variantGroups(config, r.variants);
+  if (groups.empty()) return;
+  const auto common = commonKeys(groups, [](const jobs::VariantGroup& g) { return &g.metrics; });
+  std::printf("\nover the repeats (mean +- sd):\n%-20s %5s", "variant", "runs");
+  for (const auto& k : common) std::printf(" %s", k.c_str());
+  std::printf("\n");
+  for (const auto& g : groups) {
+    std::printf("%-20s %2d/%-2zu", g.name.c_str(), g.completed, g.runs.size());
+    for (const auto& k : common) {
+      const auto& s = g.metrics.at(k);
+      char cell[64];
+      std::snprintf(cell, sizeof cell, "%.4g+-%.2g", s.mean, s.sd);
+      std::printf(" %*s", int(k.size()), cell);
+    }
+    std::printf("\n");
   }
 }
 
@@ -90,9 +121,12 @@ ChildOutcome runPendingInChildren(const ExperimentFlags& f, const jobs::Experime
 // The end: the table and the summary's path, or one "end" event in jsonl mode with every variant.
 void reportExperimentEnd(const jobs::ExperimentConfig& config, const jobs::ExperimentResult& r) {
   JobEnd end(r.status, r.message, r.seconds, -1, "", {{"summary", r.summaryJson}, {"summary_csv", r.summaryCsv}});
-  end.extra["variants"] = jobs::experimentSummary(config, r.variants).at("variants");
-  end.printHuman = [&r] {
+  const auto summary = jobs::experimentSummary(config, r.variants);
+  end.extra["variants"] = summary.at("variants");
+  if (summary.contains("groups")) end.extra["groups"] = summary.at("groups");
+  end.printHuman = [&r, &config] {
     printSummary(r);
+    printGroups(config, r);
     std::printf("%s (%.1f s): %s\nsummary: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(),
                 r.summaryJson.c_str());
   };

@@ -36,6 +36,48 @@ void checkJobConfig(const std::string& job, const nlohmann::json& config) {
   else evaluateConfigFromJson(config);
 }
 
+// A list of {"name", "set"} entries ("variants" or "repeats"); `what` names one in errors.
+std::vector<ExperimentVariant> namedPatches(const nlohmann::json& list, const std::string& what) {
+  std::vector<ExperimentVariant> out;
+  std::set<std::string> names;
+  for (const auto& v : list) {
+    ExperimentVariant variant;
+    JsonReader vr{v, "experiment " + what, {}};
+    vr.read("name", variant.name);
+    vr.seen.insert("set");
+    vr.checkUnknownKeys();
+    if (!safeFolderName(variant.name))
+      throw std::invalid_argument("experiment: " + what + " name \"" + variant.name +
+                                  "\" must be a folder name (letters, digits, - _ .)");
+    if (!names.insert(variant.name).second)
+      throw std::invalid_argument("experiment: two " + what + "s are named \"" + variant.name + "\"");
+    variant.set = v.contains("set") ? v.at("set") : nlohmann::json::object();
+    if (!variant.set.is_object())
+      throw std::invalid_argument("experiment: " + what + " \"" + variant.name + "\": \"set\" must be an object");
+    if (variant.set.contains("run_dir"))
+      throw std::invalid_argument("experiment: " + what + " \"" + variant.name + "\" must not set run_dir");
+    out.push_back(std::move(variant));
+  }
+  return out;
+}
+
+// The variants that run: each declared one once, or once per repeat as "<variant>.<repeat>".
+std::vector<ExperimentVariant> expandedVariants(const ExperimentConfig& c) {
+  if (c.repeats.empty()) return c.declared;
+  std::vector<ExperimentVariant> out;
+  std::set<std::string> names;
+  for (const auto& v : c.declared)
+    for (const auto& r : c.repeats) {
+      ExperimentVariant run{v.name + "." + r.name, v.set, v.name, r.set};
+      if (run.name.size() > 100 || !names.insert(run.name).second)
+        throw std::invalid_argument("experiment: variant \"" + v.name + "\" repeated as \"" + r.name +
+                                    "\" gives the name \"" + run.name + "\", " +
+                                    (run.name.size() > 100 ? "too long for a folder" : "which another pair gives too"));
+      out.push_back(std::move(run));
+    }
+  return out;
+}
+
 }  // namespace
 
 ExperimentConfig experimentConfigFromJson(const nlohmann::json& j) {
@@ -47,6 +89,7 @@ ExperimentConfig experimentConfigFromJson(const nlohmann::json& j) {
   r.read("run_dir", c.runDir);
   r.seen.insert("base");
   r.seen.insert("variants");
+  r.seen.insert("repeats");
   r.checkUnknownKeys();
   if (!kJobs.count(c.job))
     throw std::invalid_argument("experiment: \"job\" must be train, convert, distill, finetune or evaluate, not \"" + c.job + "\"");
@@ -58,21 +101,13 @@ ExperimentConfig experimentConfigFromJson(const nlohmann::json& j) {
   if (c.base.contains("run_dir")) throw std::invalid_argument("experiment: \"base\" must not set run_dir (each variant gets <run_dir>/<name>)");
   if (!j.contains("variants") || !j.at("variants").is_array() || j.at("variants").empty())
     throw std::invalid_argument("experiment: \"variants\" must be a non-empty array");
-  std::set<std::string> names;
-  for (const auto& v : j.at("variants")) {
-    ExperimentVariant variant;
-    JsonReader vr{v, "experiment variant", {}};
-    vr.read("name", variant.name);
-    vr.seen.insert("set");
-    vr.checkUnknownKeys();
-    if (!safeFolderName(variant.name))
-      throw std::invalid_argument("experiment: variant name \"" + variant.name + "\" must be a folder name (letters, digits, - _ .)");
-    if (!names.insert(variant.name).second) throw std::invalid_argument("experiment: two variants are named \"" + variant.name + "\"");
-    variant.set = v.contains("set") ? v.at("set") : nlohmann::json::object();
-    if (!variant.set.is_object()) throw std::invalid_argument("experiment: variant \"" + variant.name + "\": \"set\" must be an object");
-    if (variant.set.contains("run_dir")) throw std::invalid_argument("experiment: variant \"" + variant.name + "\" must not set run_dir");
-    c.variants.push_back(std::move(variant));
+  c.declared = namedPatches(j.at("variants"), "variant");
+  if (j.contains("repeats")) {
+    if (!j.at("repeats").is_array() || j.at("repeats").empty())
+      throw std::invalid_argument("experiment: \"repeats\" must be a non-empty array when given");
+    c.repeats = namedPatches(j.at("repeats"), "repeat");
   }
+  c.variants = expandedVariants(c);
   for (const auto& v : c.variants) {
     try {
       checkJobConfig(c.job, variantConfig(c, v.name));
@@ -84,10 +119,16 @@ ExperimentConfig experimentConfigFromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json toJson(const ExperimentConfig& c) {
-  nlohmann::json variants = nlohmann::json::array();
-  for (const auto& v : c.variants) variants.push_back({{"name", v.name}, {"set", v.set}});
-  return {{"name", c.name}, {"description", c.description}, {"job", c.job}, {"run_dir", c.runDir},
-          {"base", c.base}, {"variants", variants}};
+  auto list = [](const std::vector<ExperimentVariant>& entries) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : entries) out.push_back({{"name", v.name}, {"set", v.set}});
+    return out;
+  };
+  nlohmann::json j{{"name", c.name}, {"description", c.description},
+                   {"job", c.job},   {"run_dir", c.runDir},
+                   {"base", c.base}, {"variants", list(c.repeats.empty() ? c.variants : c.declared)}};
+  if (!c.repeats.empty()) j["repeats"] = list(c.repeats);
+  return j;
 }
 
 nlohmann::json variantConfig(const ExperimentConfig& c, const std::string& name) {
@@ -95,6 +136,7 @@ nlohmann::json variantConfig(const ExperimentConfig& c, const std::string& name)
     if (v.name != name) continue;
     nlohmann::json merged = c.base;
     merged.merge_patch(v.set);
+    if (!v.repeatSet.is_null()) merged.merge_patch(v.repeatSet);
     merged["run_dir"] = (fs::path(c.runDir) / v.name).string();
     return merged;
   }

@@ -12,15 +12,25 @@ namespace hh::jobs {
 struct ExperimentVariant {
   std::string name;     // a folder name: letters, digits, '-', '_', '.'
   nlohmann::json set;   // merge patch over the base config
+  // With "repeats": the declared variant this run repeats ("" without repeats) and the repeat's
+  // own patch, applied after `set`.
+  std::string group;
+  nlohmann::json repeatSet;
 };
 
+// "repeats": [{"name": "seed1", "set": {"data": {"seed": 1}}}, ...] runs every declared variant
+// once per repeat, as variant "<variant>.<repeat>" with config
+// merge_patch(merge_patch(base, variant.set), repeat.set); the summary then adds each declared
+// variant's mean, spread and range over its repeats (experiment_groups.h).
 struct ExperimentConfig {
   std::string name;
   std::string description;
   std::string job;      // train | convert | distill | finetune | evaluate
   std::string runDir;
   nlohmann::json base = nlohmann::json::object();
-  std::vector<ExperimentVariant> variants;
+  std::vector<ExperimentVariant> variants;  // what runs: the declared ones, times the repeats
+  std::vector<ExperimentVariant> declared;  // as the file lists them
+  std::vector<ExperimentVariant> repeats;   // empty: each declared variant runs once
 };
 
 // Throws std::invalid_argument naming the key or the variant (unknown keys, wrong types, an

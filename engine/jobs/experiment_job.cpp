@@ -15,6 +15,7 @@
 #include "engine/core/process_memory.h"
 #include "engine/io/durable_file.h"
 #include "engine/jobs/convert_job.h"
+#include "engine/jobs/experiment_groups.h"
 #include "engine/jobs/run_support.h"
 #include "engine/jobs/train_job.h"
 #include "engine/runs/run_chain.h"
@@ -65,14 +66,6 @@ class VariantObserver : public JobObserver {
   std::string prefix_;
 };
 
-std::string csvNumber(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.9g", v);
-  return buffer;
-}
-
 }  // namespace
 
 std::map<std::string, double> finalMetrics(const std::string& dir) {
@@ -105,7 +98,10 @@ nlohmann::json experimentSummary(const ExperimentConfig& c, const std::vector<Va
     list.push_back({{"name", v.name}, {"run_dir", v.runDir}, {"status", toString(v.status)}, {"message", v.message},
                     {"seconds", v.seconds}, {"reused", v.reused}, {"metrics", metrics}});
   }
-  return {{"name", c.name}, {"description", c.description}, {"job", c.job}, {"run_dir", c.runDir}, {"variants", list}};
+  nlohmann::json summary{
+      {"name", c.name}, {"description", c.description}, {"job", c.job}, {"run_dir", c.runDir}, {"variants", list}};
+  if (!c.repeats.empty()) summary["groups"] = groupsJson(variantGroups(c, variants));
+  return summary;
 }
 
 namespace {
@@ -131,6 +127,9 @@ void writeSummary(const ExperimentConfig& c, const std::vector<VariantResult>& v
     csv << "\n";
   }
   io::writeFileAtomically(result.summaryCsv, csv.str());
+  if (!c.repeats.empty())
+    io::writeFileAtomically((fs::path(c.runDir) / "summary_groups.csv").string(),
+                            groupsCsv(variantGroups(c, variants)));
 }
 
 // The record of a variant run with `config` (any status): how it ended, its message and time.

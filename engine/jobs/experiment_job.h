@@ -16,6 +16,8 @@
 // run file's folder relative to the variant's ("" for the variant's own run.h5):
 //   train:   test_accuracy, attention_entropy, val_loss, ...
 //   convert: perplexity_converted, ... and "evaluate/kl_mean_hedgehog", "distill/kl_mean", ...
+// With "repeats" (experiment_config.h) the variants are the declared ones times the repeats, and
+// the summary adds each declared variant's spreads over them (experiment_groups.h).
 #pragma once
 #include <nlohmann/json.hpp>
 
