@@ -148,6 +148,11 @@ QString readVariants(const QString& file, QJsonObject& root, std::vector<Variant
   return {};
 }
 
+// A number of summary.json: NaN where it wrote a string ("nan", "inf").
+double jsonNumber(const QJsonValue& v) {
+  return v.isDouble() ? v.toDouble() : std::nan("");
+}
+
 }  // namespace
 
 QString ExperimentView::open(const QString& path) {
@@ -158,6 +163,20 @@ QString ExperimentView::open(const QString& path) {
   if (const QString error = readVariants(file, root, variants); !error.isEmpty()) return error;
   dir_ = QFileInfo(file).absolutePath();
   variants_ = std::move(variants);
+  groups_.clear();
+  for (const auto& item : root.value(QStringLiteral("groups")).toArray()) {
+    const auto o = item.toObject();
+    Group g;
+    g.name = o.value(QStringLiteral("name")).toString();
+    g.runs = int(o.value(QStringLiteral("runs")).toArray().size());
+    g.completed = o.value(QStringLiteral("completed")).toInt();
+    const auto metrics = o.value(QStringLiteral("metrics")).toObject();
+    for (auto it = metrics.begin(); it != metrics.end(); ++it) {
+      const auto m = it.value().toObject();
+      g.meanSd[it.key()] = {jsonNumber(m.value(QStringLiteral("mean"))), jsonNumber(m.value(QStringLiteral("sd")))};
+    }
+    groups_.push_back(std::move(g));
+  }
   const auto text = [&](const char* key) { return root.value(QLatin1String(key)).toString().toHtmlEscaped(); };
   title_->setText(QStringLiteral("<b>%1</b> (%2, %3 variants) &nbsp; %4<br>%5")
                       .arg(text("name"), text("job"), QString::number(variants_.size()), dir_.toHtmlEscaped(),
@@ -227,7 +246,7 @@ void ExperimentView::fillTable() {
   for (const auto& k : keys) headers << k;
   table_->clear();
   table_->setColumnCount(headers.size());
-  table_->setRowCount(int(variants_.size()));
+  table_->setRowCount(int(variants_.size() + groups_.size()));
   table_->setHorizontalHeaderLabels(headers);
   for (int r = 0; r < int(variants_.size()); ++r) {
     const auto& v = variants_[size_t(r)];
@@ -240,7 +259,36 @@ void ExperimentView::fillTable() {
       table_->setItem(r, c++, new QTableWidgetItem(it == v.metrics.end() ? QString() : QString::number(it->second, 'g', 5)));
     }
   }
+  fillGroupRows(keys);
   table_->resizeColumnsToContents();
+}
+
+// Below the runs, one bold row per declared variant: "mean +- sd" over its completed repeats.
+void ExperimentView::fillGroupRows(const std::set<QString>& keys) {
+  QFont bold = table_->font();
+  bold.setBold(true);
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const auto& g = groups_[i];
+    const int r = int(variants_.size() + i);
+    std::vector<QTableWidgetItem*> items{new QTableWidgetItem(tr("%1: mean \u00b1 sd").arg(g.name)),
+                                         new QTableWidgetItem(tr("%1 of %2 completed").arg(g.completed).arg(g.runs)),
+                                         new QTableWidgetItem};
+    for (const auto& k : keys) {
+      const auto it = g.meanSd.find(k);
+      QString text;
+      if (it != g.meanSd.end())
+        text = std::isnan(it->second.second)
+                   ? QString::number(it->second.first, 'g', 5)
+                   : QStringLiteral("%1 \u00b1 %2")
+                         .arg(QString::number(it->second.first, 'g', 5), QString::number(it->second.second, 'g', 2));
+      items.push_back(new QTableWidgetItem(text));
+    }
+    for (int c = 0; c < int(items.size()); ++c) {
+      items[size_t(c)]->setFont(bold);
+      items[size_t(c)]->setToolTip(tr("Over the repeats of %1 that completed (sample standard deviation)").arg(g.name));
+      table_->setItem(r, c, items[size_t(c)]);
+    }
+  }
 }
 
 bool ExperimentView::setScatterAxes(const QString& x, const QString& y) {

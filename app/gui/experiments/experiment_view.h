@@ -1,6 +1,7 @@
 // ExperimentView: the results of an experiment (`hedgehog experiment`, engine/jobs/experiment_job.h)
 // read from its folder: summary.json and every variant's run files. Shows
-//   - a table: one row per variant (status, wall time, every final metric);
+//   - a table: one row per variant (status, wall time, every final metric), and with repeats a row
+//     per declared variant with each metric's mean +- sample sd over its completed repeats;
 //   - a scatter of one metric against another, a point per variant (default: attention entropy
 //     against test accuracy, the Hedgehog paper's Fig. 4, when the runs have them);
 //   - one scalar over steps for every variant on one plot (loss, accuracy, val_loss, ...);
@@ -15,6 +16,8 @@
 #include <QWidget>
 
 #include <map>
+#include <set>
+#include <utility>
 #include <vector>
 
 class QComboBox;
@@ -47,6 +50,7 @@ class ExperimentView : public QWidget {
 
   // For tests.
   int variantCount() const { return int(variants_.size()); }
+  int groupCount() const { return int(groups_.size()); }
   QTableWidget* table() const { return table_; }
   widgets::CurvePlot* scatterPlot() const { return scatter_; }
   widgets::CurvePlot* curvePlot() const { return curves_; }
@@ -58,8 +62,14 @@ class ExperimentView : public QWidget {
     double seconds = 0;
     std::map<QString, double> metrics;
   };
+  struct Group {  // summary.json's "groups" (engine/jobs/experiment_groups.h)
+    QString name;
+    int runs = 0, completed = 0;
+    std::map<QString, std::pair<double, double>> meanSd;
+  };
   void arrange();
   void fillTable();
+  void fillGroupRows(const std::set<QString>& keys);
   void fillChoices();
   void refreshScatter();
   void refreshCurves();
@@ -67,6 +77,7 @@ class ExperimentView : public QWidget {
 
   QString dir_;
   std::vector<Variant> variants_;
+  std::vector<Group> groups_;
   QLabel* title_ = nullptr;
   QTableWidget* table_ = nullptr;
   QComboBox* xChoice_ = nullptr;

@@ -3,13 +3,15 @@
 // metrics, one curve per variant equal to its run file's scalar, each variant's last snapshot of
 // the chosen head (the linear weights), and PNG export of the three figures. A folder without a
 // summary is refused with a message. A variant cancelled and resumed shows as one run (its
-// run.h5 and continuation joined).
+// run.h5 and continuation joined). With repeats, a bold row per declared variant below the runs
+// gives each metric's mean +- sd over its repeats, the numbers of summary.json.
 #include <QFile>
 #include <QImage>
 #include <QTableWidget>
 #include <QTest>
 
 #include <filesystem>
+#include <fstream>
 
 #include "app/gui/experiments/experiment_view.h"
 #include "engine/io/durable_file.h"
@@ -176,12 +178,41 @@ class TestExperimentView : public QObject {
     QVERIFY(QFile::exists(out + "/curves.png"));
     QVERIFY(!QFile::exists(out + "/maps.png"));
   }
+
+  void repeatsAddARowPerVariant() {
+    hh::test::TempDir dir("experiment_view_repeats");
+    json e = hh::test::tinyExperiment(dir);
+    e["repeats"] = json::array(
+        {{{"name", "s1"}, {"set", {{"data", {{"seed", 1}}}}}}, {{"name", "s2"}, {"set", {{"data", {{"seed", 2}}}}}}});
+    j::JobObserver quiet;
+    const auto result = j::runExperiment(j::experimentConfigFromJson(e), quiet);
+    QVERIFY2(result.status == j::JobStatus::Completed, result.message.c_str());
+    hh::gui::ExperimentView view;
+    view.resize(1200, 900);
+    QCOMPARE(view.open(QString::fromStdString(dir.file("exp"))), QString());
+    QCOMPARE(view.variantCount(), 4);
+    QCOMPARE(view.groupCount(), 2);
+    auto* table = view.table();
+    QCOMPARE(table->rowCount(), 6);
+    QCOMPARE(table->item(5, 0)->text(), QString("t2r: mean \u00b1 sd"));
+    QCOMPARE(table->item(5, 1)->text(), QString("2 of 2 completed"));
+    QVERIFY(table->item(5, 0)->font().bold() && !table->item(3, 0)->font().bold());
+    int column = -1;
+    for (int c = 0; c < table->columnCount(); ++c)
+      if (table->horizontalHeaderItem(c)->text() == "kl_mean") column = c;
+    QVERIFY(column > 0);
+    const auto summary = json::parse(std::ifstream(result.summaryJson));
+    const auto& kl = summary["groups"][1]["metrics"]["kl_mean"];
+    QCOMPARE(table->item(5, column)->text(), QString("%1 \u00b1 %2")
+                                                 .arg(QString::number(kl["mean"].get<double>(), 'g', 5),
+                                                      QString::number(kl["sd"].get<double>(), 'g', 2)));
+  }
 };
 
 HH_TEST_SUITE(TestExperimentView, "app.gui.experiment_view", &TestExperimentView::initTestCase,
               &TestExperimentView::showsAndExportsAnExperiment, &TestExperimentView::resumedVariantIsOneRun,
               &TestExperimentView::aVariantWithoutRunFilesLeavesTheOthersDrawn,
-              &TestExperimentView::noSnapshotsNoMapsFigure)
+              &TestExperimentView::noSnapshotsNoMapsFigure, &TestExperimentView::repeatsAddARowPerVariant)
 
 }  // namespace test_experiment_view
 
