@@ -13,6 +13,7 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QScrollArea>
+#include <QSet>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -168,7 +169,7 @@ QString ExperimentView::open(const QString& path) {
     const auto o = item.toObject();
     Group g;
     g.name = o.value(QStringLiteral("name")).toString();
-    g.runs = int(o.value(QStringLiteral("runs")).toArray().size());
+    for (const auto& run : o.value(QStringLiteral("runs")).toArray()) g.runs << run.toString();
     g.completed = o.value(QStringLiteral("completed")).toInt();
     const auto metrics = o.value(QStringLiteral("metrics")).toObject();
     for (auto it = metrics.begin(); it != metrics.end(); ++it) {
@@ -270,9 +271,9 @@ void ExperimentView::fillGroupRows(const std::set<QString>& keys) {
   for (size_t i = 0; i < groups_.size(); ++i) {
     const auto& g = groups_[i];
     const int r = int(variants_.size() + i);
-    std::vector<QTableWidgetItem*> items{new QTableWidgetItem(tr("%1: mean \u00b1 sd").arg(g.name)),
-                                         new QTableWidgetItem(tr("%1 of %2 completed").arg(g.completed).arg(g.runs)),
-                                         new QTableWidgetItem};
+    std::vector<QTableWidgetItem*> items{
+        new QTableWidgetItem(tr("%1: mean \u00b1 sd").arg(g.name)),
+        new QTableWidgetItem(tr("%1 of %2 completed").arg(g.completed).arg(g.runs.size())), new QTableWidgetItem};
     for (const auto& k : keys) {
       const auto it = g.meanSd.find(k);
       QString text;
@@ -319,9 +320,24 @@ void ExperimentView::refreshScatter() {
   scatter_->clear();
   const QString x = xChoice_->currentText(), y = yChoice_->currentText();
   if (x.isEmpty() || y.isEmpty()) return;
-  for (const auto& v : variants_) {
-    if (!v.metrics.count(x) || !v.metrics.count(y)) continue;  // a variant with no metrics (failed early)
-    const int i = scatter_->addSeries(v.name, {v.metrics.at(x)}, {v.metrics.at(y)});
+  // A declared variant's repeats share a series (and a colour); any other variant is its own.
+  std::vector<std::pair<QString, QStringList>> series;
+  QSet<QString> grouped;
+  for (const auto& g : groups_) {
+    series.emplace_back(g.runs.size() == 1 ? tr("%1 (1 run)").arg(g.name)
+                                           : tr("%1 (%2 runs)").arg(g.name, QString::number(g.runs.size())),
+                        g.runs);
+    for (const auto& run : g.runs) grouped.insert(run);
+  }
+  for (const auto& v : variants_)
+    if (!grouped.contains(v.name)) series.emplace_back(v.name, QStringList{v.name});
+  for (const auto& [label, names] : series) {
+    QVector<double> xs, ys;
+    for (const auto& v : variants_)
+      if (names.contains(v.name) && v.metrics.count(x) && v.metrics.count(y))  // none when it failed early
+        xs << v.metrics.at(x), ys << v.metrics.at(y);
+    if (xs.isEmpty()) continue;
+    const int i = scatter_->addSeries(label, xs, ys);
     scatter_->setSeriesStyle(i, widgets::CurvePlot::SeriesStyle::Points, 2.0);
   }
   scatter_->setAxisLabels(x, y);

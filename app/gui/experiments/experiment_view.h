@@ -3,7 +3,8 @@
 //   - a table: one row per variant (status, wall time, every final metric), and with repeats a row
 //     per declared variant with each metric's mean +- sample sd over its completed repeats;
 //   - a scatter of one metric against another, a point per variant (default: attention entropy
-//     against test accuracy, the Hedgehog paper's Fig. 4, when the runs have them);
+//     against test accuracy, the Hedgehog paper's Fig. 4, when the runs have them); with repeats
+//     a declared variant's repeats are one series, one colour;
 //   - one scalar over steps for every variant on one plot (loss, accuracy, val_loss, ...);
 //   - the last attention snapshot of a chosen (layer, head) for every variant side by side (the
 //     weights each model uses: linear where the layer is linear, softmax otherwise; the paper's
@@ -64,7 +65,8 @@ class ExperimentView : public QWidget {
   };
   struct Group {  // summary.json's "groups" (engine/jobs/experiment_groups.h)
     QString name;
-    int runs = 0, completed = 0;
+    QStringList runs;  // its repeats' variant names
+    int completed = 0;
     std::map<QString, std::pair<double, double>> meanSd;
   };
   void arrange();

@@ -4,7 +4,8 @@
 // the chosen head (the linear weights), and PNG export of the three figures. A folder without a
 // summary is refused with a message. A variant cancelled and resumed shows as one run (its
 // run.h5 and continuation joined). With repeats, a bold row per declared variant below the runs
-// gives each metric's mean +- sd over its repeats, the numbers of summary.json.
+// gives each metric's mean +- sd over its repeats, the numbers of summary.json, and the scatter
+// draws each declared variant's repeats as one series.
 #include <QFile>
 #include <QImage>
 #include <QTableWidget>
@@ -206,6 +207,12 @@ class TestExperimentView : public QObject {
     QCOMPARE(table->item(5, column)->text(), QString("%1 \u00b1 %2")
                                                  .arg(QString::number(kl["mean"].get<double>(), 'g', 5),
                                                       QString::number(kl["sd"].get<double>(), 'g', 2)));
+    // The scatter: one series per declared variant, a point per repeat.
+    QVERIFY(view.setScatterAxes("kl_mean", "val_loss"));
+    QCOMPARE(view.scatterPlot()->seriesCount(), 2);
+    QCOMPARE(view.scatterPlot()->seriesName(1), QString("t2r (2 runs)"));
+    QCOMPARE(view.scatterPlot()->seriesValues(1),
+             QVector<double>({result.variants[2].metrics.at("val_loss"), result.variants[3].metrics.at("val_loss")}));
   }
 };
 
