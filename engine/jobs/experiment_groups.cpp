@@ -28,7 +28,7 @@ MetricSpread spreadOf(const std::vector<double>& values) {
   return s;
 }
 
-nlohmann::json number(double v) {
+nlohmann::json summaryValue(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(csvNumber(v));
 }
 
@@ -72,8 +72,11 @@ nlohmann::json groupsJson(const std::vector<VariantGroup>& groups) {
   for (const auto& g : groups) {
     nlohmann::json metrics = nlohmann::json::object();
     for (const auto& [k, s] : g.metrics)
-      metrics[k] = {
-          {"n", s.n}, {"mean", number(s.mean)}, {"sd", number(s.sd)}, {"min", number(s.min)}, {"max", number(s.max)}};
+      metrics[k] = {{"n", s.n},
+                    {"mean", summaryValue(s.mean)},
+                    {"sd", summaryValue(s.sd)},
+                    {"min", summaryValue(s.min)},
+                    {"max", summaryValue(s.max)}};
     list.push_back({{"name", g.name}, {"runs", g.runs}, {"completed", g.completed}, {"metrics", metrics}});
   }
   return list;
