@@ -249,8 +249,9 @@ void ExperimentView::fillTable() {
   table_->setColumnCount(headers.size());
   table_->setRowCount(int(variants_.size() + groups_.size()));
   table_->setHorizontalHeaderLabels(headers);
-  for (int r = 0; r < int(variants_.size()); ++r) {
-    const auto& v = variants_[size_t(r)];
+  const int first = int(groups_.size());  // the declared variants' rows come first: the headline
+  for (int r = first; r < first + int(variants_.size()); ++r) {
+    const auto& v = variants_[size_t(r - first)];
     table_->setItem(r, 0, new QTableWidgetItem(v.name));
     table_->setItem(r, 1, new QTableWidgetItem(v.status));
     table_->setItem(r, 2, new QTableWidgetItem(QString::number(v.seconds, 'f', 1)));
@@ -264,13 +265,13 @@ void ExperimentView::fillTable() {
   table_->resizeColumnsToContents();
 }
 
-// Below the runs, one bold row per declared variant: "mean +- sd" over its completed repeats.
+// Above the runs, one bold row per declared variant: "mean +- sd" over its completed repeats.
 void ExperimentView::fillGroupRows(const std::set<QString>& keys) {
   QFont bold = table_->font();
   bold.setBold(true);
   for (size_t i = 0; i < groups_.size(); ++i) {
     const auto& g = groups_[i];
-    const int r = int(variants_.size() + i);
+    const int r = int(i);
     std::vector<QTableWidgetItem*> items{
         new QTableWidgetItem(tr("%1: mean \u00b1 sd").arg(g.name)),
         new QTableWidgetItem(tr("%1 of %2 completed").arg(g.completed).arg(g.runs.size())), new QTableWidgetItem};
@@ -341,7 +342,8 @@ void ExperimentView::refreshScatter() {
     scatter_->setSeriesStyle(i, widgets::CurvePlot::SeriesStyle::Points, 2.0);
   }
   scatter_->setAxisLabels(x, y);
-  scatter_->setTitle(tr("%1 against %2, one point per variant").arg(y, x));
+  scatter_->setTitle(groups_.empty() ? tr("%1 against %2, one point per variant").arg(y, x)
+                                     : tr("%1 against %2, one point per run").arg(y, x));
   scatter_->rescaleAxes();
 }
 

@@ -1,7 +1,7 @@
 // ExperimentView: the results of an experiment (`hedgehog experiment`, engine/jobs/experiment_job.h)
 // read from its folder: summary.json and every variant's run files. Shows
-//   - a table: one row per variant (status, wall time, every final metric), and with repeats a row
-//     per declared variant with each metric's mean +- sample sd over its completed repeats;
+//   - a table: one row per variant (status, wall time, every final metric), and with repeats, above
+//     them, a row per declared variant with each metric's mean +- sample sd over its completed repeats;
 //   - a scatter of one metric against another, a point per variant (default: attention entropy
 //     against test accuracy, the Hedgehog paper's Fig. 4, when the runs have them); with repeats
 //     a declared variant's repeats are one series, one colour;

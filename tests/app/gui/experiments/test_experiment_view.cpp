@@ -3,7 +3,7 @@
 // metrics, one curve per variant equal to its run file's scalar, each variant's last snapshot of
 // the chosen head (the linear weights), and PNG export of the three figures. A folder without a
 // summary is refused with a message. A variant cancelled and resumed shows as one run (its
-// run.h5 and continuation joined). With repeats, a bold row per declared variant below the runs
+// run.h5 and continuation joined). With repeats, a bold row per declared variant above the runs
 // gives each metric's mean +- sd over its repeats, the numbers of summary.json, and the scatter
 // draws each declared variant's repeats as one series.
 #include <QFile>
@@ -195,16 +195,17 @@ class TestExperimentView : public QObject {
     QCOMPARE(view.groupCount(), 2);
     auto* table = view.table();
     QCOMPARE(table->rowCount(), 6);
-    QCOMPARE(table->item(5, 0)->text(), QString("t2r: mean \u00b1 sd"));
-    QCOMPARE(table->item(5, 1)->text(), QString("2 of 2 completed"));
-    QVERIFY(table->item(5, 0)->font().bold() && !table->item(3, 0)->font().bold());
+    QCOMPARE(table->item(1, 0)->text(), QString("t2r: mean \u00b1 sd"));
+    QCOMPARE(table->item(1, 1)->text(), QString("2 of 2 completed"));
+    QCOMPARE(table->item(5, 0)->text(), QString("t2r.s2"));
+    QVERIFY(table->item(1, 0)->font().bold() && !table->item(5, 0)->font().bold());
     int column = -1;
     for (int c = 0; c < table->columnCount(); ++c)
       if (table->horizontalHeaderItem(c)->text() == "kl_mean") column = c;
     QVERIFY(column > 0);
     const auto summary = json::parse(std::ifstream(result.summaryJson));
     const auto& kl = summary["groups"][1]["metrics"]["kl_mean"];
-    QCOMPARE(table->item(5, column)->text(), QString("%1 \u00b1 %2")
+    QCOMPARE(table->item(1, column)->text(), QString("%1 \u00b1 %2")
                                                  .arg(QString::number(kl["mean"].get<double>(), 'g', 5),
                                                       QString::number(kl["sd"].get<double>(), 'g', 2)));
     // The scatter: one series per declared variant, a point per repeat.
