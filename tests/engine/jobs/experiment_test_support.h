@@ -5,8 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
+#include "engine/config/experiment_config.h"
 #include "engine/jobs/job_observer.h"
 #include "tests/engine/jobs/jobs_test_support.h"
 #include "tests/support/temp_dir.h"
@@ -29,6 +31,18 @@ inline nlohmann::json tinyExperiment(const TempDir& dir) {
             {"data", {{"corpus", writeWordCorpus(dir)}, {"sequence_length", 32}, {"validation_fraction", 0.25}}}}},
           {"variants", json::array({{{"name", "hedgehog"}, {"set", json::object()}},
                                     {{"name", "t2r"}, {"set", {{"feature_map", "t2r"}}}}})}};
+}
+
+// "" when experimentConfigFromJson refuses `config` with a message containing `needle`; else what
+// happened instead (accepted, or refused with another message).
+inline std::string refusalMismatch(const nlohmann::json& config, const std::string& needle) {
+  try {
+    jobs::experimentConfigFromJson(config);
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    return what.find(needle) != std::string::npos ? "" : "message '" + what + "' lacks '" + needle + "'";
+  }
+  return "accepted, expected an error with '" + needle + "'";
 }
 
 // Cancels once the job has reported step `at` (its progress calls come after each step).
