@@ -119,6 +119,11 @@ void ExperimentView::arrange() {
 
 namespace {
 
+// A number of summary.json: NaN where it wrote a string ("nan", "inf").
+double jsonNumber(const QJsonValue& v) {
+  return v.isDouble() ? v.toDouble() : std::nan("");
+}
+
 // The variants summary.json lists, with their folders beside it; an error naming the file, empty
 // on success.
 template <class Variant>
@@ -142,16 +147,11 @@ QString readVariants(const QString& file, QJsonObject& root, std::vector<Variant
     v.runDir = QDir(dir).filePath(v.name);
     const auto metrics = o.value(QStringLiteral("metrics")).toObject();
     for (auto it = metrics.begin(); it != metrics.end(); ++it)
-      v.metrics[it.key()] = it.value().isDouble() ? it.value().toDouble() : std::nan("");
+      v.metrics[it.key()] = jsonNumber(it.value());
     if (!v.name.isEmpty()) variants.push_back(std::move(v));
   }
   if (variants.empty()) return QObject::tr("%1: the summary lists no variants").arg(file);
   return {};
-}
-
-// A number of summary.json: NaN where it wrote a string ("nan", "inf").
-double jsonNumber(const QJsonValue& v) {
-  return v.isDouble() ? v.toDouble() : std::nan("");
 }
 
 }  // namespace
