@@ -57,6 +57,32 @@ void printSummary(const jobs::ExperimentResult& r) {
   }
 }
 
+// With a baseline: each other variant minus the baseline, repeat by repeat: the differences' mean
+// +- sd, the paired t-test's p and in how many repeats it came out lower / higher.
+void printAgainstBaseline(const std::vector<jobs::VariantGroup>& groups, const std::set<std::string>& keys) {
+  bool header = false;
+  for (const auto& g : groups) {
+    if (g.baseline.empty()) continue;
+    if (!header) {
+      std::printf("\nagainst %s, repeat by repeat (difference mean +- sd, paired t-test p, lower/higher):\n%-20s",
+                  g.baseline.c_str(), "variant");
+      for (const auto& k : keys) std::printf(" %s", k.c_str());
+      std::printf("\n");
+      header = true;
+    }
+    std::printf("%-20s", g.name.c_str());
+    for (const auto& k : keys) {
+      const auto it = g.againstBaseline.find(k);
+      char cell[96] = "-";
+      if (it != g.againstBaseline.end())
+        std::snprintf(cell, sizeof cell, "%+.3g+-%.2g p=%.2g %d/%d", it->second.mean, it->second.sd, it->second.p,
+                      it->second.lower, it->second.higher);
+      std::printf(" %*s", int(k.size()), cell);
+    }
+    std::printf("\n");
+  }
+}
+
 // With repeats: each declared variant's mean +- sample sd over its completed repeats, for the
 // metrics every group has (summary_groups.csv holds all of them, with min, max and n).
 void printGroups(const jobs::ExperimentConfig& config, const jobs::ExperimentResult& r) {
@@ -76,6 +102,7 @@ void printGroups(const jobs::ExperimentConfig& config, const jobs::ExperimentRes
     }
     std::printf("\n");
   }
+  printAgainstBaseline(groups, common);
 }
 
 struct ExperimentFlags {

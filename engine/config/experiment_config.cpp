@@ -68,7 +68,7 @@ std::vector<ExperimentVariant> expandedVariants(const ExperimentConfig& c) {
   std::set<std::string> names;
   for (const auto& v : c.declared)
     for (const auto& r : c.repeats) {
-      ExperimentVariant run{v.name + "." + r.name, v.set, v.name, r.set};
+      ExperimentVariant run{v.name + "." + r.name, v.set, v.name, r.name, r.set};
       if (run.name.size() > 100 || !names.insert(run.name).second)
         throw std::invalid_argument("experiment: variant \"" + v.name + "\" repeated as \"" + r.name +
                                     "\" gives the name \"" + run.name + "\", " +
@@ -76,6 +76,19 @@ std::vector<ExperimentVariant> expandedVariants(const ExperimentConfig& c) {
       out.push_back(std::move(run));
     }
   return out;
+}
+
+// "baseline" names a declared variant, and there are repeats to pair it with.
+void checkBaseline(const ExperimentConfig& c) {
+  if (c.baseline.empty()) return;
+  if (c.repeats.empty())
+    throw std::invalid_argument("experiment: \"baseline\" compares variants repeat by repeat, so it needs \"repeats\"");
+  for (const auto& v : c.declared)
+    if (v.name == c.baseline) return;
+  std::string names;
+  for (const auto& v : c.declared) names += (names.empty() ? "" : ", ") + v.name;
+  throw std::invalid_argument("experiment: \"baseline\" is \"" + c.baseline + "\", which is not a variant (" + names +
+                              ")");
 }
 
 }  // namespace
@@ -87,6 +100,7 @@ ExperimentConfig experimentConfigFromJson(const nlohmann::json& j) {
   r.read("description", c.description);
   r.read("job", c.job);
   r.read("run_dir", c.runDir);
+  r.read("baseline", c.baseline);
   r.seen.insert("base");
   r.seen.insert("variants");
   r.seen.insert("repeats");
@@ -107,6 +121,7 @@ ExperimentConfig experimentConfigFromJson(const nlohmann::json& j) {
       throw std::invalid_argument("experiment: \"repeats\" must be a non-empty array when given");
     c.repeats = namedPatches(j.at("repeats"), "repeat");
   }
+  checkBaseline(c);
   c.variants = expandedVariants(c);
   for (const auto& v : c.variants) {
     try {
@@ -128,6 +143,7 @@ nlohmann::json toJson(const ExperimentConfig& c) {
                    {"job", c.job},   {"run_dir", c.runDir},
                    {"base", c.base}, {"variants", list(c.repeats.empty() ? c.variants : c.declared)}};
   if (!c.repeats.empty()) j["repeats"] = list(c.repeats);
+  if (!c.baseline.empty()) j["baseline"] = c.baseline;
   return j;
 }
 

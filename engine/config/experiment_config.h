@@ -15,13 +15,16 @@ struct ExperimentVariant {
   // With "repeats": the declared variant this run repeats ("" without repeats) and the repeat's
   // own patch, applied after `set`.
   std::string group;
+  std::string repeat;  // the repeat's name ("" without repeats)
   nlohmann::json repeatSet;
 };
 
 // "repeats": [{"name": "seed1", "set": {"data": {"seed": 1}}}, ...] runs every declared variant
 // once per repeat, as variant "<variant>.<repeat>" with config
 // merge_patch(merge_patch(base, variant.set), repeat.set); the summary then adds each declared
-// variant's mean, spread and range over its repeats (experiment_groups.h).
+// variant's mean, spread and range over its repeats (experiment_groups.h). With "baseline": "<a
+// declared variant>" as well, every other variant is also compared with it repeat by repeat (the
+// paired differences, a paired t-test and how many repeats came out lower or higher).
 struct ExperimentConfig {
   std::string name;
   std::string description;
@@ -31,6 +34,7 @@ struct ExperimentConfig {
   std::vector<ExperimentVariant> variants;  // what runs: the declared ones, times the repeats
   std::vector<ExperimentVariant> declared;  // as the file lists them
   std::vector<ExperimentVariant> repeats;   // empty: each declared variant runs once
+  std::string baseline;                     // a declared variant, or "" (needs repeats)
 };
 
 // Throws std::invalid_argument naming the key or the variant (unknown keys, wrong types, an

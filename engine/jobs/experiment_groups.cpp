@@ -42,11 +42,51 @@ std::string csvNumber(double v) {
   return buffer;
 }
 
+namespace {
+
+// Each declared variant's completed runs, by repeat name.
+using RunsByRepeat = std::map<std::string, std::map<std::string, const VariantResult*>>;
+
+RunsByRepeat completedRuns(const ExperimentConfig& config, const std::vector<VariantResult>& variants) {
+  std::map<std::string, const ExperimentVariant*> declaredAs;
+  for (const auto& v : config.variants) declaredAs[v.name] = &v;
+  RunsByRepeat out;
+  for (const auto& v : variants) {
+    const auto it = declaredAs.find(v.name);
+    if (it != declaredAs.end() && v.status == JobStatus::Completed) out[it->second->group][it->second->repeat] = &v;
+  }
+  return out;
+}
+
+// `group` minus the baseline, metric by metric, over the repeats both completed.
+std::map<std::string, PairedComparison> againstBaseline(const std::map<std::string, const VariantResult*>& group,
+                                                        const std::map<std::string, const VariantResult*>& baseline) {
+  std::map<std::string, std::vector<std::pair<double, double>>> pairs;
+  for (const auto& [repeat, run] : group) {
+    const auto base = baseline.find(repeat);
+    if (base == baseline.end()) continue;
+    for (const auto& [k, value] : run->metrics)
+      if (const auto b = base->second->metrics.find(k); b != base->second->metrics.end())
+        pairs[k].emplace_back(value, b->second);
+  }
+  std::map<std::string, PairedComparison> out;
+  for (const auto& [k, list] : pairs)
+    if (const auto c = pairedComparison(list); c.n > 0) out[k] = c;
+  return out;
+}
+
+}  // namespace
+
 std::vector<VariantGroup> variantGroups(const ExperimentConfig& config, const std::vector<VariantResult>& variants) {
   std::vector<VariantGroup> groups;
   if (config.repeats.empty()) return groups;
   std::map<std::string, std::string> groupOf;
   for (const auto& v : config.variants) groupOf[v.name] = v.group;
+  const auto completed = completedRuns(config, variants);
+  const auto runsOf = [&](const std::string& group) {
+    const auto it = completed.find(group);
+    return it == completed.end() ? std::map<std::string, const VariantResult*>{} : it->second;
+  };
   for (const auto& declared : config.declared) {
     VariantGroup g;
     g.name = declared.name;
@@ -62,6 +102,10 @@ std::vector<VariantGroup> variantGroups(const ExperimentConfig& config, const st
     }
     if (g.runs.empty()) continue;
     for (const auto& [k, list] : values) g.metrics[k] = spreadOf(list);
+    if (!config.baseline.empty() && g.name != config.baseline) {
+      g.baseline = config.baseline;
+      g.againstBaseline = againstBaseline(runsOf(g.name), runsOf(config.baseline));
+    }
     groups.push_back(std::move(g));
   }
   return groups;
@@ -77,30 +121,58 @@ nlohmann::json groupsJson(const std::vector<VariantGroup>& groups) {
                     {"sd", summaryValue(s.sd)},
                     {"min", summaryValue(s.min)},
                     {"max", summaryValue(s.max)}};
-    list.push_back({{"name", g.name}, {"runs", g.runs}, {"completed", g.completed}, {"metrics", metrics}});
+    nlohmann::json group{{"name", g.name}, {"runs", g.runs}, {"completed", g.completed}, {"metrics", metrics}};
+    if (!g.baseline.empty()) {
+      nlohmann::json paired = nlohmann::json::object();
+      for (const auto& [k, c] : g.againstBaseline)
+        paired[k] = {{"pairs", c.n},
+                     {"diff_mean", summaryValue(c.mean)},
+                     {"diff_sd", summaryValue(c.sd)},
+                     {"t", summaryValue(c.t)},
+                     {"p", summaryValue(c.p)},
+                     {"lower", c.lower},
+                     {"higher", c.higher}};
+      group["against_baseline"] = {{"baseline", g.baseline}, {"metrics", paired}};
+    }
+    list.push_back(std::move(group));
   }
   return list;
 }
 
 std::string groupsCsv(const std::vector<VariantGroup>& groups) {
   std::set<std::string> keys;
-  for (const auto& g : groups)
+  bool paired = false;
+  for (const auto& g : groups) {
     for (const auto& [k, s] : g.metrics) keys.insert(k);
+    paired = paired || !g.baseline.empty();
+  }
   std::ostringstream csv;
   csv << "group,runs,completed";
-  for (const auto& k : keys) csv << "," << k << ":mean," << k << ":sd," << k << ":min," << k << ":max," << k << ":n";
+  for (const auto& k : keys) {
+    csv << "," << k << ":mean," << k << ":sd," << k << ":min," << k << ":max," << k << ":n";
+    if (paired)
+      csv << "," << k << ":diff_mean," << k << ":diff_sd," << k << ":p," << k << ":lower," << k << ":higher," << k
+          << ":pairs";
+  }
   csv << "\n";
   for (const auto& g : groups) {
     csv << g.name << "," << g.runs.size() << "," << g.completed;
     for (const auto& k : keys) {
-      const auto it = g.metrics.find(k);
-      if (it == g.metrics.end()) {
+      if (const auto it = g.metrics.find(k); it == g.metrics.end()) {
         csv << ",,,,,0";
-        continue;
+      } else {
+        const auto& s = it->second;
+        csv << "," << csvNumber(s.mean) << "," << csvNumber(s.sd) << "," << csvNumber(s.min) << "," << csvNumber(s.max)
+            << "," << s.n;
       }
-      const auto& s = it->second;
-      csv << "," << csvNumber(s.mean) << "," << csvNumber(s.sd) << "," << csvNumber(s.min) << "," << csvNumber(s.max)
-          << "," << s.n;
+      if (!paired) continue;
+      if (const auto it = g.againstBaseline.find(k); it == g.againstBaseline.end()) {
+        csv << ",,,,,,0";  // the baseline itself, or no repeat both completed
+      } else {
+        const auto& c = it->second;
+        csv << "," << csvNumber(c.mean) << "," << csvNumber(c.sd) << "," << csvNumber(c.p) << "," << c.lower << ","
+            << c.higher << "," << c.n;
+      }
     }
     csv << "\n";
   }

@@ -18,6 +18,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -154,6 +155,39 @@ QString readVariants(const QString& file, QJsonObject& root, std::vector<Variant
   return {};
 }
 
+// "difference mean +- sd, p, lower / higher" of a group's "against_baseline" metric.
+QString pairedText(const QJsonObject& m) {
+  const double mean = jsonNumber(m.value(QStringLiteral("diff_mean")));
+  const double sd = jsonNumber(m.value(QStringLiteral("diff_sd")));
+  const double p = jsonNumber(m.value(QStringLiteral("p")));
+  QString text = (mean > 0 ? QStringLiteral("+") : QString()) + QString::number(mean, 'g', 4);
+  if (!std::isnan(sd)) text += QStringLiteral(" \u00b1 %1").arg(QString::number(sd, 'g', 2));
+  if (!std::isnan(p)) text += QObject::tr(", p %1").arg(QString::number(p, 'g', 2));
+  return text + QObject::tr(", %1 lower / %2 higher")
+                    .arg(m.value(QStringLiteral("lower")).toInt())
+                    .arg(m.value(QStringLiteral("higher")).toInt());
+}
+
+// One of summary.json's "groups" (engine/jobs/experiment_groups.h).
+template <class Group>
+Group readGroup(const QJsonObject& o) {
+  Group g;
+  g.name = o.value(QStringLiteral("name")).toString();
+  for (const auto& run : o.value(QStringLiteral("runs")).toArray()) g.runs << run.toString();
+  g.completed = o.value(QStringLiteral("completed")).toInt();
+  const auto metrics = o.value(QStringLiteral("metrics")).toObject();
+  for (auto it = metrics.begin(); it != metrics.end(); ++it) {
+    const auto m = it.value().toObject();
+    g.meanSd[it.key()] = {jsonNumber(m.value(QStringLiteral("mean"))), jsonNumber(m.value(QStringLiteral("sd")))};
+  }
+  const auto paired = o.value(QStringLiteral("against_baseline")).toObject();
+  g.baseline = paired.value(QStringLiteral("baseline")).toString();
+  const auto pairedMetrics = paired.value(QStringLiteral("metrics")).toObject();
+  for (auto it = pairedMetrics.begin(); it != pairedMetrics.end(); ++it)
+    g.againstBaseline[it.key()] = pairedText(it.value().toObject());
+  return g;
+}
+
 }  // namespace
 
 QString ExperimentView::open(const QString& path) {
@@ -165,19 +199,8 @@ QString ExperimentView::open(const QString& path) {
   dir_ = QFileInfo(file).absolutePath();
   variants_ = std::move(variants);
   groups_.clear();
-  for (const auto& item : root.value(QStringLiteral("groups")).toArray()) {
-    const auto o = item.toObject();
-    Group g;
-    g.name = o.value(QStringLiteral("name")).toString();
-    for (const auto& run : o.value(QStringLiteral("runs")).toArray()) g.runs << run.toString();
-    g.completed = o.value(QStringLiteral("completed")).toInt();
-    const auto metrics = o.value(QStringLiteral("metrics")).toObject();
-    for (auto it = metrics.begin(); it != metrics.end(); ++it) {
-      const auto m = it.value().toObject();
-      g.meanSd[it.key()] = {jsonNumber(m.value(QStringLiteral("mean"))), jsonNumber(m.value(QStringLiteral("sd")))};
-    }
-    groups_.push_back(std::move(g));
-  }
+  for (const auto& item : root.value(QStringLiteral("groups")).toArray())
+    groups_.push_back(readGroup<Group>(item.toObject()));
   const auto text = [&](const char* key) { return root.value(QLatin1String(key)).toString().toHtmlEscaped(); };
   title_->setText(QStringLiteral("<b>%1</b> (%2, %3 variants) &nbsp; %4<br>%5")
                       .arg(text("name"), text("job"), QString::number(variants_.size()), dir_.toHtmlEscaped(),
@@ -247,9 +270,11 @@ void ExperimentView::fillTable() {
   for (const auto& k : keys) headers << k;
   table_->clear();
   table_->setColumnCount(headers.size());
-  table_->setRowCount(int(variants_.size() + groups_.size()));
+  table_->setRowCount(int(variants_.size() + groups_.size()) + baselineRowCount());
   table_->setHorizontalHeaderLabels(headers);
-  const int first = int(groups_.size());  // the declared variants' rows come first: the headline
+  // The declared variants' rows come first (the headline), then their differences from the
+  // baseline, then the runs.
+  const int first = int(groups_.size()) + baselineRowCount();
   for (int r = first; r < first + int(variants_.size()); ++r) {
     const auto& v = variants_[size_t(r - first)];
     table_->setItem(r, 0, new QTableWidgetItem(v.name));
@@ -262,7 +287,38 @@ void ExperimentView::fillTable() {
     }
   }
   fillGroupRows(keys);
+  fillBaselineRows(keys);
   table_->resizeColumnsToContents();
+}
+
+int ExperimentView::baselineRowCount() const {
+  return int(std::count_if(groups_.begin(), groups_.end(), [](const Group& g) { return !g.baseline.isEmpty(); }));
+}
+
+// Below the groups, one italic row per variant compared with the baseline: its value minus the
+// baseline's, repeat by repeat.
+void ExperimentView::fillBaselineRows(const std::set<QString>& keys) {
+  QFont italic = table_->font();
+  italic.setItalic(true);
+  int r = int(groups_.size());
+  for (const auto& g : groups_) {
+    if (g.baseline.isEmpty()) continue;
+    std::vector<QTableWidgetItem*> items{new QTableWidgetItem(tr("%1 \u2212 %2").arg(g.name, g.baseline)),
+                                         new QTableWidgetItem(tr("paired by repeat")), new QTableWidgetItem};
+    for (const auto& k : keys) {
+      const auto it = g.againstBaseline.find(k);
+      items.push_back(new QTableWidgetItem(it == g.againstBaseline.end() ? QString() : it->second));
+    }
+    for (int c = 0; c < int(items.size()); ++c) {
+      items[size_t(c)]->setFont(italic);
+      items[size_t(c)]->setToolTip(
+          tr("%1 minus %2 in each repeat both completed: the differences' mean \u00b1 sample sd, the two-sided "
+             "paired t-test's p, and in how many repeats %1 came out lower / higher")
+              .arg(g.name, g.baseline));
+      table_->setItem(r, c, items[size_t(c)]);
+    }
+    ++r;
+  }
 }
 
 // Above the runs, one bold row per declared variant: "mean +- sd" over its completed repeats.

@@ -68,10 +68,14 @@ class ExperimentView : public QWidget {
     QStringList runs;  // its repeats' variant names
     int completed = 0;
     std::map<QString, std::pair<double, double>> meanSd;
+    QString baseline;                            // "" for the baseline itself, or without one
+    std::map<QString, QString> againstBaseline;  // metric -> "difference mean +- sd, p, lower / higher"
   };
   void arrange();
   void fillTable();
   void fillGroupRows(const std::set<QString>& keys);
+  void fillBaselineRows(const std::set<QString>& keys);
+  int baselineRowCount() const;
   void fillChoices();
   void refreshScatter();
   void refreshCurves();

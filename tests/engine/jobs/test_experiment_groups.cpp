@@ -5,6 +5,9 @@
 //   - variantGroups: per declared variant, the mean, sample sd, min, max and n of each metric over
 //     its completed repeats (a failed repeat listed, not counted; a NaN not counted; sd NaN for one
 //     value), in summary.json's "groups" and summary_groups.csv, to the digit;
+//   - "baseline": each other variant minus the baseline, paired by repeat (paired_comparison.h),
+//     over the repeats both completed with finite values, in "against_baseline" and the CSV's
+//     diff columns, to the digit; a baseline that is no variant, or without repeats, refused;
 //   - the tiny distillation experiment with two data seeds writes those groups, the two seeds'
 //     runs differing (the repeat's patch reaches the job).
 #include <cmath>
@@ -100,6 +103,15 @@ class TestExperimentGroups : public QObject {
     QVERIFY(refused([](json& e) { e["repeats"][0]["seed"] = 3; }, "unknown key \"seed\""));
     QVERIFY(refused([](json& e) { e["repeats"][0]["set"]["stepz"] = 3; },
                     "variant \"hedgehog.s1\": distill config: unknown key \"stepz\""));
+    QVERIFY(refused([](json& e) { e["baseline"] = "softmax"; },
+                    "\"baseline\" is \"softmax\", which is not a variant (hedgehog, t2r)"));
+    QVERIFY(refused([](json& e) { e["baseline"] = 3; }, "\"baseline\""));
+    QVERIFY(refused(
+        [](json& e) {
+          e.erase("repeats");
+          e["baseline"] = "hedgehog";
+        },
+        "\"baseline\" compares variants repeat by repeat, so it needs \"repeats\""));
     // "a.b" repeated as "c" and "a" repeated as "b.c" would share a folder.
     QVERIFY(refused(
         [](json& e) {
@@ -150,6 +162,59 @@ class TestExperimentGroups : public QObject {
     QVERIFY(j::variantGroups(j::experimentConfigFromJson(tinyExperiment(dir)), runs).empty());
   }
 
+  void aBaselineComparesRepeatByRepeat() {
+    hh::test::TempDir dir("experiment_baseline");
+    json e = withSeeds(dir);
+    e["baseline"] = "hedgehog";
+    const auto c = j::experimentConfigFromJson(e);
+    QCOMPARE(j::toJson(c)["baseline"].get<std::string>(), std::string("hedgehog"));
+    const double nan = std::nan("");
+    std::vector<j::VariantResult> runs{
+        result("hedgehog.s1", j::JobStatus::Completed, {{"kl", 1.0}, {"ppl", 10.0}}),
+        result("hedgehog.s2", j::JobStatus::Completed, {{"kl", 3.0}, {"ppl", nan}}),
+        result("t2r.s1", j::JobStatus::Completed, {{"kl", 0.5}, {"ppl", 12.0}}),
+        result("t2r.s2", j::JobStatus::Completed, {{"kl", 2.0}, {"ppl", 11.0}}),
+    };
+    auto groups = j::variantGroups(c, runs);
+    QCOMPARE(groups.size(), size_t(2));
+    QVERIFY(groups[0].baseline.empty() && groups[0].againstBaseline.empty());  // the baseline itself
+    QCOMPARE(groups[1].baseline, std::string("hedgehog"));
+    // kl: differences -0.5 and -1: mean -0.75, sd sqrt(1/8), t -3, p (1 degree) 1 - 2 atan(3) / pi.
+    const auto& kl = groups[1].againstBaseline.at("kl");
+    QCOMPARE(kl.n, 2);
+    QCOMPARE(kl.mean, -0.75);
+    QCOMPARE(kl.sd, std::sqrt(0.125));
+    QVERIFY(std::fabs(kl.t + 3) < 1e-12);
+    QVERIFY(std::fabs(kl.p - (1 - 2 * std::atan(3.0) / std::acos(-1.0))) < 1e-12);
+    QCOMPARE(kl.lower, 2);
+    const auto& ppl = groups[1].againstBaseline.at("ppl");  // the baseline's NaN leaves one pair
+    QCOMPARE(ppl.n, 1);
+    QCOMPARE(ppl.mean, 2.0);
+    QCOMPARE(ppl.higher, 1);
+
+    const json js = j::groupsJson(groups);
+    QVERIFY(!js[0].contains("against_baseline"));
+    const auto& paired = js[1]["against_baseline"];
+    QCOMPARE(paired["baseline"].get<std::string>(), std::string("hedgehog"));
+    QCOMPARE(paired["metrics"]["kl"]["diff_mean"].get<double>(), -0.75);
+    QCOMPARE(paired["metrics"]["kl"]["lower"].get<int>(), 2);
+    QCOMPARE(paired["metrics"]["ppl"]["p"].get<std::string>(), std::string("nan"));
+    QCOMPARE(j::groupsCsv(groups),
+             std::string("group,runs,completed,"
+                         "kl:mean,kl:sd,kl:min,kl:max,kl:n,kl:diff_mean,kl:diff_sd,kl:p,kl:lower,kl:higher,kl:pairs,"
+                         "ppl:mean,ppl:sd,ppl:min,ppl:max,ppl:n,ppl:diff_mean,ppl:diff_sd,ppl:p,ppl:lower,ppl:higher,"
+                         "ppl:pairs\n"
+                         "hedgehog,2,2,2,1.41421356,1,3,2,,,,,,0,10,nan,10,10,1,,,,,,0\n"
+                         "t2r,2,2,1.25,1.06066017,0.5,2,2,-0.75,0.353553391,0.204832765,2,0,2,"
+                         "11.5,0.707106781,11,12,2,2,nan,nan,0,1,1\n"));
+
+    // A failed repeat pairs with nothing: one kl pair left.
+    runs[2].status = j::JobStatus::Failed;
+    groups = j::variantGroups(c, runs);
+    QCOMPARE(groups[1].againstBaseline.at("kl").n, 1);
+    QCOMPARE(groups[1].againstBaseline.at("kl").mean, -1.0);
+  }
+
   void anExperimentWithRepeatsSummarisesThem() {
     hh::test::TempDir dir("experiment_repeats_run");
     const auto c = j::experimentConfigFromJson(withSeeds(dir));
@@ -183,6 +248,7 @@ class TestExperimentGroups : public QObject {
 HH_TEST_SUITE(TestExperimentGroups, "engine.jobs.experiment_groups", &TestExperimentGroups::initTestCase,
               &TestExperimentGroups::repeatsMultiplyTheVariants, &TestExperimentGroups::badRepeatsAreRefused,
               &TestExperimentGroups::spreadsAreTheRepeatsStatistics,
+              &TestExperimentGroups::aBaselineComparesRepeatByRepeat,
               &TestExperimentGroups::anExperimentWithRepeatsSummarisesThem)
 
 }  // namespace test_experiment_groups

@@ -185,6 +185,7 @@ class TestExperimentView : public QObject {
     json e = hh::test::tinyExperiment(dir);
     e["repeats"] = json::array(
         {{{"name", "s1"}, {"set", {{"data", {{"seed", 1}}}}}}, {{"name", "s2"}, {"set", {{"data", {{"seed", 2}}}}}}});
+    e["baseline"] = "hedgehog";
     j::JobObserver quiet;
     const auto result = j::runExperiment(j::experimentConfigFromJson(e), quiet);
     QVERIFY2(result.status == j::JobStatus::Completed, result.message.c_str());
@@ -194,11 +195,13 @@ class TestExperimentView : public QObject {
     QCOMPARE(view.variantCount(), 4);
     QCOMPARE(view.groupCount(), 2);
     auto* table = view.table();
-    QCOMPARE(table->rowCount(), 6);
+    QCOMPARE(table->rowCount(), 7);  // two groups, t2r against the baseline, four runs
     QCOMPARE(table->item(1, 0)->text(), QString("t2r: mean \u00b1 sd"));
     QCOMPARE(table->item(1, 1)->text(), QString("2 of 2 completed"));
-    QCOMPARE(table->item(5, 0)->text(), QString("t2r.s2"));
-    QVERIFY(table->item(1, 0)->font().bold() && !table->item(5, 0)->font().bold());
+    QCOMPARE(table->item(2, 0)->text(), QString("t2r \u2212 hedgehog"));
+    QCOMPARE(table->item(6, 0)->text(), QString("t2r.s2"));
+    QVERIFY(table->item(1, 0)->font().bold() && !table->item(6, 0)->font().bold());
+    QVERIFY(table->item(2, 0)->font().italic() && !table->item(2, 0)->font().bold());
     int column = -1;
     for (int c = 0; c < table->columnCount(); ++c)
       if (table->horizontalHeaderItem(c)->text() == "kl_mean") column = c;
@@ -208,6 +211,18 @@ class TestExperimentView : public QObject {
     QCOMPARE(table->item(1, column)->text(), QString("%1 \u00b1 %2")
                                                  .arg(QString::number(kl["mean"].get<double>(), 'g', 5),
                                                       QString::number(kl["sd"].get<double>(), 'g', 2)));
+    // The paired row: t2r's kl_mean minus hedgehog's, seed by seed, from the runs themselves.
+    const auto& m = result.variants;
+    const double d1 = m[2].metrics.at("kl_mean") - m[0].metrics.at("kl_mean");
+    const double d2 = m[3].metrics.at("kl_mean") - m[1].metrics.at("kl_mean");
+    const auto& paired = summary["groups"][1]["against_baseline"]["metrics"]["kl_mean"];
+    QCOMPARE(paired["diff_mean"].get<double>(), (d1 + d2) / 2);
+    const QString cell = table->item(2, column)->text();
+    QVERIFY2(cell.startsWith(((d1 + d2) / 2 > 0 ? "+" : "") + QString::number((d1 + d2) / 2, 'g', 4) + " \u00b1 "),
+             qPrintable(cell));
+    QVERIFY2(
+        cell.endsWith(QString(", %1 lower / %2 higher").arg(int(d1 < 0) + int(d2 < 0)).arg(int(d1 > 0) + int(d2 > 0))),
+        qPrintable(cell));
     // The scatter: one series per declared variant, a point per repeat.
     QVERIFY(view.setScatterAxes("kl_mean", "val_loss"));
     QCOMPARE(view.scatterPlot()->seriesCount(), 2);
