@@ -277,8 +277,9 @@ void CurvePlot::placeLegendAwayFromData() {
   if (xr.size() <= 0 || yr.size() <= 0) return;
   const QRect area = plot_->axisRect()->rect();
   const QSize box = plot_->legend->minimumOuterSizeHint();
-  const double w = area.width() > 0 ? std::min(0.9, (box.width() + 16.0) / area.width()) : 0.35;
-  const double h = area.height() > 0 ? std::min(0.9, (box.height() + 16.0) / area.height()) : 0.4;
+  const double w = area.width() > 0 ? (box.width() + 16.0) / area.width() : 0.35;
+  const double h = area.height() > 0 ? (box.height() + 16.0) / area.height() : 0.4;
+  if (w > 0.6 || h > 0.75) return putLegendOutside();  // it would cover most of the axes wherever it sat
   const Qt::Alignment corners[4] = {Qt::AlignTop | Qt::AlignLeft, Qt::AlignTop | Qt::AlignRight,
                                     Qt::AlignBottom | Qt::AlignRight, Qt::AlignBottom | Qt::AlignLeft};
   int counts[4] = {0, 0, 0, 0};
@@ -296,7 +297,44 @@ void CurvePlot::placeLegendAwayFromData() {
   int best = 0;
   for (int c = 1; c < 4; ++c)
     if (counts[c] < counts[best]) best = c;
-  plot_->axisRect()->insetLayout()->setInsetAlignment(0, corners[best]);
+  if (counts[best] == 0) return putLegendInside(corners[best]);
+  // Every corner holds data. A short legend gets a band of its own above the data (only while the
+  // axes follow the data: a user's zoom is left alone); a tall one goes beside the axes.
+  if (h <= 0.45 && autoRescale_ && plot_->yAxis->scaleType() == QCPAxis::stLinear) {
+    plot_->yAxis->setRangeUpper(yr.upper + yr.size() * h / (1 - h));
+    return putLegendInside(Qt::AlignTop | Qt::AlignLeft);
+  }
+  putLegendOutside();
+}
+
+void CurvePlot::putLegendInside(Qt::Alignment corner) {
+  if (legendOutside_) {
+    legendColumn_->take(plot_->legend);
+    plot_->plotLayout()->take(legendColumn_);
+    plot_->plotLayout()->simplify();
+    plot_->axisRect()->insetLayout()->addElement(plot_->legend, corner);
+    legendOutside_ = false;
+  }
+  plot_->axisRect()->insetLayout()->setInsetAlignment(0, corner);
+}
+
+void CurvePlot::putLegendOutside() {
+  if (legendOutside_) return;
+  // Taken out of the plot's layout, the column stays the plot's child (QCPLayout::take).
+  if (!legendColumn_) legendColumn_ = new QCPLayoutGrid;
+  int row = 0;
+  for (int r = 0; r < plot_->plotLayout()->rowCount(); ++r)
+    if (plot_->plotLayout()->element(r, 0) == plot_->axisRect()) row = r;
+  const int column = plot_->plotLayout()->columnCount();
+  plot_->axisRect()->insetLayout()->take(plot_->legend);
+  plot_->axisRect()->insetLayout()->simplify();
+  legendColumn_->addElement(0, 0, plot_->legend);
+  if (legendColumn_->rowCount() < 2 || !legendColumn_->hasElement(1, 0))
+    legendColumn_->addElement(1, 0, new QCPLayoutElement(plot_));  // the rest of the column, empty
+  legendColumn_->setRowStretchFactor(0, 0.001);
+  plot_->plotLayout()->addElement(row, column, legendColumn_);
+  plot_->plotLayout()->setColumnStretchFactor(column, 0.001);
+  legendOutside_ = true;
 }
 
 namespace {

@@ -17,6 +17,7 @@
 class QCustomPlot;
 class QCPGraph;
 class QCPItemText;
+class QCPLayoutGrid;
 class QCPTextElement;
 class QTimer;
 
@@ -56,6 +57,8 @@ class CurvePlot : public QWidget {
   void setLogY(bool enabled);
   // The legend shows while `visible` and a series has a point.
   void setLegendVisible(bool visible);
+  // Whether the legend stands outside the axes, to their right (no corner inside was free of data).
+  bool legendOutside() const { return legendOutside_; }
   // A line in the middle of the axes while no series has a point (e.g. what the run lacks);
   // empty: nothing.
   void setEmptyText(const QString& text);
@@ -88,7 +91,12 @@ class CurvePlot : public QWidget {
   void onReplotTimer();
   void doReplot();
   void fitAxesToData();            // automatic rescaling: the finite points of the visible graphs
-  void placeLegendAwayFromData();  // moves the legend to the emptiest corner
+  // Moves the legend where it hides no data: the emptiest inside corner; with every corner taken,
+  // above the data (the y range raised by the legend's height) when it is short, else outside the
+  // axes, to their right.
+  void placeLegendAwayFromData();
+  void putLegendInside(Qt::Alignment corner);
+  void putLegendOutside();
 
  protected:
   void showEvent(QShowEvent* event) override;
@@ -102,6 +110,8 @@ class CurvePlot : public QWidget {
   QVector<Series> series_;
   bool autoRescale_ = true;
   bool legendWanted_ = true;
+  QCPLayoutGrid* legendColumn_ = nullptr;  // right of the axes while the legend is outside: it, then a filler
+  bool legendOutside_ = false;
   bool staleWhileHidden_ = false;
   int replotCount_ = 0;
   int paletteNext_ = 0;

@@ -1,7 +1,8 @@
 // CurvePlot: series bookkeeping, spread bands, legend entries, NaN gaps, and replots coalesced
 // by the single-shot timer (many changes, one replot); appendPoints keeps the keys sorted (in
 // place when they come after the data, merged otherwise); a hidden plot does not redraw until
-// it is shown; the legend moves to the corner with the fewest points; the empty text shows while
+// it is shown; the legend moves to the corner with the fewest points, and where every corner holds
+// data, above the data (a short legend) or beside the axes (a tall one); the empty text shows while
 // no series has a point, the legend only while there is a series; +-Inf values are left out of
 // the axis range and an all-NaN series leaves the axes still.
 #include <QSignalSpy>
@@ -37,6 +38,43 @@ class TestCurvePlot : public QObject {
     plot.rescaleAxes();
     plot.replotNow();
     QCOMPARE(corner(), Qt::AlignTop | Qt::AlignLeft);
+  }
+
+  // Every corner taken: a one-line legend gets a band above the data (the y range raised); a
+  // legend of ten series goes beside the axes, and comes back inside when a corner is free again.
+  void legendMakesRoomWhenNoCornerIsFree() {
+    CurvePlot plot;
+    plot.resize(600, 400);
+    plot.show();
+    plot.addSeries("corners", {0, 0, 4, 4, 2}, {0.0, 1.0, 0.0, 1.0, 0.5});
+    plot.rescaleAxes();
+    plot.replotNow();
+    QVERIFY(!plot.legendOutside());
+    QCOMPARE(plot.plot()->axisRect()->insetLayout()->insetAlignment(0), Qt::AlignTop | Qt::AlignLeft);
+    const QRect legend = plot.plot()->legend->outerRect();
+    QVERIFY2(plot.plot()->yAxis->coordToPixel(1.0) > legend.bottom(),
+             qPrintable(QString("top point at pixel %1, legend down to %2")
+                            .arg(plot.plot()->yAxis->coordToPixel(1.0))
+                            .arg(legend.bottom())));
+
+    plot.clear();
+    for (int i = 0; i < 10; ++i)  // each a line through all four corners' boxes
+      plot.addSeries(QString("series %1").arg(i), {0, 0.1, 2, 3.9, 4}, {1.0, 0.0 + 0.01 * i, 0.5, 0.0, 1.0});
+    plot.rescaleAxes();
+    plot.replotNow();
+    QVERIFY(plot.legendOutside());
+    plot.replotNow();  // laid out beside the axes
+    QVERIFY(plot.plot()->legend->outerRect().left() >= plot.plot()->axisRect()->outerRect().right());
+    QCOMPARE(plot.plot()->axisRect()->insetLayout()->elementCount(), 0);
+
+    plot.clear();
+    plot.addSeries("falling", {0, 1, 2, 3, 4}, {1.0, 0.6, 0.3, 0.1, 0.05});
+    plot.rescaleAxes();
+    plot.replotNow();
+    QVERIFY(!plot.legendOutside());
+    QCOMPARE(plot.plot()->axisRect()->insetLayout()->elementCount(), 1);
+    QCOMPARE(plot.plot()->axisRect()->insetLayout()->insetAlignment(0), Qt::AlignTop | Qt::AlignRight);
+    QCOMPARE(plot.plot()->plotLayout()->columnCount(), 1);
   }
 
   void emptyTextShowsUntilThereIsData() {
@@ -220,8 +258,8 @@ HH_TEST_SUITE(TestCurvePlot, "widgets.curve_plot", &TestCurvePlot::appendPointsK
               &TestCurvePlot::hiddenPlotsRedrawWhenShown, &TestCurvePlot::seriesWithAndWithoutSpread,
               &TestCurvePlot::replotsAreCoalesced, &TestCurvePlot::nanLeavesAGapAndClearEmpties,
               &TestCurvePlot::userZoomStopsAutoRescale, &TestCurvePlot::legendAvoidsTheData,
-              &TestCurvePlot::emptyTextShowsUntilThereIsData, &TestCurvePlot::infiniteValuesAreLeftOutOfTheRange,
-              &TestCurvePlot::allNanSeriesLeavesTheAxesStill)
+              &TestCurvePlot::legendMakesRoomWhenNoCornerIsFree, &TestCurvePlot::emptyTextShowsUntilThereIsData,
+              &TestCurvePlot::infiniteValuesAreLeftOutOfTheRange, &TestCurvePlot::allNanSeriesLeavesTheAxesStill)
 
 }  // namespace test_curve_plot
 
