@@ -86,18 +86,34 @@ bool JobRunner::running() const {
 }
 
 bool JobRunner::startConvert(const jobs::ConvertConfig& config) {
+  return start(QStringLiteral("convert"), [config](jobs::JobObserver& observer) {
+    const auto r = jobs::runConvert(config, observer);
+    return Outcome{QString::fromLatin1(jobs::toString(r.status)), QString::fromStdString(r.message),
+                   QString::fromStdString(r.runFile), QString::fromStdString(r.exportPath)};
+  });
+}
+
+bool JobRunner::startExperiment(const jobs::ExperimentConfig& config, const jobs::ExperimentOptions& options) {
+  return start(QStringLiteral("experiment"), [config, options](jobs::JobObserver& observer) {
+    const auto r = jobs::runExperiment(config, observer, options);
+    return Outcome{QString::fromLatin1(jobs::toString(r.status)), QString::fromStdString(r.message),
+                   QString::fromStdString(r.summaryJson), QString()};
+  });
+}
+
+bool JobRunner::start(const QString& kind, std::function<Outcome(jobs::JobObserver&)> job) {
   if (running()) return false;
   if (thread_) thread_->deleteLater();
   control_ = std::make_shared<Control>();
+  kind_ = kind;
   auto control = control_;
   const int threads = hh::runtimeInfo().intraOpThreads;
-  thread_ = QThread::create([this, config, control, threads] {
+  thread_ = QThread::create([this, job = std::move(job), control, threads] {
     hh::applyThreadCount(threads);  // OpenMP and OpenBLAS settings do not carry over to a new thread
     SignalObserver observer(this, control);
     try {
-      const auto r = jobs::runConvert(config, observer);
-      Q_EMIT finished(QString::fromLatin1(jobs::toString(r.status)), QString::fromStdString(r.message),
-                      QString::fromStdString(r.runFile), QString::fromStdString(r.exportPath));
+      const Outcome r = job(observer);
+      Q_EMIT finished(r.status, r.message, r.runFile, r.exportPath);
     } catch (const std::exception& e) {
       Q_EMIT finished(QStringLiteral("failed"), QString::fromStdString(hh::errorText(e)), QString(), QString());
     }

@@ -1,4 +1,5 @@
-// JobRunner: runs a conversion (engine/jobs/convert_job.h) on a worker thread for the workbench.
+// JobRunner: runs a conversion (engine/jobs/convert_job.h) or an experiment (experiment_job.h:
+// its variants one after another) on a worker thread for the workbench.
 // The job reports through an observer whose calls come back to the GUI thread as queued signals
 // (progress at most every kProgressMs, each stage's run file as it is created); cancel() sets a
 // flag the job polls every step, so it stops within a step and marks its run file cancelled.
@@ -10,10 +11,12 @@
 #include <QObject>
 #include <QString>
 
+#include <functional>
 #include <memory>
 
 #include "app/gui/conversion/job_signals.h"
 #include "engine/jobs/convert_job.h"
+#include "engine/jobs/experiment_job.h"
 
 class QThread;
 
@@ -31,6 +34,11 @@ class JobRunner : public JobSignals {
   bool running() const;
   // False (and nothing starts) when a job is already running.
   bool startConvert(const jobs::ConvertConfig& config);
+  // The experiment's pending variants, each variant's run file reported as it starts; finished()
+  // carries summary.json as its run file (written also after a cancel, listing what finished).
+  bool startExperiment(const jobs::ExperimentConfig& config, const jobs::ExperimentOptions& options);
+  // What the last start ran: "convert" or "experiment" ("" before any).
+  QString kind() const { return kind_; }
   void cancel();
   // Pause / resume the running job (no-ops when none runs). paused(): asked for, not yet resumed;
   // the job itself stops at its next cancel check.
@@ -46,10 +54,17 @@ class JobRunner : public JobSignals {
 
  public:
   struct Control;  // the cancel / pause state shared with the job's observer (job_runner.cpp)
+  // What a job hands back to finished(): status, message, run file, export path.
+  struct Outcome {
+    QString status, message, runFile, exportPath;
+  };
 
  private:
+  bool start(const QString& kind, std::function<Outcome(jobs::JobObserver&)> job);
+
   QThread* thread_ = nullptr;
   std::shared_ptr<Control> control_;
+  QString kind_;
 };
 
 }  // namespace hh::gui

@@ -117,6 +117,13 @@ class MainWindow : public QMainWindow {
   void showExperiments();
   // Opens an experiment folder (summary.json) on the Experiments tab; returns an error or empty.
   QString openExperiment(const QString& path);
+  // Runs an experiment project file (engine/jobs/experiment_job.h) in this process, variant after
+  // variant: the dashboard follows each variant's run file, Cancel stops it within a step, and the
+  // Experiments tab shows its summary when it ends. Variants done earlier with the same config are
+  // reused, and one left unfinished continues from its checkpoint, so a cancelled experiment
+  // started again goes on where it stopped. Returns an empty string, or why it could not start
+  // (unreadable or invalid file, a job already running).
+  QString startExperiment(const QString& projectPath);
   ExperimentView* experiments() const { return experiments_; }
   // Run > Rank layers…: the Layer ranking tab, its model folder set to the loaded model (unless
   // a ranking runs).
@@ -161,6 +168,8 @@ class MainWindow : public QMainWindow {
   // Both runners' runFileStarted and finished.
   void jobRunFileStarted(const QString& path);
   void jobEnded(const QString& status, const QString& message, const QString& runFile, const QString& exportPath);
+  void experimentEnded(const QString& status, const QString& message, const QString& summary);
+  void chooseExperimentToRun();
   void processJobRunningChanged(bool running);
   void chooseProject();
   void chooseRun();

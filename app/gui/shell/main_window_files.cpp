@@ -16,19 +16,20 @@
 #include <QThreadPool>
 #include <QTimer>
 
+#include "app/gui/common/error_dialog.h"
+#include "app/gui/common/export_dialogs.h"
 #include "app/gui/comparison/comparison_controls.h"
 #include "app/gui/comparison/comparison_view.h"
-#include "app/gui/common/error_dialog.h"
 #include "app/gui/conversion/dashboard_view.h"
-#include "app/gui/common/export_dialogs.h"
+#include "app/gui/generation/generation_view.h"
 #include "app/gui/inspector/inspector_view.h"
 #include "app/gui/inspector/model_session.h"
 #include "app/gui/rank/rank_view.h"
+#include "app/gui/runs/run_browser.h"
 #include "app/gui/shell/model_tree.h"
 #include "app/gui/shell/recent_files.h"
-#include "app/gui/runs/run_browser.h"
-#include "engine/core/process_memory.h"
 #include "engine/config/config_file.h"
+#include "engine/core/process_memory.h"
 #include "widgets/figure_export.h"
 
 namespace hh::gui {

@@ -90,6 +90,8 @@ QList<QAction*> MainWindow::addStartActions(QMenu* run) {
   convert->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
   QAction* open = run->addAction(tr("&Open a run file\u2026"), this, &MainWindow::chooseRun);
   open->setShortcut(QKeySequence::Open);
+  run->addAction(tr("Run an e&xperiment\u2026"), this, &MainWindow::chooseExperimentToRun)
+      ->setToolTip(tr("Run every variant of an experiment file, then show its results"));
   run->addAction(tr("Open an &experiment\u2026"), this, [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Open an experiment (a folder with summary.json)"),
                                                           QStringLiteral("runs/experiments"));
@@ -160,6 +162,8 @@ void MainWindow::jobRunFileStarted(const QString& path) {
 
 void MainWindow::jobEnded(const QString& status, const QString& message, const QString& runFile,
                           const QString& exportPath) {
+  if (sender() == runner_ && runner_->kind() == QLatin1String("experiment"))
+    return experimentEnded(status, message, runFile);
   cancelAction_->setEnabled(false);
   if (dashboardFollowsJob_) dashboard_->setJobEnded(status);
   jobRunFile_.clear();
