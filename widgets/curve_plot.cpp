@@ -321,7 +321,10 @@ void CurvePlot::putLegendInside(Qt::Alignment corner) {
 void CurvePlot::putLegendOutside() {
   if (legendOutside_) return;
   // Taken out of the plot's layout, the column stays the plot's child (QCPLayout::take).
-  if (!legendColumn_) legendColumn_ = new QCPLayoutGrid;
+  if (!legendColumn_) {
+    legendColumn_ = new QCPLayoutGrid;
+    legendColumn_->setMargins(QMargins(6, 6, 4, 0));  // the legend's frame clear of the axes and the edge
+  }
   int row = 0;
   for (int r = 0; r < plot_->plotLayout()->rowCount(); ++r)
     if (plot_->plotLayout()->element(r, 0) == plot_->axisRect()) row = r;

@@ -5,6 +5,8 @@
 //   --processes N            with --convert: data-parallel on N local processes (runs
 //                            `hedgehog convert --nproc N` from the workbench's folder); default 1
 //   --run FILE.h5            open a run file on the dashboard (followed while it grows)
+//   --run-experiment FILE.json   run an experiment's variants (the dashboard follows each; the
+//                            Experiments tab shows the summary at the end)
 //   --model FOLDER           open a model folder (inspector, comparison on its heads)
 //   --project FILE.json      open a project file (its model; Run > Convert runs it)
 //   --text TEXT | --text-file PATH   the inspector's text (inspected once the model is loaded)
@@ -71,6 +73,8 @@ struct CommandLine {
   const QCommandLineOption processes =
       visible("processes", "With --convert: run it data-parallel on N local processes (default 1).", "N");
   const QCommandLineOption run = visible("run", "Open a run file on the dashboard.", "run.h5");
+  const QCommandLineOption runExperiment =
+      visible("run-experiment", "Run an experiment file's variants, then show its summary.", "experiment.json");
   const QCommandLineOption model = visible("model", "Open a model folder.", "folder");
   const QCommandLineOption project = visible("project", "Open a project file.", "project.json");
   const QCommandLineOption text = visible("text", "The inspector's text.", "text");
@@ -108,7 +112,8 @@ struct CommandLine {
     parser.setApplicationDescription(QStringLiteral("Convert softmax attention into Hedgehog linear attention."));
     parser.addHelpOption();
     parser.addVersionOption();
-    parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, generate, prompt, maxTokens, rank});
+    parser.addOptions(
+        {experiment, exportFigures, scatter, curve, mapPair, generate, prompt, maxTokens, rank, runExperiment});
     parser.addOptions({convert,     processes,   run,    model,   project,   text,         textFile,  tab,
                        runsTab,     overlay,     shot,   delay,   fromStart, featureMaps,  modelHead, inspectHead,
                        inspectView, recallProbe, length, headDim, seed,      bidirectional});
@@ -174,7 +179,7 @@ void followInspection(hh::gui::MainWindow& window, const CommandLine& cl, const 
   }
 }
 
-// --convert (with --processes) or --run on the dashboard.
+// --convert (with --processes), --run-experiment or --run on the dashboard.
 QString startConversionOrRun(hh::gui::MainWindow& window, const CommandLine& cl) {
   if (cl.isSet(cl.convert)) {
     bool ok = true;
@@ -182,6 +187,7 @@ QString startConversionOrRun(hh::gui::MainWindow& window, const CommandLine& cl)
     if (!ok || count < 1) return QStringLiteral("--processes %1: not a positive number").arg(cl.value(cl.processes));
     return window.startConversion(cl.value(cl.convert), count);
   }
+  if (cl.isSet(cl.runExperiment)) return window.startExperiment(cl.value(cl.runExperiment));
   if (cl.isSet(cl.run)) window.openRun(cl.value(cl.run));
   return {};
 }
@@ -273,8 +279,8 @@ void scheduleScreenshot(hh::gui::MainWindow& window, const CommandLine& cl, bool
   const int delayMs = cl.isSet(cl.delay) ? cl.value(cl.delay).toInt() : 800;
   const QString first = cl.firstTab();
   const bool onDashboard = cl.isSet(cl.fromStart) || cl.isSet(cl.convert) || cl.isSet(cl.run) || cl.isSet(cl.rank) ||
-                           first == QLatin1String("runs") || first == QLatin1String("dashboard") ||
-                           first == QLatin1String("rank");
+                           cl.isSet(cl.runExperiment) || first == QLatin1String("runs") ||
+                           first == QLatin1String("dashboard") || first == QLatin1String("rank");
   auto grab = [&window, path] { grabAndQuit(window, path); };
   auto grabLater = [&window, delayMs, grab] { QTimer::singleShot(delayMs, &window, grab); };
   if (generating)
