@@ -37,10 +37,21 @@ std::set<std::string> commonKeys(const std::vector<Row>& rows, MapOf mapOf) {
   return common;
 }
 
-void printSummary(const jobs::ExperimentResult& r) {
+// A table's columns: the keys every row has, or with --metrics those of them asked for, in the
+// order asked.
+std::vector<std::string> tableColumns(const std::set<std::string>& common, const std::vector<std::string>& wanted) {
+  if (wanted.empty()) return {common.begin(), common.end()};
+  std::vector<std::string> out;
+  for (const auto& k : wanted)
+    if (common.count(k)) out.push_back(k);
+  return out;
+}
+
+void printSummary(const jobs::ExperimentResult& r, const std::vector<std::string>& wanted) {
   // The metrics every variant with metrics has, as columns (the summary files hold all of them);
   // a variant that failed before its run file has none, and blanks in the table.
-  const auto common = commonKeys(r.variants, [](const jobs::VariantResult& v) { return &v.metrics; });
+  const auto common =
+      tableColumns(commonKeys(r.variants, [](const jobs::VariantResult& v) { return &v.metrics; }), wanted);
   std::printf("%-20s %-10s %9s", "variant", "status", "seconds");
   for (const auto& k : common) std::printf(" %s", k.c_str());
   std::printf("\n");
@@ -59,7 +70,7 @@ void printSummary(const jobs::ExperimentResult& r) {
 
 // With a baseline: each other variant minus the baseline, repeat by repeat: the differences' mean
 // +- sd, the paired t-test's p and in how many repeats it came out lower / higher.
-void printAgainstBaseline(const std::vector<jobs::VariantGroup>& groups, const std::set<std::string>& keys) {
+void printAgainstBaseline(const std::vector<jobs::VariantGroup>& groups, const std::vector<std::string>& keys) {
   bool header = false;
   for (const auto& g : groups) {
     if (g.baseline.empty()) continue;
@@ -85,10 +96,11 @@ void printAgainstBaseline(const std::vector<jobs::VariantGroup>& groups, const s
 
 // With repeats: each declared variant's mean +- sample sd over its completed repeats, for the
 // metrics every group has (summary_groups.csv holds all of them, with min, max and n).
-void printGroups(const jobs::ExperimentConfig& config, const jobs::ExperimentResult& r) {
+void printGroups(const jobs::ExperimentConfig& config, const jobs::ExperimentResult& r,
+                 const std::vector<std::string>& wanted) {
   const auto groups = jobs::variantGroups(config, r.variants);
   if (groups.empty()) return;
-  const auto common = commonKeys(groups, [](const jobs::VariantGroup& g) { return &g.metrics; });
+  const auto common = tableColumns(commonKeys(groups, [](const jobs::VariantGroup& g) { return &g.metrics; }), wanted);
   std::printf("\nover the repeats (mean +- sd):\n%-20s %5s", "variant", "runs");
   for (const auto& k : common) std::printf(" %s", k.c_str());
   std::printf("\n");
@@ -108,6 +120,7 @@ void printGroups(const jobs::ExperimentConfig& config, const jobs::ExperimentRes
 struct ExperimentFlags {
   std::string configFile;
   std::vector<std::string> only;
+  std::vector<std::string> metrics;  // the tables' columns (empty: every metric all rows have)
   bool force = false, resume = false, list = false;
   int jobs = 1;
 };
@@ -146,14 +159,21 @@ ChildOutcome runPendingInChildren(const ExperimentFlags& f, const jobs::Experime
 }
 
 // The end: the table and the summary's path, or one "end" event in jsonl mode with every variant.
-void reportExperimentEnd(const jobs::ExperimentConfig& config, const jobs::ExperimentResult& r) {
+void reportExperimentEnd(const jobs::ExperimentConfig& config, const jobs::ExperimentResult& r,
+                         const std::vector<std::string>& wanted) {
+  std::set<std::string> known;
+  for (const auto& v : r.variants)
+    for (const auto& [k, value] : v.metrics) known.insert(k);
+  for (const auto& k : wanted)  // a typo after a long run warns; the summary files have every metric
+    if (!known.count(k))
+      std::fprintf(stderr, "hedgehog: --metrics: no variant has \"%s\" (summary.csv names them all)\n", k.c_str());
   JobEnd end(r.status, r.message, r.seconds, -1, "", {{"summary", r.summaryJson}, {"summary_csv", r.summaryCsv}});
   const auto summary = jobs::experimentSummary(config, r.variants);
   end.extra["variants"] = summary.at("variants");
   if (summary.contains("groups")) end.extra["groups"] = summary.at("groups");
-  end.printHuman = [&r, &config] {
-    printSummary(r);
-    printGroups(config, r);
+  end.printHuman = [&r, &config, &wanted] {
+    printSummary(r, wanted);
+    printGroups(config, r, wanted);
     std::printf("%s (%.1f s): %s\nsummary: %s\n", jobs::toString(r.status), r.seconds, r.message.c_str(),
                 r.summaryJson.c_str());
   };
@@ -174,7 +194,7 @@ void runExperimentCommand(const ExperimentFlags& f) {
   options.resume = f.resume;
   const ChildOutcome children = runPendingInChildren(f, config, options);
   const auto r = jobs::runExperiment(config, observer, options);
-  reportExperimentEnd(config, r);
+  reportExperimentEnd(config, r, f.metrics);
   if (children.interrupted)
     throw JobFailed(jobs::JobStatus::Cancelled,
                     "interrupted: the variants that ran were cancelled; --resume continues them");
@@ -198,6 +218,9 @@ void addExperimentCommand(CLI::App& app) {
   cmd->add_option("--jobs", f->jobs, "Run this many variants at once, each in its own process (cores shared out)")
       ->check(CLI::Range(1, 64));
   cmd->add_flag("--list", f->list, "Print the variants and their merged configs, run nothing");
+  cmd->add_option("--metrics", f->metrics,
+                  "The tables' columns, in this order (default: every metric; summary.json and .csv keep all)")
+      ->delimiter(',');
   cmd->callback([f] { runExperimentCommand(*f); });
 }
 

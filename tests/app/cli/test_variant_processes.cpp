@@ -1,7 +1,8 @@
 // app.cli.variant_processes: `hedgehog experiment --jobs 2` as a user runs it, on two variants
 // of distillation over the tiny GPT-2 fixture:
 //   - each variant runs in its own process with its log, and the summary equals an in-process
-//     run's layout; a failing variant is named on stderr in one line (its error, its log) and
+//     run's layout; run again with --metrics, the table shows those columns (a name no variant has
+//     warned about) and the summary keeps every metric; a failing variant is named on stderr in one line (its error, its log) and
 //     makes the command exit non-zero while the other completes;
 //   - SIGTERM to the launcher cancels both variants (variant.json "cancelled", exit 130, one
 //     "hedgehog: cancelled:" line, no child left running);
@@ -152,6 +153,17 @@ class TestVariantProcesses : public QObject {
       QCOMPARE(variant["reused"].get<bool>(), false);
     const auto run = hh::runs::RunReader::open(dir.file("exp") + "/t2r/run.h5");
     QCOMPARE(summary["variants"][1]["metrics"]["kl_mean"].get<double>(), run.scalars("kl_mean").values.back());
+
+    // Again with --metrics: both reused, the table has those columns in that order, a name no
+    // variant has is warned about on stderr, and summary.csv still has every metric.
+    const std::string err = dir.file("cli.err");
+    const int again = std::system(
+        (cli + " experiment --config " + file + " --metrics val_loss,kl_mean,bogus > " + out + " 2> " + err).c_str());
+    const std::string table = c::readAll(out), warnings = c::readAll(err);
+    QVERIFY2(again == 0, (table + warnings).c_str());
+    QVERIFY2(std::regex_search(table, std::regex("variant +status +seconds val_loss kl_mean\n")), table.c_str());
+    QVERIFY2(warnings.find("--metrics: no variant has \"bogus\"") != std::string::npos, warnings.c_str());
+    QVERIFY2(c::readAll(dir.file("exp") + "/summary.csv").find(",loss") != std::string::npos, "summary.csv keeps loss");
   }
 
   void failingVariantIsNamed() {
