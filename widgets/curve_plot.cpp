@@ -94,6 +94,14 @@ void CurvePlot::setSeriesName(int index, const QString& name) {
   scheduleReplot();
 }
 
+void CurvePlot::setSeriesDash(int index, Qt::PenStyle dash) {
+  if (index < 0 || index >= series_.size()) return;
+  QPen pen = series_[index].line->pen();
+  pen.setStyle(dash);
+  series_[index].line->setPen(pen);
+  scheduleReplot();
+}
+
 void CurvePlot::setSeriesStyle(int index, SeriesStyle style, double width) {
   if (index < 0 || index >= series_.size()) return;
   QCPGraph* g = series_[index].line;

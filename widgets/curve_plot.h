@@ -49,6 +49,8 @@ class CurvePlot : public QWidget {
   // as a loss), or markers only (sparse measurements such as a held-out loss). width: line pen.
   enum class SeriesStyle { LineAndPoints, Line, Points };
   void setSeriesStyle(int index, SeriesStyle style, double width = 2.0);
+  // The dash of series `index`'s line (e.g. the repeats of one variant in one colour).
+  void setSeriesDash(int index, Qt::PenStyle dash);
   // Renames series `index` in the legend (nothing for an index out of range).
   void setSeriesName(int index, const QString& name);
 

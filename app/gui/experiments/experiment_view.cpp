@@ -409,6 +409,11 @@ void ExperimentView::refreshCurves() {
   if (name.isEmpty()) return;
   const int slash = name.lastIndexOf(QLatin1Char('/'));
   const QString sub = slash >= 0 ? name.left(slash) : QString(), scalar = slash >= 0 ? name.mid(slash + 1) : name;
+  // With repeats, a declared variant's runs share its colour (the scatter's), a dash per repeat.
+  std::map<QString, std::pair<int, int>> groupAndRepeat;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (int r = 0; r < groups_[g].runs.size(); ++r) groupAndRepeat[groups_[g].runs[r]] = {int(g), r};
+  const Qt::PenStyle dashes[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine, Qt::DashDotDotLine};
   for (const auto& v : variants_) {
     // run.h5 and its continuations when the variant was resumed: one curve from start to end.
     const auto chain = runs::runChain((sub.isEmpty() ? v.runDir : QDir(v.runDir).filePath(sub)).toStdString());
@@ -416,7 +421,11 @@ void ExperimentView::refreshCurves() {
     if (series.steps.empty()) continue;  // a variant without this scalar (or not run yet) has no curve
     QVector<double> xs, ys;
     for (size_t i = 0; i < series.steps.size(); ++i) xs << double(series.steps[i]), ys << series.values[i];
-    const int index = curves_->addSeries(v.name, xs, ys);
+    const auto grouped = groupAndRepeat.find(v.name);
+    const bool inGroup = grouped != groupAndRepeat.end();
+    const int index =
+        curves_->addSeries(v.name, xs, ys, {}, inGroup ? widgets::seriesPaletteColor(grouped->second.first) : QColor());
+    if (inGroup) curves_->setSeriesDash(index, dashes[grouped->second.second % 5]);
     curves_->setSeriesStyle(index, xs.size() > 60 ? widgets::CurvePlot::SeriesStyle::Line : widgets::CurvePlot::SeriesStyle::LineAndPoints, 1.5);
   }
   curves_->setAxisLabels(tr("step"), name);

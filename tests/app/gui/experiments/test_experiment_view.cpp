@@ -4,8 +4,9 @@
 // the chosen head (the linear weights), and PNG export of the three figures. A folder without a
 // summary is refused with a message. A variant cancelled and resumed shows as one run (its
 // run.h5 and continuation joined). With repeats, a bold row per declared variant above the runs
-// gives each metric's mean +- sd over its repeats, the numbers of summary.json, and the scatter
-// draws each declared variant's repeats as one series.
+// gives each metric's mean +- sd over its repeats, the numbers of summary.json, an italic row per
+// variant against the baseline, the curves give a declared variant's repeats one colour and a
+// dash each, and the scatter draws each declared variant's repeats as one series.
 #include <QFile>
 #include <QImage>
 #include <QTableWidget>
@@ -23,6 +24,7 @@
 #include "tests/support/temp_dir.h"
 #include "widgets/curve_plot.h"
 #include "widgets/heatmap_view.h"
+#include "widgets/qcp.h"
 
 namespace test_experiment_view {
 
@@ -223,6 +225,14 @@ class TestExperimentView : public QObject {
     QVERIFY2(
         cell.endsWith(QString(", %1 lower / %2 higher").arg(int(d1 < 0) + int(d2 < 0)).arg(int(d1 > 0) + int(d2 > 0))),
         qPrintable(cell));
+    // The curves: a declared variant's repeats in one colour, a dash each; the variants apart.
+    QVERIFY(view.setCurveScalar("kl_mean"));
+    auto* curves = view.curvePlot()->plot();
+    QCOMPARE(curves->graphCount(), 4);
+    QCOMPARE(curves->graph(2)->pen().color(), curves->graph(3)->pen().color());
+    QVERIFY(curves->graph(2)->pen().style() != curves->graph(3)->pen().style());
+    QVERIFY(curves->graph(0)->pen().color() != curves->graph(2)->pen().color());
+    QCOMPARE(curves->graph(0)->pen().style(), curves->graph(2)->pen().style());
     // The scatter: one series per declared variant, a point per repeat.
     QVERIFY(view.setScatterAxes("kl_mean", "val_loss"));
     QCOMPARE(view.scatterPlot()->seriesCount(), 2);
