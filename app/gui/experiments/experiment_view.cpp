@@ -12,6 +12,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QMenu>
 #include <QScrollArea>
 #include <QSet>
 #include <QSplitter>
@@ -77,6 +78,13 @@ ExperimentView::ExperimentView(QWidget* parent) : QWidget(parent) {
   table_ = new QTableWidget(this);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->horizontalHeader()->setContextMenuPolicy(Qt::CustomContextMenu);
+  table_->horizontalHeader()->setToolTip(tr("Right-click to choose the columns shown"));
+  connect(table_->horizontalHeader(), &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
+    QMenu menu(this);
+    fillColumnMenu(&menu);
+    menu.exec(table_->horizontalHeader()->mapToGlobal(at));
+  });
   xChoice_ = combo(this);
   yChoice_ = combo(this);
   scalarChoice_ = combo(this);
@@ -260,93 +268,6 @@ void ExperimentView::fillChoices() {
        1);
   pick(scalarChoice_, {QStringLiteral("accuracy"), QStringLiteral("val_loss"), QStringLiteral("distill/val_loss")}, 0);
   pick(pairChoice_, {}, int(pairs.size()) - 1);  // the last pair: the top layer's last head
-}
-
-void ExperimentView::fillTable() {
-  std::set<QString> keys;
-  for (const auto& v : variants_)
-    for (const auto& [k, value] : v.metrics) keys.insert(k);
-  QStringList headers{tr("variant"), tr("status"), tr("seconds")};
-  for (const auto& k : keys) headers << k;
-  table_->clear();
-  table_->setColumnCount(headers.size());
-  table_->setRowCount(int(variants_.size() + groups_.size()) + baselineRowCount());
-  table_->setHorizontalHeaderLabels(headers);
-  // The declared variants' rows come first (the headline), then their differences from the
-  // baseline, then the runs.
-  const int first = int(groups_.size()) + baselineRowCount();
-  for (int r = first; r < first + int(variants_.size()); ++r) {
-    const auto& v = variants_[size_t(r - first)];
-    table_->setItem(r, 0, new QTableWidgetItem(v.name));
-    table_->setItem(r, 1, new QTableWidgetItem(v.status));
-    table_->setItem(r, 2, new QTableWidgetItem(QString::number(v.seconds, 'f', 1)));
-    int c = 3;
-    for (const auto& k : keys) {
-      const auto it = v.metrics.find(k);
-      table_->setItem(r, c++, new QTableWidgetItem(it == v.metrics.end() ? QString() : QString::number(it->second, 'g', 5)));
-    }
-  }
-  fillGroupRows(keys);
-  fillBaselineRows(keys);
-  table_->resizeColumnsToContents();
-}
-
-int ExperimentView::baselineRowCount() const {
-  return int(std::count_if(groups_.begin(), groups_.end(), [](const Group& g) { return !g.baseline.isEmpty(); }));
-}
-
-// Below the groups, one italic row per variant compared with the baseline: its value minus the
-// baseline's, repeat by repeat.
-void ExperimentView::fillBaselineRows(const std::set<QString>& keys) {
-  QFont italic = table_->font();
-  italic.setItalic(true);
-  int r = int(groups_.size());
-  for (const auto& g : groups_) {
-    if (g.baseline.isEmpty()) continue;
-    std::vector<QTableWidgetItem*> items{new QTableWidgetItem(tr("%1 \u2212 %2").arg(g.name, g.baseline)),
-                                         new QTableWidgetItem(tr("paired by repeat")), new QTableWidgetItem};
-    for (const auto& k : keys) {
-      const auto it = g.againstBaseline.find(k);
-      items.push_back(new QTableWidgetItem(it == g.againstBaseline.end() ? QString() : it->second));
-    }
-    for (int c = 0; c < int(items.size()); ++c) {
-      items[size_t(c)]->setFont(italic);
-      items[size_t(c)]->setToolTip(
-          tr("%1 minus %2 in each repeat both completed: the differences' mean \u00b1 sample sd, the two-sided "
-             "paired t-test's p, and in how many repeats %1 came out lower / higher")
-              .arg(g.name, g.baseline));
-      table_->setItem(r, c, items[size_t(c)]);
-    }
-    ++r;
-  }
-}
-
-// Above the runs, one bold row per declared variant: "mean +- sd" over its completed repeats.
-void ExperimentView::fillGroupRows(const std::set<QString>& keys) {
-  QFont bold = table_->font();
-  bold.setBold(true);
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    const auto& g = groups_[i];
-    const int r = int(i);
-    std::vector<QTableWidgetItem*> items{
-        new QTableWidgetItem(tr("%1: mean \u00b1 sd").arg(g.name)),
-        new QTableWidgetItem(tr("%1 of %2 completed").arg(g.completed).arg(g.runs.size())), new QTableWidgetItem};
-    for (const auto& k : keys) {
-      const auto it = g.meanSd.find(k);
-      QString text;
-      if (it != g.meanSd.end())
-        text = std::isnan(it->second.second)
-                   ? QString::number(it->second.first, 'g', 5)
-                   : QStringLiteral("%1 \u00b1 %2")
-                         .arg(QString::number(it->second.first, 'g', 5), QString::number(it->second.second, 'g', 2));
-      items.push_back(new QTableWidgetItem(text));
-    }
-    for (int c = 0; c < int(items.size()); ++c) {
-      items[size_t(c)]->setFont(bold);
-      items[size_t(c)]->setToolTip(tr("Over the repeats of %1 that completed (sample standard deviation)").arg(g.name));
-      table_->setItem(r, c, items[size_t(c)]);
-    }
-  }
 }
 
 bool ExperimentView::setScatterAxes(const QString& x, const QString& y) {

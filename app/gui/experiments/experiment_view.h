@@ -1,17 +1,21 @@
 // ExperimentView: the results of an experiment (`hedgehog experiment`, engine/jobs/experiment_job.h)
 // read from its folder: summary.json and every variant's run files. Shows
 //   - a table: one row per variant (status, wall time, every final metric), and with repeats, above
-//     them, a row per declared variant with each metric's mean +- sample sd over its completed repeats;
+//     them, a row per declared variant with each metric's mean +- sample sd over its completed
+//     repeats and, with a baseline, a row per other variant against it repeat by repeat; a
+//     right-click on the header chooses the metric columns shown;
 //   - a scatter of one metric against another, a point per variant (default: attention entropy
 //     against test accuracy, the Hedgehog paper's Fig. 4, when the runs have them); with repeats
 //     a declared variant's repeats are one series, one colour;
-//   - one scalar over steps for every variant on one plot (loss, accuracy, val_loss, ...);
+//   - one scalar over steps for every variant on one plot (loss, accuracy, val_loss, ...); with
+//     repeats a declared variant's runs share its colour, a dash each;
 //   - the last attention snapshot of a chosen (layer, head) for every variant side by side (the
 //     weights each model uses: linear where the layer is linear, softmax otherwise; the paper's
 //     Fig. 2).
 // exportFigures writes the three plots as PNG (what the results pages show). Everything is read
 // when the folder is opened (finished runs: a few small reads), on the calling thread.
 #pragma once
+#include <QSet>
 #include <QString>
 #include <QStringList>
 #include <QWidget>
@@ -22,6 +26,7 @@
 #include <vector>
 
 class QComboBox;
+class QMenu;
 class QGridLayout;
 class QLabel;
 class QTableWidget;
@@ -48,6 +53,12 @@ class ExperimentView : public QWidget {
   bool setScatterAxes(const QString& x, const QString& y);
   bool setCurveScalar(const QString& name);
   bool setMapPair(int layer, int head);
+
+  // The table's metric columns: hidden ones stay hidden when another experiment is opened.
+  void setMetricColumnShown(const QString& name, bool shown);
+  QStringList hiddenMetricColumns() const;
+  // The header's context menu: a checkable entry per metric column, then "Show every column".
+  void fillColumnMenu(QMenu* menu);
 
   // For tests.
   int variantCount() const { return int(variants_.size()); }
@@ -81,7 +92,9 @@ class ExperimentView : public QWidget {
   void refreshCurves();
   void refreshMaps();
 
+  static constexpr int kFixedColumns = 3;  // variant, status, seconds; the metrics follow
   QString dir_;
+  QSet<QString> hiddenColumns_;
   std::vector<Variant> variants_;
   std::vector<Group> groups_;
   QLabel* title_ = nullptr;

@@ -5,10 +5,12 @@
 // summary is refused with a message. A variant cancelled and resumed shows as one run (its
 // run.h5 and continuation joined). With repeats, a bold row per declared variant above the runs
 // gives each metric's mean +- sd over its repeats, the numbers of summary.json, an italic row per
-// variant against the baseline, the curves give a declared variant's repeats one colour and a
+// variant against the baseline (a metric column hidden from the header's menu stays hidden when
+// the folder is opened again, until "Show every column"), the curves give a declared variant's repeats one colour and a
 // dash each, and the scatter draws each declared variant's repeats as one series.
 #include <QFile>
 #include <QImage>
+#include <QMenu>
 #include <QTableWidget>
 #include <QTest>
 
@@ -225,6 +227,27 @@ class TestExperimentView : public QObject {
     QVERIFY2(
         cell.endsWith(QString(", %1 lower / %2 higher").arg(int(d1 < 0) + int(d2 < 0)).arg(int(d1 > 0) + int(d2 > 0))),
         qPrintable(cell));
+    // The header's menu hides a metric column, which stays hidden when the folder is opened
+    // again, until "Show every column".
+    QMenu menu;
+    view.fillColumnMenu(&menu);
+    QAction* klAction = nullptr;
+    for (QAction* a : menu.actions())
+      if (a->text() == "kl_mean") klAction = a;
+    QVERIFY(klAction && klAction->isCheckable() && klAction->isChecked());
+    klAction->setChecked(false);
+    QVERIFY(table->isColumnHidden(column));
+    QCOMPARE(view.hiddenMetricColumns(), QStringList{"kl_mean"});
+    QCOMPARE(view.open(QString::fromStdString(dir.file("exp"))), QString());
+    QVERIFY(view.table()->isColumnHidden(column));
+    QVERIFY(!view.table()->isColumnHidden(0) && !view.table()->isColumnHidden(column + 1));
+    QMenu again;
+    view.fillColumnMenu(&again);
+    again.actions().last()->trigger();  // "Show every column"
+    QCOMPARE(again.actions().last()->text(), QString("Show every column"));
+    QVERIFY(!view.table()->isColumnHidden(column));
+    QVERIFY(view.hiddenMetricColumns().isEmpty());
+
     // The curves: a declared variant's repeats in one colour, a dash each; the variants apart.
     QVERIFY(view.setCurveScalar("kl_mean"));
     auto* curves = view.curvePlot()->plot();
