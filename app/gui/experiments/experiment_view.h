@@ -57,6 +57,8 @@ class ExperimentView : public QWidget {
   // The table's metric columns: hidden ones stay hidden when another experiment is opened.
   void setMetricColumnShown(const QString& name, bool shown);
   QStringList hiddenMetricColumns() const;
+  // Hides every metric column but these (in the table's order); false if one is not a column.
+  bool showOnlyMetricColumns(const QStringList& names);
   // The header's context menu: a checkable entry per metric column, then "Show every column".
   void fillColumnMenu(QMenu* menu);
 

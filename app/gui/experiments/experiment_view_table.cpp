@@ -122,6 +122,15 @@ void ExperimentView::setMetricColumnShown(const QString& name, bool shown) {
     if (table_->horizontalHeaderItem(c)->text() == name) table_->setColumnHidden(c, !shown);
 }
 
+bool ExperimentView::showOnlyMetricColumns(const QStringList& names) {
+  QStringList columns;
+  for (int c = kFixedColumns; c < table_->columnCount(); ++c) columns << table_->horizontalHeaderItem(c)->text();
+  for (const auto& name : names)
+    if (!columns.contains(name)) return false;
+  for (const auto& column : columns) setMetricColumnShown(column, names.contains(column));
+  return true;
+}
+
 QStringList ExperimentView::hiddenMetricColumns() const {
   QStringList names(hiddenColumns_.begin(), hiddenColumns_.end());
   names.sort();

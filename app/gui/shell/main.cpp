@@ -21,6 +21,7 @@
 //   --screenshot-from-start    count the delay from the start instead, whatever runs (an
 //                              inspection mid-way, its bar and Cancel)
 //   --rank FILE                open a saved rank.json on the Layer ranking tab
+//   --columns a,b              with --experiment: only these metric columns in its table
 // and the first comparison's settings: --feature-maps A,B,C --length T --head-dim D --seed S
 // --bidirectional --head L,H (a model head; needs --model or --project).
 #include <QApplication>
@@ -107,13 +108,14 @@ struct CommandLine {
   const QCommandLineOption scatter = hidden("scatter", "Experiment scatter axes.", "x,y");
   const QCommandLineOption curve = hidden("curve", "Experiment scalar over steps.", "name");
   const QCommandLineOption mapPair = hidden("map-pair", "Experiment snapshot pair.", "L,H");
+  const QCommandLineOption columns = hidden("columns", "Experiment table: only these metric columns.", "a,b");
 
   explicit CommandLine(const QApplication& app) {
     parser.setApplicationDescription(QStringLiteral("Convert softmax attention into Hedgehog linear attention."));
     parser.addHelpOption();
     parser.addVersionOption();
-    parser.addOptions(
-        {experiment, exportFigures, scatter, curve, mapPair, generate, prompt, maxTokens, rank, runExperiment});
+    parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, columns, generate, prompt, maxTokens, rank,
+                       runExperiment});
     parser.addOptions({convert,     processes,   run,    model,   project,   text,         textFile,  tab,
                        runsTab,     overlay,     shot,   delay,   fromStart, featureMaps,  modelHead, inspectHead,
                        inspectView, recallProbe, length, headDim, seed,      bidirectional});
@@ -203,6 +205,8 @@ QString openExperiment(hh::gui::MainWindow& window, const CommandLine& cl) {
     error = QStringLiteral("--curve %1: no such scalar").arg(cl.value(cl.curve));
   if (error.isEmpty() && cl.isSet(cl.mapPair) && !view->setMapPair(lh.value(0).toInt(), lh.value(1).toInt()))
     error = QStringLiteral("--map-pair %1: no snapshots of that head").arg(cl.value(cl.mapPair));
+  if (error.isEmpty() && cl.isSet(cl.columns) && !view->showOnlyMetricColumns(cl.list(cl.columns)))
+    error = QStringLiteral("--columns %1: not metrics the variants have").arg(cl.value(cl.columns));
   if (error.isEmpty() && cl.isSet(cl.exportFigures)) error = view->exportFigures(cl.value(cl.exportFigures));
   return error;
 }

@@ -247,6 +247,9 @@ class TestExperimentView : public QObject {
     QCOMPARE(again.actions().last()->text(), QString("Show every column"));
     QVERIFY(!view.table()->isColumnHidden(column));
     QVERIFY(view.hiddenMetricColumns().isEmpty());
+    QVERIFY(view.showOnlyMetricColumns({"kl_mean"}));
+    QVERIFY(!view.table()->isColumnHidden(column) && view.table()->isColumnHidden(column + 1));
+    QVERIFY(!view.showOnlyMetricColumns({"kl_mean", "no_such_metric"}));
 
     // The curves: a declared variant's repeats in one colour, a dash each; the variants apart.
     QVERIFY(view.setCurveScalar("kl_mean"));
