@@ -44,23 +44,11 @@ std::string csvNumber(double v) {
 
 namespace {
 
-// Each declared variant's completed runs, by repeat name.
-using RunsByRepeat = std::map<std::string, std::map<std::string, const VariantResult*>>;
-
-RunsByRepeat completedRuns(const ExperimentConfig& config, const std::vector<VariantResult>& variants) {
-  std::map<std::string, const ExperimentVariant*> declaredAs;
-  for (const auto& v : config.variants) declaredAs[v.name] = &v;
-  RunsByRepeat out;
-  for (const auto& v : variants) {
-    const auto it = declaredAs.find(v.name);
-    if (it != declaredAs.end() && v.status == JobStatus::Completed) out[it->second->group][it->second->repeat] = &v;
-  }
-  return out;
-}
+// One declared variant's completed runs, by repeat name.
+using RunsByRepeat = std::map<std::string, const VariantResult*>;
 
 // `group` minus the baseline, metric by metric, over the repeats both completed.
-std::map<std::string, PairedComparison> againstBaseline(const std::map<std::string, const VariantResult*>& group,
-                                                        const std::map<std::string, const VariantResult*>& baseline) {
+std::map<std::string, PairedComparison> againstBaseline(const RunsByRepeat& group, const RunsByRepeat& baseline) {
   std::map<std::string, std::vector<std::pair<double, double>>> pairs;
   for (const auto& [repeat, run] : group) {
     const auto base = baseline.find(repeat);
@@ -80,31 +68,31 @@ std::map<std::string, PairedComparison> againstBaseline(const std::map<std::stri
 std::vector<VariantGroup> variantGroups(const ExperimentConfig& config, const std::vector<VariantResult>& variants) {
   std::vector<VariantGroup> groups;
   if (config.repeats.empty()) return groups;
-  std::map<std::string, std::string> groupOf;
-  for (const auto& v : config.variants) groupOf[v.name] = v.group;
-  const auto completed = completedRuns(config, variants);
-  const auto runsOf = [&](const std::string& group) {
-    const auto it = completed.find(group);
-    return it == completed.end() ? std::map<std::string, const VariantResult*>{} : it->second;
-  };
+  std::map<std::string, const ExperimentVariant*> runOf;  // a run's name -> its declared variant and repeat
+  for (const auto& v : config.variants) runOf[v.name] = &v;
+  std::map<std::string, std::vector<std::string>> listed;  // per declared variant: its runs in the summary
+  std::map<std::string, RunsByRepeat> completed;           // ... and those of them that completed
+  for (const auto& v : variants) {
+    const auto it = runOf.find(v.name);
+    if (it == runOf.end()) continue;
+    listed[it->second->group].push_back(v.name);
+    if (v.status == JobStatus::Completed) completed[it->second->group][it->second->repeat] = &v;
+  }
   for (const auto& declared : config.declared) {
+    if (!listed.count(declared.name)) continue;
     VariantGroup g;
     g.name = declared.name;
+    g.runs = listed[declared.name];
+    const RunsByRepeat& done = completed[declared.name];
+    g.completed = int(done.size());
     std::map<std::string, std::vector<double>> values;
-    for (const auto& v : variants) {
-      const auto it = groupOf.find(v.name);
-      if (it == groupOf.end() || it->second != g.name) continue;
-      g.runs.push_back(v.name);
-      if (v.status != JobStatus::Completed) continue;
-      ++g.completed;
-      for (const auto& [k, value] : v.metrics)
+    for (const auto& [repeat, run] : done)
+      for (const auto& [k, value] : run->metrics)
         if (std::isfinite(value)) values[k].push_back(value);
-    }
-    if (g.runs.empty()) continue;
     for (const auto& [k, list] : values) g.metrics[k] = spreadOf(list);
     if (!config.baseline.empty() && g.name != config.baseline) {
       g.baseline = config.baseline;
-      g.againstBaseline = againstBaseline(runsOf(g.name), runsOf(config.baseline));
+      g.againstBaseline = againstBaseline(done, completed[config.baseline]);
     }
     groups.push_back(std::move(g));
   }

@@ -8,8 +8,6 @@ namespace hh::jobs {
 
 namespace {
 
-constexpr double kUndefinedStatistic = std::numeric_limits<double>::quiet_NaN();
-
 // The continued fraction of I_x(a, b) (converges fast for x < (a + 1) / (a + b + 2)), evaluated
 // by the modified Lentz method: f = 1 / (1 + d1 / (1 + d2 / (1 + ...))) with
 //   d(2m + 1) = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)),
@@ -49,7 +47,7 @@ double regularizedIncompleteBeta(double a, double b, double x) {
 }
 
 double studentTwoSidedP(double t, double dof) {
-  if (std::isnan(t) || !(dof > 0)) return kUndefinedStatistic;
+  if (std::isnan(t) || !(dof > 0)) return PairedComparison::kUndefined;
   if (std::isinf(t)) return 0;
   return regularizedIncompleteBeta(dof / 2, 0.5, dof / (dof + t * t));
 }
@@ -64,7 +62,6 @@ PairedComparison pairedComparison(const std::vector<std::pair<double, double>>& 
     c.higher += variant > baseline;
   }
   c.n = int(diffs.size());
-  c.mean = c.sd = c.t = c.p = kUndefinedStatistic;
   if (c.n == 0) return c;
   double sum = 0;
   for (double d : diffs) sum += d;

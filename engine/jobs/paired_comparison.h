@@ -3,18 +3,20 @@
 // came out lower or higher. With four data draws the p-value is weak evidence either way; the
 // counts say the same thing without a distribution. No Torch.
 #pragma once
+#include <limits>
 #include <utility>
 #include <vector>
 
 namespace hh::jobs {
 
 struct PairedComparison {
-  int n = 0;       // pairs where both values are finite
-  double mean;     // of (variant - baseline); NaN for n = 0
-  double sd;       // sample sd of the differences (n - 1); NaN for n < 2
-  double t;        // mean / (sd / sqrt(n)): NaN for n < 2; 0 where every difference is 0; +-inf
-                   // where they are all the same non-zero value
-  double p;        // two-sided, Student's t with n - 1 degrees of freedom (NaN for n < 2)
+  static constexpr double kUndefined = std::numeric_limits<double>::quiet_NaN();
+  int n = 0;                 // pairs where both values are finite
+  double mean = kUndefined;  // of (variant - baseline); NaN for n = 0
+  double sd = kUndefined;    // sample sd of the differences (n - 1); NaN for n < 2
+  double t = kUndefined;     // mean / (sd / sqrt(n)): NaN for n < 2; 0 where every difference is
+                             // 0; +-inf where they are all the same non-zero value
+  double p = kUndefined;     // two-sided, Student's t with n - 1 degrees of freedom (NaN for n < 2)
   int lower = 0;   // pairs where the variant's value is below the baseline's
   int higher = 0;  // ... above it
 };
