@@ -243,8 +243,8 @@ class TestExperimentView : public QObject {
     QVERIFY(!view.table()->isColumnHidden(0) && !view.table()->isColumnHidden(column + 1));
     QMenu again;
     view.fillColumnMenu(&again);
-    again.actions().last()->trigger();  // "Show every column"
     QCOMPARE(again.actions().last()->text(), QString("Show every column"));
+    again.actions().last()->trigger();
     QVERIFY(!view.table()->isColumnHidden(column));
     QVERIFY(view.hiddenMetricColumns().isEmpty());
     QVERIFY(view.showOnlyMetricColumns({"kl_mean"}));

@@ -1,7 +1,8 @@
 // app.gui.run_experiment: Run > Run an experiment in the workbench (MainWindow::startExperiment).
 //   - the tiny two-variant distillation experiment runs in the window: the dashboard follows a
 //     variant's run file, and at the end the Experiments tab shows the summary, both variants
-//     completed; run again, both are reused (none to run) and the summary opens again;
+//     completed; run again from another tab, both are reused (none to run) and the Experiments
+//     tab is shown again;
 //   - Cancel while the first variant of a long experiment runs ends the job as cancelled within
 //     5 s; the Experiments tab lists that variant as cancelled and not the one never started;
 //   - a second start while one runs is refused, and so are a missing file and a malformed one,
@@ -63,16 +64,19 @@ class TestRunExperiment : public QObject {
     QCOMPARE(runFiles.count(), 2);  // one run file per variant, each followed
     QVERIFY(runFiles.at(1).at(0).toString().endsWith("exp/t2r/run.h5"));
     auto* view = window.experiments();
+    QVERIFY(view->isVisible());  // the Experiments tab is the one shown
     QCOMPARE(view->variantCount(), 2);
     QCOMPARE(statusOf(view, "hedgehog"), QString("completed"));
     QCOMPARE(statusOf(view, "t2r"), QString("completed"));
 
-    // Again: nothing to run, both reused; the summary comes back at once.
-    view->open(QString::fromStdString(dir.file("missing")));  // (refused; leaves the view as it was)
+    // Again, from another tab: nothing to run, both reused; the summary is shown again.
+    window.showInspector();
+    QVERIFY(!view->isVisible());
     QCOMPARE(window.startExperiment(path), QString());
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 2, 30000);
     QCOMPARE(finished.at(1).at(0).toString(), QString("completed"));
     QCOMPARE(runFiles.count(), 2);  // no variant ran
+    QVERIFY(view->isVisible());
     QCOMPARE(view->variantCount(), 2);
   }
 
@@ -97,6 +101,7 @@ class TestRunExperiment : public QObject {
     QVERIFY(clock.elapsed() < 5000);
     QCOMPARE(finished.at(0).at(0).toString(), QString("cancelled"));
     auto* view = window.experiments();
+    QVERIFY(view->isVisible());
     QCOMPARE(view->variantCount(), 1);  // t2r never started: not listed
     QCOMPARE(statusOf(view, "hedgehog"), QString("cancelled"));
   }
