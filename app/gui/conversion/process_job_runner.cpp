@@ -93,23 +93,49 @@ QString ProcessJobRunner::startConvert(const jobs::ConvertConfig& config, int pr
   }
   if (!QDir().mkpath(runDir_)) return tr("%1: cannot create the run folder").arg(runDir_);
   const QString project = runDir_ + QStringLiteral("/project.json");
+  projectFile_ = project;
   QSaveFile file(project);
   const QByteArray text = QByteArray::fromStdString(jobs::toJson(c).dump(2) + "\n");
   if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size() || !file.commit())
     return tr("%1: cannot write the project file: %2").arg(project, file.errorString());
 
-  QStringList arguments{QStringLiteral("--progress"), QStringLiteral("jsonl"), QStringLiteral("convert"),
-                        QStringLiteral("--config"),   project,                 QStringLiteral("--nproc"),
+  QStringList arguments{QStringLiteral("convert"), QStringLiteral("--config"), project, QStringLiteral("--nproc"),
                         QString::number(processes)};
   if (!outputFlag.isEmpty()) arguments << QStringLiteral("--output") << outputFlag;
+  return startProcess(arguments, processes, 0) ? QString() : startError_;
+}
 
+QString ProcessJobRunner::startExperimentVariant(const QString& projectPath, const QString& variant,
+                                                 const QString& runDir, int threads) {
+  if (running()) return tr("a job is already running");
+  const QFileInfo cli(binary_);
+  if (!cli.isFile() || !cli.isExecutable())
+    return tr("%1: the command-line tool is missing or not executable; an experiment's variants run several at "
+              "a time as `hedgehog experiment --only NAME`, which must lie next to hedgehog-workbench")
+        .arg(binary_);
+  workingDir_ = QDir::currentPath();
+  runDir_ = QDir::cleanPath(QDir(workingDir_).absoluteFilePath(runDir));
+  projectFile_ = projectPath;
+  const QStringList arguments{
+      QStringLiteral("experiment"), QStringLiteral("--config"), projectPath, QStringLiteral("--only"), variant,
+      QStringLiteral("--resume")};
+  return startProcess(arguments, 1, threads) ? QString() : startError_;
+}
+
+bool ProcessJobRunner::startProcess(const QStringList& arguments, int processes, int threads) {
   if (process_) process_->deleteLater();
   process_ = new QProcess(this);
   process_->setWorkingDirectory(workingDir_);
   process_->setProgram(binary_);
-  process_->setArguments(arguments);
+  process_->setArguments(QStringList{QStringLiteral("--progress"), QStringLiteral("jsonl")} + arguments);
+  if (threads > 0 && !qEnvironmentVariableIsSet("HH_NUM_THREADS")) {
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert(QStringLiteral("HH_NUM_THREADS"), QString::number(threads));
+    process_->setProcessEnvironment(environment);
+  }
 #ifdef __linux__
-  // The launcher passes a SIGTERM on to every rank: a workbench that dies does not leave them.
+  // The CLI cancels on SIGTERM (a launcher passes it on to every rank): a workbench that dies
+  // does not leave it running.
   process_->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
 #endif
   connect(process_, &QProcess::readyReadStandardOutput, this, &ProcessJobRunner::readStdout);
@@ -119,7 +145,6 @@ QString ProcessJobRunner::startConvert(const jobs::ConvertConfig& config, int pr
     if (started == process_) onExited(code, status == QProcess::CrashExit);
   });
   processes_ = processes;
-  projectFile_ = project;
   cancelled_ = killed_ = false;
   summaryMessage_.clear();
   errorLine_.clear();
@@ -128,13 +153,13 @@ QString ProcessJobRunner::startConvert(const jobs::ConvertConfig& config, int pr
   exportPath_.clear();
   process_->start();
   if (!process_->waitForStarted(10000)) {
-    const QString why = process_->errorString();
+    startError_ = tr("%1: could not start: %2").arg(binary_, process_->errorString());
     process_->deleteLater();
     process_ = nullptr;
-    return tr("%1: could not start: %2").arg(binary_, why);
+    return false;
   }
   Q_EMIT runningChanged(true);
-  return {};
+  return true;
 }
 
 void ProcessJobRunner::cancel() {

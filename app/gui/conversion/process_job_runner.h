@@ -1,9 +1,9 @@
-// ProcessJobRunner: runs a conversion data-parallel on several local processes by starting the
-// CLI, `hedgehog convert --config <run_dir>/project.json --nproc N` (the launcher starts N ranks on
-// c10d/Gloo over loopback; app/cli/rank_processes.h), and follows it through the launcher's
-// stdout, which is rank 0's CLI output in `--progress jsonl` (one JSON event per line,
-// app/cli/progress_format.h). It has JobRunner's signals, so the main window wires both runners
-// the same way:
+// ProcessJobRunner: runs the CLI for the workbench and follows it: a conversion data-parallel on
+// several local processes, `hedgehog convert --config <run_dir>/project.json --nproc N` (the
+// launcher starts N ranks on c10d/Gloo over loopback; app/cli/rank_processes.h), or one variant
+// of an experiment (startExperimentVariant). It follows the CLI through its stdout in
+// `--progress jsonl` (one JSON event per line, app/cli/progress_format.h; a launcher's stdout is
+// rank 0's). It has JobRunner's signals, so the main window wires both runners the same way:
 //   {"event":"run_file","path":X}  -> runFileStarted(X made absolute against the process's working
 //                                     folder), one per stage as the stage creates it
 //   {"event":"progress",...}       -> progress(step, total, phase, eta_s or -1 when null)
@@ -28,6 +28,7 @@
 #pragma once
 #include <QObject>
 #include <QString>
+#include <QStringList>
 
 #include "app/gui/conversion/job_signals.h"
 #include "engine/jobs/convert_job.h"
@@ -61,6 +62,12 @@ class ProcessJobRunner : public JobSignals {  // JobSignals: the signals above
   // empty string, or why nothing started (a job already running, the CLI missing, the file not
   // writable, the process not starting).
   QString startConvert(const jobs::ConvertConfig& config, int processes);
+  // Starts one variant of an experiment file, `hedgehog experiment --config FILE --only NAME
+  // --resume` (app/gui/experiments/experiment_processes.h runs several so); `runDir` is the
+  // variant's folder. threads > 0: the process's HH_NUM_THREADS, unless the workbench's own
+  // environment sets it. Returns an empty string or why it did not start.
+  QString startExperimentVariant(const QString& projectPath, const QString& variant, const QString& runDir,
+                                 int threads);
   // SIGTERM to the launcher (no-op when nothing runs); a second call also kills it after
   // killAfterMs() (see above).
   void cancel();
@@ -73,6 +80,9 @@ class ProcessJobRunner : public JobSignals {  // JobSignals: the signals above
   bool wait(int ms);
 
  private:
+  // Starts `binary --progress jsonl ARGUMENTS` in workingDir_; false with startError_ set when it
+  // did not start.
+  bool startProcess(const QStringList& arguments, int processes, int threads);
   void readStdout();
   void readStderr();
   void handleLine(const QByteArray& line);
@@ -85,7 +95,7 @@ class ProcessJobRunner : public JobSignals {  // JobSignals: the signals above
   int processes_ = 0;
   int killAfterMs_ = kKillAfterMs;
   bool cancelled_ = false, killed_ = false;
-  QString projectFile_, workingDir_, runDir_;
+  QString projectFile_, workingDir_, runDir_, startError_;
   // What the output said so far (reset per start).
   QString summaryMessage_, errorLine_, lastStderr_, resultRunFile_, exportPath_;
 };

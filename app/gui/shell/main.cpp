@@ -3,7 +3,9 @@
 //   --convert PROJECT.json   start that conversion (the CLI's `hedgehog convert` config) on the
 //                            conversion dashboard
 //   --processes N            with --convert: data-parallel on N local processes (runs
-//                            `hedgehog convert --nproc N` from the workbench's folder); default 1
+//                            `hedgehog convert --nproc N` from the workbench's folder); with
+//                            --run-experiment: N variants at once, each a `hedgehog experiment
+//                            --only NAME` process; default 1
 //   --run FILE.h5            open a run file on the dashboard (followed while it grows)
 //   --run-experiment FILE.json   run an experiment's variants (the dashboard follows each; the
 //                            Experiments tab shows the summary at the end)
@@ -72,7 +74,10 @@ struct CommandLine {
   // What a user opens and starts.
   const QCommandLineOption convert = visible("convert", "Start the conversion a project file describes.", "project.json");
   const QCommandLineOption processes =
-      visible("processes", "With --convert: run it data-parallel on N local processes (default 1).", "N");
+      visible("processes",
+              "With --convert: run it data-parallel on N local processes; with --run-experiment: run N variants at "
+              "once, each in a process of its own (default 1).",
+              "N");
   const QCommandLineOption run = visible("run", "Open a run file on the dashboard.", "run.h5");
   const QCommandLineOption runExperiment =
       visible("run-experiment", "Run an experiment file's variants, then show its summary.", "experiment.json");
@@ -183,13 +188,11 @@ void followInspection(hh::gui::MainWindow& window, const CommandLine& cl, const 
 
 // --convert (with --processes), --run-experiment or --run on the dashboard.
 QString startConversionOrRun(hh::gui::MainWindow& window, const CommandLine& cl) {
-  if (cl.isSet(cl.convert)) {
-    bool ok = true;
-    const int count = cl.isSet(cl.processes) ? cl.value(cl.processes).toInt(&ok) : 1;
-    if (!ok || count < 1) return QStringLiteral("--processes %1: not a positive number").arg(cl.value(cl.processes));
-    return window.startConversion(cl.value(cl.convert), count);
-  }
-  if (cl.isSet(cl.runExperiment)) return window.startExperiment(cl.value(cl.runExperiment));
+  bool ok = true;
+  const int count = cl.isSet(cl.processes) ? cl.value(cl.processes).toInt(&ok) : 1;
+  if (!ok || count < 1) return QStringLiteral("--processes %1: not a positive number").arg(cl.value(cl.processes));
+  if (cl.isSet(cl.convert)) return window.startConversion(cl.value(cl.convert), count);
+  if (cl.isSet(cl.runExperiment)) return window.startExperiment(cl.value(cl.runExperiment), count);
   if (cl.isSet(cl.run)) window.openRun(cl.value(cl.run));
   return {};
 }

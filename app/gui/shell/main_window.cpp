@@ -26,27 +26,28 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
+#include "app/gui/common/error_dialog.h"
+#include "app/gui/common/export_dialogs.h"
 #include "app/gui/comparison/comparison_controls.h"
 #include "app/gui/comparison/comparison_view.h"
-#include "app/gui/common/error_dialog.h"
 #include "app/gui/conversion/config_form.h"
 #include "app/gui/conversion/conversion_summary.h"
 #include "app/gui/conversion/dashboard_view.h"
-#include "app/gui/experiments/experiment_view.h"
-#include "app/gui/common/export_dialogs.h"
-#include "app/gui/generation/generation_view.h"
-#include "app/gui/inspector/inspector_view.h"
 #include "app/gui/conversion/job_runner.h"
 #include "app/gui/conversion/process_job_runner.h"
-#include "app/gui/rank/rank_view.h"
+#include "app/gui/conversion/run_follower.h"
+#include "app/gui/experiments/experiment_processes.h"
+#include "app/gui/experiments/experiment_view.h"
+#include "app/gui/generation/generation_view.h"
+#include "app/gui/inspector/inspector_view.h"
 #include "app/gui/inspector/model_session.h"
+#include "app/gui/rank/rank_view.h"
+#include "app/gui/runs/run_browser.h"
 #include "app/gui/shell/model_tree.h"
 #include "app/gui/shell/recent_files.h"
 #include "engine/config/config_file.h"
-#include "engine/runs/run_reader.h"
-#include "app/gui/runs/run_browser.h"
-#include "app/gui/conversion/run_follower.h"
 #include "engine/core/runtime.h"
+#include "engine/runs/run_reader.h"
 #include "widgets/figure_export.h"
 
 #include <cstdio>
@@ -198,6 +199,9 @@ MainWindow::~MainWindow() {
   disconnect(processRunner_, nullptr, this, nullptr);  // its finished() would reach a window going away
   if (!processRunner_->cancelRequested()) processRunner_->cancel();  // a second one would force-stop
   processRunner_->wait(-1);
+  disconnect(experimentProcesses_, nullptr, this, nullptr);  // no summary for a window going away
+  if (!experimentProcesses_->cancelRequested()) experimentProcesses_->cancel();
+  experimentProcesses_->wait(-1);
   followerThread_->quit();
   followerThread_->wait();
 }

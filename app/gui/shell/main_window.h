@@ -16,11 +16,14 @@
 // coalesced by a short timer and a result that an edit has overtaken is dropped.
 #pragma once
 #include <QMainWindow>
+#include <QMap>
+#include <QStringList>
 
 #include <memory>
 
 #include "app/gui/common/latest_only.h"
 #include "app/gui/comparison/comparison_session.h"
+#include "engine/config/experiment_config.h"
 #include "engine/jobs/convert_job.h"
 
 class QDockWidget;
@@ -44,6 +47,7 @@ class RankView;
 class ModelSession;
 class ModelTree;
 class RecentFiles;
+class ExperimentProcesses;
 class ExperimentView;
 class GenerationView;
 class RunBrowser;
@@ -117,13 +121,20 @@ class MainWindow : public QMainWindow {
   void showExperiments();
   // Opens an experiment folder (summary.json) on the Experiments tab; returns an error or empty.
   QString openExperiment(const QString& path);
-  // Runs an experiment project file (engine/jobs/experiment_job.h) in this process, variant after
-  // variant: the dashboard follows each variant's run file, Cancel stops it within a step, and the
-  // Experiments tab shows its summary when it ends. Variants done earlier with the same config are
+  // Runs an experiment project file (engine/jobs/experiment_job.h): with parallel = 1 in this
+  // process, variant after variant; with parallel > 1 (and more than one variant to run) that many
+  // at a time, each in a process of the CLI (ExperimentProcesses). The dashboard follows a
+  // running variant's run file, Cancel stops every running one within a step, and the Experiments
+  // tab shows the summary when the last has ended. Variants done earlier with the same config are
   // reused, and one left unfinished continues from its checkpoint, so a cancelled experiment
   // started again goes on where it stopped. Returns an empty string, or why it could not start
-  // (unreadable or invalid file, a job already running).
-  QString startExperiment(const QString& projectPath);
+  // (unreadable or invalid file, a job already running, the CLI missing).
+  QString startExperiment(const QString& projectPath, int parallel = 1);
+  ExperimentProcesses* experimentProcesses() const { return experimentProcesses_; }
+  // Run > Run an experiment: how many variants of the experiment file to run at once, asked when more than one is to
+  // run (the last answer is the next default); 1 when at most one is or the file does not parse (startExperiment then
+  // says why); 0 when the user declines.
+  int askParallel(const QString& path);
   ExperimentView* experiments() const { return experiments_; }
   // Run > Rank layers…: the Layer ranking tab, its model folder set to the loaded model (unless
   // a ranking runs).
@@ -170,6 +181,9 @@ class MainWindow : public QMainWindow {
   void jobEnded(const QString& status, const QString& message, const QString& runFile, const QString& exportPath);
   void experimentEnded(const QString& status, const QString& message, const QString& summary);
   void chooseExperimentToRun();
+  void wireExperimentProcesses();  // their signals to the dashboard, the status bar and the summary
+  void experimentChildrenEnded(const QStringList& ran, const QMap<QString, QString>& failures, bool cancelled);
+  void showExperimentProcesses();  // the status bar's "N of M variants running, K ended"
   void processJobRunningChanged(bool running);
   void chooseProject();
   void chooseRun();
@@ -201,6 +215,11 @@ class MainWindow : public QMainWindow {
   RankView* rank_ = nullptr;
   JobRunner* runner_ = nullptr;
   ProcessJobRunner* processRunner_ = nullptr;
+  ExperimentProcesses* experimentProcesses_ = nullptr;
+  // What the summary job of an experiment run on processes needs: its config, and whether the
+  // user cancelled the processes (the summary's own status may not say so).
+  jobs::ExperimentConfig processExperiment_;
+  bool processExperimentCancelled_ = false;
   QAction* pauseAction_ = nullptr;
   QLabel* processStatus_ = nullptr;  // "Converting on N processes" while one runs
   RunFollower* follower_ = nullptr;

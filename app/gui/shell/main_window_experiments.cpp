@@ -2,11 +2,16 @@
 #include <QAction>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QInputDialog>
+#include <QLabel>
+#include <QSettings>
 #include <QStatusBar>
+#include <QThread>
 
 #include "app/gui/common/error_dialog.h"
 #include "app/gui/conversion/dashboard_view.h"
 #include "app/gui/conversion/job_runner.h"
+#include "app/gui/experiments/experiment_processes.h"
 #include "app/gui/runs/run_browser.h"
 #include "app/gui/shell/main_window.h"
 #include "engine/config/config_file.h"
@@ -15,41 +20,130 @@
 
 namespace hh::gui {
 
-QString MainWindow::startExperiment(const QString& projectPath) {
+QString MainWindow::startExperiment(const QString& projectPath, int parallel) {
   if (jobRunning()) return tr("a job is already running");
   jobs::ExperimentConfig config;
   jobs::ExperimentOptions options;
   options.resume = true;  // a variant cancelled earlier continues from its checkpoint
-  size_t pending = 0;
+  std::vector<std::string> pending;
   try {
     config = jobs::parseConfigFile(projectPath.toStdString(), "", jobs::experimentConfigFromJson);
-    pending = jobs::pendingVariants(config, options).size();
+    pending = jobs::pendingVariants(config, options);
   } catch (const std::exception& e) {
     const QString what = QString::fromStdString(e.what());
     return what.contains(projectPath) ? what : tr("%1: %2").arg(projectPath, what);
   }
   dashboard_->clear();
-  if (!runner_->startExperiment(config, options)) return tr("a job is already running");
-  statusBar()->showMessage(tr("Experiment %1: %2 variants, %3 to run (the others done earlier, reused)")
+  if (parallel > 1 && pending.size() > 1) {
+    QStringList names;
+    for (const auto& name : pending) names << QString::fromStdString(name);
+    processExperiment_ = config;
+    processExperimentCancelled_ = false;
+    const QString error = experimentProcesses_->start(projectPath, config, names, parallel);
+    if (!error.isEmpty()) return error;
+  } else if (!runner_->startExperiment(config, options)) {
+    return tr("a job is already running");
+  }
+  const bool reusing = pending.size() < config.variants.size();
+  statusBar()->showMessage(tr("Experiment %1: %2 variants, %3 to run%4%5")
                                .arg(QString::fromStdString(config.name))
                                .arg(config.variants.size())
-                               .arg(pending));
+                               .arg(pending.size())
+                               .arg(reusing ? tr(" (the others done earlier, reused)") : QString())
+                               .arg(experimentProcesses_->running() ? tr(", %1 at a time").arg(parallel) : QString()));
   cancelAction_->setEnabled(true);
-  if (pending == 0) showExperiments();  // nothing to follow: the summary comes at once
+  if (pending.empty()) showExperiments();  // nothing to follow: the summary comes at once
   return {};
+}
+
+void MainWindow::wireExperimentProcesses() {
+  experimentProcesses_ = new ExperimentProcesses(this);
+  connect(experimentProcesses_, &JobSignals::runFileStarted, this, &MainWindow::jobRunFileStarted);
+  connect(experimentProcesses_, &JobSignals::progress, this,
+          [this](qint64 step, qint64 total, const QString& phase, double eta) {
+            if (dashboardFollowsJob_) dashboard_->setJobProgress(step, total, phase, eta);
+          });
+  connect(experimentProcesses_, &ExperimentProcesses::variantsChanged, this, &MainWindow::showExperimentProcesses);
+  connect(experimentProcesses_, &ExperimentProcesses::runningChanged, this, [this](bool running) {
+    pauseAction_->setEnabled(false);  // processes are not paused, only cancelled
+    processStatus_->setVisible(running);
+  });
+  connect(experimentProcesses_, &ExperimentProcesses::childrenEnded, this, &MainWindow::experimentChildrenEnded);
+}
+
+void MainWindow::showExperimentProcesses() {
+  const QStringList names = experimentProcesses_->runningVariants();
+  processStatus_->setText(tr("%1 of %2 variants running, %3 ended")
+                              .arg(names.size())
+                              .arg(experimentProcesses_->variantsTotal())
+                              .arg(experimentProcesses_->variantsEnded()));
+  processStatus_->setToolTip(tr("Running, each in a process of its own: %1. No pause; Cancel stops every one within a "
+                                "step (a second Cancel force-stops).")
+                                 .arg(names.join(QStringLiteral(", "))));
+}
+
+// The processes have ended: the summary is written from the variants' records on the job runner
+// (as the CLI's launcher does), and its end is the experiment's (experimentEnded).
+void MainWindow::experimentChildrenEnded(const QStringList& ran, const QMap<QString, QString>& failures,
+                                         bool cancelled) {
+  jobs::ExperimentOptions options;
+  options.summaryOnly = true;
+  for (const auto& name : ran) options.ranInChildren.push_back(name.toStdString());
+  for (auto it = failures.begin(); it != failures.end(); ++it)
+    options.childFailures[it.key().toStdString()] = it.value().toStdString();
+  processExperimentCancelled_ = cancelled;
+  if (!runner_->startExperiment(processExperiment_, options))
+    experimentEnded(QStringLiteral("failed"), tr("the summary could not start: a job is already running"), {});
+}
+
+int MainWindow::askParallel(const QString& path) {
+  jobs::ExperimentOptions options;
+  options.resume = true;
+  int pending = 0, variants = 0;
+  try {
+    const auto config = jobs::parseConfigFile(path.toStdString(), "", jobs::experimentConfigFromJson);
+    pending = static_cast<int>(jobs::pendingVariants(config, options).size());
+    variants = static_cast<int>(config.variants.size());
+  } catch (const std::exception&) {
+    return 1;  // startExperiment says why
+  }
+  if (pending < 2) return 1;
+  QSettings settings;
+  const int remembered = settings.value(QStringLiteral("experiments/parallel"), 0).toInt();
+  const int most = std::min(pending, 64);
+  const int suggested =
+      std::clamp(remembered > 0 ? remembered : ExperimentProcesses::defaultParallel(pending), 1, most);
+  bool ok = false;
+  const int chosen = QInputDialog::getInt(
+      this, tr("Run an experiment"),
+      tr("%1: %2 of its %3 variants to run.\n\nVariants at once (each in a process of its own, this machine's %4 "
+         "cores shared out; 1 runs them one after another in the workbench):")
+          .arg(QFileInfo(path).fileName())
+          .arg(pending)
+          .arg(variants)
+          .arg(QThread::idealThreadCount()),
+      suggested, 1, most, 1, &ok);
+  if (!ok) return 0;
+  settings.setValue(QStringLiteral("experiments/parallel"), chosen);
+  return chosen;
 }
 
 void MainWindow::chooseExperimentToRun() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Run an experiment"), QStringLiteral("projects/experiments"),
                                                     tr("Experiment files (*.json)"));
   if (path.isEmpty()) return;
-  const QString error = startExperiment(path);
+  const int parallel = askParallel(path);
+  if (parallel < 1) return;
+  const QString error = startExperiment(path, parallel);
   if (!error.isEmpty()) showErrorDialog(this, tr("Run an experiment"), error);
 }
 
 // The summary lists what finished, also after a cancel or a failed variant: it opens on the
 // Experiments tab in every case it was written.
-void MainWindow::experimentEnded(const QString& status, const QString& message, const QString& summary) {
+void MainWindow::experimentEnded(const QString& reported, const QString& message, const QString& summary) {
+  // Variants cancelled before they had written a record are absent, not cancelled, in the summary.
+  const QString status = processExperimentCancelled_ ? QStringLiteral("cancelled") : reported;
+  processExperimentCancelled_ = false;
   cancelAction_->setEnabled(false);
   if (dashboardFollowsJob_) dashboard_->setJobEnded(status);
   jobRunFile_.clear();

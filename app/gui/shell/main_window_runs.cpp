@@ -17,17 +17,18 @@
 #include <QThread>
 #include <QToolBar>
 
+#include "app/gui/common/error_dialog.h"
 #include "app/gui/conversion/config_form.h"
 #include "app/gui/conversion/conversion_summary.h"
 #include "app/gui/conversion/dashboard_view.h"
-#include "app/gui/common/error_dialog.h"
 #include "app/gui/conversion/job_runner.h"
 #include "app/gui/conversion/process_job_runner.h"
+#include "app/gui/conversion/run_follower.h"
+#include "app/gui/experiments/experiment_processes.h"
 #include "app/gui/rank/rank_results.h"
 #include "app/gui/rank/rank_view.h"
-#include "app/gui/shell/recent_files.h"
 #include "app/gui/runs/run_browser.h"
-#include "app/gui/conversion/run_follower.h"
+#include "app/gui/shell/recent_files.h"
 #include "engine/config/config_file.h"
 #include "engine/runs/run_reader.h"
 
@@ -64,6 +65,7 @@ void MainWindow::buildRunControls() {
   bar->addActions(starts);
   bar->addAction(pauseAction_);
   bar->addAction(cancelAction_);
+  wireExperimentProcesses();
 }
 
 // The run file follower reads on a thread of its own and feeds the dashboard.
@@ -186,11 +188,12 @@ void MainWindow::processJobRunningChanged(bool running) {
   pauseAction_->setEnabled(false);
   pauseAction_->setToolTip(running ? tr(kNoPauseTip) : tr(kPauseTip));
   processStatus_->setText(tr("Converting on %1 processes").arg(processRunner_->processes()));
+  processStatus_->setToolTip(tr(kNoPauseTip));
   processStatus_->setVisible(running);
 }
 
 bool MainWindow::jobRunning() const {
-  return runner_->running() || processRunner_->running();
+  return runner_->running() || processRunner_->running() || experimentProcesses_->running();
 }
 
 void MainWindow::showDashboard() {
@@ -330,6 +333,14 @@ void MainWindow::openRun(const QString& path) {
 }
 
 void MainWindow::cancelJob() {
+  if (experimentProcesses_->running()) {
+    const bool again = experimentProcesses_->cancelRequested();  // the second cancel force-stops
+    experimentProcesses_->cancel();
+    statusBar()->showMessage(again ? tr("Force-stopping the variants\u2026 (their last checkpoints are kept)")
+                                   : tr("Cancelling the running variants\u2026 (each stops within a step and keeps a "
+                                        "checkpoint; cancel again to force-stop)"));
+    return;
+  }
   if (processRunner_->running()) {
     const bool again = processRunner_->cancelRequested();  // the second cancel force-stops
     processRunner_->cancel();

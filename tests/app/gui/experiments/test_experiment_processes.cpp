@@ -1,0 +1,303 @@
+// app.gui.experiment_processes: an experiment's variants run several at a time from the workbench,
+// each a process of the built CLI (`hedgehog experiment --only NAME --resume`), on the tiny
+// distillation experiment (tests/engine/jobs/experiment_test_support.h) plus a third variant.
+//   - three variants two at a time: two run at once and the third starts when one ends; the
+//     signals follow one variant (its run file, its progress with its name); each variant's
+//     output is in its experiment.log; childrenEnded lists all three, none failed, not cancelled,
+//     and each variant's record says completed;
+//   - a variant whose model folder does not exist fails in its process: childrenEnded names it
+//     with the CLI's error (naming the folder), and the others complete;
+//   - cancel while two long variants run: both stop within 10 s, childrenEnded says cancelled,
+//     the third never starts, each record says cancelled;
+//   - through the main window (startExperiment with parallel 2): the status bar's label counts
+//     the running variants, Pause stays disabled, and at the end the Experiments tab shows all
+//     three completed; a cancel through the window ends the experiment as "cancelled";
+//   - Run > Run an experiment asks how many at once: half the cores by default, at most the
+//     variants to run, the last answer remembered; declining runs nothing; no question for one
+//     variant to run or a file that does not parse (startExperiment reports that);
+//   - a missing CLI is refused with a message naming it, and nothing starts.
+// Skipped when the CLI is not built (HH_CLI_BINARY empty).
+#include <QAction>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QInputDialog>
+#include <QLabel>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTest>
+#include <QTimer>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "app/gui/conversion/dashboard_view.h"
+#include "app/gui/experiments/experiment_processes.h"
+#include "app/gui/experiments/experiment_view.h"
+#include "app/gui/shell/main_window.h"
+#include "engine/config/config_file.h"
+#include "engine/jobs/experiment_job.h"
+#include "tests/engine/jobs/experiment_test_support.h"
+#include "tests/support/hh_test.h"
+#include "tests/support/temp_dir.h"
+
+namespace test_experiment_processes {
+
+namespace {
+
+using nlohmann::json;
+
+// The tiny experiment with a third variant; steps = 0: until cancelled.
+json threeVariants(const hh::test::TempDir& dir, int steps) {
+  json e = hh::test::tinyExperiment(dir);
+  e["variants"].push_back({{"name", "seed1"}, {"set", {{"seed", 1}}}});
+  if (steps == 0) {
+    e["base"]["steps"] = 100000;
+    e["base"]["eval_every"] = 50;
+    e["base"]["snapshot_every"] = 50;
+  } else {
+    e["base"]["steps"] = steps;
+  }
+  return e;
+}
+
+QString writeExperiment(const hh::test::TempDir& dir, const json& experiment) {
+  const std::string path = dir.file("experiment.json");
+  std::ofstream(path) << experiment.dump(2);
+  return QString::fromStdString(path);
+}
+
+hh::jobs::ExperimentConfig parse(const QString& path) {
+  return hh::jobs::parseConfigFile(path.toStdString(), "", hh::jobs::experimentConfigFromJson);
+}
+
+QString fileText(const std::string& path) {
+  QFile file(QString::fromStdString(path));
+  return file.open(QIODevice::ReadOnly) ? QString::fromUtf8(file.readAll()) : QString();
+}
+
+// The status a variant's record (variant.json) gives ("" without one).
+std::string recordStatus(const hh::test::TempDir& dir, const std::string& variant) {
+  std::ifstream in(dir.file("exp/" + variant + "/variant.json"));
+  if (!in) return "";
+  return json::parse(in).value("status", std::string());
+}
+
+// The status column of the Experiments tab's row named `name` ("" when absent).
+QString statusOf(hh::gui::ExperimentView* view, const QString& name) {
+  for (int r = 0; r < view->table()->rowCount(); ++r)
+    if (view->table()->item(r, 0) && view->table()->item(r, 0)->text() == name)
+      return view->table()->item(r, 1)->text();
+  return {};
+}
+
+const QStringList kNames{"hedgehog", "t2r", "seed1"};
+
+using Failures = QMap<QString, QString>;
+Failures failuresOf(const QSignalSpy& ended) {
+  return ended.at(0).at(1).value<Failures>();
+}
+QString describe(const Failures& failures) {
+  QStringList lines;
+  for (auto it = failures.begin(); it != failures.end(); ++it) lines << it.key() + ": " + it.value();
+  return lines.join("; ");
+}
+
+}  // namespace
+
+class TestExperimentProcesses : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void initTestCase() {
+    setenv("HH_NUM_THREADS", "1", 0);
+    if (QString(HH_CLI_BINARY).isEmpty()) QSKIP("the CLI (hedgehog) is not built");
+  }
+
+  void runsTwoAtATimeAndReportsEveryVariant() {
+    hh::test::TempDir dir("gui_experiment_processes");
+    const QString path = writeExperiment(dir, threeVariants(dir, 12));
+    hh::gui::ExperimentProcesses processes;
+    processes.setBinary(HH_CLI_BINARY);
+    QSignalSpy ended(&processes, &hh::gui::ExperimentProcesses::childrenEnded);
+    QSignalSpy runFiles(&processes, &hh::gui::JobSignals::runFileStarted);
+    int mostAtOnce = 0;
+    QStringList phases;
+    connect(&processes, &hh::gui::ExperimentProcesses::variantsChanged, this,
+            [&] { mostAtOnce = std::max(mostAtOnce, static_cast<int>(processes.runningVariants().size())); });
+    connect(&processes, &hh::gui::JobSignals::progress, this,
+            [&](qint64, qint64, const QString& phase) { phases << phase; });
+    QCOMPARE(processes.start(path, parse(path), kNames, 2), QString());
+    QVERIFY(processes.running());
+    QCOMPARE(processes.runningVariants(), QStringList({"hedgehog", "t2r"}));  // the third waits
+    QCOMPARE(processes.followedVariant(), QString("hedgehog"));
+    QVERIFY(processes.start(path, parse(path), kNames, 2).contains("already running"));
+    QTRY_VERIFY_WITH_TIMEOUT(ended.count() == 1, 180000);
+    QVERIFY(!processes.running());
+    QCOMPARE(mostAtOnce, 2);
+    auto ran = ended.at(0).at(0).toStringList();
+    std::sort(ran.begin(), ran.end());
+    QCOMPARE(ran, QStringList({"hedgehog", "seed1", "t2r"}));
+    QVERIFY2(failuresOf(ended).isEmpty(), qPrintable(describe(failuresOf(ended))));
+    QCOMPARE(ended.at(0).at(2).toBool(), false);
+    for (const char* name : {"hedgehog", "t2r", "seed1"}) {
+      QCOMPARE(recordStatus(dir, name), std::string("completed"));
+      const QString log = fileText(dir.file(std::string("exp/") + name + "/experiment.log"));
+      QVERIFY2(log.contains("run file:") && log.contains("completed"), qPrintable(log));
+    }
+    // The followed variant's run file first, then another's when it ended before the rest.
+    QVERIFY(runFiles.count() >= 2);
+    QVERIFY(runFiles.at(0).at(0).toString().endsWith("exp/hedgehog/run.h5"));
+    QVERIFY(!phases.isEmpty());
+    QVERIFY2(phases.first().startsWith("[1/3 hedgehog] "), qPrintable(phases.first()));
+  }
+
+  void aFailingVariantIsNamedWithItsError() {
+    hh::test::TempDir dir("gui_experiment_processes_fail");
+    json e = threeVariants(dir, 4);
+    const std::string missing = dir.file("no-such-model");
+    e["variants"][1]["set"]["model"] = missing;
+    const QString path = writeExperiment(dir, e);
+    hh::gui::ExperimentProcesses processes;
+    processes.setBinary(HH_CLI_BINARY);
+    QSignalSpy ended(&processes, &hh::gui::ExperimentProcesses::childrenEnded);
+    QCOMPARE(processes.start(path, parse(path), kNames, 2), QString());
+    QTRY_VERIFY_WITH_TIMEOUT(ended.count() == 1, 180000);
+    const auto failures = failuresOf(ended);
+    QVERIFY2(failures.keys() == QStringList({"t2r"}), qPrintable(describe(failures)));
+    QVERIFY2(failures.value("t2r").contains("no-such-model"), qPrintable(failures.value("t2r")));
+    QCOMPARE(recordStatus(dir, "hedgehog"), std::string("completed"));
+    QCOMPARE(recordStatus(dir, "seed1"), std::string("completed"));
+  }
+
+  void cancelStopsEveryRunningVariant() {
+    hh::test::TempDir dir("gui_experiment_processes_cancel");
+    const QString path = writeExperiment(dir, threeVariants(dir, 0));
+    hh::gui::ExperimentProcesses processes;
+    processes.setBinary(HH_CLI_BINARY);
+    QSignalSpy ended(&processes, &hh::gui::ExperimentProcesses::childrenEnded);
+    qint64 step = 0;
+    connect(&processes, &hh::gui::JobSignals::progress, this, [&](qint64 s) { step = s; });
+    QCOMPARE(processes.start(path, parse(path), kNames, 2), QString());
+    QTRY_VERIFY_WITH_TIMEOUT(step >= 2, 60000);
+    // Both have started their jobs (each writes its run file before its first step).
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(QString::fromStdString(dir.file("exp/t2r/run.h5"))), 60000);
+    QElapsedTimer clock;
+    clock.start();
+    processes.cancel();
+    QVERIFY(processes.cancelRequested());
+    QTRY_VERIFY_WITH_TIMEOUT(ended.count() == 1, 30000);
+    qInfo("both cancelled in %lld ms", static_cast<long long>(clock.elapsed()));
+    QVERIFY(clock.elapsed() < 10000);
+    QCOMPARE(ended.at(0).at(2).toBool(), true);
+    QCOMPARE(ended.at(0).at(0).toStringList().size(), 2);  // seed1 never started
+    QVERIFY(failuresOf(ended).isEmpty());                  // cancelled, not failed
+    QCOMPARE(recordStatus(dir, "hedgehog"), std::string("cancelled"));
+    QCOMPARE(recordStatus(dir, "t2r"), std::string("cancelled"));
+    QVERIFY(!QFile::exists(QString::fromStdString(dir.file("exp/seed1"))));
+  }
+
+  void theMainWindowRunsThemAndShowsTheSummary() {
+    hh::test::TempDir dir("gui_experiment_processes_window");
+    const QString path = writeExperiment(dir, threeVariants(dir, 8));
+    hh::gui::MainWindow window;
+    window.show();
+    window.experimentProcesses()->setBinary(HH_CLI_BINARY);
+    QSignalSpy finished(&window, &hh::gui::MainWindow::jobFinished);
+    QCOMPARE(window.startExperiment(path, 2), QString());
+    QVERIFY(window.jobRunning());
+    QVERIFY(window.experimentProcesses()->running());
+    auto* label = window.findChild<QLabel*>("processStatus");
+    QVERIFY(label && label->isVisible());
+    QCOMPARE(label->text(), QString("2 of 3 variants running, 0 ended"));
+    QVERIFY2(label->toolTip().contains("hedgehog, t2r"), qPrintable(label->toolTip()));
+    auto* pause = window.findChild<QAction*>("pauseJobAction");
+    QVERIFY(pause && !pause->isEnabled());
+    QVERIFY(window.startExperiment(path, 2).contains("already running"));
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000);
+    QCOMPARE(finished.at(0).at(0).toString(), QString("completed"));
+    QVERIFY(!label->isVisible());
+    auto* view = window.experiments();
+    QVERIFY(view->isVisible());
+    QCOMPARE(view->variantCount(), 3);
+    for (const QString& name : kNames) QCOMPARE(statusOf(view, name), QString("completed"));
+  }
+
+  void aCancelThroughTheWindowEndsItCancelled() {
+    hh::test::TempDir dir("gui_experiment_processes_window_cancel");
+    const QString path = writeExperiment(dir, threeVariants(dir, 0));
+    hh::gui::MainWindow window;
+    window.show();
+    window.experimentProcesses()->setBinary(HH_CLI_BINARY);
+    QSignalSpy finished(&window, &hh::gui::MainWindow::jobFinished);
+    QCOMPARE(window.startExperiment(path, 2), QString());
+    QTRY_VERIFY_WITH_TIMEOUT(!window.dashboard()->path().isEmpty(), 60000);  // the dashboard follows one
+    window.cancelJob();
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 30000);
+    QCOMPARE(finished.at(0).at(0).toString(), QString("cancelled"));
+    QVERIFY(!window.jobRunning());
+  }
+
+  void theWorkbenchAsksHowManyAtOnce() {
+    hh::test::TempDir dir("gui_experiment_processes_ask");
+    const QString path = writeExperiment(dir, threeVariants(dir, 4));
+    QSettings().remove("experiments/parallel");
+    hh::gui::MainWindow window;
+    QString label;
+    int value = 0, maximum = 0;
+    // Answers the dialog once it is up: reads it, then sets `set` and accepts, or rejects (0).
+    auto answer = [&](int set) {
+      auto* poll = new QTimer(&window);
+      connect(poll, &QTimer::timeout, &window, [&, poll, set] {
+        auto* dialog = window.findChild<QInputDialog*>();
+        if (!dialog || !dialog->isVisible()) return;
+        poll->deleteLater();
+        label = dialog->labelText();
+        value = dialog->intValue();
+        maximum = dialog->intMaximum();
+        if (set == 0) return dialog->reject();
+        dialog->setIntValue(set);
+        dialog->accept();
+      });
+      poll->start(20);
+    };
+    answer(2);
+    QCOMPARE(window.askParallel(path), 2);
+    QVERIFY2(label.contains("experiment.json: 3 of its 3 variants to run"), qPrintable(label));
+    QCOMPARE(value, hh::gui::ExperimentProcesses::defaultParallel(3));
+    QCOMPARE(maximum, 3);  // no more processes than variants
+    answer(0);
+    QCOMPARE(window.askParallel(path), 0);  // declined: nothing runs
+    QCOMPARE(value, 2);                     // the last answer is the default
+    // One variant to run, or a file that does not parse: no question (one would wait here for ever).
+    json one = threeVariants(dir, 4);
+    one["variants"] = json::array({one["variants"][0]});
+    QCOMPARE(window.askParallel(writeExperiment(dir, one)), 1);
+    std::ofstream(dir.file("broken.json")) << "{";
+    QCOMPARE(window.askParallel(QString::fromStdString(dir.file("broken.json"))), 1);
+  }
+
+  void aMissingCliIsRefused() {
+    hh::test::TempDir dir("gui_experiment_processes_missing");
+    const QString path = writeExperiment(dir, threeVariants(dir, 4));
+    hh::gui::ExperimentProcesses processes;
+    const QString missing = QString::fromStdString(dir.file("no-hedgehog"));
+    processes.setBinary(missing);
+    const QString error = processes.start(path, parse(path), kNames, 2);
+    QVERIFY2(error.contains(missing), qPrintable(error));
+    QVERIFY(!processes.running());
+  }
+};
+
+HH_TEST_SUITE(TestExperimentProcesses, "app.gui.experiment_processes", &TestExperimentProcesses::initTestCase,
+              &TestExperimentProcesses::runsTwoAtATimeAndReportsEveryVariant,
+              &TestExperimentProcesses::aFailingVariantIsNamedWithItsError,
+              &TestExperimentProcesses::cancelStopsEveryRunningVariant,
+              &TestExperimentProcesses::theMainWindowRunsThemAndShowsTheSummary,
+              &TestExperimentProcesses::aCancelThroughTheWindowEndsItCancelled,
+              &TestExperimentProcesses::theWorkbenchAsksHowManyAtOnce, &TestExperimentProcesses::aMissingCliIsRefused)
+
+}  // namespace test_experiment_processes
+
+#if HH_HAVE_QTEST
+#include "test_experiment_processes.moc"
+#endif
