@@ -117,6 +117,7 @@ void DashboardView::clear() {
   grid_->clear();
   softmaxMap_->clear();
   linearMap_->clear();
+  noLinearMap_ = false;
   log_->clear();
   progress_->setValue(0);
   progress_->setFormat(QStringLiteral("%p%"));
@@ -148,8 +149,9 @@ void DashboardView::updateEmptyTexts() {
   loss_->setEmptyText(tr("No steps yet"));
   lr_->setEmptyText(tr("No steps yet"));
   if (!shownSnapshot()) mapsTitle_->setText(tr("Attention on the probe text: no snapshots in this run yet"));
-  for (auto* map : {softmaxMap_, linearMap_})
-    map->setEmptyText(tr("No attention snapshots:\na distillation stores them\nat each evaluation"));
+  softmaxMap_->setEmptyText(tr("No attention snapshots:\na distillation stores them\nat each evaluation"));
+  linearMap_->setEmptyText(noLinearMap_ ? tr("No linear attention:\nthis run's model\nuses softmax")
+                                        : softmaxMap_->emptyText());
   grid_->setEmptyText(shownTables().empty()
                           ? tr("No per-head tables in this run yet: a distillation writes KL, entropy and "
                                "monotonicity per head at each evaluation")
@@ -454,7 +456,14 @@ void DashboardView::refreshMaps() {
   maskAboveDiagonalIfCausal(s, linear);
   const auto [lo, hi] = sharedWeightRange(softmax, linear);
   softmaxMap_->setMatrix(s, s, std::move(softmax));
-  linearMap_->setMatrix(s, s, std::move(linear));
+  // A model trained with softmax attention stores no linear map (NaN): say so instead of a blank.
+  noLinearMap_ = std::none_of(linear.begin(), linear.end(), [](float v) { return std::isfinite(v); });
+  if (noLinearMap_) {
+    linearMap_->clear();
+    updateEmptyTexts();
+  } else {
+    linearMap_->setMatrix(s, s, std::move(linear));
+  }
   for (auto* map : {softmaxMap_, linearMap_}) {
     if (hi > lo)
       map->setValueRange(lo, hi);

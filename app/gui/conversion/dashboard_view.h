@@ -162,6 +162,7 @@ class DashboardView : public QWidget {
   QStringList curveLabels_;
   int64_t pickedIndex_ = -1;
   bool gridStale_ = false, mapsStale_ = false;  // changed while hidden
+  bool noLinearMap_ = false;  // the shown snapshot has no linear map (a softmax model's training)
   std::vector<runs::LayerHead> pairs_;
   QStringList tokens_;
   int pairIndex_ = 0;

@@ -8,7 +8,9 @@
 //     moves it away it stays there while snapshots arrive, and returns to following at the end;
 //   - loss rows arriving in several updates give the same raw and smoothed traces as a
 //     from-scratch exponential moving average (the smoothed trace is extended, not recomputed);
-//   - a hidden dashboard does not redraw its plots; it redraws them once when shown.
+//   - a hidden dashboard does not redraw its plots; it redraws them once when shown;
+//   - a snapshot without a linear map (a softmax model's training) leaves that map empty with a
+//     line saying why; the next run's linear map is drawn again.
 #include <QSlider>
 #include <QTest>
 
@@ -225,13 +227,34 @@ class TestDashboardSteps : public QObject {
     QTRY_COMPARE(view.lossPlot()->replotCount(), before + 1);
     QVERIFY(!view.lossPlot()->staleWhileHidden());
   }
+
+  void aSoftmaxModelsRunSaysItHasNoLinearMap() {
+    hh::gui::DashboardView view;
+    view.resize(1000, 700);
+    view.show();
+    hh::gui::RunUpdate u = snapshotUpdate(1, true);
+    u.kind = "train";
+    u.latestSnapshot->linear.assign(9, std::nanf(""));  // what a softmax model's training stores
+    view.applyUpdate(u);
+    QCOMPARE(view.softmaxMap()->rows(), 3);
+    QCOMPARE(view.linearMap()->rows(), 0);
+    QVERIFY(view.linearMap()->emptyTextShown());
+    QVERIFY2(view.linearMap()->emptyText().contains("uses softmax"), qPrintable(view.linearMap()->emptyText()));
+    // Another run with a linear map: it is drawn, and no run's snapshot yet says just that.
+    view.applyUpdate(snapshotUpdate(2, true));
+    QCOMPARE(double(view.linearMap()->valueAt(2, 0)), 2.0);
+    QVERIFY(!view.linearMap()->emptyTextShown());
+    view.clear();
+    QVERIFY2(view.linearMap()->emptyText().startsWith("No run open"), qPrintable(view.linearMap()->emptyText()));
+  }
 };
 
 HH_TEST_SUITE(TestDashboardSteps, "app.gui.dashboard_steps",
               &TestDashboardSteps::sliderShowsEarlierSnapshotsOfAFinishedRun,
               &TestDashboardSteps::sliderFollowsTheLatestUnlessMovedAway,
               &TestDashboardSteps::lossGrowsByAppendingWithTheSameSmoothing,
-              &TestDashboardSteps::aHiddenDashboardDoesNotRedraw)
+              &TestDashboardSteps::aHiddenDashboardDoesNotRedraw,
+              &TestDashboardSteps::aSoftmaxModelsRunSaysItHasNoLinearMap)
 
 }  // namespace test_dashboard_steps
 
