@@ -62,6 +62,14 @@ QString ProcessJobRunner::defaultBinary() {
   return QCoreApplication::applicationDirPath() + QStringLiteral("/hedgehog");
 }
 
+QString ProcessJobRunner::missingCli(const QString& binary, const QString& command) {
+  const QFileInfo cli(binary);
+  if (cli.isFile() && cli.isExecutable()) return {};
+  return tr("%1: the command-line tool is missing or not executable; this runs `%2`, which must lie next to "
+            "hedgehog-workbench")
+      .arg(binary, command);
+}
+
 bool ProcessJobRunner::running() const {
   return process_ && process_->state() != QProcess::NotRunning;
 }
@@ -69,11 +77,8 @@ bool ProcessJobRunner::running() const {
 QString ProcessJobRunner::startConvert(const jobs::ConvertConfig& config, int processes) {
   if (running()) return tr("a job is already running");
   if (processes < 1) return tr("processes must be at least 1 (got %1)").arg(processes);
-  const QFileInfo cli(binary_);
-  if (!cli.isFile() || !cli.isExecutable())
-    return tr("%1: the command-line tool is missing or not executable; a conversion on several processes "
-              "runs `hedgehog convert --nproc N`, which must lie next to hedgehog-workbench")
-        .arg(binary_);
+  if (const QString missing = missingCli(binary_, QStringLiteral("hedgehog convert --nproc N")); !missing.isEmpty())
+    return missing;
 
   // The project file, under the run folder, with the run and output folders absolute.
   workingDir_ = QDir::currentPath();
@@ -108,11 +113,9 @@ QString ProcessJobRunner::startConvert(const jobs::ConvertConfig& config, int pr
 QString ProcessJobRunner::startExperimentVariant(const QString& projectPath, const QString& variant,
                                                  const QString& runDir, int threads) {
   if (running()) return tr("a job is already running");
-  const QFileInfo cli(binary_);
-  if (!cli.isFile() || !cli.isExecutable())
-    return tr("%1: the command-line tool is missing or not executable; an experiment's variants run several at "
-              "a time as `hedgehog experiment --only NAME`, which must lie next to hedgehog-workbench")
-        .arg(binary_);
+  if (const QString missing = missingCli(binary_, QStringLiteral("hedgehog experiment --only NAME"));
+      !missing.isEmpty())
+    return missing;
   workingDir_ = QDir::currentPath();
   runDir_ = QDir::cleanPath(QDir(workingDir_).absoluteFilePath(runDir));
   projectFile_ = projectPath;

@@ -50,6 +50,8 @@ class ProcessJobRunner : public JobSignals {  // JobSignals: the signals above
 
   // The CLI next to the workbench: QCoreApplication::applicationDirPath() + "/hedgehog".
   static QString defaultBinary();
+  // Why `binary` cannot run `command` (missing, not executable; the message names both), or "".
+  static QString missingCli(const QString& binary, const QString& command);
   // The CLI to start (tests point it at the built one); default defaultBinary().
   void setBinary(const QString& path) { binary_ = path; }
   QString binary() const { return binary_; }

@@ -51,11 +51,8 @@ QString ExperimentProcesses::start(const QString& projectPath, const jobs::Exper
   if (running()) return tr("a job is already running");
   if (names.isEmpty()) return tr("%1: no variant to run").arg(projectPath);
   if (parallel < 1) return tr("variants at once must be at least 1 (got %1)").arg(parallel);
-  const QFileInfo cli(binary_);
-  if (!cli.isFile() || !cli.isExecutable())
-    return tr("%1: the command-line tool is missing or not executable; variants run several at a time as "
-              "`hedgehog experiment --only NAME`, which must lie next to hedgehog-workbench")
-        .arg(binary_);
+  const QString missing = ProcessJobRunner::missingCli(binary_, QStringLiteral("hedgehog experiment --only NAME"));
+  if (!missing.isEmpty()) return missing;
   projectPath_ = QFileInfo(projectPath).absoluteFilePath();
   config_ = config;
   queue_ = names;
