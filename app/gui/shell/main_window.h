@@ -176,9 +176,10 @@ class MainWindow : public QMainWindow {
   void addRankActions(QMenu* run);
   void addCancelAndPause(QMenu* run);
   void setDashboardFollowsJob(bool follows);  // and the dashboard's Pause button with it
-  // Both runners' runFileStarted and finished.
+  // Every runner's runFileStarted; the end of a conversion, and of an experiment.
   void jobRunFileStarted(const QString& path);
-  void jobEnded(const QString& status, const QString& message, const QString& runFile, const QString& exportPath);
+  void conversionEnded(const QString& status, const QString& message, const QString& runFile,
+                       const QString& exportPath);
   void experimentEnded(const QString& status, const QString& message, const QString& summary);
   void chooseExperimentToRun();
   void wireExperimentProcesses();  // their signals to the dashboard, the status bar and the summary

@@ -51,8 +51,15 @@ void MainWindow::buildRunControls() {
     connect(jobs, &JobSignals::progress, this, [this](qint64 step, qint64 total, const QString& phase, double eta) {
       if (dashboardFollowsJob_) dashboard_->setJobProgress(step, total, phase, eta);
     });
-    connect(jobs, &JobSignals::finished, this, &MainWindow::jobEnded);
   }
+  // The in-process runner ends a conversion or an experiment (its variants, or the summary of
+  // variants run on processes); the CLI runner a conversion.
+  connect(runner_, &JobSignals::finished, this,
+          [this](const QString& status, const QString& message, const QString& runFile, const QString& exportPath) {
+            if (runner_->kind() == QLatin1String("experiment")) return experimentEnded(status, message, runFile);
+            conversionEnded(status, message, runFile, exportPath);
+          });
+  connect(processRunner_, &JobSignals::finished, this, &MainWindow::conversionEnded);
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   const QList<QAction*> starts = addStartActions(run);
   run->addSeparator();
@@ -162,10 +169,8 @@ void MainWindow::jobRunFileStarted(const QString& path) {
   if (firstStage) showDashboard();  // later stages do not pull the user away from another tab
 }
 
-void MainWindow::jobEnded(const QString& status, const QString& message, const QString& runFile,
-                          const QString& exportPath) {
-  if (sender() == runner_ && runner_->kind() == QLatin1String("experiment"))
-    return experimentEnded(status, message, runFile);
+void MainWindow::conversionEnded(const QString& status, const QString& message, const QString& runFile,
+                                 const QString& exportPath) {
   cancelAction_->setEnabled(false);
   if (dashboardFollowsJob_) dashboard_->setJobEnded(status);
   jobRunFile_.clear();
