@@ -230,6 +230,7 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
     VariantResult vr;
     vr.name = v.name;
     vr.runDir = dir.string();
+    bool ran = false;
     const bool selected = !options.summaryOnly && (only.empty() || only.count(v.name));
     const std::string prefix = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + " " + v.name + "] ";
     const bool ranInChild = options.summaryOnly && ranInChildren.count(v.name);
@@ -254,9 +255,13 @@ ExperimentResult runExperiment(const ExperimentConfig& c, JobObserver& observer,
       VariantObserver inner(observer, prefix);
       runVariant(c, config, record, options, inner, vr);
       observer.log(prefix + toString(vr.status) + " in " + csvNumber(vr.seconds) + " s: " + vr.message);
+      ran = true;
     }
     vr.metrics = finalMetrics(vr.runDir);
     result.variants.push_back(vr);
+    // The summary as it stands after each variant that ran: a reader (the workbench) sees the
+    // results as they come.
+    if (ran) writeSummary(c, result.variants, result);
     cancelled = cancelled || vr.status == JobStatus::Cancelled;
   }
   if (cancelled) result.status = JobStatus::Cancelled;

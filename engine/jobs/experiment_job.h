@@ -11,8 +11,9 @@
 // config is parsed before the first one runs, so a typo fails at once, naming the variant.
 // After a variant completes, <run_dir>/<name>/variant.json records its config, status and wall
 // time; a later run with the same config reuses it (unless `force`), so an interrupted
-// experiment continues where it stopped. The summary (<run_dir>/summary.json and summary.csv)
-// has, per variant, the last value of every scalar of every run file in its folder, keyed by the
+// experiment continues where it stopped. The summary (<run_dir>/summary.json and summary.csv;
+// rewritten after each variant that runs, so it lists the results so far, and at the end) has,
+// per variant, the last value of every scalar of every run file in its folder, keyed by the
 // run file's folder relative to the variant's ("" for the variant's own run.h5):
 //   train:   test_accuracy, attention_entropy, val_loss, ...
 //   convert: perplexity_converted, ... and "evaluate/kl_mean_hedgehog", "distill/kl_mean", ...

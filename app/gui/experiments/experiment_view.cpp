@@ -199,6 +199,16 @@ Group readGroup(const QJsonObject& o) {
 }  // namespace
 
 QString ExperimentView::open(const QString& path) {
+  return openKeeping(path, {});
+}
+
+QString ExperimentView::reload() {
+  if (dir_.isEmpty()) return tr("no experiment is open");
+  return openKeeping(dir_, {xChoice_->currentText(), yChoice_->currentText(), scalarChoice_->currentText(),
+                            pairChoice_->currentText()});
+}
+
+QString ExperimentView::openKeeping(const QString& path, const QStringList& kept) {
   const QString file = QFileInfo(path).isDir() ? QDir(path).filePath(QStringLiteral("summary.json")) : path;
   QJsonObject root;
   std::vector<Variant> variants;
@@ -214,7 +224,7 @@ QString ExperimentView::open(const QString& path) {
                       .arg(text("name"), text("job"), QString::number(variants_.size()), dir_.toHtmlEscaped(),
                            text("description")));
   fillTable();
-  fillChoices();
+  fillChoices(kept);
   refreshScatter();
   refreshCurves();
   refreshMaps();
@@ -224,7 +234,7 @@ QString ExperimentView::open(const QString& path) {
 // Choices: the metrics every variant with metrics has (one that failed before its run file has
 // none and is left out, not allowed to empty the lists); the scalars and snapshot pairs of the
 // first variant whose run files can be read.
-void ExperimentView::fillChoices() {
+void ExperimentView::fillChoices(const QStringList& kept) {
   std::set<QString> metricKeys;
   bool first = true;
   for (const auto& v : variants_) {
@@ -255,19 +265,22 @@ void ExperimentView::fillChoices() {
   for (const auto& k : metricKeys) xChoice_->addItem(k), yChoice_->addItem(k);
   scalarChoice_->addItems(scalars);
   pairChoice_->addItems(pairs);
-  auto pick = [](QComboBox* c, const QStringList& preferred, int fallback) {
+  // The choice kept from before (a reload), else the first preferred one there is, else `fallback`.
+  auto pick = [&kept](int slot, QComboBox* c, QStringList preferred, int fallback) {
     const QSignalBlocker block(c);
+    if (slot < kept.size() && !kept[slot].isEmpty()) preferred.prepend(kept[slot]);
     for (const auto& p : preferred)
       if (c->findText(p) >= 0) return c->setCurrentIndex(c->findText(p));
     c->setCurrentIndex(std::min(fallback, c->count() - 1));
   };
-  pick(xChoice_, {QStringLiteral("attention_entropy"), QStringLiteral("evaluate/kl_mean_trained")}, 0);
-  pick(yChoice_,
+  pick(0, xChoice_, {QStringLiteral("attention_entropy"), QStringLiteral("evaluate/kl_mean_trained")}, 0);
+  pick(1, yChoice_,
        {QStringLiteral("test_accuracy"), QStringLiteral("perplexity"), QStringLiteral("perplexity_converted"),
         QStringLiteral("evaluate/perplexity_converted")},
        1);
-  pick(scalarChoice_, {QStringLiteral("accuracy"), QStringLiteral("val_loss"), QStringLiteral("distill/val_loss")}, 0);
-  pick(pairChoice_, {}, int(pairs.size()) - 1);  // the last pair: the top layer's last head
+  pick(2, scalarChoice_, {QStringLiteral("accuracy"), QStringLiteral("val_loss"), QStringLiteral("distill/val_loss")},
+       0);
+  pick(3, pairChoice_, {}, int(pairs.size()) - 1);  // the last pair: the top layer's last head
 }
 
 bool ExperimentView::setScatterAxes(const QString& x, const QString& y) {

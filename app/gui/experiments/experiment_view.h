@@ -46,6 +46,11 @@ class ExperimentView : public QWidget {
 
   // Opens <dir>/summary.json (or a summary.json path). Returns an error message, empty on success.
   QString open(const QString& path);
+  // Reads the open experiment again (its summary is rewritten as each variant ends), keeping the
+  // chosen scatter axes, scalar and head where they are still there. Returns an error or empty.
+  QString reload();
+  // The folder of the experiment shown (absolute; empty before one is opened).
+  QString folder() const { return dir_; }
   // Writes scatter.png, curves.png and maps.png (only when the runs have attention snapshots)
   // into `dir` (created); returns an error or empty.
   QString exportFigures(const QString& dir, int width = 1200, int height = 700);
@@ -89,7 +94,10 @@ class ExperimentView : public QWidget {
   void fillGroupRows(const std::set<QString>& keys);
   void fillBaselineRows(const std::set<QString>& keys);
   int baselineRowCount() const;
-  void fillChoices();
+  // Opens `path`, keeping the choices `kept` (x, y, scalar, pair; reload()) where they are there.
+  QString openKeeping(const QString& path, const QStringList& kept);
+  // The combo boxes' items, each's choice `kept` (same order) where there, else a default.
+  void fillChoices(const QStringList& kept);
   void refreshScatter();
   void refreshCurves();
   void refreshMaps();

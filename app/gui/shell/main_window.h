@@ -15,6 +15,7 @@
 // Engine work runs on a one-thread pool (never on the GUI thread); comparison edits are
 // coalesced by a short timer and a result that an edit has overtaken is dropped.
 #pragma once
+#include <QDateTime>
 #include <QMainWindow>
 #include <QMap>
 #include <QStringList>
@@ -185,6 +186,10 @@ class MainWindow : public QMainWindow {
   void wireExperimentProcesses();  // their signals to the dashboard, the status bar and the summary
   void experimentChildrenEnded(const QStringList& ran, const QMap<QString, QString>& failures, bool cancelled);
   void showExperimentProcesses();  // the status bar's "N of M variants running, K ended"
+  // The Experiments tab follows the running experiment's summary.json as variants end (each
+  // rewrites it): reloaded when the tab shows that experiment, opened when it shows none; the
+  // tab on screen stays the one the user chose.
+  void refreshRunningExperiment();
   void processJobRunningChanged(bool running);
   void chooseProject();
   void chooseRun();
@@ -217,10 +222,11 @@ class MainWindow : public QMainWindow {
   JobRunner* runner_ = nullptr;
   ProcessJobRunner* processRunner_ = nullptr;
   ExperimentProcesses* experimentProcesses_ = nullptr;
-  // What the summary job of an experiment run on processes needs: its config, and whether the
-  // user cancelled the processes (the summary's own status may not say so).
-  jobs::ExperimentConfig processExperiment_;
+  // The experiment running (its summary job, when its variants ran on processes, needs it), and
+  // whether the user cancelled the processes (the summary's own status may not say so).
+  jobs::ExperimentConfig runningExperiment_;
   bool processExperimentCancelled_ = false;
+  QDateTime summaryShown_;  // the running experiment's summary.json as the Experiments tab last read it
   QAction* pauseAction_ = nullptr;
   QLabel* processStatus_ = nullptr;  // "Converting on N processes" while one runs
   RunFollower* follower_ = nullptr;

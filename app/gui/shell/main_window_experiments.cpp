@@ -1,5 +1,6 @@
 // MainWindow: running an experiment from the workbench (Run > Run an experiment…).
 #include <QAction>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QInputDialog>
@@ -19,6 +20,19 @@
 #include "engine/jobs/experiment_job.h"
 
 namespace hh::gui {
+namespace {
+
+QString summaryFolder(const jobs::ExperimentConfig& config) {
+  return QDir(QString::fromStdString(config.runDir)).absolutePath();
+}
+
+// When the experiment's summary.json was last written (invalid: none yet).
+QDateTime summaryTime(const jobs::ExperimentConfig& config) {
+  const QFileInfo summary(QDir(summaryFolder(config)).filePath(QStringLiteral("summary.json")));
+  return summary.exists() ? summary.lastModified() : QDateTime();
+}
+
+}  // namespace
 
 QString MainWindow::startExperiment(const QString& projectPath, int parallel) {
   if (jobRunning()) return tr("a job is already running");
@@ -34,11 +48,12 @@ QString MainWindow::startExperiment(const QString& projectPath, int parallel) {
     return what.contains(projectPath) ? what : tr("%1: %2").arg(projectPath, what);
   }
   dashboard_->clear();
+  runningExperiment_ = config;
+  processExperimentCancelled_ = false;
+  summaryShown_ = summaryTime(config);
   if (parallel > 1 && pending.size() > 1) {
     QStringList names;
     for (const auto& name : pending) names << QString::fromStdString(name);
-    processExperiment_ = config;
-    processExperimentCancelled_ = false;
     const QString error = experimentProcesses_->start(projectPath, config, names, parallel);
     if (!error.isEmpty()) return error;
   } else if (!runner_->startExperiment(config, options)) {
@@ -63,7 +78,10 @@ void MainWindow::wireExperimentProcesses() {
           [this](qint64 step, qint64 total, const QString& phase, double eta) {
             if (dashboardFollowsJob_) dashboard_->setJobProgress(step, total, phase, eta);
           });
-  connect(experimentProcesses_, &ExperimentProcesses::variantsChanged, this, &MainWindow::showExperimentProcesses);
+  connect(experimentProcesses_, &ExperimentProcesses::variantsChanged, this, [this] {
+    showExperimentProcesses();
+    refreshRunningExperiment();
+  });
   connect(experimentProcesses_, &ExperimentProcesses::runningChanged, this, [this](bool running) {
     pauseAction_->setEnabled(false);  // processes are not paused, only cancelled
     processStatus_->setVisible(running);
@@ -82,6 +100,20 @@ void MainWindow::showExperimentProcesses() {
                                  .arg(names.join(QStringLiteral(", "))));
 }
 
+void MainWindow::refreshRunningExperiment() {
+  const QDateTime written = summaryTime(runningExperiment_);
+  if (!written.isValid() || written == summaryShown_) return;
+  const QString folder = summaryFolder(runningExperiment_);
+  const bool showsIt = QFileInfo(experiments_->folder()) == QFileInfo(folder);
+  if (!showsIt && !experiments_->folder().isEmpty()) return;  // another experiment: left alone
+  summaryShown_ = written;
+  // A summary being replaced is read the next time (the writer renames it into place).
+  if (showsIt)
+    experiments_->reload();
+  else
+    experiments_->open(folder);
+}
+
 // The processes have ended: the summary is written from the variants' records on the job runner
 // (as the CLI's launcher does), and its end is the experiment's (experimentEnded).
 void MainWindow::experimentChildrenEnded(const QStringList& ran, const QMap<QString, QString>& failures,
@@ -92,7 +124,7 @@ void MainWindow::experimentChildrenEnded(const QStringList& ran, const QMap<QStr
   for (auto it = failures.begin(); it != failures.end(); ++it)
     options.childFailures[it.key().toStdString()] = it.value().toStdString();
   processExperimentCancelled_ = cancelled;
-  if (!runner_->startExperiment(processExperiment_, options))
+  if (!runner_->startExperiment(runningExperiment_, options))
     experimentEnded(QStringLiteral("failed"), tr("the summary could not start: a job is already running"), {});
 }
 

@@ -4,7 +4,8 @@
 //     in the base, a variant whose merged config the job refuses);
 //   - variant configs are RFC 7396 merge patches over the base (objects merge, null deletes);
 //   - a run writes every variant's run file, variant.json and a summary (JSON and a CSV with
-//     one row per variant and the final scalars as columns, equal to the run files' last rows);
+//     one row per variant and the final scalars as columns, equal to the run files' last rows),
+//     the summary also after each variant (the second starts with the first one listed);
 //   - a second run reuses completed variants (no new run file), --force and --only run again,
 //     a changed config runs that variant again;
 //   - a failing variant is recorded and the next one still runs; a cancel starts no other
@@ -39,6 +40,21 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using hh::test::CancelAtStep;
 using hh::test::tinyExperiment;
+
+// At each run file's start, the variants summary.json lists (none when there is no summary yet).
+struct SummaryAtEachStart : j::JobObserver {
+  explicit SummaryAtEachStart(std::string path) : path(std::move(path)) {}
+  void started(const std::string&, int64_t) override {
+    std::vector<std::string> names;
+    if (std::ifstream in(path); in) {
+      const json summary = json::parse(in);  // kept: a loop over a temporary's member would outlive it
+      for (const auto& v : summary.at("variants")) names.push_back(v.at("name").get<std::string>());
+    }
+    listed.push_back(names);
+  }
+  std::string path;
+  std::vector<std::vector<std::string>> listed;
+};
 
 struct Cancelling : j::JobObserver {
   int logs = 0, cancelAfterLogs = -1;
@@ -93,8 +109,11 @@ class TestExperimentJob : public QObject {
   void runsSummarizesAndReuses() {
     hh::test::TempDir dir("experiment_run");
     const auto c = j::experimentConfigFromJson(tinyExperiment(dir));
+    SummaryAtEachStart watching(dir.file("exp/summary.json"));
+    const auto r = j::runExperiment(c, watching);
+    // The summary as it stood when each variant started: none, then the first variant's.
+    QVERIFY(watching.listed == (std::vector<std::vector<std::string>>{{}, {"hedgehog"}}));
     j::JobObserver quiet;
-    const auto r = j::runExperiment(c, quiet);
     QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
     QCOMPARE(r.variants.size(), size_t(2));
     for (const auto& v : r.variants) {

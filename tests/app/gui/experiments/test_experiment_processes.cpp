@@ -10,8 +10,9 @@
 //   - cancel while two long variants run: both stop within 10 s, childrenEnded says cancelled,
 //     the third never starts, each record says cancelled;
 //   - through the main window (startExperiment with parallel 2): the status bar's label counts
-//     the running variants, Pause stays disabled, and at the end the Experiments tab shows all
-//     three completed; a cancel through the window ends the experiment as "cancelled";
+//     the running variants, Pause stays disabled, the Experiments tab fills off screen as
+//     variants end, and at the end it is shown with all three completed; a cancel through the window ends the
+//     experiment as "cancelled";
 //   - Run > Run an experiment asks how many at once: half the cores by default, at most the
 //     variants to run, the last answer remembered; declining runs nothing; no question for one
 //     variant to run or a file that does not parse (startExperiment reports that);
@@ -28,6 +29,7 @@
 #include <QTest>
 #include <QTimer>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -97,6 +99,12 @@ using Failures = QMap<QString, QString>;
 Failures failuresOf(const QSignalSpy& ended) {
   return ended.at(0).at(1).value<Failures>();
 }
+QString toText(const QList<int>& values) {
+  QStringList text;
+  for (int v : values) text << QString::number(v);
+  return text.join(", ");
+}
+
 QString describe(const Failures& failures) {
   QStringList lines;
   for (auto it = failures.begin(); it != failures.end(); ++it) lines << it.key() + ": " + it.value();
@@ -203,6 +211,13 @@ class TestExperimentProcesses : public QObject {
     window.show();
     window.experimentProcesses()->setBinary(HH_CLI_BINARY);
     QSignalSpy finished(&window, &hh::gui::MainWindow::jobFinished);
+    // The Experiments tab's variants at each start or end while variants run (-1: the tab was
+    // brought on screen, which it must not be before the end).
+    QList<int> listed;
+    connect(window.experimentProcesses(), &hh::gui::ExperimentProcesses::variantsChanged, this, [&] {
+      if (!window.experimentProcesses()->running()) return;
+      listed << (window.experiments()->isVisible() ? -1 : window.experiments()->variantCount());
+    });
     QCOMPARE(window.startExperiment(path, 2), QString());
     QVERIFY(window.jobRunning());
     QVERIFY(window.experimentProcesses()->running());
@@ -216,6 +231,11 @@ class TestExperimentProcesses : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000);
     QCOMPARE(finished.at(0).at(0).toString(), QString("completed"));
     QVERIFY(!label->isVisible());
+    // It filled as variants ended, off screen: nothing at the start, at least the first ended
+    // variant once one had (two ending close together may be read at once), never shrinking.
+    QVERIFY2(listed.size() >= 2 && listed.first() == 0 && *std::max_element(listed.begin(), listed.end()) >= 1 &&
+                 std::is_sorted(listed.begin(), listed.end()),
+             qPrintable(QStringLiteral("listed: %1").arg(toText(listed))));
     auto* view = window.experiments();
     QVERIFY(view->isVisible());
     QCOMPARE(view->variantCount(), 3);

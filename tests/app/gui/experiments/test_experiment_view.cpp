@@ -2,12 +2,13 @@
 // runner, then opened: one table row per variant, a scatter point per variant at its summary
 // metrics, one curve per variant equal to its run file's scalar, each variant's last snapshot of
 // the chosen head (the linear weights), and PNG export of the three figures. A folder without a
-// summary is refused with a message. A variant cancelled and resumed shows as one run (its
-// run.h5 and continuation joined). With repeats, a bold row per declared variant above the runs
-// gives each metric's mean +- sd over its repeats, the numbers of summary.json, an italic row per
-// variant against the baseline (a metric column hidden from the header's menu stays hidden when
-// the folder is opened again, until "Show every column"), the curves give a declared variant's repeats one colour and a
-// dash each, and the scatter draws each declared variant's repeats as one series.
+// summary is refused with a message. A reload keeps the chosen axes, scalar and head. A variant
+// cancelled and resumed shows as one run (its run.h5 and continuation joined). With repeats, a
+// bold row per declared variant above the runs gives each metric's mean +- sd over its repeats,
+// the numbers of summary.json, an italic row per variant against the baseline (a metric column
+// hidden from the header's menu stays hidden when the folder is opened again, until "Show every
+// column"), the curves give a declared variant's repeats one colour and a dash each, and the
+// scatter draws each declared variant's repeats as one series.
 #include <QFile>
 #include <QImage>
 #include <QMenu>
@@ -90,6 +91,17 @@ class TestExperimentView : public QObject {
     const auto snap = t2rRun.snapshot(-1);
     QCOMPARE(view.maps()[1]->rows(), snap.size);
     QCOMPARE(double(view.maps()[1]->valueAt(snap.size - 1, 0)), double(snap.linear[size_t((snap.size - 1) * snap.size)]));
+
+    // A reload (the summary rewritten as a variant ends) keeps the chosen axes, scalar and head;
+    // opening the folder again starts from the defaults (the held-out loss over steps).
+    QCOMPARE(view.reload(), QString());
+    QCOMPARE(view.scatterPlot()->seriesValues(1), QVector<double>({t2rRun.scalars("val_loss").values.back()}));
+    QCOMPARE(view.curvePlot()->seriesValues(1), QVector<double>(loss.begin(), loss.end()));
+    QCOMPARE(double(view.maps()[1]->valueAt(snap.size - 1, 0)),
+             double(snap.linear[size_t((snap.size - 1) * snap.size)]));
+    QCOMPARE(view.open(view.folder()), QString());
+    const auto valLoss = t2rRun.scalars("val_loss").values;
+    QCOMPARE(view.curvePlot()->seriesValues(1), QVector<double>(valLoss.begin(), valLoss.end()));
 
     const QString out = QString::fromStdString(dir.file("figures"));
     const QString exportError = view.exportFigures(out, 800, 500);
