@@ -180,6 +180,15 @@ QStringList ExperimentProcesses::runningVariants() const {
   return names;
 }
 
+bool ExperimentProcesses::followVariant(const QString& name) {
+  for (const auto& child : children_)
+    if (child->name == name) {
+      follow(child.get());
+      return true;
+    }
+  return false;
+}
+
 QString ExperimentProcesses::followedVariant() const {
   return followed_ ? followed_->name : QString();
 }

@@ -8,9 +8,10 @@
 // thread-safe for writers, hence processes).
 // It reports as a JobSignals for one variant at a time, the one the dashboard follows: the
 // earliest started of those still running; when it ends, the next running one is followed (its
-// latest run file announced again). Progress is the followed variant's (its phase names it:
-// "[2/12 name] training"). Every start and end is a log line ("[name] started, log ...", "[name] completed after
-// 12.3 s"), and variantsChanged() fires on each (the status bar's count).
+// latest run file announced again); followVariant() picks another. Progress is the followed
+// variant's (its phase names it: "[2/12 name] training"). Every start and end is a log line
+// ("[name] started, log ...", "[name] completed after 12.3 s"), and variantsChanged() fires on
+// each (the status bar's count).
 // When the last child has ended, childrenEnded() gives the variants that ran, why each of those
 // that failed did (its record's message, else the process's error line or how it ended), and
 // whether the user cancelled; the caller then writes the summary from their records
@@ -71,6 +72,9 @@ class ExperimentProcesses : public JobSignals {
   int variantsTotal() const { return static_cast<int>(queue_.size()); }
   // The variant the signals above follow ("" when none runs).
   QString followedVariant() const;
+  // Follows the running variant `name` instead (its latest run file announced at once); false
+  // when no such variant runs.
+  bool followVariant(const QString& name);
 
  Q_SIGNALS:
   void variantsChanged();

@@ -29,6 +29,7 @@
 
 class QDockWidget;
 class QLabel;
+class QMenu;
 class QStackedWidget;
 class QTabWidget;
 class QThread;
@@ -183,7 +184,9 @@ class MainWindow : public QMainWindow {
                        const QString& exportPath);
   void experimentEnded(const QString& status, const QString& message, const QString& summary);
   void chooseExperimentToRun();
-  void wireExperimentProcesses();  // their signals to the dashboard, the status bar and the summary
+  // Their signals to the dashboard, the status bar and the summary; Run > Follow a running variant.
+  void wireExperimentProcesses(QMenu* run);
+  void fillFollowMenu();
   void experimentChildrenEnded(const QStringList& ran, const QMap<QString, QString>& failures, bool cancelled);
   void showExperimentProcesses();  // the status bar's "N of M variants running, K ended"
   // The Experiments tab follows the running experiment's summary.json as variants end (each
@@ -222,6 +225,7 @@ class MainWindow : public QMainWindow {
   JobRunner* runner_ = nullptr;
   ProcessJobRunner* processRunner_ = nullptr;
   ExperimentProcesses* experimentProcesses_ = nullptr;
+  QMenu* followMenu_ = nullptr;  // Run > Follow a running variant (enabled while variants run on processes)
   // The experiment running (its summary job, when its variants ran on processes, needs it), and
   // whether the user cancelled the processes (the summary's own status may not say so).
   jobs::ExperimentConfig runningExperiment_;

@@ -5,6 +5,7 @@
 #include <QFileInfo>
 #include <QInputDialog>
 #include <QLabel>
+#include <QMenu>
 #include <QSettings>
 #include <QStatusBar>
 #include <QThread>
@@ -71,8 +72,13 @@ QString MainWindow::startExperiment(const QString& projectPath, int parallel) {
   return {};
 }
 
-void MainWindow::wireExperimentProcesses() {
+void MainWindow::wireExperimentProcesses(QMenu* run) {
   experimentProcesses_ = new ExperimentProcesses(this);
+  followMenu_ = run->addMenu(tr("&Follow a running variant"));
+  followMenu_->setObjectName(QStringLiteral("followVariantMenu"));
+  followMenu_->setToolTip(tr("Which of the variants running on processes the dashboard follows"));
+  followMenu_->setEnabled(false);
+  connect(followMenu_, &QMenu::aboutToShow, this, &MainWindow::fillFollowMenu);
   connect(experimentProcesses_, &JobSignals::runFileStarted, this, &MainWindow::jobRunFileStarted);
   connect(experimentProcesses_, &JobSignals::progress, this,
           [this](qint64 step, qint64 total, const QString& phase, double eta) {
@@ -85,8 +91,27 @@ void MainWindow::wireExperimentProcesses() {
   connect(experimentProcesses_, &ExperimentProcesses::runningChanged, this, [this](bool running) {
     pauseAction_->setEnabled(false);  // processes are not paused, only cancelled
     processStatus_->setVisible(running);
+    followMenu_->setEnabled(running);
   });
   connect(experimentProcesses_, &ExperimentProcesses::childrenEnded, this, &MainWindow::experimentChildrenEnded);
+}
+
+// A checkable entry per running variant, the followed one checked; choosing one shows it on the
+// dashboard.
+void MainWindow::fillFollowMenu() {
+  followMenu_->clear();
+  const QString followed = experimentProcesses_->followedVariant();
+  for (const QString& name : experimentProcesses_->runningVariants()) {
+    QAction* action = followMenu_->addAction(name);
+    action->setCheckable(true);
+    action->setChecked(name == followed);
+    connect(action, &QAction::triggered, this, [this, name] {
+      if (!experimentProcesses_->followVariant(name)) return;  // ended meanwhile
+      showDashboard();
+      statusBar()->showMessage(tr("The dashboard follows %1").arg(name));
+    });
+  }
+  if (followMenu_->isEmpty()) followMenu_->addAction(tr("(none running)"))->setEnabled(false);
 }
 
 void MainWindow::showExperimentProcesses() {
@@ -95,8 +120,9 @@ void MainWindow::showExperimentProcesses() {
                               .arg(names.size())
                               .arg(experimentProcesses_->variantsTotal())
                               .arg(experimentProcesses_->variantsEnded()));
-  processStatus_->setToolTip(tr("Running, each in a process of its own: %1. No pause; Cancel stops every one within a "
-                                "step (a second Cancel force-stops).")
+  processStatus_->setToolTip(tr("Running, each in a process of its own: %1. Run > Follow a running variant picks "
+                                "the one the dashboard shows. No pause; Cancel stops every one within a step (a "
+                                "second Cancel force-stops).")
                                  .arg(names.join(QStringLiteral(", "))));
 }
 

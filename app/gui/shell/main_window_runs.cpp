@@ -72,7 +72,7 @@ void MainWindow::buildRunControls() {
   bar->addActions(starts);
   bar->addAction(pauseAction_);
   bar->addAction(cancelAction_);
-  wireExperimentProcesses();
+  wireExperimentProcesses(run);
 }
 
 // The run file follower reads on a thread of its own and feeds the dashboard.

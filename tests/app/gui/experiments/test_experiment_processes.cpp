@@ -11,8 +11,10 @@
 //     the third never starts, each record says cancelled;
 //   - through the main window (startExperiment with parallel 2): the status bar's label counts
 //     the running variants, Pause stays disabled, the Experiments tab fills off screen as
-//     variants end, and at the end it is shown with all three completed; a cancel through the window ends the
-//     experiment as "cancelled";
+//     variants end, and at the end it is shown with all three completed;
+//   - Run > Follow a running variant lists the running ones (the followed one checked) and moves
+//     the dashboard to the one chosen; a cancel through the window ends the experiment as
+//     "cancelled" and disables the menu;
 //   - Run > Run an experiment asks how many at once: half the cores by default, at most the
 //     variants to run, the last answer remembered; declining runs nothing; no question for one
 //     variant to run or a file that does not parse (startExperiment reports that);
@@ -23,6 +25,7 @@
 #include <QFile>
 #include <QInputDialog>
 #include <QLabel>
+#include <QMenu>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTableWidget>
@@ -250,11 +253,28 @@ class TestExperimentProcesses : public QObject {
     window.experimentProcesses()->setBinary(HH_CLI_BINARY);
     QSignalSpy finished(&window, &hh::gui::MainWindow::jobFinished);
     QCOMPARE(window.startExperiment(path, 2), QString());
-    QTRY_VERIFY_WITH_TIMEOUT(!window.dashboard()->path().isEmpty(), 60000);  // the dashboard follows one
+    QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->path().endsWith("exp/hedgehog/run.h5"), 60000);
+    // Run > Follow a running variant: an entry per running variant, the followed one checked;
+    // choosing t2r moves the dashboard to its run file.
+    auto* menu = window.findChild<QMenu*>("followVariantMenu");
+    QVERIFY(menu && menu->isEnabled());
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(QString::fromStdString(dir.file("exp/t2r/run.h5"))), 60000);
+    Q_EMIT menu->aboutToShow();
+    QStringList entries;
+    QAction* t2r = nullptr;
+    for (QAction* action : menu->actions()) {
+      entries << action->text() + (action->isChecked() ? "*" : "");
+      if (action->text() == "t2r") t2r = action;
+    }
+    QCOMPARE(entries, QStringList({"hedgehog*", "t2r"}));
+    t2r->trigger();
+    QCOMPARE(window.experimentProcesses()->followedVariant(), QString("t2r"));
+    QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->path().endsWith("exp/t2r/run.h5"), 10000);
     window.cancelJob();
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 30000);
     QCOMPARE(finished.at(0).at(0).toString(), QString("cancelled"));
     QVERIFY(!window.jobRunning());
+    QVERIFY(!menu->isEnabled());
   }
 
   void theWorkbenchAsksHowManyAtOnce() {
