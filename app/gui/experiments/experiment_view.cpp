@@ -85,6 +85,16 @@ ExperimentView::ExperimentView(QWidget* parent) : QWidget(parent) {
     fillColumnMenu(&menu);
     menu.exec(table_->horizontalHeader()->mapToGlobal(at));
   });
+  // A run's row opens its run file on the dashboard: double-click, or the row's context menu.
+  connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row) { requestRun(row); });
+  table_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(table_, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
+    const int row = table_->rowAt(at.y());
+    if (runFileOf(row).isEmpty()) return;
+    QMenu menu(this);
+    menu.addAction(tr("Open the run on the dashboard"), this, [this, row] { requestRun(row); });
+    menu.exec(table_->viewport()->mapToGlobal(at));
+  });
   xChoice_ = combo(this);
   yChoice_ = combo(this);
   scalarChoice_ = combo(this);
@@ -197,6 +207,18 @@ Group readGroup(const QJsonObject& o) {
 }
 
 }  // namespace
+
+QString ExperimentView::runFileOf(int row) const {
+  const int index = row - int(groups_.size()) - baselineRowCount();  // the runs' rows come last
+  if (row < 0 || index < 0 || index >= int(variants_.size())) return {};
+  const auto folders = runFolders(variants_[size_t(index)].runDir);
+  return folders.empty() ? QString() : QDir(folders.front().second).filePath(QStringLiteral("run.h5"));
+}
+
+void ExperimentView::requestRun(int row) {
+  const QString file = runFileOf(row);
+  if (!file.isEmpty()) Q_EMIT runRequested(file);
+}
 
 QString ExperimentView::open(const QString& path) {
   return openKeeping(path, {});

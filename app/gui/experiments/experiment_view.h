@@ -12,6 +12,7 @@
 //   - the last attention snapshot of a chosen (layer, head) for every variant side by side (the
 //     weights each model uses: linear where the layer is linear, softmax otherwise; the paper's
 //     Fig. 2).
+// A run's row opens that run on the dashboard (double-click or its context menu: runRequested).
 // exportFigures writes the three plots as PNG (what the results pages show). Everything is read
 // when the folder is opened (finished runs: a few small reads), on the calling thread.
 #pragma once
@@ -51,6 +52,10 @@ class ExperimentView : public QWidget {
   QString reload();
   // The folder of the experiment shown (absolute; empty before one is opened).
   QString folder() const { return dir_; }
+  // The run file a row of the table opens: a run's run.h5, else its first stage's (a convert
+  // variant's distill/run.h5 when it has no run.h5 of its own); "" for the mean and baseline rows
+  // and a run without run files.
+  QString runFileOf(int row) const;
   // Writes scatter.png, curves.png and maps.png (only when the runs have attention snapshots)
   // into `dir` (created); returns an error or empty.
   QString exportFigures(const QString& dir, int width = 1200, int height = 700);
@@ -67,6 +72,12 @@ class ExperimentView : public QWidget {
   // The header's context menu: a checkable entry per metric column, then "Show every column".
   void fillColumnMenu(QMenu* menu);
 
+ Q_SIGNALS:
+  // A run's row was double-clicked, or "Open the run on the dashboard" chosen from its context
+  // menu (the main window opens the file).
+  void runRequested(const QString& runFile);
+
+ public:
   // For tests.
   int variantCount() const { return int(variants_.size()); }
   int groupCount() const { return int(groups_.size()); }
@@ -98,6 +109,7 @@ class ExperimentView : public QWidget {
   QString openKeeping(const QString& path, const QStringList& kept);
   // The combo boxes' items, each's choice `kept` (same order) where there, else a default.
   void fillChoices(const QStringList& kept);
+  void requestRun(int row);  // runRequested for that row's run file, if it has one
   void refreshScatter();
   void refreshCurves();
   void refreshMaps();

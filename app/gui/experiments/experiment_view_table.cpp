@@ -26,7 +26,9 @@ void ExperimentView::fillTable() {
   const int first = int(groups_.size()) + baselineRowCount();
   for (int r = first; r < first + int(variants_.size()); ++r) {
     const auto& v = variants_[size_t(r - first)];
-    table_->setItem(r, 0, new QTableWidgetItem(v.name));
+    auto* name = new QTableWidgetItem(v.name);
+    name->setToolTip(tr("Double-click to open this run on the dashboard"));
+    table_->setItem(r, 0, name);
     table_->setItem(r, 1, new QTableWidgetItem(v.status));
     table_->setItem(r, 2, new QTableWidgetItem(QString::number(v.seconds, 'f', 1)));
     int c = kFixedColumns;

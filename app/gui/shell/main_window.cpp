@@ -129,6 +129,7 @@ void MainWindow::buildTabs() {
   tabs_->addTab(conversionPage_, tr("Conversion dashboard"));
   tabs_->addTab(browser_, tr("Runs"));
   experiments_ = new ExperimentView;
+  connect(experiments_, &ExperimentView::runRequested, this, &MainWindow::openRun);
   tabs_->addTab(experiments_, tr("Experiments"));
   generationView_ = new GenerationView;
   tabs_->addTab(generationView_, tr("Generation"));

@@ -2,16 +2,18 @@
 // runner, then opened: one table row per variant, a scatter point per variant at its summary
 // metrics, one curve per variant equal to its run file's scalar, each variant's last snapshot of
 // the chosen head (the linear weights), and PNG export of the three figures. A folder without a
-// summary is refused with a message. A reload keeps the chosen axes, scalar and head. A variant
-// cancelled and resumed shows as one run (its run.h5 and continuation joined). With repeats, a
-// bold row per declared variant above the runs gives each metric's mean +- sd over its repeats,
-// the numbers of summary.json, an italic row per variant against the baseline (a metric column
-// hidden from the header's menu stays hidden when the folder is opened again, until "Show every
-// column"), the curves give a declared variant's repeats one colour and a dash each, and the
-// scatter draws each declared variant's repeats as one series.
+// summary is refused with a message. A reload keeps the chosen axes, scalar and head; a run's row
+// (not a mean or paired row) opens its run file on a double-click. A variant cancelled and
+// resumed shows as one run (its run.h5 and continuation joined). With repeats, a bold row per
+// declared variant above the runs gives each metric's mean +- sd over its repeats, the numbers of
+// summary.json, an italic row per variant against the baseline (a metric column hidden from the
+// header's menu stays hidden when the folder is opened again, until "Show every column"), the
+// curves give a declared variant's repeats one colour and a dash each, and the scatter draws each
+// declared variant's repeats as one series.
 #include <QFile>
 #include <QImage>
 #include <QMenu>
+#include <QSignalSpy>
 #include <QTableWidget>
 #include <QTest>
 
@@ -102,6 +104,15 @@ class TestExperimentView : public QObject {
     QCOMPARE(view.open(view.folder()), QString());
     const auto valLoss = t2rRun.scalars("val_loss").values;
     QCOMPARE(view.curvePlot()->seriesValues(1), QVector<double>(valLoss.begin(), valLoss.end()));
+
+    // A double-click on a run's row asks for its run file (the main window opens it).
+    QSignalSpy requested(&view, &hh::gui::ExperimentView::runRequested);
+    const QRect cell = view.table()->visualItemRect(view.table()->item(1, 0));
+    QVERIFY(QTest::qWaitForWindowExposed(&view) && view.table()->viewport()->rect().contains(cell.center()));
+    QTest::mouseClick(view.table()->viewport(), Qt::LeftButton, {}, cell.center());
+    QTest::mouseDClick(view.table()->viewport(), Qt::LeftButton, {}, cell.center());
+    QCOMPARE(requested.count(), 1);
+    QCOMPARE(requested.at(0).at(0).toString(), QString::fromStdString(result.variants[1].runDir + "/run.h5"));
 
     const QString out = QString::fromStdString(dir.file("figures"));
     const QString exportError = view.exportFigures(out, 800, 500);
@@ -217,6 +228,9 @@ class TestExperimentView : public QObject {
     QCOMPARE(table->item(2, 0)->text(), QString("t2r \u2212 hedgehog"));
     QCOMPARE(table->item(6, 0)->text(), QString("t2r.s2"));
     QVERIFY(table->item(1, 0)->font().bold() && !table->item(6, 0)->font().bold());
+    // Only the runs' rows open a run: not the mean +- sd rows, not the paired one.
+    for (int row : {0, 1, 2}) QCOMPARE(view.runFileOf(row), QString());
+    QCOMPARE(view.runFileOf(6), QString::fromStdString(result.variants[3].runDir + "/run.h5"));
     QVERIFY(table->item(2, 0)->font().italic() && !table->item(2, 0)->font().bold());
     int column = -1;
     for (int c = 0; c < table->columnCount(); ++c)

@@ -1,7 +1,8 @@
 // app.gui.run_experiment: Run > Run an experiment in the workbench (MainWindow::startExperiment).
 //   - the tiny two-variant distillation experiment runs in the window: the dashboard follows a
 //     variant's run file, the Experiments tab (not on screen) lists the first variant once the
-//     second starts, and at the end it is shown with the summary, both variants completed; run again from another tab,
+//     second starts, and at the end it is shown with the summary, both variants completed; a
+//     run's row opens that run on the dashboard; run again from another tab,
 //     both are reused (none to run) and the Experiments tab is shown again;
 //   - Cancel while the first variant of a long experiment runs ends the job as cancelled within
 //     5 s; the Experiments tab lists that variant as cancelled and not the one never started;
@@ -75,6 +76,11 @@ class TestRunExperiment : public QObject {
     QCOMPARE(view->variantCount(), 2);
     QCOMPARE(statusOf(view, "hedgehog"), QString("completed"));
     QCOMPARE(statusOf(view, "t2r"), QString("completed"));
+    // Its row opens t2r's run on the dashboard.
+    for (int r = 0; r < view->table()->rowCount(); ++r)
+      if (view->table()->item(r, 0)->text() == "t2r") Q_EMIT view->table()->cellDoubleClicked(r, 0);
+    QTRY_VERIFY(window.dashboard()->path().endsWith("exp/t2r/run.h5"));
+    QVERIFY(window.dashboard()->isVisible());
 
     // Again, from another tab: nothing to run, both reused; the summary is shown again.
     window.showInspector();
