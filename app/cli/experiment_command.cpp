@@ -2,8 +2,11 @@
 // experiment project (engine/jobs/experiment_job.h: one job kind, a base config, named variants)
 // variant after variant, reusing variants already completed with the same config, then prints the
 // summary table and where summary.json / summary.csv are. With --jobs N > 1 the pending variants
-// run N at a time in child processes (app/cli/variant_processes.h) before the summary.
+// run N at a time in child processes (app/cli/variant_processes.h) before the summary. `--status`
+// runs nothing and prints where each variant stands (engine/jobs/experiment_status.h), also while
+// another invocation runs it.
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "app/cli/cli_observer.h"
@@ -14,6 +17,7 @@
 #include "engine/config/config_file.h"
 #include "engine/jobs/experiment_groups.h"
 #include "engine/jobs/experiment_job.h"
+#include "engine/jobs/experiment_status.h"
 
 namespace hh::cli {
 
@@ -121,7 +125,7 @@ struct ExperimentFlags {
   std::string configFile;
   std::vector<std::string> only;
   std::vector<std::string> metrics;  // the tables' columns (empty: every metric all rows have)
-  bool force = false, resume = false, list = false;
+  bool force = false, resume = false, list = false, status = false;
   int jobs = 1;
 };
 
@@ -180,8 +184,30 @@ void reportExperimentEnd(const jobs::ExperimentConfig& config, const jobs::Exper
   reportJobEnd(end);
 }
 
+// --status: where each variant stands (engine/jobs/experiment_status.h), then the counts.
+void printStatus(const jobs::ExperimentConfig& config) {
+  std::map<std::string, int> counts;
+  std::printf("%-20s %-12s %-24s %9s  %s\n", "variant", "state", "step", "seconds", "run file / message");
+  for (const auto& s : jobs::variantStates(config)) {
+    ++counts[s.state];
+    std::string step;
+    if (s.step >= 0 && s.state != "completed")
+      step =
+          std::to_string(s.step) + (s.totalSteps > 0 ? " / " + std::to_string(s.totalSteps) : "") + " (" + s.kind + ")";
+    char seconds[32] = "";
+    if (s.seconds > 0) std::snprintf(seconds, sizeof seconds, "%.1f", s.seconds);
+    const std::string where = s.message.empty() ? (s.state == "completed" ? "" : s.runFile) : s.message;
+    std::printf("%-20s %-12s %-24s %9s  %s\n", s.name.c_str(), s.state.c_str(), step.c_str(), seconds, where.c_str());
+  }
+  std::string line;
+  for (const char* state : {"completed", "running", "interrupted", "cancelled", "failed", "not started"})
+    if (counts[state] > 0) line += (line.empty() ? "" : ", ") + std::to_string(counts[state]) + " " + state;
+  std::printf("%s of %zu variants: %s\n", config.name.c_str(), config.variants.size(), line.c_str());
+}
+
 void runExperimentCommand(const ExperimentFlags& f) {
   const auto config = jobs::parseConfigFile(f.configFile, "", jobs::experimentConfigFromJson);
+  if (f.status) return printStatus(config);
   if (f.list) {
     for (const auto& v : config.variants)
       std::printf("%s\n%s\n", v.name.c_str(), jobs::variantConfig(config, v.name).dump(2).c_str());
@@ -218,6 +244,9 @@ void addExperimentCommand(CLI::App& app) {
   cmd->add_option("--jobs", f->jobs, "Run this many variants at once, each in its own process (cores shared out)")
       ->check(CLI::Range(1, 64));
   cmd->add_flag("--list", f->list, "Print the variants and their merged configs, run nothing");
+  cmd->add_flag("--status", f->status,
+                "Print where each variant stands (completed, running with its step, interrupted, not started...), "
+                "run nothing; works while the experiment runs");
   cmd->add_option("--metrics", f->metrics,
                   "The tables' columns, in this order (default: every metric; summary.json and .csv keep all)")
       ->delimiter(',');

@@ -161,6 +161,15 @@ bool reusable(const fs::path& record, const nlohmann::json& config, VariantResul
   return true;
 }
 
+}  // namespace
+
+bool variantRecord(const ExperimentConfig& c, const std::string& name, VariantResult& out) {
+  const auto config = variantConfig(c, name);
+  return recorded(fs::path(config.at("run_dir").get<std::string>()) / "variant.json", config, out);
+}
+
+namespace {
+
 // Throws on an --only name that is no variant of `c`.
 void checkOnlyNames(const ExperimentConfig& c, const ExperimentOptions& options) {
   for (const auto& name : options.only) variantConfig(c, name);

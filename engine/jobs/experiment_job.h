@@ -72,6 +72,11 @@ ExperimentResult runExperiment(const ExperimentConfig& config, JobObserver& obse
 // The variants runExperiment would run now with these options (not reusable, or forced), in order.
 std::vector<std::string> pendingVariants(const ExperimentConfig& config, const ExperimentOptions& options = {});
 
+// The record <run_dir>/<name>/variant.json of variant `name` when it was written for the variant's
+// current config (its status, message and seconds into `out`); false when there is none, it is
+// unreadable, or it records another config.
+bool variantRecord(const ExperimentConfig& config, const std::string& name, VariantResult& out);
+
 // The summary of the variants found under config.runDir (completed or not), as runExperiment writes it.
 nlohmann::json experimentSummary(const ExperimentConfig& config, const std::vector<VariantResult>& variants);
 // The last value of every scalar of every run.h5 under `dir` (at most two folders deep), keyed

@@ -2,10 +2,11 @@
 // of distillation over the tiny GPT-2 fixture:
 //   - each variant runs in its own process with its log, and the summary equals an in-process
 //     run's layout; run again with --metrics, the table shows those columns (a name no variant has
-//     warned about) and the summary keeps every metric; a failing variant is named on stderr in one line (its error, its log) and
-//     makes the command exit non-zero while the other completes;
+//     warned about) and the summary keeps every metric; a failing variant is named on stderr in one line (its error,
+//     its log) and makes the command exit non-zero while the other completes;
+//   - `--status` from another process lists both variants running at their step while they run;
 //   - SIGTERM to the launcher cancels both variants (variant.json "cancelled", exit 130, one
-//     "hedgehog: cancelled:" line, no child left running);
+//     "hedgehog: cancelled:" line, no child left running), and --status lists both cancelled;
 //   - a Ctrl-C at the terminal (SIGINT to the launcher's process group) reaches each child once,
 //     through the launcher: each cancels and records it, none is killed by a second signal;
 //   - a launcher killed outright (SIGKILL) leaves no child running: each cancels its variant;
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "engine/jobs/experiment_job.h"
 #include "engine/runs/run_reader.h"
@@ -85,6 +87,15 @@ std::string variantStatus(const hh::test::TempDir& dir, const std::string& name)
 
 // `experiment --config FILE --jobs 2` on two long variants, in its own process group, started
 // and waited for until both children have trained a step. Fills `children` with their pids.
+// What `hedgehog experiment --status` prints on the experiment in `dir`.
+std::string statusOf(const hh::test::TempDir& dir) {
+  const std::string out = dir.file("status.out");
+  const int rc = std::system((std::string(HH_CLI_BINARY) + " experiment --config " + dir.file("experiment.json") +
+                              " --status > " + out + " 2>&1")
+                                 .c_str());
+  return (rc == 0 ? "" : "exit " + std::to_string(rc) + ": ") + c::readAll(out);
+}
+
 pid_t startLongExperiment(const hh::test::TempDir& dir, std::vector<pid_t>& children) {
   json e = tinyExperiment(dir);
   e["base"]["steps"] = 1000000;
@@ -204,6 +215,14 @@ class TestVariantProcesses : public QObject {
     const pid_t launcher = startLongExperiment(dir, children);
     QVERIFY(launcher > 0);
     QVERIFY2(children.size() == 2, c::readAll(dir.file("log")).c_str());
+    // --status from another process while they run: both running, at a step out of their steps.
+    std::string live;
+    for (int i = 0; i < 600 && !std::regex_search(live, std::regex("2 running")); ++i) {
+      live = statusOf(dir);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    QVERIFY2(std::regex_search(live, std::regex("\nt2r +running +[0-9]+ / 1000000 \\(distill\\)")), live.c_str());
+    QVERIFY2(live.find("tiny of 2 variants: 2 running\n") != std::string::npos, live.c_str());
     const auto t0 = std::chrono::steady_clock::now();
     ::kill(launcher, SIGTERM);
     const int status = c::waitFor(launcher, 120);
@@ -219,6 +238,8 @@ class TestVariantProcesses : public QObject {
     const auto summary = json::parse(std::ifstream(dir.file("exp") + "/summary.json"));
     QCOMPARE(summary["variants"].size(), size_t(2));
     for (const auto& v : summary["variants"]) QCOMPARE(v["status"].get<std::string>(), std::string("cancelled"));
+    const std::string after = statusOf(dir);
+    QVERIFY2(after.find("tiny of 2 variants: 2 cancelled\n") != std::string::npos, after.c_str());
   }
 
   void ctrlCReachesEachChildOnce() {
