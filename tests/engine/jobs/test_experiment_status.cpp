@@ -91,7 +91,7 @@ class TestExperimentStatus : public QObject {
       QVERIFY(stateOf(states, "seed2").runFile.empty());
     }
     // The writer gone without an end, as a killed job leaves its file.
-    const auto& interrupted = stateOf(j::variantStates(config), "seed1");
+    const auto interrupted = stateOf(j::variantStates(config), "seed1");  // a copy: the list is a temporary
     QCOMPARE(interrupted.state, std::string("interrupted"));
     QCOMPARE(interrupted.step, int64_t(7));
     QVERIFY2(interrupted.message.find("--resume") != std::string::npos, interrupted.message.c_str());
