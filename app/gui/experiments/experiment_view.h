@@ -52,6 +52,11 @@ class ExperimentView : public QWidget {
   QString reload();
   // The folder of the experiment shown (absolute; empty before one is opened).
   QString folder() const { return dir_; }
+  // The variants of a running experiment that are not in its summary yet, each with where it
+  // stands ("running", "waiting"): grey rows after the runs, until set again (empty: none).
+  void setLiveRows(const std::vector<std::pair<QString, QString>>& rows);
+  int liveRowCount() const { return int(liveRows_.size()); }
+  QStringList variantNames() const;  // the summary's runs, in its order
   // The run file a row of the table opens: a run's run.h5, else its first stage's (a convert
   // variant's distill/run.h5 when it has no run.h5 of its own); "" for the mean and baseline rows
   // and a run without run files.
@@ -118,6 +123,7 @@ class ExperimentView : public QWidget {
   QString dir_;
   QSet<QString> hiddenColumns_;
   std::vector<Variant> variants_;
+  std::vector<std::pair<QString, QString>> liveRows_;  // (name, state): see setLiveRows
   std::vector<Group> groups_;
   QLabel* title_ = nullptr;
   QTableWidget* table_ = nullptr;

@@ -1,5 +1,6 @@
 // ExperimentView's table (see experiment_view.h): a row per run, the declared variants' mean +-
 // sd rows and the rows against the baseline above them, and the metric columns a user chose.
+#include <QBrush>
 #include <QHeaderView>
 #include <QMenu>
 #include <QTableWidget>
@@ -19,10 +20,10 @@ void ExperimentView::fillTable() {
   for (const auto& k : keys) headers << k;
   table_->clear();
   table_->setColumnCount(headers.size());
-  table_->setRowCount(int(variants_.size() + groups_.size()) + baselineRowCount());
+  table_->setRowCount(int(variants_.size() + groups_.size() + liveRows_.size()) + baselineRowCount());
   table_->setHorizontalHeaderLabels(headers);
   // The declared variants' rows come first (the headline), then their differences from the
-  // baseline, then the runs.
+  // baseline, then the runs, then the variants still running or waiting.
   const int first = int(groups_.size()) + baselineRowCount();
   for (int r = first; r < first + int(variants_.size()); ++r) {
     const auto& v = variants_[size_t(r - first)];
@@ -37,11 +38,33 @@ void ExperimentView::fillTable() {
       table_->setItem(r, c++, new QTableWidgetItem(it == v.metrics.end() ? QString() : QString::number(it->second, 'g', 5)));
     }
   }
+  const QBrush grey = palette().brush(QPalette::Disabled, QPalette::Text);
+  int r = first + int(variants_.size());
+  for (const auto& [name, state] : liveRows_) {
+    for (int c = 0; c < 2; ++c) {
+      auto* item = new QTableWidgetItem(c == 0 ? name : state);
+      item->setForeground(grey);
+      table_->setItem(r, c, item);
+    }
+    ++r;
+  }
   fillGroupRows(keys);
   fillBaselineRows(keys);
   table_->resizeColumnsToContents();
   for (int c = kFixedColumns; c < table_->columnCount(); ++c)  // what the user hid stays hidden
     table_->setColumnHidden(c, hiddenColumns_.contains(headers[c]));
+}
+
+void ExperimentView::setLiveRows(const std::vector<std::pair<QString, QString>>& rows) {
+  if (rows == liveRows_) return;
+  liveRows_ = rows;
+  fillTable();
+}
+
+QStringList ExperimentView::variantNames() const {
+  QStringList names;
+  for (const auto& v : variants_) names << v.name;
+  return names;
 }
 
 int ExperimentView::baselineRowCount() const {

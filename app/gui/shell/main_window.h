@@ -193,6 +193,11 @@ class MainWindow : public QMainWindow {
   // rewrites it): reloaded when the tab shows that experiment, opened when it shows none; the
   // tab on screen stays the one the user chose.
   void refreshRunningExperiment();
+  // The Experiments tab's grey rows for the running experiment's variants not in its summary yet
+  // (running, or waiting for their turn), when the tab shows that experiment.
+  void updateLiveRows();
+  // A run file of the experiment running in this process has started: its variant runs now.
+  void noteInProcessVariant(const QString& runFile);
   void processJobRunningChanged(bool running);
   void chooseProject();
   void chooseRun();
@@ -231,6 +236,8 @@ class MainWindow : public QMainWindow {
   jobs::ExperimentConfig runningExperiment_;
   bool processExperimentCancelled_ = false;
   QDateTime summaryShown_;  // the running experiment's summary.json as the Experiments tab last read it
+  QStringList pendingVariants_;  // what the running experiment runs, in order
+  QString inProcessVariant_;     // the one the in-process runner runs now
   QAction* pauseAction_ = nullptr;
   QLabel* processStatus_ = nullptr;  // "Converting on N processes" while one runs
   RunFollower* follower_ = nullptr;

@@ -23,6 +23,14 @@
 namespace hh::gui {
 namespace {
 
+// Whether `path` lies in the run folder of variant `name` of `config`.
+bool isInsideRunDir(const QString& path, const jobs::ExperimentConfig& config, const QString& name) {
+  const QString dir =
+      QDir(QString::fromStdString(jobs::variantConfig(config, name.toStdString()).at("run_dir").get<std::string>()))
+          .absolutePath();
+  return QDir::cleanPath(QFileInfo(path).absoluteFilePath()).startsWith(dir + QLatin1Char('/'));
+}
+
 QString summaryFolder(const jobs::ExperimentConfig& config) {
   return QDir(QString::fromStdString(config.runDir)).absolutePath();
 }
@@ -52,9 +60,11 @@ QString MainWindow::startExperiment(const QString& projectPath, int parallel) {
   runningExperiment_ = config;
   processExperimentCancelled_ = false;
   summaryShown_ = summaryTime(config);
+  QStringList names;
+  for (const auto& name : pending) names << QString::fromStdString(name);
+  pendingVariants_ = names;
+  inProcessVariant_.clear();
   if (parallel > 1 && pending.size() > 1) {
-    QStringList names;
-    for (const auto& name : pending) names << QString::fromStdString(name);
     const QString error = experimentProcesses_->start(projectPath, config, names, parallel);
     if (!error.isEmpty()) return error;
   } else if (!runner_->startExperiment(config, options)) {
@@ -128,16 +138,36 @@ void MainWindow::showExperimentProcesses() {
 
 void MainWindow::refreshRunningExperiment() {
   const QDateTime written = summaryTime(runningExperiment_);
-  if (!written.isValid() || written == summaryShown_) return;
   const QString folder = summaryFolder(runningExperiment_);
   const bool showsIt = QFileInfo(experiments_->folder()) == QFileInfo(folder);
-  if (!showsIt && !experiments_->folder().isEmpty()) return;  // another experiment: left alone
-  summaryShown_ = written;
-  // A summary being replaced is read the next time (the writer renames it into place).
-  if (showsIt)
-    experiments_->reload();
-  else
-    experiments_->open(folder);
+  // Another experiment on the tab is left alone. A summary being replaced is read the next time
+  // (the writer renames it into place).
+  if (written.isValid() && written != summaryShown_ && (showsIt || experiments_->folder().isEmpty())) {
+    summaryShown_ = written;
+    if (showsIt) {
+      experiments_->reload();
+    } else {
+      experiments_->open(folder);
+    }
+  }
+  updateLiveRows();
+}
+
+void MainWindow::noteInProcessVariant(const QString& runFile) {
+  for (const QString& name : pendingVariants_)
+    if (isInsideRunDir(runFile, runningExperiment_, name)) inProcessVariant_ = name;
+  refreshRunningExperiment();
+}
+
+void MainWindow::updateLiveRows() {
+  if (QFileInfo(experiments_->folder()) != QFileInfo(summaryFolder(runningExperiment_))) return;
+  QStringList running = experimentProcesses_->runningVariants();
+  if (runner_->running() && !inProcessVariant_.isEmpty()) running << inProcessVariant_;
+  const QStringList listed = experiments_->variantNames();
+  std::vector<std::pair<QString, QString>> rows;
+  for (const QString& name : pendingVariants_)
+    if (!listed.contains(name)) rows.emplace_back(name, running.contains(name) ? tr("running") : tr("waiting"));
+  experiments_->setLiveRows(rows);
 }
 
 // The processes have ended: the summary is written from the variants' records on the job runner
@@ -202,6 +232,8 @@ void MainWindow::experimentEnded(const QString& reported, const QString& message
   // Variants cancelled before they had written a record are absent, not cancelled, in the summary.
   const QString status = processExperimentCancelled_ ? QStringLiteral("cancelled") : reported;
   processExperimentCancelled_ = false;
+  pendingVariants_.clear();  // no variant runs or waits any more: the summary says how each ended
+  experiments_->setLiveRows({});
   cancelAction_->setEnabled(false);
   if (dashboardFollowsJob_) dashboard_->setJobEnded(status);
   jobRunFile_.clear();

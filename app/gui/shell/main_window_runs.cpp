@@ -162,8 +162,9 @@ void MainWindow::setDashboardFollowsJob(bool follows) {
 }
 
 void MainWindow::jobRunFileStarted(const QString& path) {
-  // In an experiment run in this process a run file starts after the variant before has ended.
-  if (runner_->running() && runner_->kind() == QLatin1String("experiment")) refreshRunningExperiment();
+  // In an experiment run in this process a run file starts after the variant before has ended;
+  // the variant it belongs to is the one running now.
+  if (runner_->running() && runner_->kind() == QLatin1String("experiment")) noteInProcessVariant(path);
   const bool firstStage = jobRunFile_.isEmpty();
   setDashboardFollowsJob(true);
   jobRunFile_ = path;

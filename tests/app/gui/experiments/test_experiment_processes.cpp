@@ -11,7 +11,8 @@
 //     the third never starts, each record says cancelled;
 //   - through the main window (startExperiment with parallel 2): the status bar's label counts
 //     the running variants, Pause stays disabled, the Experiments tab fills off screen as
-//     variants end, and at the end it is shown with all three completed;
+//     variants end (those not ended yet as grey rows, running or waiting), and at the end it is
+//     shown with all three completed;
 //   - Run > Follow a running variant lists the running ones (the followed one checked) and moves
 //     the dashboard to the one chosen; a cancel through the window ends the experiment as
 //     "cancelled" and disables the menu;
@@ -217,9 +218,12 @@ class TestExperimentProcesses : public QObject {
     // The Experiments tab's variants at each start or end while variants run (-1: the tab was
     // brought on screen, which it must not be before the end).
     QList<int> listed;
+    bool everyVariantShown = true;  // once the tab has a summary: its runs and grey rows make three
     connect(window.experimentProcesses(), &hh::gui::ExperimentProcesses::variantsChanged, this, [&] {
       if (!window.experimentProcesses()->running()) return;
-      listed << (window.experiments()->isVisible() ? -1 : window.experiments()->variantCount());
+      auto* view = window.experiments();
+      listed << (view->isVisible() ? -1 : view->variantCount());
+      if (view->variantCount() > 0) everyVariantShown &= view->variantCount() + view->liveRowCount() == 3;
     });
     QCOMPARE(window.startExperiment(path, 2), QString());
     QVERIFY(window.jobRunning());
@@ -239,6 +243,8 @@ class TestExperimentProcesses : public QObject {
     QVERIFY2(listed.size() >= 2 && listed.first() == 0 && *std::max_element(listed.begin(), listed.end()) >= 1 &&
                  std::is_sorted(listed.begin(), listed.end()),
              qPrintable(QStringLiteral("listed: %1").arg(toText(listed))));
+    QVERIFY(everyVariantShown);
+    QCOMPARE(window.experiments()->liveRowCount(), 0);
     auto* view = window.experiments();
     QVERIFY(view->isVisible());
     QCOMPARE(view->variantCount(), 3);

@@ -3,7 +3,8 @@
 // metrics, one curve per variant equal to its run file's scalar, each variant's last snapshot of
 // the chosen head (the linear weights), and PNG export of the three figures. A folder without a
 // summary is refused with a message. A reload keeps the chosen axes, scalar and head; a run's row
-// (not a mean or paired row) opens its run file on a double-click. A variant cancelled and
+// (not a mean or paired row) opens its run file on a double-click; live rows (variants not in
+// the summary yet) follow the runs. A variant cancelled and
 // resumed shows as one run (its run.h5 and continuation joined). With repeats, a bold row per
 // declared variant above the runs gives each metric's mean +- sd over its repeats, the numbers of
 // summary.json, an italic row per variant against the baseline (a metric column hidden from the
@@ -104,6 +105,14 @@ class TestExperimentView : public QObject {
     QCOMPARE(view.open(view.folder()), QString());
     const auto valLoss = t2rRun.scalars("val_loss").values;
     QCOMPARE(view.curvePlot()->seriesValues(1), QVector<double>(valLoss.begin(), valLoss.end()));
+
+    // Grey rows after the runs for variants not in the summary yet; they open nothing.
+    view.setLiveRows({{"seed1", "running"}, {"seed2", "waiting"}});
+    QCOMPARE(view.table()->rowCount(), 4);
+    QCOMPARE(view.table()->item(3, 0)->text() + " " + view.table()->item(3, 1)->text(), QString("seed2 waiting"));
+    QCOMPARE(view.runFileOf(2), QString());
+    view.setLiveRows({});
+    QCOMPARE(view.table()->rowCount(), 2);
 
     // A double-click on a run's row asks for its run file (the main window opens it).
     QSignalSpy requested(&view, &hh::gui::ExperimentView::runRequested);

@@ -1,9 +1,9 @@
 // app.gui.run_experiment: Run > Run an experiment in the workbench (MainWindow::startExperiment).
 //   - the tiny two-variant distillation experiment runs in the window: the dashboard follows a
 //     variant's run file, the Experiments tab (not on screen) lists the first variant once the
-//     second starts, and at the end it is shown with the summary, both variants completed; a
-//     run's row opens that run on the dashboard; run again from another tab,
-//     both are reused (none to run) and the Experiments tab is shown again;
+//     second starts, with a grey row for the second (running), and at the end it is shown with the summary, both
+//     variants completed; a run's row opens that run on the dashboard; run again from another tab, both are reused
+//     (none to run) and the Experiments tab is shown again;
 //   - Cancel while the first variant of a long experiment runs ends the job as cancelled within
 //     5 s; the Experiments tab lists that variant as cancelled and not the one never started;
 //   - a second start while one runs is refused, and so are a missing file and a malformed one,
@@ -59,8 +59,15 @@ class TestRunExperiment : public QObject {
     QSignalSpy runFiles(window.jobRunner(), &hh::gui::JobRunner::runFileStarted);
     // The Experiments tab's variants as each variant's run file starts (-1: the tab on screen).
     QList<int> listed;
-    connect(window.jobRunner(), &hh::gui::JobRunner::runFileStarted, this,
-            [&] { listed << (window.experiments()->isVisible() ? -1 : window.experiments()->variantCount()); });
+    QStringList live;  // its grey rows then: the variants not in the summary yet, with their state
+    connect(window.jobRunner(), &hh::gui::JobRunner::runFileStarted, this, [&] {
+      auto* view = window.experiments();
+      listed << (view->isVisible() ? -1 : view->variantCount());
+      QStringList rows;
+      for (int r = view->table()->rowCount() - view->liveRowCount(); r < view->table()->rowCount(); ++r)
+        rows << view->table()->item(r, 0)->text() + " " + view->table()->item(r, 1)->text();
+      live << rows.join(", ");
+    });
     QCOMPARE(window.startExperiment(path), QString());
     QVERIFY(window.jobRunning());
     QVERIFY2(window.startExperiment(path).contains("already running"), "a second start is refused");
@@ -71,6 +78,8 @@ class TestRunExperiment : public QObject {
     // Filled off screen as the first variant ended (by the time the queued signal is handled, the
     // second may have ended too).
     QVERIFY(listed.size() == 2 && listed[0] == 0 && listed[1] >= 1);
+    if (listed[1] == 1) QCOMPARE(live[1], QString("t2r running"));  // hedgehog listed, t2r running
+    QCOMPARE(window.experiments()->liveRowCount(), 0);              // at the end: the summary says how each ended
     auto* view = window.experiments();
     QVERIFY(view->isVisible());  // the Experiments tab is the one shown
     QCOMPARE(view->variantCount(), 2);
