@@ -4,8 +4,6 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QFileInfo>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QThread>
 
 #include <algorithm>
@@ -16,15 +14,13 @@
 namespace hh::gui {
 namespace {
 
-// Why a variant failed as its record (<run_dir>/variant.json) says; `otherwise` when it has no
-// record of a failure (its process failed before its job ran, or was killed).
-QString recordedFailure(const QString& runDir, const QString& otherwise) {
-  QFile file(QDir(runDir).filePath(QStringLiteral("variant.json")));
-  if (!file.open(QIODevice::ReadOnly)) return otherwise;
-  const QJsonObject record = QJsonDocument::fromJson(file.readAll()).object();
-  const QString message = record.value(QStringLiteral("message")).toString();
-  const bool failed = record.value(QStringLiteral("status")).toString() == QLatin1String("failed");
-  return failed && !message.isEmpty() ? message : otherwise;
+// Why variant `name` failed as its record says (the job's own message); `otherwise` when it has
+// no record of a failure (its process failed before its job ran, or was killed).
+QString recordedFailure(const jobs::ExperimentConfig& config, const QString& name, const QString& otherwise) {
+  jobs::VariantResult record;
+  const bool failed = jobs::variantRecord(config, name.toStdString(), record) &&
+                      record.status == jobs::JobStatus::Failed && !record.message.empty();
+  return failed ? QString::fromStdString(record.message) : otherwise;
 }
 
 }  // namespace
@@ -125,7 +121,7 @@ void ExperimentProcesses::childEnded(Child* child, const QString& status, const 
   ran_ << child->name;
   // The process's own last word on a failed variant is the experiment's ("1 of 3 variants ...,
   // 1 failed"): the variant's record says why it failed.
-  const QString why = status == QLatin1String("failed") ? recordedFailure(child->runDir, message) : message;
+  const QString why = status == QLatin1String("failed") ? recordedFailure(config_, child->name, message) : message;
   if (status == QLatin1String("failed")) failures_[child->name] = why;
   Q_EMIT logLine(tr("[%1] %2 after %3 s%4")
                      .arg(child->name, status)

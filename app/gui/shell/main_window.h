@@ -184,7 +184,7 @@ class MainWindow : public QMainWindow {
                        const QString& exportPath);
   void experimentEnded(const QString& status, const QString& message, const QString& summary);
   void chooseExperimentToRun();
-  // Their signals to the dashboard, the status bar and the summary; Run > Follow a running variant.
+  // The experiment processes' status bar count, live rows and summary; Run > Follow a running variant.
   void wireExperimentProcesses(QMenu* run);
   void fillFollowMenu();
   void experimentChildrenEnded(const QStringList& ran, const QMap<QString, QString>& failures, bool cancelled);

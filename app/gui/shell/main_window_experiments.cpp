@@ -83,17 +83,11 @@ QString MainWindow::startExperiment(const QString& projectPath, int parallel) {
 }
 
 void MainWindow::wireExperimentProcesses(QMenu* run) {
-  experimentProcesses_ = new ExperimentProcesses(this);
   followMenu_ = run->addMenu(tr("&Follow a running variant"));
   followMenu_->setObjectName(QStringLiteral("followVariantMenu"));
   followMenu_->setToolTip(tr("Which of the variants running on processes the dashboard follows"));
   followMenu_->setEnabled(false);
   connect(followMenu_, &QMenu::aboutToShow, this, &MainWindow::fillFollowMenu);
-  connect(experimentProcesses_, &JobSignals::runFileStarted, this, &MainWindow::jobRunFileStarted);
-  connect(experimentProcesses_, &JobSignals::progress, this,
-          [this](qint64 step, qint64 total, const QString& phase, double eta) {
-            if (dashboardFollowsJob_) dashboard_->setJobProgress(step, total, phase, eta);
-          });
   connect(experimentProcesses_, &ExperimentProcesses::variantsChanged, this, [this] {
     showExperimentProcesses();
     refreshRunningExperiment();

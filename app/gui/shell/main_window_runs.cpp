@@ -43,9 +43,11 @@ const char* const kNoPauseTip = "A conversion on several processes cannot be pau
 void MainWindow::buildRunControls() {
   runner_ = new JobRunner(this);
   processRunner_ = new ProcessJobRunner(this);
+  experimentProcesses_ = new ExperimentProcesses(this);
   startRunFollower();
-  // Both runners report the same way.
-  for (JobSignals* jobs : {static_cast<JobSignals*>(runner_), static_cast<JobSignals*>(processRunner_)}) {
+  // Every runner reports its run files and progress the same way.
+  for (JobSignals* jobs : {static_cast<JobSignals*>(runner_), static_cast<JobSignals*>(processRunner_),
+                           static_cast<JobSignals*>(experimentProcesses_)}) {
     connect(jobs, &JobSignals::runFileStarted, this, &MainWindow::jobRunFileStarted);
     // The job's progress belongs on its own run file, not on another run the user opened meanwhile.
     connect(jobs, &JobSignals::progress, this, [this](qint64 step, qint64 total, const QString& phase, double eta) {
