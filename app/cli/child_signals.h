@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 
 namespace hh::cli {
 
@@ -65,12 +66,18 @@ class ForwardedSignals {
 // cancel that never escalates (cli_observer.h): a launcher killed after it had passed on a cancel
 // (the workbench's kill, say) must not end a rank 0 that is saving, as a second SIGINT would.
 // Returns false when the launcher is already gone (the child should _exit).
-inline bool detachChild(pid_t launcher) {
+// The pause signals (pause_signals.h) are ignored until the child's main() installs its handlers:
+// left to their default they would end it. `launcherPid` (the launcher's pid as text, made before
+// the fork) goes into HH_LAUNCHER_PID: the pid a child's pause hint names.
+inline bool detachChild(pid_t launcher, const char* launcherPid) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != launcher) return false;
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
+  signal(SIGUSR1, SIG_IGN);
+  signal(SIGUSR2, SIG_IGN);
+  setenv("HH_LAUNCHER_PID", launcherPid, 1);
   return true;
 }
 

@@ -1,5 +1,6 @@
 #include "app/cli/cli_observer.h"
 
+#include "app/cli/pause_signals.h"
 #include "app/cli/progress_format.h"
 
 #include <unistd.h>
@@ -87,6 +88,25 @@ bool CliObserver::cancelled() {
     barVisible_ = false;
   }
   return gInterrupts.load() > 0;
+}
+
+bool CliObserver::pauseRequested() {
+  return cli::pauseRequested();
+}
+
+// The job's own log line says "paused at step N" (and later "resumed ... after S s"); this adds
+// how to go on, or the event for programs.
+void CliObserver::paused(bool paused, int64_t step) {
+  const auto now = std::chrono::steady_clock::now();
+  if (paused)
+    pausedAt_ = now;
+  else
+    eta_.leaveOut(now - pausedAt_);
+  if (jsonl_) return emitEvent({{"event", "paused"}, {"paused", paused}, {"step", step}});
+  if (!paused) return;
+  const long target = static_cast<long>(pauseTarget());
+  std::printf("  waiting: kill -USR2 %ld resumes, kill -INT %ld cancels\n", target, target);
+  std::fflush(stdout);
 }
 
 void CliObserver::draw(int64_t step, int64_t total, const std::string& phase) {

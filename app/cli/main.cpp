@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "app/cli/commands.h"
+#include "app/cli/pause_signals.h"
 #include "app/cli/progress_format.h"
 #include "app/cli/rank_processes.h"
 #include "engine/core/error_text.h"
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
   // Past a file size limit (RLIMIT_FSIZE, a quota) write() must fail with EFBIG so the engine
   // reports which file could not be written, instead of SIGXFSZ killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
+  hh::cli::installPauseSignals();  // SIGUSR1 / SIGUSR2 pause and resume; never the default (exit)
   hh::cli::recordCommandLine(argc, argv);
   CLI::App app{"Hedgehog: turn softmax-attention Transformers into linear-attention ones, and look inside."};
   app.require_subcommand(1);

@@ -10,6 +10,7 @@
 //   {"event":"progress","step":S,"total":T,"phase":X,"elapsed_s":E,"eta_s":R}
 //   {"event":"scalars","step":S,"values":{"loss":..,...}}
 //   {"event":"log","line":L}
+//   {"event":"paused","paused":true|false,"step":S}  training waits at step S (SIGUSR1), goes on (SIGUSR2)
 //   {"event":"processes","count":N,"pids":[..],"rendezvous":R,"threads":K,"logs":D}
 //      (R: "file RUN_DIR/.rendezvous-PID", or "host:port" when MASTER_ADDR/MASTER_PORT are set)
 //   {"event":"memory","rank":R,"peak_mb":M}

@@ -25,6 +25,7 @@
 #include "app/cli/child_logs.h"
 #include "app/cli/child_signals.h"
 #include "app/cli/commands.h"
+#include "app/cli/pause_signals.h"
 #include "app/cli/progress_format.h"
 #include "engine/config/compute_dtype.h"
 #include "engine/core/process_memory.h"
@@ -162,6 +163,7 @@ std::map<pid_t, int> forkRanks(const RankLaunch& launch) {
   for (const auto& a : launch.args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const pid_t launcher = getpid();
+  const std::string launcherPid = std::to_string(launcher);
   const std::string worldSize = std::to_string(launch.processes);
   std::map<pid_t, int> running;
   for (int rank = 0; rank < launch.processes; ++rank) {
@@ -173,7 +175,7 @@ std::map<pid_t, int> forkRanks(const RankLaunch& launch) {
       throw std::runtime_error("--nproc: fork failed: " + std::string(std::strerror(errno)));
     }
     if (pid == 0) {  // the rank: only async-signal-safe calls matter here, then exec
-      if (!detachChild(launcher)) _exit(130);
+      if (!detachChild(launcher, launcherPid.c_str())) _exit(130);
       const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) {
         if (rank > 0) dup2(fd, STDOUT_FILENO);
@@ -231,6 +233,7 @@ struct RanksEnd {
 RanksEnd waitForRanks(std::map<pid_t, int> running, const ForwardedSignals& counting, const RankLaunch& launch) {
   RanksEnd end;
   int forwarded = 0;
+  PauseForwarder pause;
   constexpr auto kNever = std::chrono::steady_clock::time_point::max();
   auto killAt = kNever;  // when the ranks still running are killed
   while (!running.empty()) {
@@ -238,6 +241,9 @@ RanksEnd waitForRanks(std::map<pid_t, int> running, const ForwardedSignals& coun
       ++forwarded;
       for (const auto& [pid, rank] : running) kill(pid, SIGINT);
     }
+    std::vector<pid_t> pids;
+    for (const auto& [pid, rank] : running) pids.push_back(pid);
+    pause.forward(pids);  // rank 0 says when they all wait, and when they go on
     if (killAt != kNever && std::chrono::steady_clock::now() >= killAt) {
       for (const auto& [pid, rank] : running) kill(pid, SIGKILL);
       end.killedByLauncher = true;

@@ -14,10 +14,12 @@
 #include <map>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "app/cli/child_logs.h"
 #include "app/cli/child_signals.h"
 #include "app/cli/commands.h"
+#include "app/cli/pause_signals.h"
 #include "app/cli/progress_format.h"
 
 namespace hh::cli {
@@ -37,10 +39,11 @@ pid_t launch(const std::string& self, const std::string& configFile, const std::
   std::vector<std::string> args{self, "experiment", "--config", configFile, "--only", name};
   args.insert(args.end(), flags.begin(), flags.end());
   const pid_t launcher = getpid();
+  const std::string launcherPid = std::to_string(launcher);
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("experiment --jobs: fork failed");
   if (pid == 0) {  // child: only async-signal-safe calls until exec
-    if (!detachChild(launcher)) _exit(130);
+    if (!detachChild(launcher, launcherPid.c_str())) _exit(130);
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) {
       dup2(fd, STDOUT_FILENO);
@@ -57,17 +60,16 @@ pid_t launch(const std::string& self, const std::string& configFile, const std::
   return pid;
 }
 
-// Why a variant failed: the message its variant.json records (the job's own, e.g. the NaN it hit),
-// else the error line of its log (a child that failed before its job ran), else how the child
-// ended ("killed by signal 9": the OOM killer, a kill -9, which leave neither).
-std::string variantFailure(const std::string& log, int status) {
-  try {
-    std::ifstream in(fs::path(log).parent_path() / "variant.json");
-    const auto record = nlohmann::json::parse(in);
-    const auto message = record.value("message", std::string());
-    if (record.value("status", std::string()) != "completed" && !message.empty()) return message;
-  } catch (const std::exception&) {
-  }
+// Why a variant failed: the message its record (variant.json, for the variant's current config)
+// holds (the job's own, e.g. the NaN it hit), else the error line of its log (a child that failed
+// before its job ran), else how the child ended ("killed by signal 9": the OOM killer, a kill -9,
+// which leave neither).
+std::string variantFailure(const jobs::ExperimentConfig& config, const std::string& name, const std::string& log,
+                           int status) {
+  jobs::VariantResult record;
+  if (jobs::variantRecord(config, name, record) && record.status != jobs::JobStatus::Completed &&
+      !record.message.empty())
+    return record.message;
   const std::string said = lastErrorLine(log);
   if (!said.empty()) return said;
   const std::string how = describeStatus(status);  // "was killed by signal 9"
@@ -75,21 +77,37 @@ std::string variantFailure(const std::string& log, int status) {
 }
 
 // Prints how a child ended and counts it in `result` (the first failure keeps its name, log and error).
-void reportEnd(const Child& child, int status, VariantProcessesResult& result) {
+void reportEnd(const jobs::ExperimentConfig& config, const Child& child, int status, VariantProcessesResult& result) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - child.started).count();
   const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   const bool cancelled = WIFEXITED(status) && WEXITSTATUS(status) == kExitCancelled;
   result.failed += ok ? 0 : 1;
-  const std::string why = ok || cancelled ? "" : variantFailure(child.log, status);
+  const std::string why = ok || cancelled ? "" : variantFailure(config, child.name, child.log, status);
   if (!why.empty()) result.failures[child.name] = why;
   if (!ok && result.firstFailed.empty()) {
     result.firstFailed = child.name;
     result.firstFailedLog = child.log;
-    result.firstFailedError = cancelled ? variantFailure(child.log, status) : why;
+    result.firstFailedError = cancelled ? variantFailure(config, child.name, child.log, status) : why;
   }
   char line[64];
   std::snprintf(line, sizeof line, "%s after %.1f s", ok ? "completed" : cancelled ? "cancelled" : "failed", seconds);
   sayLine("[" + child.name + "] " + line + (why.empty() ? "" : ": " + why) + " (log " + child.log + ")");
+}
+
+// Passes a pause or a resume on to the running children, and says so once per change; true while
+// paused (no new child starts).
+bool forwardPause(PauseForwarder& pause, const std::map<pid_t, Child>& running, bool& wasPaused, size_t waiting) {
+  std::vector<pid_t> pids;
+  for (const auto& [pid, child] : running) pids.push_back(pid);
+  const bool paused = pause.forward(pids);
+  if (paused != wasPaused) {
+    const std::string rest = waiting == 0 ? "" : "; " + std::to_string(waiting) + " waiting";
+    sayLine(paused ? "paused: " + std::to_string(pids.size()) + " running variant(s) wait at their next step" + rest +
+                         " (kill -USR2 " + std::to_string(getpid()) + " resumes)"
+                   : "resumed" + rest);
+    wasPaused = paused;
+  }
+  return paused;
 }
 
 }  // namespace
@@ -105,12 +123,15 @@ VariantProcessesResult runVariantsInProcesses(const std::string& configFile, con
   std::map<pid_t, Child> running;
   size_t next = 0;
   int forwarded = 0;
+  PauseForwarder pause;
+  bool wasPaused = false;
   while (next < names.size() || !running.empty()) {
     while (forwarded < counting.received()) {  // one interrupt per signal to every child still running
       ++forwarded;
       for (const auto& [pid, child] : running) kill(pid, SIGINT);
     }
-    while (forwarded == 0 && next < names.size() && static_cast<int>(running.size()) < jobs) {
+    const bool paused = forwardPause(pause, running, wasPaused, names.size() - next);
+    while (forwarded == 0 && !paused && next < names.size() && static_cast<int>(running.size()) < jobs) {
       const auto& name = names[next++];
       const fs::path dir = jobs::variantConfig(config, name).at("run_dir").get<std::string>();
       fs::create_directories(dir);
@@ -120,7 +141,11 @@ VariantProcessesResult runVariantsInProcesses(const std::string& configFile, con
       sayLine("[" + name + "] started (process " + std::to_string(pid) + ", " + std::to_string(threads) + " thread" +
               (threads == 1 ? "" : "s") + "; log " + log + ")");
     }
-    if (running.empty()) break;  // interrupted before the rest started
+    if (running.empty()) {
+      if (!paused || forwarded > 0) break;                         // interrupted before the rest started
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // paused between variants
+      continue;
+    }
     // Polled, not blocking: a signal that lands between the check above and a blocking wait
     // would otherwise wait for a child to end before it is passed on.
     int status = 0;
@@ -132,7 +157,7 @@ VariantProcessesResult runVariantsInProcesses(const std::string& configFile, con
     if (done < 0) break;
     const auto it = running.find(done);
     if (it == running.end()) continue;
-    reportEnd(it->second, status, result);
+    reportEnd(config, it->second, status, result);
     running.erase(it);
   }
   result.interrupted = forwarded > 0;

@@ -27,19 +27,14 @@ namespace fs = std::filesystem;
 namespace {
 
 // Passes every call through, with the stage's name in front of the phase ("2/4 finetune: training").
-class StageObserver : public JobObserver {
+class StageObserver : public ForwardingObserver {
  public:
-  StageObserver(JobObserver& inner, std::string stage) : inner_(inner), stage_(std::move(stage)) {}
-  void started(const std::string& runPath, int64_t totalSteps) override { inner_.started(runPath, totalSteps); }
+  StageObserver(JobObserver& inner, std::string stage) : ForwardingObserver(inner), stage_(std::move(stage)) {}
   void progress(int64_t step, int64_t totalSteps, const std::string& phase) override {
     inner_.progress(step, totalSteps, stage_ + ": " + phase);
   }
-  void scalars(int64_t step, const std::map<std::string, double>& values) override { inner_.scalars(step, values); }
-  void log(const std::string& line) override { inner_.log(line); }
-  bool cancelled() override { return inner_.cancelled(); }
 
  private:
-  JobObserver& inner_;
   std::string stage_;
 };
 

@@ -50,19 +50,15 @@ nlohmann::json jobConfig(const std::string& job, nlohmann::json config, const Ex
 }
 
 // Passes everything through, naming the variant in progress phases and log lines.
-class VariantObserver : public JobObserver {
+class VariantObserver : public ForwardingObserver {
  public:
-  VariantObserver(JobObserver& inner, std::string prefix) : inner_(inner), prefix_(std::move(prefix)) {}
-  void started(const std::string& runPath, int64_t totalSteps) override { inner_.started(runPath, totalSteps); }
+  VariantObserver(JobObserver& inner, std::string prefix) : ForwardingObserver(inner), prefix_(std::move(prefix)) {}
   void progress(int64_t step, int64_t totalSteps, const std::string& phase) override {
     inner_.progress(step, totalSteps, prefix_ + phase);
   }
-  void scalars(int64_t step, const std::map<std::string, double>& values) override { inner_.scalars(step, values); }
   void log(const std::string& line) override { inner_.log(prefix_ + line); }
-  bool cancelled() override { return inner_.cancelled(); }
 
  private:
-  JobObserver& inner_;
   std::string prefix_;
 };
 

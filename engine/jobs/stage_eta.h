@@ -4,7 +4,7 @@
 // again; a stage's estimate must not use the time of the stages before it (it did: the stories
 // conversion's finetune stage said "eta 43m40s" at step 20 of 1000 for what took 1m52s). So the
 // clock restarts when the caller says a stage started (restart()), when the step count goes back,
-// and when the total changes.
+// and when the total changes. Time spent paused is left out (leaveOut()).
 //
 // The rate is over the stage's last quarter of steps (at least kMinWindowSteps), not over all of
 // it: the evaluation's table batches cost about 10x its perplexity batches, and an average since
@@ -24,6 +24,11 @@ class StageEta {
 
   // The next report starts a new stage.
   void restart() { reports_.clear(); }
+  // A pause of `paused` just ended: the stage's reports so far move that much later, so the time
+  // spent paused is not taken for time spent on steps.
+  void leaveOut(Clock::duration paused) {
+    for (auto& report : reports_) report.at += paused;
+  }
 
   // Seconds left in the stage after `step` of `total`, reported at `now`; < 0 while unknown (at
   // the stage's first report, before any step has been timed). 0 once step reaches total.

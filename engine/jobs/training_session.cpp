@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "engine/core/error_text.h"
 #include "engine/distributed/communicator.h"
+#include "engine/distributed/step_gate.h"
 #include "engine/jobs/job_support.h"
 #include "engine/jobs/training_checkpoint.h"
 #include "engine/jobs/training_support.h"
@@ -185,8 +187,33 @@ void TrainingSession::fail(const std::string& message) {
   message_ = message;
 }
 
+// Cancel and pause at the start of a step, agreed by every rank; the run's log says when it
+// waited and for how long.
+bool TrainingSession::passStepGate() {
+  auto waitStarted = std::chrono::steady_clock::now();
+  dist::StepControl control;
+  control.cancelled = [this] { return observer_.cancelRequested(); };
+  control.pauseRequested = [this] { return observer_.pauseRequested(); };
+  control.pausedChanged = [this, &waitStarted](bool paused, bool cancelled) {
+    if (paused)
+      waitStarted = std::chrono::steady_clock::now();
+    else
+      pausedSeconds_ += secondsSince(waitStarted);
+    char line[96];
+    if (paused)
+      std::snprintf(line, sizeof line, "paused at step %lld", static_cast<long long>(step));
+    else
+      std::snprintf(line, sizeof line, "%s at step %lld after %.1f s", cancelled ? "cancelled while paused" : "resumed",
+                    static_cast<long long>(step), secondsSince(waitStarted));
+    log(line);
+    if (paused && writer_) writer_->flush();  // readers see every step up to the pause, and this line
+    observer_.paused(paused, step);
+  };
+  return dist::passStepGate(world_, control);
+}
+
 double TrainingSession::seconds() const {
-  return secondsSince(started_);
+  return secondsSince(started_) - pausedSeconds_;
 }
 
 void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule& schedule, int64_t steps,
@@ -202,7 +229,7 @@ void TrainingSession::train(torch::optim::Optimizer& optimizer, const LrSchedule
     // The evaluation a cancel (or an error) interrupted, as the interrupted run would have done it.
     if (pendingEvaluation_ && !evaluateAndSave(*pendingEvaluation_, hooks)) return;
     while (step < steps && ending_ != kEarlyStopped) {
-      if (world_.any(observer_.cancelled())) throw JobCancelled();  // every rank stops at the same step
+      if (!passStepGate()) throw JobCancelled();  // every rank stops (or waits) at the same step
       const auto started = std::chrono::steady_clock::now();
       const double lr = scheduledLr(schedule.lr, step, schedule.warmupSteps, steps, schedule.minLrRatio);
       setLr(optimizer, lr);

@@ -159,9 +159,10 @@ class TrainingSession {
   // Whether the job failed on a value every rank has (the loss or gradient norm of a step and the
   // validation loss are exchanged): every rank stops at the same step, and rank 0 then saves.
   bool failedOnEveryRank() const { return status_ == JobStatus::Failed && everyRank_; }
-  double seconds() const;
+  double seconds() const;  // since the session began, time spent paused excluded
 
  private:
+  bool passStepGate();                                 // false: cancelled (every rank at this step); waits while paused
   int64_t keptStep(const TrainingHooks& hooks) const;  // the step whose weights a failed job keeps
   // The evaluation after this step, then the checkpoint; false when the job stops here (a
   // validation loss that is not finite, or early stopping).
@@ -178,6 +179,7 @@ class TrainingSession {
   std::optional<runs::RunWriter> writer_;
   std::function<void()> saveJobCheckpoint_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  double pausedSeconds_ = 0;
   JobStatus status_ = JobStatus::Completed;
   std::string message_;
   bool everyRank_ = false;  // see failedOnEveryRank()

@@ -25,6 +25,10 @@ struct JobRunner::Control {
     wake.wait(lock, [this] { return cancel || !paused; });
     return cancel;
   }
+  bool cancelAsked() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return cancel;
+  }
   void setCancel() { update([this] { cancel = true; }); }
   void setPaused(bool value) { update([this, value] { paused = value; }); }
   bool isPaused() {
@@ -62,13 +66,28 @@ class SignalObserver : public jobs::JobObserver {
     Q_EMIT runner_->progress(step, total, QString::fromStdString(phase), eta_.secondsLeft(step, total, now));
   }
   void log(const std::string& line) override { Q_EMIT runner_->logLine(QString::fromStdString(line)); }
-  bool cancelled() override { return control_->check(); }
+  // At a training step the step gate waits (and logs the pause in the run); elsewhere the cancel
+  // poll blocks while paused, the time it blocked left out of the estimate.
+  bool cancelRequested() override { return control_->cancelAsked(); }
+  bool pauseRequested() override { return control_->isPaused(); }
+  void paused(bool paused, int64_t) override {
+    if (paused)
+      pausedAt_ = Clock::now();
+    else
+      eta_.leaveOut(Clock::now() - pausedAt_);
+  }
+  bool cancelled() override {
+    const auto asked = Clock::now();
+    const bool stop = control_->check();
+    if (const auto waited = Clock::now() - asked; waited > std::chrono::milliseconds(100)) eta_.leaveOut(waited);
+    return stop;
+  }
 
  private:
   using Clock = std::chrono::steady_clock;
   JobRunner* runner_;
   std::shared_ptr<JobRunner::Control> control_;
-  Clock::time_point lastProgress_{};
+  Clock::time_point lastProgress_{}, pausedAt_{};
   jobs::StageEta eta_;  // restarted by started(): a conversion's stages share this observer
 };
 

@@ -3,9 +3,11 @@
 // The job reports through an observer whose calls come back to the GUI thread as queued signals
 // (progress at most every kProgressMs, each stage's run file as it is created); cancel() sets a
 // flag the job polls every step, so it stops within a step and marks its run file cancelled.
-// pause() makes that same poll block (on a condition variable: no CPU while it waits) until
-// resume() or cancel(); so a paused job stops at its next cancel check, within a step, with its
-// run file still "running", and a cancel while paused ends it as cancelled.
+// pause() makes a training job wait at its next step (the step gate, engine/distributed/
+// step_gate.h: the run's log says when and for how long, the run file is flushed, the job's wall
+// time leaves the pause out) and any other poll block (on a condition variable: no CPU while it
+// waits) until resume() or cancel(); the run file stays "running", and a cancel while paused
+// ends it as cancelled.
 // The destructor cancels a running job and waits for it.
 #pragma once
 #include <QObject>
@@ -40,19 +42,13 @@ class JobRunner : public JobSignals {
   // What the last start ran: "convert" or "experiment" ("" before any).
   QString kind() const { return kind_; }
   void cancel();
-  // Pause / resume the running job (no-ops when none runs). paused(): asked for, not yet resumed;
-  // the job itself stops at its next cancel check.
-  void pause();
-  void resume();
-  bool paused() const;
+  // JobSignals' pause: the job blocks in its next cancel check.
+  void pause() override;
+  void resume() override;
+  bool paused() const override;
   // Blocks until the job has finished (tests); true if it did within `ms`.
   bool wait(int ms);
 
- Q_SIGNALS:  // and JobSignals' (run file, progress, log, finished, running)
-  // Follows pause() and resume() (and false when a paused job ends).
-  void pausedChanged(bool paused);
-
- public:
   struct Control;  // the cancel / pause state shared with the job's observer (job_runner.cpp)
   // What a job hands back to finished(): status, message, run file, export path.
   struct Outcome {

@@ -10,10 +10,10 @@
 #include <QSaveFile>
 #include <QTimer>
 
+#include <csignal>
+
 #ifdef __linux__
 #include <sys/prctl.h>
-
-#include <csignal>
 #endif
 
 namespace hh::gui {
@@ -48,6 +48,9 @@ ProcessJobRunner::ProcessJobRunner(QObject* parent) : JobSignals(parent), binary
     killed_ = true;
     process_->kill();
   });
+  pauseTimer_ = new QTimer(this);
+  pauseTimer_->setInterval(kRepeatPauseMs);
+  connect(pauseTimer_, &QTimer::timeout, this, [this] { signalPause(SIGUSR1); });
 }
 
 ProcessJobRunner::~ProcessJobRunner() {
@@ -136,11 +139,16 @@ bool ProcessJobRunner::startProcess(const QStringList& arguments, int processes,
     environment.insert(QStringLiteral("HH_NUM_THREADS"), QString::number(threads));
     process_->setProcessEnvironment(environment);
   }
-#ifdef __linux__
   // The CLI cancels on SIGTERM (a launcher passes it on to every rank): a workbench that dies
-  // does not leave it running.
-  process_->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
+  // does not leave it running (Linux). The pause signals are ignored until the CLI's main()
+  // installs its handlers: by default they would end it.
+  process_->setChildProcessModifier([] {
+#ifdef __linux__
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
 #endif
+    ::signal(SIGUSR1, SIG_IGN);
+    ::signal(SIGUSR2, SIG_IGN);
+  });
   connect(process_, &QProcess::readyReadStandardOutput, this, &ProcessJobRunner::readStdout);
   connect(process_, &QProcess::readyReadStandardError, this, &ProcessJobRunner::readStderr);
   QProcess* started = process_;
@@ -148,7 +156,7 @@ bool ProcessJobRunner::startProcess(const QStringList& arguments, int processes,
     if (started == process_) onExited(code, status == QProcess::CrashExit);
   });
   processes_ = processes;
-  cancelled_ = killed_ = false;
+  cancelled_ = killed_ = paused_ = false;
   summaryMessage_.clear();
   errorLine_.clear();
   lastStderr_.clear();
@@ -175,6 +183,28 @@ void ProcessJobRunner::cancel() {
   cancelled_ = true;
   process_->terminate();
   if (again && !killTimer_->isActive()) killTimer_->start(killAfterMs_);
+}
+
+// SIGUSR1: the CLI (every rank, through the launcher) waits at its next training step; repeated
+// every kRepeatPauseMs while paused, for a CLI that had not installed its handlers when asked.
+void ProcessJobRunner::pause() {
+  if (!running() || paused_) return;
+  paused_ = true;
+  signalPause(SIGUSR1);
+  pauseTimer_->start();
+  Q_EMIT pausedChanged(true);
+}
+
+void ProcessJobRunner::resume() {
+  if (!paused_) return;
+  paused_ = false;
+  pauseTimer_->stop();
+  signalPause(SIGUSR2);
+  Q_EMIT pausedChanged(false);
+}
+
+void ProcessJobRunner::signalPause(int signal) {
+  if (running() && process_->processId() > 0) ::kill(static_cast<pid_t>(process_->processId()), signal);
 }
 
 bool ProcessJobRunner::wait(int ms) {
@@ -247,6 +277,7 @@ void ProcessJobRunner::handleEvent(const QJsonObject& event) {
 
 void ProcessJobRunner::onExited(int exitCode, bool crashed) {
   killTimer_->stop();
+  pauseTimer_->stop();
   readStdout();
   readStderr();
   // A last line without its newline.
@@ -276,6 +307,10 @@ void ProcessJobRunner::onExited(int exitCode, bool crashed) {
   QString runFile = resultRunFile_;
   if (runFile.isEmpty() && QFileInfo::exists(runDir_ + QStringLiteral("/run.h5"))) runFile = runDir_ + QStringLiteral("/run.h5");
   Q_EMIT finished(status, message, runFile, exportPath_);
+  if (paused_) {
+    paused_ = false;
+    Q_EMIT pausedChanged(false);
+  }
   Q_EMIT runningChanged(false);
 }
 

@@ -19,7 +19,10 @@
 // that takes: nothing is killed. A second cancel() (the user's force-stop) sends another SIGTERM,
 // which the launcher passes on as a second interrupt that ends the ranks at once; the launcher is
 // killed if it still runs kKillAfterMs later.
-// No pause: the ranks have no way to be told (the main window disables Pause while this runs).
+// pause() sends SIGUSR1 to the CLI (the launcher passes it on to every rank), repeated every
+// kRepeatPauseMs while paused; every rank then waits at its next training step, together (an
+// evaluation under way finishes first). resume() sends SIGUSR2; a cancel while paused stops the
+// job at that step (app/cli/pause_signals.h).
 // The destructor cancels a running job and waits for it, as JobRunner's does. On Linux the
 // launcher also gets SIGTERM if the workbench dies (PR_SET_PDEATHSIG).
 // The project file: jobs::toJson(config) with run_dir (and output_dir) absolute. The CLI refuses
@@ -44,6 +47,7 @@ class ProcessJobRunner : public JobSignals {  // JobSignals: the signals above
 
  public:
   static constexpr int kKillAfterMs = 30000;
+  static constexpr int kRepeatPauseMs = 1000;
 
   explicit ProcessJobRunner(QObject* parent = nullptr);
   ~ProcessJobRunner() override;
@@ -77,6 +81,9 @@ class ProcessJobRunner : public JobSignals {  // JobSignals: the signals above
   void setKillAfterMs(int ms) { killAfterMs_ = ms; }
   int killAfterMs() const { return killAfterMs_; }
   bool cancelRequested() const { return cancelled_; }
+  void pause() override;
+  void resume() override;
+  bool paused() const override { return paused_; }
   // Blocks until the process has exited (tests, the destructor); true if it did within `ms`
   // (-1: no limit). Its finished() is emitted from inside.
   bool wait(int ms);
@@ -90,13 +97,15 @@ class ProcessJobRunner : public JobSignals {  // JobSignals: the signals above
   void handleLine(const QByteArray& line);
   void handleEvent(const QJsonObject& event);
   void onExited(int exitCode, bool crashed);
+  void signalPause(int signal);  // to the CLI's process, when it runs
 
   QString binary_;
   QProcess* process_ = nullptr;
   QTimer* killTimer_ = nullptr;
+  QTimer* pauseTimer_ = nullptr;
   int processes_ = 0;
   int killAfterMs_ = kKillAfterMs;
-  bool cancelled_ = false, killed_ = false;
+  bool cancelled_ = false, killed_ = false, paused_ = false;
   QString projectFile_, workingDir_, runDir_, startError_;
   // What the output said so far (reset per start).
   QString summaryMessage_, errorLine_, lastStderr_, resultRunFile_, exportPath_;

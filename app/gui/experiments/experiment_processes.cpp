@@ -55,7 +55,8 @@ QString ExperimentProcesses::start(const QString& projectPath, const jobs::Exper
   next_ = 0;
   parallel_ = parallel;
   threads_ = std::max(1, QThread::idealThreadCount() / parallel);
-  cancelled_ = false;
+  cancelled_ = paused_ = false;
+  active_ = true;
   followed_ = nullptr;
   ran_.clear();
   failures_.clear();
@@ -65,10 +66,15 @@ QString ExperimentProcesses::start(const QString& projectPath, const jobs::Exper
 }
 
 void ExperimentProcesses::launchMore() {
-  while (!cancelled_ && next_ < queue_.size() && static_cast<int>(children_.size()) < parallel_)
+  while (!cancelled_ && !paused_ && next_ < queue_.size() && static_cast<int>(children_.size()) < parallel_)
     launch(queue_[next_++]);
   Q_EMIT variantsChanged();
-  if (!children_.empty() || (!cancelled_ && next_ < queue_.size())) return;
+  if (!children_.empty() || (!cancelled_ && next_ < queue_.size())) return;  // paused: the rest wait
+  active_ = false;
+  if (paused_) {
+    paused_ = false;
+    Q_EMIT pausedChanged(false);
+  }
   Q_EMIT runningChanged(false);
   Q_EMIT childrenEnded(ran_, failures_, cancelled_);
 }
@@ -151,6 +157,27 @@ void ExperimentProcesses::cancel() {
   // No new variant starts; each running one is cancelled, or force-stopped by a second call.
   cancelled_ = true;
   for (auto& child : children_) child->runner->cancel();
+  if (children_.empty()) launchMore();  // paused with none running: the experiment ends here
+}
+
+// Every running variant waits at its next step, and none of those waiting starts, until resume().
+void ExperimentProcesses::pause() {
+  if (!running() || paused_ || cancelled_) return;
+  paused_ = true;
+  for (auto& child : children_) child->runner->pause();
+  Q_EMIT logLine(tr("paused: %1 running variant(s) wait at their next step; %2 waiting")
+                     .arg(children_.size())
+                     .arg(queue_.size() - next_));
+  Q_EMIT pausedChanged(true);
+}
+
+void ExperimentProcesses::resume() {
+  if (!paused_) return;
+  paused_ = false;
+  for (auto& child : children_) child->runner->resume();
+  Q_EMIT logLine(tr("resumed"));
+  Q_EMIT pausedChanged(false);
+  launchMore();
 }
 
 bool ExperimentProcesses::wait(int ms) {
@@ -159,6 +186,11 @@ bool ExperimentProcesses::wait(int ms) {
   while (running()) {
     const int left = ms < 0 ? -1 : ms - static_cast<int>(clock.elapsed());
     if (ms >= 0 && left <= 0) return false;
+    if (children_.empty()) {  // paused between variants
+      QCoreApplication::processEvents();
+      QThread::msleep(5);
+      continue;
+    }
     const Child* front = children_.front().get();
     front->runner->wait(left);  // its end (and what follows it) is handled inside
     // Ended but not yet told: let its finished signal through.

@@ -18,6 +18,7 @@
 // (runExperiment with summaryOnly, as the CLI's launcher does). finished() is never emitted: the
 // summary's job emits it.
 //
+// pause(): every running variant waits at its next step and no other starts, until resume().
 // cancel(): no new variant starts and every running one is cancelled (SIGTERM: it stops within a
 // step and records itself cancelled, its checkpoint saved, so a later start resumes it). A second
 // cancel force-stops: each process still running kForceStopMs later is killed. The destructor
@@ -55,7 +56,8 @@ class ExperimentProcesses : public JobSignals {
   // cores (at least 1), at most `pending`.
   static int defaultParallel(int pending);
 
-  bool running() const { return !children_.empty(); }
+  // From start() until childrenEnded(): also while paused with no variant running.
+  bool running() const { return active_; }
   // Starts the variants `names` of the experiment file `projectPath` (parsed into `config`),
   // `parallel` (>= 1) at a time. Returns an empty string, or why nothing started (a run already
   // going, nothing to run, the CLI missing or not starting).
@@ -63,12 +65,19 @@ class ExperimentProcesses : public JobSignals {
                 int parallel);
   void cancel();
   bool cancelRequested() const { return cancelled_; }
+  // JobSignals' pause: every running variant's process waits at its next step (SIGUSR1,
+  // ProcessJobRunner::pause) and no waiting variant starts; resume() lets them go on and starts
+  // the rest as slots free.
+  void pause() override;
+  void resume() override;
+  bool paused() const override { return paused_; }
   // Blocks until every child has ended (tests); true if they did within `ms` (-1: no limit).
   bool wait(int ms);
 
   int parallel() const { return parallel_; }
   QStringList runningVariants() const;
   int variantsEnded() const { return static_cast<int>(ran_.size()); }
+  QStringList endedVariants() const { return ran_; }  // in the order they ended
   int variantsTotal() const { return static_cast<int>(queue_.size()); }
   // The variant the signals above follow ("" when none runs).
   QString followedVariant() const;
@@ -102,7 +111,7 @@ class ExperimentProcesses : public JobSignals {
   jobs::ExperimentConfig config_;
   QStringList queue_;
   int next_ = 0, parallel_ = 1, threads_ = 1;
-  bool cancelled_ = false;
+  bool cancelled_ = false, paused_ = false, active_ = false;
   std::vector<std::unique_ptr<Child>> children_;  // running, in the order they started
   Child* followed_ = nullptr;
   QStringList ran_;

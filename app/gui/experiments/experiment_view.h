@@ -52,10 +52,12 @@ class ExperimentView : public QWidget {
   QString reload();
   // The folder of the experiment shown (absolute; empty before one is opened).
   QString folder() const { return dir_; }
-  // The variants of a running experiment that are not in its summary yet, each with where it
-  // stands ("running", "waiting"): grey rows after the runs, until set again (empty: none).
+  // The variants of a running experiment that have not ended in this run, each with where it
+  // stands ("running", "waiting"), until set again (empty: none). One not in the summary yet is a
+  // grey row after the runs; one in it (run again after a cancel or a failure) keeps its row, its
+  // status greyed: "running (last: cancelled)".
   void setLiveRows(const std::vector<std::pair<QString, QString>>& rows);
-  int liveRowCount() const { return int(liveRows_.size()); }
+  int liveRowCount() const;          // the grey rows of variants not in the summary
   QStringList variantNames() const;  // the summary's runs, in its order
   // The run file a row of the table opens: a run's run.h5, else its first stage's (a convert
   // variant's distill/run.h5 when it has no run.h5 of its own); "" for the mean and baseline rows
@@ -124,6 +126,8 @@ class ExperimentView : public QWidget {
   QSet<QString> hiddenColumns_;
   std::vector<Variant> variants_;
   std::vector<std::pair<QString, QString>> liveRows_;  // (name, state): see setLiveRows
+  bool listed(const QString& name) const;              // a run of the summary
+  QString liveStateOf(const QString& name) const;      // "" when not live
   std::vector<Group> groups_;
   QLabel* title_ = nullptr;
   QTableWidget* table_ = nullptr;

@@ -20,7 +20,7 @@ void ExperimentView::fillTable() {
   for (const auto& k : keys) headers << k;
   table_->clear();
   table_->setColumnCount(headers.size());
-  table_->setRowCount(int(variants_.size() + groups_.size() + liveRows_.size()) + baselineRowCount());
+  table_->setRowCount(int(variants_.size() + groups_.size()) + liveRowCount() + baselineRowCount());
   table_->setHorizontalHeaderLabels(headers);
   // The declared variants' rows come first (the headline), then their differences from the
   // baseline, then the runs, then the variants still running or waiting.
@@ -31,6 +31,10 @@ void ExperimentView::fillTable() {
     name->setToolTip(tr("Double-click to open this run on the dashboard"));
     table_->setItem(r, 0, name);
     table_->setItem(r, 1, new QTableWidgetItem(v.status));
+    if (const QString live = liveStateOf(v.name); !live.isEmpty()) {  // running again: its last record greyed
+      table_->item(r, 1)->setText(tr("%1 (last: %2)").arg(live, v.status));
+      table_->item(r, 1)->setForeground(palette().brush(QPalette::Disabled, QPalette::Text));
+    }
     table_->setItem(r, 2, new QTableWidgetItem(QString::number(v.seconds, 'f', 1)));
     int c = kFixedColumns;
     for (const auto& k : keys) {
@@ -41,6 +45,7 @@ void ExperimentView::fillTable() {
   const QBrush grey = palette().brush(QPalette::Disabled, QPalette::Text);
   int r = first + int(variants_.size());
   for (const auto& [name, state] : liveRows_) {
+    if (listed(name)) continue;  // shown in its run's row above
     for (int c = 0; c < 2; ++c) {
       auto* item = new QTableWidgetItem(c == 0 ? name : state);
       item->setForeground(grey);
@@ -59,6 +64,20 @@ void ExperimentView::setLiveRows(const std::vector<std::pair<QString, QString>>&
   if (rows == liveRows_) return;
   liveRows_ = rows;
   fillTable();
+}
+
+int ExperimentView::liveRowCount() const {
+  return int(std::count_if(liveRows_.begin(), liveRows_.end(), [this](const auto& row) { return !listed(row.first); }));
+}
+
+bool ExperimentView::listed(const QString& name) const {
+  return std::any_of(variants_.begin(), variants_.end(), [&name](const auto& v) { return v.name == name; });
+}
+
+QString ExperimentView::liveStateOf(const QString& name) const {
+  for (const auto& [live, state] : liveRows_)
+    if (live == name) return state;
+  return {};
 }
 
 QStringList ExperimentView::variantNames() const {

@@ -26,6 +26,7 @@
 //   --columns a,b              with --experiment: only these metric columns in its table
 // and the first comparison's settings: --feature-maps A,B,C --length T --head-dim D --seed S
 // --bidirectional --head L,H (a model head; needs --model or --project).
+#include <QAction>
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFile>
@@ -98,6 +99,7 @@ struct CommandLine {
   const QCommandLineOption shot = hidden("screenshot", "Save a screenshot and quit.", "path");
   const QCommandLineOption delay = hidden("screenshot-delay-ms", "Screenshot delay.", "ms");
   const QCommandLineOption fromStart = hidden("screenshot-from-start", "Count the screenshot delay from the start.");
+  const QCommandLineOption pauseAfter = hidden("pause-after-ms", "Pause the job started here after this long.", "ms");
   const QCommandLineOption featureMaps = hidden("feature-maps", "Feature maps, comma-separated.", "names");
   const QCommandLineOption inspectHead = hidden("inspect-head", "Open this head in the inspector.", "L,H");
   const QCommandLineOption inspectView = hidden("inspect-view", "softmax, linear or difference.", "view");
@@ -121,9 +123,9 @@ struct CommandLine {
     parser.addVersionOption();
     parser.addOptions({experiment, exportFigures, scatter, curve, mapPair, columns, generate, prompt, maxTokens, rank,
                        runExperiment});
-    parser.addOptions({convert,     processes,   run,    model,   project,   text,         textFile,  tab,
-                       runsTab,     overlay,     shot,   delay,   fromStart, featureMaps,  modelHead, inspectHead,
-                       inspectView, recallProbe, length, headDim, seed,      bidirectional});
+    parser.addOptions({convert,     processes,   run,    model,   project,   text,          textFile,  tab,
+                       runsTab,     overlay,     shot,   delay,   fromStart, featureMaps,   modelHead, inspectHead,
+                       inspectView, recallProbe, length, headDim, seed,      bidirectional, pauseAfter});
     parser.process(app);
   }
   bool isSet(const QCommandLineOption& option) const { return parser.isSet(option); }
@@ -191,6 +193,11 @@ QString startConversionOrRun(hh::gui::MainWindow& window, const CommandLine& cl)
   bool ok = true;
   const int count = cl.isSet(cl.processes) ? cl.value(cl.processes).toInt(&ok) : 1;
   if (!ok || count < 1) return QStringLiteral("--processes %1: not a positive number").arg(cl.value(cl.processes));
+  if (cl.isSet(cl.pauseAfter))  // the Pause action, as a user would press it
+    QTimer::singleShot(cl.value(cl.pauseAfter).toInt(), &window, [&window] {
+      if (auto* pause = window.findChild<QAction*>(QStringLiteral("pauseJobAction")); pause && pause->isEnabled())
+        pause->trigger();
+    });
   if (cl.isSet(cl.convert)) return window.startConversion(cl.value(cl.convert), count);
   if (cl.isSet(cl.runExperiment)) return window.startExperiment(cl.value(cl.runExperiment), count);
   if (cl.isSet(cl.run)) window.openRun(cl.value(cl.run));

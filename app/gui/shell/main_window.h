@@ -5,7 +5,7 @@
 // view as PNG / SVG / PDF. Run menu and tool bar: convert a project file (the CLI's
 // `hedgehog convert` config), open a run file, pause / cancel the job. A conversion runs in this
 // process on a worker thread (JobRunner), or, on several processes, as `hedgehog convert --nproc N`
-// (ProcessJobRunner; no pause); the dashboard follows either's run files (main_window_runs.cpp).
+// (ProcessJobRunner; paused by signal); the dashboard follows either's run files (main_window_runs.cpp).
 // Layer ranking tab (Run > Rank layers…, Open a ranking…): the rank job on the model, a
 // layers x heads heatmap of how hard each head is to convert, and a per-layer plan whose
 // "Convert with this plan…" opens the New conversion form prefilled (app/gui/rank/rank_view.h).
@@ -44,6 +44,7 @@ class ConversionSummaryView;
 class DashboardView;
 class InspectorView;
 class JobRunner;
+class JobSignals;
 class ProcessJobRunner;
 class RankView;
 class ModelSession;
@@ -199,6 +200,7 @@ class MainWindow : public QMainWindow {
   // A run file of the experiment running in this process has started: its variant runs now.
   void noteInProcessVariant(const QString& runFile);
   void processJobRunningChanged(bool running);
+  JobSignals* activeJob() const;
   void chooseProject();
   void chooseRun();
   void chooseModel();

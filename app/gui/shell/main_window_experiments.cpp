@@ -93,7 +93,6 @@ void MainWindow::wireExperimentProcesses(QMenu* run) {
     refreshRunningExperiment();
   });
   connect(experimentProcesses_, &ExperimentProcesses::runningChanged, this, [this](bool running) {
-    pauseAction_->setEnabled(false);  // processes are not paused, only cancelled
     processStatus_->setVisible(running);
     followMenu_->setEnabled(running);
   });
@@ -120,13 +119,14 @@ void MainWindow::fillFollowMenu() {
 
 void MainWindow::showExperimentProcesses() {
   const QStringList names = experimentProcesses_->runningVariants();
-  processStatus_->setText(tr("%1 of %2 variants running, %3 ended")
+  processStatus_->setText(tr("%1 of %2 variants running, %3 ended%4")
                               .arg(names.size())
                               .arg(experimentProcesses_->variantsTotal())
-                              .arg(experimentProcesses_->variantsEnded()));
+                              .arg(experimentProcesses_->variantsEnded())
+                              .arg(experimentProcesses_->paused() ? tr(", paused") : QString()));
   processStatus_->setToolTip(tr("Running, each in a process of its own: %1. Run > Follow a running variant picks "
-                                "the one the dashboard shows. No pause; Cancel stops every one within a step (a "
-                                "second Cancel force-stops).")
+                                "the one the dashboard shows. Pause makes each wait at its next step and starts no "
+                                "other; Cancel stops every one within a step (a second Cancel force-stops).")
                                  .arg(names.join(QStringLiteral(", "))));
 }
 
@@ -156,11 +156,19 @@ void MainWindow::noteInProcessVariant(const QString& runFile) {
 void MainWindow::updateLiveRows() {
   if (QFileInfo(experiments_->folder()) != QFileInfo(summaryFolder(runningExperiment_))) return;
   QStringList running = experimentProcesses_->runningVariants();
-  if (runner_->running() && !inProcessVariant_.isEmpty()) running << inProcessVariant_;
+  QStringList ended = experimentProcesses_->running() ? experimentProcesses_->endedVariants() : QStringList();
+  if (runner_->running() && !inProcessVariant_.isEmpty()) {
+    running << inProcessVariant_;
+    ended << pendingVariants_.mid(0, pendingVariants_.indexOf(inProcessVariant_));  // in order, one at a time
+  }
   const QStringList listed = experiments_->variantNames();
   std::vector<std::pair<QString, QString>> rows;
-  for (const QString& name : pendingVariants_)
-    if (!listed.contains(name)) rows.emplace_back(name, running.contains(name) ? tr("running") : tr("waiting"));
+  for (const QString& name : pendingVariants_) {
+    // One the summary lists is shown live only until it ends in this run (it ran before: its
+    // last record was a cancel or a failure); one it does not list, until it is listed.
+    if (listed.contains(name) && ended.contains(name)) continue;
+    rows.emplace_back(name, running.contains(name) ? tr("running") : tr("waiting"));
+  }
   experiments_->setLiveRows(rows);
 }
 
@@ -168,6 +176,8 @@ void MainWindow::updateLiveRows() {
 // (as the CLI's launcher does), and its end is the experiment's (experimentEnded).
 void MainWindow::experimentChildrenEnded(const QStringList& ran, const QMap<QString, QString>& failures,
                                          bool cancelled) {
+  pendingVariants_.clear();  // every process has ended: none runs or waits
+  experiments_->setLiveRows({});
   jobs::ExperimentOptions options;
   options.summaryOnly = true;
   for (const auto& name : ran) options.ranInChildren.push_back(name.toStdString());

@@ -36,8 +36,7 @@
 
 namespace hh::gui {
 namespace {
-const char* const kPauseTip = "Pause the conversion at its next step (Ctrl+Shift+P)";
-const char* const kNoPauseTip = "A conversion on several processes cannot be paused; cancel stops every process";
+const char* const kPauseTip = "Pause the job at its next training step; resume or cancel it later (Ctrl+Shift+P)";
 }  // namespace
 
 void MainWindow::buildRunControls() {
@@ -127,9 +126,9 @@ void MainWindow::addRankActions(QMenu* run) {
           [this] { newConversionWith(rank_->results()->conversionConfig()); });
 }
 
-// Cancel, and pause / resume: the menu action and the dashboard's button both toggle the
-// runner; the runner's pausedChanged updates both (the job stops at its next step; cancel still
-// works). Only the in-process runner pauses: a multi-process run leaves the action disabled.
+// Cancel, and pause / resume: the menu action and the dashboard's button both toggle the job that
+// runs (activeJob()); its pausedChanged updates both (the job waits at its next step; cancel still
+// works). Every runner pauses: the in-process one in its cancel poll, the CLI's processes by signal.
 void MainWindow::addCancelAndPause(QMenu* run) {
   cancelAction_ = run->addAction(tr("C&ancel the job"), this, &MainWindow::cancelJob);
   cancelAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
@@ -139,23 +138,37 @@ void MainWindow::addCancelAndPause(QMenu* run) {
   pauseAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
   pauseAction_->setToolTip(tr(kPauseTip));
   pauseAction_->setEnabled(false);
-  connect(pauseAction_, &QAction::triggered, this, [this] { runner_->paused() ? runner_->resume() : runner_->pause(); });
-  connect(dashboard_, &DashboardView::pauseRequested, runner_, &JobRunner::pause);
-  connect(dashboard_, &DashboardView::resumeRequested, runner_, &JobRunner::resume);
-  connect(runner_, &JobRunner::runningChanged, dashboard_, &DashboardView::setJobRunning);
-  connect(runner_, &JobRunner::runningChanged, pauseAction_, &QAction::setEnabled);
-  connect(runner_, &JobRunner::pausedChanged, dashboard_, &DashboardView::setPaused);
-  connect(runner_, &JobRunner::pausedChanged, this, [this](bool paused) {
-    pauseAction_->setText(paused ? tr("&Resume the job") : tr("&Pause the job"));
-    if (runner_->running()) statusBar()->showMessage(paused ? tr("Paused (the job waits at its next step)") : tr("Resumed"));
+  connect(pauseAction_, &QAction::triggered, this, [this] {
+    JobSignals* job = activeJob();
+    job->paused() ? job->resume() : job->pause();
   });
+  connect(dashboard_, &DashboardView::pauseRequested, this, [this] { activeJob()->pause(); });
+  connect(dashboard_, &DashboardView::resumeRequested, this, [this] { activeJob()->resume(); });
+  for (JobSignals* job : {static_cast<JobSignals*>(runner_), static_cast<JobSignals*>(processRunner_),
+                          static_cast<JobSignals*>(experimentProcesses_)}) {
+    connect(job, &JobSignals::runningChanged, dashboard_, &DashboardView::setJobRunning);
+    connect(job, &JobSignals::runningChanged, pauseAction_, &QAction::setEnabled);
+    connect(job, &JobSignals::pausedChanged, dashboard_, &DashboardView::setPaused);
+    connect(job, &JobSignals::pausedChanged, this, [this](bool paused) {
+      pauseAction_->setText(paused ? tr("&Resume the job") : tr("&Pause the job"));
+      if (jobRunning())
+        statusBar()->showMessage(paused ? tr("Paused (the job waits at its next step)") : tr("Resumed"));
+      if (experimentProcesses_->running()) showExperimentProcesses();
+    });
+  }
   connect(processRunner_, &ProcessJobRunner::runningChanged, this, &MainWindow::processJobRunningChanged);
   processStatus_ = new QLabel;
   processStatus_->setObjectName(QStringLiteral("processStatus"));
   processStatus_->setContentsMargins(8, 0, 8, 0);
-  processStatus_->setToolTip(tr(kNoPauseTip));
   processStatus_->hide();
   statusBar()->addPermanentWidget(processStatus_);
+}
+
+// The runner whose job runs now (the in-process one when none does).
+JobSignals* MainWindow::activeJob() const {
+  if (processRunner_->running()) return processRunner_;
+  if (experimentProcesses_->running()) return experimentProcesses_;
+  return runner_;
 }
 
 void MainWindow::setDashboardFollowsJob(bool follows) {
@@ -193,12 +206,11 @@ void MainWindow::conversionEnded(const QString& status, const QString& message, 
 }
 
 void MainWindow::processJobRunningChanged(bool running) {
-  // While the CLI runs: no pause (the dashboard's button stays hidden: it is shown by the
-  // in-process runner only), and the status bar says how many processes work.
-  pauseAction_->setEnabled(false);
-  pauseAction_->setToolTip(running ? tr(kNoPauseTip) : tr(kPauseTip));
+  // While the CLI runs the status bar says how many processes work.
   processStatus_->setText(tr("Converting on %1 processes").arg(processRunner_->processes()));
-  processStatus_->setToolTip(tr(kNoPauseTip));
+  processStatus_->setToolTip(
+      tr("Pause makes every process wait at its next training step; Cancel stops them all "
+         "at the same step (a second Cancel force-stops)"));
   processStatus_->setVisible(running);
 }
 

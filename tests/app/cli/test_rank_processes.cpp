@@ -200,6 +200,50 @@ class TestRankProcesses : public QObject {
     QVERIFY(c::readAll(dir.file("run") + "/rank-1.log").find("cancelled") != std::string::npos);
   }
 
+  // SIGUSR1 to the launcher pauses every rank at the same step and SIGUSR2 resumes them (their
+  // logs say where and how long they waited); a SIGTERM while paused cancels at that step.
+  void pauseHoldsEveryRank() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("ranks_pause");
+    std::vector<pid_t> ranks;
+    const pid_t launcher = startLongRun(dir, ranks);
+    QVERIFY(launcher > 0);
+    QVERIFY2(ranks.size() == 2, c::readAll(dir.file("log")).c_str());
+    const std::regex pausedAt("paused at step ([0-9]+)");
+    const auto rank1Log = dir.file("run") + "/rank-1.log";
+    // The last group of `line` once `file` shows it (within 60 s), else "".
+    auto waitForLine = [](const std::string& file, const std::regex& line) {
+      for (int i = 0; i < 600; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
+        const std::string text = c::readAll(file);
+        std::smatch m;
+        if (std::regex_search(text, m, line)) return m[m.size() - 1].str();
+      }
+      return std::string();
+    };
+    ::kill(launcher, SIGUSR1);
+    const std::string step = waitForLine(dir.file("log"), pausedAt);
+    QVERIFY2(!step.empty(), c::readAll(dir.file("log")).c_str());
+    QCOMPARE(waitForLine(rank1Log, pausedAt), step);  // every rank waits at that step
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    ::kill(launcher, SIGUSR2);
+    const std::regex resumed("resumed at step " + step + " after ([0-9.]+) s");
+    const std::string waited = waitForLine(dir.file("log"), resumed);
+    QVERIFY2(!waited.empty() && std::stod(waited) >= 1.4, c::readAll(dir.file("log")).c_str());
+    QVERIFY(!waitForLine(rank1Log, resumed).empty());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::kill(launcher, SIGUSR1);  // pause again, then cancel while paused
+    const std::string second = waitForLine(dir.file("log"), std::regex("resumed[\\s\\S]*paused at step ([0-9]+)"));
+    QVERIFY2(!second.empty(), c::readAll(dir.file("log")).c_str());
+    ::kill(launcher, SIGTERM);
+    QCOMPARE(c::waitFor(launcher, 120), 130);
+    for (pid_t p : ranks) QVERIFY(!alive(p));
+    const auto log = c::readAll(dir.file("log"));
+    QVERIFY2(log.find("cancelled while paused at step " + second) != std::string::npos, log.c_str());
+    QVERIFY2(log.find("kill -USR2 " + std::to_string(launcher) + " resumes") != std::string::npos, log.c_str());
+    const auto reader = hh::runs::RunReader::open(dir.file("run") + "/run.h5");
+    QVERIFY(reader.status() == hh::runs::RunStatus::Cancelled);
+  }
+
   void killedRankFailsTheRun() {
     if (!haveCli()) QSKIP("the hedgehog CLI is not built");
     hh::test::TempDir dir("ranks_kill");
@@ -399,9 +443,9 @@ class TestRankProcesses : public QObject {
 
 HH_TEST_SUITE(TestRankProcesses, "app.cli.rank_processes", &TestRankProcesses::twoProcessesEqualOne,
               &TestRankProcesses::unevenSharesEqualOne, &TestRankProcesses::finetuneTwoProcessesEqualOne,
-              &TestRankProcesses::terminateCancelsEveryRank, &TestRankProcesses::killedRankFailsTheRun,
-              &TestRankProcesses::killedRankZeroIsNamed, &TestRankProcesses::nanOnEveryRankReportsRankZero,
-              &TestRankProcesses::killDelayFollowsHowARankEnded,
+              &TestRankProcesses::terminateCancelsEveryRank, &TestRankProcesses::pauseHoldsEveryRank,
+              &TestRankProcesses::killedRankFailsTheRun, &TestRankProcesses::killedRankZeroIsNamed,
+              &TestRankProcesses::nanOnEveryRankReportsRankZero, &TestRankProcesses::killDelayFollowsHowARankEnded,
               &TestRankProcesses::parentDeathAfterACancelIsNoForceStop,
               &TestRankProcesses::interruptedRanksOutliveTheirLauncher,
               &TestRankProcesses::resumeOnTwoProcessesEqualsOneRun, &TestRankProcesses::badWorldsAreOneLineErrors)

@@ -11,13 +11,17 @@
 //     through the launcher: each cancels and records it, none is killed by a second signal;
 //   - a launcher killed outright (SIGKILL) leaves no child running: each cancels its variant;
 //   - a child killed outright (SIGKILL, as the OOM killer does) leaves no record: its variant is
-//     listed in the summary as failed, "killed by signal 9", and the experiment as failed.
+//     listed in the summary as failed, "killed by signal 9", and the experiment as failed;
+//   - SIGUSR1 to the launcher pauses the running variants (their logs say where) and holds the
+//     waiting ones, even when a slot frees; SIGUSR2 resumes them and starts the rest.
 #include <signal.h>
 #include <spawn.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <regex>
 #include <thread>
 
@@ -267,6 +271,53 @@ class TestVariantProcesses : public QObject {
     verifyCancelled(dir, children);
   }
 
+  // SIGUSR1 to the launcher pauses every running variant at its next step and starts no waiting
+  // one, even when a slot frees (here a child killed outright); SIGUSR2 resumes the running ones
+  // and starts the rest.
+  void pauseHoldsRunningAndWaitingVariants() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("experiment_jobs_pause");
+    json e = tinyExperiment(dir);
+    const json longRun = {{"steps", 1000000}, {"eval_every", 1000000}, {"snapshot_every", 1000000}};
+    e["variants"][0]["set"] = longRun;
+    e["variants"][1]["set"] = longRun;
+    e["variants"][1]["set"]["feature_map"] = "t2r";
+    e["variants"].push_back({{"name", "third"}, {"set", json::object()}});
+    const std::string file = dir.file("experiment.json");
+    std::ofstream(file) << e.dump(2);
+    const std::vector<std::string> args{HH_CLI_BINARY, "experiment", "--config", file, "--jobs", "2"};
+    const pid_t launcher = c::spawnLogged(args, dir.file("log"), dir.file("err"));
+    QVERIFY(launcher > 0);
+    // On a failed check the launcher is killed, and its children cancel (their parent-death signal).
+    const std::unique_ptr<void, std::function<void(void*)>> stop(reinterpret_cast<void*>(1), [launcher](void*) {
+      if (::kill(launcher, 0) == 0) ::kill(launcher, SIGKILL), c::waitFor(launcher, 30);
+    });
+    const std::string exp = dir.file("exp");
+    QVERIFY2(waitUntil([&] { return hasSteps(exp + "/hedgehog/run.h5") && hasSteps(exp + "/t2r/run.h5"); }, 120),
+             c::readAll(dir.file("log")).c_str());
+    const auto children = variantPids(c::readAll(dir.file("log")));
+    QCOMPARE(children.size(), size_t(2));
+    ::kill(launcher, SIGUSR1);
+    const auto shows = [](const std::string& file, const std::string& text) {
+      return waitUntil([&] { return c::readAll(file).find(text) != std::string::npos; }, 60);
+    };
+    QVERIFY2(shows(dir.file("log"), "paused: 2 running variant(s) wait at their next step; 1 waiting (kill -USR2 " +
+                                        std::to_string(launcher) + " resumes)"),
+             c::readAll(dir.file("log")).c_str());
+    for (const std::string name : {"hedgehog", "t2r"})
+      QVERIFY2(shows(exp + "/" + name + "/experiment.log", "paused at step"), name.c_str());
+    ::kill(children[1], SIGKILL);  // a slot frees while paused: the third must not start
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    QVERIFY2(c::readAll(dir.file("log")).find("[third] started") == std::string::npos,
+             c::readAll(dir.file("log")).c_str());
+    ::kill(launcher, SIGUSR2);
+    QVERIFY2(shows(dir.file("log"), "[third] started"), c::readAll(dir.file("log")).c_str());
+    QVERIFY(shows(exp + "/hedgehog/experiment.log", "resumed at step"));
+    ::kill(launcher, SIGTERM);
+    QCOMPARE(c::waitFor(launcher, 120), 130);
+    QVERIFY(!alive(children[0]));
+  }
+
   void killedChildIsListedAsFailed() {
     if (!haveCli()) QSKIP("the hedgehog CLI is not built");
     hh::test::TempDir dir("experiment_jobs_child_killed");
@@ -302,7 +353,8 @@ class TestVariantProcesses : public QObject {
 HH_TEST_SUITE(TestVariantProcesses, "app.cli.variant_processes", &TestVariantProcesses::runsVariantsInProcesses,
               &TestVariantProcesses::failingVariantIsNamed, &TestVariantProcesses::terminateCancelsEveryVariant,
               &TestVariantProcesses::ctrlCReachesEachChildOnce, &TestVariantProcesses::killedLauncherLeavesNoChild,
-              &TestVariantProcesses::killedChildIsListedAsFailed)
+              &TestVariantProcesses::killedChildIsListedAsFailed,
+              &TestVariantProcesses::pauseHoldsRunningAndWaitingVariants)
 
 }  // namespace test_variant_processes
 

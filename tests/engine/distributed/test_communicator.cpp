@@ -15,8 +15,10 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "engine/distributed/communicator.h"
+#include "engine/distributed/step_gate.h"
 #include "tests/support/hh_test.h"
 
 namespace test_communicator {
@@ -250,6 +252,60 @@ class TestCommunicator : public QObject {
     agreementBroadcastAndBarrierThrough(true);
   }
 
+  // The step gate alone: no request goes on at once; a pause waits until released, saying when it
+  // begins and ends; a cancel while paused stops, saying so.
+  void stepGateInAWorldOfOne() {
+    auto& alone = Communicator::orAlone(nullptr);
+    std::vector<std::pair<bool, bool>> events;
+    int polls = 0;
+    bool cancel = false;
+    hh::dist::StepControl control;
+    control.cancelled = [&] { return cancel; };
+    control.pauseRequested = [&] { return ++polls <= 3; };  // asked for three polls
+    control.pausedChanged = [&](bool paused, bool cancelled) { events.emplace_back(paused, cancelled); };
+    QVERIFY(hh::dist::passStepGate(alone, control, std::chrono::milliseconds(1)));
+    QCOMPARE(polls, 4);
+    QVERIFY((events == std::vector<std::pair<bool, bool>>{{true, false}, {false, false}}));
+    events.clear();
+    QVERIFY(hh::dist::passStepGate(alone, control, std::chrono::milliseconds(1)));  // not asked: no event
+    QVERIFY(events.empty());
+    control.pauseRequested = [&] { return true; };
+    control.cancelled = [&] { return ++polls > 8; };  // cancelled while it waits
+    QVERIFY(!hh::dist::passStepGate(alone, control, std::chrono::milliseconds(1)));
+    QVERIFY((events == std::vector<std::pair<bool, bool>>{{true, false}, {false, true}}));
+  }
+
+  // Two ranks: one asks to pause and both wait until it asks no more, then both go on; one paused
+  // and the other cancelled while they wait: both stop. Every rank reports the same events.
+  void stepGateAgreesAcrossRanks() {
+    REQUIRE_PROCESS_GROUPS();
+    using Clock = std::chrono::steady_clock;
+    std::vector<std::vector<std::pair<bool, bool>>> events(2);
+    std::vector<int> passed(2, -1), stopped(2, -1);
+    std::vector<double> waited(2, 0);
+    inWorld(2, [&](int r, Communicator& c) {
+      const auto t0 = Clock::now();
+      const auto after = [t0](int ms) { return Clock::now() - t0 > std::chrono::milliseconds(ms); };
+      hh::dist::StepControl control;
+      control.cancelled = [] { return false; };
+      control.pauseRequested = [&, r] { return r == 1 && !after(400); };
+      control.pausedChanged = [&, r](bool p, bool cancelled) { events[size_t(r)].emplace_back(p, cancelled); };
+      passed[size_t(r)] = hh::dist::passStepGate(c, control, std::chrono::milliseconds(20)) ? 1 : 0;
+      waited[size_t(r)] = std::chrono::duration<double>(Clock::now() - t0).count();
+      const auto t1 = Clock::now();
+      control.pauseRequested = [r] { return r == 0; };
+      control.cancelled = [&, r, t1] { return r == 1 && Clock::now() - t1 > std::chrono::milliseconds(200); };
+      stopped[size_t(r)] = hh::dist::passStepGate(c, control, std::chrono::milliseconds(20)) ? 0 : 1;
+    });
+    for (size_t r = 0; r < 2; ++r) {
+      QCOMPARE(passed[r], 1);
+      QVERIFY2(waited[r] >= 0.35, qPrintable(QString("rank %1 waited %2 s").arg(r).arg(waited[r])));
+      QCOMPARE(stopped[r], 1);
+      QVERIFY((events[r] ==
+               std::vector<std::pair<bool, bool>>{{true, false}, {false, false}, {true, false}, {false, true}}));
+    }
+  }
+
   // A rank whose peers never come: a one-line error naming the address, after the timeout. A
   // build without Gloo refuses any world of more than one, at once and saying why.
   void missingPeerTimesOut() {
@@ -276,6 +332,7 @@ HH_TEST_SUITE(TestCommunicator, "engine.distributed.communicator", &TestCommunic
               &TestCommunicator::worldFromEnvironment, &TestCommunicator::singleIsTheIdentity,
               &TestCommunicator::allReduceMatchesBruteForce, &TestCommunicator::reduceGradientsWeightsEachRank,
               &TestCommunicator::agreementBroadcastAndBarrier, &TestCommunicator::agreementThroughAFile,
+              &TestCommunicator::stepGateInAWorldOfOne, &TestCommunicator::stepGateAgreesAcrossRanks,
               &TestCommunicator::missingPeerTimesOut)
 
 }  // namespace test_communicator

@@ -67,6 +67,15 @@ class TestStageEta : public QObject {
     QCOMPARE(eta.secondsLeft(5, 10, at(4)), 10.0);
   }
 
+  // A pause of 50 s between steps 10 and 11 is not time spent on steps: the rate stays 2 s a step.
+  void aPauseIsLeftOut() {
+    StageEta eta;
+    eta.secondsLeft(0, 100, at(5));
+    QCOMPARE(eta.secondsLeft(10, 100, at(25)), 180.0);
+    eta.leaveOut(std::chrono::seconds(50));
+    QCOMPARE(eta.secondsLeft(11, 100, at(77)), 178.0);  // 22 s for 11 steps once the 50 s are out
+  }
+
   void restartStartsANewStage() {
     StageEta eta;
     const double end = runFirstStage(eta);
@@ -93,8 +102,9 @@ class TestStageEta : public QObject {
 
 HH_TEST_SUITE(TestStageEta, "engine.jobs.stage_eta", &TestStageEta::firstReportIsUnknownThenTheRateTimesTheStepsLeft,
               &TestStageEta::theRateFollowsTheStagesRecentSteps,
-              &TestStageEta::aStageThatStartsBelowStepOneStillTimesItsFirstStep, &TestStageEta::restartStartsANewStage,
-              &TestStageEta::aStepCountThatGoesBackStartsANewStage, &TestStageEta::aNewTotalStartsANewStage)
+              &TestStageEta::aStageThatStartsBelowStepOneStillTimesItsFirstStep, &TestStageEta::aPauseIsLeftOut,
+              &TestStageEta::restartStartsANewStage, &TestStageEta::aStepCountThatGoesBackStartsANewStage,
+              &TestStageEta::aNewTotalStartsANewStage)
 
 }  // namespace test_stage_eta
 

@@ -11,11 +11,13 @@
 //    an unmeasured starting loss is NaN, never 0 (regression: the rows were missing, the loss 0).
 #include <torch/types.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "engine/jobs/distill_job.h"
@@ -65,6 +67,26 @@ struct Observer : j::JobObserver {
   void log(const std::string& line) override {
     if (throwOnEnd && line.rfind("completed:", 0) == 0) throw std::runtime_error("killed before the end was recorded");
   }
+};
+
+// Asks to pause once the job reports step `pauseAt`, for `seconds`, then asks no more; records
+// paused() calls and how long the job took.
+struct PausingObserver : j::JobObserver {
+  int64_t pauseAt = 2, lastStep = -1;
+  double seconds = 0.6;
+  std::optional<std::chrono::steady_clock::time_point> asked;
+  std::vector<std::pair<bool, int64_t>> events;
+  void progress(int64_t step, int64_t, const std::string&) override { lastStep = step; }
+  bool pauseRequested() override {
+    if (lastStep < pauseAt) return false;
+    if (!asked) asked = std::chrono::steady_clock::now();
+    return std::chrono::steady_clock::now() - *asked < std::chrono::duration<double>(seconds);
+  }
+  void paused(bool paused, int64_t step) override { events.emplace_back(paused, step); }
+};
+
+struct CancelWhilePaused : PausingObserver {
+  bool cancelled() override { return !events.empty(); }
 };
 
 // Every file of a folder (recursively) with its bytes: what "writes nothing" compares.
@@ -127,6 +149,38 @@ class TestTrainingSession : public QObject {
     QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
     QCOMPARE(fs::path(r.runFile).filename().string(), std::string("run.h5"));  // afresh, not continued
     QCOMPARE(chained(c.runDir, "loss").steps.front(), int64_t(1));
+  }
+
+  // A pause waits at the next step's start, then the run goes on to the end; its run log says
+  // when and for how long, and the job's wall time leaves the pause out.
+  void pauseWaitsAtAStep() {
+    hh::test::TempDir dir("session_pause");
+    auto c = loraConfig(dir, "run");
+    PausingObserver observer;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = j::runFinetune(c, observer);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
+    QCOMPARE(r.steps, int64_t(6));
+    QVERIFY((observer.events == std::vector<std::pair<bool, int64_t>>{{true, 2}, {false, 2}}));
+    QVERIFY2(r.seconds <= wall - 0.5, qPrintable(QString("job %1 s, wall %2 s").arg(r.seconds).arg(wall)));
+    std::vector<std::string> said;
+    for (const auto& line : hh::runs::RunReader::open(r.runFile).logLines())
+      if (line.text.find("paused") != std::string::npos || line.text.find("resumed") != std::string::npos)
+        said.push_back(std::to_string(line.step) + " " + line.text.substr(0, line.text.find(" after")));
+    QCOMPARE(said, (std::vector<std::string>{"2 paused at step 2", "2 resumed at step 2"}));
+    // Cancelled while paused: stops at that step, and the log says so.
+    auto again = loraConfig(dir, "cancelled");
+    CancelWhilePaused stopping;
+    stopping.seconds = 60;
+    const auto s = j::runFinetune(again, stopping);
+    QVERIFY(s.status == j::JobStatus::Cancelled);
+    QCOMPARE(s.message, std::string("cancelled at step 2"));
+    QVERIFY((stopping.events == std::vector<std::pair<bool, int64_t>>{{true, 2}, {false, 2}}));
+    bool logged = false;
+    for (const auto& line : hh::runs::RunReader::open(s.runFile).logLines())
+      logged = logged || line.text.rfind("cancelled while paused at step 2", 0) == 0;
+    QVERIFY(logged);
   }
 
   void resumingAnEndedRunWritesNothing() {
@@ -241,7 +295,7 @@ class TestTrainingSession : public QObject {
 };
 
 HH_TEST_SUITE(TestTrainingSession, "engine.jobs.training_session", &TestTrainingSession::initTestCase,
-              &TestTrainingSession::aFreshRunDropsTheEarlierCheckpoint,
+              &TestTrainingSession::aFreshRunDropsTheEarlierCheckpoint, &TestTrainingSession::pauseWaitsAtAStep,
               &TestTrainingSession::resumingAnEndedRunWritesNothing,
               &TestTrainingSession::anEndCutShortIsRedoneWithoutTraining,
               &TestTrainingSession::cancelInAnEvaluationIsRedoneOnResume)

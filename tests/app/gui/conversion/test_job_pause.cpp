@@ -6,7 +6,8 @@
 //   - another run opened while paused shows no Pause button and no "paused" status; the job's
 //     own run file, opened again, shows Resume;
 //   - the Run menu's pause action pauses again, and Cancel while paused ends the job within 2 s
-//     as cancelled, with the run file saying cancelled.
+//     as cancelled, with the run file saying cancelled; the distill stage's log says "paused",
+//     "resumed", "paused", "cancelled while paused" (the step gate's lines, in-process too).
 #include <QAction>
 #include <QElapsedTimer>
 #include <QPushButton>
@@ -101,6 +102,7 @@ class TestJobPause : public QObject {
     QVERIFY(dashboard->pauseButton()->isVisible());
     QTRY_VERIFY_WITH_TIMEOUT(step >= 3, 60000);
 
+    const QString distillRun = dashboard->path();
     dashboard->pauseButton()->click();
     QVERIFY(runner->paused());
     QVERIFY2(dashboard->statusText().contains("paused"), qPrintable(dashboard->statusText()));
@@ -138,6 +140,14 @@ class TestJobPause : public QObject {
     QVERIFY(!runner->paused());
     auto run = r::RunReader::open(dir.file("run") + "/run.h5");
     QCOMPARE(std::string(r::statusName(run.status())), std::string("cancelled"));
+    // The distill stage's log tells both pauses: the first resumed, the second ended by the cancel.
+    QStringList said;
+    for (const auto& line : r::RunReader::open(distillRun.toStdString()).logLines()) {
+      const QString text = QString::fromStdString(line.text);
+      if (text.contains("paused") || text.contains("resumed"))
+        said << text.section(" after", 0, 0).section(" at step", 0, 0);
+    }
+    QCOMPARE(said, QStringList({"paused", "resumed", "paused", "cancelled while paused"}));
   }
 };
 

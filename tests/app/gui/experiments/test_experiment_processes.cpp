@@ -10,7 +10,7 @@
 //   - cancel while two long variants run: both stop within 10 s, childrenEnded says cancelled,
 //     the third never starts, each record says cancelled;
 //   - through the main window (startExperiment with parallel 2): the status bar's label counts
-//     the running variants, Pause stays disabled, the Experiments tab fills off screen as
+//     the running variants, Pause is enabled, the Experiments tab fills off screen as
 //     variants end (those not ended yet as grey rows, running or waiting), and at the end it is
 //     shown with all three completed;
 //   - Run > Follow a running variant lists the running ones (the followed one checked) and moves
@@ -19,6 +19,8 @@
 //   - Run > Run an experiment asks how many at once: half the cores by default, at most the
 //     variants to run, the last answer remembered; declining runs nothing; no question for one
 //     variant to run or a file that does not parse (startExperiment reports that);
+//   - Pause through the window: each running variant's log says "paused at step N", the status
+//     label says paused, Resume lets them go on; Cancel then ends the experiment cancelled;
 //   - a missing CLI is refused with a message naming it, and nothing starts.
 // Skipped when the CLI is not built (HH_CLI_BINARY empty).
 #include <QAction>
@@ -33,9 +35,13 @@
 #include <QTest>
 #include <QTimer>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "app/gui/conversion/dashboard_view.h"
 #include "app/gui/experiments/experiment_processes.h"
@@ -98,6 +104,19 @@ QString statusOf(hh::gui::ExperimentView* view, const QString& name) {
 }
 
 const QStringList kNames{"hedgehog", "t2r", "seed1"};
+
+// The pid of the CLI process running variant `name` of the experiment file `config` (0: none).
+pid_t processWith(const std::string& config, const std::string& name) {
+  const std::string wanted = std::string("--config") + '\0' + config + '\0' + "--only" + '\0' + name + '\0';
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(wanted) != std::string::npos) return static_cast<pid_t>(std::stol(pid));
+  }
+  return 0;
+}
 
 using Failures = QMap<QString, QString>;
 Failures failuresOf(const QSignalSpy& ended) {
@@ -233,7 +252,7 @@ class TestExperimentProcesses : public QObject {
     QCOMPARE(label->text(), QString("2 of 3 variants running, 0 ended"));
     QVERIFY2(label->toolTip().contains("hedgehog, t2r"), qPrintable(label->toolTip()));
     auto* pause = window.findChild<QAction*>("pauseJobAction");
-    QVERIFY(pause && !pause->isEnabled());
+    QVERIFY(pause && pause->isEnabled());
     QVERIFY(window.startExperiment(path, 2).contains("already running"));
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000);
     QCOMPARE(finished.at(0).at(0).toString(), QString("completed"));
@@ -281,6 +300,47 @@ class TestExperimentProcesses : public QObject {
     QCOMPARE(finished.at(0).at(0).toString(), QString("cancelled"));
     QVERIFY(!window.jobRunning());
     QVERIFY(!menu->isEnabled());
+  }
+
+  // Pause through the window: each running variant waits at its next step (its log says so), the
+  // status label says paused, and the one waiting does not start when a running one is cancelled
+  // meanwhile; Resume lets them go on and starts it. Then Cancel ends the experiment.
+  void pauseHoldsTheVariantsThroughTheWindow() {
+    hh::test::TempDir dir("gui_experiment_processes_pause");
+    const QString path = writeExperiment(dir, threeVariants(dir, 0));
+    hh::gui::MainWindow window;
+    window.show();
+    auto* processes = window.experimentProcesses();
+    processes->setBinary(HH_CLI_BINARY);
+    QSignalSpy finished(&window, &hh::gui::MainWindow::jobFinished);
+    QCOMPARE(window.startExperiment(path, 2), QString());
+    for (const char* name : {"exp/hedgehog/run.h5", "exp/t2r/run.h5"})
+      QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(QString::fromStdString(dir.file(name))), 60000);
+    auto* pause = window.findChild<QAction*>("pauseJobAction");
+    auto* label = window.findChild<QLabel*>("processStatus");
+    pause->trigger();
+    QVERIFY(processes->paused());
+    QCOMPARE(pause->text(), QString("&Resume the job"));
+    QCOMPARE(label->text(), QString("2 of 3 variants running, 0 ended, paused"));
+    for (const char* name : {"exp/hedgehog/experiment.log", "exp/t2r/experiment.log"})
+      QTRY_VERIFY_WITH_TIMEOUT(fileText(dir.file(name)).contains("paused at step"), 30000);
+    // A slot frees while paused (t2r's process killed outright): the waiting variant stays waiting.
+    const pid_t t2r = processWith(path.toStdString(), "t2r");
+    QVERIFY(t2r > 0);
+    ::kill(t2r, SIGKILL);
+    QTRY_COMPARE_WITH_TIMEOUT(processes->runningVariants(), QStringList({"hedgehog"}), 30000);
+    QTest::qWait(500);
+    QCOMPARE(processes->runningVariants(), QStringList({"hedgehog"}));
+    QVERIFY(!QFile::exists(QString::fromStdString(dir.file("exp/seed1"))));
+    pause->trigger();
+    QVERIFY(!processes->paused());
+    QCOMPARE(pause->text(), QString("&Pause the job"));
+    QCOMPARE(processes->runningVariants(), QStringList({"hedgehog", "seed1"}));
+    QTRY_VERIFY_WITH_TIMEOUT(fileText(dir.file("exp/hedgehog/experiment.log")).contains("resumed at step"), 30000);
+    window.cancelJob();
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 60000);
+    QCOMPARE(finished.at(0).at(0).toString(), QString("cancelled"));
+    QVERIFY(!pause->isEnabled());
   }
 
   void theWorkbenchAsksHowManyAtOnce() {
@@ -340,6 +400,7 @@ HH_TEST_SUITE(TestExperimentProcesses, "app.gui.experiment_processes", &TestExpe
               &TestExperimentProcesses::cancelStopsEveryRunningVariant,
               &TestExperimentProcesses::theMainWindowRunsThemAndShowsTheSummary,
               &TestExperimentProcesses::aCancelThroughTheWindowEndsItCancelled,
+              &TestExperimentProcesses::pauseHoldsTheVariantsThroughTheWindow,
               &TestExperimentProcesses::theWorkbenchAsksHowManyAtOnce, &TestExperimentProcesses::aMissingCliIsRefused)
 
 }  // namespace test_experiment_processes

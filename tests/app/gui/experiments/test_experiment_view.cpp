@@ -111,8 +111,17 @@ class TestExperimentView : public QObject {
     QCOMPARE(view.table()->rowCount(), 4);
     QCOMPARE(view.table()->item(3, 0)->text() + " " + view.table()->item(3, 1)->text(), QString("seed2 waiting"));
     QCOMPARE(view.runFileOf(2), QString());
+    // A variant the summary lists, running again (its last record a cancel, say): its own row,
+    // the status greyed with the last record in brackets; no extra row.
+    const QString second = view.table()->item(1, 0)->text(), recorded = view.table()->item(1, 1)->text();
+    view.setLiveRows({{second, "running"}, {"seed2", "waiting"}});
+    QCOMPARE(view.table()->rowCount(), 3);
+    QCOMPARE(view.liveRowCount(), 1);
+    QCOMPARE(view.table()->item(1, 1)->text(), QString("running (last: %1)").arg(recorded));
+    QCOMPARE(view.table()->item(2, 0)->text(), QString("seed2"));
     view.setLiveRows({});
     QCOMPARE(view.table()->rowCount(), 2);
+    QCOMPARE(view.table()->item(1, 1)->text(), recorded);
 
     // A double-click on a run's row asks for its run file (the main window opens it).
     QSignalSpy requested(&view, &hh::gui::ExperimentView::runRequested);
