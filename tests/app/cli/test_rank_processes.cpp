@@ -3,6 +3,9 @@
 //   - 2 ranks train the same feature maps as 1 process on the same global batch: every adapter
 //     tensor and every step's loss within 1e-5 (3 ranks on a batch of 4 too: uneven shares);
 //   - finetuning (LoRA, LM task) the same, on the saved model's tensors;
+//   - SIGUSR1 to one rank (or the launcher) pauses every rank at one step (each log says where),
+//     for longer than the collectives' timeout, SIGUSR2 resumes them, SIGTERM while paused
+//     cancels there;
 //   - SIGTERM to the launcher cancels every rank at the same step: exit 130, run file cancelled,
 //     no rank left running; a rank killed with SIGKILL fails the run (non-zero exit, one error
 //     line naming the rank, rank 0's run file closed as failed);
@@ -23,6 +26,8 @@
 #include <algorithm>
 
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <regex>
 
 #include "app/cli/child_logs.h"
@@ -200,14 +205,23 @@ class TestRankProcesses : public QObject {
     QVERIFY(c::readAll(dir.file("run") + "/rank-1.log").find("cancelled") != std::string::npos);
   }
 
-  // SIGUSR1 to the launcher pauses every rank at the same step and SIGUSR2 resumes them (their
-  // logs say where and how long they waited); a SIGTERM while paused cancels at that step.
+  // SIGUSR1 to one rank pauses every rank at the same step and SIGUSR2 resumes them (their logs
+  // say where and how long they waited), also after a pause longer than the collectives' timeout;
+  // SIGUSR1 to the launcher pauses them all, and a SIGTERM while paused cancels at that step.
   void pauseHoldsEveryRank() {
     if (!haveCli()) QSKIP("the hedgehog CLI is not built");
     hh::test::TempDir dir("ranks_pause");
     std::vector<pid_t> ranks;
+    // Collectives time out after 6 s here, and the pause lasts 8 s: the waiting ranks must keep
+    // exchanging, not sit in a collective.
+    setenv("HH_DIST_TIMEOUT_S", "6", 1);
     const pid_t launcher = startLongRun(dir, ranks);
+    unsetenv("HH_DIST_TIMEOUT_S");
     QVERIFY(launcher > 0);
+    // On a failed check the launcher is killed, and its ranks cancel (their parent-death signal).
+    const std::unique_ptr<void, std::function<void(void*)>> stop(reinterpret_cast<void*>(1), [launcher](void*) {
+      if (::kill(launcher, 0) == 0) ::kill(launcher, SIGKILL), c::waitFor(launcher, 30);
+    });
     QVERIFY2(ranks.size() == 2, c::readAll(dir.file("log")).c_str());
     const std::regex pausedAt("paused at step ([0-9]+)");
     const auto rank1Log = dir.file("run") + "/rank-1.log";
@@ -220,18 +234,19 @@ class TestRankProcesses : public QObject {
       }
       return std::string();
     };
-    ::kill(launcher, SIGUSR1);
+    // Rank 1 alone is asked: rank 0 waits at the same step too (the gate's agreement).
+    ::kill(ranks[1], SIGUSR1);
     const std::string step = waitForLine(dir.file("log"), pausedAt);
     QVERIFY2(!step.empty(), c::readAll(dir.file("log")).c_str());
     QCOMPARE(waitForLine(rank1Log, pausedAt), step);  // every rank waits at that step
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    ::kill(launcher, SIGUSR2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(8000));
+    ::kill(ranks[1], SIGUSR2);
     const std::regex resumed("resumed at step " + step + " after ([0-9.]+) s");
     const std::string waited = waitForLine(dir.file("log"), resumed);
-    QVERIFY2(!waited.empty() && std::stod(waited) >= 1.4, c::readAll(dir.file("log")).c_str());
+    QVERIFY2(!waited.empty() && std::stod(waited) >= 7.5, c::readAll(dir.file("log")).c_str());
     QVERIFY(!waitForLine(rank1Log, resumed).empty());
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    ::kill(launcher, SIGUSR1);  // pause again, then cancel while paused
+    ::kill(launcher, SIGUSR1);  // pause again, through the launcher, then cancel while paused
     const std::string second = waitForLine(dir.file("log"), std::regex("resumed[\\s\\S]*paused at step ([0-9]+)"));
     QVERIFY2(!second.empty(), c::readAll(dir.file("log")).c_str());
     ::kill(launcher, SIGTERM);

@@ -299,7 +299,8 @@ class TestCommunicator : public QObject {
     });
     for (size_t r = 0; r < 2; ++r) {
       QCOMPARE(passed[r], 1);
-      QVERIFY2(waited[r] >= 0.35, qPrintable(QString("rank %1 waited %2 s").arg(r).arg(waited[r])));
+      QVERIFY2(waited[r] >= 0.35,
+               ("rank " + std::to_string(r) + " waited " + std::to_string(waited[r]) + " s").c_str());
       QCOMPARE(stopped[r], 1);
       QVERIFY((events[r] ==
                std::vector<std::pair<bool, bool>>{{true, false}, {false, false}, {true, false}, {false, true}}));

@@ -163,7 +163,8 @@ class TestTrainingSession : public QObject {
     QVERIFY2(r.status == j::JobStatus::Completed, r.message.c_str());
     QCOMPARE(r.steps, int64_t(6));
     QVERIFY((observer.events == std::vector<std::pair<bool, int64_t>>{{true, 2}, {false, 2}}));
-    QVERIFY2(r.seconds <= wall - 0.5, qPrintable(QString("job %1 s, wall %2 s").arg(r.seconds).arg(wall)));
+    QVERIFY2(r.seconds <= wall - 0.5,
+             ("job " + std::to_string(r.seconds) + " s, wall " + std::to_string(wall) + " s").c_str());
     std::vector<std::string> said;
     for (const auto& line : hh::runs::RunReader::open(r.runFile).logLines())
       if (line.text.find("paused") != std::string::npos || line.text.find("resumed") != std::string::npos)
