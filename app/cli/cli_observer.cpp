@@ -9,6 +9,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
+
+#include "engine/distributed/world.h"
 
 namespace hh::cli {
 namespace {
@@ -34,13 +37,23 @@ std::string formatSeconds(double s) {
   return buffer;
 }
 std::string formatEta(double s) { return s < 0 ? "?" : formatSeconds(s); }  // < 0: not known yet
+// Whether this process is a rank of several (a bad world is the job's to report, not this check's).
+bool distributedRank() {
+  try {
+    return dist::worldFromEnvironment().distributed();
+  } catch (const std::exception&) {
+    return true;
+  }
+}
 }  // namespace
 
 CliObserver::CliObserver()
     : tty_(progressFormat() == ProgressFormat::Bar ||
            (progressFormat() == ProgressFormat::Auto && ::isatty(STDOUT_FILENO) != 0)),
       jsonl_(jsonlProgress()),
-      start_(std::chrono::steady_clock::now()), lastPlain_(start_) {
+      waitsInPolls_(!distributedRank()),
+      start_(std::chrono::steady_clock::now()),
+      lastPlain_(start_) {
   if (const char* seconds = std::getenv("HH_PROGRESS_SECONDS")) {
     char* end = nullptr;
     const double value = std::strtod(seconds, &end);
@@ -67,7 +80,11 @@ void CliObserver::started(const std::string& runPath, int64_t totalSteps) {
   std::fflush(stdout);
 }
 
-void CliObserver::progress(int64_t step, int64_t total, const std::string& phase) { draw(step, total, phase); }
+void CliObserver::progress(int64_t step, int64_t total, const std::string& phase) {
+  lastStep_ = step;
+  lastPhase_ = phase;
+  draw(step, total, phase);
+}
 
 void CliObserver::scalars(int64_t step, const std::map<std::string, double>& values) {
   if (jsonl_) emitEvent({{"event", "scalars"}, {"step", step}, {"values", values}});
@@ -82,7 +99,26 @@ void CliObserver::log(const std::string& line) {
   std::fflush(stdout);
 }
 
+// A single process waits here while paused (in an evaluation, say: wherever the job polls); the
+// ranks of a distributed job wait only at the step gate, together.
 bool CliObserver::cancelled() {
+  if (waitsInPolls_ && cli::pauseRequested() && gInterrupts.load() == 0) waitWhilePaused();
+  return cancelRequested();
+}
+
+void CliObserver::waitWhilePaused() {
+  const auto start = std::chrono::steady_clock::now();
+  log("paused" + (lastPhase_.empty() ? std::string() : " in " + lastPhase_));
+  paused(true, lastStep_);
+  while (cli::pauseRequested() && gInterrupts.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  paused(false, lastStep_);
+  char line[64];
+  std::snprintf(line, sizeof line, "%s after %.1f s", gInterrupts.load() > 0 ? "cancelled while paused" : "resumed",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  log(line);
+}
+
+bool CliObserver::cancelRequested() {
   if (gInterrupts.load() > 0 && barVisible_ && !jsonl_) {
     std::printf("\ncancelling (Ctrl-C again to kill)...\n");
     barVisible_ = false;

@@ -9,6 +9,8 @@
 //     event follows the end, as after distill;
 //   - SIGINT while distilling: exit 130, an end event "cancelled", stdout still only JSON, one
 //     stderr line "hedgehog: cancelled: ...";
+//   - SIGUSR1 as an evaluation starts: a "paused" event, no end for 1.5 s, SIGUSR2 and it
+//     completes, its log saying how long it waited;
 //   - experiment --jobs 2: the launcher's lines are log events, its end event lists the variants;
 //   - an unknown format is one error line naming the option, exit 1, and nothing on stdout.
 #include <signal.h>
@@ -210,6 +212,48 @@ class TestProgressJsonl : public QObject {
     QVERIFY2(errors.rfind("hedgehog: cancelled: ", 0) == 0, errors.c_str());  // a cancel is not an error
   }
 
+  // A single process paused (SIGUSR1) as its evaluation starts waits in its cancel poll: a
+  // "paused" event, then nothing for 1.5 s (no end), then SIGUSR2 and it completes, saying how
+  // long it waited; ETA and results as without the pause.
+  void evaluationPausesInASingleProcess() {
+    if (!haveCli()) QSKIP("the hedgehog CLI is not built");
+    hh::test::TempDir dir("jsonl_pause");
+    const auto corpus = hh::test::writeWordCorpus(dir);
+    const auto out = dir.file("out.jsonl");
+    const pid_t pid =
+        c::spawnLogged({HH_CLI_BINARY, "--progress", "jsonl", "evaluate", kModel, "--feature-map", "hedgehog",
+                        "--corpus", corpus, "--run-dir", dir.file("run"), "--batch-size", "1", "--seq-len", "32"},
+                       out, dir.file("err.txt"));
+    QVERIFY(pid > 0);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (c::readAll(out).find("\"event\":\"run_file\"") == std::string::npos &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ::kill(pid, SIGUSR1);
+    const auto shows = [&out](const std::string& text) {
+      for (int i = 0; i < 300 && c::readAll(out).find(text) == std::string::npos; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      return c::readAll(out).find(text) != std::string::npos;
+    };
+    QVERIFY2(shows("\"event\":\"paused\",\"paused\":true"), c::readAll(out).c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    QVERIFY2(c::readAll(out).find("\"event\":\"end\"") == std::string::npos, c::readAll(out).c_str());
+    ::kill(pid, SIGUSR2);
+    QCOMPARE(c::waitFor(pid, 120), 0);
+    std::string bad;
+    const auto all = events(c::readAll(out), bad);
+    QVERIFY2(bad.empty(), ("not JSON events:\n" + bad).c_str());
+    const auto pauses = ofKind(all, "paused");
+    QCOMPARE(int(pauses.size()), 2);
+    QCOMPARE(pauses[1]["paused"].get<bool>(), false);
+    double waited = 0;
+    for (const auto& e : ofKind(all, "log"))
+      if (e["line"].get<std::string>().rfind("resumed after ", 0) == 0)
+        waited = std::stod(e["line"].get<std::string>().substr(14));
+    QVERIFY2(waited >= 1.4, c::readAll(out).c_str());
+    QCOMPARE(ofKind(all, "end").at(0)["status"].get<std::string>(), std::string("completed"));
+  }
+
   // experiment --jobs 2: the launcher's own lines are log events and its end event lists every
   // variant with its status and metrics.
   void experimentIsJsonToo() {
@@ -275,8 +319,9 @@ class TestProgressJsonl : public QObject {
 
 HH_TEST_SUITE(TestProgressJsonl, "app.cli.progress_jsonl", &TestProgressJsonl::distillEvents,
               &TestProgressJsonl::optionAfterTheCommand, &TestProgressJsonl::convertEndCarriesEvaluation,
-              &TestProgressJsonl::interruptEndsCancelled, &TestProgressJsonl::experimentIsJsonToo,
-              &TestProgressJsonl::rankIsJsonToo, &TestProgressJsonl::unknownFormatIsOneError)
+              &TestProgressJsonl::interruptEndsCancelled, &TestProgressJsonl::evaluationPausesInASingleProcess,
+              &TestProgressJsonl::experimentIsJsonToo, &TestProgressJsonl::rankIsJsonToo,
+              &TestProgressJsonl::unknownFormatIsOneError)
 
 }  // namespace test_progress_jsonl
 
