@@ -1,7 +1,8 @@
 // RankRunner: runs the rank job (engine/jobs/rank_job.h) on a worker thread for the workbench's
 // Layer ranking tab, as JobRunner runs a conversion: the job's observer turns its calls into
 // signals queued to the GUI thread (progress at most every kProgressMs), and cancel() sets a flag
-// the job polls every step, so it stops within a step and ends Cancelled. finished() comes once
+// the job polls every step, so it stops within a step and ends Cancelled; pause() makes it wait at
+// its next step (or its next cancel poll outside training) until resume() or cancel(). finished() comes once
 // the worker thread has ended; result() then holds what the job returned (or a Failed result
 // carrying the exception's message). The destructor cancels a running job and waits for it.
 #pragma once
@@ -31,6 +32,9 @@ class RankRunner : public QObject {
   // False (and nothing starts) when a job is already running.
   bool start(const jobs::RankConfig& config);
   void cancel();
+  void pause();
+  void resume();
+  bool paused() const;  // asked for, not resumed
   // Blocks until the job has finished (tests); true if it did within `ms` (< 0: forever).
   bool wait(int ms);
   // The last job's result and config (valid after finished()).
@@ -43,12 +47,13 @@ class RankRunner : public QObject {
   // status: completed | failed | cancelled. Emitted on the GUI thread after the worker ended.
   void finished(const QString& status, const QString& message);
   void runningChanged(bool running);
+  void pausedChanged(bool paused);  // follows pause() and resume(), and false when a paused job ends
 
  private:
   // What the worker thread fills in (read on the GUI thread once the thread has finished).
   struct Outcome {
     jobs::RankResult result;
-    std::atomic<bool> cancel{false};
+    std::atomic<bool> cancel{false}, pause{false};
   };
 
   QThread* thread_ = nullptr;

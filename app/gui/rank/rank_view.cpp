@@ -45,6 +45,7 @@ RankView::RankView(QWidget* parent) : QWidget(parent) {
   connect(runner_, &RankRunner::progress, this, &RankView::onProgress);
   connect(runner_, &RankRunner::logLine, this, [this](const QString& line) { showLog(line); });
   connect(runner_, &RankRunner::runningChanged, this, &RankView::setRunning);
+  connect(runner_, &RankRunner::pausedChanged, this, &RankView::setPaused);
   connect(runner_, &RankRunner::finished, this, &RankView::onFinished);
   setRunning(false);
 }
@@ -58,6 +59,7 @@ QWidget* RankView::buildSettings() {
   connect(browse_, &QPushButton::clicked, this, &RankView::chooseModel);
   connect(open_, &QPushButton::clicked, this, &RankView::chooseRanking);
   connect(cancel_, &QPushButton::clicked, this, &RankView::cancel);
+  connect(pause_, &QPushButton::clicked, this, [this] { runner_->paused() ? runner_->resume() : runner_->pause(); });
   connect(start_, &QPushButton::clicked, this, [this] {
     const QString error = start();
     if (!error.isEmpty()) showErrorDialog(this, tr("Rank layers"), error);
@@ -65,7 +67,7 @@ QWidget* RankView::buildSettings() {
   return box;
 }
 
-// Model, the attention to try, steps, and the Start / Cancel / Open buttons.
+// Model, the attention to try, steps, and the Start / Pause / Cancel / Open buttons.
 QHBoxLayout* RankView::buildInputRow() {
   auto* row = new QHBoxLayout;
   model_ = new QLineEdit;
@@ -86,6 +88,9 @@ QHBoxLayout* RankView::buildInputRow() {
   start_->setObjectName(QStringLiteral("rankStart"));
   cancel_ = new QPushButton(tr("Cancel"));
   cancel_->setObjectName(QStringLiteral("rankCancel"));
+  pause_ = new QPushButton(tr("Pause"));
+  pause_->setObjectName(QStringLiteral("rankPause"));
+  pause_->setToolTip(tr("Wait at the next step (the ranking keeps what it has done); Resume goes on"));
   open_ = new QPushButton(tr("Open a ranking\u2026"));
   open_->setToolTip(tr("Show a saved rank.json (hedgehog rank writes one into its run folder)"));
   row->addWidget(new QLabel(tr("Model")));
@@ -97,7 +102,7 @@ QHBoxLayout* RankView::buildInputRow() {
   row->addWidget(new QLabel(tr("Steps")));
   row->addWidget(steps_);
   row->addSpacing(12);
-  for (QPushButton* b : {start_, cancel_, open_}) row->addWidget(b);
+  for (QPushButton* b : {start_, pause_, cancel_, open_}) row->addWidget(b);
   return row;
 }
 
@@ -210,12 +215,19 @@ void RankView::setRunning(bool running) {
   for (QWidget* w : std::initializer_list<QWidget*>{model_, browse_, attention_, steps_, start_, open_})
     w->setEnabled(!running);
   cancel_->setEnabled(running);
+  pause_->setEnabled(running);
+}
+
+void RankView::setPaused(bool paused) {
+  pause_->setText(paused ? tr("Resume") : tr("Pause"));
+  if (paused) progress_->setFormat(tr("paused at %v / %m"));
 }
 
 void RankView::onProgress(qint64 step, qint64 total, const QString& phase) {
   progress_->setRange(0, int(std::max<qint64>(total, 1)));
   progress_->setValue(int(std::min(step, total)));
-  progress_->setFormat(QStringLiteral("%v / %m %1").arg(phase.isEmpty() ? tr("steps") : phase));
+  progress_->setFormat(runner_->paused() ? tr("paused at %v / %m")
+                                         : QStringLiteral("%v / %m %1").arg(phase.isEmpty() ? tr("steps") : phase));
 }
 
 void RankView::onFinished(const QString& status, const QString& message) {

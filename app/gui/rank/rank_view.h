@@ -2,9 +2,10 @@
 // which layers are hard to convert, and a per-layer plan chosen by difficulty.
 //   - above: the rank job's settings (the model folder, default the workbench's model; the
 //     attention every layer is tried with, an editable combo; the distillation steps), Start,
-//     Cancel, "Open a ranking…", a progress bar and the job's last log line. The job
-//     (engine/jobs/rank_job.h, the CLI's `hedgehog rank`) runs on a worker thread (RankRunner):
-//     the GUI stays live, and Cancel stops it within a step. Its folder is
+//     Pause / Resume, Cancel, "Open a ranking…", a progress bar and the job's last log line. The
+//     job (engine/jobs/rank_job.h, the CLI's `hedgehog rank`) runs on a worker thread
+//     (RankRunner): the GUI stays live, Pause makes it wait at its next step, and Cancel stops it
+//     within a step. Its folder is
 //     runs/rank/<model folder's name> unless the base config names one.
 //   - below: the ranking (RankResultsPanel): the layers x heads heatmap, the layers hardest first,
 //     the budget and keep-as, the plan, and "Convert with this plan…" (convertRequested(); the
@@ -60,6 +61,7 @@ class RankView : public QWidget {
   QSpinBox* stepsBox() const { return steps_; }
   QPushButton* startButton() const { return start_; }
   QPushButton* cancelButton() const { return cancel_; }
+  QPushButton* pauseButton() const { return pause_; }
   QProgressBar* progressBar() const { return progress_; }
   QString logText() const;
 
@@ -77,6 +79,7 @@ class RankView : public QWidget {
   void chooseModel();
   void chooseRanking();
   void setRunning(bool running);
+  void setPaused(bool paused);
   void onProgress(qint64 step, qint64 total, const QString& phase);
   void onFinished(const QString& status, const QString& message);
   void showLog(const QString& text, bool error = false);
@@ -89,6 +92,7 @@ class RankView : public QWidget {
   QPushButton* browse_ = nullptr;
   QPushButton* start_ = nullptr;
   QPushButton* cancel_ = nullptr;
+  QPushButton* pause_ = nullptr;
   QPushButton* open_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* log_ = nullptr;

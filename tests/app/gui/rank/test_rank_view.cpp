@@ -295,6 +295,36 @@ class TestRankView : public QObject {
     QVERIFY(view.logText().startsWith("Cancelled"));
   }
 
+  // Pause: the job waits at its next step (its log line says so, the bar says paused, no step
+  // for a second); Resume goes on; a cancel while paused stops it.
+  void pauseHoldsARun() {
+    hh::test::TempDir dir("rank_view_pause");
+    hh::gui::RankView view;
+    view.setBaseConfig(tinyRankConfig(dir, 100000));
+    QSignalSpy finished(&view, &hh::gui::RankView::finished);
+    QVERIFY(!view.pauseButton()->isEnabled());
+    QCOMPARE(view.start(), QString());
+    QVERIFY(view.pauseButton()->isEnabled());
+    QTRY_VERIFY_WITH_TIMEOUT(view.progressBar()->value() >= 2, 60000);
+    view.pauseButton()->click();
+    QCOMPARE(view.pauseButton()->text(), QString("Resume"));
+    QTRY_VERIFY_WITH_TIMEOUT(view.logText().startsWith("paused at step"), 30000);
+    QVERIFY2(view.progressBar()->text().startsWith("paused at"), qPrintable(view.progressBar()->text()));
+    const int stoppedAt = view.progressBar()->value();
+    QTest::qWait(1000);
+    QCOMPARE(view.progressBar()->value(), stoppedAt);
+    view.pauseButton()->click();
+    QCOMPARE(view.pauseButton()->text(), QString("Pause"));
+    QTRY_VERIFY_WITH_TIMEOUT(view.progressBar()->value() > stoppedAt, 30000);
+    view.pauseButton()->click();
+    QTest::qWait(300);
+    view.cancelButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0, 30000);
+    QCOMPARE(finished.at(0).at(0).toString(), QString("cancelled"));
+    QCOMPARE(view.pauseButton()->text(), QString("Pause"));
+    QVERIFY(!view.pauseButton()->isEnabled());
+  }
+
   void mainWindowOpensTheTabAndTheForm() {
     hh::test::TempDir dir("rank_view_window");
     hh::gui::MainWindow window;
@@ -334,7 +364,8 @@ class TestRankView : public QObject {
 HH_TEST_SUITE(TestRankView, "app.gui.rank_view", &TestRankView::initTestCase, &TestRankView::opensARankingFile,
               &TestRankView::budgetAndKeepAsChangeThePlan, &TestRankView::anotherModelRanksIntoItsOwnFolder,
               &TestRankView::convertUsesThePlanShown, &TestRankView::ranksTheFixtureOnTheWorker,
-              &TestRankView::cancelStopsARun, &TestRankView::mainWindowOpensTheTabAndTheForm)
+              &TestRankView::cancelStopsARun, &TestRankView::pauseHoldsARun,
+              &TestRankView::mainWindowOpensTheTabAndTheForm)
 
 }  // namespace test_rank_view
 
