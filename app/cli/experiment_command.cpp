@@ -200,7 +200,7 @@ void printStatus(const jobs::ExperimentConfig& config) {
     std::printf("%-20s %-12s %-24s %9s  %s\n", s.name.c_str(), s.state.c_str(), step.c_str(), seconds, where.c_str());
   }
   std::string line;
-  for (const char* state : {"completed", "running", "interrupted", "cancelled", "failed", "not started"})
+  for (const char* state : {"completed", "running", "paused", "interrupted", "cancelled", "failed", "not started"})
     if (counts[state] > 0) line += (line.empty() ? "" : ", ") + std::to_string(counts[state]) + " " + state;
   std::printf("%s of %zu variants: %s\n", config.name.c_str(), config.variants.size(), line.c_str());
 }

@@ -35,6 +35,19 @@ std::string newestRunFile(const fs::path& dir) {
   return newest;
 }
 
+// Whether the last pause line of a running job's log (the step gate's) is a pause it has not
+// come out of: "paused at step N", with no "resumed ..." or "cancelled while paused ..." after it.
+bool pausedNow(const runs::RunReader& reader) {
+  bool paused = false;
+  for (const auto& line : reader.logLines()) {
+    if (line.text.rfind("paused at step ", 0) == 0)
+      paused = true;
+    else if (line.text.rfind("resumed at step ", 0) == 0 || line.text.rfind("cancelled while paused", 0) == 0)
+      paused = false;
+  }
+  return paused;
+}
+
 // What its newest run file says of a variant without a record (an unreadable file: not started,
 // the message says why).
 void readRunFile(VariantState& s) {
@@ -52,6 +65,10 @@ void readRunFile(VariantState& s) {
       s.totalSteps = config.at("steps").get<int64_t>();
     if (!running) s.message = "its run files are from an earlier config; a run starts it afresh";
     if (s.state == "interrupted") s.message = "killed while it ran; --resume continues it from its last checkpoint";
+    if (s.state == "running" && pausedNow(reader)) {
+      s.state = "paused";
+      s.message = "waiting at its step; SIGUSR2 to its process (or its launcher) resumes it";
+    }
   } catch (const std::exception& e) {
     s.state = "not started";
     s.message = std::string("its run file cannot be read: ") + e.what();

@@ -2,6 +2,8 @@
 // this process, another, or none): `hedgehog experiment --config FILE --status`.
 //   completed, failed, cancelled   its record (variant.json) for the variant's current config
 //   running                        no record, and a process writes its newest run file now
+//   paused                         running, and its run's log ends in a pause ("paused at step N",
+//                                  not yet resumed: SIGUSR1, the workbench's Pause)
 //   interrupted                    no record, and its newest run file says running with no writer
 //                                  (a killed job; --resume continues it from its checkpoint)
 //   not started                    neither (or only run files of another config, which a run

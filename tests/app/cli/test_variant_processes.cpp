@@ -12,8 +12,9 @@
 //   - a launcher killed outright (SIGKILL) leaves no child running: each cancels its variant;
 //   - a child killed outright (SIGKILL, as the OOM killer does) leaves no record: its variant is
 //     listed in the summary as failed, "killed by signal 9", and the experiment as failed;
-//   - SIGUSR1 to the launcher pauses the running variants (their logs say where) and holds the
-//     waiting ones, even when a slot frees; SIGUSR2 resumes them and starts the rest.
+//   - SIGUSR1 to the launcher pauses the running variants (their logs say where, --status says
+//     paused) and holds the waiting ones, even when a slot frees; SIGUSR2 resumes them and starts
+//     the rest.
 #include <signal.h>
 #include <spawn.h>
 
@@ -306,6 +307,8 @@ class TestVariantProcesses : public QObject {
              c::readAll(dir.file("log")).c_str());
     for (const std::string name : {"hedgehog", "t2r"})
       QVERIFY2(shows(exp + "/" + name + "/experiment.log", "paused at step"), name.c_str());
+    const std::string status = statusOf(dir);  // --status from another process reads their logs
+    QVERIFY2(status.find("tiny of 3 variants: 2 paused, 1 not started\n") != std::string::npos, status.c_str());
     ::kill(children[1], SIGKILL);  // a slot frees while paused: the third must not start
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     QVERIFY2(c::readAll(dir.file("log")).find("[third] started") == std::string::npos,

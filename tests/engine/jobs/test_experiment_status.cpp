@@ -3,8 +3,8 @@
 //   - a completed variant: its record's state and wall time; a cancelled one: "cancelled" with the
 //     record's message;
 //   - a variant whose run file a writer holds open: "running", at the last step written, out of
-//     the steps its config gives; once the writer is gone without an end (a killed job):
-//     "interrupted", with how to continue it;
+//     the steps its config gives; "paused" while its log ends in "paused at step N"; once the writer is gone without an
+//     end (a killed job): "interrupted", with how to continue it;
 //   - a variant with nothing in its folder: "not started"; one whose record is of another config
 //     (its config changed since): "not started", saying its files are from an earlier config.
 #include <fstream>
@@ -89,6 +89,16 @@ class TestExperimentStatus : public QObject {
       QCOMPARE(running.runFile, dir.file("exp/seed1/run.h5"));
       QCOMPARE(stateOf(states, "seed2").state, std::string("not started"));
       QVERIFY(stateOf(states, "seed2").runFile.empty());
+      // Its log ends in a pause: "paused" at that step; once resumed, running again.
+      writer.log("paused at step 7", 7);
+      writer.flush();
+      const auto paused = stateOf(j::variantStates(config), "seed1");
+      QCOMPARE(paused.state, std::string("paused"));
+      QCOMPARE(paused.step, int64_t(7));
+      QVERIFY2(paused.message.find("SIGUSR2") != std::string::npos, paused.message.c_str());
+      writer.log("resumed at step 7 after 3.0 s", 7);
+      writer.flush();
+      QCOMPARE(stateOf(j::variantStates(config), "seed1").state, std::string("running"));
     }
     // The writer gone without an end, as a killed job leaves its file.
     const auto interrupted = stateOf(j::variantStates(config), "seed1");  // a copy: the list is a temporary
