@@ -5,9 +5,9 @@
 //     (then all stop). While they wait the ranks exchange a few bytes every `poll`, so a pause of
 //     any length never runs into the collectives' timeout (HH_DIST_TIMEOUT_S), as a rank blocked
 //     inside a collective would.
-// In a world of one the same loop runs without exchanges. The gate is where the CLI's pause
-// (SIGUSR1 / SIGUSR2, app/cli/pause_signals.h) takes effect; the workbench's in-process runner
-// pauses inside its cancel poll instead (app/gui/conversion/job_runner.h), and both reach here.
+// In a world of one the same loop runs without exchanges. The gate is where a training job's
+// pause takes effect: the CLI's (SIGUSR1 / SIGUSR2, app/cli/pause_signals.h) and the workbench's
+// (its runners' Pause); outside training steps a single process may wait in its cancel poll.
 #pragma once
 #include <chrono>
 #include <cstdint>

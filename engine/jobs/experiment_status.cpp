@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "engine/jobs/experiment_job.h"
+#include "engine/jobs/training_session.h"
 #include "engine/runs/run_chain.h"
 #include "engine/runs/run_reader.h"
 
@@ -40,9 +41,9 @@ std::string newestRunFile(const fs::path& dir) {
 bool pausedNow(const runs::RunReader& reader) {
   bool paused = false;
   for (const auto& line : reader.logLines()) {
-    if (line.text.rfind("paused at step ", 0) == 0)
+    if (line.text.rfind(kPausedAtStep, 0) == 0)
       paused = true;
-    else if (line.text.rfind("resumed at step ", 0) == 0 || line.text.rfind("cancelled while paused", 0) == 0)
+    else if (line.text.rfind(kResumedAtStep, 0) == 0 || line.text.rfind(kCancelledWhilePaused, 0) == 0)
       paused = false;
   }
   return paused;

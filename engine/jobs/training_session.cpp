@@ -201,9 +201,9 @@ bool TrainingSession::passStepGate() {
       pausedSeconds_ += secondsSince(waitStarted);
     char line[96];
     if (paused)
-      std::snprintf(line, sizeof line, "paused at step %lld", static_cast<long long>(step));
+      std::snprintf(line, sizeof line, "%s%lld", kPausedAtStep, static_cast<long long>(step));
     else
-      std::snprintf(line, sizeof line, "%s at step %lld after %.1f s", cancelled ? "cancelled while paused" : "resumed",
+      std::snprintf(line, sizeof line, "%s%lld after %.1f s", cancelled ? kCancelledWhilePaused : kResumedAtStep,
                     static_cast<long long>(step), secondsSince(waitStarted));
     log(line);
     if (paused && writer_) writer_->flush();  // readers see every step up to the pause, and this line

@@ -189,6 +189,13 @@ class TrainingSession {
 // launcher (app/cli/rank_processes.cpp) then leaves rank 0 to finish its save, as after a cancel.
 inline constexpr const char* kFailedOnEveryRank = ", as on every rank";
 
+// How the run's log begins the lines of a pause at the step gate ("paused at step N", then
+// "resumed at step N after S s" or "cancelled while paused at step N after S s"); what
+// `experiment --status` reads back (experiment_status.cpp).
+inline constexpr const char* kPausedAtStep = "paused at step ";
+inline constexpr const char* kResumedAtStep = "resumed at step ";
+inline constexpr const char* kCancelledWhilePaused = "cancelled while paused at step ";
+
 // What a job's result takes from its session after finish(): status, message, steps, the best step
 // and validation loss, the wall time, and the run file (empty where `main` is false: ranks other
 // than 0). Every training job's result has these fields.

@@ -42,7 +42,7 @@ class JobRunner : public JobSignals {
   // What the last start ran: "convert" or "experiment" ("" before any).
   QString kind() const { return kind_; }
   void cancel();
-  // JobSignals' pause: the job blocks in its next cancel check.
+  // JobSignals' pause: the job waits at its next training step, or blocks in another cancel poll.
   void pause() override;
   void resume() override;
   bool paused() const override;

@@ -15,7 +15,7 @@ class JobSignals : public QObject {
   using QObject::QObject;
 
   // Pause / resume the running job (no-ops when none runs). paused(): asked for, not yet resumed;
-  // the job itself waits at its next step (JobRunner: its next cancel check).
+  // the job itself waits at its next training step (a single process also in its other cancel polls).
   virtual void pause() {}
   virtual void resume() {}
   virtual bool paused() const { return false; }
