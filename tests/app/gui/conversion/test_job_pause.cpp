@@ -38,8 +38,10 @@ namespace r = hh::runs;
 std::string writeProject(const hh::test::TempDir& dir) {
   j::ConvertConfig c = hh::test::tinyConvertConfig(dir);
   c.distill.steps = 100000;
-  c.distill.evalEvery = 50;
-  c.distill.snapshotEvery = 50;
+  // No evaluation after the first: a pause that lands in one blocks in its cancel poll, without
+  // the step gate's log lines this test reads.
+  c.distill.evalEvery = 100000;
+  c.distill.snapshotEvery = 100000;
   c.distill.patience = 0;  // never stops early: the job runs until cancelled
   c.finetune.steps = 0;
   c.evaluate.featureMaps = {"hedgehog"};

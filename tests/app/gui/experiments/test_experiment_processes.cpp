@@ -49,6 +49,7 @@
 #include "app/gui/shell/main_window.h"
 #include "engine/config/config_file.h"
 #include "engine/jobs/experiment_job.h"
+#include "engine/runs/run_reader.h"
 #include "tests/engine/jobs/experiment_test_support.h"
 #include "tests/support/hh_test.h"
 #include "tests/support/temp_dir.h"
@@ -104,6 +105,15 @@ QString statusOf(hh::gui::ExperimentView* view, const QString& name) {
 }
 
 const QStringList kNames{"hedgehog", "t2r", "seed1"};
+
+// Whether `runFile` holds a training step yet (false while it is being created).
+bool hasSteps(const std::string& runFile) {
+  try {
+    return std::filesystem::exists(runFile) && !hh::runs::RunReader::open(runFile).scalars("loss").steps.empty();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 
 // The pid of the CLI process running variant `name` of the experiment file `config` (0: none).
 pid_t processWith(const std::string& config, const std::string& name) {
@@ -307,7 +317,13 @@ class TestExperimentProcesses : public QObject {
   // meanwhile; Resume lets them go on and starts it. Then Cancel ends the experiment.
   void pauseHoldsTheVariantsThroughTheWindow() {
     hh::test::TempDir dir("gui_experiment_processes_pause");
-    const QString path = writeExperiment(dir, threeVariants(dir, 0));
+    // Paused once both train, with no evaluation after the first: a pause that lands in one waits
+    // in its cancel poll and logs "paused in ..." instead of the step gate's "paused at step N"
+    // this test reads.
+    json experiment = threeVariants(dir, 0);
+    experiment["base"]["eval_every"] = 1000000;
+    experiment["base"]["snapshot_every"] = 1000000;
+    const QString path = writeExperiment(dir, experiment);
     hh::gui::MainWindow window;
     window.show();
     auto* processes = window.experimentProcesses();
@@ -315,7 +331,7 @@ class TestExperimentProcesses : public QObject {
     QSignalSpy finished(&window, &hh::gui::MainWindow::jobFinished);
     QCOMPARE(window.startExperiment(path, 2), QString());
     for (const char* name : {"exp/hedgehog/run.h5", "exp/t2r/run.h5"})
-      QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(QString::fromStdString(dir.file(name))), 60000);
+      QTRY_VERIFY_WITH_TIMEOUT(hasSteps(dir.file(name)), 60000);
     auto* pause = window.findChild<QAction*>("pauseJobAction");
     auto* label = window.findChild<QLabel*>("processStatus");
     pause->trigger();
